@@ -1,0 +1,23 @@
+"""Label keys and names every modelplane function and the agent agree on."""
+
+GROUP = "modelplane.ai"
+API_VERSION = "modelplane.ai/v1alpha1"
+AGENT_API_VERSION = "agent.modelplane.ai/v1alpha1"
+OBJECT_API_VERSION = "kubernetes.m.crossplane.io/v1alpha1"
+
+# On the nodes of a pool, and on every engine pod as its nodeSelector.
+POOL = "modelplane.ai/pool"
+
+# On every ModelReplica a deployment composes. The deployment's identity is
+# its namespace AND its name: two deployments with one name in two namespaces
+# are different deployments.
+DEPLOYMENT = "modelplane.ai/deployment"
+DEPLOYMENT_NAMESPACE = "modelplane.ai/deployment-namespace"
+CLUSTER = "modelplane.ai/cluster"
+REPLICA_INDEX = "modelplane.ai/replica-index"
+
+# On every engine pod, so a ReplicaObservation selects exactly one replica.
+REPLICA = "modelplane.ai/replica"
+REPLICA_NAMESPACE = "modelplane.ai/replica-namespace"
+ENGINE = "modelplane.ai/engine"
+ROLE = "modelplane.ai/role"

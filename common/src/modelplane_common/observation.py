@@ -1,0 +1,276 @@
+"""Observed pool capacity: the one definition of a valid histogram.
+
+The agent on a workload cluster reports, per pool, how many schedulable
+nodes have each vector of free devices (`nodesByFreeDevices`), how many
+nodes the pool has now (`observedNodes`, ready or not) and when it looked
+(`observedAt`, on the agent's clock). compose-inference-cluster publishes
+that report in the InferenceCluster status only if `parse_observation`
+accepts it; compose-model-deployment parses the published copy with the
+same function, so publisher and consumer can never disagree on validity.
+
+Model
+    A pool declares its device kinds (`devices[]`), each with a per-node
+    `count`. Only DRA kinds are observed; Synthetic kinds are never counted.
+    A node's free vector is a tuple of free counts in declared DRA order.
+    A `Histogram` is a canonical multiset of such vectors: one bucket per
+    distinct vector, buckets sorted most-free first (lexicographically
+    descending in declared device order), node counts positive.
+
+Invariants of an accepted observation
+    - every free count is an int in [0, declared per-node count];
+    - every key names a DRA device kind of the pool (a missing key is 0);
+    - the buckets' nodes sum to at most `observedNodes`, since cordoned,
+      NotReady and untolerably tainted nodes are counted there but not in
+      the histogram;
+    - at most MAX_BUCKETS buckets; with the XRD's 8 device kinds per node
+      the agent must merge rarer vectors downwards (never upwards) to stay
+      under it, or report Observing=False for the pool;
+    - `observedAt` is an RFC 3339 time with a zone.
+
+Anything else is rejected whole: a histogram that is partly wrong cannot be
+trusted in the parts that look right, so the pool falls back to whole-node
+accounting and the defect is reported.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass
+from datetime import datetime, timedelta
+
+from modelplane_common.timeutil import format_time, parse_time
+
+MAX_BUCKETS = 512
+
+FreeVector = tuple[int, ...]
+
+
+@dataclass(frozen=True, slots=True)
+class DeviceKinds:
+    """The DRA device kinds of one pool, in declared order, with per-node counts."""
+
+    names: tuple[str, ...]
+    per_node: tuple[int, ...]
+
+    @classmethod
+    def from_declared(cls, devices: Iterable[Mapping]) -> DeviceKinds:
+        """Take the DRA kinds from a pool's declared `devices[]` (Synthetic kinds are not observed)."""
+        dra = [d for d in devices if d.get("claim", "DRA") == "DRA"]
+        return cls(
+            names=tuple(str(d["name"]) for d in dra),
+            per_node=tuple(as_count(d.get("count")) or 0 for d in dra),
+        )
+
+    @property
+    def empty_node(self) -> FreeVector:
+        """The free vector of a node nothing has claimed from."""
+        return self.per_node
+
+
+@dataclass(frozen=True, slots=True)
+class Histogram:
+    """Nodes counted by free-device vector; canonical (merged, sorted most-free first)."""
+
+    buckets: tuple[tuple[FreeVector, int], ...]
+
+    @classmethod
+    def of(cls, counts: Iterable[tuple[FreeVector, int]]) -> Histogram:
+        merged: dict[FreeVector, int] = {}
+        for vector, nodes in counts:
+            if nodes > 0:
+                merged[vector] = merged.get(vector, 0) + nodes
+        return cls(tuple(sorted(merged.items(), reverse=True)))
+
+    @property
+    def nodes(self) -> int:
+        return sum(n for _, n in self.buckets)
+
+    def to_wire(self, kinds: DeviceKinds) -> list[dict]:
+        """The `nodesByFreeDevices` list, with every DRA key written out."""
+        return [
+            {"free": dict(zip(kinds.names, vector, strict=True)), "nodes": nodes}
+            for vector, nodes in self.buckets
+        ]
+
+
+@dataclass(frozen=True, slots=True)
+class Observation:
+    observed_at: datetime
+    observed_nodes: int
+    histogram: Histogram
+
+    def is_fresh(self, now: datetime, max_age: timedelta) -> bool:
+        """Fresh while younger than max_age.
+
+        An observation from more than max_age in the future is treated as
+        stale too: a clock that far ahead would keep a dead agent's last
+        report fresh for ever.
+        """
+        age = now - self.observed_at
+        return -max_age <= age <= max_age
+
+    def to_wire(self, kinds: DeviceKinds) -> dict:
+        return {
+            "observedAt": format_time(self.observed_at),
+            "observedNodes": self.observed_nodes,
+            "nodesByFreeDevices": self.histogram.to_wire(kinds),
+        }
+
+
+@dataclass(frozen=True, slots=True)
+class NotReported:
+    """The agent has not (yet) reported on the pool: no defect, just fall back."""
+
+    message: str
+
+
+@dataclass(frozen=True, slots=True)
+class Blind:
+    """The agent says it cannot observe the pool (Observing=False)."""
+
+    message: str
+
+
+@dataclass(frozen=True, slots=True)
+class Rejected:
+    """The report breaks an invariant; every defect found is listed."""
+
+    defects: tuple[str, ...]
+
+    @property
+    def message(self) -> str:
+        return "; ".join(self.defects)
+
+
+ParsedObservation = Observation | NotReported | Blind | Rejected
+
+
+def as_count(value: object) -> int | None:
+    """The value as a whole number, or None when it is not one.
+
+    JSON (and the protobuf Struct a function receives) has one number type,
+    so 3 arrives as 3.0; an integral float is a count, 2.5 is not. A JSON
+    true is not a count either, although Python's bool is an int.
+    """
+    if isinstance(value, bool):
+        return None
+    if isinstance(value, int):
+        return value
+    if isinstance(value, float) and value.is_integer():
+        return int(value)
+    return None
+
+
+def _observing_false(conditions: object) -> str | None:
+    if not isinstance(conditions, list):
+        return None
+    for condition in conditions:
+        if (
+            isinstance(condition, Mapping)
+            and condition.get("type") == "Observing"
+            and condition.get("status") == "False"
+        ):
+            reason = condition.get("reason") or "NotObserving"
+            detail = condition.get("message") or "the agent cannot observe this pool"
+            return f"{reason}: {detail}"
+    return None
+
+
+def parse_observation(
+    status: Mapping | None,
+    kinds: DeviceKinds,
+    *,
+    max_buckets: int = MAX_BUCKETS,
+) -> ParsedObservation:
+    """Parse a PoolObservation status (or a published gpuPools entry).
+
+    Never raises: the caller turns NotReported, Blind and Rejected into
+    conditions and events and falls back to whole-node accounting.
+    """
+    if not isinstance(status, Mapping) or not status:
+        return NotReported("the agent has not reported on this pool yet")
+    blind = _observing_false(status.get("conditions"))
+    if blind is not None:
+        return Blind(blind)
+    if "observedAt" not in status and "nodesByFreeDevices" not in status:
+        return NotReported("the agent has not reported on this pool yet")
+
+    defects: list[str] = []
+    observed_at: datetime | None = None
+    try:
+        observed_at = parse_time(status.get("observedAt"))  # type: ignore[arg-type]
+    except ValueError as err:
+        defects.append(f"observedAt: {err}")
+
+    observed_nodes = as_count(status.get("observedNodes"))
+    if observed_nodes is None or observed_nodes < 0:
+        defects.append(
+            f"observedNodes must be a count of nodes, got {status.get('observedNodes')!r}"
+        )
+        observed_nodes = None
+
+    raw_buckets = status.get("nodesByFreeDevices")
+    if raw_buckets is None:
+        raw_buckets = []
+    if not isinstance(raw_buckets, list):
+        defects.append("nodesByFreeDevices must be a list")
+        raw_buckets = []
+    if len(raw_buckets) > max_buckets:
+        defects.append(f"{len(raw_buckets)} buckets exceed the bound of {max_buckets}")
+
+    index_of = {name: i for i, name in enumerate(kinds.names)}
+    counts: list[tuple[FreeVector, int]] = []
+    for position, bucket in enumerate(raw_buckets):
+        where = f"nodesByFreeDevices[{position}]"
+        if not isinstance(bucket, Mapping):
+            defects.append(f"{where} must be an object")
+            continue
+        nodes = as_count(bucket.get("nodes"))
+        if nodes is None or nodes < 1:
+            defects.append(f"{where}.nodes must be a positive count, got {bucket.get('nodes')!r}")
+            continue
+        free = bucket.get("free", {})
+        if not isinstance(free, Mapping):
+            defects.append(f"{where}.free must be a map of device name to free count")
+            continue
+        vector = [0] * len(kinds.names)
+        for name, raw_count in sorted(free.items()):
+            if name not in index_of:
+                defects.append(f"{where}.free names unknown device {name!r}")
+                continue
+            count = as_count(raw_count)
+            if count is None or count < 0:
+                defects.append(
+                    f"{where}.free.{name} must be a non-negative count, got {raw_count!r}"
+                )
+                continue
+            per_node = kinds.per_node[index_of[name]]
+            if count > per_node:
+                defects.append(
+                    f"{where}.free.{name} is {count}, above the {per_node} declared per node"
+                )
+                continue
+            vector[index_of[name]] = count
+        counts.append((tuple(vector), nodes))
+
+    histogram = Histogram.of(counts)
+    if observed_nodes is not None and histogram.nodes > observed_nodes:
+        defects.append(
+            f"the histogram counts {histogram.nodes} nodes, more than the "
+            f"{observed_nodes} observed"
+        )
+    if defects:
+        return Rejected(tuple(defects))
+    assert observed_at is not None and observed_nodes is not None
+    return Observation(observed_at, observed_nodes, histogram)
+
+
+def declared_nodes(node_count: int, max_node_count: int | None) -> int:
+    """The most nodes a pool can have: maxNodeCount, else nodeCount."""
+    return max_node_count if max_node_count is not None else node_count
+
+
+def growable_nodes(nodes: int, observed_nodes: int) -> int:
+    """Empty nodes the pool can still grow by; clamped, since surge upgrades overshoot."""
+    return max(0, nodes - observed_nodes)
+

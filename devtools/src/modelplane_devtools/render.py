@@ -1,0 +1,279 @@
+"""Render modelplane compositions with the real Crossplane CLI, no Docker.
+
+`Functions` starts the three composition functions of this workspace as
+local gRPC servers (`--insecure`, each on a free loopback port) and writes a
+functions file whose Development runtime annotations point the CLI at them.
+`Functions.render` then runs `crossplane composition render` with the core
+binary given by `--crossplane-binary` and returns the rendered resources as
+dicts. `validate` runs `crossplane resource validate` fully offline.
+
+Example files may hold time tokens, replaced when a case is rendered so that
+freshness is judged against the real clock the functions read:
+`__NOW__` and `__NOW-<duration>__` (for example `__NOW-20m__`).
+
+The tools are looked up in `.tools/bin` of the repository (installed by
+`make setup`) unless CROSSPLANE and CROSSPLANE_CORE name them. A missing
+tool is an error, never a skip.
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import os
+import re
+import shutil
+import socket
+import subprocess
+import sys
+import tempfile
+import time
+from collections.abc import Iterator, Sequence
+from dataclasses import dataclass, field
+from datetime import UTC, datetime, timedelta
+from pathlib import Path
+
+import yaml
+
+ROOT = Path(__file__).resolve().parents[3]
+TOOLS = ROOT / ".tools" / "bin"
+FUNCTIONS = ("compose-inference-cluster", "compose-model-replica", "compose-model-deployment")
+FUNCTIONS_FILE = ROOT / "examples" / "functions.yaml"
+SHARED_CRDS = ROOT.parent / "shared" / "crds"
+
+_TOKEN = re.compile(r"__NOW(?:-(?P<ago>[0-9hms.]+))?__")
+_UNITS = {"h": 3600, "m": 60, "s": 1}
+
+
+class ToolMissing(RuntimeError):
+    pass
+
+
+def tool(name: str, env: str) -> Path:
+    """The path of a Crossplane binary; raises ToolMissing with the fix."""
+    path = Path(os.environ.get(env) or TOOLS / name)
+    if not path.is_file():
+        raise ToolMissing(f"{path} is missing: run `make setup` (or set {env})")
+    return path
+
+
+def crossplane() -> Path:
+    return tool("crossplane", "CROSSPLANE")
+
+
+def crossplane_core() -> Path:
+    return tool("crossplane-core", "CROSSPLANE_CORE")
+
+
+def _ago(text: str) -> timedelta:
+    seconds = 0.0
+    for number, unit in re.findall(r"([0-9.]+)([hms])", text):
+        seconds += float(number) * _UNITS[unit]
+    return timedelta(seconds=seconds)
+
+
+def fill_time_tokens(text: str, now: datetime | None = None) -> str:
+    """Replace __NOW__ and __NOW-<duration>__ with RFC 3339 times."""
+    now = now or datetime.now(UTC)
+
+    def replace(match: re.Match) -> str:
+        ago = _ago(match.group("ago")) if match.group("ago") else timedelta()
+        return (now - ago).strftime("%Y-%m-%dT%H:%M:%SZ")
+
+    return _TOKEN.sub(replace, text)
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def _wait_for_port(port: int, process: subprocess.Popen, name: str, timeout: float = 30) -> None:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if process.poll() is not None:
+            raise RuntimeError(f"{name} exited with {process.returncode} before listening")
+        with contextlib.suppress(OSError), socket.create_connection(("127.0.0.1", port), 0.2):
+            return
+        time.sleep(0.1)
+    raise TimeoutError(f"{name} did not listen on port {port} within {timeout}s")
+
+
+@dataclass
+class Functions:
+    """The workspace's functions running locally, for the CLI's Development runtime."""
+
+    workdir: Path
+    ports: dict[str, int] = field(default_factory=dict)
+    processes: list[subprocess.Popen] = field(default_factory=list)
+
+    @property
+    def functions_file(self) -> Path:
+        return self.workdir / "functions.yaml"
+
+    def start(self) -> None:
+        bin_dir = Path(sys.executable).parent
+        docs = []
+        for function in yaml.safe_load_all(FUNCTIONS_FILE.read_text()):
+            name = function["metadata"]["name"]
+            port = _free_port()
+            log = open(self.workdir / f"{name}.log", "w")  # noqa: SIM115 - lives as long as the process
+            process = subprocess.Popen(
+                [str(bin_dir / name), "--insecure", "--address", f"127.0.0.1:{port}"],
+                stdout=log,
+                stderr=subprocess.STDOUT,
+            )
+            self.processes.append(process)
+            _wait_for_port(port, process, name)
+            self.ports[name] = port
+            function["metadata"].setdefault("annotations", {}).update(
+                {
+                    "render.crossplane.io/runtime": "Development",
+                    "render.crossplane.io/runtime-development-target": f"127.0.0.1:{port}",
+                }
+            )
+            docs.append(function)
+        self.functions_file.write_text(yaml.safe_dump_all(docs, sort_keys=False))
+
+    def stop(self) -> None:
+        for process in self.processes:
+            process.terminate()
+        for process in self.processes:
+            try:
+                process.wait(timeout=10)
+            except subprocess.TimeoutExpired:
+                process.kill()
+
+    def _materialize(self, name: str, source: Path | str | Sequence[dict] | dict) -> Path:
+        """Write an input to a file in the work dir, filling time tokens."""
+        if isinstance(source, (str, Path)) and Path(source).exists():
+            paths = sorted(Path(source).glob("*.yaml")) if Path(source).is_dir() else [Path(source)]
+            text = "\n---\n".join(p.read_text() for p in paths)
+        elif isinstance(source, dict):
+            text = yaml.safe_dump(source, sort_keys=False)
+        elif isinstance(source, (list, tuple)):
+            text = yaml.safe_dump_all(list(source), sort_keys=False)
+        else:
+            raise FileNotFoundError(source)
+        target = Path(tempfile.mkstemp(prefix=f"{name}-", suffix=".yaml", dir=self.workdir)[1])
+        target.write_text(fill_time_tokens(text))
+        return target
+
+    def render(
+        self,
+        xr: Path | str | dict,
+        composition: Path | str,
+        *,
+        observed: Path | str | Sequence[dict] | None = None,
+        required: Path | str | Sequence[dict] | None = None,
+        xrd: Path | str | None = None,
+        timeout: str = "2m",
+    ) -> list[dict]:
+        """Run `crossplane composition render` and return the rendered documents."""
+        command = [
+            str(crossplane()),
+            "composition",
+            "render",
+            str(self._materialize("xr", xr)),
+            str(composition),
+            str(self.functions_file),
+            f"--crossplane-binary={crossplane_core()}",
+            "--include-function-results",
+            "--include-full-xr",
+            f"--timeout={timeout}",
+        ]
+        if observed is not None:
+            command.append(f"--observed-resources={self._materialize('observed', observed)}")
+        if required is not None:
+            command.append(f"--required-resources={self._materialize('required', required)}")
+        if xrd is not None:
+            command.append(f"--xrd={xrd}")
+        done = subprocess.run(command, capture_output=True, text=True, check=False)
+        if done.returncode != 0:
+            raise RenderFailed(command, done.stdout, done.stderr)
+        return [d for d in yaml.safe_load_all(done.stdout) if d]
+
+
+class RenderFailed(RuntimeError):
+    def __init__(self, command: list[str], stdout: str, stderr: str) -> None:
+        super().__init__(f"{' '.join(command)}\n{stderr}\n{stdout}")
+        self.stdout = stdout
+        self.stderr = stderr
+
+
+@contextlib.contextmanager
+def running_functions() -> Iterator[Functions]:
+    with tempfile.TemporaryDirectory(prefix="modelplane-render-") as workdir:
+        functions = Functions(Path(workdir))
+        try:
+            functions.start()
+            yield functions
+        finally:
+            functions.stop()
+
+
+def validate(extensions: Sequence[Path], resources: Sequence[dict] | Path) -> subprocess.CompletedProcess:
+    """Run `crossplane resource validate` offline; returns the finished process."""
+    with tempfile.TemporaryDirectory(prefix="modelplane-validate-") as workdir:
+        ext_dir = Path(workdir) / "extensions"
+        ext_dir.mkdir()
+        for i, path in enumerate(extensions):
+            shutil.copy(path, ext_dir / f"{i:03d}-{Path(path).name}")
+        if isinstance(resources, Path):
+            resource_path = resources
+        else:
+            resource_path = Path(workdir) / "resources.yaml"
+            resource_path.write_text(yaml.safe_dump_all(list(resources), sort_keys=False))
+        return subprocess.run(
+            [
+                str(crossplane()),
+                "resource",
+                "validate",
+                str(ext_dir),
+                str(resource_path),
+                f"--cache-dir={Path(workdir) / 'cache'}",
+                "--error-on-missing-schemas",
+            ],
+            capture_output=True,
+            text=True,
+            check=False,
+        )
+
+
+# The example fleet: every case `make render` shows, and the render tests read.
+def example_cases() -> list[dict]:
+    return yaml.safe_load((ROOT / "examples" / "renders.yaml").read_text())["cases"]
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description="Render the example fleet with the real Crossplane CLI.")
+    parser.add_argument("cases", nargs="*", help="case names from examples/renders.yaml (default: all)")
+    parser.add_argument("--out", type=Path, default=ROOT / "out", help="where to write each render")
+    args = parser.parse_args(argv)
+    cases = [c for c in example_cases() if not args.cases or c["name"] in args.cases]
+    args.out.mkdir(parents=True, exist_ok=True)
+    with running_functions() as functions:
+        for case in cases:
+            rendered = functions.render(
+                ROOT / case["xr"],
+                ROOT / case["composition"],
+                observed=ROOT / case["observed"] if case.get("observed") else None,
+                required=[
+                    doc
+                    for path in case.get("required", [])
+                    for doc in yaml.safe_load_all(fill_time_tokens((ROOT / path).read_text()))
+                    if doc
+                ]
+                or None,
+            )
+            text = yaml.safe_dump_all(rendered, sort_keys=False)
+            (args.out / f"{case['name']}.yaml").write_text(text)
+            print(f"# ---- {case['name']}: {case.get('description', '')}")
+            print(text)
+    print(f"# rendered {len(cases)} cases into {args.out}", file=sys.stderr)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,101 @@
+"""The wire shell of compose-inference-cluster.
+
+Translates a RunFunctionRequest into `core.decide` inputs and its Decision
+back into desired resources, status, conditions and events. No decisions are
+made here; see core.py for the model.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from datetime import UTC, datetime
+
+import grpc
+from crossplane.function import logging, resource, response
+from crossplane.function.proto.v1 import run_function_pb2 as fnv1
+from crossplane.function.proto.v1 import run_function_pb2_grpc as grpcv1
+
+from compose_inference_cluster import core
+
+
+def _remote(observed: fnv1.Resource) -> dict | None:
+    """The workload-cluster object a provider-kubernetes Object last saw, if any."""
+    manifest = resource.struct_to_dict(observed.resource).get("status", {}).get("atProvider", {})
+    manifest = manifest.get("manifest")
+    return manifest if isinstance(manifest, dict) and manifest else None
+
+
+def _is_ready(observed: fnv1.Resource) -> bool:
+    condition = resource.get_condition(observed.resource, "Ready")
+    return condition.status == "True"
+
+
+def observed_state(req: fnv1.RunFunctionRequest) -> core.ObservedState:
+    resources = req.observed.resources
+    reports: dict[str, dict | None] = {}
+    for name, observed in resources.items():
+        if name.startswith(core.POOL_PREFIX):
+            remote = _remote(observed)
+            status = remote.get("status") if remote else None
+            reports[name[len(core.POOL_PREFIX) :]] = status if isinstance(status, dict) else None
+    agent = resources.get(core.AGENT_CRD)
+    return core.ObservedState(
+        provider_config_exists=core.PROVIDER_CONFIG in resources,
+        agent_crd_seen=agent is not None and _remote(agent) is not None,
+        pool_reports=reports,
+    )
+
+
+class FunctionRunner(grpcv1.FunctionRunnerService):
+    """Runs compose-inference-cluster."""
+
+    def __init__(self, clock: Callable[[], datetime] = lambda: datetime.now(UTC)) -> None:
+        self.log = logging.get_logger()
+        self.clock = clock
+
+    async def RunFunction(  # noqa: N802 - the gRPC method name
+        self, req: fnv1.RunFunctionRequest, _: grpc.aio.ServicerContext | None = None
+    ) -> fnv1.RunFunctionResponse:
+        rsp = response.to(req)
+        xr = resource.struct_to_dict(req.observed.composite.resource)
+        name = xr.get("metadata", {}).get("name", "")
+        decision = core.decide(
+            name,
+            xr.get("spec") or {},
+            observed_state(req),
+            xr.get("status") or {},
+            self.clock(),
+        )
+
+        for resource_name, body in core.desired_items(decision):
+            desired = rsp.desired.resources[resource_name]
+            resource.update(desired, body)
+            observed = req.observed.resources.get(resource_name)
+            if resource_name in (core.PROVIDER_CONFIG, core.AGENT_CRD):
+                # Neither has a workload to wait for; a missing agent CRD is
+                # a legitimate state (whole-node fallback), not an outage.
+                desired.ready = fnv1.READY_TRUE
+            elif observed is not None and _is_ready(observed):
+                desired.ready = fnv1.READY_TRUE
+
+        for resource_name in sorted(
+            core.kept_for_safety(set(req.observed.resources), decision, xr.get("spec") or {})
+        ):
+            kept = resource.struct_to_dict(req.observed.resources[resource_name].resource)
+            kept.pop("status", None)
+            resource.update(rsp.desired.resources[resource_name], kept)
+            self.log.info("keeping composed resource despite missing input", name=resource_name)
+
+        resource.update(rsp.desired.composite, {"status": decision.status})
+        response.set_conditions(
+            rsp,
+            *(
+                resource.Condition(typ=c.type, status=c.status, reason=c.reason, message=c.message)
+                for c in decision.conditions
+            ),
+        )
+        for event in decision.events:
+            (response.warning if event.severity == "Warning" else response.normal)(
+                rsp, event.message
+            )
+        return rsp

@@ -1,0 +1,253 @@
+"""Domain types of the deployment scheduler: what it reads and what it decides.
+
+The wire shell (fn.py) turns protobuf Structs into these small frozen types;
+the pure core (capacity, fit, placement) never sees a Struct, a dict from
+the wire or the clock. Every type here is hashable and ordered where the
+core sorts it, so a plan is a deterministic function of its inputs.
+
+Vocabulary
+    pool key      (cluster name, pool name)
+    shape         what a replica runs: engines of members, each member's
+                  device requests (still unresolved CEL selectors)
+    resolved      a member's requests matched to one pool's device kinds
+                  (deviceClassName and count per claimed request)
+    charge        a replica pinned to pools that capacity must subtract
+                  unless the pool's observation already contains it
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from datetime import datetime, timedelta
+from enum import StrEnum
+
+from modelplane_common.observation import DeviceKinds, ParsedObservation
+
+PoolKey = tuple[str, str]
+
+
+class Role(StrEnum):
+    STANDALONE = "Standalone"
+    LEADER = "Leader"
+    WORKER = "Worker"
+
+
+# --- what the deployment asks for -----------------------------------------------------------
+
+
+@dataclass(frozen=True, slots=True)
+class DeviceRequest:
+    """What ONE pod of a member claims: `count` devices matching every selector."""
+
+    name: str
+    count: int
+    selectors: tuple[str, ...] = ()
+
+    def to_wire(self) -> dict:
+        """The request as the matcher and the XRDs spell it."""
+        wire: dict = {"name": self.name, "count": self.count}
+        if self.selectors:
+            wire["selectors"] = [{"cel": {"expression": e}} for e in self.selectors]
+        return wire
+
+
+@dataclass(frozen=True, slots=True)
+class MemberShape:
+    role: Role
+    requests: tuple[DeviceRequest, ...] = ()
+    # Pods of this member in one copy: worker.nodes for a Worker, else 1.
+    pods_per_copy: int = 1
+
+
+@dataclass(frozen=True, slots=True)
+class EngineShape:
+    name: str
+    copies: int
+    members: tuple[MemberShape, ...]
+
+    @property
+    def is_gang(self) -> bool:
+        return any(m.role is not Role.STANDALONE for m in self.members)
+
+
+@dataclass(frozen=True, slots=True)
+class Toleration:
+    key: str = ""
+    operator: str = "Equal"
+    value: str = ""
+    effect: str = ""
+
+    def tolerates(self, taint: Taint) -> bool:
+        """Kubernetes semantics: empty effect matches every effect, empty key with
+        Exists matches every key, Exists ignores the value."""
+        if self.effect and self.effect != taint.effect:
+            return False
+        if self.operator == "Exists":
+            return not self.key or self.key == taint.key
+        return self.key == taint.key and self.value == taint.value
+
+
+@dataclass(frozen=True, slots=True)
+class Taint:
+    key: str
+    value: str
+    effect: str  # NoSchedule | NoExecute
+
+
+@dataclass(frozen=True, slots=True)
+class DeploymentSpec:
+    namespace: str
+    name: str
+    replicas: int
+    engines: tuple[EngineShape, ...]
+    tolerations: tuple[Toleration, ...] = ()
+    unschedulable_grace: timedelta = timedelta(minutes=2)
+    avoid_for: timedelta = timedelta(minutes=30)
+
+    def replica_name(self, index: int) -> str:
+        return f"{self.name}-{index}"
+
+
+# --- the fleet --------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True, slots=True)
+class Pool:
+    cluster: str
+    name: str
+    nodes: int  # the most nodes the pool can have (maxNodeCount else nodeCount)
+    # Declared device kinds, verbatim, for the matcher (it reads attributes and capacity).
+    devices: tuple[Mapping, ...] = field(hash=False, compare=False)
+    kinds: DeviceKinds = field(default_factory=lambda: DeviceKinds((), ()))
+    # None when the cluster is Declared; else what parse_observation said.
+    observation: ParsedObservation | None = None
+    # Why the published observation is not used even if it parsed (e.g. devices drifted).
+    distrust: str | None = None
+
+    @property
+    def key(self) -> PoolKey:
+        return (self.cluster, self.name)
+
+
+@dataclass(frozen=True, slots=True)
+class Cluster:
+    name: str
+    pools: tuple[Pool, ...]
+    taints: tuple[Taint, ...] = ()
+    ready: bool = True
+    max_age: timedelta = timedelta(minutes=5)
+
+    def pool(self, name: str) -> Pool | None:
+        for pool in self.pools:
+            if pool.name == name:
+                return pool
+        return None
+
+    def untolerated(self, tolerations: tuple[Toleration, ...], effect: str) -> tuple[Taint, ...]:
+        return tuple(
+            t
+            for t in self.taints
+            if t.effect == effect and not any(tol.tolerates(t) for tol in tolerations)
+        )
+
+
+# --- replicas that already exist ----------------------------------------------------------------
+
+
+@dataclass(frozen=True, slots=True)
+class ResolvedRequest:
+    """A member request bound to a pool kind. Synthetic matches are not kept:
+    they are never claimed, so they never appear on a ModelReplica."""
+
+    name: str
+    device_class: str
+    count: int
+    selectors: tuple[str, ...] = ()
+    # The pool kind this request claims from; None when read back from a ModelReplica,
+    # whose wire form only keeps deviceClassName.
+    kind: str | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class PlacedMember:
+    role: Role
+    pool: str
+    requests: tuple[ResolvedRequest, ...]
+    pods_per_copy: int = 1
+
+
+@dataclass(frozen=True, slots=True)
+class PlacedEngine:
+    name: str
+    copies: int
+    members: tuple[PlacedMember, ...]
+
+    @property
+    def pool(self) -> str:
+        return self.members[0].pool
+
+    @property
+    def is_gang(self) -> bool:
+        return any(m.role is not Role.STANDALONE for m in self.members)
+
+
+@dataclass(frozen=True, slots=True)
+class PodsScheduled:
+    """A ModelReplica's PodsScheduled condition (Unknown when absent)."""
+
+    status: str = "Unknown"
+    reason: str = ""
+    message: str = ""
+    since: datetime | None = None  # lastTransitionTime
+
+
+@dataclass(frozen=True, slots=True)
+class Charge:
+    """A replica that holds (or will hold) devices on the pools it is pinned to."""
+
+    namespace: str
+    name: str
+    cluster: str
+    engines: tuple[PlacedEngine, ...]
+    pods_scheduled: bool = False
+    scheduled_at: datetime | None = None
+
+    def contained_by(self, observed_at: datetime) -> bool:
+        """Rule 1: the histogram already counts this replica's devices."""
+        return (
+            self.pods_scheduled
+            and self.scheduled_at is not None
+            and self.scheduled_at <= observed_at
+        )
+
+
+@dataclass(frozen=True, slots=True)
+class OwnReplica:
+    """One of this deployment's replicas, read from the observed composed resources."""
+
+    index: int
+    name: str
+    cluster: str
+    engines: tuple[PlacedEngine, ...]
+    pods_scheduled: PodsScheduled = PodsScheduled()
+    scheduled_at: datetime | None = None
+    ready: bool = False
+    placed_at: datetime | None = None
+
+    @property
+    def pools(self) -> tuple[str, ...]:
+        return tuple(sorted({m.pool for e in self.engines for m in e.members}))
+
+
+@dataclass(frozen=True, slots=True)
+class FailedPlacement:
+    cluster: str
+    pool: str
+    expires_at: datetime
+    replica: str = ""
+    reason: str = ""
+
+    @property
+    def key(self) -> PoolKey:
+        return (self.cluster, self.pool)

@@ -1,0 +1,34 @@
+#!/usr/bin/env bash
+# Set up a fresh machine: uv, the Python workspace, and the real Crossplane
+# CLI (plus the core binary it renders with, since no Docker runs here).
+# Idempotent: each step is skipped when its result is already present.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+UV_VERSION=0.13.9
+if ! command -v uv >/dev/null 2>&1; then
+  echo "setup: installing uv ${UV_VERSION}"
+  python3 -m pip install --quiet "uv==${UV_VERSION}"
+fi
+# The machine's Python 3.11; uv cannot download interpreters here.
+uv sync --frozen --python 3.11 --quiet
+
+# `crossplane` is the CLI (github.com/crossplane/cli/v2 v2.5.0); it renders
+# through `crossplane-core` (github.com/crossplane/crossplane/v2 v2.3.4)
+# given with --crossplane-binary. The modules in tools/ pin both with
+# go.sum; the binaries go to the git-ignored .tools/bin.
+mkdir -p .tools/bin
+build() {  # build <module dir> <package> <binary name>
+  local dir=$1 pkg=$2 out=$3
+  if [ -x ".tools/bin/${out}" ]; then return 0; fi
+  echo "setup: building ${out} from ${pkg} (a few minutes on a fresh machine)"
+  (cd "${dir}" && go build -trimpath -o "../../.tools/bin/${out}" "${pkg}")
+}
+build tools/crossplane-cli github.com/crossplane/cli/v2/cmd/crossplane crossplane &
+cli=$!
+build tools/crossplane-core github.com/crossplane/crossplane/v2/cmd/crossplane crossplane-core &
+core=$!
+wait "${cli}"
+wait "${core}"
+.tools/bin/crossplane version --client >/dev/null 2>&1 || true
+echo "setup: ready ($(uv run --frozen python --version), crossplane CLI in .tools/bin)"
