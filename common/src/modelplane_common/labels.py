@@ -21,3 +21,8 @@ REPLICA = "modelplane.ai/replica"
 REPLICA_NAMESPACE = "modelplane.ai/replica-namespace"
 ENGINE = "modelplane.ai/engine"
 ROLE = "modelplane.ai/role"
+
+# An annotation, not a label, on every ModelReplica a deployment composes: when its
+# current cluster and pools were chosen (control-plane clock, RFC 3339), so a
+# PodsScheduled condition older than the placement is not taken for a failure of it.
+PLACED_AT = "modelplane.ai/placed-at"

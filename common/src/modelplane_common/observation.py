@@ -54,7 +54,7 @@ class DeviceKinds:
 
     @classmethod
     def from_declared(cls, devices: Iterable[Mapping]) -> DeviceKinds:
-        """Take the DRA kinds from a pool's declared `devices[]` (Synthetic kinds are not observed)."""
+        """The DRA kinds of a pool's declared `devices[]`; Synthetic kinds are never observed."""
         dra = [d for d in devices if d.get("claim", "DRA") == "DRA"]
         return cls(
             names=tuple(str(d["name"]) for d in dra),
@@ -256,8 +256,7 @@ def parse_observation(
     histogram = Histogram.of(counts)
     if observed_nodes is not None and histogram.nodes > observed_nodes:
         defects.append(
-            f"the histogram counts {histogram.nodes} nodes, more than the "
-            f"{observed_nodes} observed"
+            f"the histogram counts {histogram.nodes} nodes, more than the {observed_nodes} observed"
         )
     if defects:
         return Rejected(tuple(defects))
@@ -273,4 +272,3 @@ def declared_nodes(node_count: int, max_node_count: int | None) -> int:
 def growable_nodes(nodes: int, observed_nodes: int) -> int:
     """Empty nodes the pool can still grow by; clamped, since surge upgrades overshoot."""
     return max(0, nodes - observed_nodes)
-

@@ -19,9 +19,7 @@ from crossplane.function.proto.v1 import run_function_pb2_grpc as grpcv1
 DEFAULT_MAX_MESSAGE_MB = 64
 
 
-def command(
-    name: str, runner: Callable[[], grpcv1.FunctionRunnerServiceServicer]
-) -> click.Command:
+def command(name: str, runner: Callable[[], grpcv1.FunctionRunnerServiceServicer]) -> click.Command:
     """A click command that serves the runner `runner()` builds."""
 
     @click.command(

@@ -145,17 +145,18 @@ class Functions:
             except subprocess.TimeoutExpired:
                 process.kill()
 
-    def _materialize(self, name: str, source: Path | str | Sequence[dict] | dict) -> Path:
-        """Write an input to a file in the work dir, filling time tokens."""
-        if isinstance(source, (str, Path)) and Path(source).exists():
-            paths = sorted(Path(source).glob("*.yaml")) if Path(source).is_dir() else [Path(source)]
-            text = "\n---\n".join(p.read_text() for p in paths)
-        elif isinstance(source, dict):
+    def _materialize(self, name: str, source: Path | str | Sequence | dict) -> Path:
+        """Write an input (files, a directory, or dicts) to one file, filling time tokens."""
+        if isinstance(source, dict):
             text = yaml.safe_dump(source, sort_keys=False)
-        elif isinstance(source, (list, tuple)):
-            text = yaml.safe_dump_all(list(source), sort_keys=False)
+        elif isinstance(source, (str, Path)):
+            path = Path(source)
+            paths = sorted(path.glob("*.yaml")) if path.is_dir() else [path]
+            text = "\n---\n".join(p.read_text() for p in paths)
+        elif all(isinstance(item, (str, Path)) for item in source):
+            text = "\n---\n".join(Path(p).read_text() for p in source)
         else:
-            raise FileNotFoundError(source)
+            text = yaml.safe_dump_all(list(source), sort_keys=False)
         target = Path(tempfile.mkstemp(prefix=f"{name}-", suffix=".yaml", dir=self.workdir)[1])
         target.write_text(fill_time_tokens(text))
         return target
@@ -165,8 +166,8 @@ class Functions:
         xr: Path | str | dict,
         composition: Path | str,
         *,
-        observed: Path | str | Sequence[dict] | None = None,
-        required: Path | str | Sequence[dict] | None = None,
+        observed: Path | str | Sequence | None = None,
+        required: Path | str | Sequence | None = None,
         xrd: Path | str | None = None,
         timeout: str = "2m",
     ) -> list[dict]:
@@ -213,18 +214,36 @@ def running_functions() -> Iterator[Functions]:
             functions.stop()
 
 
-def validate(extensions: Sequence[Path], resources: Sequence[dict] | Path) -> subprocess.CompletedProcess:
-    """Run `crossplane resource validate` offline; returns the finished process."""
+# `crossplane resource validate` wants Crossplane's own schemas from this
+# image; an empty cached package satisfies it offline, and our resources
+# need none of them (XRs are checked against our XRDs, the rest against CRDs).
+CROSSPLANE_IMAGE = "xpkg.crossplane.io/crossplane/crossplane:stable"
+
+
+def validate(
+    extensions: Sequence[Path], resources: Sequence[dict] | Path
+) -> subprocess.CompletedProcess:
+    """Run `crossplane resource validate` offline; returns the finished process.
+
+    Render results (kind Result) are not resources and are left out.
+    """
     with tempfile.TemporaryDirectory(prefix="modelplane-validate-") as workdir:
         ext_dir = Path(workdir) / "extensions"
         ext_dir.mkdir()
         for i, path in enumerate(extensions):
             shutil.copy(path, ext_dir / f"{i:03d}-{Path(path).name}")
+        cache = Path(workdir) / "cache"
+        image_dir = cache / CROSSPLANE_IMAGE.replace(":", "@")
+        image_dir.mkdir(parents=True)
+        (image_dir / "package.yaml").write_text("")
         if isinstance(resources, Path):
-            resource_path = resources
+            docs = [d for d in yaml.safe_load_all(fill_time_tokens(resources.read_text())) if d]
         else:
-            resource_path = Path(workdir) / "resources.yaml"
-            resource_path.write_text(yaml.safe_dump_all(list(resources), sort_keys=False))
+            docs = list(resources)
+        resource_path = Path(workdir) / "resources.yaml"
+        resource_path.write_text(
+            yaml.safe_dump_all([d for d in docs if d.get("kind") != "Result"], sort_keys=False)
+        )
         return subprocess.run(
             [
                 str(crossplane()),
@@ -232,7 +251,8 @@ def validate(extensions: Sequence[Path], resources: Sequence[dict] | Path) -> su
                 "validate",
                 str(ext_dir),
                 str(resource_path),
-                f"--cache-dir={Path(workdir) / 'cache'}",
+                f"--cache-dir={cache}",
+                f"--crossplane-image={CROSSPLANE_IMAGE}",
                 "--error-on-missing-schemas",
             ],
             capture_output=True,
@@ -246,28 +266,28 @@ def example_cases() -> list[dict]:
     return yaml.safe_load((ROOT / "examples" / "renders.yaml").read_text())["cases"]
 
 
+def render_case(functions: Functions, case: dict) -> list[dict]:
+    """Render one case of examples/renders.yaml (paths relative to the repository)."""
+    return functions.render(
+        ROOT / case["xr"],
+        ROOT / case["composition"],
+        observed=ROOT / case["observed"] if case.get("observed") else None,
+        required=[ROOT / p for p in case.get("required", [])] or None,
+    )
+
+
 def main(argv: Sequence[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(description="Render the example fleet with the real Crossplane CLI.")
-    parser.add_argument("cases", nargs="*", help="case names from examples/renders.yaml (default: all)")
-    parser.add_argument("--out", type=Path, default=ROOT / "out", help="where to write each render")
+    parser = argparse.ArgumentParser(
+        description="Render the example fleet with the real Crossplane CLI."
+    )
+    parser.add_argument("cases", nargs="*", help="case names in examples/renders.yaml (all)")
+    parser.add_argument("--out", type=Path, default=ROOT / "out", help="where to write renders")
     args = parser.parse_args(argv)
     cases = [c for c in example_cases() if not args.cases or c["name"] in args.cases]
     args.out.mkdir(parents=True, exist_ok=True)
     with running_functions() as functions:
         for case in cases:
-            rendered = functions.render(
-                ROOT / case["xr"],
-                ROOT / case["composition"],
-                observed=ROOT / case["observed"] if case.get("observed") else None,
-                required=[
-                    doc
-                    for path in case.get("required", [])
-                    for doc in yaml.safe_load_all(fill_time_tokens((ROOT / path).read_text()))
-                    if doc
-                ]
-                or None,
-            )
-            text = yaml.safe_dump_all(rendered, sort_keys=False)
+            text = yaml.safe_dump_all(render_case(functions, case), sort_keys=False)
             (args.out / f"{case['name']}.yaml").write_text(text)
             print(f"# ---- {case['name']}: {case.get('description', '')}")
             print(text)

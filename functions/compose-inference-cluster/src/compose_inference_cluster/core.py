@@ -340,9 +340,7 @@ def _capacity_condition(mode: str, verdicts: tuple[PoolVerdict, ...]) -> Conditi
     parts = []
     if observed:
         parts.append("observed: " + ", ".join(observed))
-    parts.append(
-        "whole-node fallback: " + "; ".join(f"{v.pool} ({v.message})" for v in fallback)
-    )
+    parts.append("whole-node fallback: " + "; ".join(f"{v.pool} ({v.message})" for v in fallback))
     reason = "NoPoolObserved" if not observed else "SomePoolsUnobserved"
     return Condition("CapacityObserved", "False", reason, "; ".join(parts))
 
@@ -374,9 +372,7 @@ def _verdict_events(
     return events
 
 
-def kept_for_safety(
-    observed_names: set[str], decision: Decision, spec: Mapping
-) -> set[str]:
+def kept_for_safety(observed_names: set[str], decision: Decision, spec: Mapping) -> set[str]:
     """Observed resources to keep although this pass did not decide to compose them.
 
     Only two things remove a composed resource: its pool left the spec, or

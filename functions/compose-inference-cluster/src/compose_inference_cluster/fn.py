@@ -53,7 +53,7 @@ class FunctionRunner(grpcv1.FunctionRunnerService):
         self.log = logging.get_logger()
         self.clock = clock
 
-    async def RunFunction(  # noqa: N802 - the gRPC method name
+    async def RunFunction(
         self, req: fnv1.RunFunctionRequest, _: grpc.aio.ServicerContext | None = None
     ) -> fnv1.RunFunctionResponse:
         rsp = response.to(req)

@@ -1,0 +1,217 @@
+"""The one definition of a valid histogram, rule by rule."""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime, timedelta
+
+import pytest
+from modelplane_common.observation import (
+    MAX_BUCKETS,
+    Blind,
+    DeviceKinds,
+    Histogram,
+    NotReported,
+    Observation,
+    Rejected,
+    growable_nodes,
+    parse_observation,
+)
+
+GPU_AND_NIC = DeviceKinds.from_declared(
+    [
+        {"name": "gpu", "claim": "DRA", "count": 8},
+        {"name": "nic", "count": 2},
+        {"name": "nvlink", "claim": "Synthetic", "count": 1},
+    ]
+)
+NOW = datetime(2026, 11, 29, 12, 0, tzinfo=UTC)
+
+
+def report(**overrides):
+    status = {
+        "observedAt": "2026-11-29T11:59:00Z",
+        "observedNodes": 4,
+        "nodesByFreeDevices": [{"free": {"gpu": 8, "nic": 2}, "nodes": 2}],
+    }
+    status.update(overrides)
+    return status
+
+
+def test_synthetic_kinds_are_never_observed():
+    assert GPU_AND_NIC.names == ("gpu", "nic")
+    assert GPU_AND_NIC.per_node == (8, 2)
+
+
+ACCEPTED = {
+    "a well-formed report is accepted": (
+        report(),
+        Histogram((((8, 2), 2),)),
+    ),
+    "integral floats from a protobuf Struct are counts": (
+        report(observedNodes=4.0, nodesByFreeDevices=[{"free": {"gpu": 8.0}, "nodes": 2.0}]),
+        Histogram((((8, 0), 2),)),
+    ),
+    "a missing device key reads as zero free": (
+        report(nodesByFreeDevices=[{"free": {"nic": 1}, "nodes": 1}]),
+        Histogram((((0, 1), 1),)),
+    ),
+    "duplicate vectors merge and buckets sort most-free first": (
+        report(
+            nodesByFreeDevices=[
+                {"free": {"gpu": 1, "nic": 0}, "nodes": 1},
+                {"free": {"gpu": 8, "nic": 2}, "nodes": 1},
+                {"free": {"gpu": 1}, "nodes": 2},
+            ]
+        ),
+        Histogram((((8, 2), 1), ((1, 0), 3))),
+    ),
+    "an empty histogram means no schedulable node": (
+        report(nodesByFreeDevices=[]),
+        Histogram(()),
+    ),
+    "cordoned nodes make the histogram smaller than observedNodes": (
+        report(observedNodes=10),
+        Histogram((((8, 2), 2),)),
+    ),
+}
+
+
+@pytest.mark.parametrize(("status", "histogram"), ACCEPTED.values(), ids=ACCEPTED.keys())
+def test_accepted_reports(status, histogram):
+    parsed = parse_observation(status, GPU_AND_NIC)
+    assert isinstance(parsed, Observation), parsed
+    assert parsed.histogram == histogram
+    assert parsed.observed_at == datetime(2026, 11, 29, 11, 59, tzinfo=UTC)
+
+
+REJECTED = {
+    "a negative free count is rejected": (
+        report(nodesByFreeDevices=[{"free": {"gpu": -1}, "nodes": 1}]),
+        "free.gpu must be a non-negative count",
+    ),
+    "more free than the pool declares per node is rejected": (
+        report(nodesByFreeDevices=[{"free": {"gpu": 9}, "nodes": 1}]),
+        "free.gpu is 9, above the 8 declared per node",
+    ),
+    "an unknown device key is rejected": (
+        report(nodesByFreeDevices=[{"free": {"tpu": 1}, "nodes": 1}]),
+        "unknown device 'tpu'",
+    ),
+    "a synthetic device key is rejected, since synthetic kinds are never observed": (
+        report(nodesByFreeDevices=[{"free": {"nvlink": 1}, "nodes": 1}]),
+        "unknown device 'nvlink'",
+    ),
+    "more nodes in the histogram than observed is rejected": (
+        report(observedNodes=1),
+        "counts 2 nodes, more than the 1 observed",
+    ),
+    "more buckets than the bound is rejected": (
+        report(
+            observedNodes=MAX_BUCKETS + 1,
+            nodesByFreeDevices=[{"free": {"gpu": 1}, "nodes": 1}] * (MAX_BUCKETS + 1),
+        ),
+        f"exceed the bound of {MAX_BUCKETS}",
+    ),
+    "a malformed observedAt is rejected": (
+        report(observedAt="yesterday"),
+        "observedAt",
+    ),
+    "an observedAt without a zone is rejected": (
+        report(observedAt="2026-11-29T11:59:00"),
+        "has no time zone",
+    ),
+    "a bucket of zero nodes is rejected": (
+        report(nodesByFreeDevices=[{"free": {"gpu": 1}, "nodes": 0}]),
+        "nodes must be a positive count",
+    ),
+    "a fractional count is rejected": (
+        report(nodesByFreeDevices=[{"free": {"gpu": 1.5}, "nodes": 1}]),
+        "free.gpu must be a non-negative count",
+    ),
+    "a boolean is not a count": (
+        report(observedNodes=True),
+        "observedNodes must be a count",
+    ),
+    "a missing observedNodes is rejected": (
+        {"observedAt": "2026-11-29T11:59:00Z", "nodesByFreeDevices": []},
+        "observedNodes must be a count",
+    ),
+}
+
+
+@pytest.mark.parametrize(("status", "defect"), REJECTED.values(), ids=REJECTED.keys())
+def test_rejected_reports(status, defect):
+    parsed = parse_observation(status, GPU_AND_NIC)
+    assert isinstance(parsed, Rejected), parsed
+    assert defect in parsed.message
+
+
+def test_every_defect_is_listed_not_just_the_first():
+    parsed = parse_observation(
+        report(observedAt="bad", nodesByFreeDevices=[{"free": {"gpu": 99, "tpu": 1}, "nodes": 1}]),
+        GPU_AND_NIC,
+    )
+    assert isinstance(parsed, Rejected)
+    assert len(parsed.defects) == 3
+
+
+@pytest.mark.parametrize(
+    ("status", "outcome"),
+    [
+        (None, NotReported),
+        ({}, NotReported),
+        ({"conditions": [{"type": "Observing", "status": "True"}]}, NotReported),
+        (
+            report(conditions=[{"type": "Observing", "status": "False", "reason": "NoRBAC"}]),
+            Blind,
+        ),
+    ],
+    ids=[
+        "no status means the agent has not reported",
+        "an empty status means the agent has not reported",
+        "conditions without counts are not a report",
+        "Observing=False means the agent is blind, whatever counts remain",
+    ],
+)
+def test_unobserved_reports(status, outcome):
+    assert isinstance(parse_observation(status, GPU_AND_NIC), outcome)
+
+
+FRESHNESS = {
+    "an observation younger than maxAge is fresh": (timedelta(minutes=4), True),
+    "an observation exactly maxAge old is still fresh": (timedelta(minutes=5), True),
+    "an observation older than maxAge is stale": (timedelta(minutes=5, seconds=1), False),
+    "an observation slightly ahead of our clock is fresh": (timedelta(seconds=-30), True),
+    "an observation far ahead of our clock is stale": (timedelta(minutes=-6), False),
+}
+
+
+@pytest.mark.parametrize(("age", "fresh"), FRESHNESS.values(), ids=FRESHNESS.keys())
+def test_freshness(age, fresh):
+    observation = Observation(NOW - age, 1, Histogram(()))
+    assert observation.is_fresh(NOW, timedelta(minutes=5)) is fresh
+
+
+@pytest.mark.parametrize(
+    ("nodes", "observed", "growable"),
+    [(20, 16, 4), (16, 16, 0), (16, 18, 0)],
+    ids=[
+        "a pool below its maximum can grow by the difference",
+        "a pool at its maximum cannot grow",
+        "a surge upgrade above the maximum clamps growth to zero",
+    ],
+)
+def test_growable_nodes(nodes, observed, growable):
+    assert growable_nodes(nodes, observed) == growable
+
+
+def test_wire_form_writes_every_dra_key():
+    parsed = parse_observation(
+        report(nodesByFreeDevices=[{"free": {"nic": 1}, "nodes": 1}]), GPU_AND_NIC
+    )
+    assert isinstance(parsed, Observation)
+    assert parsed.to_wire(GPU_AND_NIC) == {
+        "observedAt": "2026-11-29T11:59:00Z",
+        "observedNodes": 4,
+        "nodesByFreeDevices": [{"free": {"gpu": 0, "nic": 1}, "nodes": 1}],
+    }

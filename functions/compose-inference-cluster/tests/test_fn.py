@@ -1,0 +1,361 @@
+"""compose-inference-cluster through RunFunction: what it composes, publishes and says."""
+
+from __future__ import annotations
+
+import copy
+from datetime import UTC, datetime
+
+import pytest
+from compose_inference_cluster.fn import FunctionRunner
+from modelplane_devtools.wire import conditions, desired, desired_status, events, request, run
+
+NOW = datetime(2026, 11, 29, 12, 0, tzinfo=UTC)
+FRESH = "2026-11-29T11:59:00Z"
+STALE = "2026-11-29T11:40:00Z"
+
+XR = {
+    "apiVersion": "modelplane.ai/v1alpha1",
+    "kind": "InferenceCluster",
+    "metadata": {"name": "east"},
+    "spec": {
+        "credentials": {"secretRef": {"namespace": "ops", "name": "east-kc", "key": "kubeconfig"}},
+        "nodePools": [
+            {
+                "name": "h100",
+                "nodeCount": 4,
+                "maxNodeCount": 6,
+                "devices": [
+                    {
+                        "name": "gpu",
+                        "claim": "DRA",
+                        "driver": "gpu.nvidia.com",
+                        "deviceClassName": "gpu.nvidia.com",
+                        "count": 8,
+                    },
+                ],
+            },
+            {
+                "name": "l40s",
+                "nodeCount": 2,
+                "devices": [
+                    {
+                        "name": "gpu",
+                        "claim": "DRA",
+                        "driver": "gpu.nvidia.com",
+                        "deviceClassName": "gpu.nvidia.com",
+                        "count": 4,
+                    },
+                    {
+                        "name": "nic",
+                        "claim": "DRA",
+                        "driver": "rdma.mellanox.com",
+                        "deviceClassName": "rdma.mellanox.com",
+                        "count": 2,
+                    },
+                    {"name": "nvlink", "claim": "Synthetic", "count": 1},
+                ],
+            },
+        ],
+        "observation": {"mode": "Observed", "maxAge": "5m"},
+    },
+}
+
+
+def xr(**spec_changes):
+    body = copy.deepcopy(XR)
+    body["spec"].update(spec_changes)
+    return body
+
+
+def pool_object(report=None):
+    manifest = {"apiVersion": "agent.modelplane.ai/v1alpha1", "kind": "PoolObservation"}
+    if report is not None:
+        manifest["status"] = report
+    return {
+        "apiVersion": "kubernetes.m.crossplane.io/v1alpha1",
+        "kind": "Object",
+        "status": {
+            "atProvider": {"manifest": manifest},
+            "conditions": [{"type": "Ready", "status": "True", "reason": "Available"}],
+        },
+    }
+
+
+AGENT_CRD = {
+    "apiVersion": "kubernetes.m.crossplane.io/v1alpha1",
+    "kind": "Object",
+    "status": {"atProvider": {"manifest": {"kind": "CustomResourceDefinition"}}},
+}
+AGENT_CRD_NOT_SEEN = {
+    "apiVersion": "kubernetes.m.crossplane.io/v1alpha1",
+    "kind": "Object",
+    "status": {"conditions": [{"type": "Synced", "status": "False", "reason": "ReconcileError"}]},
+}
+PROVIDER_CONFIG = {
+    "apiVersion": "kubernetes.m.crossplane.io/v1alpha1",
+    "kind": "ClusterProviderConfig",
+    "metadata": {"name": "east"},
+    "spec": {
+        "credentials": {
+            "source": "Secret",
+            "secretRef": {"namespace": "ops", "name": "east-kc", "key": "kubeconfig"},
+        }
+    },
+}
+H100_REPORT = {
+    "observedAt": FRESH,
+    "observedNodes": 4,
+    "nodesByFreeDevices": [{"free": {"gpu": 8}, "nodes": 2}, {"free": {"gpu": 2}, "nodes": 1}],
+}
+L40S_REPORT = {
+    "observedAt": FRESH,
+    "observedNodes": 2,
+    "nodesByFreeDevices": [{"free": {"gpu": 4, "nic": 2}, "nodes": 2}],
+}
+OBSERVED_ALL = {
+    "provider-config": PROVIDER_CONFIG,
+    "agent-crd": AGENT_CRD,
+    "pool-h100": pool_object(H100_REPORT),
+    "pool-l40s": pool_object(L40S_REPORT),
+}
+
+
+def render(xr_body, observed):
+    return run(FunctionRunner(clock=lambda: NOW), request(xr_body, observed))
+
+
+def pools(rsp):
+    return {p["name"]: p for p in desired_status(rsp)["gpuPools"]}
+
+
+OBSERVED_KEYS = {"observedAt", "observedNodes", "nodesByFreeDevices"}
+
+
+def test_observed_cluster_publishes_each_pools_histogram():
+    rsp = render(XR, OBSERVED_ALL)
+    published = pools(rsp)
+    assert published["h100"] == {
+        "name": "h100",
+        "nodes": 6,
+        "devices": XR["spec"]["nodePools"][0]["devices"],
+        "observedAt": FRESH,
+        "observedNodes": 4,
+        "nodesByFreeDevices": [{"free": {"gpu": 8}, "nodes": 2}, {"free": {"gpu": 2}, "nodes": 1}],
+    }
+    assert published["l40s"]["nodes"] == 2
+    assert published["l40s"]["nodesByFreeDevices"] == [{"free": {"gpu": 4, "nic": 2}, "nodes": 2}]
+    assert conditions(rsp)["CapacityObserved"] == (
+        "True",
+        "AllPoolsObserved",
+        "observed: h100, l40s",
+    )
+    assert desired_status(rsp)["providerConfigRef"] == {"name": "east"}
+
+
+def test_composes_provider_config_agent_crd_and_one_pool_observation_per_pool():
+    resources = desired(render(XR, OBSERVED_ALL))
+    assert sorted(resources) == ["agent-crd", "pool-h100", "pool-l40s", "provider-config"]
+    assert resources["provider-config"]["spec"]["credentials"] == {
+        "source": "Secret",
+        "secretRef": {"namespace": "ops", "name": "east-kc", "key": "kubeconfig"},
+    }
+    crd = resources["agent-crd"]
+    assert crd["spec"]["managementPolicies"] == ["Observe"]
+    assert crd["spec"]["forProvider"]["manifest"]["metadata"]["name"] == (
+        "poolobservations.agent.modelplane.ai"
+    )
+    pool = resources["pool-l40s"]
+    assert pool["metadata"] == {"name": "east-pool-l40s", "namespace": "ops"}
+    assert pool["spec"]["watch"] is True
+    assert pool["spec"]["providerConfigRef"] == {"kind": "ClusterProviderConfig", "name": "east"}
+    assert pool["spec"]["forProvider"]["manifest"]["spec"] == {
+        "poolName": "l40s",
+        "nodeSelector": {"matchLabels": {"modelplane.ai/pool": "l40s"}},
+        # The synthetic kind is matched for placement only: never observed.
+        "devices": [
+            {"name": "gpu", "driver": "gpu.nvidia.com", "deviceClassName": "gpu.nvidia.com"},
+            {"name": "nic", "driver": "rdma.mellanox.com", "deviceClassName": "rdma.mellanox.com"},
+        ],
+    }
+
+
+FALLBACKS = {
+    "a cluster without the agent composes no pool observation and publishes nothing observed": (
+        {"provider-config": PROVIDER_CONFIG, "agent-crd": AGENT_CRD_NOT_SEEN},
+        {"h100": "the agent is not installed", "l40s": "the agent is not installed"},
+        ["agent-crd", "provider-config"],
+    ),
+    "a pool the agent has not reported on yet publishes nothing observed": (
+        {**OBSERVED_ALL, "pool-h100": pool_object(None)},
+        {"h100": "has not reported"},
+        ["agent-crd", "pool-h100", "pool-l40s", "provider-config"],
+    ),
+    "a pool the agent is blind to publishes nothing observed": (
+        {
+            **OBSERVED_ALL,
+            "pool-h100": pool_object(
+                {
+                    **H100_REPORT,
+                    "conditions": [
+                        {
+                            "type": "Observing",
+                            "status": "False",
+                            "reason": "Forbidden",
+                            "message": "no RBAC",
+                        }
+                    ],
+                }
+            ),
+        },
+        {"h100": "Forbidden: no RBAC"},
+        ["agent-crd", "pool-h100", "pool-l40s", "provider-config"],
+    ),
+}
+
+
+@pytest.mark.parametrize(
+    ("observed", "fallback", "composed"), FALLBACKS.values(), ids=FALLBACKS.keys()
+)
+def test_pools_fall_back_without_a_valid_report(observed, fallback, composed):
+    rsp = render(XR, observed)
+    published = pools(rsp)
+    for pool, why in fallback.items():
+        assert not OBSERVED_KEYS & published[pool].keys()
+        assert published[pool]["nodes"] > 0 and published[pool]["devices"]
+        status, reason, message = conditions(rsp)["CapacityObserved"]
+        assert status == "False"
+        assert f"{pool} (" in message and why in message
+    assert sorted(desired(rsp)) == composed
+
+
+MALFORMED = {
+    "negative counts": ({"free": {"gpu": -2}, "nodes": 1}, "must be a non-negative count"),
+    "free above the declared per-node count": (
+        {"free": {"gpu": 9}, "nodes": 1},
+        "above the 8 declared",
+    ),
+    "unknown device keys": ({"free": {"tpu": 1}, "nodes": 1}, "unknown device 'tpu'"),
+    "more nodes than observedNodes": ({"free": {"gpu": 1}, "nodes": 9}, "more than the 4 observed"),
+}
+
+
+@pytest.mark.parametrize(
+    ("bucket", "defect"),
+    MALFORMED.values(),
+    ids=[f"a histogram with {k} is never published" for k in MALFORMED],
+)
+def test_malformed_histograms_fall_back_with_a_warning_naming_pool_and_defect(bucket, defect):
+    bad = {**H100_REPORT, "nodesByFreeDevices": [bucket]}
+    rsp = render(XR, {**OBSERVED_ALL, "pool-h100": pool_object(bad)})
+    assert not OBSERVED_KEYS & pools(rsp)["h100"].keys()
+    assert OBSERVED_KEYS <= pools(rsp)["l40s"].keys()
+    warnings = [m for severity, m in events(rsp) if severity == "Warning"]
+    assert any("pool h100" in m and defect in m for m in warnings), warnings
+
+
+def test_too_many_buckets_are_never_published():
+    buckets = [{"free": {"gpu": g % 9}, "nodes": 1} for g in range(513)]
+    bad = {**H100_REPORT, "observedNodes": 600, "nodesByFreeDevices": buckets}
+    rsp = render(XR, {**OBSERVED_ALL, "pool-h100": pool_object(bad)})
+    assert not OBSERVED_KEYS & pools(rsp)["h100"].keys()
+    assert any("exceed the bound of 512" in m for _, m in events(rsp))
+
+
+def test_malformed_observed_at_is_never_published():
+    bad = {**H100_REPORT, "observedAt": "last tuesday"}
+    rsp = render(XR, {**OBSERVED_ALL, "pool-h100": pool_object(bad)})
+    assert not OBSERVED_KEYS & pools(rsp)["h100"].keys()
+    assert any("pool h100" in m and "observedAt" in m for _, m in events(rsp))
+
+
+def test_a_stale_observation_is_published_but_reported_as_stale():
+    # The scheduler judges staleness against maxAge; the publisher still
+    # relays the agent's observedAt so that judgement has the facts.
+    stale = {**H100_REPORT, "observedAt": STALE}
+    rsp = render(XR, {**OBSERVED_ALL, "pool-h100": pool_object(stale)})
+    assert pools(rsp)["h100"]["observedAt"] == STALE
+    status, reason, message = conditions(rsp)["CapacityObserved"]
+    assert (status, reason) == ("False", "SomePoolsUnobserved")
+    assert "h100 (observation is older than 5m)" in message
+
+
+def test_declared_mode_composes_no_observation_and_publishes_nothing_observed():
+    declared = xr(observation={"mode": "Declared"})
+    rsp = render(declared, {"provider-config": PROVIDER_CONFIG})
+    assert sorted(desired(rsp)) == ["provider-config"]
+    for pool in pools(rsp).values():
+        assert not OBSERVED_KEYS & pool.keys()
+    assert conditions(rsp)["CapacityObserved"][:2] == ("False", "Declared")
+
+
+def test_switching_to_declared_removes_the_observation_objects():
+    declared = xr(observation={"mode": "Declared"})
+    assert sorted(desired(render(declared, OBSERVED_ALL))) == ["provider-config"]
+
+
+def test_a_pool_that_leaves_the_spec_loses_its_observation_object():
+    only_h100 = xr(nodePools=[XR["spec"]["nodePools"][0]])
+    resources = desired(render(only_h100, OBSERVED_ALL))
+    assert "pool-l40s" not in resources
+    assert "pool-h100" in resources
+
+
+def test_pool_objects_stay_while_the_agent_crd_object_momentarily_stops_reporting():
+    observed = {**OBSERVED_ALL, "agent-crd": AGENT_CRD_NOT_SEEN}
+    resources = desired(render(XR, observed))
+    assert {"pool-h100", "pool-l40s"} <= resources.keys()
+
+
+def test_missing_credentials_reference_is_a_false_condition_and_keeps_the_provider_config():
+    broken = xr(credentials={"secretRef": {"namespace": "ops", "name": "east-kc"}})
+    rsp = render(broken, OBSERVED_ALL)
+    status, reason, message = conditions(rsp)["Configured"]
+    assert (status, reason) == ("False", "InvalidSpec")
+    assert "secretRef needs key" in message
+    resources = desired(rsp)
+    # Nothing composed is deleted while the reference is being fixed.
+    assert resources["provider-config"]["spec"] == PROVIDER_CONFIG["spec"]
+    assert {"agent-crd", "pool-h100", "pool-l40s"} <= resources.keys()
+
+
+def test_a_pool_without_devices_is_a_false_condition():
+    pools_spec = copy.deepcopy(XR["spec"]["nodePools"])
+    pools_spec[1]["devices"] = []
+    rsp = render(xr(nodePools=pools_spec), OBSERVED_ALL)
+    status, reason, message = conditions(rsp)["Configured"]
+    assert status == "False"
+    assert "pool 'l40s' declares no devices" in message
+    assert not OBSERVED_KEYS & pools(rsp)["l40s"].keys()
+
+
+def test_nodes_is_max_node_count_else_node_count():
+    published = pools(render(XR, OBSERVED_ALL))
+    assert (published["h100"]["nodes"], published["l40s"]["nodes"]) == (6, 2)
+
+
+def test_events_say_when_a_pool_starts_and_stops_being_observed():
+    previously = xr()
+    previously["status"] = {"gpuPools": [{"name": "l40s", "observedAt": FRESH}]}
+    rsp = render(previously, {**OBSERVED_ALL, "pool-l40s": pool_object(None)})
+    messages = events(rsp)
+    assert ("Normal", "pool h100: publishing observed capacity") in messages
+    assert any(
+        s == "Warning" and m.startswith("pool l40s: observation withdrawn") for s, m in messages
+    )
+
+
+def test_a_steady_state_emits_no_events():
+    steady = xr()
+    steady["status"] = {
+        "gpuPools": [{"name": "h100", "observedAt": FRESH}, {"name": "l40s", "observedAt": FRESH}]
+    }
+    assert events(render(steady, OBSERVED_ALL)) == []
+
+
+def test_pool_objects_are_ready_only_when_their_object_is():
+    observed = copy.deepcopy(OBSERVED_ALL)
+    observed["pool-h100"]["status"]["conditions"] = [{"type": "Ready", "status": "False"}]
+    rsp = render(XR, observed)
+    ready = {name: r.ready for name, r in rsp.desired.resources.items()}
+    assert ready["pool-l40s"] == 1  # READY_TRUE
+    assert ready["pool-h100"] != 1

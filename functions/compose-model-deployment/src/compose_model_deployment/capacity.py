@@ -1,0 +1,160 @@
+"""Pool capacity: turn a pool's published status into a ledger and charge replicas.
+
+Rules (api-contract section 5)
+    1. A pool with a FRESH observation starts from its histogram plus
+       max(0, nodes - observedNodes) empty nodes it can still grow by. A
+       replica pinned to it is charged only while the histogram cannot
+       contain it yet: PodsScheduled is not True, or scheduledAt is later
+       than the pool's observedAt (both on the agent's clock).
+    2. A pool with no, stale, rejected, blind or Declared observation starts
+       from `nodes` empty nodes, every claiming pod takes a whole node, and
+       every replica pinned to it is charged.
+
+Deliberate choices
+    - A booting node (counted in observedNodes but not yet schedulable)
+      is neither free nor growable: the pool looks full until the node is
+      Ready, then the next observation shows it. Under-promising for a few
+      minutes beats promising a node that may never join.
+    - Charges are applied in (namespace, name) order so the ledger is the
+      same whatever order the replicas arrive in.
+    - A charged replica's request names a deviceClassName, not a pool kind
+      (the ModelReplica wire form keeps only the class): it is charged to
+      the first declared DRA kind of that class with enough devices per
+      node, else the first of that class; a class the pool does not declare
+      at all makes the pod take a whole node (safe).
+    - A charged replica that does not fit (over-committed by someone else,
+      or pending for good) is charged for the pods that fit; the rest hold
+      nothing in the cluster either.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass
+from datetime import datetime
+
+from modelplane_common.observation import Observation, growable_nodes
+
+from compose_model_deployment.fit import Demand, Ledger
+from compose_model_deployment.model import Charge, Cluster, PlacedEngine, Pool, ResolvedRequest
+
+
+@dataclass(frozen=True, slots=True)
+class Basis:
+    """Why a ledger looks the way it does."""
+
+    observed_at: datetime | None  # set only when a fresh observation is used
+    fallback: str = ""  # why whole-node accounting, when it is used
+
+    @property
+    def observed(self) -> bool:
+        return self.observed_at is not None
+
+
+def basis_of(pool: Pool, cluster: Cluster, now: datetime) -> Basis:
+    observation = pool.observation
+    if observation is None:
+        return Basis(None, "the cluster declares its capacity (observation mode Declared)")
+    if pool.distrust:
+        return Basis(None, pool.distrust)
+    if not isinstance(observation, Observation):
+        return Basis(None, observation.message)
+    if not observation.is_fresh(now, cluster.max_age):
+        return Basis(None, f"the observation from {observation.observed_at:%Y-%m-%dT%H:%M:%SZ} "
+                     f"is older than {cluster.max_age}")
+    return Basis(observation.observed_at)
+
+
+def empty_ledger(pool: Pool, cluster: Cluster, now: datetime) -> tuple[Ledger, Basis]:
+    """The pool's capacity before any replica is charged."""
+    basis = basis_of(pool, cluster, now)
+    per_node = pool.kinds.empty_node
+    if basis.observed:
+        observation = pool.observation
+        assert isinstance(observation, Observation)
+        counts = dict(observation.histogram.buckets)
+        grow = growable_nodes(pool.nodes, observation.observed_nodes)
+        if grow:
+            counts[per_node] = counts.get(per_node, 0) + grow
+        return Ledger(counts, per_node, whole_node=False), basis
+    return Ledger({per_node: pool.nodes}, per_node, whole_node=True), basis
+
+
+def demand_of(pool: Pool, requests: Iterable[ResolvedRequest]) -> Demand | None:
+    """The devices one pod claims on a node of this pool, by pool kind.
+
+    None when a request names a class the pool does not declare: the pod
+    cannot be mapped, so whoever charges it must assume a whole node.
+    """
+    kinds = pool.kinds
+    index = {name: i for i, name in enumerate(kinds.names)}
+    class_of = {
+        str(d.get("name")): str(d.get("deviceClassName", ""))
+        for d in pool.devices
+        if d.get("claim", "DRA") == "DRA"
+    }
+    demand = [0] * len(kinds.names)
+    for request in requests:
+        if request.kind is not None and request.kind in index:
+            demand[index[request.kind]] += request.count
+            continue
+        same_class = [n for n in kinds.names if class_of.get(n) == request.device_class]
+        if not same_class:
+            return None
+        roomy = [n for n in same_class if kinds.per_node[index[n]] >= request.count]
+        demand[index[(roomy or same_class)[0]]] += request.count
+    return tuple(demand)
+
+
+def engine_pods(pool: Pool, engine: PlacedEngine) -> list[tuple[list[Demand], bool]]:
+    """One entry per copy: the demands of its pods and whether they form a gang."""
+    copy: list[Demand] = []
+    for member in engine.members:
+        demand = demand_of(pool, member.requests)
+        if demand is None:
+            demand = pool.kinds.empty_node if any(pool.kinds.per_node) else ()
+            # An unmappable claiming pod takes a whole node; with no DRA kind
+            # at all there is nothing it could take.
+        copy.extend([demand] * member.pods_per_copy)
+    return [(list(copy), engine.is_gang) for _ in range(engine.copies)]
+
+
+def place_engine(ledger: Ledger, pool: Pool, engine: PlacedEngine) -> bool:
+    """Place every copy of an engine on the ledger; all or nothing."""
+    trial = ledger.copy()
+    for pods, gang in engine_pods(pool, engine):
+        if gang:
+            if not trial.place_gang(pods):
+                return False
+        else:
+            for demand in sorted(set(pods)):
+                if not trial.place_shared(demand, pods.count(demand)):
+                    return False
+    ledger.adopt(trial)
+    return True
+
+
+def charge_replicas(
+    ledger: Ledger, pool: Pool, basis: Basis, charges: Sequence[Charge]
+) -> tuple[str, ...]:
+    """Subtract the replicas pinned to this pool that the ledger does not contain yet.
+
+    Returns one note per replica that did not fit whole (the pool is
+    over-committed by it or it is pending for good).
+    """
+    notes: list[str] = []
+    for charge in sorted(charges, key=lambda c: (c.namespace, c.name)):
+        if basis.observed_at is not None and charge.contained_by(basis.observed_at):
+            continue
+        for engine in charge.engines:
+            if engine.pool != pool.name:
+                continue
+            missing = 0
+            for pods, gang in engine_pods(pool, engine):
+                missing += ledger.place_best_effort(pods, gang=gang)
+            if missing:
+                notes.append(
+                    f"{charge.namespace}/{charge.name} engine {engine.name}: "
+                    f"{missing} pod(s) do not fit pool {pool.cluster}/{pool.name}"
+                )
+    return tuple(notes)

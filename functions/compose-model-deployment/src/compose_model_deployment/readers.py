@@ -1,0 +1,411 @@
+"""Wire to domain: read the request's resources into the core's small types.
+
+Small inputs (the deployment, its own replicas, the selected clusters) are
+converted to dicts first. The required ModelReplicas can number thousands
+(an 11 MB request at 8,000), and `struct_to_dict` on them costs seconds, so
+`ReplicaIndex` reads them straight from the protobuf Structs: one pass reads
+only `spec.clusterName` and groups the Structs by cluster; a cluster's
+replicas are read further (identity, PodsScheduled, scheduledAt, engines)
+only when placement first asks for that cluster's capacity.
+
+Readers never raise on malformed input: they return what they could read
+plus notes the shell turns into the InputsValid condition and warnings.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass
+from datetime import datetime, timedelta
+
+from google.protobuf import struct_pb2
+from modelplane_common import labels
+from modelplane_common.observation import (
+    DeviceKinds,
+    Rejected,
+    declared_nodes,
+    parse_observation,
+)
+from modelplane_common.timeutil import parse_duration, parse_time
+from modelplane_schemas.modeldeployment import ModelDeployment
+
+from compose_model_deployment.model import (
+    Charge,
+    Cluster,
+    DeploymentSpec,
+    DeviceRequest,
+    EngineShape,
+    FailedPlacement,
+    MemberShape,
+    OwnReplica,
+    PlacedEngine,
+    PlacedMember,
+    Pool,
+    PodsScheduled,
+    ResolvedRequest,
+    Role,
+    Taint,
+    Toleration,
+)
+
+# Not a label: when the replica's current cluster and pools were chosen, on the
+# control plane's clock, so a PodsScheduled condition older than the placement
+# is not mistaken for a failure of it.
+PLACED_AT = labels.PLACED_AT
+RESOURCE_PREFIX = "replica-"
+_INDEX = re.compile(r"^replica-(0|[1-9][0-9]{0,5})$")
+
+
+def _time_or_none(value: object) -> datetime | None:
+    try:
+        return parse_time(value)  # type: ignore[arg-type]
+    except ValueError:
+        return None
+
+
+# --- the deployment ---------------------------------------------------------------------------
+
+
+@dataclass(frozen=True, slots=True)
+class DeploymentInput:
+    spec: DeploymentSpec
+    cluster_labels: dict[str, str]
+    template_labels: dict[str, str]
+    # Raw engines and tolerations, copied onto every ModelReplica (templates are opaque).
+    raw_engines: tuple[Mapping, ...]
+    raw_tolerations: tuple[Mapping, ...]
+
+
+def read_deployment(xr: Mapping) -> DeploymentInput:
+    """Validate the ModelDeployment against its generated model. Raises ValueError."""
+    try:
+        model = ModelDeployment.model_validate(xr)
+    except Exception as err:  # pydantic.ValidationError, kept out of the signature
+        raise ValueError(f"the ModelDeployment is invalid: {err}") from err
+    if model.spec is None:
+        raise ValueError("the ModelDeployment has no spec")
+    meta = xr.get("metadata") or {}
+    name, namespace = meta.get("name"), meta.get("namespace")
+    if not name or not namespace:
+        raise ValueError("the ModelDeployment needs metadata.name and metadata.namespace")
+    template = model.spec.template
+    engines: list[EngineShape] = []
+    for engine in template.spec.engines:
+        roles = sorted(m.role.value for m in engine.members)
+        if roles not in (["Standalone"], ["Leader", "Worker"]):
+            raise ValueError(
+                f"engine {engine.name} must have one Standalone member, or one Leader "
+                f"and one Worker member; it has {roles}"
+            )
+        members = []
+        for member in engine.members:
+            devices = member.nodeSelector.devices if member.nodeSelector else None
+            requests = tuple(
+                DeviceRequest(d.name, d.count, tuple(s.cel.expression for s in d.selectors or ()))
+                for d in devices or ()
+            )
+            pods = member.worker.nodes if member.role.value == "Worker" and member.worker else 1
+            members.append(MemberShape(Role(member.role.value), requests, pods))
+        engines.append(EngineShape(engine.name, engine.copies or 1, tuple(members)))
+    healing = model.spec.healing
+    grace = parse_duration(healing.unschedulableGracePeriod if healing else "2m")
+    avoid = parse_duration(healing.avoidFor if healing else "30m")
+    tolerations = tuple(
+        Toleration(
+            key=t.key or "",
+            operator=(t.operator.value if hasattr(t.operator, "value") else t.operator) or "Equal",
+            value=t.value or "",
+            effect=t.effect.value if t.effect else "",
+        )
+        for t in template.spec.tolerations or ()
+    )
+    raw_template = (xr.get("spec") or {}).get("template") or {}
+    raw_spec = raw_template.get("spec") or {}
+    selector = template.spec.clusterSelector
+    return DeploymentInput(
+        spec=DeploymentSpec(
+            namespace=namespace,
+            name=name,
+            replicas=model.spec.replicas if model.spec.replicas is not None else 1,
+            engines=tuple(engines),
+            tolerations=tolerations,
+            unschedulable_grace=grace if grace else timedelta(minutes=2),
+            avoid_for=avoid,
+        ),
+        cluster_labels=dict(selector.matchLabels or {}) if selector else {},
+        template_labels=dict((template.metadata.labels or {}) if template.metadata else {}),
+        raw_engines=tuple(raw_spec.get("engines") or ()),
+        raw_tolerations=tuple(raw_spec.get("tolerations") or ()),
+    )
+
+
+def read_failed_placements(xr: Mapping) -> tuple[tuple[FailedPlacement, ...], list[str]]:
+    notes: list[str] = []
+    found: list[FailedPlacement] = []
+    for i, entry in enumerate(((xr.get("status") or {}).get("failedPlacements")) or ()):
+        expires = _time_or_none(entry.get("expiresAt")) if isinstance(entry, Mapping) else None
+        if expires is None or not entry.get("cluster") or not entry.get("pool"):
+            notes.append(f"status.failedPlacements[{i}] is malformed and was dropped")
+            continue
+        found.append(
+            FailedPlacement(
+                str(entry["cluster"]), str(entry["pool"]), expires,
+                str(entry.get("replica", "")), str(entry.get("reason", "")),
+            )
+        )
+    return tuple(found), notes
+
+
+# --- clusters ---------------------------------------------------------------------------------
+
+
+def _condition(obj: Mapping, typ: str) -> Mapping:
+    for c in ((obj.get("status") or {}).get("conditions")) or ():
+        if isinstance(c, Mapping) and c.get("type") == typ:
+            return c
+    return {}
+
+
+def _normal_devices(devices: Iterable[Mapping]) -> list[dict]:
+    return sorted(({"claim": "DRA", **d} for d in devices), key=lambda d: str(d.get("name")))
+
+
+def read_cluster(obj: Mapping) -> tuple[Cluster, list[str]]:
+    """An InferenceCluster: pools from spec (the truth about what exists), observations
+    from status.gpuPools (published by compose-inference-cluster)."""
+    name = str((obj.get("metadata") or {}).get("name", ""))
+    spec = obj.get("spec") or {}
+    notes: list[str] = []
+    observation_cfg = spec.get("observation") or {}
+    declared = observation_cfg.get("mode", "Observed") == "Declared"
+    try:
+        max_age = parse_duration(observation_cfg.get("maxAge", "5m"))
+    except ValueError as err:
+        notes.append(f"cluster {name}: observation.maxAge: {err}; using 5m")
+        max_age = timedelta(minutes=5)
+    published = {
+        str(p.get("name")): p
+        for p in ((obj.get("status") or {}).get("gpuPools")) or ()
+        if isinstance(p, Mapping)
+    }
+    pools: list[Pool] = []
+    for raw in sorted(spec.get("nodePools") or (), key=lambda p: str(p.get("name"))):
+        devices = tuple(raw.get("devices") or ())
+        kinds = DeviceKinds.from_declared(devices)
+        max_nodes = raw.get("maxNodeCount")
+        nodes = declared_nodes(int(raw.get("nodeCount", 0)),
+                               int(max_nodes) if max_nodes is not None else None)
+        entry = published.get(str(raw.get("name")))
+        observation = None if declared else parse_observation(entry, kinds)
+        distrust = None
+        if isinstance(observation, Rejected):
+            notes.append(f"cluster {name} pool {raw.get('name')}: histogram rejected, "
+                         f"whole-node accounting: {observation.message}")
+        elif (
+            not declared
+            and entry is not None
+            and "devices" in entry
+            and _normal_devices(entry["devices"]) != _normal_devices(devices)
+        ):
+            distrust = "the published devices differ from the declared ones (status lags spec)"
+            notes.append(f"cluster {name} pool {raw.get('name')}: {distrust}; "
+                         "whole-node accounting")
+        pools.append(Pool(name, str(raw.get("name")), nodes, devices, kinds, observation, distrust))
+    taints = tuple(
+        Taint(str(t.get("key", "")), str(t.get("value", "")), str(t.get("effect", "")))
+        for t in spec.get("taints") or ()
+    )
+    ready = _condition(obj, "Ready").get("status") != "False"
+    return Cluster(name, tuple(pools), taints, ready, max_age), notes
+
+
+# --- replicas ---------------------------------------------------------------------------------
+
+
+def _engines_from_dicts(engines: Iterable[Mapping]) -> tuple[PlacedEngine, ...]:
+    out = []
+    for engine in engines:
+        members = []
+        for m in engine.get("members") or ():
+            requests = tuple(
+                ResolvedRequest(
+                    str(r.get("name", "")), str(r.get("deviceClassName", "")),
+                    int(r.get("count", 1)),
+                    tuple(str((s.get("cel") or {}).get("expression", ""))
+                          for s in r.get("selectors") or ()),
+                )
+                for r in m.get("deviceRequests") or ()
+            )
+            pods = int((m.get("worker") or {}).get("nodes", 1)) if m.get("role") == "Worker" else 1
+            members.append(PlacedMember(Role(m.get("role", "Standalone")),
+                                        str(m.get("nodePoolName", "")), requests, pods))
+        out.append(PlacedEngine(str(engine.get("name", "")), int(engine.get("copies", 1)),
+                                tuple(members)))
+    return tuple(out)
+
+
+def read_own_replica(
+    key: str, obj: Mapping, spec: DeploymentSpec
+) -> tuple[OwnReplica | None, list[str]]:
+    """One of our observed composed ModelReplicas; the composition resource name
+    `replica-<index>` is the identity, labels are checked against it."""
+    match = _INDEX.match(key)
+    if match is None:
+        return None, [f"composed resource {key} is not a replica of this deployment; left as is"]
+    index = int(match.group(1))
+    meta = obj.get("metadata") or {}
+    rspec = obj.get("spec") or {}
+    name = str(meta.get("name") or spec.replica_name(index))
+    cluster = str(rspec.get("clusterName", ""))
+    found = meta.get("labels") or {}
+    expected = {
+        labels.DEPLOYMENT: spec.name,
+        labels.DEPLOYMENT_NAMESPACE: spec.namespace,
+        labels.CLUSTER: cluster,
+        labels.REPLICA_INDEX: str(index),
+    }
+    notes = [
+        f"replica {name}: label {k}={found.get(k)!r} contradicts {v!r}; relabelled"
+        for k, v in expected.items()
+        if found.get(k) != v
+    ]
+    try:
+        engines = _engines_from_dicts(rspec.get("engines") or ())
+    except (TypeError, ValueError) as err:
+        notes.append(f"replica {name}: spec.engines unreadable ({err})")
+        engines = ()
+    ps = _condition(obj, "PodsScheduled")
+    status = obj.get("status") or {}
+    pods_scheduled = PodsScheduled(
+        str(ps.get("status", "Unknown")), str(ps.get("reason", "")), str(ps.get("message", "")),
+        _time_or_none(ps.get("lastTransitionTime")),
+    )
+    ready = pods_scheduled.status == "True" and _condition(obj, "Ready").get("status") == "True"
+    return OwnReplica(
+        index=index,
+        name=name,
+        cluster=cluster,
+        engines=engines,
+        pods_scheduled=pods_scheduled,
+        scheduled_at=_time_or_none(status.get("scheduledAt")),
+        ready=ready,
+        placed_at=_time_or_none((meta.get("annotations") or {}).get(PLACED_AT)),
+    ), notes
+
+
+# --- the fleet's other replicas, straight from the Structs --------------------------------------
+
+
+def _get(struct: struct_pb2.Struct, key: str) -> struct_pb2.Value | None:
+    # `in` first: indexing a protobuf map with a missing key inserts it.
+    fields = struct.fields
+    return fields[key] if key in fields else None
+
+
+def _struct(struct: struct_pb2.Struct, key: str) -> struct_pb2.Struct | None:
+    value = _get(struct, key)
+    return value.struct_value if value is not None and value.HasField("struct_value") else None
+
+
+def _str(struct: struct_pb2.Struct | None, key: str) -> str:
+    value = _get(struct, key) if struct is not None else None
+    return value.string_value if value is not None else ""
+
+
+def _int(struct: struct_pb2.Struct | None, key: str, default: int) -> int:
+    value = _get(struct, key) if struct is not None else None
+    if value is None or not value.HasField("number_value"):
+        return default
+    return int(value.number_value)
+
+
+def _list(struct: struct_pb2.Struct | None, key: str) -> list[struct_pb2.Value]:
+    value = _get(struct, key) if struct is not None else None
+    if value is None or not value.HasField("list_value"):
+        return []
+    return list(value.list_value.values)
+
+
+class ReplicaIndex:
+    """Every required ModelReplica, grouped by spec.clusterName, read lazily."""
+
+    def __init__(
+        self,
+        resources: Iterable[struct_pb2.Struct],
+        clusters: Iterable[str],
+        own: set[tuple[str, str]],
+        deployment: tuple[str, str],
+    ) -> None:
+        wanted = set(clusters)
+        self._own = own
+        self._deployment = deployment  # (namespace, name)
+        self._by_cluster: dict[str, list[struct_pb2.Struct]] = {}
+        self._charges: dict[str, tuple[Charge, ...]] = {}
+        self.notes: list[str] = []
+        for resource in resources:
+            spec = _struct(resource, "spec")
+            cluster = _str(spec, "clusterName")
+            if cluster in wanted:
+                self._by_cluster.setdefault(cluster, []).append(resource)
+
+    def charges_for(self, cluster: str) -> tuple[Charge, ...]:
+        if cluster not in self._charges:
+            charges = []
+            for resource in self._by_cluster.get(cluster, ()):
+                charge = self._read(resource, cluster)
+                if charge is not None:
+                    charges.append(charge)
+            self._charges[cluster] = tuple(sorted(charges, key=lambda c: (c.namespace, c.name)))
+        return self._charges[cluster]
+
+    def _read(self, resource: struct_pb2.Struct, cluster: str) -> Charge | None:
+        meta = _struct(resource, "metadata")
+        identity = (_str(meta, "namespace"), _str(meta, "name"))
+        if identity in self._own:
+            return None  # ours: charged from the plan, not from the fleet listing
+        found = _struct(meta, "labels") if meta is not None else None
+        if (
+            _str(found, labels.DEPLOYMENT) == self._deployment[1]
+            and _str(found, labels.DEPLOYMENT_NAMESPACE) in ("", self._deployment[0])
+        ):
+            self.notes.append(
+                f"ModelReplica {identity[0]}/{identity[1]} carries this deployment's labels but "
+                "is not composed by it; charged as someone else's"
+            )
+        spec = _struct(resource, "spec")
+        status = _struct(resource, "status")
+        pods_scheduled = False
+        for value in _list(status, "conditions"):
+            condition = value.struct_value
+            if _str(condition, "type") == "PodsScheduled":
+                pods_scheduled = _str(condition, "status") == "True"
+                break
+        scheduled_at = _time_or_none(_str(status, "scheduledAt")) if pods_scheduled else None
+        engines = []
+        for value in _list(spec, "engines"):
+            engine = value.struct_value
+            members = []
+            for member_value in _list(engine, "members"):
+                member = member_value.struct_value
+                role = _str(member, "role") or "Standalone"
+                requests = tuple(
+                    ResolvedRequest(
+                        _str(r.struct_value, "name"),
+                        _str(r.struct_value, "deviceClassName"),
+                        _int(r.struct_value, "count", 1),
+                    )
+                    for r in _list(member, "deviceRequests")
+                )
+                pods = _int(_struct(member, "worker"), "nodes", 1) if role == "Worker" else 1
+                try:
+                    members.append(PlacedMember(Role(role), _str(member, "nodePoolName"),
+                                                requests, pods))
+                except ValueError:
+                    continue
+            if members:
+                engines.append(
+                    PlacedEngine(_str(engine, "name"), _int(engine, "copies", 1), tuple(members))
+                )
+        return Charge(identity[0], identity[1], cluster, tuple(engines), pods_scheduled,
+                      scheduled_at)

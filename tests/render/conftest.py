@@ -1,0 +1,23 @@
+"""Fixtures for render tests: the real Crossplane CLI, the functions running locally."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+
+import pytest
+from modelplane_devtools import render
+
+ROOT = render.ROOT
+
+
+@pytest.fixture(scope="session")
+def functions() -> Iterator[render.Functions]:
+    """The three functions, started once per test session.
+
+    A missing Crossplane CLI is a failure, never a skip: CI must prove the
+    rendering, and `make setup` installs the CLI.
+    """
+    render.crossplane()
+    render.crossplane_core()
+    with render.running_functions() as running:
+        yield running

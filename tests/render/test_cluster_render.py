@@ -1,0 +1,62 @@
+"""The example clusters through the real `crossplane composition render`."""
+
+from __future__ import annotations
+
+import pytest
+from modelplane_devtools import render
+from modelplane_devtools.rendered import by_kind, composite, condition, results
+
+CASES = {c["name"]: c for c in render.example_cases()}
+OBSERVED_FIELDS = {"observedAt", "observedNodes", "nodesByFreeDevices"}
+
+
+def render_case(functions, name):
+    return render.render_case(functions, CASES[name])
+
+
+def gpu_pools(xr):
+    return {p["name"]: p for p in xr["status"]["gpuPools"]}
+
+
+def test_observed_cluster_publishes_a_histogram_for_each_pool(functions):
+    rendered = render_case(functions, "cluster-observed")
+    pools = gpu_pools(composite(rendered))
+    assert pools["h100"]["nodesByFreeDevices"] == [
+        {"free": {"gpu": 8}, "nodes": 10},
+        {"free": {"gpu": 4}, "nodes": 3},
+        {"free": {"gpu": 0}, "nodes": 2},
+    ]
+    assert (pools["h100"]["nodes"], pools["h100"]["observedNodes"]) == (20, 16)
+    assert pools["l40s"]["nodesByFreeDevices"][0] == {"free": {"gpu": 4, "nic": 2}, "nodes": 4}
+    assert condition(composite(rendered), "CapacityObserved")["status"] == "True"
+    objects = {o["metadata"]["name"]: o for o in by_kind(rendered, "Object")}
+    assert set(objects) == {"gpu-east-agent-crd", "gpu-east-pool-h100", "gpu-east-pool-l40s"}
+    assert len(by_kind(rendered, "ClusterProviderConfig")) == 1
+
+
+def test_declared_cluster_publishes_no_observed_fields(functions):
+    rendered = render_case(functions, "cluster-declared")
+    for pool in gpu_pools(composite(rendered)).values():
+        assert not OBSERVED_FIELDS & pool.keys()
+        assert pool["nodes"] == 4
+    assert by_kind(rendered, "Object") == []
+    assert condition(composite(rendered), "CapacityObserved")["reason"] == "Declared"
+
+
+def test_malformed_observation_falls_back_with_a_warning(functions):
+    rendered = render_case(functions, "cluster-malformed-observation")
+    pools = gpu_pools(composite(rendered))
+    assert not OBSERVED_FIELDS & pools["h100"].keys()
+    warnings = [r["message"] for r in results(rendered) if r.get("severity") == "Warning"]
+    assert any(
+        "pool h100" in m and "free.gpu is 12, above the 8 declared per node" in m for m in warnings
+    ), warnings
+    message = condition(composite(rendered), "CapacityObserved")["message"]
+    assert "l4 (observation is older than 5m)" in message
+
+
+@pytest.mark.parametrize("name", sorted(CASES), ids=sorted(CASES))
+def test_every_example_renders_to_valid_resources(functions, api_extensions, name):
+    rendered = render_case(functions, name)
+    done = render.validate(api_extensions, rendered)
+    assert done.returncode == 0, done.stdout + done.stderr
