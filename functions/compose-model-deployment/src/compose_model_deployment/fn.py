@@ -1,9 +1,285 @@
-"""Placeholder: compose-model-deployment is being written."""
+"""The wire shell of compose-model-deployment.
 
-from crossplane.function import response
+Reads the RunFunctionRequest, resolves the required resources (three states:
+not fetched yet, fetched and empty, present), hands typed inputs and `now`
+to the pure core (`placement.plan`), and writes the desired ModelReplicas,
+the deployment's status, conditions and events. No scheduling arithmetic
+lives here.
+
+Whenever the inputs cannot be trusted (the deployment does not validate,
+the clusters or replicas are not fetched yet, no cluster is selected, a CEL
+selector does not compile), the observed ModelReplicas are re-emitted
+unchanged: bad or missing input never deletes running work.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable, Mapping, MutableMapping
+from datetime import UTC, datetime
+
+import grpc
+from crossplane.function import logging, resource, response
+from crossplane.function.proto.v1 import run_function_pb2 as fnv1
 from crossplane.function.proto.v1 import run_function_pb2_grpc as grpcv1
+from modelplane_common import labels
+
+from compose_model_deployment import compose, placement, readers
+from compose_model_deployment.placement import Change, Inputs, InvalidSelector, Matcher, Plan
+
+CLUSTERS = "inference-clusters"
+REPLICAS = "model-replicas"
+SCHEDULED = "ReplicasScheduled"
+READY = "ReplicasReady"
+INPUTS = "InputsValid"
+MAX_NOTE_EVENTS = 5
 
 
-class FunctionRunner(grpcv1.FunctionRunnerService):
-    async def RunFunction(self, req, _=None):  # noqa: N802
-        return response.to(req)
+def default_matcher() -> Matcher:
+    from compose_model_deployment.matching import match_requests
+
+    return match_requests
+
+
+def _require(rsp: fnv1.RunFunctionResponse, name: str, kind: str, match: Mapping[str, str]) -> None:
+    selector = fnv1.ResourceSelector(api_version=labels.API_VERSION, kind=kind)
+    # An empty matchLabels must still be SET: it is how a selector says "all of them".
+    selector.match_labels.SetInParent()
+    selector.match_labels.labels.update(dict(match))
+    rsp.requirements.resources[name].CopyFrom(selector)
+
+
+def _own_observed(req: fnv1.RunFunctionRequest) -> dict[str, dict]:
+    return {
+        key: resource.struct_to_dict(observed.resource)
+        for key, observed in sorted(req.observed.resources.items())
+        if key.startswith(readers.RESOURCE_PREFIX)
+    }
+
+
+def _set_status(rsp: fnv1.RunFunctionResponse, status: dict) -> None:
+    resource.update(rsp.desired.composite, {"status": status})
+
+
+def _pass_through(
+    rsp: fnv1.RunFunctionResponse,
+    xr: Mapping,
+    own: Mapping[str, dict],
+    *,
+    desired: int | None,
+    status: str,
+    reason: str,
+    message: str,
+    warn: bool,
+) -> fnv1.RunFunctionResponse:
+    """Keep every observed replica exactly as it is and say why nothing was planned."""
+    ready = 0
+    for key, obj in own.items():
+        rsp.desired.resources[key].resource.update(compose.unchanged(obj))
+        ready += 1 if readers.replica_ready(obj) else 0
+    observed_status = xr.get("status") or {}
+    _set_status(
+        rsp,
+        {
+            "replicas": {
+                "desired": desired if desired is not None else len(own),
+                "scheduled": len(own),
+                "ready": ready,
+            },
+            "failedPlacements": list(observed_status.get("failedPlacements") or []),
+        },
+    )
+    response.set_conditions(rsp, resource.Condition(SCHEDULED, status, reason, message))
+    if warn:
+        response.warning(rsp, f"{reason}: {message}")
+    return rsp
+
+
+def run_function(
+    req: fnv1.RunFunctionRequest,
+    now: datetime,
+    matcher: Matcher,
+    timings: MutableMapping[str, float] | None = None,
+) -> fnv1.RunFunctionResponse:
+    """One reconcile. `timings`, when given, receives seconds per phase."""
+    clock = time.perf_counter
+    started = clock()
+    rsp = response.to(req)
+    xr = resource.struct_to_dict(req.observed.composite.resource)
+    own_observed = _own_observed(req)
+    raw_replicas = (xr.get("spec") or {}).get("replicas")
+    try:
+        deployment = readers.read_deployment(xr)
+    except ValueError as err:
+        return _pass_through(rsp, xr, own_observed, desired=raw_replicas if isinstance(
+            raw_replicas, int) else None, status="False", reason="InvalidDeployment",
+            message=str(err)[:1024], warn=True)
+    spec = deployment.spec
+
+    _require(rsp, CLUSTERS, "InferenceCluster", deployment.cluster_labels)
+    _require(rsp, REPLICAS, "ModelReplica", {})
+    if CLUSTERS not in req.required_resources or REPLICAS not in req.required_resources:
+        missing = [n for n in (CLUSTERS, REPLICAS) if n not in req.required_resources]
+        return _pass_through(rsp, xr, own_observed, desired=spec.replicas, status="Unknown",
+                             reason="WaitingForInputs",
+                             message=f"waiting for Crossplane to fetch {', '.join(missing)}",
+                             warn=False)
+    cluster_items = req.required_resources[CLUSTERS].items
+    if not cluster_items:
+        return _pass_through(
+            rsp, xr, own_observed, desired=spec.replicas, status="False", reason="NoClusters",
+            message=f"no InferenceCluster matches clusterSelector {deployment.cluster_labels}; "
+            "existing replicas are kept as they are",
+            warn=True,
+        )
+
+    notes: list[str] = []
+    clusters = []
+    for item in cluster_items:
+        cluster, cluster_notes = readers.read_cluster(resource.struct_to_dict(item.resource))
+        clusters.append(cluster)
+        notes.extend(cluster_notes)
+    own = []
+    for key, obj in own_observed.items():
+        replica, replica_notes = readers.read_own_replica(key, obj, spec)
+        notes.extend(replica_notes)
+        if replica is not None:
+            own.append(replica)
+    failed, failed_notes = readers.read_failed_placements(xr)
+    notes.extend(failed_notes)
+    index = readers.ReplicaIndex(
+        (item.resource for item in req.required_resources[REPLICAS].items),
+        (c.name for c in clusters),
+        {(spec.namespace, r.name) for r in own},
+        (spec.namespace, spec.name),
+    )
+    read_done = clock()
+
+    try:
+        plan = placement.plan(
+            Inputs(spec, tuple(clusters), tuple(own), failed, now),
+            index.charges_for,
+            matcher,
+        )
+    except InvalidSelector as err:
+        return _pass_through(rsp, xr, own_observed, desired=spec.replicas, status="False",
+                             reason="InvalidSelector", message=str(err)[:1024], warn=True)
+    notes.extend(index.notes)
+    planned_done = clock()
+
+    _write(rsp, xr, deployment, plan, own_observed, notes)
+    if timings is not None:
+        timings["read"] = read_done - started
+        timings["schedule"] = planned_done - read_done
+        timings["write"] = clock() - planned_done
+    return rsp
+
+
+def _write(
+    rsp: fnv1.RunFunctionResponse,
+    xr: Mapping,
+    deployment: readers.DeploymentInput,
+    plan: Plan,
+    own_observed: Mapping[str, dict],
+    notes: list[str],
+) -> None:
+    for replica in plan.replicas:
+        key = compose.resource_name(replica.index)
+        if replica.change is Change.STRANDED and key in own_observed:
+            desired = compose.unchanged(own_observed[key])
+        else:
+            desired = compose.model_replica(deployment, replica)
+        rsp.desired.resources[key].resource.update(desired)
+    # Observed resources that are not replicas of ours are kept, never dropped.
+    planned = {compose.resource_name(r.index) for r in plan.replicas}
+    removed = {compose.resource_name(r.index) for r in plan.removed}
+    for key, obj in own_observed.items():
+        if key not in planned and key not in removed:
+            rsp.desired.resources[key].resource.update(compose.unchanged(obj))
+    _set_status(rsp, compose.status(plan))
+    _conditions(rsp, plan, notes)
+    _events(rsp, xr, plan, notes)
+
+
+def _conditions(rsp: fnv1.RunFunctionResponse, plan: Plan, notes: list[str]) -> None:
+    if plan.missing:
+        scheduled = resource.Condition(
+            SCHEDULED, "False", "InsufficientCapacity",
+            f"{plan.missing} of {plan.desired} replicas could not be placed "
+            f"({plan.scheduled} placed); tightest reason: {plan.shortfall}"[:1024],
+        )
+    else:
+        scheduled = resource.Condition(
+            SCHEDULED, "True", "AllReplicasScheduled",
+            f"{plan.scheduled} of {plan.desired} replicas placed",
+        )
+    if plan.ready >= plan.desired:
+        ready = resource.Condition(READY, "True", "AllReplicasReady",
+                                   f"{plan.ready} of {plan.desired} replicas ready")
+    else:
+        ready = resource.Condition(READY, "False", "ReplicasNotReady",
+                                   f"{plan.ready} of {plan.desired} replicas ready")
+    if notes:
+        inputs = resource.Condition(INPUTS, "False", "DegradedInputs",
+                                    f"{len(notes)} problem(s): " + "; ".join(notes)[:990])
+    else:
+        inputs = resource.Condition(INPUTS, "True", "InputsValid", "")
+    response.set_conditions(rsp, scheduled, ready, inputs)
+
+
+def _where(cluster: str, pools: tuple[str, ...]) -> str:
+    return f"{cluster}/{','.join(pools)}"
+
+
+def _events(rsp: fnv1.RunFunctionResponse, xr: Mapping, plan: Plan, notes: list[str]) -> None:
+    for healed in plan.healed:
+        response.warning(
+            rsp,
+            f"replica {healed.replica} {healed.why}; avoiding "
+            f"{_where(healed.cluster, healed.pools)}"
+            " and re-placing it",
+        )
+    for r in plan.replicas:
+        if r.change is Change.PLACED:
+            response.normal(rsp, f"placed replica {r.name} on {_where(r.cluster, r.pools)}")
+        elif r.change is Change.MOVED and r.previous is not None:
+            response.normal(
+                rsp,
+                f"moved replica {r.name} from {_where(r.previous.cluster, r.previous.pools)} to "
+                f"{_where(r.cluster, r.pools)}: {r.why}",
+            )
+        elif r.change is Change.RESHAPED and r.previous is not None:
+            response.normal(rsp, f"updated replica {r.name} on {_where(r.cluster, r.pools)} "
+                                 "for the edited engine shape")
+        elif r.change is Change.STRANDED:
+            response.warning(rsp, f"replica {r.name} must move ({r.why}) but no other cluster "
+                                  "fits it; it is left where it is")
+    for r in plan.removed:
+        response.normal(rsp, f"removed replica {r.name} from {r.cluster} (scale down)")
+    previous = ((xr.get("status") or {}).get("replicas") or {}).get("scheduled")
+    if plan.missing and previous != plan.scheduled:
+        response.warning(rsp, f"InsufficientCapacity: {plan.missing} of {plan.desired} replicas "
+                              f"could not be placed: {plan.shortfall}")
+    for note in notes[:MAX_NOTE_EVENTS]:
+        response.warning(rsp, note)
+    if len(notes) > MAX_NOTE_EVENTS:
+        response.warning(rsp, f"and {len(notes) - MAX_NOTE_EVENTS} more input problem(s)")
+
+
+class FunctionRunner(grpcv1.FunctionRunnerServiceServicer):
+    """The gRPC servicer: the clock and the matcher are the only things injected."""
+
+    def __init__(
+        self,
+        matcher: Matcher | None = None,
+        clock: Callable[[], datetime] = lambda: datetime.now(UTC),
+    ) -> None:
+        self.log = logging.get_logger()
+        self._matcher = matcher
+        self._clock = clock
+
+    async def RunFunction(
+        self, req: fnv1.RunFunctionRequest, _: grpc.aio.ServicerContext
+    ) -> fnv1.RunFunctionResponse:
+        matcher = self._matcher or default_matcher()
+        return run_function(req, self._clock(), matcher)

@@ -67,7 +67,8 @@ class SelectorError(ValueError):
     """
 
     def __init__(self, expression: str, cause: str) -> None:
-        super().__init__(f"CEL selector {expression!r}: {cause}")
+        shown = expression if len(expression) <= 200 else expression[:200] + "..."
+        super().__init__(f"CEL selector {shown!r}: {cause}")
         self.expression = expression
         self.cause = cause
 
@@ -630,9 +631,7 @@ def compile_selector(expression: str) -> celpy.Runner:
     if not isinstance(expression, str) or not expression.strip():
         raise SelectorError(str(expression), "the expression is empty")
     if len(expression) > MAX_EXPRESSION_LENGTH:
-        raise SelectorError(
-            expression[:80] + "...", f"longer than {MAX_EXPRESSION_LENGTH} characters"
-        )
+        raise SelectorError(expression, f"longer than {MAX_EXPRESSION_LENGTH} characters")
     try:
         ast = _ENV.compile(expression)
     except celpy.CELParseError as error:

@@ -177,6 +177,8 @@ class _Reason:
 
 
 _NO_CLUSTER = _Reason(0, "", "", "no InferenceCluster is selected")
+# A retained replica and its engines re-resolved on their pools (None: needs a new pool).
+_Kept = tuple[OwnReplica, list[PlacedEngine | None]]
 
 
 class _Planner:
@@ -333,8 +335,8 @@ class _Planner:
 
     def retain(
         self, healed_names: set[str]
-    ) -> tuple[dict[int, tuple[OwnReplica, list[PlacedEngine | None]]], list[tuple[OwnReplica, str]]]:
-        kept: dict[int, tuple[OwnReplica, list[PlacedEngine | None]]] = {}
+    ) -> tuple[dict[int, _Kept], list[tuple[OwnReplica, str]]]:
+        kept: dict[int, _Kept] = {}
         moving: list[tuple[OwnReplica, str]] = []
         for own in sorted(self.inputs.own, key=lambda r: r.index):
             why = self.eviction(own, own.name in healed_names)
@@ -352,7 +354,7 @@ class _Planner:
 
     def scale_down(
         self,
-        kept: dict[int, tuple[OwnReplica, list[PlacedEngine | None]]],
+        kept: dict[int, _Kept],
         moving: list[tuple[OwnReplica, str]],
     ) -> list[OwnReplica]:
         everyone = [own for own, _ in kept.values()] + [own for own, _ in moving]
@@ -384,10 +386,13 @@ class _Planner:
         usable: list[Cluster] = []
         for cluster in self.clusters.values():
             if not cluster.ready:
-                self.reasons.append(_Reason(0, cluster.name, "", f"cluster {cluster.name} is not Ready"))
+                self.reasons.append(
+                    _Reason(0, cluster.name, "", f"cluster {cluster.name} is not Ready")
+                )
                 continue
-            taints = cluster.untolerated(self.spec.tolerations, "NoSchedule") or cluster.untolerated(
-                self.spec.tolerations, "NoExecute"
+            tolerations = self.spec.tolerations
+            taints = cluster.untolerated(tolerations, "NoSchedule") or cluster.untolerated(
+                tolerations, "NoExecute"
             )
             if taints:
                 t = taints[0]

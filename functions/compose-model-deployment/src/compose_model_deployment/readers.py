@@ -41,8 +41,8 @@ from compose_model_deployment.model import (
     OwnReplica,
     PlacedEngine,
     PlacedMember,
-    Pool,
     PodsScheduled,
+    Pool,
     ResolvedRequest,
     Role,
     Taint,
@@ -245,6 +245,14 @@ def _engines_from_dicts(engines: Iterable[Mapping]) -> tuple[PlacedEngine, ...]:
     return tuple(out)
 
 
+def replica_ready(obj: Mapping) -> bool:
+    """Ready: every pod scheduled (PodsScheduled) and the workloads ready (Ready)."""
+    return (
+        _condition(obj, "PodsScheduled").get("status") == "True"
+        and _condition(obj, "Ready").get("status") == "True"
+    )
+
+
 def read_own_replica(
     key: str, obj: Mapping, spec: DeploymentSpec
 ) -> tuple[OwnReplica | None, list[str]]:
@@ -281,7 +289,7 @@ def read_own_replica(
         str(ps.get("status", "Unknown")), str(ps.get("reason", "")), str(ps.get("message", "")),
         _time_or_none(ps.get("lastTransitionTime")),
     )
-    ready = pods_scheduled.status == "True" and _condition(obj, "Ready").get("status") == "True"
+    ready = replica_ready(obj)
     return OwnReplica(
         index=index,
         name=name,
@@ -298,9 +306,8 @@ def read_own_replica(
 
 
 def _get(struct: struct_pb2.Struct, key: str) -> struct_pb2.Value | None:
-    # `in` first: indexing a protobuf map with a missing key inserts it.
-    fields = struct.fields
-    return fields[key] if key in fields else None
+    # get, never []: indexing a protobuf map with a missing key inserts it.
+    return struct.fields.get(key)
 
 
 def _struct(struct: struct_pb2.Struct, key: str) -> struct_pb2.Struct | None:
