@@ -26,3 +26,11 @@ ROLE = "modelplane.ai/role"
 # current cluster and pools were chosen (control-plane clock, RFC 3339), so a
 # PodsScheduled condition older than the placement is not taken for a failure of it.
 PLACED_AT = "modelplane.ai/placed-at"
+
+# The kind compose-model-replica requires by name.
+INFERENCE_CLUSTER_KIND = "InferenceCluster"
+
+# Set by LeaderWorkerSet's pod webhook on a group's leader and inherited by its
+# workers: one value per gang copy.
+LWS_GROUP_KEY = "leaderworkerset.sigs.k8s.io/group-key"
+HOSTNAME = "kubernetes.io/hostname"

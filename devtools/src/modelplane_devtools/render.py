@@ -45,6 +45,21 @@ _TOKEN = re.compile(r"__NOW(?:-(?P<ago>[0-9hms.]+))?__")
 _UNITS = {"h": 3600, "m": 60, "s": 1}
 
 
+class _PlainLoader(yaml.SafeLoader):
+    """A safe loader that keeps timestamps as the strings Kubernetes sends."""
+
+
+_PlainLoader.yaml_implicit_resolvers = {
+    first: [(tag, regexp) for tag, regexp in resolvers if tag != "tag:yaml.org,2002:timestamp"]
+    for first, resolvers in yaml.SafeLoader.yaml_implicit_resolvers.items()
+}
+
+
+def load_all(text: str) -> list[dict]:
+    """Every non-empty YAML document in text; timestamps stay strings."""
+    return [d for d in yaml.load_all(text, Loader=_PlainLoader) if d]
+
+
 class ToolMissing(RuntimeError):
     pass
 
@@ -193,7 +208,7 @@ class Functions:
         done = subprocess.run(command, capture_output=True, text=True, check=False)
         if done.returncode != 0:
             raise RenderFailed(command, done.stdout, done.stderr)
-        return [d for d in yaml.safe_load_all(done.stdout) if d]
+        return load_all(done.stdout)
 
 
 class RenderFailed(RuntimeError):
@@ -237,7 +252,7 @@ def validate(
         image_dir.mkdir(parents=True)
         (image_dir / "package.yaml").write_text("")
         if isinstance(resources, Path):
-            docs = [d for d in yaml.safe_load_all(fill_time_tokens(resources.read_text())) if d]
+            docs = load_all(fill_time_tokens(resources.read_text()))
         else:
             docs = list(resources)
         resource_path = Path(workdir) / "resources.yaml"

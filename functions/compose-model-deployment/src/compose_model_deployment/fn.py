@@ -51,7 +51,7 @@ def _require(rsp: fnv1.RunFunctionResponse, name: str, kind: str, match: Mapping
 
 def _own_observed(req: fnv1.RunFunctionRequest) -> dict[str, dict]:
     return {
-        key: resource.struct_to_dict(observed.resource)
+        key: readers.integral(resource.struct_to_dict(observed.resource))
         for key, observed in sorted(req.observed.resources.items())
         if key.startswith(readers.RESOURCE_PREFIX)
     }
@@ -105,7 +105,7 @@ def run_function(
     clock = time.perf_counter
     started = clock()
     rsp = response.to(req)
-    xr = resource.struct_to_dict(req.observed.composite.resource)
+    xr = readers.integral(resource.struct_to_dict(req.observed.composite.resource))
     own_observed = _own_observed(req)
     raw_replicas = (xr.get("spec") or {}).get("replicas")
     try:
@@ -136,7 +136,9 @@ def run_function(
     notes: list[str] = []
     clusters = []
     for item in cluster_items:
-        cluster, cluster_notes = readers.read_cluster(resource.struct_to_dict(item.resource))
+        cluster, cluster_notes = readers.read_cluster(
+            readers.integral(resource.struct_to_dict(item.resource))
+        )
         clusters.append(cluster)
         notes.extend(cluster_notes)
     own = []

@@ -57,6 +57,22 @@ RESOURCE_PREFIX = "replica-"
 _INDEX = re.compile(r"^replica-(0|[1-9][0-9]{0,5})$")
 
 
+def integral(value: object) -> object:
+    """Undo protobuf's float-only numbers: 8.0 back to 8, recursively.
+
+    struct_to_dict yields every JSON number as a float; device counts, node
+    counts and histogram entries are integers on the wire, and the shared
+    histogram parser (rightly) refuses a float count.
+    """
+    if isinstance(value, float) and value.is_integer():
+        return int(value)
+    if isinstance(value, dict):
+        return {k: integral(v) for k, v in value.items()}
+    if isinstance(value, list):
+        return [integral(v) for v in value]
+    return value
+
+
 def _time_or_none(value: object) -> datetime | None:
     try:
         return parse_time(value)  # type: ignore[arg-type]
@@ -80,7 +96,8 @@ class DeploymentInput:
 def read_deployment(xr: Mapping) -> DeploymentInput:
     """Validate the ModelDeployment against its generated model. Raises ValueError."""
     try:
-        model = ModelDeployment.model_validate(xr)
+        # Only what the user wrote: status is ours and never invalidates the spec.
+        model = ModelDeployment.model_validate({k: v for k, v in xr.items() if k != "status"})
     except Exception as err:  # pydantic.ValidationError, kept out of the signature
         raise ValueError(f"the ModelDeployment is invalid: {err}") from err
     if model.spec is None:

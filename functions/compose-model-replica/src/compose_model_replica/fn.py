@@ -1,9 +1,105 @@
-"""Placeholder: compose-model-replica is being written."""
+"""The wire shell of compose-model-replica.
 
-from crossplane.function import response
+Translates a RunFunctionRequest into `core.decide` inputs (the XR, the
+required InferenceCluster in one of three states, the observed Objects with
+their remote status, and `now`) and its Decision back into desired
+resources, status, conditions and events. No decisions are made here; see
+core.py for the model.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from datetime import UTC, datetime
+
+import grpc
+from crossplane.function import logging, resource, response
+from crossplane.function.proto.v1 import run_function_pb2 as fnv1
 from crossplane.function.proto.v1 import run_function_pb2_grpc as grpcv1
+from modelplane_common import labels
+
+from compose_model_replica import core
+
+CLUSTER_REQUIREMENT = "cluster"
+
+
+def cluster_input(req: fnv1.RunFunctionRequest) -> core.ClusterInput:
+    """Not fetched (no entry yet), fetched and absent (an empty entry), or found."""
+    if CLUSTER_REQUIREMENT not in req.required_resources:
+        return core.NotFetched()
+    items = req.required_resources[CLUSTER_REQUIREMENT].items
+    if not items:
+        return core.Absent()
+    return core.Found(resource.struct_to_dict(items[0].resource))
+
+
+def observed_object(observed: fnv1.Resource) -> core.ObservedObject:
+    body = resource.struct_to_dict(observed.resource)
+    status = body.pop("status", None) or {}
+    conditions = {c.get("type"): c for c in status.get("conditions") or [] if isinstance(c, dict)}
+    synced = conditions.get("Synced") or {}
+    remote = (status.get("atProvider") or {}).get("manifest")
+    return core.ObservedObject(
+        body=body,
+        ready=(conditions.get("Ready") or {}).get("status") == "True",
+        synced={"True": True, "False": False}.get(synced.get("status")),
+        synced_message=str(synced.get("message") or ""),
+        remote=remote if isinstance(remote, dict) and remote else None,
+    )
 
 
 class FunctionRunner(grpcv1.FunctionRunnerService):
-    async def RunFunction(self, req, _=None):  # noqa: N802
-        return response.to(req)
+    """Runs compose-model-replica."""
+
+    def __init__(self, clock: Callable[[], datetime] = lambda: datetime.now(UTC)) -> None:
+        self.log = logging.get_logger()
+        self.clock = clock
+
+    async def RunFunction(
+        self, req: fnv1.RunFunctionRequest, _: grpc.aio.ServicerContext | None = None
+    ) -> fnv1.RunFunctionResponse:
+        rsp = response.to(req)
+        xr = resource.struct_to_dict(req.observed.composite.resource)
+        metadata = xr.get("metadata") or {}
+        spec = xr.get("spec") or {}
+        cluster_name = spec.get("clusterName")
+        if isinstance(cluster_name, str) and cluster_name:
+            response.require_resources(
+                rsp,
+                CLUSTER_REQUIREMENT,
+                labels.API_VERSION,
+                labels.INFERENCE_CLUSTER_KIND,
+                match_name=cluster_name,
+            )
+
+        decision = core.decide(
+            str(metadata.get("name") or ""),
+            str(metadata.get("namespace") or ""),
+            spec,
+            xr.get("status") or {},
+            cluster_input(req),
+            {name: observed_object(r) for name, r in req.observed.resources.items()},
+            self.clock(),
+        )
+
+        for name, wanted in decision.desired.items():
+            desired = rsp.desired.resources[name]
+            resource.update(desired, dict(wanted.body))
+            if wanted.ready:
+                desired.ready = fnv1.READY_TRUE
+        for name in decision.kept:
+            self.log.info("keeping composed resource despite a missing input", name=name)
+
+        resource.update(rsp.desired.composite, {"status": decision.status})
+        response.set_conditions(
+            rsp,
+            *(
+                resource.Condition(typ=c.type, status=c.status, reason=c.reason, message=c.message)
+                for c in decision.conditions
+            ),
+        )
+        for event in decision.events:
+            (response.warning if event.severity == "Warning" else response.normal)(
+                rsp, event.message
+            )
+        return rsp

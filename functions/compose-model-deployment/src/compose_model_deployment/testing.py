@@ -1,0 +1,357 @@
+"""Builders of wire objects for tests, the simulation and the benchmark.
+
+Not used by the function itself. Everything here builds the dicts the
+XRDs define (InferenceCluster, ModelDeployment, ModelReplica) and the
+RunFunctionRequest Crossplane sends, so tests exercise the real readers.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterable, Mapping, Sequence
+from datetime import UTC, datetime, timedelta
+
+from crossplane.function import resource
+from crossplane.function.proto.v1 import run_function_pb2 as fnv1
+from modelplane_common import labels
+from modelplane_common.timeutil import format_time
+
+from compose_model_deployment import fn, placement, readers
+from compose_model_deployment.model import Charge
+
+NOW = datetime(2025, 6, 1, 12, 0, 0, tzinfo=UTC)
+
+
+def ago(minutes: float = 0, seconds: float = 0) -> str:
+    return format_time(NOW - timedelta(minutes=minutes, seconds=seconds))
+
+
+# --- matching stand-in --------------------------------------------------------------------
+
+_DRIVER = re.compile(r"""^device\.driver\s*==\s*['"]([^'"]+)['"]$""")
+
+
+class StandInMatch:
+    __slots__ = ("claimed", "count", "kind", "request")
+
+    def __init__(self, request: str, kind: str, count: int, claimed: bool) -> None:
+        self.request, self.kind, self.count, self.claimed = request, kind, count, claimed
+
+
+def stand_in_matcher(requests: Sequence[Mapping], kinds: Sequence[Mapping]):
+    """A trivial matcher for scheduler tests: a request matches the kind named like it,
+    else the first kind whose driver its selectors name (only `device.driver == 'x'`
+    and `true` compile); the kind must have at least the request's count per node."""
+    out = []
+    for request in requests:
+        drivers = []
+        for selector in request.get("selectors") or ():
+            expression = selector["cel"]["expression"].strip()
+            if expression == "true":
+                continue
+            found = _DRIVER.match(expression)
+            if found is None:
+                raise ValueError(f"CEL selector {expression!r}: does not compile")
+            drivers.append(found.group(1))
+
+        def ok(kind: Mapping, drivers: list[str] = drivers, request: Mapping = request) -> bool:
+            return all(kind.get("driver") == d for d in drivers) and int(
+                kind.get("count", 0)
+            ) >= int(request["count"])
+
+        named = [k for k in kinds if k.get("name") == request["name"] and ok(k)]
+        chosen = named or ([k for k in kinds if ok(k)] if drivers else [])
+        if not chosen:
+            return None
+        kind = chosen[0]
+        out.append(StandInMatch(request["name"], kind["name"], int(request["count"]),
+                                kind.get("claim", "DRA") != "Synthetic"))
+    return tuple(out)
+
+
+# --- InferenceCluster ---------------------------------------------------------------------
+
+
+def device(name: str = "gpu", count: int = 8, *, claim: str = "DRA",
+           device_class: str | None = None, driver: str = "gpu.nvidia.com") -> dict:
+    d: dict = {"name": name, "count": count, "claim": claim}
+    if claim == "DRA":
+        d["deviceClassName"] = device_class or f"{name}.example.com"
+        d["driver"] = driver
+    return d
+
+
+def pool(
+    name: str,
+    nodes: int,
+    devices: Sequence[dict] | None = None,
+    *,
+    max_nodes: int | None = None,
+    histogram: Iterable[tuple[Mapping[str, int], int]] | None = None,
+    observed_at: str | None = None,
+    observed_nodes: int | None = None,
+) -> tuple[dict, dict]:
+    """(spec.nodePools entry, status.gpuPools entry). A histogram makes the pool observed."""
+    devices = list(devices or [device()])
+    spec: dict = {"name": name, "nodeCount": nodes, "devices": devices}
+    if max_nodes is not None:
+        spec["maxNodeCount"] = max_nodes
+    status: dict = {"name": name, "nodes": max_nodes if max_nodes is not None else nodes,
+                    "devices": devices}
+    if histogram is not None:
+        buckets = [{"free": dict(free), "nodes": n} for free, n in histogram]
+        status.update(
+            observedAt=observed_at or ago(1),
+            observedNodes=observed_nodes if observed_nodes is not None else nodes,
+            nodesByFreeDevices=buckets,
+        )
+    return spec, status
+
+
+def cluster(
+    name: str,
+    pools: Sequence[tuple[dict, dict]],
+    *,
+    cluster_labels: Mapping[str, str] | None = None,
+    taints: Sequence[Mapping] = (),
+    ready: bool | None = True,
+    mode: str = "Observed",
+    max_age: str = "5m",
+) -> dict:
+    obj: dict = {
+        "apiVersion": labels.API_VERSION,
+        "kind": "InferenceCluster",
+        "metadata": {"name": name, "labels": dict(cluster_labels or {})},
+        "spec": {
+            "credentials": {"secretRef": {"namespace": "fleet", "name": name, "key": "kubeconfig"}},
+            "nodePools": [spec for spec, _ in pools],
+            "observation": {"mode": mode, "maxAge": max_age},
+        },
+        "status": {"gpuPools": [status for _, status in pools]},
+    }
+    if taints:
+        obj["spec"]["taints"] = [dict(t) for t in taints]
+    if ready is not None:
+        obj["status"]["conditions"] = [
+            {"type": "Ready", "status": "True" if ready else "False", "reason": "Available"}
+        ]
+    return obj
+
+
+# --- ModelDeployment ----------------------------------------------------------------------
+
+
+def standalone(name: str = "serve", gpus: int = 1, copies: int = 1, kind: str = "gpu",
+               selectors: Sequence[str] = ()) -> dict:
+    member: dict = {"role": "Standalone", "template": {"spec": {"containers": [{"name": name}]}}}
+    if gpus:
+        member["nodeSelector"] = {"devices": [_request(kind, gpus, selectors)]}
+    return {"name": name, "copies": copies, "members": [member]}
+
+
+def gang(name: str = "gang", leader_gpus: int = 0, worker_gpus: int = 8, workers: int = 1,
+         copies: int = 1, kind: str = "gpu") -> dict:
+    leader: dict = {"role": "Leader", "template": {"spec": {"containers": [{"name": "leader"}]}}}
+    if leader_gpus:
+        leader["nodeSelector"] = {"devices": [_request(kind, leader_gpus, ())]}
+    worker: dict = {"role": "Worker", "worker": {"nodes": workers},
+                    "template": {"spec": {"containers": [{"name": "worker"}]}}}
+    if worker_gpus:
+        worker["nodeSelector"] = {"devices": [_request(kind, worker_gpus, ())]}
+    return {"name": name, "copies": copies, "members": [leader, worker]}
+
+
+def _request(kind: str, count: int, selectors: Sequence[str]) -> dict:
+    r: dict = {"name": kind, "count": count}
+    if selectors:
+        r["selectors"] = [{"cel": {"expression": e}} for e in selectors]
+    return r
+
+
+def deployment(
+    name: str = "llm",
+    namespace: str = "team-a",
+    replicas: int = 1,
+    engines: Sequence[dict] | None = None,
+    *,
+    match_labels: Mapping[str, str] | None = None,
+    tolerations: Sequence[Mapping] = (),
+    template_labels: Mapping[str, str] | None = None,
+    healing: Mapping[str, str] | None = None,
+    failed_placements: Sequence[Mapping] = (),
+    scheduled: int | None = None,
+) -> dict:
+    spec: dict = {"engines": list(engines or [standalone()])}
+    if match_labels is not None:
+        spec["clusterSelector"] = {"matchLabels": dict(match_labels)}
+    if tolerations:
+        spec["tolerations"] = [dict(t) for t in tolerations]
+    template: dict = {"spec": spec}
+    if template_labels:
+        template["metadata"] = {"labels": dict(template_labels)}
+    obj: dict = {
+        "apiVersion": labels.API_VERSION,
+        "kind": "ModelDeployment",
+        "metadata": {"name": name, "namespace": namespace},
+        "spec": {"replicas": replicas, "template": template},
+    }
+    if healing:
+        obj["spec"]["healing"] = dict(healing)
+    status: dict = {}
+    if failed_placements:
+        status["failedPlacements"] = [dict(f) for f in failed_placements]
+    if scheduled is not None:
+        status["replicas"] = {"scheduled": scheduled}
+    if status:
+        obj["status"] = status
+    return obj
+
+
+# --- ModelReplica ---------------------------------------------------------------------------
+
+
+def replica_engine(name: str, pool_name: str, *, gpus: int = 1, copies: int = 1,
+                   role: str = "Standalone", workers: int = 1, leader_gpus: int = 0,
+                   device_class: str = "gpu.example.com") -> dict:
+    def req(count: int) -> list[dict]:
+        return [{"name": "gpu", "deviceClassName": device_class, "count": count}] if count else []
+
+    if role == "Standalone":  # any other role builds a Leader + Worker gang
+        members = [{"role": "Standalone", "nodePoolName": pool_name, "deviceRequests": req(gpus)}]
+    else:
+        members = [
+            {"role": "Leader", "nodePoolName": pool_name, "deviceRequests": req(leader_gpus)},
+            {"role": "Worker", "nodePoolName": pool_name, "deviceRequests": req(gpus),
+             "worker": {"nodes": workers}},
+        ]
+    for m in members:
+        if not m["deviceRequests"]:
+            del m["deviceRequests"]
+    return {"name": name, "copies": copies, "members": members}
+
+
+def model_replica(
+    name: str,
+    namespace: str,
+    cluster_name: str,
+    engines: Sequence[dict],
+    *,
+    deployment_name: str | None = None,
+    index: int | None = None,
+    pods_scheduled: str = "True",
+    reason: str = "AllPodsScheduled",
+    since: str | None = None,
+    scheduled_at: str | None = None,
+    ready: bool = True,
+    placed_at: str | None = None,
+    extra_labels: Mapping[str, str] | None = None,
+) -> dict:
+    meta: dict = {"name": name, "namespace": namespace, "labels": {}}
+    if deployment_name is not None:
+        meta["labels"] = {
+            labels.DEPLOYMENT: deployment_name,
+            labels.DEPLOYMENT_NAMESPACE: namespace,
+            labels.CLUSTER: cluster_name,
+            labels.REPLICA_INDEX: str(index if index is not None else 0),
+        }
+    meta["labels"].update(extra_labels or {})
+    if placed_at:
+        meta["annotations"] = {readers.PLACED_AT: placed_at}
+    conditions = [{"type": "PodsScheduled", "status": pods_scheduled, "reason": reason,
+                   "lastTransitionTime": since or ago(30)}]
+    conditions.append({"type": "Ready", "status": "True" if ready else "False",
+                       "reason": "Available" if ready else "Creating"})
+    status: dict = {"conditions": conditions}
+    if scheduled_at is not None:
+        status["scheduledAt"] = scheduled_at
+    elif pods_scheduled == "True":
+        status["scheduledAt"] = ago(30)
+    return {
+        "apiVersion": labels.API_VERSION,
+        "kind": "ModelReplica",
+        "metadata": meta,
+        "spec": {"clusterName": cluster_name, "engines": list(engines)},
+        "status": status,
+    }
+
+
+# --- requests and plans ----------------------------------------------------------------------
+
+
+def request(
+    xr: dict,
+    clusters: Sequence[dict] | None,
+    replicas: Sequence[dict] | None,
+    own: Mapping[str, dict] | None = None,
+) -> fnv1.RunFunctionRequest:
+    """A RunFunctionRequest; None for clusters or replicas means "not fetched yet"."""
+    req = fnv1.RunFunctionRequest()
+    req.observed.composite.resource.CopyFrom(resource.dict_to_struct(xr))
+    for key, obj in (own or {}).items():
+        req.observed.resources[key].resource.CopyFrom(resource.dict_to_struct(obj))
+    for name, items in ((fn.CLUSTERS, clusters), (fn.REPLICAS, replicas)):
+        if items is None:
+            continue
+        target = req.required_resources[name]
+        target.SetInParent()
+        for obj in items:
+            target.items.add().resource.CopyFrom(resource.dict_to_struct(obj))
+    return req
+
+
+def schedule(
+    xr: dict,
+    clusters: Sequence[dict],
+    own: Mapping[str, dict] | None = None,
+    others: Sequence[dict] = (),
+    *,
+    now: datetime = NOW,
+    matcher=stand_in_matcher,
+) -> placement.Plan:
+    """Run the core on wire dicts (through the real readers), without the gRPC shell."""
+    dep = readers.read_deployment(xr)
+    parsed = [readers.read_cluster(c)[0] for c in clusters]
+    mine = []
+    for key, obj in (own or {}).items():
+        replica, _ = readers.read_own_replica(key, obj, dep.spec)
+        if replica is not None:
+            mine.append(replica)
+    failed, _ = readers.read_failed_placements(xr)
+    index = readers.ReplicaIndex(
+        [resource.dict_to_struct(o) for o in others],
+        [c.name for c in parsed],
+        {(dep.spec.namespace, r.name) for r in mine},
+        (dep.spec.namespace, dep.spec.name),
+    )
+    return placement.plan(
+        placement.Inputs(dep.spec, tuple(parsed), tuple(mine), failed, now),
+        index.charges_for,
+        matcher,
+    )
+
+
+def own_from_plan(xr: dict, plan: placement.Plan, **status) -> dict[str, dict]:
+    """The plan's replicas as observed composed resources (for multi-pass tests)."""
+    dep = readers.read_deployment(xr)
+    from compose_model_deployment import compose
+
+    out = {}
+    for r in plan.replicas:
+        obj = compose.model_replica(dep, r)
+        obj["status"] = {
+            "conditions": [
+                {"type": "PodsScheduled", "status": status.get("pods_scheduled", "True"),
+                 "reason": status.get("reason", "AllPodsScheduled"),
+                 "lastTransitionTime": status.get("since", format_time(NOW))},
+                {"type": "Ready", "status": "True"},
+            ],
+            "scheduledAt": status.get("scheduled_at", format_time(NOW)),
+        }
+        out[compose.resource_name(r.index)] = obj
+    return out
+
+
+def charges(plan: placement.Plan) -> list[Charge]:  # pragma: no cover - convenience
+    return [
+        Charge("", r.name, r.cluster, r.engines) for r in plan.replicas if r.scheduled
+    ]

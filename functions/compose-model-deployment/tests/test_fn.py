@@ -1,0 +1,225 @@
+"""RunFunction end to end: requests in, desired ModelReplicas, status, conditions, events out.
+
+These use the real CEL matcher (matching.py), so they also prove the shell and
+the matcher agree on the interface.
+"""
+
+from __future__ import annotations
+
+import asyncio
+
+import pytest
+from compose_model_deployment import fn
+from compose_model_deployment import testing as t
+from crossplane.function import resource
+from crossplane.function.proto.v1 import run_function_pb2 as fnv1
+from modelplane_common import labels
+
+MATCHER = fn.default_matcher()
+FULL = {"gpu": 8}
+
+
+def run(req):
+    return fn.run_function(req, t.NOW, MATCHER)
+
+
+def conditions(rsp):
+    status = {fnv1.STATUS_CONDITION_TRUE: "True", fnv1.STATUS_CONDITION_FALSE: "False",
+              fnv1.STATUS_CONDITION_UNKNOWN: "Unknown"}
+    return {c.type: (status[c.status], c.reason, c.message) for c in rsp.conditions}
+
+
+def desired(rsp):
+    return {k: resource.struct_to_dict(v.resource) for k, v in rsp.desired.resources.items()}
+
+
+def xr_status(rsp):
+    return resource.struct_to_dict(rsp.desired.composite.resource).get("status", {})
+
+
+def events(rsp, severity=None):
+    return [r.message for r in rsp.results if severity is None or r.severity == severity]
+
+
+CLUSTERS = [t.cluster("a", [t.pool("p", 2, histogram=[(FULL, 2)])], cluster_labels={"tier": "1"}),
+            t.cluster("b", [t.pool("p", 1, histogram=[(FULL, 1)])], cluster_labels={"tier": "1"})]
+RUNNING = t.model_replica("llm-0", "team-a", "b", [t.replica_engine("serve", "p", gpus=8)],
+                          deployment_name="llm", index=0, placed_at=t.ago(60))
+OWN = {"replica-0": RUNNING}
+BAD_SELECTOR = t.deployment(replicas=2, engines=[t.standalone(gpus=1,
+                                                              selectors=["device.driver =="])])
+
+# (request, expected ReplicasScheduled (status, reason), a warning is expected)
+UNRESOLVED = [
+    pytest.param(t.request(t.deployment(replicas=2), None, [], OWN),
+                 ("Unknown", "WaitingForInputs"), False,
+                 id="clusters not fetched yet keeps every replica unchanged"),
+    pytest.param(t.request(t.deployment(replicas=2), CLUSTERS, None, OWN),
+                 ("Unknown", "WaitingForInputs"), False,
+                 id="replicas not fetched yet keeps every replica unchanged"),
+    pytest.param(t.request(t.deployment(replicas=2), [], [], OWN),
+                 ("False", "NoClusters"), True,
+                 id="an empty cluster list keeps every replica unchanged"),
+    pytest.param(t.request(BAD_SELECTOR, CLUSTERS, [], OWN),
+                 ("False", "InvalidSelector"), True,
+                 id="a selector that does not compile keeps every replica unchanged"),
+    pytest.param(t.request({**t.deployment(replicas=2), "spec": {"replicas": 2, "template": {
+        "spec": {"engines": []}}}}, CLUSTERS, [], OWN),
+                 ("False", "InvalidDeployment"), True,
+                 id="an invalid deployment keeps every replica unchanged"),
+]
+
+
+@pytest.mark.parametrize(("req", "expected", "warns"), UNRESOLVED)
+def test_bad_or_missing_input_never_deletes_a_running_replica(req, expected, warns):
+    rsp = run(req)
+    out = desired(rsp)
+    assert list(out) == ["replica-0"]
+    assert out["replica-0"]["spec"] == RUNNING["spec"]
+    assert out["replica-0"]["metadata"]["labels"] == RUNNING["metadata"]["labels"]
+    assert "status" not in out["replica-0"]
+    assert conditions(rsp)[fn.SCHEDULED][:2] == expected
+    assert bool(events(rsp, fnv1.SEVERITY_WARNING)) is warns
+    assert xr_status(rsp)["replicas"]["scheduled"] == 1
+
+
+def test_requirements_select_clusters_by_labels_and_replicas_everywhere():
+    rsp = run(t.request(t.deployment(match_labels={"tier": "1"}), None, None))
+    clusters = rsp.requirements.resources[fn.CLUSTERS]
+    replicas = rsp.requirements.resources[fn.REPLICAS]
+    assert (clusters.kind, dict(clusters.match_labels.labels)) == ("InferenceCluster",
+                                                                   {"tier": "1"})
+    assert replicas.kind == "ModelReplica"
+    assert replicas.HasField("match_labels") and not replicas.match_labels.labels
+    assert replicas.namespace == ""
+
+
+def test_a_composed_replica_carries_identity_pools_and_device_classes():
+    xr = t.deployment(replicas=1, engines=[t.gang(leader_gpus=0, worker_gpus=8, workers=1)],
+                      tolerations=[{"key": "gpu", "operator": "Exists"}],
+                      template_labels={"app": "llm", labels.CLUSTER: "spoofed"})
+    rsp = run(t.request(xr, CLUSTERS, []))
+    replica = desired(rsp)["replica-0"]
+    assert replica["metadata"]["name"] == "llm-0"
+    assert replica["metadata"]["namespace"] == "team-a"
+    assert replica["metadata"]["labels"] == {
+        "app": "llm", labels.DEPLOYMENT: "llm", labels.DEPLOYMENT_NAMESPACE: "team-a",
+        labels.CLUSTER: "a", labels.REPLICA_INDEX: "0",
+    }
+    assert replica["metadata"]["annotations"] == {labels.PLACED_AT: "2025-06-01T12:00:00Z"}
+    spec = replica["spec"]
+    assert spec["clusterName"] == "a"
+    assert spec["tolerations"] == [{"key": "gpu", "operator": "Exists"}]
+    (engine,) = spec["engines"]
+    assert engine["name"] == "gang" and engine["copies"] == 1
+    leader, worker = engine["members"]
+    assert leader == {"role": "Leader", "nodePoolName": "p",
+                      "template": {"spec": {"containers": [{"name": "leader"}]}}}
+    assert worker["deviceRequests"] == [{"name": "gpu", "deviceClassName": "gpu.example.com",
+                                         "count": 8}]
+    assert worker["worker"] == {"nodes": 1} and worker["nodePoolName"] == "p"
+
+
+@pytest.mark.parametrize(
+    ("replicas", "scheduled", "condition"),
+    [
+        pytest.param(3, 3, ("True", "AllReplicasScheduled"), id="all placed reads True"),
+        pytest.param(4, 3, ("False", "InsufficientCapacity"),
+                     id="a partial shortfall reads False InsufficientCapacity"),
+    ],
+)
+def test_replicas_scheduled_reports_every_shortfall(replicas, scheduled, condition):
+    xr = t.deployment(replicas=replicas, engines=[t.standalone(gpus=8)])
+    rsp = run(t.request(xr, CLUSTERS, []))
+    assert len(desired(rsp)) == scheduled
+    assert xr_status(rsp)["replicas"] == {"desired": replicas, "scheduled": scheduled, "ready": 0}
+    status, reason, message = conditions(rsp)[fn.SCHEDULED]
+    assert (status, reason) == condition
+    if status == "False":
+        assert message.startswith(f"1 of {replicas} replicas could not be placed (3 placed)")
+        assert "does not fit pool" in message
+        assert any("InsufficientCapacity" in m for m in events(rsp, fnv1.SEVERITY_WARNING))
+
+
+def test_placements_are_announced_as_normal_events_once():
+    xr = t.deployment(replicas=1, engines=[t.standalone(gpus=8)])
+    rsp = run(t.request(xr, CLUSTERS, []))
+    assert events(rsp, fnv1.SEVERITY_NORMAL) == ["placed replica llm-0 on a/p"]
+    settled = run(t.request(xr, CLUSTERS, [], OWN))
+    assert events(settled) == []
+    assert conditions(settled)[fn.READY][:2] == ("True", "AllReplicasReady")
+
+
+def test_identity_includes_the_namespace():
+    # Same deployment name and replica name, other namespace: someone else's replica,
+    # charged against its pool and never adopted or emitted.
+    stranger = t.model_replica("llm-0", "team-b", "b", [t.replica_engine("serve", "p", gpus=8)],
+                               deployment_name="llm", index=0, pods_scheduled="False",
+                               reason="PodsPending")
+    xr = t.deployment(replicas=2, engines=[t.standalone(gpus=8)])
+    rsp = run(t.request(xr, CLUSTERS, [stranger, RUNNING], OWN))
+    out = desired(rsp)
+    assert sorted(out) == ["replica-0", "replica-1"]
+    assert out["replica-0"]["spec"]["clusterName"] == "b"
+    assert out["replica-1"]["spec"]["clusterName"] == "a"
+    assert conditions(rsp)[fn.INPUTS][0] == "True"
+
+
+def test_contradictory_labels_are_reported_and_the_replica_is_kept():
+    wrong = t.model_replica("llm-0", "team-a", "b", [t.replica_engine("serve", "p", gpus=8)],
+                            deployment_name="llm", index=0,
+                            extra_labels={labels.CLUSTER: "a", labels.REPLICA_INDEX: "7"})
+    rsp = run(t.request(t.deployment(replicas=1, engines=[t.standalone(gpus=8)]), CLUSTERS, [],
+                        {"replica-0": wrong}))
+    out = desired(rsp)["replica-0"]
+    assert out["spec"]["clusterName"] == "b"
+    assert out["metadata"]["labels"][labels.CLUSTER] == "b"
+    status, reason, message = conditions(rsp)[fn.INPUTS]
+    assert (status, reason) == ("False", "DegradedInputs")
+    assert "contradicts" in message
+
+
+def test_a_replica_claiming_our_labels_from_outside_is_reported():
+    impostor = t.model_replica("llm-9", "team-a", "a", [t.replica_engine("serve", "p")],
+                               deployment_name="llm", index=9)
+    rsp = run(t.request(t.deployment(replicas=1), CLUSTERS, [impostor]))
+    assert "not composed by it" in conditions(rsp)[fn.INPUTS][2]
+
+
+def test_a_rejected_histogram_is_reported_and_that_pool_falls_back():
+    clusters = [t.cluster("a", [t.pool("p", 2, histogram=[({"gpu": 99}, 2)])])]
+    rsp = run(t.request(t.deployment(replicas=2, engines=[t.standalone(gpus=1)]), clusters, []))
+    assert len(desired(rsp)) == 2  # two whole nodes, not 16 GPUs' worth
+    rsp3 = run(t.request(t.deployment(replicas=3, engines=[t.standalone(gpus=1)]), clusters, []))
+    assert len(desired(rsp3)) == 2
+    assert "histogram rejected" in conditions(rsp3)[fn.INPUTS][2]
+    assert any("histogram rejected" in m for m in events(rsp3, fnv1.SEVERITY_WARNING))
+
+
+def test_healing_writes_the_failure_memory_and_moves_the_replica():
+    stuck = t.model_replica("llm-0", "team-a", "b", [t.replica_engine("serve", "p", gpus=8)],
+                            deployment_name="llm", index=0, pods_scheduled="False",
+                            reason="Unschedulable", since=t.ago(10), ready=False,
+                            placed_at=t.ago(20))
+    xr = t.deployment(replicas=1, engines=[t.standalone(gpus=8)])
+    rsp = run(t.request(xr, CLUSTERS, [], {"replica-0": stuck}))
+    assert desired(rsp)["replica-0"]["spec"]["clusterName"] == "a"
+    assert xr_status(rsp)["failedPlacements"] == [
+        {"cluster": "b", "pool": "p", "replica": "llm-0", "expiresAt": "2025-06-01T12:30:00Z",
+         "reason": "unschedulable since 2025-06-01T11:50:00Z"},
+    ]
+    assert any("avoiding b/p" in m for m in events(rsp, fnv1.SEVERITY_WARNING))
+    assert any(m.startswith("moved replica llm-0 from b/p to a/p") for m in events(rsp))
+
+
+def test_scale_down_is_announced():
+    xr = t.deployment(replicas=0, engines=[t.standalone(gpus=8)])
+    rsp = run(t.request(xr, CLUSTERS, [], OWN))
+    assert desired(rsp) == {}
+    assert events(rsp) == ["removed replica llm-0 from b (scale down)"]
+
+
+def test_the_grpc_runner_uses_its_injected_clock_and_matcher():
+    runner = fn.FunctionRunner(matcher=t.stand_in_matcher, clock=lambda: t.NOW)
+    rsp = asyncio.run(runner.RunFunction(t.request(t.deployment(), CLUSTERS, []), None))
+    assert list(desired(rsp)) == ["replica-0"]

@@ -1,0 +1,376 @@
+"""What compose-model-replica decides, as a pure function of typed inputs and `now`.
+
+A ModelReplica is one complete serving instance of a model, pinned to one
+InferenceCluster and, per member, one pool of it. This module decides:
+
+1. The resources to compose on the workload cluster (see workloads.py for
+   the mapping), each a provider-kubernetes Object in the replica's
+   namespace using the cluster's ClusterProviderConfig, and which of them
+   are ready: an Object is ready when its Ready condition is True, which
+   for a workload means the readiness query found every pod available.
+2. The replica's status: `pods`, `scheduledAt`, `engines[]`, and the
+   conditions PodsScheduled (scheduling.py), WorkloadsReady and
+   WorkloadsComposed.
+3. Warning events for everything a person has to fix.
+
+Where the pods run
+    In the workload cluster namespace named like the replica's namespace.
+    The replica does not create it: a namespace outlives any one replica
+    and holds other tenants' work, so owning it from a replica would delete
+    it with the replica. When it is missing, provider-kubernetes cannot
+    apply the Objects, their Synced condition says so, and WorkloadsReady
+    is False with reason WorkloadsNotSynced quoting the provider.
+
+Invariants
+    - Running work is never dropped because an input is missing or wrong.
+      A pass composes what its inputs allow; a resource it observed but
+      did not compose is re-emitted unchanged unless the pass is CLEAN:
+      the cluster resolved with a provider config, the spec valid, every
+      engine's pools in the cluster's spec. Only a clean pass removes
+      leftovers (an engine removed from the spec, the Objects of the
+      cluster the replica left, the ReplicaObservation in Declared mode).
+    - A ReplicaObservation is composed only in Observed mode, and only once
+      the cluster reports the agent present (or one already exists).
+    - The composition resource names and Object names include the cluster,
+      so moving a replica replaces its Objects instead of retargeting them.
+    - Messages hold no counts or times, so lastTransitionTime means
+      something.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from datetime import datetime, timedelta
+
+from modelplane_common.timeutil import parse_duration
+
+from compose_model_replica import scheduling
+from compose_model_replica.scheduling import Condition
+from compose_model_replica.spec import Engine, ReplicaSpec, parse_spec
+from compose_model_replica.workloads import (
+    Replica,
+    engine_prefix,
+    observation_resource,
+)
+
+DEFAULT_MAX_AGE = timedelta(minutes=5)
+
+COMPOSED = "WorkloadsComposed"
+READY = "WorkloadsReady"
+
+
+@dataclass(frozen=True, slots=True)
+class NotFetched:
+    """Crossplane has not fetched the required InferenceCluster yet."""
+
+
+@dataclass(frozen=True, slots=True)
+class Absent:
+    """Fetched: no InferenceCluster has that name."""
+
+
+@dataclass(frozen=True, slots=True)
+class Found:
+    cluster: Mapping
+
+
+ClusterInput = NotFetched | Absent | Found
+
+
+@dataclass(frozen=True, slots=True)
+class ObservedObject:
+    """A composed Object as the control plane last saw it."""
+
+    body: Mapping  # as observed, status removed
+    ready: bool
+    synced: bool | None  # None: no Synced condition yet
+    synced_message: str = ""
+    remote: Mapping | None = None  # the workload-cluster object the provider last saw
+
+
+@dataclass(frozen=True, slots=True)
+class Event:
+    severity: str  # "Normal" | "Warning"
+    message: str
+
+
+@dataclass(frozen=True, slots=True)
+class Desired:
+    body: Mapping
+    ready: bool
+
+
+@dataclass(frozen=True, slots=True)
+class Decision:
+    desired: dict[str, Desired]
+    status: dict
+    conditions: tuple[Condition, ...]
+    events: tuple[Event, ...]
+    kept: tuple[str, ...] = field(default=())
+
+
+@dataclass(frozen=True, slots=True)
+class _Problem:
+    reason: str
+    message: str
+    warn: bool = True
+
+
+def unchanged(body: Mapping) -> dict:
+    """An observed composed resource as desired state: identity, labels and spec only.
+
+    Server-set metadata (uid, resourceVersion, managedFields, owners) must
+    not be applied back.
+    """
+    meta = body.get("metadata") or {}
+    out: dict = {
+        "apiVersion": body.get("apiVersion"),
+        "kind": body.get("kind"),
+        "metadata": {
+            k: meta[k] for k in ("name", "namespace", "labels", "annotations") if k in meta
+        },
+    }
+    if "spec" in body:
+        out["spec"] = body["spec"]
+    return out
+
+
+def _cluster_problem(cluster_name: str, cluster: ClusterInput) -> _Problem | None:
+    match cluster:
+        case NotFetched():
+            # Crossplane fetches required resources between calls; the
+            # first call never has them, and that is no fault.
+            return _Problem(
+                "ClusterNotResolved", f"waiting for InferenceCluster {cluster_name}", warn=False
+            )
+        case Absent():
+            return _Problem("ClusterNotFound", f"InferenceCluster {cluster_name} does not exist")
+        case Found(body) if not ((body.get("status") or {}).get("providerConfigRef") or {}).get(
+            "name"
+        ):
+            return _Problem(
+                "ClusterNotReady",
+                f"InferenceCluster {cluster_name} publishes no providerConfigRef yet",
+            )
+    return None
+
+
+def _max_age(cluster: Mapping, events: list[Event]) -> timedelta:
+    raw = ((cluster.get("spec") or {}).get("observation") or {}).get("maxAge", "5m")
+    try:
+        return parse_duration(raw)
+    except ValueError as err:
+        events.append(Event("Warning", f"the cluster's observation.maxAge: {err}; using 5m"))
+        return DEFAULT_MAX_AGE
+
+
+def _missing_pools(engine: Engine, cluster_pools: set[str]) -> list[str]:
+    return sorted({m.pool for m in engine.members if m.pool not in cluster_pools})
+
+
+def _engine_of(replica: Replica, spec: ReplicaSpec):
+    """Which engine a scheduler message is about, found by its workload's name."""
+    names = {replica.workload_name(e): e for e in spec.engine_names}
+
+    def engine_of(message: str) -> str | None:
+        if len(spec.engine_names) == 1:
+            return spec.engine_names[0]
+        hits = [name for name in names if name in message]
+        return names[max(hits, key=len)] if hits else None
+
+    return engine_of
+
+
+def _remote_not_available(obj: ObservedObject) -> str:
+    remote = obj.remote or {}
+    kind = remote.get("kind") or "workload"
+    for condition in (remote.get("status") or {}).get("conditions") or []:
+        if (
+            isinstance(condition, Mapping)
+            and condition.get("type") == "Available"
+            and condition.get("status") == "False"
+            and condition.get("message")
+        ):
+            return f"the {kind} is not Available: {condition['message']}"
+    return f"waiting for every pod of the {kind} to be available"
+
+
+def _engine_readiness(
+    name: str,
+    problem: str | None,
+    resources: Mapping[str, ObservedObject],
+) -> dict:
+    """One status.engines[] entry from the engine's observed Objects."""
+    if problem:
+        return {"name": name, "ready": False, "message": problem}
+    unsynced = [o for _, o in sorted(resources.items()) if o.synced is False]
+    if unsynced:
+        return {
+            "name": name,
+            "ready": False,
+            "message": "cannot apply to the cluster: "
+            + (unsynced[0].synced_message or "the provider reports no reason"),
+        }
+    workload = next((o for n, o in resources.items() if n.endswith("/workload")), None)
+    if workload is None:
+        return {"name": name, "ready": False, "message": "the workload is not created yet"}
+    if not workload.ready:
+        return {"name": name, "ready": False, "message": _remote_not_available(workload)}
+    return {"name": name, "ready": True, "message": "available"}
+
+
+def _ready_condition(engines: list[dict], any_unsynced: bool) -> Condition:
+    not_ready = [e for e in engines if not e["ready"]]
+    if not not_ready:
+        return Condition(READY, "True", "AllWorkloadsReady", "every engine's workload is available")
+    reason = "WorkloadsNotSynced" if any_unsynced else "WorkloadsNotReady"
+    return Condition(
+        READY,
+        "False",
+        reason,
+        "; ".join(f"engine {e['name']}: {e['message']}" for e in not_ready),
+    )
+
+
+def decide(
+    xr_name: str,
+    xr_namespace: str,
+    raw_spec: Mapping,
+    previous_status: Mapping,
+    cluster: ClusterInput,
+    observed: Mapping[str, ObservedObject],
+    now: datetime,
+) -> Decision:
+    """Decide the desired resources, status, conditions and events of one ModelReplica."""
+    spec = parse_spec(raw_spec)
+    events: list[Event] = []
+    problems: list[_Problem] = []
+    engine_problems: dict[str, str] = {}
+
+    if spec.defects:
+        problems.append(_Problem("InvalidSpec", "; ".join(spec.defects)))
+    for invalid in spec.invalid:
+        if invalid.name:
+            engine_problems[invalid.name] = f"invalid spec: {invalid.message}"
+        problems.append(
+            _Problem(
+                "InvalidSpec",
+                f"engine {invalid.name}: {invalid.message}" if invalid.name else invalid.message,
+            )
+        )
+
+    cluster_problem = _cluster_problem(spec.cluster, cluster) if spec.cluster else None
+    if cluster_problem:
+        problems.insert(0, cluster_problem)
+
+    # A replica-level defect (no cluster name, unreadable tolerations) would
+    # change every pod, so such a pass composes nothing new at all.
+    usable = isinstance(cluster, Found) and not cluster_problem and not spec.defects
+    found = cluster.cluster if usable else None
+    max_age = _max_age(found, events) if found is not None else DEFAULT_MAX_AGE
+    provider_config = (
+        ((found.get("status") or {}).get("providerConfigRef") or {}).get("name", "")
+        if found is not None
+        else ""
+    )
+    replica = Replica(xr_name, xr_namespace, spec.cluster, provider_config)
+
+    desired: dict[str, Desired] = {}
+
+    def want(name: str, body: Mapping) -> None:
+        obj = observed.get(name)
+        desired[name] = Desired(body, obj is not None and obj.ready)
+
+    if found is not None:
+        cluster_spec = found.get("spec") or {}
+        pools = {
+            p.get("name") for p in cluster_spec.get("nodePools") or [] if isinstance(p, Mapping)
+        }
+        for engine in spec.engines:
+            missing = _missing_pools(engine, pools)
+            if missing:
+                text = f"pool {', '.join(missing)} is not in InferenceCluster {spec.cluster}'s spec"
+                engine_problems[engine.name] = text
+                problems.append(_Problem("PoolNotFound", f"engine {engine.name}: {text}"))
+                continue
+            for name, body in replica.engine_objects(engine, spec.tolerations).items():
+                want(name, body)
+        mode = (cluster_spec.get("observation") or {}).get("mode", "Observed")
+        agent_present = bool(((found.get("status") or {}).get("agent") or {}).get("present"))
+        obs_name = observation_resource(spec.cluster)
+        if mode == "Observed" and (agent_present or obs_name in observed):
+            want(obs_name, replica.observation_object())
+        if mode == "Declared":
+            source: scheduling.Source = scheduling.Unobserved(
+                "the cluster's capacity is Declared: no agent observes its pods"
+            )
+        elif not agent_present and obs_name not in observed:
+            source = scheduling.Unobserved(
+                f"the agent is not installed on InferenceCluster {spec.cluster}"
+            )
+        else:
+            source = _observed_report(observed.get(obs_name))
+    else:
+        # Without the cluster there is nothing to compose, but a report the
+        # agent already wrote is still worth relaying.
+        source = _observed_report(observed.get(observation_resource(spec.cluster)))
+        if isinstance(source, scheduling.Unobserved) and cluster_problem:
+            source = scheduling.Unobserved(cluster_problem.message)
+
+    clean = not problems
+    kept = []
+    if not clean:
+        for name in sorted(set(observed) - set(desired)):
+            desired[name] = Desired(unchanged(observed[name].body), observed[name].ready)
+            kept.append(name)
+
+    verdict = scheduling.judge(
+        source,
+        spec.expected_pods,
+        now,
+        max_age,
+        scheduling.Previous.from_status(previous_status),
+        _engine_of(replica, spec),
+    )
+    events.extend(Event("Warning", w) for w in verdict.warnings)
+
+    engines = []
+    any_unsynced = False
+    for name in spec.engine_names:
+        prefix = engine_prefix(spec.cluster, name)
+        mine = {n: o for n, o in observed.items() if n.startswith(prefix)}
+        entry = _engine_readiness(name, engine_problems.get(name), mine)
+        if name not in engine_problems and any(o.synced is False for o in mine.values()):
+            any_unsynced = True
+        engines.append(entry)
+    ready_condition = _ready_condition(engines, any_unsynced)
+
+    if problems:
+        first = problems[0]
+        message = "; ".join(p.message for p in problems)
+        if kept:
+            message += "; composed resources are kept unchanged until this is fixed"
+        composed = Condition(COMPOSED, "False", first.reason, message)
+        for problem in problems:
+            if problem.warn:
+                events.append(Event("Warning", problem.message))
+    else:
+        composed = Condition(
+            COMPOSED, "True", "Composed", f"composed on InferenceCluster {spec.cluster}"
+        )
+
+    status = {**verdict.status(), "engines": engines}
+    return Decision(
+        desired=desired,
+        status=status,
+        conditions=(verdict.condition, ready_condition, composed),
+        events=tuple(events),
+        kept=tuple(kept),
+    )
+
+
+def _observed_report(obj: ObservedObject | None) -> scheduling.Source:
+    if obj is None or obj.remote is None:
+        return scheduling.NOT_REPORTED
+    return scheduling.parse_report(obj.remote.get("status"))

@@ -1,0 +1,302 @@
+"""PodsScheduled: what the agent's ReplicaObservation says about a replica's pods.
+
+The agent counts the pods the replica's selector matches (`pods`), how many
+are bound to a node (`scheduledPods`), and keeps a `Scheduled` condition:
+True once every pod it sees is bound (its lastTransitionTime is when, on the
+agent's clock), False with reason Unschedulable and the cluster scheduler's
+message when a pod was reported unschedulable, False/Pending otherwise.
+
+State machine (first matching row wins; `expected` comes from the spec)
+
+    source                               -> status   reason
+    no ReplicaObservation (Declared mode,   Unknown  NotObserved
+      no agent, not reported yet)
+    report malformed                        Unknown  NotObserved  (+ Warning)
+    report older than maxAge (or that far   Unknown  NotObserved
+      in the future)
+    Scheduled=False reason Unschedulable    False    Unschedulable
+    spec invalid, expected unknown          Unknown  InvalidSpec
+    pods < expected                         False    WaitingForPods
+    Scheduled=True                          True     AllPodsScheduled
+    otherwise                               False    PodsPending
+
+The agent's "all bound" is true before a gang's workers exist, so a True
+Scheduled condition counts only when at least `expected` pods exist.
+
+Messages are stable while a state holds: no counts, no times (those live in
+`status.pods` and `status.scheduledAt`), so the condition's
+lastTransitionTime means "since when". The Unschedulable message names the
+engine (when the scheduler's message names one of its workloads) and quotes
+the scheduler's message as first reported; while Unschedulable holds for the
+same engine the first message is kept, and newer wording goes to an event.
+
+scheduledAt (agent clock), while AllPodsScheduled
+    - the Scheduled condition's lastTransitionTime, relayed;
+    - but if the previous pass saw WaitingForPods, the agent's flip to True
+      may predate the pods created since (a gang's workers bound between two
+      agent reports), so it is the later of that time and the report's
+      observedAt. Later is safe: the fleet scheduler then charges the
+      replica until a pool observation taken after it, never counts it twice
+      as free;
+    - once published it is kept while the state holds and the agent has not
+      flipped again since.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
+from datetime import datetime, timedelta
+
+from modelplane_common.observation import as_count
+from modelplane_common.timeutil import format_time, parse_time
+
+TYPE = "PodsScheduled"
+ALL_PODS_SCHEDULED = "AllPodsScheduled"
+PODS_PENDING = "PodsPending"
+WAITING_FOR_PODS = "WaitingForPods"
+UNSCHEDULABLE = "Unschedulable"
+NOT_OBSERVED = "NotObserved"
+INVALID_SPEC = "InvalidSpec"
+
+
+@dataclass(frozen=True, slots=True)
+class Condition:
+    type: str
+    status: str  # "True" | "False" | "Unknown"
+    reason: str
+    message: str
+
+
+@dataclass(frozen=True, slots=True)
+class Report:
+    """A well-formed ReplicaObservation status."""
+
+    observed_at: datetime
+    pods: int
+    scheduled_pods: int
+    scheduled: str  # the Scheduled condition's status
+    reason: str
+    message: str
+    since: datetime | None  # its lastTransitionTime; always set when scheduled is True
+
+
+@dataclass(frozen=True, slots=True)
+class Malformed:
+    defects: tuple[str, ...]
+
+    @property
+    def message(self) -> str:
+        return "; ".join(self.defects)
+
+
+@dataclass(frozen=True, slots=True)
+class Unobserved:
+    """No report to judge: say why (stable wording)."""
+
+    message: str
+
+
+Source = Report | Malformed | Unobserved
+
+NOT_REPORTED = Unobserved("the agent has not reported on the replica's pods yet")
+
+
+def parse_report(status: object) -> Source:
+    """Parse a ReplicaObservation's status; never raises."""
+    if not isinstance(status, Mapping) or not status:
+        return NOT_REPORTED
+    defects: list[str] = []
+    observed_at = None
+    try:
+        observed_at = parse_time(status.get("observedAt"))  # type: ignore[arg-type]
+    except ValueError as err:
+        defects.append(f"observedAt: {err}")
+    pods = as_count(status.get("pods"))
+    scheduled_pods = as_count(status.get("scheduledPods"))
+    if pods is None or pods < 0:
+        defects.append(f"pods must be a count, got {status.get('pods')!r}")
+    if scheduled_pods is None or scheduled_pods < 0:
+        defects.append(f"scheduledPods must be a count, got {status.get('scheduledPods')!r}")
+    if pods is not None and scheduled_pods is not None and scheduled_pods > pods:
+        defects.append("scheduledPods exceeds pods")
+
+    conditions = status.get("conditions")
+    scheduled = None
+    if isinstance(conditions, list):
+        scheduled = next(
+            (c for c in conditions if isinstance(c, Mapping) and c.get("type") == "Scheduled"),
+            None,
+        )
+    if scheduled is None:
+        defects.append("there is no Scheduled condition")
+        scheduled = {}
+    state = scheduled.get("status")
+    if scheduled and state not in ("True", "False", "Unknown"):
+        defects.append(f"the Scheduled condition's status is {state!r}")
+    since = None
+    if scheduled.get("lastTransitionTime") is not None:
+        try:
+            since = parse_time(scheduled["lastTransitionTime"])
+        except ValueError as err:
+            defects.append(f"the Scheduled condition's lastTransitionTime: {err}")
+    if state == "True":
+        if since is None and not any("lastTransitionTime" in d for d in defects):
+            defects.append("the Scheduled condition is True without a lastTransitionTime")
+        if pods is not None and scheduled_pods is not None and scheduled_pods < pods:
+            defects.append("the Scheduled condition is True while some pods are not bound")
+    if defects:
+        return Malformed(tuple(defects))
+    assert observed_at is not None and pods is not None and scheduled_pods is not None
+    return Report(
+        observed_at=observed_at,
+        pods=pods,
+        scheduled_pods=scheduled_pods,
+        scheduled=str(state),
+        reason=str(scheduled.get("reason") or ""),
+        message=str(scheduled.get("message") or ""),
+        since=since,
+    )
+
+
+@dataclass(frozen=True, slots=True)
+class Previous:
+    """What the replica's status said last time (the function's only memory)."""
+
+    status: str = ""
+    reason: str = ""
+    message: str = ""
+    scheduled_at: datetime | None = None
+
+    @classmethod
+    def from_status(cls, status: Mapping) -> Previous:
+        condition = next(
+            (
+                c
+                for c in status.get("conditions") or []
+                if isinstance(c, Mapping) and c.get("type") == TYPE
+            ),
+            {},
+        )
+        scheduled_at = None
+        try:
+            scheduled_at = parse_time(status.get("scheduledAt"))  # type: ignore[arg-type]
+        except ValueError:
+            scheduled_at = None
+        return cls(
+            status=str(condition.get("status") or ""),
+            reason=str(condition.get("reason") or ""),
+            message=str(condition.get("message") or ""),
+            scheduled_at=scheduled_at,
+        )
+
+
+@dataclass(frozen=True, slots=True)
+class Verdict:
+    condition: Condition
+    pods: dict
+    scheduled_at: datetime | None
+    warnings: tuple[str, ...]
+
+    def status(self) -> dict:
+        out: dict = {"pods": self.pods}
+        if self.scheduled_at is not None:
+            out["scheduledAt"] = format_time(self.scheduled_at)
+        return out
+
+
+def is_fresh(observed_at: datetime, now: datetime, max_age: timedelta) -> bool:
+    """Younger than max_age; a report that far in the future is not trusted either."""
+    return -max_age <= now - observed_at <= max_age
+
+
+def _human(delta: timedelta) -> str:
+    seconds = int(delta.total_seconds())
+    if seconds % 60:
+        return f"{seconds}s"
+    return f"{seconds // 60}m"
+
+
+def _unschedulable_message(
+    report: Report, engine_of: Callable[[str], str | None], previous: Previous
+) -> tuple[str, str]:
+    """(condition message, what the scheduler says now)."""
+    said = report.message or "the cluster scheduler reported a pod unschedulable"
+    engine = engine_of(said)
+    message = f"engine {engine}: {said}" if engine else said
+    same_engine = (
+        previous.message.startswith(f"engine {engine}: ")
+        if engine
+        else not previous.message.startswith("engine ")
+    )
+    if previous.status == "False" and previous.reason == UNSCHEDULABLE and same_engine:
+        return previous.message, message
+    return message, message
+
+
+def _scheduled_at(report: Report, previous: Previous) -> datetime:
+    assert report.since is not None
+    if (
+        previous.reason == ALL_PODS_SCHEDULED
+        and previous.scheduled_at is not None
+        and previous.scheduled_at >= report.since
+    ):
+        return previous.scheduled_at
+    if previous.reason == WAITING_FOR_PODS:
+        return max(report.since, report.observed_at)
+    return report.since
+
+
+def judge(
+    source: Source,
+    expected: int | None,
+    now: datetime,
+    max_age: timedelta,
+    previous: Previous,
+    engine_of: Callable[[str], str | None],
+) -> Verdict:
+    """The PodsScheduled condition, status.pods and status.scheduledAt."""
+    pods: dict = {} if expected is None else {"expected": expected}
+
+    def unknown(message: str, *warnings: str, reason: str = NOT_OBSERVED) -> Verdict:
+        return Verdict(Condition(TYPE, "Unknown", reason, message), pods, None, warnings)
+
+    if isinstance(source, Unobserved):
+        return unknown(source.message)
+    if isinstance(source, Malformed):
+        text = f"the agent's report is malformed: {source.message}"
+        return unknown(text, text)
+    report = source
+    if not is_fresh(report.observed_at, now, max_age):
+        return unknown(f"the agent's report is older than the cluster's {_human(max_age)} maxAge")
+
+    pods.update(observed=report.pods, scheduled=report.scheduled_pods)
+
+    def verdict(status: str, reason: str, message: str, *warnings: str) -> Verdict:
+        return Verdict(Condition(TYPE, status, reason, message), pods, None, warnings)
+
+    if report.scheduled == "False" and report.reason == UNSCHEDULABLE:
+        message, now_said = _unschedulable_message(report, engine_of, previous)
+        return verdict("False", UNSCHEDULABLE, message, f"pods are unschedulable: {now_said}")
+    if expected is None:
+        return unknown(
+            "the replica's spec is invalid, so how many pods it runs is unknown",
+            reason=INVALID_SPEC,
+        )
+    if report.pods < expected:
+        return verdict(
+            "False",
+            WAITING_FOR_PODS,
+            "fewer pods exist than the replica's engines run (a gang's workers may not be "
+            "created yet)",
+        )
+    if report.scheduled == "True":
+        return Verdict(
+            Condition(
+                TYPE, "True", ALL_PODS_SCHEDULED, "every pod of the replica is bound to a node"
+            ),
+            pods,
+            _scheduled_at(report, previous),
+            (),
+        )
+    return verdict("False", PODS_PENDING, "some of the replica's pods are not bound to a node yet")

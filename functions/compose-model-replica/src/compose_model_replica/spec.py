@@ -1,0 +1,271 @@
+"""A ModelReplica's spec as typed engines, or the defects that keep an engine from running.
+
+The XRD rejects most malformed replicas, but a function must not trust
+that: a replica written before a validation rule existed, or rendered
+offline, reaches the function unvalidated. So the spec is parsed by hand,
+engine by engine. A well-formed engine becomes an `Engine`; an engine the
+XRD should have rejected becomes an `InvalidEngine` naming every defect,
+and the caller keeps whatever already runs for it instead of guessing.
+
+Shapes (contract section 3)
+    An engine is one Standalone member, or one Leader and one Worker member
+    (a gang). `copies` independent copies of it run; a gang copy is the
+    leader plus `worker.nodes` workers, each on its own node.
+
+Leniency, deliberately
+    - A selector's `cel` may be `{expression: ...}` (the XRD's shape) or a
+      plain string; both mean the same CEL expression.
+    - A member's `template` may be a PodTemplateSpec (`{metadata, spec}`) or
+      a bare pod spec (`{containers: ...}`).
+    - Counts are read with `as_count`: the wire delivers 3 as 3.0.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Mapping
+from dataclasses import dataclass
+
+from modelplane_common.observation import as_count
+
+STANDALONE = "Standalone"
+LEADER = "Leader"
+WORKER = "Worker"
+ROLES = (STANDALONE, LEADER, WORKER)
+
+_DNS_LABEL = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?$")
+_ENGINE_NAME_MAX = 40
+
+
+@dataclass(frozen=True, slots=True)
+class DeviceRequest:
+    """What one pod claims of one device class."""
+
+    name: str
+    device_class: str
+    count: int
+    selectors: tuple[str, ...]
+
+
+@dataclass(frozen=True, slots=True)
+class Member:
+    role: str
+    pool: str
+    requests: tuple[DeviceRequest, ...]
+    worker_nodes: int | None
+    pod_metadata: Mapping
+    pod_spec: Mapping
+
+    @property
+    def pods_per_copy(self) -> int:
+        """Pods of this member in one copy of its engine."""
+        return (self.worker_nodes or 0) if self.role == WORKER else 1
+
+    @property
+    def claims_devices(self) -> bool:
+        return bool(self.requests)
+
+
+@dataclass(frozen=True, slots=True)
+class Engine:
+    name: str
+    copies: int
+    members: tuple[Member, ...]
+
+    @property
+    def is_gang(self) -> bool:
+        return any(m.role == LEADER for m in self.members)
+
+    def member(self, role: str) -> Member:
+        return next(m for m in self.members if m.role == role)
+
+    @property
+    def pods(self) -> int:
+        """Pods the engine runs when complete: copies x pods per copy."""
+        return self.copies * sum(m.pods_per_copy for m in self.members)
+
+
+@dataclass(frozen=True, slots=True)
+class InvalidEngine:
+    """An engine the XRD should have rejected; `name` is "" when even that is unusable."""
+
+    name: str
+    defects: tuple[str, ...]
+
+    @property
+    def message(self) -> str:
+        return "; ".join(self.defects)
+
+
+@dataclass(frozen=True, slots=True)
+class ReplicaSpec:
+    cluster: str
+    tolerations: tuple[Mapping, ...]
+    engines: tuple[Engine, ...]
+    invalid: tuple[InvalidEngine, ...]
+    defects: tuple[str, ...]  # replica-level defects (no engine to pin them on)
+
+    @property
+    def expected_pods(self) -> int | None:
+        """Pods the replica runs when complete; None when an invalid engine hides its size."""
+        if self.invalid or not self.engines:
+            return None
+        return sum(e.pods for e in self.engines)
+
+    @property
+    def engine_names(self) -> tuple[str, ...]:
+        return tuple(e.name for e in self.engines) + tuple(i.name for i in self.invalid if i.name)
+
+
+def _selector_expression(selector: object, where: str, defects: list[str]) -> str | None:
+    cel = selector.get("cel") if isinstance(selector, Mapping) else None
+    if isinstance(cel, Mapping):
+        cel = cel.get("expression")
+    if isinstance(cel, str) and cel.strip():
+        return cel
+    defects.append(f"{where} needs a CEL expression (cel.expression or a cel string)")
+    return None
+
+
+def _device_requests(raw: object, where: str, defects: list[str]) -> tuple[DeviceRequest, ...]:
+    if raw is None:
+        return ()
+    if not isinstance(raw, list):
+        defects.append(f"{where} must be a list")
+        return ()
+    requests = []
+    seen: set[str] = set()
+    for i, item in enumerate(raw):
+        at = f"{where}[{i}]"
+        if not isinstance(item, Mapping):
+            defects.append(f"{at} must be an object")
+            continue
+        name = item.get("name")
+        if not isinstance(name, str) or not _DNS_LABEL.match(name):
+            defects.append(f"{at}.name must be a DNS label, got {name!r}")
+            continue
+        if name in seen:
+            defects.append(f"{at}.name {name!r} is repeated")
+            continue
+        seen.add(name)
+        device_class = item.get("deviceClassName")
+        count = as_count(item.get("count"))
+        if not isinstance(device_class, str) or not device_class:
+            defects.append(f"{at} ({name}) needs a deviceClassName")
+        if count is None or count < 1:
+            defects.append(
+                f"{at} ({name}).count must be a positive count, got {item.get('count')!r}"
+            )
+        raw_selectors = item.get("selectors") or []
+        if not isinstance(raw_selectors, list):
+            defects.append(f"{at} ({name}).selectors must be a list")
+            raw_selectors = []
+        selectors = [
+            _selector_expression(s, f"{at} ({name}).selectors[{j}]", defects)
+            for j, s in enumerate(raw_selectors)
+        ]
+        if isinstance(device_class, str) and device_class and count and count >= 1:
+            requests.append(
+                DeviceRequest(name, device_class, count, tuple(s for s in selectors if s))
+            )
+    return tuple(requests)
+
+
+def _pod_template(raw: object, where: str, defects: list[str]) -> tuple[Mapping, Mapping]:
+    """(pod metadata, pod spec) of a member's template."""
+    if not isinstance(raw, Mapping):
+        defects.append(f"{where}.template must be a pod template with containers")
+        return {}, {}
+    if "spec" in raw:
+        metadata, spec = raw.get("metadata") or {}, raw.get("spec")
+    else:
+        metadata, spec = {}, raw
+    if not isinstance(metadata, Mapping):
+        defects.append(f"{where}.template.metadata must be an object")
+        metadata = {}
+    containers = spec.get("containers") if isinstance(spec, Mapping) else None
+    if not isinstance(containers, list) or not containers:
+        defects.append(f"{where}.template has no containers")
+        return metadata, {}
+    return metadata, spec
+
+
+def _member(raw: object, where: str, defects: list[str]) -> Member | None:
+    if not isinstance(raw, Mapping):
+        defects.append(f"{where} must be an object")
+        return None
+    role = raw.get("role")
+    if role not in ROLES:
+        defects.append(f"{where}.role must be one of {', '.join(ROLES)}, got {role!r}")
+        return None
+    where = f"{where} ({role})"
+    pool = raw.get("nodePoolName")
+    if not isinstance(pool, str) or not _DNS_LABEL.match(pool):
+        defects.append(f"{where} needs a nodePoolName")
+    worker = raw.get("worker")
+    nodes = as_count(worker.get("nodes")) if isinstance(worker, Mapping) else None
+    if role == WORKER and (nodes is None or nodes < 1):
+        defects.append(f"{where} needs worker.nodes, a positive count of worker pods per copy")
+    if role != WORKER and worker is not None:
+        defects.append(f"{where} sets worker, which only a Worker member may")
+    requests = _device_requests(raw.get("deviceRequests"), f"{where}.deviceRequests", defects)
+    metadata, pod_spec = _pod_template(raw.get("template"), where, defects)
+    if not isinstance(pool, str):
+        return None
+    return Member(role, pool, requests, nodes if role == WORKER else None, metadata, pod_spec)
+
+
+def _engine(raw: object, position: int) -> Engine | InvalidEngine:
+    if not isinstance(raw, Mapping):
+        return InvalidEngine("", (f"engines[{position}] must be an object",))
+    name = raw.get("name")
+    if not isinstance(name, str) or not _DNS_LABEL.match(name) or len(name) > _ENGINE_NAME_MAX:
+        return InvalidEngine(
+            "", (f"engines[{position}].name must be a DNS label of at most 40 characters",)
+        )
+    defects: list[str] = []
+    copies = as_count(raw.get("copies", 1))
+    if copies is None or copies < 1:
+        defects.append(f"copies must be a positive count, got {raw.get('copies')!r}")
+    raw_members = raw.get("members")
+    if not isinstance(raw_members, list):
+        raw_members = []
+    members = [_member(m, f"members[{i}]", defects) for i, m in enumerate(raw_members)]
+    roles = sorted(m.get("role") for m in raw_members if isinstance(m, Mapping))
+    if roles not in ([STANDALONE], [LEADER, WORKER]):
+        defects.append(
+            "an engine has one Standalone member, or one Leader and one Worker member; "
+            f"got {', '.join(map(str, roles)) or 'no members'}"
+        )
+    if defects:
+        return InvalidEngine(name, tuple(defects))
+    assert copies is not None and all(m is not None for m in members)
+    return Engine(name, copies, tuple(m for m in members if m is not None))
+
+
+def parse_spec(spec: Mapping) -> ReplicaSpec:
+    """Parse a ModelReplica spec; never raises."""
+    defects: list[str] = []
+    cluster = spec.get("clusterName")
+    if not isinstance(cluster, str) or not cluster:
+        defects.append("spec.clusterName is empty")
+        cluster = ""
+    tolerations = spec.get("tolerations") or []
+    if not isinstance(tolerations, list) or not all(isinstance(t, Mapping) for t in tolerations):
+        defects.append("spec.tolerations must be a list of tolerations")
+        tolerations = []
+    raw_engines = spec.get("engines")
+    if not isinstance(raw_engines, list) or not raw_engines:
+        defects.append("spec.engines declares no engine")
+        raw_engines = []
+    engines: list[Engine] = []
+    invalid: list[InvalidEngine] = []
+    seen: set[str] = set()
+    for position, raw in enumerate(raw_engines):
+        parsed = _engine(raw, position)
+        if parsed.name and parsed.name in seen:
+            invalid.append(InvalidEngine("", (f"engine name {parsed.name!r} is repeated",)))
+            continue
+        seen.add(parsed.name)
+        (engines if isinstance(parsed, Engine) else invalid).append(parsed)
+    return ReplicaSpec(cluster, tuple(tolerations), tuple(engines), tuple(invalid), tuple(defects))

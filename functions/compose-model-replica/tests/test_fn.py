@@ -1,0 +1,925 @@
+"""compose-model-replica through RunFunction: what it composes, relays and says."""
+
+from __future__ import annotations
+
+import copy
+from datetime import UTC, datetime
+
+import pytest
+from compose_model_replica.core import unchanged
+from compose_model_replica.fn import FunctionRunner
+from modelplane_common import labels
+from modelplane_devtools.wire import conditions, desired, desired_status, events, request, run
+
+NOW = datetime(2026, 11, 29, 12, 0, tzinfo=UTC)
+FRESH = "2026-11-29T11:59:30Z"
+EARLIER = "2026-11-29T11:50:00Z"
+STALE = "2026-11-29T11:40:00Z"
+FUTURE = "2026-11-29T12:20:00Z"
+
+CLUSTER = {
+    "apiVersion": "modelplane.ai/v1alpha1",
+    "kind": "InferenceCluster",
+    "metadata": {"name": "east"},
+    "spec": {
+        "credentials": {"secretRef": {"namespace": "ops", "name": "east-kc", "key": "kubeconfig"}},
+        "nodePools": [
+            {"name": "h100", "nodeCount": 4, "devices": [{"name": "gpu", "count": 8}]},
+            {"name": "l40s", "nodeCount": 2, "devices": [{"name": "gpu", "count": 4}]},
+        ],
+        "observation": {"mode": "Observed", "maxAge": "5m"},
+    },
+    "status": {"providerConfigRef": {"name": "east"}, "agent": {"present": True}},
+}
+
+TEMPLATE = {"spec": {"containers": [{"name": "vllm", "image": "vllm/vllm-openai:v0.11.0"}]}}
+GPU = {"name": "gpu", "deviceClassName": "gpu.nvidia.com", "count": 8}
+
+
+def standalone(name="serve", pool="h100", copies=1, requests=(GPU,)):
+    member = {"role": "Standalone", "nodePoolName": pool, "template": TEMPLATE}
+    if requests:
+        member["deviceRequests"] = list(requests)
+    return {"name": name, "copies": copies, "members": [member]}
+
+
+def gang(name="serve", pool="h100", copies=1, nodes=2):
+    return {
+        "name": name,
+        "copies": copies,
+        "members": [
+            {"role": "Leader", "nodePoolName": pool, "deviceRequests": [GPU], "template": TEMPLATE},
+            {
+                "role": "Worker",
+                "nodePoolName": pool,
+                "worker": {"nodes": nodes},
+                "deviceRequests": [GPU],
+                "template": TEMPLATE,
+            },
+        ],
+    }
+
+
+def xr(*engines, cluster="east", name="r0", namespace="team-a", status=None):
+    body = {
+        "apiVersion": "modelplane.ai/v1alpha1",
+        "kind": "ModelReplica",
+        "metadata": {"name": name, "namespace": namespace},
+        "spec": {
+            "clusterName": cluster,
+            "tolerations": [
+                {"key": "dedicated", "operator": "Equal", "value": "gpu", "effect": "NoSchedule"}
+            ],
+            "engines": list(engines) or [standalone()],
+        },
+    }
+    if status is not None:
+        body["status"] = status
+    return body
+
+
+def cluster(mode="Observed", agent=True, pools=("h100", "l40s"), max_age="5m", pc="east"):
+    body = copy.deepcopy(CLUSTER)
+    body["spec"]["observation"] = {"mode": mode, "maxAge": max_age}
+    body["spec"]["nodePools"] = [p for p in body["spec"]["nodePools"] if p["name"] in pools]
+    body["status"]["agent"]["present"] = agent
+    if pc is None:
+        del body["status"]["providerConfigRef"]
+    return body
+
+
+def report(pods, scheduled_pods, state="True", reason="AllBound", message="", since=EARLIER,
+           observed_at=FRESH):  # fmt: skip
+    condition = {"type": "Scheduled", "status": state, "reason": reason}
+    if message:
+        condition["message"] = message
+    if since is not None:
+        condition["lastTransitionTime"] = since
+    return {
+        "observedAt": observed_at,
+        "pods": pods,
+        "scheduledPods": scheduled_pods,
+        "conditions": [condition],
+    }
+
+
+def remote_object(kind, remote_status=None, ready=False, synced=True, synced_message="",
+                  spec=None):  # fmt: skip
+    manifest = {"apiVersion": "v1", "kind": kind, "metadata": {"name": "x"}}
+    status: dict = {"conditions": [{"type": "Ready", "status": "True" if ready else "False"}]}
+    status["conditions"].append(
+        {"type": "Synced", "status": "True" if synced else "False", "message": synced_message}
+    )
+    if remote_status is not None:
+        status["atProvider"] = {"manifest": {**manifest, "status": remote_status}}
+    return {
+        "apiVersion": labels.OBJECT_API_VERSION,
+        "kind": "Object",
+        "metadata": {
+            "name": f"observed-{kind.lower()}",
+            "namespace": "team-a",
+            "uid": "3f1c",
+            "resourceVersion": "812",
+        },
+        "spec": spec or {"forProvider": {"manifest": manifest}},
+        "status": status,
+    }
+
+
+def observation(status):
+    return {"east/observation": remote_object("ReplicaObservation", status, ready=True)}
+
+
+def call(replica, observed=None, required=None, fetched=True):
+    if required is None and fetched:
+        required = {"cluster": [cluster()]}
+    runner = FunctionRunner(clock=lambda: NOW)
+    return run(runner, request(replica, observed or {}, required if fetched else None))
+
+
+def pods_scheduled(rsp):
+    return conditions(rsp)["PodsScheduled"]
+
+
+# --- PodsScheduled: every reason, and what the agent must say for it -----------------------
+
+
+@pytest.mark.parametrize(
+    ("replica", "cluster_body", "observed", "expected"),
+    [
+        pytest.param(
+            xr(), cluster(), {}, ("Unknown", "NotObserved"), id="no report yet is NotObserved"
+        ),
+        pytest.param(
+            xr(),
+            cluster(agent=False),
+            {},
+            ("Unknown", "NotObserved"),
+            id="no agent on the cluster is NotObserved",
+        ),
+        pytest.param(
+            xr(),
+            cluster(mode="Declared"),
+            observation(report(1, 1)),
+            ("Unknown", "NotObserved"),
+            id="Declared mode is NotObserved even with an old report",
+        ),
+        pytest.param(
+            xr(),
+            cluster(),
+            observation(report(1, 1, observed_at=STALE)),
+            ("Unknown", "NotObserved"),
+            id="a report older than maxAge is NotObserved",
+        ),
+        pytest.param(
+            xr(),
+            cluster(max_age="30m"),
+            observation(report(1, 1, observed_at=STALE)),
+            ("True", "AllPodsScheduled"),
+            id="maxAge is the cluster's, not a constant",
+        ),
+        pytest.param(
+            xr(),
+            cluster(),
+            observation(report(1, 1, observed_at=FUTURE)),
+            ("Unknown", "NotObserved"),
+            id="a report from beyond maxAge in the future is NotObserved",
+        ),
+        pytest.param(
+            xr(),
+            cluster(),
+            observation({"pods": 1}),
+            ("Unknown", "NotObserved"),
+            id="a malformed report is NotObserved",
+        ),
+        pytest.param(
+            xr(gang(nodes=2)),
+            cluster(),
+            observation(report(1, 1)),
+            ("False", "WaitingForPods"),
+            id="a bound leader without its workers is WaitingForPods",
+        ),
+        pytest.param(
+            xr(standalone(copies=3)),
+            cluster(),
+            observation(report(2, 1, state="False", reason="Pending")),
+            ("False", "WaitingForPods"),
+            id="fewer pods than copies is WaitingForPods even while some pend",
+        ),
+        pytest.param(
+            xr(gang(nodes=2, copies=2)),
+            cluster(),
+            observation(report(6, 6)),
+            ("True", "AllPodsScheduled"),
+            id="every pod of every gang copy bound is AllPodsScheduled",
+        ),
+        pytest.param(
+            xr(standalone(), standalone("decode")),
+            cluster(),
+            observation(report(2, 1, state="False", reason="Pending")),
+            ("False", "PodsPending"),
+            id="all pods exist and some are unbound is PodsPending",
+        ),
+        pytest.param(
+            xr(),
+            cluster(),
+            observation(report(1, 0, state="False", reason="Unschedulable", message="0/4 nodes")),
+            ("False", "Unschedulable"),
+            id="the scheduler's Unschedulable is Unschedulable",
+        ),
+        pytest.param(
+            xr(gang(nodes=2)),
+            cluster(),
+            observation(report(1, 0, state="False", reason="Unschedulable", message="0/4 nodes")),
+            ("False", "Unschedulable"),
+            id="Unschedulable wins over WaitingForPods so the deployment can heal",
+        ),
+        pytest.param(
+            xr({"name": "serve", "members": [{"role": "Worker", "nodePoolName": "h100"}]}),
+            cluster(),
+            observation(report(1, 1)),
+            ("Unknown", "InvalidSpec"),
+            id="an invalid spec hides how many pods are expected",
+        ),
+    ],
+)
+def test_pods_scheduled(replica, cluster_body, observed, expected):
+    rsp = call(replica, observed, {"cluster": [cluster_body]})
+    assert pods_scheduled(rsp)[:2] == expected
+
+
+@pytest.mark.parametrize(
+    ("status", "defect"),
+    [
+        pytest.param(
+            {**report(1, 1), "observedAt": "yesterday"}, "observedAt", id="observedAt unreadable"
+        ),
+        pytest.param(
+            {**report(1, 1), "observedAt": "2026-11-29T11:59:30"},
+            "has no time zone",
+            id="observedAt without a zone",
+        ),
+        pytest.param(
+            {**report(1, 1), "pods": "one"}, "pods must be a count", id="pods not a count"
+        ),
+        pytest.param({**report(1, 1), "pods": 1.5}, "pods must be a count", id="pods fractional"),
+        pytest.param(report(1, 2), "scheduledPods exceeds pods", id="more bound than seen"),
+        pytest.param(
+            {**report(1, 1), "conditions": []},
+            "no Scheduled condition",
+            id="no Scheduled condition",
+        ),
+        pytest.param(
+            {**report(1, 1), "conditions": "Scheduled"},
+            "no Scheduled condition",
+            id="conditions not a list",
+        ),
+        pytest.param(
+            report(1, 1, since=None), "without a lastTransitionTime", id="True without a time"
+        ),
+        pytest.param(report(2, 1), "while some pods are not bound", id="True with unbound pods"),
+        pytest.param(
+            report(1, 1, state="Maybe"), "status is 'Maybe'", id="Scheduled status unknown word"
+        ),
+    ],
+)
+def test_malformed_report_is_not_observed_and_warned(status, defect):
+    rsp = call(xr(), observation(status))
+    state, reason, message = pods_scheduled(rsp)
+    assert (state, reason) == ("Unknown", "NotObserved")
+    assert message.startswith("the agent's report is malformed: ")
+    assert defect in message
+    assert ("Warning", message) in events(rsp)
+    assert desired_status(rsp)["pods"] == {"expected": 1}
+
+
+def test_counts_delivered_as_floats_are_counts():
+    rsp = call(xr(standalone(copies=3)), observation(report(3.0, 3.0)))
+    assert pods_scheduled(rsp)[:2] == ("True", "AllPodsScheduled")
+    assert desired_status(rsp)["pods"] == {"expected": 3, "observed": 3, "scheduled": 3}
+
+
+def test_expected_pods_count_leader_and_every_worker_of_every_copy():
+    replica = xr(gang(copies=2, nodes=3), standalone("router", copies=2, requests=()))
+    assert desired_status(call(replica))["pods"]["expected"] == 2 * (1 + 3) + 2
+
+
+def test_all_scheduled_relays_the_agents_transition_time():
+    rsp = call(xr(), observation(report(1, 1, since=EARLIER)))
+    assert desired_status(rsp)["scheduledAt"] == EARLIER
+
+
+@pytest.mark.parametrize(
+    ("previous", "expected"),
+    [
+        pytest.param(
+            {
+                "conditions": [
+                    {"type": "PodsScheduled", "status": "False", "reason": "WaitingForPods"}
+                ]
+            },
+            FRESH,
+            id="after WaitingForPods scheduledAt is not before the report completing the gang",
+        ),
+        pytest.param(
+            {"conditions": [{"type": "PodsScheduled", "status": "False", "reason": "PodsPending"}]},
+            EARLIER,
+            id="after PodsPending the agent's flip to True is exact",
+        ),
+        pytest.param(
+            {
+                "scheduledAt": "2026-11-29T11:55:00Z",
+                "conditions": [
+                    {"type": "PodsScheduled", "status": "True", "reason": "AllPodsScheduled"}
+                ],
+            },
+            "2026-11-29T11:55:00Z",
+            id="a published scheduledAt holds while the agent has not flipped again",
+        ),
+        pytest.param(
+            {
+                "scheduledAt": "2026-11-29T11:45:00Z",
+                "conditions": [
+                    {"type": "PodsScheduled", "status": "True", "reason": "AllPodsScheduled"}
+                ],
+            },
+            EARLIER,
+            id="a newer flip of the agent moves scheduledAt forward",
+        ),
+    ],
+)
+def test_scheduled_at_is_never_earlier_than_all_expected_pods_were_bound(previous, expected):
+    rsp = call(xr(gang(nodes=2), status=previous), observation(report(3, 3, since=EARLIER)))
+    assert desired_status(rsp)["scheduledAt"] == expected
+
+
+@pytest.mark.parametrize(
+    "status",
+    [
+        report(1, 0, state="False", reason="Pending"),
+        report(1, 1, observed_at=STALE),
+        {"pods": 1},
+    ],
+    ids=["pending", "stale", "malformed"],
+)
+def test_scheduled_at_is_withdrawn_unless_all_pods_are_scheduled(status):
+    previous = {"scheduledAt": EARLIER}
+    assert "scheduledAt" not in desired_status(call(xr(status=previous), observation(status)))
+
+
+def test_unschedulable_names_the_engine_whose_workload_the_scheduler_names():
+    first = call(xr(standalone("prefill"), standalone("decode")))
+    decode_workload = desired(first)["east/decode/workload"]["spec"]["forProvider"]["manifest"]
+    said = f"pod team-a/{decode_workload['metadata']['name']}-7d9f-x2x9z: 0/4 nodes are available"
+    rsp = call(
+        xr(standalone("prefill"), standalone("decode")),
+        observation(report(2, 1, state="False", reason="Unschedulable", message=said)),
+    )
+    assert pods_scheduled(rsp) == ("False", "Unschedulable", f"engine decode: {said}")
+    assert ("Warning", f"pods are unschedulable: engine decode: {said}") in events(rsp)
+
+
+def test_unschedulable_without_a_workload_name_still_quotes_the_scheduler():
+    said = "0/4 nodes are available: 4 cannot allocate all claims"
+    rsp = call(
+        xr(standalone("prefill"), standalone("decode")),
+        observation(report(2, 1, state="False", reason="Unschedulable", message=said)),
+    )
+    assert pods_scheduled(rsp) == ("False", "Unschedulable", said)
+
+
+def test_unschedulable_message_holds_while_the_state_holds():
+    held = "engine serve: 0/4 nodes are available"
+    previous = {
+        "conditions": [
+            {"type": "PodsScheduled", "status": "False", "reason": "Unschedulable", "message": held}
+        ]
+    }
+    now_said = "0/5 nodes are available"
+    rsp = call(
+        xr(status=previous),
+        observation(report(1, 0, state="False", reason="Unschedulable", message=now_said)),
+    )
+    assert pods_scheduled(rsp) == ("False", "Unschedulable", held)
+    assert ("Warning", f"pods are unschedulable: engine serve: {now_said}") in events(rsp)
+
+
+@pytest.mark.parametrize(
+    ("status_a", "status_b"),
+    [
+        (
+            report(1, 0, state="False", reason="Pending"),
+            report(5, 2, state="False", reason="Pending"),
+        ),
+        (report(1, 1, since=EARLIER), report(9, 9, since=FRESH)),
+        (report(0, 0, observed_at=STALE), report(0, 0, observed_at="2026-11-29T11:30:00Z")),
+    ],
+    ids=["pending", "scheduled", "stale"],
+)
+def test_messages_of_a_holding_state_carry_no_counts_or_times(status_a, status_b):
+    a = call(xr(standalone(copies=1)), observation(status_a))
+    b = call(xr(standalone(copies=1)), observation(status_b))
+    assert pods_scheduled(a) == pods_scheduled(b)
+
+
+# --- What is composed -----------------------------------------------------------------------
+
+
+def manifest(rsp, name):
+    return desired(rsp)[name]["spec"]["forProvider"]["manifest"]
+
+
+def test_requires_the_inference_cluster_by_name():
+    rsp = call(xr(cluster="gpu-west"), fetched=False)
+    selector = rsp.requirements.resources["cluster"]
+    assert (selector.api_version, selector.kind, selector.match_name) == (
+        "modelplane.ai/v1alpha1",
+        "InferenceCluster",
+        "gpu-west",
+    )
+
+
+def test_standalone_engine_is_a_deployment_of_its_copies_pinned_to_its_pool():
+    rsp = call(xr(standalone(copies=3, pool="l40s")))
+    deployment = manifest(rsp, "east/serve/workload")
+    assert deployment["apiVersion"] == "apps/v1"
+    assert deployment["kind"] == "Deployment"
+    assert deployment["metadata"]["namespace"] == "team-a"
+    assert deployment["spec"]["replicas"] == 3
+    selector = {
+        labels.REPLICA: "r0",
+        labels.REPLICA_NAMESPACE: "team-a",
+        labels.ENGINE: "serve",
+    }
+    assert deployment["spec"]["selector"] == {"matchLabels": selector}
+    assert deployment["spec"]["strategy"]["rollingUpdate"] == {"maxSurge": 0, "maxUnavailable": 1}
+    pod = deployment["spec"]["template"]
+    assert pod["metadata"]["labels"] == {**selector, labels.ROLE: "Standalone"}
+    assert pod["spec"]["nodeSelector"] == {labels.POOL: "l40s"}
+    assert pod["spec"]["tolerations"] == [
+        {"key": "dedicated", "operator": "Equal", "value": "gpu", "effect": "NoSchedule"}
+    ]
+    # Independent copies may share a node.
+    assert "affinity" not in pod["spec"]
+
+
+def test_claiming_member_gets_a_resource_claim_template_its_pods_reference():
+    request_ = {
+        "name": "gpu",
+        "deviceClassName": "gpu.nvidia.com",
+        "count": 2,
+        "selectors": [
+            {"cel": {"expression": 'device.attributes["gpu.nvidia.com"].arch == "Hopper"'}},
+            {"cel": "device.capacity['gpu.nvidia.com'].memory.isGreaterThan(quantity('40Gi'))"},
+        ],
+    }
+    nic = {"name": "nic", "deviceClassName": "rdma.mellanox.com", "count": 1}
+    rsp = call(xr(standalone(requests=[request_, nic])))
+    template = manifest(rsp, "east/serve/claims-standalone")
+    assert template["apiVersion"] == "resource.k8s.io/v1"
+    assert template["kind"] == "ResourceClaimTemplate"
+    assert template["metadata"]["namespace"] == "team-a"
+    assert template["spec"]["spec"] == {
+        "devices": {
+            "requests": [
+                {
+                    "name": "gpu",
+                    "exactly": {
+                        "deviceClassName": "gpu.nvidia.com",
+                        "allocationMode": "ExactCount",
+                        "count": 2,
+                        "selectors": [
+                            {
+                                "cel": {
+                                    "expression": 'device.attributes["gpu.nvidia.com"].arch'
+                                    ' == "Hopper"'
+                                }
+                            },
+                            {
+                                "cel": {
+                                    "expression": "device.capacity['gpu.nvidia.com'].memory"
+                                    ".isGreaterThan(quantity('40Gi'))"
+                                }
+                            },
+                        ],
+                    },
+                },
+                {
+                    "name": "nic",
+                    "exactly": {
+                        "deviceClassName": "rdma.mellanox.com",
+                        "allocationMode": "ExactCount",
+                        "count": 1,
+                    },
+                },
+            ]
+        }
+    }
+    pod = manifest(rsp, "east/serve/workload")["spec"]["template"]["spec"]
+    assert pod["resourceClaims"] == [
+        {"name": "modelplane-devices", "resourceClaimTemplateName": template["metadata"]["name"]}
+    ]
+    assert pod["containers"][0]["resources"]["claims"] == [{"name": "modelplane-devices"}]
+
+
+def test_claimless_member_gets_no_claim_template_and_no_claims():
+    rsp = call(xr(standalone(requests=())))
+    assert sorted(desired(rsp)) == ["east/observation", "east/serve/workload"]
+    pod = manifest(rsp, "east/serve/workload")["spec"]["template"]["spec"]
+    assert "resourceClaims" not in pod
+    assert "resources" not in pod["containers"][0]
+
+
+def test_gang_is_a_leader_worker_set_whose_copy_pods_take_distinct_nodes():
+    rsp = call(xr(gang(copies=2, nodes=3, pool="h100")))
+    lws = manifest(rsp, "east/serve/workload")
+    assert (lws["apiVersion"], lws["kind"]) == ("leaderworkerset.x-k8s.io/v1", "LeaderWorkerSet")
+    assert lws["spec"]["replicas"] == 2
+    template = lws["spec"]["leaderWorkerTemplate"]
+    assert template["size"] == 4
+    term = {
+        "labelSelector": {
+            "matchLabels": {
+                labels.REPLICA: "r0",
+                labels.REPLICA_NAMESPACE: "team-a",
+                labels.ENGINE: "serve",
+            }
+        },
+        "matchLabelKeys": ["leaderworkerset.sigs.k8s.io/group-key"],
+        "topologyKey": "kubernetes.io/hostname",
+    }
+    for role, pod in (
+        ("Leader", template["leaderTemplate"]),
+        ("Worker", template["workerTemplate"]),
+    ):
+        assert pod["metadata"]["labels"][labels.ROLE] == role
+        assert pod["spec"]["nodeSelector"] == {labels.POOL: "h100"}
+        assert pod["spec"]["affinity"]["podAntiAffinity"] == {
+            "requiredDuringSchedulingIgnoredDuringExecution": [term]
+        }
+    assert {"east/serve/claims-leader", "east/serve/claims-worker"} <= set(desired(rsp))
+
+
+def test_template_affinity_node_selector_and_labels_are_kept_beside_ours():
+    template = {
+        "metadata": {"labels": {"app": "vllm", labels.REPLICA: "spoofed"}},
+        "spec": {
+            "containers": [{"name": "vllm", "image": "vllm"}],
+            "nodeSelector": {"zone": "a", labels.POOL: "wrong"},
+            "affinity": {
+                "podAntiAffinity": {
+                    "requiredDuringSchedulingIgnoredDuringExecution": [
+                        {"topologyKey": "zone", "labelSelector": {"matchLabels": {"app": "x"}}}
+                    ]
+                }
+            },
+        },
+    }
+    engine = gang()
+    engine["members"][0]["template"] = template
+    pod = manifest(call(xr(engine)), "east/serve/workload")["spec"]["leaderWorkerTemplate"][
+        "leaderTemplate"
+    ]
+    assert pod["metadata"]["labels"]["app"] == "vllm"
+    assert pod["metadata"]["labels"][labels.REPLICA] == "r0"
+    assert pod["spec"]["nodeSelector"] == {"zone": "a", labels.POOL: "h100"}
+    terms = pod["spec"]["affinity"]["podAntiAffinity"][
+        "requiredDuringSchedulingIgnoredDuringExecution"
+    ]
+    assert [t["topologyKey"] for t in terms] == ["zone", "kubernetes.io/hostname"]
+
+
+def test_bare_pod_spec_template_is_accepted():
+    engine = standalone()
+    engine["members"][0]["template"] = {"containers": [{"name": "vllm", "image": "vllm"}]}
+    pod = manifest(call(xr(engine)), "east/serve/workload")["spec"]["template"]
+    assert pod["spec"]["containers"][0]["name"] == "vllm"
+
+
+def test_same_name_in_two_namespaces_never_selects_the_others_pods():
+    a = manifest(call(xr(namespace="team-a")), "east/observation")
+    b = manifest(call(xr(namespace="team-b")), "east/observation")
+    assert a["metadata"]["namespace"] == "team-a"
+    assert b["metadata"]["namespace"] == "team-b"
+    assert a["spec"]["selector"]["matchLabels"] != b["spec"]["selector"]["matchLabels"]
+    pod_a = manifest(call(xr(namespace="team-a")), "east/serve/workload")["spec"]["template"]
+    assert a["spec"]["selector"]["matchLabels"].items() <= pod_a["metadata"]["labels"].items()
+
+
+def test_objects_target_the_clusters_provider_config_in_the_replicas_namespace():
+    for name, obj in desired(call(xr(gang()))).items():
+        assert obj["apiVersion"] == "kubernetes.m.crossplane.io/v1alpha1", name
+        assert obj["kind"] == "Object", name
+        assert obj["metadata"]["namespace"] == "team-a", name
+        assert "-east-" in obj["metadata"]["name"], name
+        assert obj["spec"]["providerConfigRef"] == {"kind": "ClusterProviderConfig", "name": "east"}
+        assert obj["spec"]["forProvider"]["manifest"]["metadata"]["namespace"] == "team-a"
+
+
+@pytest.mark.parametrize(
+    ("engine", "query_checks"),
+    [
+        (standalone(), "object.status.availableReplicas >= object.spec.replicas"),
+        (gang(), "object.status.readyReplicas >= object.spec.replicas"),
+    ],
+    ids=["Deployment", "LeaderWorkerSet"],
+)
+def test_workload_object_is_ready_only_when_its_workload_is_available(engine, query_checks):
+    readiness = desired(call(xr(engine)))["east/serve/workload"]["spec"]["readiness"]
+    assert readiness["policy"] == "DeriveFromCelQuery"
+    assert "c.type == 'Available' && c.status == 'True'" in readiness["celQuery"]
+    assert query_checks in readiness["celQuery"]
+
+
+def test_long_names_fit_kubernetes_limits_and_stay_distinct():
+    long_name = "a" * 120
+    rsp = call(xr(standalone("e" * 40), name=long_name))
+    workload = manifest(rsp, f"east/{'e' * 40}/workload")
+    assert len(workload["metadata"]["name"]) <= 40
+    assert len(workload["spec"]["template"]["metadata"]["labels"][labels.REPLICA]) <= 63
+    other = manifest(call(xr(standalone("e" * 40), name="a" * 121)), f"east/{'e' * 40}/workload")
+    assert other["metadata"]["name"] != workload["metadata"]["name"]
+
+
+def test_agent_present_composes_the_observation_none_without_agent_or_in_declared_mode():
+    assert "east/observation" in desired(call(xr()))
+    assert "east/observation" not in desired(
+        call(xr(), required={"cluster": [cluster(agent=False)]})
+    )
+    assert "east/observation" not in desired(
+        call(xr(), required={"cluster": [cluster(mode="Declared")]})
+    )
+
+
+def test_an_existing_observation_survives_the_agent_momentarily_unreported():
+    rsp = call(xr(), observation(report(1, 1)), {"cluster": [cluster(agent=False)]})
+    assert "east/observation" in desired(rsp)
+    assert pods_scheduled(rsp)[:2] == ("True", "AllPodsScheduled")
+
+
+# --- Readiness ------------------------------------------------------------------------------
+
+
+def test_desired_ready_follows_the_observed_objects_ready_condition():
+    observed = {
+        "east/serve/workload": remote_object("Deployment", {}, ready=True),
+        "east/serve/claims-standalone": remote_object("ResourceClaimTemplate", ready=False),
+    }
+    rsp = call(xr(), observed)
+    assert rsp.desired.resources["east/serve/workload"].ready == 1  # READY_TRUE
+    assert rsp.desired.resources["east/serve/claims-standalone"].ready == 0  # unspecified
+
+
+@pytest.mark.parametrize(
+    ("observed", "expected"),
+    [
+        pytest.param(
+            {},
+            ("False", "WorkloadsNotReady", "engine serve: the workload is not created yet"),
+            id="nothing created yet",
+        ),
+        pytest.param(
+            {
+                "east/serve/workload": remote_object(
+                    "Deployment",
+                    {
+                        "conditions": [
+                            {
+                                "type": "Available",
+                                "status": "False",
+                                "message": "Deployment does not have minimum availability.",
+                            }
+                        ]
+                    },
+                )
+            },
+            (
+                "False",
+                "WorkloadsNotReady",
+                "engine serve: the Deployment is not Available: "
+                "Deployment does not have minimum availability.",
+            ),
+            id="remote workload not Available quotes its condition",
+        ),
+        pytest.param(
+            {"east/serve/workload": remote_object("Deployment", {"replicas": 1})},
+            (
+                "False",
+                "WorkloadsNotReady",
+                "engine serve: waiting for every pod of the Deployment to be available",
+            ),
+            id="remote workload without an Available verdict is waited for",
+        ),
+        pytest.param(
+            {
+                "east/serve/workload": remote_object(
+                    "Deployment",
+                    synced=False,
+                    synced_message='cannot create object: namespaces "team-a" not found',
+                )
+            },
+            (
+                "False",
+                "WorkloadsNotSynced",
+                "engine serve: cannot apply to the cluster: "
+                'cannot create object: namespaces "team-a" not found',
+            ),
+            id="missing remote namespace is WorkloadsNotSynced quoting the provider",
+        ),
+        pytest.param(
+            {"east/serve/workload": remote_object("Deployment", {}, ready=True)},
+            ("True", "AllWorkloadsReady", "every engine's workload is available"),
+            id="available workload is ready",
+        ),
+    ],
+)
+def test_workloads_ready(observed, expected):
+    assert conditions(call(xr(standalone(requests=())), observed))["WorkloadsReady"] == expected
+
+
+def test_engines_status_names_each_engine():
+    observed = {"east/prefill/workload": remote_object("Deployment", {}, ready=True)}
+    rsp = call(xr(standalone("prefill"), standalone("decode")), observed)
+    assert desired_status(rsp)["engines"] == [
+        {"name": "prefill", "ready": True, "message": "available"},
+        {"name": "decode", "ready": False, "message": "the workload is not created yet"},
+    ]
+
+
+# --- Bad input never drops running work ------------------------------------------------------
+
+RUNNING = {
+    "east/serve/workload": remote_object(
+        "Deployment",
+        {},
+        ready=True,
+        spec={
+            "providerConfigRef": {"kind": "ClusterProviderConfig", "name": "east"},
+            "forProvider": {"manifest": {"apiVersion": "apps/v1", "kind": "Deployment"}},
+        },
+    ),
+    "east/serve/claims-standalone": remote_object("ResourceClaimTemplate", ready=True),
+    "east/observation": remote_object("ReplicaObservation", report(1, 1), ready=True),
+}
+
+
+@pytest.mark.parametrize(
+    ("replica", "required", "reason", "warned"),
+    [
+        pytest.param(xr(), None, "ClusterNotResolved", False, id="cluster not fetched yet"),
+        pytest.param(xr(), {"cluster": []}, "ClusterNotFound", True, id="cluster absent"),
+        pytest.param(
+            xr(), {"cluster": [cluster(pc=None)]}, "ClusterNotReady", True, id="no provider config"
+        ),
+        pytest.param(
+            xr(),
+            {"cluster": [cluster(pools=("l40s",))]},
+            "PoolNotFound",
+            True,
+            id="the pinned pool left the cluster spec",
+        ),
+        pytest.param(
+            xr({"name": "serve", "members": [{"role": "Worker", "nodePoolName": "h100"}]}),
+            {"cluster": [cluster()]},
+            "InvalidSpec",
+            True,
+            id="Worker without Leader or worker.nodes",
+        ),
+        pytest.param(
+            xr(gang(nodes=None)),
+            {"cluster": [cluster()]},
+            "InvalidSpec",
+            True,
+            id="Leader and Worker without worker.nodes",
+        ),
+        pytest.param(
+            xr(
+                {
+                    "name": "serve",
+                    "members": [{**standalone()["members"][0], "worker": {"nodes": 2}}],
+                }
+            ),
+            {"cluster": [cluster()]},
+            "InvalidSpec",
+            True,
+            id="worker set on a Standalone member",
+        ),
+        pytest.param(
+            xr({**standalone(), "copies": 0}),
+            {"cluster": [cluster()]},
+            "InvalidSpec",
+            True,
+            id="zero copies",
+        ),
+        pytest.param(
+            xr({**standalone(), "members": standalone()["members"] * 2}),
+            {"cluster": [cluster()]},
+            "InvalidSpec",
+            True,
+            id="two Standalone members",
+        ),
+        pytest.param(
+            xr(standalone(requests=[{"name": "gpu", "count": 1}])),
+            {"cluster": [cluster()]},
+            "InvalidSpec",
+            True,
+            id="device request without a device class",
+        ),
+        pytest.param(
+            {**xr(), "spec": {**xr()["spec"], "tolerations": "all"}},
+            {"cluster": [cluster()]},
+            "InvalidSpec",
+            True,
+            id="tolerations not a list",
+        ),
+    ],
+)
+def test_bad_input_keeps_running_workloads_unchanged_and_says_why(
+    replica, required, reason, warned
+):
+    rsp = run(
+        FunctionRunner(clock=lambda: NOW),
+        request(replica, RUNNING, required),
+    )
+    got = desired(rsp)
+    for name, body in RUNNING.items():
+        assert name in got, name
+        if name.startswith("east/serve/"):
+            # Unchanged: server-set fields stripped, spec as it was.
+            assert got[name] == unchanged({k: v for k, v in body.items() if k != "status"})
+    status, got_reason, message = conditions(rsp)["WorkloadsComposed"]
+    assert (status, got_reason) == ("False", reason)
+    assert message.endswith("composed resources are kept unchanged until this is fixed")
+    warnings = [m for severity, m in events(rsp) if severity == "Warning"]
+    assert bool(warnings) == warned
+
+
+def test_pool_gone_for_one_engine_still_composes_the_others():
+    observed = {"east/prefill/workload": remote_object("Deployment", {}, ready=True)}
+    replica = xr(standalone("prefill", pool="h100"), standalone("decode", pool="l40s"))
+    rsp = call(replica, observed, {"cluster": [cluster(pools=("l40s",))]})
+    got = desired(rsp)
+    assert got["east/prefill/workload"] == unchanged(
+        {k: v for k, v in observed["east/prefill/workload"].items() if k != "status"}
+    )
+    assert manifest(rsp, "east/decode/workload")["kind"] == "Deployment"
+    assert conditions(rsp)["WorkloadsComposed"][2].startswith(
+        "engine prefill: pool h100 is not in InferenceCluster east's spec"
+    )
+    assert desired_status(rsp)["engines"][0] == {
+        "name": "prefill",
+        "ready": False,
+        "message": "pool h100 is not in InferenceCluster east's spec",
+    }
+
+
+def test_missing_cluster_still_relays_the_agents_report():
+    rsp = call(xr(), RUNNING, {"cluster": []})
+    assert pods_scheduled(rsp)[:2] == ("True", "AllPodsScheduled")
+
+
+def test_missing_cluster_without_a_report_says_so_in_pods_scheduled():
+    rsp = call(xr(), {}, {"cluster": []})
+    assert pods_scheduled(rsp) == ("Unknown", "NotObserved", "InferenceCluster east does not exist")
+
+
+def test_unreadable_max_age_falls_back_to_five_minutes_and_warns():
+    rsp = call(xr(), observation(report(1, 1)), {"cluster": [cluster(max_age="soon")]})
+    assert pods_scheduled(rsp)[:2] == ("True", "AllPodsScheduled")
+    assert any("maxAge" in m for severity, m in events(rsp) if severity == "Warning")
+
+
+# --- A clean pass removes what the spec no longer asks for -----------------------------------
+
+
+def test_engine_removed_from_the_spec_is_removed():
+    observed = {
+        "east/old/workload": remote_object("Deployment", {}, ready=True),
+        "east/old/claims-standalone": remote_object("ResourceClaimTemplate", ready=True),
+    }
+    got = desired(call(xr(), observed))
+    assert not any(name.startswith("east/old/") for name in got)
+    assert "east/serve/workload" in got
+
+
+def test_moved_replica_replaces_its_objects_on_the_new_cluster():
+    west = cluster()
+    west["metadata"]["name"] = "west"
+    west["status"]["providerConfigRef"]["name"] = "west"
+    rsp = call(xr(cluster="west"), RUNNING, {"cluster": [west]})
+    got = desired(rsp)
+    assert not any(name.startswith("east/") for name in got)
+    workload = got["west/serve/workload"]
+    assert "-west-" in workload["metadata"]["name"]
+    assert workload["spec"]["providerConfigRef"]["name"] == "west"
+
+
+def test_moved_replica_keeps_the_old_objects_while_the_new_cluster_is_unresolved():
+    got = desired(call(xr(cluster="west"), RUNNING, {"cluster": []}))
+    assert set(got) == set(RUNNING)
+
+
+def test_declared_mode_removes_the_observation():
+    got = desired(call(xr(), RUNNING, {"cluster": [cluster(mode="Declared")]}))
+    assert "east/observation" not in got
+    assert "east/serve/workload" in got

@@ -1,0 +1,136 @@
+"""Benchmark one compose-model-deployment RunFunction at fleet scale (a script, not a test).
+
+    uv run python tests/bench/bench_deployment.py [--runs 30]
+
+Builds real RunFunctionRequests (serialized, so parsing is measured too):
+48 clusters x 5 pools (240 pools), 50 nodes per pool (12,000 nodes), 8,000
+existing ModelReplicas of other deployments spread over the fleet, and one
+deployment of 10 replicas; then 20 replicas; then 10x the nodes. For each,
+two states: "cold" (none of the deployment's replicas exist yet: every one
+is placed) and "steady" (all exist and are healthy: nothing moves).
+Prints p50/p99 latency, the split (parse, read, schedule, write incl.
+response serialization) and peak traced memory.
+"""
+
+from __future__ import annotations
+
+import argparse
+import random
+import resource
+import statistics
+import time
+import tracemalloc
+
+from compose_model_deployment import fn
+from compose_model_deployment import testing as t
+from crossplane.function.proto.v1 import run_function_pb2 as fnv1
+
+CLUSTERS, POOLS = 48, 5
+MATCHER = fn.default_matcher()
+
+
+def fleet(nodes_per_pool: int, rnd: random.Random) -> list[dict]:
+    clusters = []
+    for c in range(CLUSTERS):
+        pools = []
+        for p in range(POOLS):
+            # Bounded by devices per node, not by nodes: 9 free-GPU vectors at most.
+            weights = [rnd.randint(0, 10) for _ in range(9)]
+            total = sum(weights) or 1
+            counts = [nodes_per_pool * w // total for w in weights]
+            counts[0] += nodes_per_pool - sum(counts)
+            histogram = [({"gpu": free}, n) for free, n in enumerate(counts) if n]
+            pools.append(t.pool(f"pool-{p}", nodes_per_pool, [t.device("gpu", 8)],
+                                max_nodes=nodes_per_pool + 10, histogram=histogram))
+        clusters.append(t.cluster(f"cluster-{c:02d}", pools, cluster_labels={"fleet": "prod"}))
+    return clusters
+
+
+def other_replicas(count: int, rnd: random.Random) -> list[dict]:
+    out = []
+    template = {"spec": {"containers": [{"name": "engine", "image": "vllm/vllm-openai:v0.9.0",
+                                         "args": ["--model", "meta-llama/Llama-3.1-8B"] * 8,
+                                         "env": [{"name": f"VAR_{i}", "value": "x" * 24}
+                                                 for i in range(12)]}]}}
+    for i in range(count):
+        cluster = f"cluster-{rnd.randrange(CLUSTERS):02d}"
+        pool = f"pool-{rnd.randrange(POOLS)}"
+        if i % 5 == 0:
+            engine = t.replica_engine("gang", pool, role="Gang", gpus=8, workers=1)
+        else:
+            engine = t.replica_engine("serve", pool, gpus=rnd.choice([1, 2, 4]),
+                                      copies=rnd.choice([1, 2]))
+        for member in engine["members"]:
+            member["template"] = template
+        state = rnd.random()
+        out.append(t.model_replica(
+            f"model-{i}", f"ns-{i % 200}", cluster, [engine],
+            deployment_name=f"model-{i // 4}", index=i % 4,
+            pods_scheduled="True" if state < 0.9 else "False",
+            reason="AllPodsScheduled" if state < 0.9 else "PodsPending",
+            scheduled_at=t.ago(30) if state < 0.8 else t.ago(0, 5),
+        ))
+    return out
+
+
+def build(replicas: int, nodes_per_pool: int, steady: bool) -> bytes:
+    rnd = random.Random(7)
+    clusters = fleet(nodes_per_pool, rnd)
+    others = other_replicas(8000, rnd)
+    xr = t.deployment(replicas=replicas, engines=[t.standalone(gpus=2, copies=2)],
+                      match_labels={"fleet": "prod"})
+    own = {}
+    if steady:
+        plan = t.schedule(xr, clusters, {}, others, matcher=MATCHER)
+        own = t.own_from_plan(xr, plan, scheduled_at=t.ago(30), since=t.ago(30))
+        # The fleet listing holds our replicas too.
+        others = others + list(own.values())
+    return t.request(xr, clusters, others, own).SerializeToString()
+
+
+def measure(label: str, payload: bytes, runs: int) -> None:
+    totals, parts = [], {"parse": [], "read": [], "schedule": [], "write": []}
+    placed = None
+    for _ in range(runs):
+        timings: dict[str, float] = {}
+        start = time.perf_counter()
+        req = fnv1.RunFunctionRequest.FromString(payload)
+        parsed = time.perf_counter()
+        rsp = fn.run_function(req, t.NOW, MATCHER, timings)
+        before = time.perf_counter()
+        rsp.SerializeToString()
+        end = time.perf_counter()
+        timings["write"] += end - before
+        totals.append(end - start)
+        parts["parse"].append(parsed - start)
+        for k in ("read", "schedule", "write"):
+            parts[k].append(timings[k])
+        placed = len(rsp.desired.resources)
+    tracemalloc.start()
+    fn.run_function(fnv1.RunFunctionRequest.FromString(payload), t.NOW, MATCHER)
+    _, peak = tracemalloc.get_traced_memory()
+    tracemalloc.stop()
+    totals.sort()
+    p99 = totals[min(len(totals) - 1, round(0.99 * (len(totals) - 1)))]
+    split = "  ".join(f"{k} {statistics.median(v) * 1000:6.1f}" for k, v in parts.items())
+    print(f"{label:42s} {len(payload) / 1e6:5.1f} MB  replicas {placed:3d}  "
+          f"p50 {statistics.median(totals) * 1000:6.1f} ms  p99 {p99 * 1000:6.1f} ms  "
+          f"[{split}] ms  peak {peak / 1e6:5.1f} MB")
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser()
+    parser.add_argument("--runs", type=int, default=30)
+    args = parser.parse_args()
+    for replicas, nodes, name in ((10, 50, "12k nodes"), (20, 50, "12k nodes"),
+                                  (10, 500, "120k nodes"), (20, 500, "120k nodes")):
+        for steady in (False, True):
+            payload = build(replicas, nodes, steady)
+            state = "steady" if steady else "cold"
+            measure(f"{replicas} replicas, {name}, {state}", payload, args.runs)
+    rss = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
+    print(f"process peak RSS (includes building the fixtures): {rss:.0f} MB")
+
+
+if __name__ == "__main__":
+    main()

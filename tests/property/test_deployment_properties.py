@@ -1,0 +1,237 @@
+"""Properties of deployment placement on random fleets (hypothesis).
+
+- The same input in any order gives the same plan.
+- Replaying every charge and placement on an explicit per-node model of the
+  published histograms never finds a node short of devices (no over-promise).
+- The pods of one gang copy always land on distinct nodes (same replay).
+- A healthy replica never moves.
+"""
+
+from __future__ import annotations
+
+from datetime import timedelta
+
+from compose_model_deployment import testing as t
+from compose_model_deployment.fit import fits
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+from modelplane_common.timeutil import format_time
+
+SETTINGS = settings(max_examples=200, deadline=None,
+                    suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large])
+
+
+@st.composite
+def pools(draw, cluster: str, index: int):
+    name = f"p{index}"
+    per_node = draw(st.sampled_from([4, 8]))
+    with_nic = draw(st.booleans())
+    devices = [t.device("gpu", per_node)] + ([t.device("nic", 2)] if with_nic else [])
+    nodes = draw(st.integers(0, 8))
+    kind = draw(st.sampled_from(["fresh", "fresh", "stale", "none"]))
+    entry = {"name": name, "per_node": per_node, "with_nic": with_nic, "nodes": nodes,
+             "kind": kind, "histogram": []}
+    if kind == "none":
+        return t.pool(name, nodes, devices), entry
+    observed_nodes = draw(st.integers(0, nodes + 1))
+    schedulable = draw(st.integers(0, observed_nodes))
+    histogram = []
+    for _ in range(schedulable):
+        free = {"gpu": draw(st.integers(0, per_node))}
+        if with_nic:
+            free["nic"] = draw(st.integers(0, 2))
+        histogram.append((free, 1))
+    entry.update(observed_nodes=observed_nodes, histogram=histogram)
+    observed_at = t.ago(1) if kind == "fresh" else t.ago(30)
+    return t.pool(name, nodes, devices, histogram=histogram, observed_at=observed_at,
+                  observed_nodes=observed_nodes), entry
+
+
+@st.composite
+def fleets(draw):
+    clusters, described = [], {}
+    for c in range(draw(st.integers(1, 3))):
+        name = f"c{c}"
+        built = [draw(pools(name, i)) for i in range(draw(st.integers(1, 2)))]
+        taints = draw(st.sampled_from([[], [{"key": "k", "value": "v", "effect": "NoSchedule"}],
+                                       [{"key": "x", "value": "y", "effect": "NoExecute"}]]))
+        clusters.append(t.cluster(name, [b[0] for b in built], taints=taints,
+                                  ready=draw(st.booleans()) or draw(st.booleans())))
+        described[name] = {"pools": {b[1]["name"]: b[1] for b in built}, "taints": taints}
+    return clusters, described
+
+
+@st.composite
+def engines(draw):
+    if draw(st.booleans()):
+        return [t.standalone(gpus=draw(st.integers(0, 4)), copies=draw(st.integers(1, 3)))]
+    return [t.gang(leader_gpus=draw(st.sampled_from([0, 0, 2, 4])),
+                   worker_gpus=draw(st.sampled_from([1, 2, 4])),
+                   workers=draw(st.integers(1, 3)), copies=draw(st.integers(1, 2)))]
+
+
+def replica_engines(shape: dict, pool: str) -> list[dict]:
+    engine = shape
+    member = engine["members"]
+    if len(member) == 1:
+        gpus = (member[0].get("nodeSelector") or {"devices": [{"count": 0}]})["devices"][0]["count"]
+        return [t.replica_engine(engine["name"], pool, gpus=gpus, copies=engine["copies"])]
+    leader, worker = member
+
+    def count(m):
+        return (m.get("nodeSelector") or {"devices": [{"count": 0}]})["devices"][0]["count"]
+
+    return [t.replica_engine(engine["name"], pool, role="Gang", gpus=count(worker),
+                             leader_gpus=count(leader), workers=worker["worker"]["nodes"],
+                             copies=engine["copies"])]
+
+
+STATES = [
+    ("True", "AllPodsScheduled", 30),
+    ("True", "AllPodsScheduled", 0.1),
+    ("False", "PodsPending", 1),
+    ("False", "Unschedulable", 10),
+    ("Unknown", "NotObserved", 1),
+]
+
+
+@st.composite
+def scenarios(draw):
+    clusters, described = draw(fleets())
+    shape = draw(engines())
+    xr = t.deployment(replicas=draw(st.integers(0, 5)), engines=shape)
+    names = [*described, "gone"]
+    own, others = {}, []
+    for i in range(draw(st.integers(0, 4))):
+        cluster = draw(st.sampled_from(names))
+        pool = draw(st.sampled_from([*described.get(cluster, {"pools": {"p0": 0}})["pools"]]))
+        status, reason, minutes = draw(st.sampled_from(STATES))
+        own[f"replica-{i}"] = t.model_replica(
+            f"llm-{i}", "team-a", cluster, replica_engines(shape[0], pool),
+            deployment_name="llm", index=i, pods_scheduled=status, reason=reason,
+            since=t.ago(minutes), scheduled_at=t.ago(minutes), placed_at=t.ago(60),
+        )
+    for i in range(draw(st.integers(0, 4))):
+        cluster = draw(st.sampled_from(names))
+        pool = draw(st.sampled_from([*described.get(cluster, {"pools": {"p0": 0}})["pools"]]))
+        status, reason, minutes = draw(st.sampled_from(STATES))
+        others.append(t.model_replica(
+            f"other-{i}", draw(st.sampled_from(["team-a", "team-b"])), cluster,
+            [t.replica_engine("e", pool, gpus=draw(st.integers(0, 8)),
+                              copies=draw(st.integers(1, 2)))],
+            pods_scheduled=status, reason=reason, scheduled_at=t.ago(minutes),
+        ))
+    return xr, clusters, described, own, others
+
+
+def initial_nodes(entry: dict) -> list[list[int]]:
+    """An explicit per-node model of what the pool published (independent of capacity.py)."""
+    width = 2 if entry["with_nic"] else 1
+    empty = [entry["per_node"], 2][:width]
+    if entry["kind"] != "fresh":
+        return [list(empty) for _ in range(entry["nodes"])]
+    nodes = [[free.get("gpu", 0), free.get("nic", 0)][:width]
+             for free, n in entry["histogram"] for _ in range(n)]
+    grow = max(0, entry["nodes"] - entry["observed_nodes"])
+    return nodes + [list(empty) for _ in range(grow)]
+
+
+@SETTINGS
+@given(scenarios(), st.randoms(use_true_random=False))
+def test_the_same_input_in_any_order_gives_the_same_plan(scenario, rnd):
+    xr, clusters, _, own, others = scenario
+    first = t.schedule(xr, clusters, own, others)
+    shuffled_clusters, shuffled_others = list(clusters), list(others)
+    rnd.shuffle(shuffled_clusters)
+    rnd.shuffle(shuffled_others)
+    keys = list(own)
+    rnd.shuffle(keys)
+    again = t.schedule(xr, shuffled_clusters, {k: own[k] for k in keys}, shuffled_others)
+    assert again == first
+
+
+def replay(plan, described) -> dict[tuple[str, str, int], list[int]]:
+    """Replay every reservation on explicit nodes; return the node ids each gang took."""
+    gangs: dict[tuple[str, str, int], list[int]] = {}
+    for (cluster, pool), reservations in plan.reservations.items():
+        nodes = initial_nodes(described[cluster]["pools"][pool])
+        for r in reservations:
+            taken = gangs.get((cluster, pool, r.gang), []) if r.gang is not None else []
+            candidates = [i for i, free in enumerate(nodes)
+                          if tuple(free) == r.node and i not in taken]
+            assert candidates, f"{cluster}/{pool}: no node with free {r.node} left for {r}"
+            node = candidates[0]
+            assert fits(tuple(nodes[node]), r.demand), f"{cluster}/{pool}: over-promise {r}"
+            nodes[node] = [f - d for f, d in zip(nodes[node], r.demand, strict=True)]
+            if r.gang is not None:
+                gangs.setdefault((cluster, pool, r.gang), []).append(node)
+        assert all(f >= 0 for free in nodes for f in free)
+    return gangs
+
+
+@SETTINGS
+@given(scenarios())
+def test_placements_never_exceed_an_exact_per_node_replay(scenario):
+    xr, clusters, described, own, others = scenario
+    replay(t.schedule(xr, clusters, own, others), described)
+
+
+@SETTINGS
+@given(scenarios())
+def test_gang_pods_always_land_on_distinct_nodes(scenario):
+    xr, clusters, described, own, others = scenario
+    plan = t.schedule(xr, clusters, own, others)
+    shape = xr["spec"]["template"]["spec"]["engines"][0]
+    for where, nodes in replay(plan, described).items():
+        assert len(set(nodes)) == len(nodes), f"gang {where} shares a node: {nodes}"
+        # Only this deployment's engines are gangs here: each copy is one leader + workers.
+        assert len(nodes) == 1 + shape["members"][1]["worker"]["nodes"]
+
+
+def healthy(obj: dict, described: dict, tolerated_no_execute: bool) -> bool:
+    conditions = {c["type"]: c for c in obj["status"]["conditions"]}
+    if conditions["PodsScheduled"]["reason"] == "Unschedulable":
+        return False
+    cluster = described.get(obj["spec"]["clusterName"])
+    if cluster is None:
+        return False
+    if any(x["effect"] == "NoExecute" for x in cluster["taints"]) and not tolerated_no_execute:
+        return False
+    for engine in obj["spec"]["engines"]:
+        for member in engine["members"]:
+            pool = cluster["pools"].get(member["nodePoolName"])
+            if pool is None:
+                return False
+            if any(r["count"] > pool["per_node"] for r in member.get("deviceRequests", ())):
+                return False
+    return True
+
+
+@SETTINGS
+@given(scenarios())
+def test_a_healthy_replica_never_moves(scenario):
+    xr, clusters, described, own, others = scenario
+    plan = t.schedule(xr, clusters, own, others)
+    by_name = {r.name: r for r in plan.replicas}
+    removed = {r.name for r in plan.removed}
+    for obj in own.values():
+        if not healthy(obj, described, tolerated_no_execute=False):
+            continue
+        name = obj["metadata"]["name"]
+        if name in removed:
+            continue
+        kept = by_name[name]
+        assert kept.cluster == obj["spec"]["clusterName"]
+        assert set(kept.pools) == {m["nodePoolName"] for e in obj["spec"]["engines"]
+                                   for m in e["members"]}
+
+
+@settings(max_examples=20, deadline=None)
+@given(scenarios())
+def test_a_plan_is_a_function_of_now(scenario):
+    xr, clusters, _, own, others = scenario
+    assert t.schedule(xr, clusters, own, others) == t.schedule(xr, clusters, own, others)
+    later = t.schedule(xr, clusters, own, others, now=t.NOW + timedelta(seconds=1))
+    for r in later.replicas:
+        if r.change.value in ("Placed", "Moved"):
+            assert format_time(r.placed_at) == format_time(t.NOW + timedelta(seconds=1))
