@@ -160,6 +160,24 @@ def test_a_pool_whose_devices_do_not_match_is_skipped():
     assert where(plan) == [("b", ("p",))]
 
 
+POOL_ORDER = [
+    pytest.param(1, ("small",), id="a 1-GPU engine tries the 4-GPU pool before the 8-GPU pool"),
+    pytest.param(4, ("small",), id="a 4-GPU engine fills a 4-GPU node before breaking an 8-GPU one"),
+    pytest.param(8, ("big",), id="an 8-GPU engine goes to the only pool whose nodes hold it"),
+]
+
+
+@pytest.mark.parametrize(("gpus", "pools"), POOL_ORDER)
+def test_engines_try_the_smallest_matching_hardware_first(gpus, pools):
+    # "big" sorts before "small" by name: only the hardware rule puts small first.
+    clusters = [t.cluster("a", [
+        t.pool("big", 2, [t.device("gpu", 8)], histogram=[({"gpu": 8}, 2)]),
+        t.pool("small", 2, [t.device("gpu", 4)], histogram=[({"gpu": 4}, 2)]),
+    ])]
+    plan = t.schedule(t.deployment(engines=[t.standalone(gpus=gpus)]), clusters)
+    assert where(plan) == [("a", pools)]
+
+
 TAINT = {"key": "gpu", "value": "h100", "effect": "NoSchedule"}
 EVICT = {"key": "maintenance", "value": "now", "effect": "NoExecute"}
 

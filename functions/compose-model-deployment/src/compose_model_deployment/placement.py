@@ -19,7 +19,8 @@ Phases (each a small function below)
     4. fill       re-place failing/evicted replicas, then add new ones at the
                   lowest free indices; each goes to the eligible cluster with
                   the fewest replicas of this deployment (ties by name), every
-                  engine on one pool (pools by name), all engines of a
+                  engine on one pool (smallest matching hardware first,
+                  then by name), all engines of a
                   replica on one cluster. Capacity is charged as it is used.
 
 Invariants
@@ -252,6 +253,28 @@ class _Planner:
             self.bases[pool.key] = basis
         return self.ledgers[pool.key]
 
+    def pool_preference(self, engine: EngineShape, pools: Sequence[Pool]) -> list[Pool]:
+        """Pools in the order an engine tries them: smallest matching hardware first.
+
+        The key is the most devices per node among the kinds the engine
+        claims, so a 1-GPU engine tries a 4-GPU pool before an 8-GPU one and
+        large nodes stay whole for engines that need them. Ties, claimless
+        engines and pools that do not match at all go by name.
+        """
+
+        def key(pool: Pool) -> tuple[int, int, str]:
+            resolved = self.resolve(engine, pool)
+            if resolved is None:
+                return (1, 0, pool.name)
+            per_node = dict(zip(pool.kinds.names, pool.kinds.per_node, strict=True))
+            largest = max(
+                (per_node.get(r.kind, 0) for m in resolved.members for r in m.requests),
+                default=0,
+            )
+            return (0, largest, pool.name)
+
+        return sorted(pools, key=key)
+
     def try_cluster(
         self,
         cluster: Cluster,
@@ -262,7 +285,7 @@ class _Planner:
         trials: dict[PoolKey, Ledger] = {}
         placed: dict[str, PlacedEngine] = {}
         for engine in engines:
-            for pool in sorted(cluster.pools, key=lambda p: p.name):
+            for pool in self.pool_preference(engine, cluster.pools):
                 if pool.key in avoid:
                     self.reasons.append(
                         _Reason(2, cluster.name, pool.name,
@@ -520,7 +543,10 @@ def wire_form(engines: Sequence[PlacedEngine]) -> tuple[PlacedEngine, ...]:
 
 
 def _capacity_text(cluster: Cluster, pool: Pool, engine: EngineShape, ledger: Ledger) -> str:
-    free = dict(zip(pool.kinds.names, ledger.free_devices(), strict=True))
+    free = ", ".join(
+        f"{name}={count}"
+        for name, count in zip(pool.kinds.names, ledger.free_devices(), strict=True)
+    )
     pods = sum(m.pods_per_copy for m in engine.members)
     shape = f"{engine.copies} cop{'y' if engine.copies == 1 else 'ies'} of {pods} pod(s)"
     if engine.is_gang:
@@ -528,7 +554,7 @@ def _capacity_text(cluster: Cluster, pool: Pool, engine: EngineShape, ledger: Le
     mode = "whole-node accounting" if ledger.whole_node else "observed capacity"
     return (
         f"engine {engine.name} ({shape}) does not fit pool {cluster.name}/{pool.name} "
-        f"({mode}: {ledger.nodes} node(s), free {free or 'nothing'})"
+        f"({mode}: {ledger.nodes} node(s), {free or 'no device'} free in all)"
     )
 
 
