@@ -40,36 +40,58 @@ def fleet(nodes_per_pool: int, rnd: random.Random) -> list[dict]:
             counts = [nodes_per_pool * w // total for w in weights]
             counts[0] += nodes_per_pool - sum(counts)
             histogram = [({"gpu": free}, n) for free, n in enumerate(counts) if n]
-            pools.append(t.pool(f"pool-{p}", nodes_per_pool, [t.device("gpu", 8)],
-                                max_nodes=nodes_per_pool + 10, histogram=histogram))
+            pools.append(
+                t.pool(
+                    f"pool-{p}",
+                    nodes_per_pool,
+                    [t.device("gpu", 8)],
+                    max_nodes=nodes_per_pool + 10,
+                    histogram=histogram,
+                )
+            )
         clusters.append(t.cluster(f"cluster-{c:02d}", pools, cluster_labels={"fleet": "prod"}))
     return clusters
 
 
 def other_replicas(count: int, rnd: random.Random) -> list[dict]:
     out = []
-    template = {"spec": {"containers": [{"name": "engine", "image": "vllm/vllm-openai:v0.9.0",
-                                         "args": ["--model", "meta-llama/Llama-3.1-8B"] * 8,
-                                         "env": [{"name": f"VAR_{i}", "value": "x" * 24}
-                                                 for i in range(12)]}]}}
+    template = {
+        "spec": {
+            "containers": [
+                {
+                    "name": "engine",
+                    "image": "vllm/vllm-openai:v0.9.0",
+                    "args": ["--model", "meta-llama/Llama-3.1-8B"] * 8,
+                    "env": [{"name": f"VAR_{i}", "value": "x" * 24} for i in range(12)],
+                }
+            ]
+        }
+    }
     for i in range(count):
         cluster = f"cluster-{rnd.randrange(CLUSTERS):02d}"
         pool = f"pool-{rnd.randrange(POOLS)}"
         if i % 5 == 0:
             engine = t.replica_engine("gang", pool, role="Gang", gpus=8, workers=1)
         else:
-            engine = t.replica_engine("serve", pool, gpus=rnd.choice([1, 2, 4]),
-                                      copies=rnd.choice([1, 2]))
+            engine = t.replica_engine(
+                "serve", pool, gpus=rnd.choice([1, 2, 4]), copies=rnd.choice([1, 2])
+            )
         for member in engine["members"]:
             member["template"] = template
         state = rnd.random()
-        out.append(t.model_replica(
-            f"model-{i}", f"ns-{i % 200}", cluster, [engine],
-            deployment_name=f"model-{i // 4}", index=i % 4,
-            pods_scheduled="True" if state < 0.9 else "False",
-            reason="AllPodsScheduled" if state < 0.9 else "PodsPending",
-            scheduled_at=t.ago(30) if state < 0.8 else t.ago(0, 5),
-        ))
+        out.append(
+            t.model_replica(
+                f"model-{i}",
+                f"ns-{i % 200}",
+                cluster,
+                [engine],
+                deployment_name=f"model-{i // 4}",
+                index=i % 4,
+                pods_scheduled="True" if state < 0.9 else "False",
+                reason="AllPodsScheduled" if state < 0.9 else "PodsPending",
+                scheduled_at=t.ago(30) if state < 0.8 else t.ago(0, 5),
+            )
+        )
     return out
 
 
@@ -77,8 +99,9 @@ def build(replicas: int, nodes_per_pool: int, steady: bool) -> bytes:
     rnd = random.Random(7)
     clusters = fleet(nodes_per_pool, rnd)
     others = other_replicas(8000, rnd)
-    xr = t.deployment(replicas=replicas, engines=[t.standalone(gpus=2, copies=2)],
-                      match_labels={"fleet": "prod"})
+    xr = t.deployment(
+        replicas=replicas, engines=[t.standalone(gpus=2, copies=2)], match_labels={"fleet": "prod"}
+    )
     own = {}
     if steady:
         plan = t.schedule(xr, clusters, {}, others, matcher=MATCHER)
@@ -113,17 +136,23 @@ def measure(label: str, payload: bytes, runs: int) -> None:
     totals.sort()
     p99 = totals[min(len(totals) - 1, round(0.99 * (len(totals) - 1)))]
     split = "  ".join(f"{k} {statistics.median(v) * 1000:6.1f}" for k, v in parts.items())
-    print(f"{label:42s} {len(payload) / 1e6:5.1f} MB  replicas {placed:3d}  "
-          f"p50 {statistics.median(totals) * 1000:6.1f} ms  p99 {p99 * 1000:6.1f} ms  "
-          f"[{split}] ms  peak {peak / 1e6:5.1f} MB")
+    print(
+        f"{label:42s} {len(payload) / 1e6:5.1f} MB  replicas {placed:3d}  "
+        f"p50 {statistics.median(totals) * 1000:6.1f} ms  p99 {p99 * 1000:6.1f} ms  "
+        f"[{split}] ms  peak {peak / 1e6:5.1f} MB"
+    )
 
 
 def main() -> None:
     parser = argparse.ArgumentParser()
     parser.add_argument("--runs", type=int, default=30)
     args = parser.parse_args()
-    for replicas, nodes, name in ((10, 50, "12k nodes"), (20, 50, "12k nodes"),
-                                  (10, 500, "120k nodes"), (20, 500, "120k nodes")):
+    for replicas, nodes, name in (
+        (10, 50, "12k nodes"),
+        (20, 50, "12k nodes"),
+        (10, 500, "120k nodes"),
+        (20, 500, "120k nodes"),
+    ):
         for steady in (False, True):
             payload = build(replicas, nodes, steady)
             state = "steady" if steady else "cold"

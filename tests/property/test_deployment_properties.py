@@ -17,8 +17,11 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from modelplane_common.timeutil import format_time
 
-SETTINGS = settings(max_examples=200, deadline=None,
-                    suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large])
+SETTINGS = settings(
+    max_examples=200,
+    deadline=None,
+    suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large],
+)
 
 
 @st.composite
@@ -29,8 +32,14 @@ def pools(draw, cluster: str, index: int):
     devices = [t.device("gpu", per_node)] + ([t.device("nic", 2)] if with_nic else [])
     nodes = draw(st.integers(0, 8))
     kind = draw(st.sampled_from(["fresh", "fresh", "stale", "none"]))
-    entry = {"name": name, "per_node": per_node, "with_nic": with_nic, "nodes": nodes,
-             "kind": kind, "histogram": []}
+    entry = {
+        "name": name,
+        "per_node": per_node,
+        "with_nic": with_nic,
+        "nodes": nodes,
+        "kind": kind,
+        "histogram": [],
+    }
     if kind == "none":
         return t.pool(name, nodes, devices), entry
     observed_nodes = draw(st.integers(0, nodes + 1))
@@ -43,8 +52,14 @@ def pools(draw, cluster: str, index: int):
         histogram.append((free, 1))
     entry.update(observed_nodes=observed_nodes, histogram=histogram)
     observed_at = t.ago(1) if kind == "fresh" else t.ago(30)
-    return t.pool(name, nodes, devices, histogram=histogram, observed_at=observed_at,
-                  observed_nodes=observed_nodes), entry
+    return t.pool(
+        name,
+        nodes,
+        devices,
+        histogram=histogram,
+        observed_at=observed_at,
+        observed_nodes=observed_nodes,
+    ), entry
 
 
 @st.composite
@@ -53,10 +68,23 @@ def fleets(draw):
     for c in range(draw(st.integers(1, 3))):
         name = f"c{c}"
         built = [draw(pools(name, i)) for i in range(draw(st.integers(1, 2)))]
-        taints = draw(st.sampled_from([[], [{"key": "k", "value": "v", "effect": "NoSchedule"}],
-                                       [{"key": "x", "value": "y", "effect": "NoExecute"}]]))
-        clusters.append(t.cluster(name, [b[0] for b in built], taints=taints,
-                                  ready=draw(st.booleans()) or draw(st.booleans())))
+        taints = draw(
+            st.sampled_from(
+                [
+                    [],
+                    [{"key": "k", "value": "v", "effect": "NoSchedule"}],
+                    [{"key": "x", "value": "y", "effect": "NoExecute"}],
+                ]
+            )
+        )
+        clusters.append(
+            t.cluster(
+                name,
+                [b[0] for b in built],
+                taints=taints,
+                ready=draw(st.booleans()) or draw(st.booleans()),
+            )
+        )
         described[name] = {"pools": {b[1]["name"]: b[1] for b in built}, "taints": taints}
     return clusters, described
 
@@ -65,9 +93,14 @@ def fleets(draw):
 def engines(draw):
     if draw(st.booleans()):
         return [t.standalone(gpus=draw(st.integers(0, 4)), copies=draw(st.integers(1, 3)))]
-    return [t.gang(leader_gpus=draw(st.sampled_from([0, 0, 2, 4])),
-                   worker_gpus=draw(st.sampled_from([1, 2, 4])),
-                   workers=draw(st.integers(1, 3)), copies=draw(st.integers(1, 2)))]
+    return [
+        t.gang(
+            leader_gpus=draw(st.sampled_from([0, 0, 2, 4])),
+            worker_gpus=draw(st.sampled_from([1, 2, 4])),
+            workers=draw(st.integers(1, 3)),
+            copies=draw(st.integers(1, 2)),
+        )
+    ]
 
 
 def replica_engines(shape: dict, pool: str) -> list[dict]:
@@ -81,9 +114,17 @@ def replica_engines(shape: dict, pool: str) -> list[dict]:
     def count(m):
         return (m.get("nodeSelector") or {"devices": [{"count": 0}]})["devices"][0]["count"]
 
-    return [t.replica_engine(engine["name"], pool, role="Gang", gpus=count(worker),
-                             leader_gpus=count(leader), workers=worker["worker"]["nodes"],
-                             copies=engine["copies"])]
+    return [
+        t.replica_engine(
+            engine["name"],
+            pool,
+            role="Gang",
+            gpus=count(worker),
+            leader_gpus=count(leader),
+            workers=worker["worker"]["nodes"],
+            copies=engine["copies"],
+        )
+    ]
 
 
 STATES = [
@@ -107,20 +148,37 @@ def scenarios(draw):
         pool = draw(st.sampled_from([*described.get(cluster, {"pools": {"p0": 0}})["pools"]]))
         status, reason, minutes = draw(st.sampled_from(STATES))
         own[f"replica-{i}"] = t.model_replica(
-            f"llm-{i}", "team-a", cluster, replica_engines(shape[0], pool),
-            deployment_name="llm", index=i, pods_scheduled=status, reason=reason,
-            since=t.ago(minutes), scheduled_at=t.ago(minutes), placed_at=t.ago(60),
+            f"llm-{i}",
+            "team-a",
+            cluster,
+            replica_engines(shape[0], pool),
+            deployment_name="llm",
+            index=i,
+            pods_scheduled=status,
+            reason=reason,
+            since=t.ago(minutes),
+            scheduled_at=t.ago(minutes),
+            placed_at=t.ago(60),
         )
     for i in range(draw(st.integers(0, 4))):
         cluster = draw(st.sampled_from(names))
         pool = draw(st.sampled_from([*described.get(cluster, {"pools": {"p0": 0}})["pools"]]))
         status, reason, minutes = draw(st.sampled_from(STATES))
-        others.append(t.model_replica(
-            f"other-{i}", draw(st.sampled_from(["team-a", "team-b"])), cluster,
-            [t.replica_engine("e", pool, gpus=draw(st.integers(0, 8)),
-                              copies=draw(st.integers(1, 2)))],
-            pods_scheduled=status, reason=reason, scheduled_at=t.ago(minutes),
-        ))
+        others.append(
+            t.model_replica(
+                f"other-{i}",
+                draw(st.sampled_from(["team-a", "team-b"])),
+                cluster,
+                [
+                    t.replica_engine(
+                        "e", pool, gpus=draw(st.integers(0, 8)), copies=draw(st.integers(1, 2))
+                    )
+                ],
+                pods_scheduled=status,
+                reason=reason,
+                scheduled_at=t.ago(minutes),
+            )
+        )
     return xr, clusters, described, own, others
 
 
@@ -130,8 +188,11 @@ def initial_nodes(entry: dict) -> list[list[int]]:
     empty = [entry["per_node"], 2][:width]
     if entry["kind"] != "fresh":
         return [list(empty) for _ in range(entry["nodes"])]
-    nodes = [[free.get("gpu", 0), free.get("nic", 0)][:width]
-             for free, n in entry["histogram"] for _ in range(n)]
+    nodes = [
+        [free.get("gpu", 0), free.get("nic", 0)][:width]
+        for free, n in entry["histogram"]
+        for _ in range(n)
+    ]
     grow = max(0, entry["nodes"] - entry["observed_nodes"])
     return nodes + [list(empty) for _ in range(grow)]
 
@@ -157,8 +218,9 @@ def replay(plan, described) -> dict[tuple[str, str, int], list[int]]:
         nodes = initial_nodes(described[cluster]["pools"][pool])
         for r in reservations:
             taken = gangs.get((cluster, pool, r.gang), []) if r.gang is not None else []
-            candidates = [i for i, free in enumerate(nodes)
-                          if tuple(free) == r.node and i not in taken]
+            candidates = [
+                i for i, free in enumerate(nodes) if tuple(free) == r.node and i not in taken
+            ]
             assert candidates, f"{cluster}/{pool}: no node with free {r.node} left for {r}"
             node = candidates[0]
             assert fits(tuple(nodes[node]), r.demand), f"{cluster}/{pool}: over-promise {r}"
@@ -222,8 +284,9 @@ def test_a_healthy_replica_never_moves(scenario):
             continue
         kept = by_name[name]
         assert kept.cluster == obj["spec"]["clusterName"]
-        assert set(kept.pools) == {m["nodePoolName"] for e in obj["spec"]["engines"]
-                                   for m in e["members"]}
+        assert set(kept.pools) == {
+            m["nodePoolName"] for e in obj["spec"]["engines"] for m in e["members"]
+        }
 
 
 @settings(max_examples=20, deadline=None)

@@ -52,4 +52,3 @@ def test_malformed_observation_falls_back_with_a_warning(functions):
     ), warnings
     message = condition(composite(rendered), "CapacityObserved")["message"]
     assert "l4 (observation is older than 5m)" in message
-

@@ -35,7 +35,10 @@ def place(functions, xr):
     replicas = {
         r["metadata"]["name"]: (
             r["spec"]["clusterName"],
-            {e["name"]: sorted({m["nodePoolName"] for m in e["members"]}) for e in r["spec"]["engines"]},
+            {
+                e["name"]: sorted({m["nodePoolName"] for m in e["members"]})
+                for e in r["spec"]["engines"]
+            },
         )
         for r in by_kind(rendered, "ModelReplica")
     }
@@ -59,13 +62,16 @@ def test_single_gpu_replicas_spread_across_clusters_on_the_smallest_fitting_pool
     assert xr["status"]["replicas"] == {"desired": 6, "scheduled": 6, "ready": 0}
     assert condition(xr, "ReplicasScheduled")["status"] == "True"
     replica = by_kind(rendered, "ModelReplica")[0]
-    assert replica["metadata"]["labels"].items() >= {
-        "modelplane.ai/deployment": "llama-8b",
-        "modelplane.ai/deployment-namespace": "team-a",
-        "modelplane.ai/cluster": "gpu-east",
-        "modelplane.ai/replica-index": "0",
-        "app.kubernetes.io/name": "llama-8b",
-    }.items()
+    assert (
+        replica["metadata"]["labels"].items()
+        >= {
+            "modelplane.ai/deployment": "llama-8b",
+            "modelplane.ai/deployment-namespace": "team-a",
+            "modelplane.ai/cluster": "gpu-east",
+            "modelplane.ai/replica-index": "0",
+            "app.kubernetes.io/name": "llama-8b",
+        }.items()
+    )
     (member,) = replica["spec"]["engines"][0]["members"]
     assert member["deviceRequests"][0]["deviceClassName"] == "gpu.nvidia.com"
     assert member["deviceRequests"][0]["count"] == 1
@@ -114,7 +120,9 @@ def test_a_gang_that_needs_more_distinct_nodes_than_a_fallback_pool_has_is_not_p
     # a gang of at most 4 pods. Five pods (leader + 4 workers) must not fit
     # there, however many GPUs the histogram would have claimed were free.
     xr = copy.deepcopy(deployment("leader-worker-gang.yaml"))
-    xr["spec"]["template"]["spec"]["clusterSelector"] = {"matchLabels": {"modelplane.ai/tier": "lab"}}
+    xr["spec"]["template"]["spec"]["clusterSelector"] = {
+        "matchLabels": {"modelplane.ai/tier": "lab"}
+    }
     xr["spec"]["template"]["spec"]["engines"][0]["members"][1]["worker"]["nodes"] = 4
     rendered, replicas = place(functions, xr)
     assert replicas == {}

@@ -78,12 +78,16 @@ def simulate(assumption: type[Ledger], policy: str, seed: int) -> tuple[int, int
             size = rnd.choice([1, 1, 2, 2, 4, 8])
             pods = [size, size] if rnd.random() < 0.2 else [size]
             for pool in rnd.sample(range(POOLS), POOLS):
-                ledger = assumption({(f,): n for f, n in published[pool].items()}, (GPUS,),
-                                    whole_node=False)
+                ledger = assumption(
+                    {(f,): n for f, n in published[pool].items()}, (GPUS,), whole_node=False
+                )
                 for earlier in since[pool]:
                     ledger.place_best_effort([(d,) for d in earlier], gang=len(earlier) > 1)
-                ok = (ledger.place_gang([(d,) for d in pods]) if len(pods) > 1
-                      else ledger.place_shared((pods[0],), 1))
+                ok = (
+                    ledger.place_gang([(d,) for d in pods])
+                    if len(pods) > 1
+                    else ledger.place_shared((pods[0],), 1)
+                )
                 if not ok:
                     continue
                 admitted += 1

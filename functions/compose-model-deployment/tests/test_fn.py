@@ -24,8 +24,11 @@ def run(req):
 
 
 def conditions(rsp):
-    status = {fnv1.STATUS_CONDITION_TRUE: "True", fnv1.STATUS_CONDITION_FALSE: "False",
-              fnv1.STATUS_CONDITION_UNKNOWN: "Unknown"}
+    status = {
+        fnv1.STATUS_CONDITION_TRUE: "True",
+        fnv1.STATUS_CONDITION_FALSE: "False",
+        fnv1.STATUS_CONDITION_UNKNOWN: "Unknown",
+    }
     return {c.type: (status[c.status], c.reason, c.message) for c in rsp.conditions}
 
 
@@ -41,32 +44,64 @@ def events(rsp, severity=None):
     return [r.message for r in rsp.results if severity is None or r.severity == severity]
 
 
-CLUSTERS = [t.cluster("a", [t.pool("p", 2, histogram=[(FULL, 2)])], cluster_labels={"tier": "1"}),
-            t.cluster("b", [t.pool("p", 1, histogram=[(FULL, 1)])], cluster_labels={"tier": "1"})]
-RUNNING = t.model_replica("llm-0", "team-a", "b", [t.replica_engine("serve", "p", gpus=8)],
-                          deployment_name="llm", index=0, placed_at=t.ago(60))
+CLUSTERS = [
+    t.cluster("a", [t.pool("p", 2, histogram=[(FULL, 2)])], cluster_labels={"tier": "1"}),
+    t.cluster("b", [t.pool("p", 1, histogram=[(FULL, 1)])], cluster_labels={"tier": "1"}),
+]
+RUNNING = t.model_replica(
+    "llm-0",
+    "team-a",
+    "b",
+    [t.replica_engine("serve", "p", gpus=8)],
+    deployment_name="llm",
+    index=0,
+    placed_at=t.ago(60),
+)
 OWN = {"replica-0": RUNNING}
-BAD_SELECTOR = t.deployment(replicas=2, engines=[t.standalone(gpus=1,
-                                                              selectors=["device.driver =="])])
+BAD_SELECTOR = t.deployment(
+    replicas=2, engines=[t.standalone(gpus=1, selectors=["device.driver =="])]
+)
 
 # (request, expected ReplicasScheduled (status, reason), a warning is expected)
 UNRESOLVED = [
-    pytest.param(t.request(t.deployment(replicas=2), None, [], OWN),
-                 ("Unknown", "WaitingForInputs"), False,
-                 id="clusters not fetched yet keeps every replica unchanged"),
-    pytest.param(t.request(t.deployment(replicas=2), CLUSTERS, None, OWN),
-                 ("Unknown", "WaitingForInputs"), False,
-                 id="replicas not fetched yet keeps every replica unchanged"),
-    pytest.param(t.request(t.deployment(replicas=2), [], [], OWN),
-                 ("False", "NoClusters"), True,
-                 id="an empty cluster list keeps every replica unchanged"),
-    pytest.param(t.request(BAD_SELECTOR, CLUSTERS, [], OWN),
-                 ("False", "InvalidSelector"), True,
-                 id="a selector that does not compile keeps every replica unchanged"),
-    pytest.param(t.request({**t.deployment(replicas=2), "spec": {"replicas": 2, "template": {
-        "spec": {"engines": []}}}}, CLUSTERS, [], OWN),
-                 ("False", "InvalidDeployment"), True,
-                 id="an invalid deployment keeps every replica unchanged"),
+    pytest.param(
+        t.request(t.deployment(replicas=2), None, [], OWN),
+        ("Unknown", "WaitingForInputs"),
+        False,
+        id="clusters not fetched yet keeps every replica unchanged",
+    ),
+    pytest.param(
+        t.request(t.deployment(replicas=2), CLUSTERS, None, OWN),
+        ("Unknown", "WaitingForInputs"),
+        False,
+        id="replicas not fetched yet keeps every replica unchanged",
+    ),
+    pytest.param(
+        t.request(t.deployment(replicas=2), [], [], OWN),
+        ("False", "NoClusters"),
+        True,
+        id="an empty cluster list keeps every replica unchanged",
+    ),
+    pytest.param(
+        t.request(BAD_SELECTOR, CLUSTERS, [], OWN),
+        ("False", "InvalidSelector"),
+        True,
+        id="a selector that does not compile keeps every replica unchanged",
+    ),
+    pytest.param(
+        t.request(
+            {
+                **t.deployment(replicas=2),
+                "spec": {"replicas": 2, "template": {"spec": {"engines": []}}},
+            },
+            CLUSTERS,
+            [],
+            OWN,
+        ),
+        ("False", "InvalidDeployment"),
+        True,
+        id="an invalid deployment keeps every replica unchanged",
+    ),
 ]
 
 
@@ -87,24 +122,32 @@ def test_requirements_select_clusters_by_labels_and_replicas_everywhere():
     rsp = run(t.request(t.deployment(match_labels={"tier": "1"}), None, None))
     clusters = rsp.requirements.resources[fn.CLUSTERS]
     replicas = rsp.requirements.resources[fn.REPLICAS]
-    assert (clusters.kind, dict(clusters.match_labels.labels)) == ("InferenceCluster",
-                                                                   {"tier": "1"})
+    assert (clusters.kind, dict(clusters.match_labels.labels)) == (
+        "InferenceCluster",
+        {"tier": "1"},
+    )
     assert replicas.kind == "ModelReplica"
     assert replicas.HasField("match_labels") and not replicas.match_labels.labels
     assert replicas.namespace == ""
 
 
 def test_a_composed_replica_carries_identity_pools_and_device_classes():
-    xr = t.deployment(replicas=1, engines=[t.gang(leader_gpus=0, worker_gpus=8, workers=1)],
-                      tolerations=[{"key": "gpu", "operator": "Exists"}],
-                      template_labels={"app": "llm", labels.CLUSTER: "spoofed"})
+    xr = t.deployment(
+        replicas=1,
+        engines=[t.gang(leader_gpus=0, worker_gpus=8, workers=1)],
+        tolerations=[{"key": "gpu", "operator": "Exists"}],
+        template_labels={"app": "llm", labels.CLUSTER: "spoofed"},
+    )
     rsp = run(t.request(xr, CLUSTERS, []))
     replica = desired(rsp)["replica-0"]
     assert replica["metadata"]["name"] == "llm-0"
     assert replica["metadata"]["namespace"] == "team-a"
     assert replica["metadata"]["labels"] == {
-        "app": "llm", labels.DEPLOYMENT: "llm", labels.DEPLOYMENT_NAMESPACE: "team-a",
-        labels.CLUSTER: "a", labels.REPLICA_INDEX: "0",
+        "app": "llm",
+        labels.DEPLOYMENT: "llm",
+        labels.DEPLOYMENT_NAMESPACE: "team-a",
+        labels.CLUSTER: "a",
+        labels.REPLICA_INDEX: "0",
     }
     assert replica["metadata"]["annotations"] == {labels.PLACED_AT: "2025-06-01T12:00:00Z"}
     spec = replica["spec"]
@@ -113,10 +156,14 @@ def test_a_composed_replica_carries_identity_pools_and_device_classes():
     (engine,) = spec["engines"]
     assert engine["name"] == "gang" and engine["copies"] == 1
     leader, worker = engine["members"]
-    assert leader == {"role": "Leader", "nodePoolName": "p",
-                      "template": {"spec": {"containers": [{"name": "leader"}]}}}
-    assert worker["deviceRequests"] == [{"name": "gpu", "deviceClassName": "gpu.example.com",
-                                         "count": 8}]
+    assert leader == {
+        "role": "Leader",
+        "nodePoolName": "p",
+        "template": {"spec": {"containers": [{"name": "leader"}]}},
+    }
+    assert worker["deviceRequests"] == [
+        {"name": "gpu", "deviceClassName": "gpu.example.com", "count": 8}
+    ]
     assert worker["worker"] == {"nodes": 1} and worker["nodePoolName"] == "p"
 
 
@@ -124,8 +171,12 @@ def test_a_composed_replica_carries_identity_pools_and_device_classes():
     ("replicas", "scheduled", "condition"),
     [
         pytest.param(3, 3, ("True", "AllReplicasScheduled"), id="all placed reads True"),
-        pytest.param(4, 3, ("False", "InsufficientCapacity"),
-                     id="a partial shortfall reads False InsufficientCapacity"),
+        pytest.param(
+            4,
+            3,
+            ("False", "InsufficientCapacity"),
+            id="a partial shortfall reads False InsufficientCapacity",
+        ),
     ],
 )
 def test_replicas_scheduled_reports_every_shortfall(replicas, scheduled, condition):
@@ -153,9 +204,16 @@ def test_placements_are_announced_as_normal_events_once():
 def test_identity_includes_the_namespace():
     # Same deployment name and replica name, other namespace: someone else's replica,
     # charged against its pool and never adopted or emitted.
-    stranger = t.model_replica("llm-0", "team-b", "b", [t.replica_engine("serve", "p", gpus=8)],
-                               deployment_name="llm", index=0, pods_scheduled="False",
-                               reason="PodsPending")
+    stranger = t.model_replica(
+        "llm-0",
+        "team-b",
+        "b",
+        [t.replica_engine("serve", "p", gpus=8)],
+        deployment_name="llm",
+        index=0,
+        pods_scheduled="False",
+        reason="PodsPending",
+    )
     xr = t.deployment(replicas=2, engines=[t.standalone(gpus=8)])
     rsp = run(t.request(xr, CLUSTERS, [stranger, RUNNING], OWN))
     out = desired(rsp)
@@ -166,11 +224,23 @@ def test_identity_includes_the_namespace():
 
 
 def test_contradictory_labels_are_reported_and_the_replica_is_kept():
-    wrong = t.model_replica("llm-0", "team-a", "b", [t.replica_engine("serve", "p", gpus=8)],
-                            deployment_name="llm", index=0,
-                            extra_labels={labels.CLUSTER: "a", labels.REPLICA_INDEX: "7"})
-    rsp = run(t.request(t.deployment(replicas=1, engines=[t.standalone(gpus=8)]), CLUSTERS, [],
-                        {"replica-0": wrong}))
+    wrong = t.model_replica(
+        "llm-0",
+        "team-a",
+        "b",
+        [t.replica_engine("serve", "p", gpus=8)],
+        deployment_name="llm",
+        index=0,
+        extra_labels={labels.CLUSTER: "a", labels.REPLICA_INDEX: "7"},
+    )
+    rsp = run(
+        t.request(
+            t.deployment(replicas=1, engines=[t.standalone(gpus=8)]),
+            CLUSTERS,
+            [],
+            {"replica-0": wrong},
+        )
+    )
     out = desired(rsp)["replica-0"]
     assert out["spec"]["clusterName"] == "b"
     assert out["metadata"]["labels"][labels.CLUSTER] == "b"
@@ -180,8 +250,9 @@ def test_contradictory_labels_are_reported_and_the_replica_is_kept():
 
 
 def test_a_replica_claiming_our_labels_from_outside_is_reported():
-    impostor = t.model_replica("llm-9", "team-a", "a", [t.replica_engine("serve", "p")],
-                               deployment_name="llm", index=9)
+    impostor = t.model_replica(
+        "llm-9", "team-a", "a", [t.replica_engine("serve", "p")], deployment_name="llm", index=9
+    )
     rsp = run(t.request(t.deployment(replicas=1), CLUSTERS, [impostor]))
     assert "not composed by it" in conditions(rsp)[fn.INPUTS][2]
 
@@ -197,16 +268,30 @@ def test_a_rejected_histogram_is_reported_and_that_pool_falls_back():
 
 
 def test_healing_writes_the_failure_memory_and_moves_the_replica():
-    stuck = t.model_replica("llm-0", "team-a", "b", [t.replica_engine("serve", "p", gpus=8)],
-                            deployment_name="llm", index=0, pods_scheduled="False",
-                            reason="Unschedulable", since=t.ago(10), ready=False,
-                            placed_at=t.ago(20))
+    stuck = t.model_replica(
+        "llm-0",
+        "team-a",
+        "b",
+        [t.replica_engine("serve", "p", gpus=8)],
+        deployment_name="llm",
+        index=0,
+        pods_scheduled="False",
+        reason="Unschedulable",
+        since=t.ago(10),
+        ready=False,
+        placed_at=t.ago(20),
+    )
     xr = t.deployment(replicas=1, engines=[t.standalone(gpus=8)])
     rsp = run(t.request(xr, CLUSTERS, [], {"replica-0": stuck}))
     assert desired(rsp)["replica-0"]["spec"]["clusterName"] == "a"
     assert xr_status(rsp)["failedPlacements"] == [
-        {"cluster": "b", "pool": "p", "replica": "llm-0", "expiresAt": "2025-06-01T12:30:00Z",
-         "reason": "unschedulable since 2025-06-01T11:50:00Z"},
+        {
+            "cluster": "b",
+            "pool": "p",
+            "replica": "llm-0",
+            "expiresAt": "2025-06-01T12:30:00Z",
+            "reason": "unschedulable since 2025-06-01T11:50:00Z",
+        },
     ]
     assert any("avoiding b/p" in m for m in events(rsp, fnv1.SEVERITY_WARNING))
     assert any(m.startswith("moved replica llm-0 from b/p to a/p") for m in events(rsp))

@@ -25,8 +25,13 @@ def where(plan):
 def own(index, cluster, pool_name="p", *, gpus=1, name="llm", **kw):
     return {
         f"replica-{index}": t.model_replica(
-            f"{name}-{index}", "team-a", cluster, [t.replica_engine("serve", pool_name, gpus=gpus)],
-            deployment_name=name, index=index, **kw,
+            f"{name}-{index}",
+            "team-a",
+            cluster,
+            [t.replica_engine("serve", pool_name, gpus=gpus)],
+            deployment_name=name,
+            index=index,
+            **kw,
         )
     }
 
@@ -40,84 +45,198 @@ def merge(*dicts):
 
 FULL = {"gpu": 8}
 OTHER_LATE = t.model_replica(
-    "other-0", "team-b", "a", [t.replica_engine("serve", "p", gpus=8)],
+    "other-0",
+    "team-b",
+    "a",
+    [t.replica_engine("serve", "p", gpus=8)],
     scheduled_at=t.ago(0, 10),  # after the pool's observation (1 minute ago)
 )
 OTHER_EARLY = t.model_replica(
-    "other-0", "team-b", "a", [t.replica_engine("serve", "p", gpus=8)], scheduled_at=t.ago(5),
+    "other-0",
+    "team-b",
+    "a",
+    [t.replica_engine("serve", "p", gpus=8)],
+    scheduled_at=t.ago(5),
 )
 OTHER_PENDING = t.model_replica(
-    "other-0", "team-b", "a", [t.replica_engine("serve", "p", gpus=8)],
-    pods_scheduled="False", reason="PodsPending",
+    "other-0",
+    "team-b",
+    "a",
+    [t.replica_engine("serve", "p", gpus=8)],
+    pods_scheduled="False",
+    reason="PodsPending",
 )
 
 # (deployment, clusters, own, others, expected number placed)
 CAPACITY = [
-    pytest.param(t.deployment(replicas=4, engines=[t.standalone(gpus=2)]),
-                 [one_pool(1, [(FULL, 1)])], {}, [], 4,
-                 id="a fresh histogram's free GPUs are shared, not charged as whole nodes"),
-    pytest.param(t.deployment(replicas=4, engines=[t.standalone(gpus=2)]),
-                 [one_pool(1)], {}, [], 1,
-                 id="an unobserved pool charges a whole node per claiming pod"),
-    pytest.param(t.deployment(replicas=4, engines=[t.standalone(gpus=2)]),
-                 [one_pool(1, [(FULL, 1)], observed_at=t.ago(10))], {}, [], 1,
-                 id="a stale observation falls back to whole-node accounting"),
-    pytest.param(t.deployment(replicas=4, engines=[t.standalone(gpus=2)]),
-                 [t.cluster("a", [t.pool("p", 1, histogram=[(FULL, 1)])], mode="Declared")],
-                 {}, [], 1, id="a Declared cluster uses whole-node accounting"),
-    pytest.param(t.deployment(replicas=4, engines=[t.standalone(gpus=2)]),
-                 [one_pool(1, [({"gpu": 9}, 1)])], {}, [], 1,
-                 id="a histogram contradicting the declared devices falls back to whole nodes"),
-    pytest.param(t.deployment(replicas=4, engines=[t.standalone(gpus=2)]),
-                 [one_pool(1, [({"gpu": 4}, 1)])], {}, [], 2,
-                 id="the histogram's used devices are not offered again"),
-    pytest.param(t.deployment(replicas=3, engines=[t.standalone(gpus=8)]),
-                 [one_pool(1, [({"gpu": 0}, 1)], max_nodes=3, observed_nodes=1)], {}, [], 2,
-                 id="a pool may grow by nodes minus observedNodes empty nodes"),
-    pytest.param(t.deployment(replicas=3, engines=[t.standalone(gpus=8)]),
-                 [one_pool(1, [(FULL, 1)], max_nodes=3, observed_nodes=5)], {}, [], 1,
-                 id="growth is clamped at zero during a surge"),
-    pytest.param(t.deployment(replicas=2, engines=[t.standalone(gpus=8)]),
-                 [one_pool(1, [(FULL, 1)], max_nodes=2, observed_nodes=2)], {}, [], 1,
-                 id="a booting node is neither free nor growable"),
-    pytest.param(t.deployment(replicas=1, engines=[t.standalone(gpus=8)]),
-                 [one_pool(1, [(FULL, 1)])], {}, [OTHER_LATE], 0,
-                 id="a replica scheduled after the observation is charged"),
-    pytest.param(t.deployment(replicas=1, engines=[t.standalone(gpus=8)]),
-                 [one_pool(1, [(FULL, 1)])], {}, [OTHER_EARLY], 1,
-                 id="a replica the observation already contains is not charged twice"),
-    pytest.param(t.deployment(replicas=1, engines=[t.standalone(gpus=8)]),
-                 [one_pool(1, [(FULL, 1)])], {}, [OTHER_PENDING], 0,
-                 id="a replica whose pods are not all scheduled is charged"),
-    pytest.param(t.deployment(replicas=2, engines=[t.standalone(gpus=8)]),
-                 [one_pool(2)], {}, [OTHER_EARLY], 1,
-                 id="every replica pinned to an unobserved pool is charged"),
-    pytest.param(t.deployment(replicas=1, engines=[t.gang(leader_gpus=0, worker_gpus=8)]),
-                 [one_pool(1, [({"gpu": 16}, 1)], devices=[t.device(count=16)])], {}, [], 0,
-                 id="gang pods never share a node"),
-    pytest.param(t.deployment(replicas=1, engines=[t.standalone(gpus=8, copies=2)]),
-                 [one_pool(1, [({"gpu": 16}, 1)], devices=[t.device(count=16)])], {}, [], 1,
-                 id="standalone pods may share a node"),
-    pytest.param(t.deployment(replicas=1, engines=[t.gang(worker_gpus=8, workers=2)]),
-                 [one_pool(2, [(FULL, 2)])], {}, [], 0,
-                 id="a claimless leader still needs a node apart from its workers"),
-    pytest.param(t.deployment(replicas=1, engines=[t.gang(worker_gpus=8, workers=2)]),
-                 [one_pool(3, [(FULL, 2), ({"gpu": 0}, 1)])], {}, [], 1,
-                 id="a claimless leader may sit on a node with no free device"),
-    pytest.param(t.deployment(replicas=1, engines=[t.gang(worker_gpus=8, copies=2)]),
-                 [one_pool(2, [(FULL, 2)])], {}, [], 1,
-                 id="copies of a gang are independent and may reuse each other's nodes"),
-    pytest.param(t.deployment(replicas=1, engines=[t.gang(leader_gpus=4, worker_gpus=4,
-                                                          workers=3)]),
-                 [one_pool(3, [(FULL, 3)])], {}, [], 0,
-                 id="a gang needs distinct nodes even when the devices add up"),
-    pytest.param(t.deployment(replicas=1, engines=[t.gang(leader_gpus=8, worker_gpus=2,
-                                                          workers=2)]),
-                 [one_pool(3, [(FULL, 1), ({"gpu": 2}, 2)])], {}, [], 1,
-                 id="the leader gets the one node only it can use (Hall's condition)"),
-    pytest.param(t.deployment(replicas=3, engines=[t.standalone(gpus=4)]),
-                 [one_pool(1, [(FULL, 1)])], {}, [], 2,
-                 id="one pass never overcommits what it has just placed"),
+    pytest.param(
+        t.deployment(replicas=4, engines=[t.standalone(gpus=2)]),
+        [one_pool(1, [(FULL, 1)])],
+        {},
+        [],
+        4,
+        id="a fresh histogram's free GPUs are shared, not charged as whole nodes",
+    ),
+    pytest.param(
+        t.deployment(replicas=4, engines=[t.standalone(gpus=2)]),
+        [one_pool(1)],
+        {},
+        [],
+        1,
+        id="an unobserved pool charges a whole node per claiming pod",
+    ),
+    pytest.param(
+        t.deployment(replicas=4, engines=[t.standalone(gpus=2)]),
+        [one_pool(1, [(FULL, 1)], observed_at=t.ago(10))],
+        {},
+        [],
+        1,
+        id="a stale observation falls back to whole-node accounting",
+    ),
+    pytest.param(
+        t.deployment(replicas=4, engines=[t.standalone(gpus=2)]),
+        [t.cluster("a", [t.pool("p", 1, histogram=[(FULL, 1)])], mode="Declared")],
+        {},
+        [],
+        1,
+        id="a Declared cluster uses whole-node accounting",
+    ),
+    pytest.param(
+        t.deployment(replicas=4, engines=[t.standalone(gpus=2)]),
+        [one_pool(1, [({"gpu": 9}, 1)])],
+        {},
+        [],
+        1,
+        id="a histogram contradicting the declared devices falls back to whole nodes",
+    ),
+    pytest.param(
+        t.deployment(replicas=4, engines=[t.standalone(gpus=2)]),
+        [one_pool(1, [({"gpu": 4}, 1)])],
+        {},
+        [],
+        2,
+        id="the histogram's used devices are not offered again",
+    ),
+    pytest.param(
+        t.deployment(replicas=3, engines=[t.standalone(gpus=8)]),
+        [one_pool(1, [({"gpu": 0}, 1)], max_nodes=3, observed_nodes=1)],
+        {},
+        [],
+        2,
+        id="a pool may grow by nodes minus observedNodes empty nodes",
+    ),
+    pytest.param(
+        t.deployment(replicas=3, engines=[t.standalone(gpus=8)]),
+        [one_pool(1, [(FULL, 1)], max_nodes=3, observed_nodes=5)],
+        {},
+        [],
+        1,
+        id="growth is clamped at zero during a surge",
+    ),
+    pytest.param(
+        t.deployment(replicas=2, engines=[t.standalone(gpus=8)]),
+        [one_pool(1, [(FULL, 1)], max_nodes=2, observed_nodes=2)],
+        {},
+        [],
+        1,
+        id="a booting node is neither free nor growable",
+    ),
+    pytest.param(
+        t.deployment(replicas=1, engines=[t.standalone(gpus=8)]),
+        [one_pool(1, [(FULL, 1)])],
+        {},
+        [OTHER_LATE],
+        0,
+        id="a replica scheduled after the observation is charged",
+    ),
+    pytest.param(
+        t.deployment(replicas=1, engines=[t.standalone(gpus=8)]),
+        [one_pool(1, [(FULL, 1)])],
+        {},
+        [OTHER_EARLY],
+        1,
+        id="a replica the observation already contains is not charged twice",
+    ),
+    pytest.param(
+        t.deployment(replicas=1, engines=[t.standalone(gpus=8)]),
+        [one_pool(1, [(FULL, 1)])],
+        {},
+        [OTHER_PENDING],
+        0,
+        id="a replica whose pods are not all scheduled is charged",
+    ),
+    pytest.param(
+        t.deployment(replicas=2, engines=[t.standalone(gpus=8)]),
+        [one_pool(2)],
+        {},
+        [OTHER_EARLY],
+        1,
+        id="every replica pinned to an unobserved pool is charged",
+    ),
+    pytest.param(
+        t.deployment(replicas=1, engines=[t.gang(leader_gpus=0, worker_gpus=8)]),
+        [one_pool(1, [({"gpu": 16}, 1)], devices=[t.device(count=16)])],
+        {},
+        [],
+        0,
+        id="gang pods never share a node",
+    ),
+    pytest.param(
+        t.deployment(replicas=1, engines=[t.standalone(gpus=8, copies=2)]),
+        [one_pool(1, [({"gpu": 16}, 1)], devices=[t.device(count=16)])],
+        {},
+        [],
+        1,
+        id="standalone pods may share a node",
+    ),
+    pytest.param(
+        t.deployment(replicas=1, engines=[t.gang(worker_gpus=8, workers=2)]),
+        [one_pool(2, [(FULL, 2)])],
+        {},
+        [],
+        0,
+        id="a claimless leader still needs a node apart from its workers",
+    ),
+    pytest.param(
+        t.deployment(replicas=1, engines=[t.gang(worker_gpus=8, workers=2)]),
+        [one_pool(3, [(FULL, 2), ({"gpu": 0}, 1)])],
+        {},
+        [],
+        1,
+        id="a claimless leader may sit on a node with no free device",
+    ),
+    pytest.param(
+        t.deployment(replicas=1, engines=[t.gang(worker_gpus=8, copies=2)]),
+        [one_pool(2, [(FULL, 2)])],
+        {},
+        [],
+        1,
+        id="copies of a gang are independent and may reuse each other's nodes",
+    ),
+    pytest.param(
+        t.deployment(replicas=1, engines=[t.gang(leader_gpus=4, worker_gpus=4, workers=3)]),
+        [one_pool(3, [(FULL, 3)])],
+        {},
+        [],
+        0,
+        id="a gang needs distinct nodes even when the devices add up",
+    ),
+    pytest.param(
+        t.deployment(replicas=1, engines=[t.gang(leader_gpus=8, worker_gpus=2, workers=2)]),
+        [one_pool(3, [(FULL, 1), ({"gpu": 2}, 2)])],
+        {},
+        [],
+        1,
+        id="the leader gets the one node only it can use (Hall's condition)",
+    ),
+    pytest.param(
+        t.deployment(replicas=3, engines=[t.standalone(gpus=4)]),
+        [one_pool(1, [(FULL, 1)])],
+        {},
+        [],
+        2,
+        id="one pass never overcommits what it has just placed",
+    ),
 ]
 
 
@@ -128,10 +247,23 @@ def test_capacity_rules(xr, clusters, own_replicas, others, expected):
     assert plan.missing == xr["spec"]["replicas"] - expected
 
 
-NIC_POOL = t.cluster("a", [t.pool("p", 1, [t.device("gpu", 8), t.device("nic", 4)],
-                                  histogram=[({"gpu": 8, "nic": 1}, 1)])])
-NIC_ENGINE = {"name": "serve", "members": [{"role": "Standalone", "nodeSelector": {"devices": [
-    {"name": "gpu", "count": 2}, {"name": "nic", "count": 2}]}}]}
+NIC_POOL = t.cluster(
+    "a",
+    [
+        t.pool(
+            "p", 1, [t.device("gpu", 8), t.device("nic", 4)], histogram=[({"gpu": 8, "nic": 1}, 1)]
+        )
+    ],
+)
+NIC_ENGINE = {
+    "name": "serve",
+    "members": [
+        {
+            "role": "Standalone",
+            "nodeSelector": {"devices": [{"name": "gpu", "count": 2}, {"name": "nic", "count": 2}]},
+        }
+    ],
+}
 
 
 def test_every_claimed_kind_must_fit_on_the_node():
@@ -142,10 +274,21 @@ def test_every_claimed_kind_must_fit_on_the_node():
 
 def test_synthetic_kinds_are_matched_but_never_claimed():
     devices = [t.device("gpu", 8), t.device("ib", 1, claim="Synthetic")]
-    engine = {"name": "serve", "members": [{"role": "Standalone", "nodeSelector": {"devices": [
-        {"name": "gpu", "count": 8}, {"name": "ib", "count": 1}]}}]}
-    plan = t.schedule(t.deployment(engines=[engine]),
-                      [t.cluster("a", [t.pool("p", 1, devices, histogram=[(FULL, 1)])])])
+    engine = {
+        "name": "serve",
+        "members": [
+            {
+                "role": "Standalone",
+                "nodeSelector": {
+                    "devices": [{"name": "gpu", "count": 8}, {"name": "ib", "count": 1}]
+                },
+            }
+        ],
+    }
+    plan = t.schedule(
+        t.deployment(engines=[engine]),
+        [t.cluster("a", [t.pool("p", 1, devices, histogram=[(FULL, 1)])])],
+    )
     (replica,) = plan.replicas
     requests = replica.engines[0].members[0].requests
     assert [(r.name, r.device_class, r.count) for r in requests] == [("gpu", "gpu.example.com", 8)]
@@ -154,15 +297,19 @@ def test_synthetic_kinds_are_matched_but_never_claimed():
 def test_a_pool_whose_devices_do_not_match_is_skipped():
     xr = t.deployment(engines=[t.standalone(gpus=1, selectors=["device.driver == 'amd.com'"])])
     amd = [t.device("gpu", 8, driver="amd.com")]
-    clusters = [one_pool(1, [(FULL, 1)], name="a"),
-                t.cluster("b", [t.pool("p", 1, amd, histogram=[(FULL, 1)])])]
+    clusters = [
+        one_pool(1, [(FULL, 1)], name="a"),
+        t.cluster("b", [t.pool("p", 1, amd, histogram=[(FULL, 1)])]),
+    ]
     plan = t.schedule(xr, clusters)
     assert where(plan) == [("b", ("p",))]
 
 
 POOL_ORDER = [
     pytest.param(1, ("small",), id="a 1-GPU engine tries the 4-GPU pool before the 8-GPU pool"),
-    pytest.param(4, ("small",), id="a 4-GPU engine fills a 4-GPU node before breaking an 8-GPU one"),
+    pytest.param(
+        4, ("small",), id="a 4-GPU engine fills a 4-GPU node before breaking an 8-GPU one"
+    ),
     pytest.param(8, ("big",), id="an 8-GPU engine goes to the only pool whose nodes hold it"),
 ]
 
@@ -170,10 +317,15 @@ POOL_ORDER = [
 @pytest.mark.parametrize(("gpus", "pools"), POOL_ORDER)
 def test_engines_try_the_smallest_matching_hardware_first(gpus, pools):
     # "big" sorts before "small" by name: only the hardware rule puts small first.
-    clusters = [t.cluster("a", [
-        t.pool("big", 2, [t.device("gpu", 8)], histogram=[({"gpu": 8}, 2)]),
-        t.pool("small", 2, [t.device("gpu", 4)], histogram=[({"gpu": 4}, 2)]),
-    ])]
+    clusters = [
+        t.cluster(
+            "a",
+            [
+                t.pool("big", 2, [t.device("gpu", 8)], histogram=[({"gpu": 8}, 2)]),
+                t.pool("small", 2, [t.device("gpu", 4)], histogram=[({"gpu": 4}, 2)]),
+            ],
+        )
+    ]
     plan = t.schedule(t.deployment(engines=[t.standalone(gpus=gpus)]), clusters)
     assert where(plan) == [("a", pools)]
 
@@ -183,64 +335,126 @@ EVICT = {"key": "maintenance", "value": "now", "effect": "NoExecute"}
 
 
 def two_clusters(**a_kwargs):
-    return [t.cluster("a", [t.pool("p", 4, histogram=[(FULL, 4)])], **a_kwargs),
-            t.cluster("b", [t.pool("p", 4, histogram=[(FULL, 4)])])]
+    return [
+        t.cluster("a", [t.pool("p", 4, histogram=[(FULL, 4)])], **a_kwargs),
+        t.cluster("b", [t.pool("p", 4, histogram=[(FULL, 4)])]),
+    ]
 
 
 # (deployment, clusters, own replicas, expected (cluster, pools) per replica by index)
 PLACEMENT = [
-    pytest.param(t.deployment(replicas=3),
-                 [*two_clusters(), t.cluster("c", [t.pool("p", 4, histogram=[(FULL, 4)])])],
-                 {}, [("a", ("p",)), ("b", ("p",)), ("c", ("p",))],
-                 id="new replicas spread across clusters first"),
-    pytest.param(t.deployment(replicas=2),
-                 [t.cluster("c", [t.pool("p", 4)]), *two_clusters()],
-                 {}, [("a", ("p",)), ("b", ("p",))],
-                 id="ties between equally used clusters break by name"),
-    pytest.param(t.deployment(replicas=2), two_clusters(), own(0, "b"),
-                 [("b", ("p",)), ("a", ("p",))],
-                 id="a healthy replica stays where it is and new ones go elsewhere"),
-    pytest.param(t.deployment(replicas=2), two_clusters(taints=[TAINT]), {},
-                 [("b", ("p",)), ("b", ("p",))],
-                 id="an untolerated NoSchedule taint keeps new replicas off a cluster"),
-    pytest.param(t.deployment(replicas=2), two_clusters(taints=[TAINT]), own(0, "a"),
-                 [("a", ("p",)), ("b", ("p",))],
-                 id="a NoSchedule taint does not evict existing replicas"),
-    pytest.param(t.deployment(replicas=2, tolerations=[{"key": "gpu", "operator": "Exists"}]),
-                 two_clusters(taints=[TAINT]), {}, [("a", ("p",)), ("b", ("p",))],
-                 id="an Exists toleration admits any value of its key"),
-    pytest.param(t.deployment(replicas=2, tolerations=[{"key": "gpu", "value": "a100"}]),
-                 two_clusters(taints=[TAINT]), {}, [("b", ("p",)), ("b", ("p",))],
-                 id="an Equal toleration with another value does not tolerate"),
-    pytest.param(t.deployment(replicas=1), two_clusters(taints=[EVICT]), own(0, "a"),
-                 [("b", ("p",))],
-                 id="an untolerated NoExecute taint moves replicas away"),
-    pytest.param(t.deployment(replicas=1, tolerations=[{"operator": "Exists"}]),
-                 two_clusters(taints=[EVICT]), own(0, "a"), [("a", ("p",))],
-                 id="an empty-key Exists toleration tolerates every taint"),
-    pytest.param(t.deployment(replicas=2), two_clusters(ready=False), {},
-                 [("b", ("p",)), ("b", ("p",))],
-                 id="a cluster that is not Ready gets no new replicas"),
-    pytest.param(t.deployment(replicas=1), two_clusters(ready=False), own(0, "a"),
-                 [("a", ("p",))],
-                 id="a cluster that is not Ready keeps its replicas"),
-    pytest.param(t.deployment(replicas=1), two_clusters(), own(0, "gone"), [("a", ("p",))],
-                 id="a replica on a cluster that is no longer selected is re-placed"),
-    pytest.param(t.deployment(replicas=1), [t.cluster("a", [t.pool("new", 2)]),
-                                            t.cluster("b", [t.pool("p", 2)])],
-                 own(0, "a", "old"), [("a", ("new",))],
-                 id="an engine whose pool was removed moves to another pool of the same cluster"),
-    pytest.param(t.deployment(replicas=1), [one_pool(1, [({"gpu": 0}, 1)])],
-                 own(0, "gone"), [("gone", ("p",))],
-                 id="a replica that must move but fits nowhere stays where it is"),
-    pytest.param(t.deployment(replicas=2), two_clusters(),
-                 merge(own(0, "a"), own(1, "a"), own(2, "b")), [("a", ("p",)), ("b", ("p",))],
-                 id="scale down takes from the most packed cluster first"),
-    pytest.param(t.deployment(replicas=2), two_clusters(),
-                 merge(own(0, "a", pods_scheduled="False", reason="PodsPending"), own(1, "a"),
-                       own(2, "b")),
-                 [("a", ("p",)), ("b", ("p",))],
-                 id="scale down takes replicas whose pods are not scheduled first"),
+    pytest.param(
+        t.deployment(replicas=3),
+        [*two_clusters(), t.cluster("c", [t.pool("p", 4, histogram=[(FULL, 4)])])],
+        {},
+        [("a", ("p",)), ("b", ("p",)), ("c", ("p",))],
+        id="new replicas spread across clusters first",
+    ),
+    pytest.param(
+        t.deployment(replicas=2),
+        [t.cluster("c", [t.pool("p", 4)]), *two_clusters()],
+        {},
+        [("a", ("p",)), ("b", ("p",))],
+        id="ties between equally used clusters break by name",
+    ),
+    pytest.param(
+        t.deployment(replicas=2),
+        two_clusters(),
+        own(0, "b"),
+        [("b", ("p",)), ("a", ("p",))],
+        id="a healthy replica stays where it is and new ones go elsewhere",
+    ),
+    pytest.param(
+        t.deployment(replicas=2),
+        two_clusters(taints=[TAINT]),
+        {},
+        [("b", ("p",)), ("b", ("p",))],
+        id="an untolerated NoSchedule taint keeps new replicas off a cluster",
+    ),
+    pytest.param(
+        t.deployment(replicas=2),
+        two_clusters(taints=[TAINT]),
+        own(0, "a"),
+        [("a", ("p",)), ("b", ("p",))],
+        id="a NoSchedule taint does not evict existing replicas",
+    ),
+    pytest.param(
+        t.deployment(replicas=2, tolerations=[{"key": "gpu", "operator": "Exists"}]),
+        two_clusters(taints=[TAINT]),
+        {},
+        [("a", ("p",)), ("b", ("p",))],
+        id="an Exists toleration admits any value of its key",
+    ),
+    pytest.param(
+        t.deployment(replicas=2, tolerations=[{"key": "gpu", "value": "a100"}]),
+        two_clusters(taints=[TAINT]),
+        {},
+        [("b", ("p",)), ("b", ("p",))],
+        id="an Equal toleration with another value does not tolerate",
+    ),
+    pytest.param(
+        t.deployment(replicas=1),
+        two_clusters(taints=[EVICT]),
+        own(0, "a"),
+        [("b", ("p",))],
+        id="an untolerated NoExecute taint moves replicas away",
+    ),
+    pytest.param(
+        t.deployment(replicas=1, tolerations=[{"operator": "Exists"}]),
+        two_clusters(taints=[EVICT]),
+        own(0, "a"),
+        [("a", ("p",))],
+        id="an empty-key Exists toleration tolerates every taint",
+    ),
+    pytest.param(
+        t.deployment(replicas=2),
+        two_clusters(ready=False),
+        {},
+        [("b", ("p",)), ("b", ("p",))],
+        id="a cluster that is not Ready gets no new replicas",
+    ),
+    pytest.param(
+        t.deployment(replicas=1),
+        two_clusters(ready=False),
+        own(0, "a"),
+        [("a", ("p",))],
+        id="a cluster that is not Ready keeps its replicas",
+    ),
+    pytest.param(
+        t.deployment(replicas=1),
+        two_clusters(),
+        own(0, "gone"),
+        [("a", ("p",))],
+        id="a replica on a cluster that is no longer selected is re-placed",
+    ),
+    pytest.param(
+        t.deployment(replicas=1),
+        [t.cluster("a", [t.pool("new", 2)]), t.cluster("b", [t.pool("p", 2)])],
+        own(0, "a", "old"),
+        [("a", ("new",))],
+        id="an engine whose pool was removed moves to another pool of the same cluster",
+    ),
+    pytest.param(
+        t.deployment(replicas=1),
+        [one_pool(1, [({"gpu": 0}, 1)])],
+        own(0, "gone"),
+        [("gone", ("p",))],
+        id="a replica that must move but fits nowhere stays where it is",
+    ),
+    pytest.param(
+        t.deployment(replicas=2),
+        two_clusters(),
+        merge(own(0, "a"), own(1, "a"), own(2, "b")),
+        [("a", ("p",)), ("b", ("p",))],
+        id="scale down takes from the most packed cluster first",
+    ),
+    pytest.param(
+        t.deployment(replicas=2),
+        two_clusters(),
+        merge(own(0, "a", pods_scheduled="False", reason="PodsPending"), own(1, "a"), own(2, "b")),
+        [("a", ("p",)), ("b", ("p",))],
+        id="scale down takes replicas whose pods are not scheduled first",
+    ),
 ]
 
 
@@ -251,16 +465,20 @@ def test_placement_rules(xr, clusters, own_replicas, expected):
 
 
 def test_scale_down_removes_the_unscheduled_replica_by_index():
-    mine = merge(own(0, "a", pods_scheduled="False", reason="PodsPending"), own(1, "a"),
-                 own(2, "b"))
+    mine = merge(
+        own(0, "a", pods_scheduled="False", reason="PodsPending"), own(1, "a"), own(2, "b")
+    )
     plan = t.schedule(t.deployment(replicas=2), two_clusters(), mine)
     assert [r.index for r in plan.removed] == [0]
     assert [r.index for r in plan.replicas] == [1, 2]
 
 
 def test_an_edited_shape_is_re_resolved_in_place():
-    plan = t.schedule(t.deployment(replicas=1, engines=[t.standalone(gpus=2)]),
-                      two_clusters(), own(0, "b", gpus=1))
+    plan = t.schedule(
+        t.deployment(replicas=1, engines=[t.standalone(gpus=2)]),
+        two_clusters(),
+        own(0, "b", gpus=1),
+    )
     (replica,) = plan.replicas
     assert (replica.cluster, replica.pools, replica.change) == ("b", ("p",), Change.RESHAPED)
     assert replica.engines[0].members[0].requests[0].count == 2
@@ -273,8 +491,10 @@ def test_an_unchanged_replica_is_kept_verbatim():
 
 def test_all_engines_of_a_replica_land_on_one_cluster():
     engines = [t.standalone("a", gpus=1), t.standalone("b", gpus=1, kind="tpu")]
-    clusters = [t.cluster("a", [t.pool("p", 1)]),
-                t.cluster("b", [t.pool("p", 1), t.pool("q", 1, [t.device("tpu", 4)])])]
+    clusters = [
+        t.cluster("a", [t.pool("p", 1)]),
+        t.cluster("b", [t.pool("p", 1), t.pool("q", 1, [t.device("tpu", 4)])]),
+    ]
     plan = t.schedule(t.deployment(engines=engines), clusters)
     (replica,) = plan.replicas
     assert replica.cluster == "b"
@@ -283,8 +503,9 @@ def test_all_engines_of_a_replica_land_on_one_cluster():
 
 def test_every_member_of_a_gang_shares_one_pool():
     clusters = [t.cluster("a", [t.pool("p", 1), t.pool("q", 3)])]
-    plan = t.schedule(t.deployment(engines=[t.gang(leader_gpus=8, worker_gpus=8, workers=2)]),
-                      clusters)
+    plan = t.schedule(
+        t.deployment(engines=[t.gang(leader_gpus=8, worker_gpus=8, workers=2)]), clusters
+    )
     (replica,) = plan.replicas
     assert {m.pool for m in replica.engines[0].members} == {"q"}
 
@@ -295,17 +516,32 @@ GRACE = {"unschedulableGracePeriod": "2m", "avoidFor": "30m"}
 
 
 def stuck(minutes, *, placed_at=None):
-    return own(0, "a", pods_scheduled="False", reason="Unschedulable", since=t.ago(minutes),
-               placed_at=placed_at, ready=False)
+    return own(
+        0,
+        "a",
+        pods_scheduled="False",
+        reason="Unschedulable",
+        since=t.ago(minutes),
+        placed_at=placed_at,
+        ready=False,
+    )
 
 
 HEALING = [
     pytest.param(stuck(5), "b", True, id="an unschedulable replica past the grace period moves"),
     pytest.param(stuck(1), "a", False, id="an unschedulable replica within the grace period stays"),
-    pytest.param(stuck(5, placed_at=t.ago(3)), "a", False,
-                 id="a condition older than the current placement is not acted on"),
-    pytest.param(own(0, "a", pods_scheduled="False", reason="PodsPending", since=t.ago(60)),
-                 "a", False, id="a replica merely pending is never moved"),
+    pytest.param(
+        stuck(5, placed_at=t.ago(3)),
+        "a",
+        False,
+        id="a condition older than the current placement is not acted on",
+    ),
+    pytest.param(
+        own(0, "a", pods_scheduled="False", reason="PodsPending", since=t.ago(60)),
+        "a",
+        False,
+        id="a replica merely pending is never moved",
+    ),
 ]
 
 
@@ -326,8 +562,12 @@ def test_a_healed_replica_that_fits_nowhere_else_stays_and_its_pool_is_still_rec
 
 
 def failed(cluster, minutes_left):
-    return {"cluster": cluster, "pool": "p", "replica": "llm-0",
-            "expiresAt": format_time(t.NOW + timedelta(minutes=minutes_left))}
+    return {
+        "cluster": cluster,
+        "pool": "p",
+        "replica": "llm-0",
+        "expiresAt": format_time(t.NOW + timedelta(minutes=minutes_left)),
+    }
 
 
 @pytest.mark.parametrize(
@@ -352,8 +592,10 @@ def test_failure_memory_is_bounded_and_keeps_the_latest_expiring():
 
 
 def test_shortfall_names_the_tightest_reason():
-    clusters = [t.cluster("a", [t.pool("p", 1, histogram=[({"gpu": 2}, 1)])]),
-                t.cluster("b", [t.pool("p", 1)], taints=[TAINT])]
+    clusters = [
+        t.cluster("a", [t.pool("p", 1, histogram=[({"gpu": 2}, 1)])]),
+        t.cluster("b", [t.pool("p", 1)], taints=[TAINT]),
+    ]
     plan = t.schedule(t.deployment(replicas=1, engines=[t.standalone(gpus=4)]), clusters)
     assert plan.missing == 1
     assert plan.shortfall.startswith("engine serve (1 copy of 1 pod(s)) does not fit pool a/p")

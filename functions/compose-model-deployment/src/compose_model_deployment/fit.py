@@ -185,9 +185,7 @@ class Ledger:
         types = sorted(set(pods), key=lambda d: (-sum(d), tuple(-x for x in d)))
         need = [pods.count(t) for t in types]
         available = dict(self.counts)
-        mask_of = {
-            v: sum(1 << i for i, t in enumerate(types) if fits(v, t)) for v in available
-        }
+        mask_of = {v: sum(1 << i for i, t in enumerate(types) if fits(v, t)) for v in available}
         by_mask: dict[int, int] = {}
         for v, n in available.items():
             by_mask[mask_of[v]] = by_mask.get(mask_of[v], 0) + n

@@ -111,23 +111,41 @@ def run_function(
     try:
         deployment = readers.read_deployment(xr)
     except ValueError as err:
-        return _pass_through(rsp, xr, own_observed, desired=raw_replicas if isinstance(
-            raw_replicas, int) else None, status="False", reason="InvalidDeployment",
-            message=str(err)[:1024], warn=True)
+        return _pass_through(
+            rsp,
+            xr,
+            own_observed,
+            desired=raw_replicas if isinstance(raw_replicas, int) else None,
+            status="False",
+            reason="InvalidDeployment",
+            message=str(err)[:1024],
+            warn=True,
+        )
     spec = deployment.spec
 
     _require(rsp, CLUSTERS, "InferenceCluster", deployment.cluster_labels)
     _require(rsp, REPLICAS, "ModelReplica", {})
     if CLUSTERS not in req.required_resources or REPLICAS not in req.required_resources:
         missing = [n for n in (CLUSTERS, REPLICAS) if n not in req.required_resources]
-        return _pass_through(rsp, xr, own_observed, desired=spec.replicas, status="Unknown",
-                             reason="WaitingForInputs",
-                             message=f"waiting for Crossplane to fetch {', '.join(missing)}",
-                             warn=False)
+        return _pass_through(
+            rsp,
+            xr,
+            own_observed,
+            desired=spec.replicas,
+            status="Unknown",
+            reason="WaitingForInputs",
+            message=f"waiting for Crossplane to fetch {', '.join(missing)}",
+            warn=False,
+        )
     cluster_items = req.required_resources[CLUSTERS].items
     if not cluster_items:
         return _pass_through(
-            rsp, xr, own_observed, desired=spec.replicas, status="False", reason="NoClusters",
+            rsp,
+            xr,
+            own_observed,
+            desired=spec.replicas,
+            status="False",
+            reason="NoClusters",
             message=f"no InferenceCluster matches clusterSelector {deployment.cluster_labels}; "
             "existing replicas are kept as they are",
             warn=True,
@@ -164,8 +182,16 @@ def run_function(
             matcher,
         )
     except InvalidSelector as err:
-        return _pass_through(rsp, xr, own_observed, desired=spec.replicas, status="False",
-                             reason="InvalidSelector", message=str(err)[:1024], warn=True)
+        return _pass_through(
+            rsp,
+            xr,
+            own_observed,
+            desired=spec.replicas,
+            status="False",
+            reason="InvalidSelector",
+            message=str(err)[:1024],
+            warn=True,
+        )
     notes.extend(index.notes)
     planned_done = clock()
 
@@ -206,24 +232,31 @@ def _write(
 def _conditions(rsp: fnv1.RunFunctionResponse, plan: Plan, notes: list[str]) -> None:
     if plan.missing:
         scheduled = resource.Condition(
-            SCHEDULED, "False", "InsufficientCapacity",
+            SCHEDULED,
+            "False",
+            "InsufficientCapacity",
             f"{plan.missing} of {plan.desired} replicas could not be placed "
             f"({plan.scheduled} placed); tightest reason: {plan.shortfall}"[:1024],
         )
     else:
         scheduled = resource.Condition(
-            SCHEDULED, "True", "AllReplicasScheduled",
+            SCHEDULED,
+            "True",
+            "AllReplicasScheduled",
             f"{plan.scheduled} of {plan.desired} replicas placed",
         )
     if plan.ready >= plan.desired:
-        ready = resource.Condition(READY, "True", "AllReplicasReady",
-                                   f"{plan.ready} of {plan.desired} replicas ready")
+        ready = resource.Condition(
+            READY, "True", "AllReplicasReady", f"{plan.ready} of {plan.desired} replicas ready"
+        )
     else:
-        ready = resource.Condition(READY, "False", "ReplicasNotReady",
-                                   f"{plan.ready} of {plan.desired} replicas ready")
+        ready = resource.Condition(
+            READY, "False", "ReplicasNotReady", f"{plan.ready} of {plan.desired} replicas ready"
+        )
     if notes:
-        inputs = resource.Condition(INPUTS, "False", "DegradedInputs",
-                                    f"{len(notes)} problem(s): " + "; ".join(notes)[:990])
+        inputs = resource.Condition(
+            INPUTS, "False", "DegradedInputs", f"{len(notes)} problem(s): " + "; ".join(notes)[:990]
+        )
     else:
         inputs = resource.Condition(INPUTS, "True", "InputsValid", "")
     response.set_conditions(rsp, scheduled, ready, inputs)
@@ -251,17 +284,26 @@ def _events(rsp: fnv1.RunFunctionResponse, xr: Mapping, plan: Plan, notes: list[
                 f"{_where(r.cluster, r.pools)}: {r.why}",
             )
         elif r.change is Change.RESHAPED and r.previous is not None:
-            response.normal(rsp, f"updated replica {r.name} on {_where(r.cluster, r.pools)} "
-                                 "for the edited engine shape")
+            response.normal(
+                rsp,
+                f"updated replica {r.name} on {_where(r.cluster, r.pools)} "
+                "for the edited engine shape",
+            )
         elif r.change is Change.STRANDED:
-            response.warning(rsp, f"replica {r.name} must move ({r.why}) but no other cluster "
-                                  "fits it; it is left where it is")
+            response.warning(
+                rsp,
+                f"replica {r.name} must move ({r.why}) but no other cluster "
+                "fits it; it is left where it is",
+            )
     for r in plan.removed:
         response.normal(rsp, f"removed replica {r.name} from {r.cluster} (scale down)")
     previous = ((xr.get("status") or {}).get("replicas") or {}).get("scheduled")
     if plan.missing and previous != plan.scheduled:
-        response.warning(rsp, f"InsufficientCapacity: {plan.missing} of {plan.desired} replicas "
-                              f"could not be placed: {plan.shortfall}")
+        response.warning(
+            rsp,
+            f"InsufficientCapacity: {plan.missing} of {plan.desired} replicas "
+            f"could not be placed: {plan.shortfall}",
+        )
     for note in notes[:MAX_NOTE_EVENTS]:
         response.warning(rsp, note)
     if len(notes) > MAX_NOTE_EVENTS:

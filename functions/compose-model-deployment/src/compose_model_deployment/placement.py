@@ -288,16 +288,24 @@ class _Planner:
             for pool in self.pool_preference(engine, cluster.pools):
                 if pool.key in avoid:
                     self.reasons.append(
-                        _Reason(2, cluster.name, pool.name,
-                                f"pool {cluster.name}/{pool.name} failed recently and is avoided")
+                        _Reason(
+                            2,
+                            cluster.name,
+                            pool.name,
+                            f"pool {cluster.name}/{pool.name} failed recently and is avoided",
+                        )
                     )
                     continue
                 resolved = self.resolve(engine, pool)
                 if resolved is None:
                     self.reasons.append(
-                        _Reason(1, cluster.name, pool.name,
-                                f"no device kind of pool {cluster.name}/{pool.name} matches "
-                                f"engine {engine.name}")
+                        _Reason(
+                            1,
+                            cluster.name,
+                            pool.name,
+                            f"no device kind of pool {cluster.name}/{pool.name} matches "
+                            f"engine {engine.name}",
+                        )
                     )
                     continue
                 trial = trials.get(pool.key) or self.ledger(cluster, pool).copy()
@@ -305,8 +313,11 @@ class _Planner:
                     trials[pool.key] = trial
                     placed[engine.name] = resolved
                     break
-                self.reasons.append(_Reason(3, cluster.name, pool.name,
-                                            _capacity_text(cluster, pool, engine, trial)))
+                self.reasons.append(
+                    _Reason(
+                        3, cluster.name, pool.name, _capacity_text(cluster, pool, engine, trial)
+                    )
+                )
             else:
                 return None
         for key, trial in trials.items():
@@ -420,9 +431,13 @@ class _Planner:
             if taints:
                 t = taints[0]
                 self.reasons.append(
-                    _Reason(0, cluster.name, "",
-                            f"cluster {cluster.name} has taint {t.key}={t.value}:{t.effect}, "
-                            "not tolerated")
+                    _Reason(
+                        0,
+                        cluster.name,
+                        "",
+                        f"cluster {cluster.name} has taint {t.key}={t.value}:{t.effect}, "
+                        "not tolerated",
+                    )
                 )
                 continue
             usable.append(cluster)
@@ -448,8 +463,14 @@ class _Planner:
             done = tuple(e for e in engines if e is not None)
             if done:
                 self.kept_charges.setdefault(own.cluster, []).append(
-                    Charge(spec.namespace, own.name, own.cluster, done,
-                           own.pods_scheduled.status == "True", own.scheduled_at)
+                    Charge(
+                        spec.namespace,
+                        own.name,
+                        own.cluster,
+                        done,
+                        own.pods_scheduled.status == "True",
+                        own.scheduled_at,
+                    )
                 )
 
         planned: dict[int, PlannedReplica] = {}
@@ -463,16 +484,22 @@ class _Planner:
                 if placed is None:
                     del kept[index]
                     per_cluster[own.cluster] -= 1
-                    moving.append((own, "its pools can no longer hold its shape on "
-                                        f"cluster {own.cluster}"))
+                    moving.append(
+                        (own, f"its pools can no longer hold its shape on cluster {own.cluster}")
+                    )
                     continue
-                engines = [e if e is not None else placed[s.name]
-                           for s, e in zip(spec.engines, engines, strict=True)]
+                engines = [
+                    e if e is not None else placed[s.name]
+                    for s, e in zip(spec.engines, engines, strict=True)
+                ]
             final = tuple(e for e in engines if e is not None)
             same = wire_form(final) == wire_form(own.engines)
             repooled = {m.pool for e in final for m in e.members} != set(own.pools)
             planned[index] = PlannedReplica(
-                index, own.name, own.cluster, final,
+                index,
+                own.name,
+                own.cluster,
+                final,
                 Change.KEPT if same else Change.RESHAPED,
                 now if repooled or own.placed_at is None else own.placed_at,
                 own,
@@ -482,15 +509,27 @@ class _Planner:
             found = self.place_anywhere(per_cluster, avoid)
             if found is None:
                 planned[own.index] = PlannedReplica(
-                    own.index, own.name, own.cluster, own.engines, Change.STRANDED,
-                    own.placed_at or now, own, why,
+                    own.index,
+                    own.name,
+                    own.cluster,
+                    own.engines,
+                    Change.STRANDED,
+                    own.placed_at or now,
+                    own,
+                    why,
                 )
                 continue
             cluster, placed = found
             per_cluster[cluster.name] += 1
             planned[own.index] = PlannedReplica(
-                own.index, own.name, cluster.name,
-                tuple(placed[s.name] for s in spec.engines), Change.MOVED, now, own, why,
+                own.index,
+                own.name,
+                cluster.name,
+                tuple(placed[s.name] for s in spec.engines),
+                Change.MOVED,
+                now,
+                own,
+                why,
             )
 
         taken = set(planned) | {o.index for o in removed}
@@ -504,16 +543,23 @@ class _Planner:
             cluster, placed = found
             per_cluster[cluster.name] += 1
             planned[index] = PlannedReplica(
-                index, spec.replica_name(index), cluster.name,
-                tuple(placed[s.name] for s in spec.engines), Change.PLACED, now,
+                index,
+                spec.replica_name(index),
+                cluster.name,
+                tuple(placed[s.name] for s in spec.engines),
+                Change.PLACED,
+                now,
             )
             taken.add(index)
 
         scheduled = sum(1 for r in planned.values() if r.scheduled)
         shortfall = ""
         if scheduled < spec.replicas:
-            tightest = min(self.reasons, default=_NO_CLUSTER,
-                           key=lambda r: (-r.stage, r.cluster, r.pool, r.text))
+            tightest = min(
+                self.reasons,
+                default=_NO_CLUSTER,
+                key=lambda r: (-r.stage, r.cluster, r.pool, r.text),
+            )
             shortfall = tightest.text
 
         failures = sorted(memory.values(), key=lambda f: (-f.expires_at.timestamp(), f.key))
@@ -534,10 +580,13 @@ class _Planner:
 def wire_form(engines: Sequence[PlacedEngine]) -> tuple[PlacedEngine, ...]:
     """Engines as a ModelReplica spells them: the pool kind is not on the wire."""
     return tuple(
-        replace(e, members=tuple(
-            replace(m, requests=tuple(replace(r, kind=None) for r in m.requests))
-            for m in e.members
-        ))
+        replace(
+            e,
+            members=tuple(
+                replace(m, requests=tuple(replace(r, kind=None) for r in m.requests))
+                for m in e.members
+            ),
+        )
         for e in engines
     )
 

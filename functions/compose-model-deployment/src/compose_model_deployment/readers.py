@@ -167,8 +167,11 @@ def read_failed_placements(xr: Mapping) -> tuple[tuple[FailedPlacement, ...], li
             continue
         found.append(
             FailedPlacement(
-                str(entry["cluster"]), str(entry["pool"]), expires,
-                str(entry.get("replica", "")), str(entry.get("reason", "")),
+                str(entry["cluster"]),
+                str(entry["pool"]),
+                expires,
+                str(entry.get("replica", "")),
+                str(entry.get("reason", "")),
             )
         )
     return tuple(found), notes
@@ -211,14 +214,17 @@ def read_cluster(obj: Mapping) -> tuple[Cluster, list[str]]:
         devices = tuple(raw.get("devices") or ())
         kinds = DeviceKinds.from_declared(devices)
         max_nodes = raw.get("maxNodeCount")
-        nodes = declared_nodes(int(raw.get("nodeCount", 0)),
-                               int(max_nodes) if max_nodes is not None else None)
+        nodes = declared_nodes(
+            int(raw.get("nodeCount", 0)), int(max_nodes) if max_nodes is not None else None
+        )
         entry = published.get(str(raw.get("name")))
         observation = None if declared else parse_observation(entry, kinds)
         distrust = None
         if isinstance(observation, Rejected):
-            notes.append(f"cluster {name} pool {raw.get('name')}: histogram rejected, "
-                         f"whole-node accounting: {observation.message}")
+            notes.append(
+                f"cluster {name} pool {raw.get('name')}: histogram rejected, "
+                f"whole-node accounting: {observation.message}"
+            )
         elif (
             not declared
             and entry is not None
@@ -226,8 +232,9 @@ def read_cluster(obj: Mapping) -> tuple[Cluster, list[str]]:
             and _normal_devices(entry["devices"]) != _normal_devices(devices)
         ):
             distrust = "the published devices differ from the declared ones (status lags spec)"
-            notes.append(f"cluster {name} pool {raw.get('name')}: {distrust}; "
-                         "whole-node accounting")
+            notes.append(
+                f"cluster {name} pool {raw.get('name')}: {distrust}; whole-node accounting"
+            )
         pools.append(Pool(name, str(raw.get("name")), nodes, devices, kinds, observation, distrust))
     taints = tuple(
         Taint(str(t.get("key", "")), str(t.get("value", "")), str(t.get("effect", "")))
@@ -247,18 +254,28 @@ def _engines_from_dicts(engines: Iterable[Mapping]) -> tuple[PlacedEngine, ...]:
         for m in engine.get("members") or ():
             requests = tuple(
                 ResolvedRequest(
-                    str(r.get("name", "")), str(r.get("deviceClassName", "")),
+                    str(r.get("name", "")),
+                    str(r.get("deviceClassName", "")),
                     int(r.get("count", 1)),
-                    tuple(str((s.get("cel") or {}).get("expression", ""))
-                          for s in r.get("selectors") or ()),
+                    tuple(
+                        str((s.get("cel") or {}).get("expression", ""))
+                        for s in r.get("selectors") or ()
+                    ),
                 )
                 for r in m.get("deviceRequests") or ()
             )
             pods = int((m.get("worker") or {}).get("nodes", 1)) if m.get("role") == "Worker" else 1
-            members.append(PlacedMember(Role(m.get("role", "Standalone")),
-                                        str(m.get("nodePoolName", "")), requests, pods))
-        out.append(PlacedEngine(str(engine.get("name", "")), int(engine.get("copies", 1)),
-                                tuple(members)))
+            members.append(
+                PlacedMember(
+                    Role(m.get("role", "Standalone")),
+                    str(m.get("nodePoolName", "")),
+                    requests,
+                    pods,
+                )
+            )
+        out.append(
+            PlacedEngine(str(engine.get("name", "")), int(engine.get("copies", 1)), tuple(members))
+        )
     return tuple(out)
 
 
@@ -303,7 +320,9 @@ def read_own_replica(
     ps = _condition(obj, "PodsScheduled")
     status = obj.get("status") or {}
     pods_scheduled = PodsScheduled(
-        str(ps.get("status", "Unknown")), str(ps.get("reason", "")), str(ps.get("message", "")),
+        str(ps.get("status", "Unknown")),
+        str(ps.get("reason", "")),
+        str(ps.get("message", "")),
         _time_or_none(ps.get("lastTransitionTime")),
     )
     ready = replica_ready(obj)
@@ -389,10 +408,9 @@ class ReplicaIndex:
         if identity in self._own:
             return None  # ours: charged from the plan, not from the fleet listing
         found = _struct(meta, "labels") if meta is not None else None
-        if (
-            _str(found, labels.DEPLOYMENT) == self._deployment[1]
-            and _str(found, labels.DEPLOYMENT_NAMESPACE) in ("", self._deployment[0])
-        ):
+        if _str(found, labels.DEPLOYMENT) == self._deployment[1] and _str(
+            found, labels.DEPLOYMENT_NAMESPACE
+        ) in ("", self._deployment[0]):
             self.notes.append(
                 f"ModelReplica {identity[0]}/{identity[1]} carries this deployment's labels but "
                 "is not composed by it; charged as someone else's"
@@ -423,13 +441,15 @@ class ReplicaIndex:
                 )
                 pods = _int(_struct(member, "worker"), "nodes", 1) if role == "Worker" else 1
                 try:
-                    members.append(PlacedMember(Role(role), _str(member, "nodePoolName"),
-                                                requests, pods))
+                    members.append(
+                        PlacedMember(Role(role), _str(member, "nodePoolName"), requests, pods)
+                    )
                 except ValueError:
                     continue
             if members:
                 engines.append(
                     PlacedEngine(_str(engine, "name"), _int(engine, "copies", 1), tuple(members))
                 )
-        return Charge(identity[0], identity[1], cluster, tuple(engines), pods_scheduled,
-                      scheduled_at)
+        return Charge(
+            identity[0], identity[1], cluster, tuple(engines), pods_scheduled, scheduled_at
+        )

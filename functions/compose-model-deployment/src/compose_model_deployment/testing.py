@@ -64,16 +64,28 @@ def stand_in_matcher(requests: Sequence[Mapping], kinds: Sequence[Mapping]):
         if not chosen:
             return None
         kind = chosen[0]
-        out.append(StandInMatch(request["name"], kind["name"], int(request["count"]),
-                                kind.get("claim", "DRA") != "Synthetic"))
+        out.append(
+            StandInMatch(
+                request["name"],
+                kind["name"],
+                int(request["count"]),
+                kind.get("claim", "DRA") != "Synthetic",
+            )
+        )
     return tuple(out)
 
 
 # --- InferenceCluster ---------------------------------------------------------------------
 
 
-def device(name: str = "gpu", count: int = 8, *, claim: str = "DRA",
-           device_class: str | None = None, driver: str = "gpu.nvidia.com") -> dict:
+def device(
+    name: str = "gpu",
+    count: int = 8,
+    *,
+    claim: str = "DRA",
+    device_class: str | None = None,
+    driver: str = "gpu.nvidia.com",
+) -> dict:
     d: dict = {"name": name, "count": count, "claim": claim}
     if claim == "DRA":
         d["deviceClassName"] = device_class or f"{name}.example.com"
@@ -96,8 +108,11 @@ def pool(
     spec: dict = {"name": name, "nodeCount": nodes, "devices": devices}
     if max_nodes is not None:
         spec["maxNodeCount"] = max_nodes
-    status: dict = {"name": name, "nodes": max_nodes if max_nodes is not None else nodes,
-                    "devices": devices}
+    status: dict = {
+        "name": name,
+        "nodes": max_nodes if max_nodes is not None else nodes,
+        "devices": devices,
+    }
     if histogram is not None:
         buckets = [{"free": dict(free), "nodes": n} for free, n in histogram]
         status.update(
@@ -141,21 +156,35 @@ def cluster(
 # --- ModelDeployment ----------------------------------------------------------------------
 
 
-def standalone(name: str = "serve", gpus: int = 1, copies: int = 1, kind: str = "gpu",
-               selectors: Sequence[str] = ()) -> dict:
+def standalone(
+    name: str = "serve",
+    gpus: int = 1,
+    copies: int = 1,
+    kind: str = "gpu",
+    selectors: Sequence[str] = (),
+) -> dict:
     member: dict = {"role": "Standalone", "template": {"spec": {"containers": [{"name": name}]}}}
     if gpus:
         member["nodeSelector"] = {"devices": [_request(kind, gpus, selectors)]}
     return {"name": name, "copies": copies, "members": [member]}
 
 
-def gang(name: str = "gang", leader_gpus: int = 0, worker_gpus: int = 8, workers: int = 1,
-         copies: int = 1, kind: str = "gpu") -> dict:
+def gang(
+    name: str = "gang",
+    leader_gpus: int = 0,
+    worker_gpus: int = 8,
+    workers: int = 1,
+    copies: int = 1,
+    kind: str = "gpu",
+) -> dict:
     leader: dict = {"role": "Leader", "template": {"spec": {"containers": [{"name": "leader"}]}}}
     if leader_gpus:
         leader["nodeSelector"] = {"devices": [_request(kind, leader_gpus, ())]}
-    worker: dict = {"role": "Worker", "worker": {"nodes": workers},
-                    "template": {"spec": {"containers": [{"name": "worker"}]}}}
+    worker: dict = {
+        "role": "Worker",
+        "worker": {"nodes": workers},
+        "template": {"spec": {"containers": [{"name": "worker"}]}},
+    }
     if worker_gpus:
         worker["nodeSelector"] = {"devices": [_request(kind, worker_gpus, ())]}
     return {"name": name, "copies": copies, "members": [leader, worker]}
@@ -210,9 +239,17 @@ def deployment(
 # --- ModelReplica ---------------------------------------------------------------------------
 
 
-def replica_engine(name: str, pool_name: str, *, gpus: int = 1, copies: int = 1,
-                   role: str = "Standalone", workers: int = 1, leader_gpus: int = 0,
-                   device_class: str = "gpu.example.com") -> dict:
+def replica_engine(
+    name: str,
+    pool_name: str,
+    *,
+    gpus: int = 1,
+    copies: int = 1,
+    role: str = "Standalone",
+    workers: int = 1,
+    leader_gpus: int = 0,
+    device_class: str = "gpu.example.com",
+) -> dict:
     def req(count: int) -> list[dict]:
         return [{"name": "gpu", "deviceClassName": device_class, "count": count}] if count else []
 
@@ -221,8 +258,12 @@ def replica_engine(name: str, pool_name: str, *, gpus: int = 1, copies: int = 1,
     else:
         members = [
             {"role": "Leader", "nodePoolName": pool_name, "deviceRequests": req(leader_gpus)},
-            {"role": "Worker", "nodePoolName": pool_name, "deviceRequests": req(gpus),
-             "worker": {"nodes": workers}},
+            {
+                "role": "Worker",
+                "nodePoolName": pool_name,
+                "deviceRequests": req(gpus),
+                "worker": {"nodes": workers},
+            },
         ]
     for m in members:
         if not m["deviceRequests"]:
@@ -257,10 +298,21 @@ def model_replica(
     meta["labels"].update(extra_labels or {})
     if placed_at:
         meta["annotations"] = {readers.PLACED_AT: placed_at}
-    conditions = [{"type": "PodsScheduled", "status": pods_scheduled, "reason": reason,
-                   "lastTransitionTime": since or ago(30)}]
-    conditions.append({"type": "Ready", "status": "True" if ready else "False",
-                       "reason": "Available" if ready else "Creating"})
+    conditions = [
+        {
+            "type": "PodsScheduled",
+            "status": pods_scheduled,
+            "reason": reason,
+            "lastTransitionTime": since or ago(30),
+        }
+    ]
+    conditions.append(
+        {
+            "type": "Ready",
+            "status": "True" if ready else "False",
+            "reason": "Available" if ready else "Creating",
+        }
+    )
     status: dict = {"conditions": conditions}
     if scheduled_at is not None:
         status["scheduledAt"] = scheduled_at
@@ -340,9 +392,12 @@ def own_from_plan(xr: dict, plan: placement.Plan, **status) -> dict[str, dict]:
         obj = compose.model_replica(dep, r)
         obj["status"] = {
             "conditions": [
-                {"type": "PodsScheduled", "status": status.get("pods_scheduled", "True"),
-                 "reason": status.get("reason", "AllPodsScheduled"),
-                 "lastTransitionTime": status.get("since", format_time(NOW))},
+                {
+                    "type": "PodsScheduled",
+                    "status": status.get("pods_scheduled", "True"),
+                    "reason": status.get("reason", "AllPodsScheduled"),
+                    "lastTransitionTime": status.get("since", format_time(NOW)),
+                },
                 {"type": "Ready", "status": "True"},
             ],
             "scheduledAt": status.get("scheduled_at", format_time(NOW)),
@@ -352,6 +407,4 @@ def own_from_plan(xr: dict, plan: placement.Plan, **status) -> dict[str, dict]:
 
 
 def charges(plan: placement.Plan) -> list[Charge]:  # pragma: no cover - convenience
-    return [
-        Charge("", r.name, r.cluster, r.engines) for r in plan.replicas if r.scheduled
-    ]
+    return [Charge("", r.name, r.cluster, r.engines) for r in plan.replicas if r.scheduled]
