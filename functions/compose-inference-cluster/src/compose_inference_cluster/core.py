@@ -44,6 +44,7 @@ from modelplane_common.observation import (
     declared_nodes,
     parse_observation,
 )
+from modelplane_common.outcome import Condition, Event
 from modelplane_common.timeutil import parse_duration
 
 PROVIDER_CONFIG = "provider-config"
@@ -56,20 +57,6 @@ DEFAULT_MAX_AGE = timedelta(minutes=5)
 def pool_resource_name(pool: str) -> str:
     """The composition resource name of a pool's PoolObservation Object."""
     return POOL_PREFIX + pool
-
-
-@dataclass(frozen=True, slots=True)
-class Condition:
-    type: str
-    status: str  # "True" | "False" | "Unknown"
-    reason: str
-    message: str
-
-
-@dataclass(frozen=True, slots=True)
-class Event:
-    severity: str  # "Normal" | "Warning"
-    message: str
 
 
 @dataclass(frozen=True, slots=True)

@@ -14,6 +14,7 @@ import grpc
 from crossplane.function import logging, resource, response
 from crossplane.function.proto.v1 import run_function_pb2 as fnv1
 from crossplane.function.proto.v1 import run_function_pb2_grpc as grpcv1
+from modelplane_common.outcome import emit
 
 from compose_inference_cluster import core
 
@@ -87,15 +88,5 @@ class FunctionRunner(grpcv1.FunctionRunnerService):
             self.log.info("keeping composed resource despite missing input", name=resource_name)
 
         resource.update(rsp.desired.composite, {"status": decision.status})
-        response.set_conditions(
-            rsp,
-            *(
-                resource.Condition(typ=c.type, status=c.status, reason=c.reason, message=c.message)
-                for c in decision.conditions
-            ),
-        )
-        for event in decision.events:
-            (response.warning if event.severity == "Warning" else response.normal)(
-                rsp, event.message
-            )
+        emit(rsp, decision.conditions, decision.events)
         return rsp

@@ -60,9 +60,9 @@ _INDEX = re.compile(r"^replica-(0|[1-9][0-9]{0,5})$")
 def integral(value: object) -> object:
     """Undo protobuf's float-only numbers: 8.0 back to 8, recursively.
 
-    struct_to_dict yields every JSON number as a float; device counts, node
-    counts and histogram entries are integers on the wire, and the shared
-    histogram parser (rightly) refuses a float count.
+    struct_to_dict yields every JSON number as a float. Counts are integers
+    on the wire, and CEL selectors compare `int` attributes with int
+    literals, where 200.0 would be a double and fail to compare.
     """
     if isinstance(value, float) and value.is_integer():
         return int(value)

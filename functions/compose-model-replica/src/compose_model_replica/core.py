@@ -43,10 +43,10 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 
+from modelplane_common.outcome import Condition, Event
 from modelplane_common.timeutil import parse_duration
 
 from compose_model_replica import scheduling
-from compose_model_replica.scheduling import Condition
 from compose_model_replica.spec import Engine, ReplicaSpec, parse_spec
 from compose_model_replica.workloads import (
     Replica,
@@ -87,12 +87,6 @@ class ObservedObject:
     synced: bool | None  # None: no Synced condition yet
     synced_message: str = ""
     remote: Mapping | None = None  # the workload-cluster object the provider last saw
-
-
-@dataclass(frozen=True, slots=True)
-class Event:
-    severity: str  # "Normal" | "Warning"
-    message: str
 
 
 @dataclass(frozen=True, slots=True)

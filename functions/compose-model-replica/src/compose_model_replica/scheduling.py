@@ -49,6 +49,7 @@ from dataclasses import dataclass
 from datetime import datetime, timedelta
 
 from modelplane_common.observation import as_count
+from modelplane_common.outcome import Condition
 from modelplane_common.timeutil import format_time, parse_time
 
 TYPE = "PodsScheduled"
@@ -58,14 +59,6 @@ WAITING_FOR_PODS = "WaitingForPods"
 UNSCHEDULABLE = "Unschedulable"
 NOT_OBSERVED = "NotObserved"
 INVALID_SPEC = "InvalidSpec"
-
-
-@dataclass(frozen=True, slots=True)
-class Condition:
-    type: str
-    status: str  # "True" | "False" | "Unknown"
-    reason: str
-    message: str
 
 
 @dataclass(frozen=True, slots=True)
