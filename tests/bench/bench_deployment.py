@@ -95,10 +95,10 @@ def other_replicas(count: int, rnd: random.Random) -> list[dict]:
     return out
 
 
-def build(replicas: int, nodes_per_pool: int, steady: bool) -> bytes:
+def build(replicas: int, nodes_per_pool: int, steady: bool, existing: int) -> bytes:
     rnd = random.Random(7)
     clusters = fleet(nodes_per_pool, rnd)
-    others = other_replicas(8000, rnd)
+    others = other_replicas(existing, rnd)
     xr = t.deployment(
         replicas=replicas, engines=[t.standalone(gpus=2, copies=2)], match_labels={"fleet": "prod"}
     )
@@ -147,16 +147,19 @@ def main() -> None:
     parser = argparse.ArgumentParser()
     parser.add_argument("--runs", type=int, default=30)
     args = parser.parse_args()
-    for replicas, nodes, name in (
-        (10, 50, "12k nodes"),
-        (20, 50, "12k nodes"),
-        (10, 500, "120k nodes"),
-        (20, 500, "120k nodes"),
+    # (deployment replicas, nodes per pool (x240 pools), existing ModelReplicas)
+    for replicas, nodes, existing in (
+        (10, 50, 8000),
+        (20, 50, 8000),
+        (10, 500, 8000),
+        (20, 500, 8000),
+        (20, 500, 16000),
     ):
         for steady in (False, True):
-            payload = build(replicas, nodes, steady)
+            payload = build(replicas, nodes, steady, existing)
             state = "steady" if steady else "cold"
-            measure(f"{replicas} replicas, {name}, {state}", payload, args.runs)
+            label = f"{replicas} repl, {nodes * 240 // 1000}k nodes, {existing // 1000}k others, {state}"
+            measure(label, payload, args.runs)
     rss = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
     print(f"process peak RSS (includes building the fixtures): {rss:.0f} MB")
 
