@@ -158,7 +158,8 @@ def main() -> None:
         for steady in (False, True):
             payload = build(replicas, nodes, steady, existing)
             state = "steady" if steady else "cold"
-            label = f"{replicas} repl, {nodes * 240 // 1000}k nodes, {existing // 1000}k others, {state}"
+            fleet_size = f"{nodes * 240 // 1000}k nodes, {existing // 1000}k others"
+            label = f"{replicas} repl, {fleet_size}, {state}"
             measure(label, payload, args.runs)
     rss = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
     print(f"process peak RSS (includes building the fixtures): {rss:.0f} MB")
