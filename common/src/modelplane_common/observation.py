@@ -93,6 +93,16 @@ class Histogram:
         ]
 
 
+def is_fresh(observed_at: datetime, now: datetime, max_age: timedelta) -> bool:
+    """An agent's report is fresh while younger than max_age.
+
+    A report from more than max_age in the future is treated as stale too:
+    a clock that far ahead would keep a dead agent's last report fresh for
+    ever.
+    """
+    return -max_age <= now - observed_at <= max_age
+
+
 @dataclass(frozen=True, slots=True)
 class Observation:
     observed_at: datetime
@@ -100,14 +110,7 @@ class Observation:
     histogram: Histogram
 
     def is_fresh(self, now: datetime, max_age: timedelta) -> bool:
-        """Fresh while younger than max_age.
-
-        An observation from more than max_age in the future is treated as
-        stale too: a clock that far ahead would keep a dead agent's last
-        report fresh for ever.
-        """
-        age = now - self.observed_at
-        return -max_age <= age <= max_age
+        return is_fresh(self.observed_at, now, max_age)
 
     def to_wire(self, kinds: DeviceKinds) -> dict:
         return {

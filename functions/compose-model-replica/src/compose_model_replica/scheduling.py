@@ -48,7 +48,7 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 
-from modelplane_common.observation import as_count
+from modelplane_common.observation import as_count, is_fresh
 from modelplane_common.outcome import Condition
 from modelplane_common.timeutil import format_time, parse_time
 
@@ -196,11 +196,6 @@ class Verdict:
         if self.scheduled_at is not None:
             out["scheduledAt"] = format_time(self.scheduled_at)
         return out
-
-
-def is_fresh(observed_at: datetime, now: datetime, max_age: timedelta) -> bool:
-    """Younger than max_age; a report that far in the future is not trusted either."""
-    return -max_age <= now - observed_at <= max_age
 
 
 def _human(delta: timedelta) -> str:
