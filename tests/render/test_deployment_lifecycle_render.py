@@ -1,0 +1,168 @@
+"""A deployment's life after its first placement, through the real CLI.
+
+The first render places the replicas; its composed ModelReplicas, given a
+status as compose-model-replica would publish it, become the observed
+resources of the next render. That is exactly what Crossplane feeds the
+function on its next reconcile.
+"""
+
+from __future__ import annotations
+
+import copy
+from datetime import UTC, datetime, timedelta
+
+import yaml
+from modelplane_devtools import render
+from modelplane_devtools.rendered import by_kind, composite, condition, results
+
+FLEET_CLUSTERS = render.ROOT / "examples/fleet/clusters.yaml"
+FLEET_REPLICAS = render.ROOT / "examples/fleet/replicas.yaml"
+COMPOSITION = render.ROOT / "apis/modeldeployment/composition.yaml"
+
+
+def stamp(minutes_ago: float) -> str:
+    moment = datetime.now(UTC) - timedelta(minutes=minutes_ago)
+    return moment.strftime("%Y-%m-%dT%H:%M:%SZ")
+
+
+def deployment() -> dict:
+    return yaml.safe_load(
+        (render.ROOT / "examples/deployments/single-gpu-throughput.yaml").read_text()
+    )
+
+
+def observed(replica: dict, status: str, reason: str, since_minutes: float) -> dict:
+    """A composed replica as Crossplane observes it once compose-model-replica reported."""
+    body = copy.deepcopy(replica)
+    body["metadata"].pop("ownerReferences", None)
+    body["status"] = {
+        "pods": {"expected": 1, "observed": 1, "scheduled": 1 if status == "True" else 0},
+        "conditions": [
+            {
+                "type": "PodsScheduled",
+                "status": status,
+                "reason": reason,
+                "message": "the cluster scheduler: 0/4 nodes are available"
+                if status == "False"
+                else "",
+                "lastTransitionTime": stamp(since_minutes),
+            },
+            {
+                "type": "Ready",
+                "status": status,
+                "reason": "Available" if status == "True" else "Creating",
+                "lastTransitionTime": stamp(since_minutes),
+            },
+        ],
+    }
+    if status == "True":
+        body["status"]["scheduledAt"] = stamp(since_minutes)
+    return body
+
+
+def first_placement(functions) -> list[dict]:
+    rendered = functions.render(
+        deployment(), COMPOSITION, required=[FLEET_CLUSTERS, FLEET_REPLICAS]
+    )
+    replicas = by_kind(rendered, "ModelReplica")
+    assert len(replicas) == 6
+    return replicas
+
+
+def test_a_settled_deployment_keeps_every_replica_where_it_is(functions):
+    placed = first_placement(functions)
+    healthy = [observed(r, "True", "AllPodsScheduled", 5) for r in placed]
+    rendered = functions.render(
+        deployment(), COMPOSITION, observed=healthy, required=[FLEET_CLUSTERS, FLEET_REPLICAS]
+    )
+    again = {r["metadata"]["name"]: r["spec"] for r in by_kind(rendered, "ModelReplica")}
+    assert again == {r["metadata"]["name"]: r["spec"] for r in placed}
+    xr = composite(rendered)
+    assert xr["status"]["replicas"] == {"desired": 6, "scheduled": 6, "ready": 6}
+    assert condition(xr, "ReplicasReady")["status"] == "True"
+    assert not [r for r in results(rendered) if "placed replica" in r["message"]]
+
+
+def test_an_unschedulable_replica_past_its_grace_moves_and_its_pool_is_remembered(functions):
+    placed = first_placement(functions)
+    stuck_name = "llama-8b-0"
+    states = [
+        observed(r, "False", "Unschedulable", 10)
+        if r["metadata"]["name"] == stuck_name
+        else observed(r, "True", "AllPodsScheduled", 10)
+        for r in placed
+    ]
+    stuck = next(r for r in placed if r["metadata"]["name"] == stuck_name)
+    stuck_cluster = stuck["spec"]["clusterName"]
+    stuck_pool = stuck["spec"]["engines"][0]["members"][0]["nodePoolName"]
+    # placed-at must predate the Unschedulable condition for it to count.
+    for state in states:
+        state["metadata"]["annotations"]["modelplane.ai/placed-at"] = stamp(15)
+
+    rendered = functions.render(
+        deployment(), COMPOSITION, observed=states, required=[FLEET_CLUSTERS, FLEET_REPLICAS]
+    )
+    replicas = {r["metadata"]["name"]: r for r in by_kind(rendered, "ModelReplica")}
+    moved = replicas[stuck_name]["spec"]
+    assert (moved["clusterName"], moved["engines"][0]["members"][0]["nodePoolName"]) != (
+        stuck_cluster,
+        stuck_pool,
+    )
+    for name, replica in replicas.items():
+        if name != stuck_name:
+            before = next(r for r in placed if r["metadata"]["name"] == name)
+            assert replica["spec"] == before["spec"], f"healthy {name} must not move"
+    (memory,) = composite(rendered)["status"]["failedPlacements"]
+    assert (memory["cluster"], memory["pool"]) == (stuck_cluster, stuck_pool)
+    assert memory["expiresAt"] > stamp(0)
+    assert any(
+        r.get("severity") == "Warning" and stuck_name in r["message"] for r in results(rendered)
+    )
+
+
+def test_an_unschedulable_replica_within_its_grace_stays(functions):
+    placed = first_placement(functions)
+    states = [
+        observed(r, "False", "Unschedulable", 0.5)
+        if r["metadata"]["name"] == "llama-8b-0"
+        else observed(r, "True", "AllPodsScheduled", 10)
+        for r in placed
+    ]
+    rendered = functions.render(
+        deployment(), COMPOSITION, observed=states, required=[FLEET_CLUSTERS, FLEET_REPLICAS]
+    )
+    again = {r["metadata"]["name"]: r["spec"] for r in by_kind(rendered, "ModelReplica")}
+    assert again == {r["metadata"]["name"]: r["spec"] for r in placed}
+    assert composite(rendered)["status"]["failedPlacements"] == []
+
+
+def test_no_matching_cluster_keeps_running_replicas_and_says_why(functions):
+    placed = first_placement(functions)
+    healthy = [observed(r, "True", "AllPodsScheduled", 5) for r in placed]
+    xr = deployment()
+    xr["spec"]["template"]["spec"]["clusterSelector"] = {
+        "matchLabels": {"modelplane.ai/tier": "gone"}
+    }
+    rendered = functions.render(
+        xr, COMPOSITION, observed=healthy, required=[FLEET_CLUSTERS, FLEET_REPLICAS]
+    )
+    kept = {r["metadata"]["name"]: r["spec"] for r in by_kind(rendered, "ModelReplica")}
+    assert kept == {r["metadata"]["name"]: r["spec"] for r in placed}
+    scheduled = condition(composite(rendered), "ReplicasScheduled")
+    assert (scheduled["status"], scheduled["reason"]) == ("False", "NoClusters")
+
+
+def test_scaling_down_removes_the_highest_indices_from_the_most_packed_cluster(functions):
+    placed = first_placement(functions)
+    healthy = [observed(r, "True", "AllPodsScheduled", 5) for r in placed]
+    xr = deployment()
+    xr["spec"]["replicas"] = 4
+    rendered = functions.render(
+        xr, COMPOSITION, observed=healthy, required=[FLEET_CLUSTERS, FLEET_REPLICAS]
+    )
+    kept = {
+        r["metadata"]["name"]: r["spec"]["clusterName"] for r in by_kind(rendered, "ModelReplica")
+    }
+    # Three on each cluster: the tie goes to the highest index, one per cluster.
+    assert sorted(kept) == ["llama-8b-0", "llama-8b-1", "llama-8b-2", "llama-8b-3"]
+    assert sorted(kept.values()) == ["gpu-east", "gpu-east", "gpu-west", "gpu-west"]
