@@ -172,9 +172,11 @@ class Functions:
             text = "\n---\n".join(Path(p).read_text() for p in source)
         else:
             text = yaml.safe_dump_all(list(source), sort_keys=False)
-        target = Path(tempfile.mkstemp(prefix=f"{name}-", suffix=".yaml", dir=self.workdir)[1])
-        target.write_text(fill_time_tokens(text))
-        return target
+        with tempfile.NamedTemporaryFile(
+            "w", prefix=f"{name}-", suffix=".yaml", dir=self.workdir, delete=False
+        ) as target:
+            target.write(fill_time_tokens(text))
+        return Path(target.name)
 
     def render(
         self,
