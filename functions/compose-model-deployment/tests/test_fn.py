@@ -11,9 +11,10 @@ import asyncio
 import pytest
 from compose_model_deployment import fn
 from compose_model_deployment import testing as t
-from crossplane.function import resource
-from crossplane.function.proto.v1 import run_function_pb2 as fnv1
 from modelplane_common import labels
+from modelplane_devtools import wire
+from modelplane_devtools.wire import conditions, desired
+from modelplane_devtools.wire import desired_status as xr_status
 
 MATCHER = fn.default_matcher()
 FULL = {"gpu": 8}
@@ -23,25 +24,9 @@ def run(req):
     return fn.run_function(req, t.NOW, MATCHER)
 
 
-def conditions(rsp):
-    status = {
-        fnv1.STATUS_CONDITION_TRUE: "True",
-        fnv1.STATUS_CONDITION_FALSE: "False",
-        fnv1.STATUS_CONDITION_UNKNOWN: "Unknown",
-    }
-    return {c.type: (status[c.status], c.reason, c.message) for c in rsp.conditions}
-
-
-def desired(rsp):
-    return {k: resource.struct_to_dict(v.resource) for k, v in rsp.desired.resources.items()}
-
-
-def xr_status(rsp):
-    return resource.struct_to_dict(rsp.desired.composite.resource).get("status", {})
-
-
 def events(rsp, severity=None):
-    return [r.message for r in rsp.results if severity is None or r.severity == severity]
+    """Messages of the function's results, of one severity ("Normal", "Warning") or all."""
+    return [m for s, m in wire.events(rsp) if severity is None or s == severity]
 
 
 CLUSTERS = [
@@ -114,7 +99,7 @@ def test_bad_or_missing_input_never_deletes_a_running_replica(req, expected, war
     assert out["replica-0"]["metadata"]["labels"] == RUNNING["metadata"]["labels"]
     assert "status" not in out["replica-0"]
     assert conditions(rsp)[fn.SCHEDULED][:2] == expected
-    assert bool(events(rsp, fnv1.SEVERITY_WARNING)) is warns
+    assert bool(events(rsp, "Warning")) is warns
     assert xr_status(rsp)["replicas"]["scheduled"] == 1
 
 
@@ -189,13 +174,13 @@ def test_replicas_scheduled_reports_every_shortfall(replicas, scheduled, conditi
     if status == "False":
         assert message.startswith(f"1 of {replicas} replicas could not be placed (3 placed)")
         assert "does not fit pool" in message
-        assert any("InsufficientCapacity" in m for m in events(rsp, fnv1.SEVERITY_WARNING))
+        assert any("InsufficientCapacity" in m for m in events(rsp, "Warning"))
 
 
 def test_placements_are_announced_as_normal_events_once():
     xr = t.deployment(replicas=1, engines=[t.standalone(gpus=8)])
     rsp = run(t.request(xr, CLUSTERS, []))
-    assert events(rsp, fnv1.SEVERITY_NORMAL) == ["placed replica llm-0 on a/p"]
+    assert events(rsp, "Normal") == ["placed replica llm-0 on a/p"]
     settled = run(t.request(xr, CLUSTERS, [], OWN))
     assert events(settled) == []
     assert conditions(settled)[fn.READY][:2] == ("True", "AllReplicasReady")
@@ -264,7 +249,7 @@ def test_a_rejected_histogram_is_reported_and_that_pool_falls_back():
     rsp3 = run(t.request(t.deployment(replicas=3, engines=[t.standalone(gpus=1)]), clusters, []))
     assert len(desired(rsp3)) == 2
     assert "histogram rejected" in conditions(rsp3)[fn.INPUTS][2]
-    assert any("histogram rejected" in m for m in events(rsp3, fnv1.SEVERITY_WARNING))
+    assert any("histogram rejected" in m for m in events(rsp3, "Warning"))
 
 
 def test_healing_writes_the_failure_memory_and_moves_the_replica():
@@ -293,7 +278,7 @@ def test_healing_writes_the_failure_memory_and_moves_the_replica():
             "reason": "unschedulable since 2025-06-01T11:50:00Z",
         },
     ]
-    assert any("avoiding b/p" in m for m in events(rsp, fnv1.SEVERITY_WARNING))
+    assert any("avoiding b/p" in m for m in events(rsp, "Warning"))
     assert any(m.startswith("moved replica llm-0 from b/p to a/p") for m in events(rsp))
 
 
