@@ -4,12 +4,15 @@ Reads the RunFunctionRequest, resolves the required resources (three states:
 not fetched yet, fetched and empty, present), hands typed inputs and `now`
 to the pure core (`placement.plan`), and writes the desired ModelReplicas,
 the deployment's status, conditions and events. No scheduling arithmetic
-lives here.
+lives here, and no readiness rule either: `readiness` decides whether the
+deployment is Ready and this shell writes it both as `ReplicasReady` and as
+`desired.composite.ready`, which Crossplane turns into the XR's `Ready`.
 
 Whenever the inputs cannot be trusted (the deployment does not validate,
 the clusters or replicas are not fetched yet, no cluster is selected, a CEL
 selector does not compile), the observed ModelReplicas are re-emitted
-unchanged: bad or missing input never deletes running work.
+unchanged: bad or missing input never deletes running work, and the
+deployment's readiness is judged on those kept replicas.
 """
 
 from __future__ import annotations
@@ -24,7 +27,7 @@ from crossplane.function.proto.v1 import run_function_pb2 as fnv1
 from crossplane.function.proto.v1 import run_function_pb2_grpc as grpcv1
 from modelplane_common import labels
 
-from compose_model_deployment import compose, placement, readers
+from compose_model_deployment import compose, placement, readers, readiness
 from compose_model_deployment.placement import Change, Inputs, InvalidSelector, Matcher, Plan
 
 CLUSTERS = "inference-clusters"
@@ -61,6 +64,19 @@ def _set_status(rsp: fnv1.RunFunctionResponse, status: dict) -> None:
     resource.update(rsp.desired.composite, {"status": status})
 
 
+def _ready(rsp: fnv1.RunFunctionResponse, judged: readiness.Readiness) -> resource.Condition:
+    """Write the judged readiness as the XR's Ready; return it as the ReplicasReady condition."""
+    rsp.desired.composite.ready = fnv1.READY_TRUE if judged.ready else fnv1.READY_FALSE
+    return resource.Condition(
+        READY, "True" if judged.ready else "False", judged.reason, judged.message
+    )
+
+
+def _count(raw: object) -> int | None:
+    """spec.replicas when it is a readable count (bool is an int to Python, not to us)."""
+    return raw if isinstance(raw, int) and not isinstance(raw, bool) and raw >= 0 else None
+
+
 def _pass_through(
     rsp: fnv1.RunFunctionResponse,
     xr: Mapping,
@@ -89,7 +105,13 @@ def _pass_through(
             "failedPlacements": list(observed_status.get("failedPlacements") or []),
         },
     )
-    response.set_conditions(rsp, resource.Condition(SCHEDULED, status, reason, message))
+    if desired is None:
+        judged = readiness.carried(readers.was_ready(xr), len(own), ready)
+    else:
+        judged = readiness.of_replicas(desired, ready)
+    response.set_conditions(
+        rsp, resource.Condition(SCHEDULED, status, reason, message), _ready(rsp, judged)
+    )
     if warn:
         response.warning(rsp, f"{reason}: {message}")
     return rsp
@@ -115,7 +137,7 @@ def run_function(
             rsp,
             xr,
             own_observed,
-            desired=raw_replicas if isinstance(raw_replicas, int) else None,
+            desired=_count(raw_replicas),
             status="False",
             reason="InvalidDeployment",
             message=str(err)[:1024],
@@ -245,14 +267,7 @@ def _conditions(rsp: fnv1.RunFunctionResponse, plan: Plan, notes: list[str]) -> 
             "AllReplicasScheduled",
             f"{plan.scheduled} of {plan.desired} replicas placed",
         )
-    if plan.ready >= plan.desired:
-        ready = resource.Condition(
-            READY, "True", "AllReplicasReady", f"{plan.ready} of {plan.desired} replicas ready"
-        )
-    else:
-        ready = resource.Condition(
-            READY, "False", "ReplicasNotReady", f"{plan.ready} of {plan.desired} replicas ready"
-        )
+    ready = _ready(rsp, readiness.of_replicas(plan.desired, plan.ready))
     if notes:
         inputs = resource.Condition(
             INPUTS, "False", "DegradedInputs", f"{len(notes)} problem(s): " + "; ".join(notes)[:990]

@@ -279,6 +279,11 @@ def _engines_from_dicts(engines: Iterable[Mapping]) -> tuple[PlacedEngine, ...]:
     return tuple(out)
 
 
+def was_ready(xr: Mapping) -> bool:
+    """Whether Crossplane last reported the deployment itself Ready."""
+    return _condition(xr, "Ready").get("status") == "True"
+
+
 def replica_ready(obj: Mapping) -> bool:
     """Ready: every pod scheduled (PodsScheduled) and the workloads ready (Ready)."""
     return (

@@ -1,0 +1,72 @@
+"""When a ModelDeployment is Ready: the rule behind its own `Ready` condition.
+
+Crossplane sets an XR's `Ready` condition itself. When the function leaves
+`desired.composite.ready` unspecified, Crossplane derives it from the
+composed resources: Available only if every one of them was marked ready by
+the function, and Available when there are none. Neither says anything
+about a deployment (none placed would read Available), so this function
+always states the deployment's readiness, and the rule lives here.
+
+The rule, over the replica counts the function publishes in
+`status.replicas`:
+
+- `spec.replicas` is 0 (scaled to zero): ready; nothing is expected to serve.
+- Otherwise ready exactly when `ready >= desired`; since `desired >= 1`
+  that also means at least one replica is serving.
+
+A ModelReplica counts as ready when its `PodsScheduled` and `Ready`
+conditions are both True and it is not being moved in this pass.
+
+Readiness never depends on the inputs the scheduler reads (clusters, other
+replicas, failure memory): those decide where new work goes, not whether
+the running replicas serve. So a pass that cannot plan because such an
+input is missing or unreadable still applies the rule to the replicas it
+keeps, and a running deployment does not flip to not-ready because a
+required resource is momentarily absent.
+
+Only when `spec.replicas` itself cannot be read is the desired count
+unknown. Then the function neither claims nor withdraws readiness on new
+evidence: it carries the deployment's previous `Ready` condition, and only
+as far as the replicas it keeps allow (previously Ready and every kept
+replica ready). A deployment that never was Ready stays not ready.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+ALL_READY = "AllReplicasReady"
+NOT_READY = "ReplicasNotReady"
+SCALED_TO_ZERO = "ScaledToZero"
+DESIRED_UNKNOWN = "DesiredReplicasUnknown"
+
+
+@dataclass(frozen=True, slots=True)
+class Readiness:
+    """Whether the deployment is Ready, and the `ReplicasReady` reason and message saying why."""
+
+    ready: bool
+    reason: str
+    message: str
+
+
+def of_replicas(desired: int, ready: int) -> Readiness:
+    """The rule, for a known desired count (`spec.replicas`, never negative)."""
+    counted = f"{ready} of {desired} replicas ready"
+    if desired == 0:
+        return Readiness(True, SCALED_TO_ZERO, f"scaled to zero; {counted}")
+    if ready >= desired:
+        return Readiness(True, ALL_READY, counted)
+    return Readiness(False, NOT_READY, counted)
+
+
+def carried(previously_ready: bool, kept: int, kept_ready: int) -> Readiness:
+    """The desired count is unknown: keep the previous readiness while the kept replicas allow."""
+    ready = previously_ready and kept_ready == kept
+    before = "Ready" if previously_ready else "not Ready"
+    return Readiness(
+        ready,
+        DESIRED_UNKNOWN,
+        f"spec.replicas is unreadable; the deployment was {before} and "
+        f"{kept_ready} of {kept} kept replicas are ready",
+    )

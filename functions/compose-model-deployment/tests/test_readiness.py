@@ -1,0 +1,202 @@
+"""A ModelDeployment's own Ready: the rule, and what RunFunction tells Crossplane."""
+
+from __future__ import annotations
+
+import pytest
+from compose_model_deployment import fn, readiness
+from compose_model_deployment import testing as t
+from crossplane.function.proto.v1 import run_function_pb2 as fnv1
+from modelplane_devtools.wire import conditions, desired
+from modelplane_devtools.wire import desired_status as xr_status
+
+MATCHER = fn.default_matcher()
+FULL = {"gpu": 8}
+# Three whole 8-GPU nodes in all: room for three 8-GPU replicas.
+CLUSTERS = [
+    t.cluster("a", [t.pool("p", 2, histogram=[(FULL, 2)])]),
+    t.cluster("b", [t.pool("p", 1, histogram=[(FULL, 1)])]),
+]
+EIGHT_GPUS = [t.standalone(gpus=8)]
+
+
+def running(index: int, *, ready: bool = True) -> dict[str, dict]:
+    """Our replica `index`, on cluster b, observed with its pods scheduled and `ready`."""
+    replica = t.model_replica(
+        f"llm-{index}",
+        "team-a",
+        "b",
+        [t.replica_engine("serve", "p", gpus=8)],
+        deployment_name="llm",
+        index=index,
+        placed_at=t.ago(60),
+        ready=ready,
+    )
+    return {f"replica-{index}": replica}
+
+
+def was(ready: str | None, xr: dict) -> dict:
+    """The deployment as Crossplane last wrote it, its own Ready condition `ready`."""
+    if ready is not None:
+        xr.setdefault("status", {})["conditions"] = [
+            {"type": "Ready", "status": ready, "reason": "Available"}
+        ]
+    return xr
+
+
+def unreadable_replicas(ready: str | None) -> dict:
+    xr = was(ready, t.deployment(engines=EIGHT_GPUS))
+    xr["spec"]["replicas"] = "two"
+    return xr
+
+
+# --- the rule --------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("desired", "ready", "expected"),
+    [
+        pytest.param(0, 0, (True, readiness.SCALED_TO_ZERO), id="scaled to zero is ready"),
+        pytest.param(3, 3, (True, readiness.ALL_READY), id="every replica ready is ready"),
+        pytest.param(1, 1, (True, readiness.ALL_READY), id="a single ready replica is ready"),
+        pytest.param(3, 2, (False, readiness.NOT_READY), id="one replica short is not ready"),
+        pytest.param(3, 0, (False, readiness.NOT_READY), id="no replica ready is not ready"),
+        pytest.param(1, 0, (False, readiness.NOT_READY), id="one wanted none ready is not ready"),
+    ],
+)
+def test_ready_exactly_when_the_ready_replicas_reach_the_desired_count(desired, ready, expected):
+    judged = readiness.of_replicas(desired, ready)
+    assert (judged.ready, judged.reason) == expected
+    assert f"{ready} of {desired} replicas ready" in judged.message
+
+
+@pytest.mark.parametrize(
+    ("previously_ready", "kept", "kept_ready", "expected"),
+    [
+        pytest.param(True, 2, 2, True, id="ready before and every kept replica ready stays ready"),
+        pytest.param(True, 2, 1, False, id="ready before but a kept replica is not: not ready"),
+        pytest.param(False, 2, 2, False, id="never ready before is never claimed"),
+        pytest.param(True, 0, 0, True, id="ready before with nothing kept (scaled to zero) stays"),
+    ],
+)
+def test_an_unknown_desired_count_carries_the_previous_readiness_as_far_as_replicas_allow(
+    previously_ready, kept, kept_ready, expected
+):
+    judged = readiness.carried(previously_ready, kept, kept_ready)
+    assert (judged.ready, judged.reason) == (expected, readiness.DESIRED_UNKNOWN)
+    assert judged.message.startswith("spec.replicas is unreadable")
+
+
+# --- RunFunction: desired.composite.ready and ReplicasReady say the same ---------------------
+
+TRUE, FALSE = fnv1.READY_TRUE, fnv1.READY_FALSE
+
+CASES = [
+    pytest.param(
+        t.request(t.deployment(replicas=1, engines=EIGHT_GPUS), CLUSTERS, [], running(0)),
+        (TRUE, "AllReplicasReady"),
+        id="all ready: every replica placed and ready",
+    ),
+    pytest.param(
+        t.request(t.deployment(replicas=2, engines=EIGHT_GPUS), CLUSTERS, [], running(0)),
+        (FALSE, "ReplicasNotReady"),
+        id="short: one ready, the other just placed",
+    ),
+    pytest.param(
+        t.request(
+            t.deployment(replicas=1, engines=EIGHT_GPUS), CLUSTERS, [], running(0, ready=False)
+        ),
+        (FALSE, "ReplicasNotReady"),
+        id="placed but its workloads not ready",
+    ),
+    pytest.param(
+        t.request(t.deployment(replicas=2, engines=[t.standalone(gpus=16)]), CLUSTERS, []),
+        (FALSE, "ReplicasNotReady"),
+        id="none placed: nothing fits, nothing composed",
+    ),
+    pytest.param(
+        t.request(t.deployment(replicas=0, engines=EIGHT_GPUS), CLUSTERS, []),
+        (TRUE, "ScaledToZero"),
+        id="scale to zero with nothing running",
+    ),
+    pytest.param(
+        t.request(t.deployment(replicas=0, engines=EIGHT_GPUS), CLUSTERS, [], running(0)),
+        (TRUE, "ScaledToZero"),
+        id="scale to zero removing the last replica",
+    ),
+    pytest.param(
+        t.request(t.deployment(replicas=1, engines=EIGHT_GPUS), None, None, running(0)),
+        (TRUE, "AllReplicasReady"),
+        id="inputs not fetched yet: a running deployment stays ready",
+    ),
+    pytest.param(
+        t.request(t.deployment(replicas=2, engines=EIGHT_GPUS), None, None, running(0)),
+        (FALSE, "ReplicasNotReady"),
+        id="inputs not fetched yet: a short deployment stays not ready",
+    ),
+    pytest.param(
+        t.request(t.deployment(replicas=1, engines=EIGHT_GPUS), None, None),
+        (FALSE, "ReplicasNotReady"),
+        id="inputs not fetched yet on the first call: not ready",
+    ),
+    pytest.param(
+        t.request(t.deployment(replicas=1, engines=EIGHT_GPUS), [], [], running(0)),
+        (TRUE, "AllReplicasReady"),
+        id="no cluster selected: the running replica keeps the deployment ready",
+    ),
+    pytest.param(
+        t.request(
+            t.deployment(
+                replicas=1, engines=[t.standalone(gpus=1, selectors=["device.driver =="])]
+            ),
+            CLUSTERS,
+            [],
+            running(0),
+        ),
+        (TRUE, "AllReplicasReady"),
+        id="a selector that does not compile: the running replica keeps it ready",
+    ),
+    pytest.param(
+        t.request(
+            {**t.deployment(), "spec": {"replicas": 1, "template": {"spec": {"engines": []}}}},
+            CLUSTERS,
+            [],
+            running(0),
+        ),
+        (TRUE, "AllReplicasReady"),
+        id="an invalid template with a readable count is judged on the kept replicas",
+    ),
+    pytest.param(
+        t.request(unreadable_replicas("True"), CLUSTERS, [], running(0)),
+        (TRUE, "DesiredReplicasUnknown"),
+        id="unreadable spec.replicas, ready before and still serving: stays ready",
+    ),
+    pytest.param(
+        t.request(unreadable_replicas(None), CLUSTERS, [], running(0)),
+        (FALSE, "DesiredReplicasUnknown"),
+        id="unreadable spec.replicas, never ready before: not ready",
+    ),
+    pytest.param(
+        t.request(unreadable_replicas("True"), CLUSTERS, [], running(0, ready=False)),
+        (FALSE, "DesiredReplicasUnknown"),
+        id="unreadable spec.replicas, ready before but a kept replica is not: not ready",
+    ),
+]
+
+
+@pytest.mark.parametrize(("req", "expected"), CASES)
+def test_the_composite_ready_and_replicas_ready_agree(req, expected):
+    rsp = fn.run_function(req, t.NOW, MATCHER)
+    ready, reason = expected
+    assert rsp.desired.composite.ready == ready
+    status, got_reason, _ = conditions(rsp)[fn.READY]
+    assert (status, got_reason) == ("True" if ready == TRUE else "False", reason)
+
+
+def test_none_placed_composes_nothing_and_still_reads_not_ready():
+    # Without an explicit answer Crossplane would call a deployment with no
+    # composed resources Available.
+    xr = t.deployment(replicas=2, engines=[t.standalone(gpus=16)])
+    rsp = fn.run_function(t.request(xr, CLUSTERS, []), t.NOW, MATCHER)
+    assert desired(rsp) == {}
+    assert xr_status(rsp)["replicas"] == {"desired": 2, "scheduled": 0, "ready": 0}
+    assert rsp.desired.composite.ready == FALSE
