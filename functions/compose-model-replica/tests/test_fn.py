@@ -8,6 +8,7 @@ from datetime import UTC, datetime
 import pytest
 from compose_model_replica.core import unchanged
 from compose_model_replica.fn import FunctionRunner
+from crossplane.function.proto.v1.run_function_pb2 import READY_FALSE, READY_TRUE
 from modelplane_common import labels
 from modelplane_devtools.wire import conditions, desired, desired_status, events, request, run
 
@@ -735,6 +736,47 @@ def test_desired_ready_follows_the_observed_objects_ready_condition():
 )
 def test_workloads_ready(observed, expected):
     assert conditions(call(xr(standalone(requests=())), observed))["WorkloadsReady"] == expected
+
+
+AVAILABLE = {"east/serve/workload": remote_object("Deployment", {}, ready=True)}
+
+
+@pytest.mark.parametrize(
+    ("replica", "observed", "required", "ready"),
+    [
+        pytest.param(xr(), AVAILABLE, {"cluster": [cluster()]}, True, id="available is Ready"),
+        pytest.param(xr(), {}, {"cluster": [cluster()]}, False, id="nothing created yet"),
+        pytest.param(
+            xr(standalone("prefill"), standalone("decode")),
+            {"east/prefill/workload": remote_object("Deployment", {}, ready=True)},
+            {"cluster": [cluster()]},
+            False,
+            id="one engine of two available is not Ready",
+        ),
+        pytest.param(
+            xr(), {}, None, False, id="first call, nothing composed: not Ready (never vacuous)"
+        ),
+        pytest.param(
+            xr(), AVAILABLE, None, True, id="cluster not fetched: a serving replica stays Ready"
+        ),
+        pytest.param(
+            xr(), AVAILABLE, {"cluster": []}, True, id="cluster gone: a serving replica stays Ready"
+        ),
+        pytest.param(
+            {**xr(), "spec": {"clusterName": "east", "engines": []}},
+            AVAILABLE,
+            {"cluster": [cluster()]},
+            False,
+            id="a spec naming no engine is not Ready",
+        ),
+    ],
+)
+def test_the_replica_is_ready_exactly_when_its_workloads_ready_is_true(
+    replica, observed, required, ready
+):
+    rsp = run(FunctionRunner(clock=lambda: NOW), request(replica, observed, required))
+    assert rsp.desired.composite.ready == (READY_TRUE if ready else READY_FALSE)
+    assert conditions(rsp)["WorkloadsReady"][0] == ("True" if ready else "False")
 
 
 def test_engines_status_names_each_engine():

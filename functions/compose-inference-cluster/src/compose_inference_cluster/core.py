@@ -14,6 +14,14 @@ workload cluster, three things:
    `modelplane_common.observation.parse_observation`. Absence of the observed
    fields is the scheduler's signal to fall back to whole-node accounting.
 3. Which conditions and events tell a platform engineer what happened.
+4. Whether the cluster itself is Ready (`ready`; the shell states it as the
+   XR's `Ready` instead of letting Crossplane derive it): when this pass
+   composes the provider config (the credentials reference is complete)
+   and every pool Object it composes or keeps is Ready. Ready says the
+   control plane can compose on the cluster; it says nothing about
+   capacity. `CapacityObserved=False` (Declared mode, no agent, a stale or
+   rejected report) leaves it Ready: the scheduler counts those pools whole
+   nodes, and only a cluster whose Ready is False gets no new replicas.
 
 Invariants
     - Nothing already composed is dropped because an input is momentarily
@@ -378,6 +386,13 @@ def kept_for_safety(observed_names: set[str], decision: Decision, spec: Mapping)
             continue
         kept.add(name)
     return kept
+
+
+def ready(decision: Decision, pool_objects_ready: Mapping[str, bool]) -> bool:
+    """The cluster's own readiness, given each pool Object of the desired state (composed
+    or kept) and whether it is observed Ready. The agent CRD Object never counts: a
+    cluster without the agent is a supported cluster, not a broken one."""
+    return decision.provider_config is not None and all(pool_objects_ready.values())
 
 
 def desired_items(decision: Decision) -> list[tuple[str, dict]]:

@@ -88,5 +88,12 @@ class FunctionRunner(grpcv1.FunctionRunnerService):
             self.log.info("keeping composed resource despite missing input", name=resource_name)
 
         resource.update(rsp.desired.composite, {"status": decision.status})
+        pools_ready = {
+            name: name in req.observed.resources and _is_ready(req.observed.resources[name])
+            for name in rsp.desired.resources
+            if name.startswith(core.POOL_PREFIX)
+        }
+        ready = core.ready(decision, pools_ready)
+        rsp.desired.composite.ready = fnv1.READY_TRUE if ready else fnv1.READY_FALSE
         emit(rsp, decision.conditions, decision.events)
         return rsp

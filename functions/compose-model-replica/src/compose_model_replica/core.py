@@ -11,7 +11,13 @@ InferenceCluster and, per member, one pool of it. This module decides:
 2. The replica's status: `pods`, `scheduledAt`, `engines[]`, and the
    conditions PodsScheduled (scheduling.py), WorkloadsReady and
    WorkloadsComposed.
-3. Warning events for everything a person has to fix.
+3. Whether the replica itself is Ready (the XR's `Ready`, which the shell
+   states instead of letting Crossplane derive it): exactly when
+   WorkloadsReady is True, that is when the spec names at least one engine
+   and every engine's workload is available. It is judged on the observed
+   Objects alone, so a missing cluster or another input problem, which
+   keeps the Objects as they are, does not change it.
+4. Warning events for everything a person has to fix.
 
 Where the pods run
     In the workload cluster namespace named like the replica's namespace.
@@ -102,6 +108,7 @@ class Decision:
     conditions: tuple[Condition, ...]
     events: tuple[Event, ...]
     kept: tuple[str, ...] = field(default=())
+    ready: bool = False  # the replica's own Ready: WorkloadsReady is True
 
 
 @dataclass(frozen=True, slots=True)
@@ -215,6 +222,9 @@ def _engine_readiness(
 
 
 def _ready_condition(engines: list[dict], any_unsynced: bool) -> Condition:
+    if not engines:
+        # Nothing to be available: claiming every engine is would be vacuous.
+        return Condition(READY, "False", "NoEngines", "the spec names no engine")
     not_ready = [e for e in engines if not e["ready"]]
     if not not_ready:
         return Condition(READY, "True", "AllWorkloadsReady", "every engine's workload is available")
@@ -361,6 +371,7 @@ def decide(
         conditions=(verdict.condition, ready_condition, composed),
         events=tuple(events),
         kept=tuple(kept),
+        ready=ready_condition.status == "True",
     )
 
 

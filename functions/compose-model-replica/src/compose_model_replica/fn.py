@@ -92,5 +92,6 @@ class FunctionRunner(grpcv1.FunctionRunnerService):
             self.log.info("keeping composed resource despite a missing input", name=name)
 
         resource.update(rsp.desired.composite, {"status": decision.status})
+        rsp.desired.composite.ready = fnv1.READY_TRUE if decision.ready else fnv1.READY_FALSE
         emit(rsp, decision.conditions, decision.events)
         return rsp

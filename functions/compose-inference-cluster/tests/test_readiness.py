@@ -1,0 +1,135 @@
+"""An InferenceCluster's own Ready: its provider config and pool Objects, not its capacity."""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime
+
+import pytest
+from compose_inference_cluster.fn import FunctionRunner
+from crossplane.function.proto.v1 import run_function_pb2 as fnv1
+from modelplane_devtools.wire import conditions, request, run
+
+NOW = datetime(2026, 11, 29, 12, 0, tzinfo=UTC)
+FRESH = "2026-11-29T11:59:00Z"
+STALE = "2026-11-29T11:40:00Z"
+OBJECT = "kubernetes.m.crossplane.io/v1alpha1"
+
+
+def cluster(mode: str = "Observed", key: str = "kubeconfig") -> dict:
+    return {
+        "apiVersion": "modelplane.ai/v1alpha1",
+        "kind": "InferenceCluster",
+        "metadata": {"name": "east"},
+        "spec": {
+            "credentials": {"secretRef": {"namespace": "ops", "name": "east-kc", "key": key}},
+            "nodePools": [
+                {
+                    "name": "h100",
+                    "nodeCount": 2,
+                    "devices": [
+                        {"name": "gpu", "claim": "DRA", "driver": "gpu.nvidia.com", "count": 8}
+                    ],
+                }
+            ],
+            "observation": {"mode": mode, "maxAge": "5m"},
+        },
+    }
+
+
+def pool_object(ready: str, observed_at: str = FRESH) -> dict:
+    report = {
+        "observedAt": observed_at,
+        "observedNodes": 2,
+        "nodesByFreeDevices": [{"free": {"gpu": 8}, "nodes": 2}],
+    }
+    return {
+        "apiVersion": OBJECT,
+        "kind": "Object",
+        "status": {
+            "atProvider": {"manifest": {"kind": "PoolObservation", "status": report}},
+            "conditions": [{"type": "Ready", "status": ready}],
+        },
+    }
+
+
+PROVIDER_CONFIG = {"apiVersion": OBJECT, "kind": "ClusterProviderConfig"}
+AGENT_SEEN = {
+    "apiVersion": OBJECT,
+    "kind": "Object",
+    "status": {"atProvider": {"manifest": {"kind": "CustomResourceDefinition"}}},
+}
+AGENT_NOT_SEEN = {
+    "apiVersion": OBJECT,
+    "kind": "Object",
+    "status": {"conditions": [{"type": "Synced", "status": "False"}]},
+}
+BASE = {"provider-config": PROVIDER_CONFIG}
+
+# (XR, observed resources, expected ready, expected CapacityObserved status)
+CASES = [
+    pytest.param(
+        cluster(),
+        {**BASE, "agent-crd": AGENT_SEEN, "pool-h100": pool_object("True")},
+        True,
+        "True",
+        id="provider config and every pool Object Ready is Ready",
+    ),
+    pytest.param(
+        cluster(),
+        {**BASE, "agent-crd": AGENT_SEEN, "pool-h100": pool_object("False")},
+        False,
+        "True",
+        id="a pool Object that is not Ready keeps the cluster not Ready",
+    ),
+    pytest.param(
+        cluster(),
+        {**BASE, "agent-crd": AGENT_SEEN},
+        False,
+        "False",
+        id="a pool Object composed this pass is not Ready until observed Ready",
+    ),
+    pytest.param(
+        cluster(),
+        {**BASE, "agent-crd": AGENT_NOT_SEEN},
+        True,
+        "False",
+        id="no agent: CapacityObserved False, the cluster is Ready for whole-node placement",
+    ),
+    pytest.param(
+        cluster(),
+        {**BASE, "agent-crd": AGENT_SEEN, "pool-h100": pool_object("True", STALE)},
+        True,
+        "False",
+        id="a stale report: CapacityObserved False, still Ready",
+    ),
+    pytest.param(
+        cluster(mode="Declared"),
+        BASE,
+        True,
+        "False",
+        id="Declared capacity is Ready with its provider config alone",
+    ),
+    pytest.param(
+        cluster(),
+        {},
+        True,
+        "False",
+        id="the first pass composes the provider config: Ready for whole-node placement",
+    ),
+    pytest.param(
+        cluster(key=""),
+        {},
+        False,
+        "False",
+        id="an incomplete credentials reference composes nothing and is not Ready",
+    ),
+]
+
+
+@pytest.mark.parametrize(("xr", "observed", "ready", "capacity_observed"), CASES)
+def test_ready_is_the_provider_config_and_pool_objects_not_the_capacity_data(
+    xr, observed, ready, capacity_observed
+):
+    rsp = run(FunctionRunner(clock=lambda: NOW), request(xr, observed))
+    assert rsp.desired.composite.ready == (fnv1.READY_TRUE if ready else fnv1.READY_FALSE)
+    assert conditions(rsp)["CapacityObserved"][0] == capacity_observed
