@@ -2,10 +2,10 @@
 
 Crossplane sets an XR's `Ready` condition itself. When the function leaves
 `desired.composite.ready` unspecified, Crossplane derives it from the
-composed resources: Available only if every one of them was marked ready by
-the function, and Available when there are none. Neither says anything
-about a deployment (none placed would read Available), so this function
-always states the deployment's readiness, and the rule lives here.
+composed resources: Available when the function marked every one of them
+ready, which includes having none. That says nothing about a deployment (one
+that placed no replica would read Available), so this function always
+states the deployment's readiness (design/readiness.md), by this rule.
 
 The rule, over the replica counts the function publishes in
 `status.replicas`:
