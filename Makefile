@@ -21,5 +21,8 @@ schemas-check:
 bench:
 	uv run --frozen python tests/bench/bench_deployment.py
 
-lint:
+# Lint, format and type checks: what CI runs before the tests.
+lint: setup
 	uv run --frozen ruff check .
+	uv run --frozen ruff format --check .
+	uv run --frozen mypy

@@ -30,5 +30,23 @@ build tools/crossplane-core github.com/crossplane/crossplane/v2/cmd/crossplane c
 core=$!
 wait "${cli}"
 wait "${core}"
+
+# Third-party CRDs (provider-kubernetes, LeaderWorkerSet) for offline
+# validation: copied out of the Go modules that tools/third-party-crds pins,
+# so go.sum verifies them. Copied again whenever that go.sum changes.
+crds() {
+  local pins=tools/third-party-crds dest=.tools/crds
+  if cmp -s "${pins}/go.sum" "${dest}/go.sum"; then return 0; fi
+  echo "setup: copying third-party CRDs from the modules pinned in ${pins}"
+  rm -rf "${dest}" && mkdir -p "${dest}"
+  (cd "${pins}" && go mod download github.com/crossplane-contrib/provider-kubernetes sigs.k8s.io/lws)
+  local provider lws
+  provider=$(cd "${pins}" && go list -m -f '{{.Dir}}' github.com/crossplane-contrib/provider-kubernetes)
+  lws=$(cd "${pins}" && go list -m -f '{{.Dir}}' sigs.k8s.io/lws)
+  install -m 0644 "${provider}"/package/crds/kubernetes.m.crossplane.io_*.yaml "${dest}/"
+  install -m 0644 "${lws}/config/crd/bases/leaderworkerset.x-k8s.io_leaderworkersets.yaml" "${dest}/"
+  cp "${pins}/go.sum" "${dest}/go.sum"
+}
+crds
 .tools/bin/crossplane version --client >/dev/null 2>&1 || true
-echo "setup: ready ($(uv run --frozen python --version), crossplane CLI in .tools/bin)"
+echo "setup: ready ($(uv run --frozen python --version), crossplane CLI in .tools/bin, CRDs in .tools/crds)"

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import os
 from pathlib import Path
 
 import pytest
@@ -15,13 +14,12 @@ ROOT = render.ROOT
 def api_extensions() -> list[Path]:
     """Every schema a resource may need: our XRDs and CRDs, and the third-party CRDs.
 
-    A missing Crossplane CLI is a failure, never a skip: `make setup` installs it.
+    A missing Crossplane CLI or third-party CRD is a failure, never a skip: `make setup`
+    installs both.
     """
     render.crossplane()
     ours = sorted((ROOT / "apis").rglob("definition.yaml")) + sorted(
         (ROOT / "apis" / "agent").glob("*.yaml")
     )
-    shared = Path(os.environ.get("MODELPLANE_SHARED_CRDS", render.SHARED_CRDS))
-    theirs = sorted(shared.rglob("*.yaml"))
-    assert theirs, f"no third-party CRDs under {shared}"
+    theirs = render.third_party_crds()
     return ours + theirs

@@ -39,7 +39,8 @@ ROOT = Path(__file__).resolve().parents[3]
 TOOLS = ROOT / ".tools" / "bin"
 FUNCTIONS = ("compose-inference-cluster", "compose-model-replica", "compose-model-deployment")
 FUNCTIONS_FILE = ROOT / "examples" / "functions.yaml"
-SHARED_CRDS = ROOT.parent / "shared" / "crds"
+# Third-party CRDs copied out of the Go modules pinned in tools/third-party-crds.
+THIRD_PARTY_CRDS = ROOT / ".tools" / "crds"
 
 _TOKEN = re.compile(r"__NOW(?:-(?P<ago>[0-9hms.]+))?__")
 _UNITS = {"h": 3600, "m": 60, "s": 1}
@@ -78,6 +79,31 @@ def crossplane() -> Path:
 
 def crossplane_core() -> Path:
     return tool("crossplane-core", "CROSSPLANE_CORE")
+
+
+# The kinds our composed resources use from other projects; each must have a
+# CRD in THIRD_PARTY_CRDS.
+THIRD_PARTY_KINDS = frozenset(
+    {
+        ("kubernetes.m.crossplane.io", "Object"),
+        ("kubernetes.m.crossplane.io", "ProviderConfig"),
+        ("kubernetes.m.crossplane.io", "ClusterProviderConfig"),
+        ("leaderworkerset.x-k8s.io", "LeaderWorkerSet"),
+    }
+)
+
+
+def third_party_crds(folder: Path = THIRD_PARTY_CRDS) -> list[Path]:
+    """The third-party CRD files; raises ToolMissing unless every THIRD_PARTY_KINDS is there."""
+    files = sorted(folder.glob("*.yaml"))
+    found = set()
+    for path in files:
+        for crd in load_all(path.read_text()):
+            found.add((crd["spec"]["group"], crd["spec"]["names"]["kind"]))
+    missing = sorted(f"{group}/{kind}" for group, kind in THIRD_PARTY_KINDS - found)
+    if missing:
+        raise ToolMissing(f"no CRD for {', '.join(missing)} in {folder}: run `make setup`")
+    return files
 
 
 def _ago(text: str) -> timedelta:

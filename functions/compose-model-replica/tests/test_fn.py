@@ -471,7 +471,12 @@ def test_claiming_member_gets_a_resource_claim_template_its_pods_reference():
         "count": 2,
         "selectors": [
             {"cel": {"expression": 'device.attributes["gpu.nvidia.com"].arch == "Hopper"'}},
-            {"cel": "device.capacity['gpu.nvidia.com'].memory.isGreaterThan(quantity('40Gi'))"},
+            {
+                "cel": {
+                    "expression": "device.capacity['gpu.nvidia.com'].memory"
+                    ".isGreaterThan(quantity('40Gi'))"
+                }
+            },
         ],
     }
     nic = {"name": "nic", "deviceClassName": "rdma.mellanox.com", "count": 1}
@@ -866,6 +871,24 @@ RUNNING = {
             "InvalidSpec",
             True,
             id="device request without a device class",
+        ),
+        pytest.param(
+            xr(
+                standalone(
+                    requests=[
+                        {
+                            "name": "gpu",
+                            "deviceClassName": "gpu.nvidia.com",
+                            "count": 1,
+                            "selectors": [{"cel": "device.driver == 'gpu.nvidia.com'"}],
+                        }
+                    ]
+                )
+            ),
+            {"cluster": [cluster()]},
+            "InvalidSpec",
+            True,
+            id="a selector's cel given as a plain string, not DRA's {expression}",
         ),
         pytest.param(
             {**xr(), "spec": {**xr()["spec"], "tolerations": "all"}},

@@ -1,6 +1,6 @@
 """Pool capacity: turn a pool's published status into a ledger and charge replicas.
 
-Rules (api-contract section 5)
+Rules (design/api.md section 6)
     1. A pool with a FRESH observation starts from its histogram plus
        max(0, nodes - observedNodes) empty nodes it can still grow by. A
        replica pinned to it is charged only while the histogram cannot

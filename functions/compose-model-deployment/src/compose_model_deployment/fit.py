@@ -15,7 +15,7 @@ claims nothing still needs a node, but any node, full or not.
 Invariants
     - Counts never go negative; placing decrements the node a pod takes and
       re-files it under its new free vector, so one pass never overcommits
-      (the Ryax finding).
+      (a pass that did not would send every replica to the same free node).
     - Every pod of one gang copy takes a DISTINCT node: while a gang is
       placed, the nodes it took are out of reach of its other pods.
     - A gang is placed all or nothing; a failed attempt leaves the ledger as
@@ -35,7 +35,7 @@ Exactness
       order (multi-dimensional bin packing is NP-hard); may refuse a packing
       that a cleverer order would find, never accepts one that does not fit.
 
-Assumed node choice (background finding 9)
+Assumed node choice (design/scheduler.md)
     The cluster scheduler is assumed to bind each claiming pod to the node
     with the MOST free devices of the kinds it claims (ties: the most free
     devices overall, then the vector itself). This matches kube-scheduler's

@@ -7,14 +7,12 @@ engine by engine. A well-formed engine becomes an `Engine`; an engine the
 XRD should have rejected becomes an `InvalidEngine` naming every defect,
 and the caller keeps whatever already runs for it instead of guessing.
 
-Shapes (contract section 3)
+Shapes (design/api.md section 4)
     An engine is one Standalone member, or one Leader and one Worker member
     (a gang). `copies` independent copies of it run; a gang copy is the
     leader plus `worker.nodes` workers, each on its own node.
 
 Leniency, deliberately
-    - A selector's `cel` may be `{expression: ...}` (the XRD's shape) or a
-      plain string; both mean the same CEL expression.
     - A member's `template` may be a PodTemplateSpec (`{metadata, spec}`) or
       a bare pod spec (`{containers: ...}`).
     - Counts are read with `as_count`: the wire delivers 3 as 3.0.
@@ -119,11 +117,10 @@ class ReplicaSpec:
 
 def _selector_expression(selector: object, where: str, defects: list[str]) -> str | None:
     cel = selector.get("cel") if isinstance(selector, Mapping) else None
-    if isinstance(cel, Mapping):
-        cel = cel.get("expression")
-    if isinstance(cel, str) and cel.strip():
-        return cel
-    defects.append(f"{where} needs a CEL expression (cel.expression or a cel string)")
+    expression = cel.get("expression") if isinstance(cel, Mapping) else None
+    if isinstance(expression, str) and expression.strip():
+        return expression
+    defects.append(f"{where} needs a CEL expression in cel.expression (got {cel!r})")
     return None
 
 
