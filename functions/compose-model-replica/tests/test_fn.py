@@ -256,14 +256,20 @@ def test_pods_scheduled(replica, cluster_body, observed, expected):
         ),
         pytest.param(
             {**report(1, 1), "observedAt": "2026-11-29T11:59:30"},
-            "has no time zone",
+            'observedAt: not an RFC 3339 time (got "2026-11-29T11:59:30")',
             id="observedAt without a zone",
         ),
         pytest.param(
-            {**report(1, 1), "pods": "one"}, "pods must be a count", id="pods not a count"
+            {**report(1, 1), "pods": "one"},
+            'pods: must be a count (got "one")',
+            id="pods not a count",
         ),
-        pytest.param({**report(1, 1), "pods": 1.5}, "pods must be a count", id="pods fractional"),
-        pytest.param(report(1, 2), "scheduledPods exceeds pods", id="more bound than seen"),
+        pytest.param(
+            {**report(1, 1), "pods": 1.5}, "pods: must be a count (got 1.5)", id="pods fractional"
+        ),
+        pytest.param(
+            report(1, 2), "scheduledPods: exceeds the 1 pods (got 2)", id="more bound than seen"
+        ),
         pytest.param(
             {**report(1, 1), "conditions": []},
             "no Scheduled condition",
@@ -279,7 +285,9 @@ def test_pods_scheduled(replica, cluster_body, observed, expected):
         ),
         pytest.param(report(2, 1), "while some pods are not bound", id="True with unbound pods"),
         pytest.param(
-            report(1, 1, state="Maybe"), "status is 'Maybe'", id="Scheduled status unknown word"
+            report(1, 1, state="Maybe"),
+            'conditions[Scheduled].status: must be True, False or Unknown (got "Maybe")',
+            id="Scheduled status unknown word",
         ),
     ],
 )
