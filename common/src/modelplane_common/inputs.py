@@ -110,6 +110,13 @@ def text(value: object, path: str, default: str = "") -> str:
     return value
 
 
+def name(value: object, path: str = "metadata.name") -> str:
+    """A resource's name: a non-empty string, or the resource cannot be reasoned about."""
+    if not isinstance(value, str) or not value:
+        raise InvalidInput(path, "must be a non-empty string", value)
+    return value
+
+
 def enum(value: object, path: str, allowed: Sequence[str], default: str) -> str:
     """An enum field under the shared rule: absent is the default, unknown is unresolved."""
     if value is None:

@@ -384,6 +384,10 @@ def mutation(draw: st.DrawFn, seed: Seed) -> Mutation:
             options.append((True, "optional field removed", st.just(_DELETE)))
         else:
             options.append((False, "required field removed", st.just(_DELETE)))
+    elif parent is not None and parent.get("type") == "array":
+        siblings = len(_get(body, path[:-1]))
+        fits = siblings - 1 >= int(parent.get("minItems", 0))
+        options.append((fits, "list item removed", st.just(_DELETE)))
     else:
         options.append((False, "list item removed", st.just(_DELETE)))
 
@@ -415,6 +419,15 @@ class Mutant:
     @property
     def valid(self) -> bool:
         return all(m.valid for m in self.mutations)
+
+    @property
+    def invalid(self) -> bool:
+        """Every mutation invalid: nothing may justify dropping a composed resource.
+
+        A mutant mixing a valid and an invalid change (a pool removed AND a
+        malformed status) may lose a resource for the valid reason.
+        """
+        return bool(self.mutations) and not any(m.valid for m in self.mutations)
 
     @property
     def mutated(self) -> Seed:
@@ -449,12 +462,12 @@ class Outcome:
     requests: list[fnv1.RunFunctionRequest] = field(default_factory=list)
     digests: list[str] = field(default_factory=list)
 
-    def failure(self, valid: bool) -> str | None:
+    def failure(self, invalid: bool) -> str | None:
         if self.crashed:
             return f"RunFunction raised {self.crashed}"
         if self.internal_error:
             return f"the safety net caught a crash: {self.internal_error}"
-        if not valid and self.dropped:
+        if invalid and self.dropped:
             return f"invalid input dropped observed resources {list(self.dropped)}"
         return None
 
@@ -535,9 +548,9 @@ def survey(per_function: int, seed: int = 0) -> dict[str, dict[str, int]]:
             tally["valid"] += mutant.valid
             tally["crashed"] += outcome.crashed is not None
             tally["internal"] += outcome.internal_error is not None
-            tally["dropped"] += bool(outcome.dropped) and not mutant.valid
+            tally["dropped"] += bool(outcome.dropped) and mutant.invalid
             tally["fatal"] += outcome.fatal is not None
-            failure = outcome.failure(mutant.valid)
+            failure = outcome.failure(mutant.invalid)
             if failure:
                 samples.setdefault(function, []).append(f"{mutant.describe()} -> {failure}")
 

@@ -65,9 +65,7 @@ class FunctionRunner(grpcv1.FunctionRunnerService):
         rsp = response.to(req)
         xr = resource.struct_to_dict(req.observed.composite.resource)
         # A composite that is not even an object cannot be reasoned about: Fatal.
-        name = inputs.text(
-            inputs.mapping(xr.get("metadata"), "metadata").get("name"), "metadata.name"
-        )
+        name = inputs.name(inputs.mapping(xr.get("metadata"), "metadata").get("name"))
         spec = inputs.mapping(xr.get("spec"), "spec")
         previous = xr.get("status") if isinstance(xr.get("status"), dict) else {}
         decision = core.decide(name, spec, observed_state(req), previous, self.clock())

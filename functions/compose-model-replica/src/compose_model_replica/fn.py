@@ -68,6 +68,7 @@ class FunctionRunner(grpcv1.FunctionRunnerService):
         xr = resource.struct_to_dict(req.observed.composite.resource)
         # A composite that is not even an object cannot be reasoned about: Fatal.
         metadata = inputs.mapping(xr.get("metadata"), "metadata")
+        inputs.name(metadata.get("name"))
         spec = inputs.mapping(xr.get("spec"), "spec")
         status = xr.get("status") if isinstance(xr.get("status"), dict) else {}
         cluster_name = spec.get("clusterName")
