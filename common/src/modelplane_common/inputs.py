@@ -149,6 +149,12 @@ def max_age(observation: object, path: str = "spec.observation") -> tuple[timede
         )
 
 
+def status_of(obj: object) -> Mapping:
+    """obj's status, or {} when absent or not an object (status is the functions' own)."""
+    status = obj.get("status") if isinstance(obj, Mapping) else None
+    return status if isinstance(status, Mapping) else {}
+
+
 def find_condition(obj: object, typ: str) -> Mapping:
     """The first condition of that type in obj's status.conditions, or {} if there is none.
 

@@ -67,7 +67,7 @@ class FunctionRunner(grpcv1.FunctionRunnerService):
         # A composite that is not even an object cannot be reasoned about: Fatal.
         name = inputs.name(inputs.mapping(xr.get("metadata"), "metadata").get("name"))
         spec = inputs.mapping(xr.get("spec"), "spec")
-        previous = xr.get("status") if isinstance(xr.get("status"), dict) else {}
+        previous = inputs.status_of(xr)
         decision = core.decide(name, spec, observed_state(req), previous, self.clock())
 
         for resource_name, body in core.desired_items(decision):

@@ -27,6 +27,7 @@ from modelplane_common.inputs import (
     inference_cluster_problems,
     observation_mode,
     problem,
+    status_of,
     validation_problems,
 )
 from modelplane_common.inputs import max_age as read_max_age
@@ -169,9 +170,8 @@ def read_deployment(xr: Mapping) -> DeploymentInput:
     )
 
 
-def _status(xr: Mapping) -> Mapping:
-    status = xr.get("status")
-    return status if isinstance(status, Mapping) else {}
+def _status(obj: Mapping) -> Mapping:
+    return status_of(obj)
 
 
 def _entries(xr: Mapping, field: str) -> list:
@@ -362,7 +362,7 @@ def read_own_replica(
     rspec = obj["spec"]
     name = str(meta.get("name") or spec.replica_name(index))
     cluster = str(rspec.get("clusterName", ""))
-    found = meta.get("labels") if isinstance(meta.get("labels"), Mapping) else {}
+    found: Mapping = meta["labels"] if isinstance(meta.get("labels"), Mapping) else {}
     expected = {
         labels.DEPLOYMENT: spec.name,
         labels.DEPLOYMENT_NAMESPACE: spec.namespace,

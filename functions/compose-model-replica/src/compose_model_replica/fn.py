@@ -70,7 +70,7 @@ class FunctionRunner(grpcv1.FunctionRunnerService):
         metadata = inputs.mapping(xr.get("metadata"), "metadata")
         inputs.name(metadata.get("name"))
         spec = inputs.mapping(xr.get("spec"), "spec")
-        status = xr.get("status") if isinstance(xr.get("status"), dict) else {}
+        status = inputs.status_of(xr)
         cluster_name = spec.get("clusterName")
         if isinstance(cluster_name, str) and cluster_name:
             response.require_resources(
