@@ -51,13 +51,13 @@ import yaml
 from crossplane.function import logging
 from crossplane.function.proto.v1 import run_function_pb2 as fnv1
 from hypothesis import strategies as st
+from modelplane_common.guard import INTERNAL_ERROR
 
 from modelplane_devtools import render, wire
 
 NOW = datetime(2026, 11, 30, 12, 0, tzinfo=UTC)
 ROOT = render.ROOT
 NAME_ANNOTATION = "crossplane.io/composition-resource-name"
-INTERNAL_ERROR = "internal error"
 FUNCTION_OF_COMPOSITION = {
     "apis/inferencecluster/composition.yaml": "compose-inference-cluster",
     "apis/modelreplica/composition.yaml": "compose-model-replica",

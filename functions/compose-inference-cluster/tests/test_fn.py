@@ -415,3 +415,29 @@ def test_pool_objects_are_ready_only_when_their_object_is():
     ready = {name: r.ready for name, r in rsp.desired.resources.items()}
     assert ready["pool-l40s"] == 1  # READY_TRUE
     assert ready["pool-h100"] != 1
+
+
+@pytest.mark.parametrize(
+    "since",
+    ["2026-01-01t09:00:00z", "2026-01-01T10:00:00.123456789+01:00", "not a time"],
+    ids=[
+        "a lower-case RFC 3339 time",
+        "an offset with nanoseconds",
+        "a malformed time is simply not read",
+    ],
+)
+def test_a_ready_condition_is_read_whatever_its_time_spelling(since):
+    observed = copy.deepcopy(OBSERVED_ALL)
+    observed["pool-h100"]["status"]["conditions"][0]["lastTransitionTime"] = since
+    rsp = render(XR, observed)
+    assert rsp.desired.resources["pool-h100"].ready == 1  # READY_TRUE
+
+
+def test_an_observed_at_far_in_the_future_says_so():
+    future = {**H100_REPORT, "observedAt": "9999-12-31T23:59:59Z"}
+    rsp = render(XR, {**OBSERVED_ALL, "pool-h100": pool_object(future)})
+    message = conditions(rsp)["CapacityObserved"][2]
+    assert (
+        "h100 (observation is in the future, more than 5m ahead of the control plane's clock "
+        "(check the agent's clock))" in message
+    )

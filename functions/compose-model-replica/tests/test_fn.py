@@ -931,3 +931,60 @@ def test_declared_mode_removes_the_observation():
     got = desired(call(xr(), RUNNING, {"cluster": [cluster(mode="Declared")]}))
     assert "east/observation" not in got
     assert "east/serve/workload" in got
+
+
+# --- Unknown and malformed input keeps everything and names the field --------------------------
+
+
+def test_an_unknown_observation_mode_keeps_the_observation_and_names_the_value():
+    rsp = call(xr(), RUNNING, {"cluster": [cluster(mode="Sometimes")]})
+    assert set(desired(rsp)) == set(RUNNING)
+    status, reason, message = conditions(rsp)["WorkloadsComposed"]
+    assert (status, reason) == ("False", "ClusterInvalid")
+    assert (
+        "InferenceCluster east is invalid: spec.observation.mode: Input should be 'Observed' "
+        "or 'Declared' (got \"Sometimes\")" in message
+    )
+
+
+def test_a_cluster_whose_status_is_not_an_object_keeps_everything():
+    broken = cluster()
+    broken["status"] = "ready"
+    rsp = call(xr(), RUNNING, {"cluster": [broken]})
+    assert set(desired(rsp)) == set(RUNNING)
+    assert conditions(rsp)["WorkloadsComposed"][:2] == ("False", "ClusterNotReady")
+
+
+def test_a_malformed_template_is_an_invalid_engine_not_a_crash():
+    engine = copy.deepcopy(standalone())
+    engine["members"][0]["template"]["spec"]["containers"] = ["vllm"]
+    rsp = call(xr(engine), RUNNING)
+    assert set(desired(rsp)) == set(RUNNING)
+    message = conditions(rsp)["WorkloadsComposed"][2]
+    assert (
+        'members[0] (Standalone).template.spec.containers[0]: must be an object (got "vllm")'
+        in (message)
+    )
+
+
+def test_lower_case_rfc3339_times_in_conditions_are_read():
+    observed = {
+        **copy.deepcopy(RUNNING),
+        "east/observation": remote_object(
+            "ReplicaObservation", report(1, 1, since=EARLIER.lower()), ready=True
+        ),
+    }
+    observed["east/serve/workload"]["status"]["conditions"][0]["lastTransitionTime"] = (
+        "2026-01-01t09:00:00z"
+    )
+    rsp = call(xr(), observed)
+    assert pods_scheduled(rsp)[:2] == ("True", "AllPodsScheduled")
+
+
+def test_a_composite_without_a_name_is_fatal():
+    body = xr()
+    del body["metadata"]["name"]
+    rsp = call(body, RUNNING)
+    assert events(rsp) == [
+        ("Fatal", "cannot read the composite: metadata.name: must be a non-empty string (got null)")
+    ]

@@ -264,8 +264,12 @@ def _write(
         if key not in planned and key not in removed:
             rsp.desired.resources[key].resource.update(compose.unchanged(obj))
     status = compose.status(plan)
+    # Remembered only while a replica still runs there after this pass.
+    still_used = {r.cluster for r in plan.replicas}
     status["missingClusters"] = [
-        {"name": m.name, "since": format_time(m.since)} for m in absences.missing
+        {"name": m.name, "since": format_time(m.since)}
+        for m in absences.missing
+        if m.name in still_used
     ]
     _set_status(rsp, status)
     _conditions(rsp, plan, notes)

@@ -291,7 +291,7 @@ def _engine(raw: object, position: int) -> Engine | InvalidEngine:
     if not isinstance(raw_members, list):
         raw_members = []
     members = [_member(m, f"members[{i}]", defects) for i, m in enumerate(raw_members)]
-    roles = sorted(m.get("role") for m in raw_members if isinstance(m, Mapping))
+    roles = sorted(str(m.get("role")) for m in raw_members if isinstance(m, Mapping))
     if roles not in ([STANDALONE], [LEADER, WORKER]):
         defects.append(
             "an engine has one Standalone member, or one Leader and one Worker member; "
