@@ -16,11 +16,14 @@ workload cluster, three things:
 3. Which conditions and events tell a platform engineer what happened.
 
 Invariants
+    - A spec that breaks the XRD's schema (checked against the generated
+      model, an unknown observation.mode included) decides nothing: every
+      composed resource is kept and the previous status passed through,
+      with one `field.path: reason (got value)` per defect.
     - Nothing already composed is dropped because an input is momentarily
       missing: a pool Object that exists stays desired while its pool is in
-      the spec, even if the agent's CRD Object stops reporting; the provider
-      config stays while the credentials reference is being fixed.
-    - A pool leaves the desired state only when it leaves the spec.
+      the spec, even if the agent's CRD Object stops reporting.
+    - A pool leaves the desired state only when it leaves a valid spec.
     - Declared mode composes no observation and publishes no observed fields.
     - The publisher does not judge freshness for publishing: it republishes
       the agent's `observedAt`, and the scheduler compares it with `maxAge`.

@@ -25,7 +25,9 @@ Invariants
     - Running work is never dropped because an input is missing or wrong.
       A pass composes what its inputs allow; a resource it observed but
       did not compose is re-emitted unchanged unless the pass is CLEAN:
-      the cluster resolved with a provider config, the spec valid, every
+      the cluster resolved, its spec valid against its XRD (an unknown
+      observation.mode makes it invalid) and with a provider config, the
+      replica's spec valid, every
       engine's pools in the cluster's spec. Only a clean pass removes
       leftovers (an engine removed from the spec, the Objects of the
       cluster the replica left, the ReplicaObservation in Declared mode).
