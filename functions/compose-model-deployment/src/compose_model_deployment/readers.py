@@ -112,19 +112,23 @@ def read_deployment(xr: Mapping) -> DeploymentInput:
     except ValidationError as err:
         raise ValueError("; ".join(validation_problems(err))) from err
     if model.spec is None:
-        raise ValueError("the ModelDeployment has no spec")
+        raise ValueError("spec: is required (got no value)")
     meta = xr.get("metadata") or {}
     name, namespace = meta.get("name"), meta.get("namespace")
-    if not name or not namespace:
-        raise ValueError("the ModelDeployment needs metadata.name and metadata.namespace")
+    for field, value in (("metadata.name", name), ("metadata.namespace", namespace)):
+        if not isinstance(value, str) or not value:
+            raise ValueError(problem(field, "must be a non-empty string", value))
     template = model.spec.template
     engines: list[EngineShape] = []
-    for engine in template.spec.engines:
+    for position, engine in enumerate(template.spec.engines):
         roles = sorted(m.role.value for m in engine.members)
         if roles not in (["Standalone"], ["Leader", "Worker"]):
             raise ValueError(
-                f"engine {engine.name} must have one Standalone member, or one Leader "
-                f"and one Worker member; it has {roles}"
+                problem(
+                    f"spec.template.spec.engines[{position}].members",
+                    "must be one Standalone member, or one Leader and one Worker member",
+                    roles,
+                )
             )
         members = []
         for member in engine.members:
