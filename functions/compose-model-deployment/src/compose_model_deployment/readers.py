@@ -115,9 +115,10 @@ def read_deployment(xr: Mapping) -> DeploymentInput:
         raise ValueError("spec: is required (got no value)")
     meta = xr.get("metadata") or {}
     name, namespace = meta.get("name"), meta.get("namespace")
-    for field, value in (("metadata.name", name), ("metadata.namespace", namespace)):
-        if not isinstance(value, str) or not value:
-            raise ValueError(problem(field, "must be a non-empty string", value))
+    if not isinstance(name, str) or not name:
+        raise ValueError(problem("metadata.name", "must be a non-empty string", name))
+    if not isinstance(namespace, str) or not namespace:
+        raise ValueError(problem("metadata.namespace", "must be a non-empty string", namespace))
     template = model.spec.template
     engines: list[EngineShape] = []
     for position, engine in enumerate(template.spec.engines):
