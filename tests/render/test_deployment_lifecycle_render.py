@@ -183,6 +183,10 @@ def fleet_without(*names: str, spare: bool = False) -> list[dict]:
     return kept
 
 
+def fleet_replicas() -> list[dict]:
+    return render.load_all(FLEET_REPLICAS.read_text())
+
+
 def settled(functions) -> list[dict]:
     return [observed(r, "True", "AllPodsScheduled", 30) for r in first_placement(functions)]
 
@@ -198,7 +202,7 @@ def test_replicas_on_a_vanished_cluster_stay_within_the_grace_period(functions):
         deployment(),
         COMPOSITION,
         observed=healthy,
-        required=[*fleet_without("gpu-west"), FLEET_REPLICAS],
+        required=[*fleet_without("gpu-west"), *fleet_replicas()],
     )
     assert specs(rendered) == before, "nothing moves within the grace period"
     xr = composite(rendered)
@@ -217,7 +221,7 @@ def test_replicas_on_a_cluster_missing_past_the_grace_period_move(functions):
     xr = deployment()
     xr["status"] = {"missingClusters": [{"name": "gpu-west", "since": stamp(6)}]}
     rendered = functions.render(
-        xr, COMPOSITION, observed=healthy, required=[*fleet_without("gpu-west"), FLEET_REPLICAS]
+        xr, COMPOSITION, observed=healthy, required=[*fleet_without("gpu-west"), *fleet_replicas()]
     )
     after = specs(rendered)
     assert after.keys() == before.keys()
@@ -244,7 +248,7 @@ def test_nothing_moves_when_every_cluster_the_deployment_uses_vanishes(functions
         xr,
         COMPOSITION,
         observed=healthy,
-        required=[*fleet_without("gpu-east", "gpu-west", spare=True), FLEET_REPLICAS],
+        required=[*fleet_without("gpu-east", "gpu-west", spare=True), *fleet_replicas()],
     )
     assert specs(rendered) == before
     scheduled = condition(composite(rendered), "ReplicasScheduled")
