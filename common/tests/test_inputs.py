@@ -84,7 +84,8 @@ def test_unknown_or_malformed_enum_values_raise_naming_the_field(observation, er
         (
             {"maxAge": "soon"},
             timedelta(minutes=5),
-            'spec.observation.maxAge: not a duration such as 5m, 90s or 1h30m; using 5m (got "soon")',
+            "spec.observation.maxAge: not a duration such as 5m, 90s or 1h30m; using 5m "
+            '(got "soon")',
         ),
     ],
     ids=["absent is 5m", "a duration is read", "a malformed one falls back to 5m and says so"],
