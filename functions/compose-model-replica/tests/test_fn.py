@@ -988,3 +988,12 @@ def test_a_composite_without_a_name_is_fatal():
     assert events(rsp) == [
         ("Fatal", "cannot read the composite: metadata.name: must be a non-empty string (got null)")
     ]
+
+
+def test_an_unknown_member_role_is_never_guessed_and_keeps_everything():
+    engine = copy.deepcopy(standalone())
+    engine["members"][0]["role"] = "Solo"
+    rsp = call(xr(engine), RUNNING)
+    assert set(desired(rsp)) == set(RUNNING)
+    message = conditions(rsp)["WorkloadsComposed"][2]
+    assert 'members[0].role: must be one of Standalone, Leader, Worker (got "Solo")' in message

@@ -26,7 +26,7 @@ import re
 from collections.abc import Mapping
 from dataclasses import dataclass
 
-from modelplane_common.inputs import problem
+from modelplane_common.inputs import InvalidInput, enum, problem
 from modelplane_common.observation import as_count
 
 STANDALONE = "Standalone"
@@ -254,9 +254,14 @@ def _member(raw: object, where: str, defects: list[str]) -> Member | None:
     if not isinstance(raw, Mapping):
         defects.append(f"{where} must be an object")
         return None
-    role = raw.get("role")
-    if role not in ROLES:
-        defects.append(f"{where}.role must be one of {', '.join(ROLES)}, got {role!r}")
+    try:
+        # The shared rule for enums: an unknown role is never guessed at.
+        role = enum(raw.get("role"), f"{where}.role", ROLES, default="")
+    except InvalidInput as err:
+        defects.append(str(err))
+        return None
+    if not role:
+        defects.append(f"{where}.role: is required (got no value)")
         return None
     where = f"{where} ({role})"
     pool = raw.get("nodePoolName")
