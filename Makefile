@@ -1,5 +1,5 @@
 # The two commands the README promises, and the helpers around them.
-.PHONY: setup render test schemas schemas-check bench lint
+.PHONY: setup render test schemas schemas-check bench lint fuzz
 
 setup:
 	bash scripts/setup.sh
@@ -26,3 +26,8 @@ lint: setup
 	uv run --frozen ruff check .
 	uv run --frozen ruff format --check .
 	uv run --frozen mypy
+
+# The long fuzz profile: thousands of schema-aware mutants per function
+# (tests/fuzz; CI runs the short profile as part of `make test`).
+fuzz:
+	MODELPLANE_FUZZ=long uv run --frozen pytest tests/fuzz -q

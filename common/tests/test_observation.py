@@ -87,54 +87,54 @@ def test_accepted_reports(status, histogram):
 REJECTED = {
     "a negative free count is rejected": (
         report(nodesByFreeDevices=[{"free": {"gpu": -1}, "nodes": 1}]),
-        "free.gpu must be a non-negative count",
+        "nodesByFreeDevices[0].free.gpu: must be a non-negative count (got -1)",
     ),
     "more free than the pool declares per node is rejected": (
         report(nodesByFreeDevices=[{"free": {"gpu": 9}, "nodes": 1}]),
-        "free.gpu is 9, above the 8 declared per node",
+        "nodesByFreeDevices[0].free.gpu: above the 8 declared per node (got 9)",
     ),
     "an unknown device key is rejected": (
         report(nodesByFreeDevices=[{"free": {"tpu": 1}, "nodes": 1}]),
-        "unknown device 'tpu'",
+        'nodesByFreeDevices[0].free: names an undeclared device kind (got "tpu")',
     ),
     "a synthetic device key is rejected, since synthetic kinds are never observed": (
         report(nodesByFreeDevices=[{"free": {"nvlink": 1}, "nodes": 1}]),
-        "unknown device 'nvlink'",
+        'nodesByFreeDevices[0].free: names an undeclared device kind (got "nvlink")',
     ),
     "more nodes in the histogram than observed is rejected": (
         report(observedNodes=1),
-        "counts 2 nodes, more than the 1 observed",
+        "nodesByFreeDevices: counts more nodes than the 1 observed (got 2)",
     ),
     "more buckets than the bound is rejected": (
         report(
             observedNodes=MAX_BUCKETS + 1,
             nodesByFreeDevices=[{"free": {"gpu": 1}, "nodes": 1}] * (MAX_BUCKETS + 1),
         ),
-        f"exceed the bound of {MAX_BUCKETS}",
+        f"nodesByFreeDevices: more than {MAX_BUCKETS} buckets (got {MAX_BUCKETS + 1})",
     ),
     "a malformed observedAt is rejected": (
         report(observedAt="yesterday"),
-        "observedAt",
+        'observedAt: not an RFC 3339 time (got "yesterday")',
     ),
     "an observedAt without a zone is rejected": (
         report(observedAt="2026-11-29T11:59:00"),
-        "has no time zone",
+        'observedAt: not an RFC 3339 time (got "2026-11-29T11:59:00")',
     ),
     "a bucket of zero nodes is rejected": (
         report(nodesByFreeDevices=[{"free": {"gpu": 1}, "nodes": 0}]),
-        "nodes must be a positive count",
+        "nodesByFreeDevices[0].nodes: must be a positive count (got 0)",
     ),
     "a fractional count is rejected": (
         report(nodesByFreeDevices=[{"free": {"gpu": 1.5}, "nodes": 1}]),
-        "free.gpu must be a non-negative count",
+        "nodesByFreeDevices[0].free.gpu: must be a non-negative count (got 1.5)",
     ),
     "a boolean is not a count": (
         report(observedNodes=True),
-        "observedNodes must be a count",
+        "observedNodes: must be a count of nodes (got true)",
     ),
     "a missing observedNodes is rejected": (
         {"observedAt": "2026-11-29T11:59:00Z", "nodesByFreeDevices": []},
-        "observedNodes must be a count",
+        "observedNodes: must be a count of nodes (got null)",
     ),
 }
 
@@ -190,6 +190,26 @@ FRESHNESS = {
 def test_freshness(age, fresh):
     observation = Observation(NOW - age, 1, Histogram(()))
     assert observation.is_fresh(NOW, timedelta(minutes=5)) is fresh
+
+
+STALENESS = {
+    "a fresh observation has no staleness": (timedelta(minutes=1), None),
+    "an old observation is older than maxAge": (timedelta(minutes=6), "older than 5m"),
+    "an observation far ahead says it is in the future": (
+        timedelta(minutes=-6),
+        "in the future, more than 5m ahead of the control plane's clock (check the agent's clock)",
+    ),
+    "an observation in year 9999 says it is in the future": (
+        NOW - datetime(9999, 12, 31, tzinfo=UTC),
+        "in the future, more than 5m ahead of the control plane's clock (check the agent's clock)",
+    ),
+}
+
+
+@pytest.mark.parametrize(("age", "words"), STALENESS.values(), ids=STALENESS.keys())
+def test_staleness_says_why(age, words):
+    observation = Observation(NOW - age, 1, Histogram(()))
+    assert observation.staleness(NOW, timedelta(minutes=5)) == words
 
 
 @pytest.mark.parametrize(

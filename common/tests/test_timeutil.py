@@ -1,7 +1,7 @@
 from datetime import UTC, datetime, timedelta
 
 import pytest
-from modelplane_common.timeutil import format_time, parse_duration, parse_time
+from modelplane_common.timeutil import format_duration, format_time, parse_duration, parse_time
 
 
 @pytest.mark.parametrize(
@@ -28,3 +28,67 @@ def test_times_normalise_to_utc_and_round_trip():
     parsed = parse_time("2026-11-29T13:00:00+01:00")
     assert parsed == datetime(2026, 11, 29, 12, 0, tzinfo=UTC)
     assert format_time(parsed) == "2026-11-29T12:00:00Z"
+
+
+NINE = datetime(2026, 1, 1, 9, 0, tzinfo=UTC)
+
+RFC3339 = {
+    "upper case T and Z": ("2026-01-01T09:00:00Z", NINE),
+    "lower case t and z": ("2026-01-01t09:00:00z", NINE),
+    "a space for the T": ("2026-01-01 09:00:00Z", NINE),
+    "a positive offset": ("2026-01-01T10:30:00+01:30", NINE),
+    "a negative offset": ("2026-01-01T04:00:00-05:00", NINE),
+    "a zero offset": ("2026-01-01T09:00:00+00:00", NINE),
+    "milliseconds": ("2026-01-01T09:00:00.250Z", NINE.replace(microsecond=250000)),
+    "nanoseconds kept to the microsecond": (
+        "2026-01-01T09:00:00.123456789Z",
+        NINE.replace(microsecond=123456),
+    ),
+    "one fractional digit with lower case z": (
+        "2026-01-01t09:00:00.5z",
+        NINE.replace(microsecond=500000),
+    ),
+    "an offset that crosses a year": ("2025-12-31T23:00:00-10:00", NINE),
+}
+
+
+@pytest.mark.parametrize(("text", "moment"), RFC3339.values(), ids=RFC3339.keys())
+def test_every_rfc3339_spelling_parses(text, moment):
+    assert parse_time(text) == moment
+
+
+NOT_RFC3339 = {
+    "no zone": "2026-01-01T09:00:00",
+    "a date alone": "2026-01-01",
+    "a time alone": "09:00:00Z",
+    "month 13": "2026-13-01T09:00:00Z",
+    "hour 25": "2026-01-01T25:00:00Z",
+    "a leap second, which the API server rejects too": "2026-12-31T23:59:60Z",
+    "an offset of 24 hours": "2026-01-01T09:00:00+24:00",
+    "an offset without a colon": "2026-01-01T09:00:00+0100",
+    "a fraction without digits": "2026-01-01T09:00:00.Z",
+    "words": "yesterday",
+    "a number": 1767258000,
+    "null": None,
+    "the first moment, out of range once moved to UTC": "0001-01-01T00:00:00+01:00",
+}
+
+
+@pytest.mark.parametrize("text", NOT_RFC3339.values(), ids=NOT_RFC3339.keys())
+def test_anything_else_is_a_value_error_naming_rfc3339(text):
+    with pytest.raises(ValueError, match="not an RFC 3339 time"):
+        parse_time(text)
+
+
+@pytest.mark.parametrize(
+    ("delta", "text"),
+    [
+        (timedelta(minutes=5), "5m"),
+        (timedelta(minutes=1, seconds=30), "1m30s"),
+        (timedelta(hours=2), "2h"),
+        (timedelta(), "0s"),
+    ],
+    ids=["minutes", "minutes and seconds", "hours", "zero"],
+)
+def test_durations_format_like_the_xrds(delta, text):
+    assert format_duration(delta) == text

@@ -48,7 +48,9 @@ def test_malformed_observation_falls_back_with_a_warning(functions):
     assert not OBSERVED_FIELDS & pools["h100"].keys()
     warnings = [r["message"] for r in results(rendered) if r.get("severity") == "Warning"]
     assert any(
-        "pool h100" in m and "free.gpu is 12, above the 8 declared per node" in m for m in warnings
+        "pool h100" in m
+        and "nodesByFreeDevices[0].free.gpu: above the 8 declared per node (got 12)" in m
+        for m in warnings
     ), warnings
     message = condition(composite(rendered), "CapacityObserved")["message"]
     assert "l4 (observation is older than 5m)" in message

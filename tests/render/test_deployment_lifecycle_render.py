@@ -166,3 +166,91 @@ def test_scaling_down_removes_the_highest_indices_from_the_most_packed_cluster(f
     # Three on each cluster: the tie goes to the highest index, one per cluster.
     assert sorted(kept) == ["llama-8b-0", "llama-8b-1", "llama-8b-2", "llama-8b-3"]
     assert sorted(kept.values()) == ["gpu-east", "gpu-east", "gpu-west", "gpu-west"]
+
+
+# --- a cluster that vanishes (design/scheduler.md) ---------------------------------------
+
+
+def fleet_without(*names: str, spare: bool = False) -> list[dict]:
+    """The example fleet's clusters without some; `spare` adds another production cluster."""
+    clusters = [c for c in render.load_all(FLEET_CLUSTERS.read_text())]
+    kept = [c for c in clusters if c["metadata"]["name"] not in names]
+    if spare:
+        lab = copy.deepcopy(next(c for c in clusters if c["metadata"]["name"] == "gpu-lab"))
+        lab["metadata"]["name"] = "gpu-spare"
+        lab["metadata"]["labels"]["modelplane.ai/tier"] = "production"
+        kept.append(lab)
+    return kept
+
+
+def fleet_replicas() -> list[dict]:
+    return render.load_all(FLEET_REPLICAS.read_text())
+
+
+def settled(functions) -> list[dict]:
+    return [observed(r, "True", "AllPodsScheduled", 30) for r in first_placement(functions)]
+
+
+def specs(rendered: list[dict]) -> dict[str, dict]:
+    return {r["metadata"]["name"]: r["spec"] for r in by_kind(rendered, "ModelReplica")}
+
+
+def test_replicas_on_a_vanished_cluster_stay_within_the_grace_period(functions):
+    healthy = settled(functions)
+    before = {r["metadata"]["name"]: r["spec"] for r in healthy}
+    rendered = functions.render(
+        deployment(),
+        COMPOSITION,
+        observed=healthy,
+        required=[*fleet_without("gpu-west"), *fleet_replicas()],
+    )
+    assert specs(rendered) == before, "nothing moves within the grace period"
+    xr = composite(rendered)
+    scheduled = condition(xr, "ReplicasScheduled")
+    assert (scheduled["status"], scheduled["reason"]) == ("False", "ClusterUnavailable")
+    assert "InferenceCluster gpu-west is missing" in scheduled["message"]
+    on_west = sum(1 for s in before.values() if s["clusterName"] == "gpu-west")
+    assert xr["status"]["replicas"]["scheduled"] == 6 - on_west
+    (memory,) = xr["status"]["missingClusters"]
+    assert memory["name"] == "gpu-west" and memory["since"] >= stamp(1)
+
+
+def test_replicas_on_a_cluster_missing_past_the_grace_period_move(functions):
+    healthy = settled(functions)
+    before = {r["metadata"]["name"]: r["spec"] for r in healthy}
+    xr = deployment()
+    xr["status"] = {"missingClusters": [{"name": "gpu-west", "since": stamp(6)}]}
+    rendered = functions.render(
+        xr, COMPOSITION, observed=healthy, required=[*fleet_without("gpu-west"), *fleet_replicas()]
+    )
+    after = specs(rendered)
+    assert after.keys() == before.keys()
+    for name, spec in before.items():
+        if spec["clusterName"] == "gpu-east":
+            assert after[name] == spec, f"{name} on a present cluster must not move"
+        else:
+            assert after[name]["clusterName"] == "gpu-east", f"{name} must leave gpu-west"
+    assert any("moved replica" in r["message"] for r in results(rendered))
+
+
+def test_nothing_moves_when_every_cluster_the_deployment_uses_vanishes(functions):
+    healthy = settled(functions)
+    before = {r["metadata"]["name"]: r["spec"] for r in healthy}
+    xr = deployment()
+    # Long past the grace period, and another production cluster is there to take them.
+    xr["status"] = {
+        "missingClusters": [
+            {"name": "gpu-east", "since": stamp(60)},
+            {"name": "gpu-west", "since": stamp(60)},
+        ]
+    }
+    rendered = functions.render(
+        xr,
+        COMPOSITION,
+        observed=healthy,
+        required=[*fleet_without("gpu-east", "gpu-west", spare=True), *fleet_replicas()],
+    )
+    assert specs(rendered) == before
+    scheduled = condition(composite(rendered), "ReplicasScheduled")
+    assert scheduled["reason"] == "ClusterUnavailable"
+    assert "every InferenceCluster this deployment runs on is missing" in scheduled["message"]

@@ -127,7 +127,7 @@ def test_scheduled_at_is_absent_unless_all_pods_are_scheduled(rendered, case):
 
 def test_stale_observation_names_the_clusters_max_age(rendered):
     message = condition(composite(rendered["replica-eight-gpu-stale"]), "PodsScheduled")["message"]
-    assert message == "the agent's report is older than the cluster's 5m maxAge"
+    assert message == "the agent's report is older than 5m"
 
 
 def test_unschedulable_names_the_engine_and_quotes_the_scheduler(rendered):

@@ -38,7 +38,8 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 
-from modelplane_common.timeutil import format_time, parse_time
+from modelplane_common.inputs import problem
+from modelplane_common.timeutil import format_duration, format_time, parse_time
 
 MAX_BUCKETS = 512
 
@@ -53,9 +54,9 @@ class DeviceKinds:
     per_node: tuple[int, ...]
 
     @classmethod
-    def from_declared(cls, devices: Iterable[Mapping]) -> DeviceKinds:
+    def from_declared(cls, devices: Iterable[object]) -> DeviceKinds:
         """The DRA kinds of a pool's declared `devices[]`; Synthetic kinds are never observed."""
-        dra = [d for d in devices if d.get("claim", "DRA") == "DRA"]
+        dra = [d for d in devices if isinstance(d, Mapping) and d.get("claim", "DRA") == "DRA"]
         return cls(
             names=tuple(str(d["name"]) for d in dra),
             per_node=tuple(as_count(d.get("count")) or 0 for d in dra),
@@ -100,7 +101,24 @@ def is_fresh(observed_at: datetime, now: datetime, max_age: timedelta) -> bool:
     a clock that far ahead would keep a dead agent's last report fresh for
     ever.
     """
-    return -max_age <= now - observed_at <= max_age
+    return staleness(observed_at, now, max_age) is None
+
+
+def staleness(observed_at: datetime, now: datetime, max_age: timedelta) -> str | None:
+    """Why a report is not fresh, in words; None when it is fresh.
+
+    The words hold no counts that change from pass to pass, so a condition
+    quoting them keeps its lastTransitionTime.
+    """
+    age = now - observed_at
+    if age > max_age:
+        return f"older than {format_duration(max_age)}"
+    if -age > max_age:
+        return (
+            f"in the future, more than {format_duration(max_age)} ahead of the control "
+            "plane's clock (check the agent's clock)"
+        )
+    return None
 
 
 @dataclass(frozen=True, slots=True)
@@ -111,6 +129,9 @@ class Observation:
 
     def is_fresh(self, now: datetime, max_age: timedelta) -> bool:
         return is_fresh(self.observed_at, now, max_age)
+
+    def staleness(self, now: datetime, max_age: timedelta) -> str | None:
+        return staleness(self.observed_at, now, max_age)
 
     def to_wire(self, kinds: DeviceKinds) -> dict:
         return {
@@ -201,14 +222,14 @@ def parse_observation(
     defects: list[str] = []
     observed_at: datetime | None = None
     try:
-        observed_at = parse_time(status.get("observedAt"))  # type: ignore[arg-type]
+        observed_at = parse_time(status.get("observedAt"))
     except ValueError as err:
-        defects.append(f"observedAt: {err}")
+        defects.append(problem("observedAt", str(err), status.get("observedAt")))
 
     observed_nodes = as_count(status.get("observedNodes"))
     if observed_nodes is None or observed_nodes < 0:
         defects.append(
-            f"observedNodes must be a count of nodes, got {status.get('observedNodes')!r}"
+            problem("observedNodes", "must be a count of nodes", status.get("observedNodes"))
         )
         observed_nodes = None
 
@@ -216,41 +237,49 @@ def parse_observation(
     if raw_buckets is None:
         raw_buckets = []
     if not isinstance(raw_buckets, list):
-        defects.append("nodesByFreeDevices must be a list")
+        defects.append(problem("nodesByFreeDevices", "must be a list", raw_buckets))
         raw_buckets = []
     if len(raw_buckets) > max_buckets:
-        defects.append(f"{len(raw_buckets)} buckets exceed the bound of {max_buckets}")
+        defects.append(
+            problem("nodesByFreeDevices", f"more than {max_buckets} buckets", len(raw_buckets))
+        )
 
     index_of = {name: i for i, name in enumerate(kinds.names)}
     counts: list[tuple[FreeVector, int]] = []
     for position, bucket in enumerate(raw_buckets):
         where = f"nodesByFreeDevices[{position}]"
         if not isinstance(bucket, Mapping):
-            defects.append(f"{where} must be an object")
+            defects.append(problem(where, "must be an object", bucket))
             continue
         nodes = as_count(bucket.get("nodes"))
         if nodes is None or nodes < 1:
-            defects.append(f"{where}.nodes must be a positive count, got {bucket.get('nodes')!r}")
+            defects.append(
+                problem(f"{where}.nodes", "must be a positive count", bucket.get("nodes"))
+            )
             continue
         free = bucket.get("free", {})
         if not isinstance(free, Mapping):
-            defects.append(f"{where}.free must be a map of device name to free count")
+            defects.append(
+                problem(f"{where}.free", "must be a map of device name to free count", free)
+            )
             continue
         vector = [0] * len(kinds.names)
         for name, raw_count in sorted(free.items()):
             if name not in index_of:
-                defects.append(f"{where}.free names unknown device {name!r}")
+                defects.append(problem(f"{where}.free", "names an undeclared device kind", name))
                 continue
             count = as_count(raw_count)
             if count is None or count < 0:
                 defects.append(
-                    f"{where}.free.{name} must be a non-negative count, got {raw_count!r}"
+                    problem(f"{where}.free.{name}", "must be a non-negative count", raw_count)
                 )
                 continue
             per_node = kinds.per_node[index_of[name]]
             if count > per_node:
                 defects.append(
-                    f"{where}.free.{name} is {count}, above the {per_node} declared per node"
+                    problem(
+                        f"{where}.free.{name}", f"above the {per_node} declared per node", count
+                    )
                 )
                 continue
             vector[index_of[name]] = count
@@ -259,7 +288,11 @@ def parse_observation(
     histogram = Histogram.of(counts)
     if observed_nodes is not None and histogram.nodes > observed_nodes:
         defects.append(
-            f"the histogram counts {histogram.nodes} nodes, more than the {observed_nodes} observed"
+            problem(
+                "nodesByFreeDevices",
+                f"counts more nodes than the {observed_nodes} observed",
+                histogram.nodes,
+            )
         )
     if defects:
         return Rejected(tuple(defects))

@@ -5,7 +5,7 @@ Pure values; `emit` is the one place that writes them onto a response.
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 
 from crossplane.function import resource, response
@@ -39,3 +39,26 @@ def emit(
     )
     for event in events:
         (response.warning if event.severity == "Warning" else response.normal)(rsp, event.message)
+
+
+_KEPT_METADATA = ("name", "namespace", "labels", "annotations")
+
+
+def unchanged(observed: Mapping) -> dict:
+    """An observed composed resource as desired state: identity, labels and spec only.
+
+    How every function keeps what it observed but did not (or could not)
+    decide about. Server-set metadata (uid, resourceVersion, managedFields,
+    owners) and status are never applied back. Tolerates any shape: a
+    resource that is kept must be kept even when it is malformed.
+    """
+    meta = observed.get("metadata")
+    meta = meta if isinstance(meta, Mapping) else {}
+    out: dict = {
+        "apiVersion": observed.get("apiVersion"),
+        "kind": observed.get("kind"),
+        "metadata": {k: meta[k] for k in _KEPT_METADATA if k in meta},
+    }
+    if "spec" in observed:
+        out["spec"] = observed["spec"]
+    return out

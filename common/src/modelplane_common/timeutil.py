@@ -6,38 +6,89 @@ Every function takes `now` from its shell; nothing here reads the clock.
 from __future__ import annotations
 
 import re
-from datetime import UTC, datetime, timedelta
+from datetime import UTC, datetime, timedelta, timezone
 
 _DURATION_PART = re.compile(r"(\d+(?:\.\d+)?)(ms|s|m|h)")
 _DURATION = re.compile(r"^(?:\d+(?:\.\d+)?(?:ms|s|m|h))+$")
 _UNIT_SECONDS = {"ms": 0.001, "s": 1.0, "m": 60.0, "h": 3600.0}
 
 
-def parse_duration(text: str) -> timedelta:
+def parse_duration(text: object) -> timedelta:
     """Parse a duration such as "5m", "90s" or "1h30m" (the units the XRDs allow)."""
     if not isinstance(text, str) or not _DURATION.match(text):
-        raise ValueError(f"{text!r} is not a duration such as 5m, 90s or 1h30m")
+        raise ValueError("not a duration such as 5m, 90s or 1h30m")
     seconds = sum(float(n) * _UNIT_SECONDS[unit] for n, unit in _DURATION_PART.findall(text))
     return timedelta(seconds=seconds)
 
 
-def parse_time(text: str) -> datetime:
+# RFC 3339 section 5.6: full-date "T" full-time, where the "T" and "Z" may be
+# lower case (section 5.6's note) and a space may stand for the "T". Seconds
+# are 00-59: the API server (Go's time.Parse) rejects a leap second, and so
+# does datetime.
+_RFC3339 = re.compile(
+    r"^(?P<year>\d{4})-(?P<month>\d{2})-(?P<day>\d{2})[Tt ]"
+    r"(?P<hour>\d{2}):(?P<minute>\d{2}):(?P<second>\d{2})(?:\.(?P<fraction>\d+))?"
+    r"(?:(?P<utc>[Zz])|(?P<sign>[+-])(?P<off_hour>\d{2}):(?P<off_minute>\d{2}))$"
+)
+
+
+def parse_time(text: object) -> datetime:
     """Parse an RFC 3339 timestamp into an aware UTC datetime.
 
-    Naive timestamps are rejected: a time without a zone cannot be compared
-    across clocks, which is the whole point of observedAt and scheduledAt.
+    The one time parser of the project: every time read from the wire
+    (observedAt, scheduledAt, lastTransitionTime, expiresAt, annotations)
+    goes through it. It accepts every spelling RFC 3339 allows - lower case
+    "t" and "z", numeric offsets, any number of fractional digits (kept to
+    the microsecond) - and raises ValueError for anything else, including a
+    time without a zone: such a time cannot be compared across clocks, which
+    is the whole point of observedAt and scheduledAt.
     """
-    if not isinstance(text, str) or "T" not in text.upper():
-        raise ValueError(f"{text!r} is not an RFC 3339 timestamp")
+    if not isinstance(text, str):
+        raise ValueError("not an RFC 3339 time")
+    match = _RFC3339.match(text)
+    if match is None:
+        raise ValueError("not an RFC 3339 time")
+    part = {k: int(v) for k, v in match.groupdict().items() if v and v.isdigit()}
+    offset = timedelta()
+    if match["sign"]:
+        if part["off_hour"] > 23 or part["off_minute"] > 59:
+            raise ValueError("not an RFC 3339 time: the zone offset is out of range")
+        offset = timedelta(hours=part["off_hour"], minutes=part["off_minute"])
+        offset = -offset if match["sign"] == "-" else offset
+    micro = int((match["fraction"] or "0")[:6].ljust(6, "0"))
     try:
-        parsed = datetime.fromisoformat(text.replace("z", "Z"))
-    except ValueError as err:
-        raise ValueError(f"{text!r} is not an RFC 3339 timestamp") from err
-    if parsed.tzinfo is None:
-        raise ValueError(f"{text!r} has no time zone")
-    return parsed.astimezone(UTC)
+        local = datetime(
+            part["year"],
+            part["month"],
+            part["day"],
+            part["hour"],
+            part["minute"],
+            part["second"],
+            micro,
+            tzinfo=timezone(offset),
+        )
+        return local.astimezone(UTC)
+    except (ValueError, OverflowError) as err:
+        raise ValueError(f"not an RFC 3339 time: {err}") from err
+
+
+def parse_time_or_none(text: object) -> datetime | None:
+    """parse_time, with None for anything that is not a time (a missing time is common)."""
+    try:
+        return parse_time(text)
+    except ValueError:
+        return None
 
 
 def format_time(moment: datetime) -> str:
     """Format an aware datetime as RFC 3339 in UTC with a Z suffix, to the second."""
     return moment.astimezone(UTC).replace(microsecond=0).strftime("%Y-%m-%dT%H:%M:%SZ")
+
+
+def format_duration(delta: timedelta) -> str:
+    """A duration the way the XRDs spell them: 5m, 1m30s, 45s, 2h."""
+    seconds = int(delta.total_seconds())
+    hours, rest = divmod(seconds, 3600)
+    minutes, seconds = divmod(rest, 60)
+    parts = [f"{n}{unit}" for n, unit in ((hours, "h"), (minutes, "m"), (seconds, "s")) if n]
+    return "".join(parts) or "0s"

@@ -229,13 +229,22 @@ def test_pools_fall_back_without_a_valid_report(observed, fallback, composed):
 
 
 MALFORMED = {
-    "negative counts": ({"free": {"gpu": -2}, "nodes": 1}, "must be a non-negative count"),
+    "negative counts": (
+        {"free": {"gpu": -2}, "nodes": 1},
+        "nodesByFreeDevices[0].free.gpu: must be a non-negative count (got -2)",
+    ),
     "free above the declared per-node count": (
         {"free": {"gpu": 9}, "nodes": 1},
-        "above the 8 declared",
+        "nodesByFreeDevices[0].free.gpu: above the 8 declared per node (got 9)",
     ),
-    "unknown device keys": ({"free": {"tpu": 1}, "nodes": 1}, "unknown device 'tpu'"),
-    "more nodes than observedNodes": ({"free": {"gpu": 1}, "nodes": 9}, "more than the 4 observed"),
+    "unknown device keys": (
+        {"free": {"tpu": 1}, "nodes": 1},
+        'nodesByFreeDevices[0].free: names an undeclared device kind (got "tpu")',
+    ),
+    "more nodes than observedNodes": (
+        {"free": {"gpu": 1}, "nodes": 9},
+        "nodesByFreeDevices: counts more nodes than the 4 observed (got 9)",
+    ),
 }
 
 
@@ -258,7 +267,7 @@ def test_too_many_buckets_are_never_published():
     bad = {**H100_REPORT, "observedNodes": 600, "nodesByFreeDevices": buckets}
     rsp = render(XR, {**OBSERVED_ALL, "pool-h100": pool_object(bad)})
     assert not OBSERVED_KEYS & pools(rsp)["h100"].keys()
-    assert any("exceed the bound of 512" in m for _, m in events(rsp))
+    assert any("nodesByFreeDevices: more than 512 buckets (got 513)" in m for _, m in events(rsp))
 
 
 def test_malformed_observed_at_is_never_published():
@@ -306,26 +315,73 @@ def test_pool_objects_stay_while_the_agent_crd_object_momentarily_stops_reportin
     assert {"pool-h100", "pool-l40s"} <= resources.keys()
 
 
-def test_missing_credentials_reference_is_a_false_condition_and_keeps_the_provider_config():
-    broken = xr(credentials={"secretRef": {"namespace": "ops", "name": "east-kc"}})
+INVALID_SPECS = {
+    "a credentials reference without its key": (
+        {"credentials": {"secretRef": {"namespace": "ops", "name": "east-kc"}}},
+        "spec.credentials.secretRef.key: is required (got no value)",
+    ),
+    "a pool without devices": (
+        {
+            "nodePools": [
+                {**XR["spec"]["nodePools"][0]},
+                {**XR["spec"]["nodePools"][1], "devices": []},
+            ]
+        },
+        "spec.nodePools[1].devices: List should have at least 1 item after validation, "
+        "not 0 (got [])",
+    ),
+    "a pool renamed to an invalid name": (
+        {
+            "nodePools": [
+                {**XR["spec"]["nodePools"][0], "name": "H100!"},
+                XR["spec"]["nodePools"][1],
+            ]
+        },
+        "spec.nodePools[0].name: String should match pattern",
+    ),
+    "an unknown observation mode": (
+        {"observation": {"mode": "Sometimes"}},
+        "spec.observation.mode: Input should be 'Observed' or 'Declared' (got \"Sometimes\")",
+    ),
+    "no pools at all": ({"nodePools": None}, "spec.nodePools: Input should be a valid list"),
+    "pools of the wrong type": (
+        {"nodePools": "h100"},
+        'spec.nodePools: Input should be a valid list (got "h100")',
+    ),
+}
+
+
+@pytest.mark.parametrize(
+    ("change", "defect"),
+    INVALID_SPECS.values(),
+    ids=[f"{k} keeps every composed resource and the published pools" for k in INVALID_SPECS],
+)
+def test_an_invalid_spec_keeps_everything_and_names_the_field(change, defect):
+    before = render(XR, OBSERVED_ALL)
+    published = desired_status(before)
+    broken = {**xr(**change), "status": published}
     rsp = render(broken, OBSERVED_ALL)
     status, reason, message = conditions(rsp)["Configured"]
     assert (status, reason) == ("False", "InvalidSpec")
-    assert "secretRef needs key" in message
+    assert defect in message
+    assert any(severity == "Warning" and defect in m for severity, m in events(rsp))
     resources = desired(rsp)
-    # Nothing composed is deleted while the reference is being fixed.
+    assert resources.keys() == OBSERVED_ALL.keys()
     assert resources["provider-config"]["spec"] == PROVIDER_CONFIG["spec"]
-    assert {"agent-crd", "pool-h100", "pool-l40s"} <= resources.keys()
+    assert desired_status(rsp) == published
 
 
-def test_a_pool_without_devices_is_a_false_condition():
-    pools_spec = copy.deepcopy(XR["spec"]["nodePools"])
-    pools_spec[1]["devices"] = []
-    rsp = render(xr(nodePools=pools_spec), OBSERVED_ALL)
-    status, _reason, message = conditions(rsp)["Configured"]
-    assert status == "False"
-    assert "pool 'l40s' declares no devices" in message
-    assert not OBSERVED_KEYS & pools(rsp)["l40s"].keys()
+def test_an_empty_spec_keeps_everything():
+    rsp = render({**XR, "spec": {}}, OBSERVED_ALL)
+    assert conditions(rsp)["Configured"][:2] == ("False", "InvalidSpec")
+    assert desired(rsp).keys() == OBSERVED_ALL.keys()
+
+
+def test_a_composite_whose_spec_is_not_an_object_is_fatal_naming_the_field():
+    rsp = render({**XR, "spec": "east"}, OBSERVED_ALL)
+    assert events(rsp) == [
+        ("Fatal", 'cannot read the composite: spec: must be an object (got "east")')
+    ]
 
 
 def test_nodes_is_max_node_count_else_node_count():
@@ -359,3 +415,29 @@ def test_pool_objects_are_ready_only_when_their_object_is():
     ready = {name: r.ready for name, r in rsp.desired.resources.items()}
     assert ready["pool-l40s"] == 1  # READY_TRUE
     assert ready["pool-h100"] != 1
+
+
+@pytest.mark.parametrize(
+    "since",
+    ["2026-01-01t09:00:00z", "2026-01-01T10:00:00.123456789+01:00", "not a time"],
+    ids=[
+        "a lower-case RFC 3339 time",
+        "an offset with nanoseconds",
+        "a malformed time is simply not read",
+    ],
+)
+def test_a_ready_condition_is_read_whatever_its_time_spelling(since):
+    observed = copy.deepcopy(OBSERVED_ALL)
+    observed["pool-h100"]["status"]["conditions"][0]["lastTransitionTime"] = since
+    rsp = render(XR, observed)
+    assert rsp.desired.resources["pool-h100"].ready == 1  # READY_TRUE
+
+
+def test_an_observed_at_far_in_the_future_says_so():
+    future = {**H100_REPORT, "observedAt": "9999-12-31T23:59:59Z"}
+    rsp = render(XR, {**OBSERVED_ALL, "pool-h100": pool_object(future)})
+    message = conditions(rsp)["CapacityObserved"][2]
+    assert (
+        "h100 (observation is in the future, more than 5m ahead of the control plane's clock "
+        "(check the agent's clock))" in message
+    )

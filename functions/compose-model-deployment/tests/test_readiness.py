@@ -86,6 +86,24 @@ def test_an_unknown_desired_count_carries_the_previous_readiness_as_far_as_repli
     assert judged.message.startswith("spec.replicas is unreadable")
 
 
+@pytest.mark.parametrize(
+    ("previously_ready", "desired", "ready", "held", "held_ready", "expected"),
+    [
+        pytest.param(True, 2, 1, 1, 1, True, id="ready before, held replica last ready: stays"),
+        pytest.param(True, 1, 0, 1, 1, True, id="ready before, every replica held and ready"),
+        pytest.param(True, 2, 1, 1, 0, False, id="ready before, held replica was not: not ready"),
+        pytest.param(False, 2, 1, 1, 1, False, id="never ready before is never claimed"),
+        pytest.param(True, 3, 1, 1, 1, False, id="ready before but short even with held ones"),
+    ],
+)
+def test_held_replicas_carry_the_previous_readiness_as_far_as_evidence_allows(
+    previously_ready, desired, ready, held, held_ready, expected
+):
+    judged = readiness.while_held(previously_ready, desired, ready, held, held_ready)
+    assert (judged.ready, judged.reason) == (expected, readiness.HELD)
+    assert f"{held_ready} of {held} held" in judged.message
+
+
 # --- RunFunction: desired.composite.ready and ReplicasReady say the same ---------------------
 
 TRUE, FALSE = fnv1.READY_TRUE, fnv1.READY_FALSE
@@ -164,6 +182,21 @@ CASES = [
         ),
         (TRUE, "AllReplicasReady"),
         id="an invalid template with a readable count is judged on the kept replicas",
+    ),
+    pytest.param(
+        t.request(
+            was("True", t.deployment(replicas=1, engines=EIGHT_GPUS)),
+            CLUSTERS[:1],
+            [],
+            running(0),
+        ),
+        (TRUE, "ReplicasHeld"),
+        id="its cluster momentarily missing: a running deployment stays ready",
+    ),
+    pytest.param(
+        t.request(t.deployment(replicas=1, engines=EIGHT_GPUS), CLUSTERS[:1], [], running(0)),
+        (FALSE, "ReplicasHeld"),
+        id="its cluster missing and never ready before: not ready",
     ),
     pytest.param(
         t.request(unreadable_replicas("True"), CLUSTERS, [], running(0)),

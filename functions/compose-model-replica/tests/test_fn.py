@@ -257,14 +257,20 @@ def test_pods_scheduled(replica, cluster_body, observed, expected):
         ),
         pytest.param(
             {**report(1, 1), "observedAt": "2026-11-29T11:59:30"},
-            "has no time zone",
+            'observedAt: not an RFC 3339 time (got "2026-11-29T11:59:30")',
             id="observedAt without a zone",
         ),
         pytest.param(
-            {**report(1, 1), "pods": "one"}, "pods must be a count", id="pods not a count"
+            {**report(1, 1), "pods": "one"},
+            'pods: must be a count (got "one")',
+            id="pods not a count",
         ),
-        pytest.param({**report(1, 1), "pods": 1.5}, "pods must be a count", id="pods fractional"),
-        pytest.param(report(1, 2), "scheduledPods exceeds pods", id="more bound than seen"),
+        pytest.param(
+            {**report(1, 1), "pods": 1.5}, "pods: must be a count (got 1.5)", id="pods fractional"
+        ),
+        pytest.param(
+            report(1, 2), "scheduledPods: exceeds the 1 pods (got 2)", id="more bound than seen"
+        ),
         pytest.param(
             {**report(1, 1), "conditions": []},
             "no Scheduled condition",
@@ -280,7 +286,9 @@ def test_pods_scheduled(replica, cluster_body, observed, expected):
         ),
         pytest.param(report(2, 1), "while some pods are not bound", id="True with unbound pods"),
         pytest.param(
-            report(1, 1, state="Maybe"), "status is 'Maybe'", id="Scheduled status unknown word"
+            report(1, 1, state="Maybe"),
+            'conditions[Scheduled].status: must be True, False or Unknown (got "Maybe")',
+            id="Scheduled status unknown word",
         ),
     ],
 )
@@ -988,3 +996,69 @@ def test_declared_mode_removes_the_observation():
     got = desired(call(xr(), RUNNING, {"cluster": [cluster(mode="Declared")]}))
     assert "east/observation" not in got
     assert "east/serve/workload" in got
+
+
+# --- Unknown and malformed input keeps everything and names the field --------------------------
+
+
+def test_an_unknown_observation_mode_keeps_the_observation_and_names_the_value():
+    rsp = call(xr(), RUNNING, {"cluster": [cluster(mode="Sometimes")]})
+    assert set(desired(rsp)) == set(RUNNING)
+    status, reason, message = conditions(rsp)["WorkloadsComposed"]
+    assert (status, reason) == ("False", "ClusterInvalid")
+    assert (
+        "InferenceCluster east is invalid: spec.observation.mode: Input should be 'Observed' "
+        "or 'Declared' (got \"Sometimes\")" in message
+    )
+
+
+def test_a_cluster_whose_status_is_not_an_object_keeps_everything():
+    broken = cluster()
+    broken["status"] = "ready"
+    rsp = call(xr(), RUNNING, {"cluster": [broken]})
+    assert set(desired(rsp)) == set(RUNNING)
+    assert conditions(rsp)["WorkloadsComposed"][:2] == ("False", "ClusterNotReady")
+
+
+def test_a_malformed_template_is_an_invalid_engine_not_a_crash():
+    engine = copy.deepcopy(standalone())
+    engine["members"][0]["template"]["spec"]["containers"] = ["vllm"]
+    rsp = call(xr(engine), RUNNING)
+    assert set(desired(rsp)) == set(RUNNING)
+    message = conditions(rsp)["WorkloadsComposed"][2]
+    assert (
+        'members[0] (Standalone).template.spec.containers[0]: must be an object (got "vllm")'
+        in (message)
+    )
+
+
+def test_lower_case_rfc3339_times_in_conditions_are_read():
+    observed = {
+        **copy.deepcopy(RUNNING),
+        "east/observation": remote_object(
+            "ReplicaObservation", report(1, 1, since=EARLIER.lower()), ready=True
+        ),
+    }
+    observed["east/serve/workload"]["status"]["conditions"][0]["lastTransitionTime"] = (
+        "2026-01-01t09:00:00z"
+    )
+    rsp = call(xr(), observed)
+    assert pods_scheduled(rsp)[:2] == ("True", "AllPodsScheduled")
+
+
+def test_a_composite_without_a_name_is_fatal():
+    body = xr()
+    del body["metadata"]["name"]
+    rsp = call(body, RUNNING)
+    assert events(rsp) == [
+        ("Fatal", "cannot read the composite: metadata.name: must be a non-empty string (got null)")
+    ]
+
+
+def test_an_unknown_member_role_is_never_guessed_and_keeps_everything():
+    engine = copy.deepcopy(standalone())
+    engine["members"][0]["role"] = "Solo"
+    rsp = call(xr(engine), RUNNING)
+    assert set(desired(rsp)) == set(RUNNING)
+    message = conditions(rsp)["WorkloadsComposed"][2]
+    assert 'members[0].role: must be one of Standalone, Leader, Worker (got "Solo")' in message

@@ -22,6 +22,13 @@ class Healing(BaseModel):
             pattern="^([0-9]+(\\.[0-9]+)?(ms|s|m|h))+$",
         ),
     ] = "30m"
+    missingClusterGracePeriod: Annotated[
+        str | None,
+        Field(
+            description="How long replicas stay on an InferenceCluster that is missing from the selected clusters before they are re-placed. If every cluster the deployment runs on is missing, nothing moves.",
+            pattern="^([0-9]+(\\.[0-9]+)?(ms|s|m|h))+$",
+        ),
+    ] = "5m"
     unschedulableGracePeriod: Annotated[
         str | None,
         Field(
@@ -214,6 +221,14 @@ class FailedPlacement(BaseModel):
     replica: str | None = None
 
 
+class MissingCluster(BaseModel):
+    model_config = ConfigDict(
+        extra="allow",
+    )
+    name: str
+    since: AwareDatetime
+
+
 class Replicas(BaseModel):
     model_config = ConfigDict(
         extra="allow",
@@ -239,6 +254,13 @@ class Status(BaseModel):
         Field(
             description="Cluster and pool pairs that recently failed to schedule a replica, avoided until expiresAt.",
             max_length=32,
+        ),
+    ] = None
+    missingClusters: Annotated[
+        list[MissingCluster] | None,
+        Field(
+            description="InferenceClusters this deployment's replicas run on that are missing from the selected clusters, and since when (the control plane's clock).",
+            max_length=64,
         ),
     ] = None
     replicas: Replicas | None = None

@@ -24,11 +24,14 @@ workload cluster, three things:
    nodes, and only a cluster whose Ready is False gets no new replicas.
 
 Invariants
+    - A spec that breaks the XRD's schema (checked against the generated
+      model, an unknown observation.mode included) decides nothing: every
+      composed resource is kept and the previous status passed through,
+      with one `field.path: reason (got value)` per defect.
     - Nothing already composed is dropped because an input is momentarily
       missing: a pool Object that exists stays desired while its pool is in
-      the spec, even if the agent's CRD Object stops reporting; the provider
-      config stays while the credentials reference is being fixed.
-    - A pool leaves the desired state only when it leaves the spec.
+      the spec, even if the agent's CRD Object stops reporting.
+    - A pool leaves the desired state only when it leaves a valid spec.
     - Declared mode composes no observation and publishes no observed fields.
     - The publisher does not judge freshness for publishing: it republishes
       the agent's `observedAt`, and the scheduler compares it with `maxAge`.
@@ -42,6 +45,8 @@ from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 
 from modelplane_common import labels
+from modelplane_common.inputs import inference_cluster_problems, observation_mode
+from modelplane_common.inputs import max_age as read_max_age
 from modelplane_common.observation import (
     Blind,
     DeviceKinds,
@@ -53,13 +58,11 @@ from modelplane_common.observation import (
     parse_observation,
 )
 from modelplane_common.outcome import Condition, Event
-from modelplane_common.timeutil import parse_duration
 
 PROVIDER_CONFIG = "provider-config"
 AGENT_CRD = "agent-crd"
 POOL_PREFIX = "pool-"
 POOL_OBSERVATION_CRD = "poolobservations.agent.modelplane.ai"
-DEFAULT_MAX_AGE = timedelta(minutes=5)
 
 
 def pool_resource_name(pool: str) -> str:
@@ -100,6 +103,8 @@ class Decision:
     conditions: tuple[Condition, ...]
     events: tuple[Event, ...]
     verdicts: tuple[PoolVerdict, ...]
+    # True when the spec could not be read: nothing observed may be removed.
+    unresolved: bool = False
 
 
 def provider_config(xr_name: str, secret_ref: Mapping) -> dict:
@@ -190,10 +195,8 @@ def _verdict(
         return PoolVerdict(name, None, "NoAgent", "the agent is not installed on the cluster")
     parsed = parse_observation(reports.get(name), DeviceKinds.from_declared(pool["devices"]))
     match parsed:
-        case Observation() if not parsed.is_fresh(now, max_age):
-            return PoolVerdict(
-                name, parsed, "Stale", f"observation is older than {_human(max_age)}"
-            )
+        case Observation() if (stale := parsed.staleness(now, max_age)) is not None:
+            return PoolVerdict(name, parsed, "Stale", f"observation is {stale}")
         case Observation():
             return PoolVerdict(name, parsed, "Observed", "observed")
         case NotReported(message) | Blind(message):
@@ -203,33 +206,45 @@ def _verdict(
     raise AssertionError(parsed)  # pragma: no cover - the match is exhaustive
 
 
-def _human(delta: timedelta) -> str:
-    seconds = int(delta.total_seconds())
-    return f"{seconds // 60}m{seconds % 60}s" if seconds % 60 else f"{seconds // 60}m"
-
-
-def _config_problems(spec: Mapping) -> list[str]:
-    problems = []
-    secret_ref = (spec.get("credentials") or {}).get("secretRef") or {}
-    missing = [k for k in ("namespace", "name", "key") if not secret_ref.get(k)]
-    if missing:
-        problems.append(
-            "spec.credentials.secretRef needs " + ", ".join(missing) + " of the kubeconfig Secret"
-        )
-    if not spec.get("nodePools"):
-        problems.append("spec.nodePools declares no pool")
-    for pool in spec.get("nodePools") or []:
-        if not pool.get("devices"):
-            problems.append(f"pool {pool.get('name')!r} declares no devices")
-    return problems
-
-
 def _previously_observed(previous_status: Mapping) -> set[str]:
+    pools = previous_status.get("gpuPools")
     return {
         p["name"]
-        for p in previous_status.get("gpuPools") or []
-        if isinstance(p, Mapping) and "observedAt" in p and "name" in p
+        for p in (pools if isinstance(pools, list) else [])
+        if isinstance(p, Mapping) and "observedAt" in p and isinstance(p.get("name"), str)
     }
+
+
+def spec_defects(spec: Mapping) -> list[str]:
+    """Everything the XRD's schema forbids in spec, one `path: reason (got value)` each."""
+    return inference_cluster_problems(spec)
+
+
+def unresolved(spec_problems: list[str], previous_status: Mapping) -> Decision:
+    """A spec that breaks the schema decides nothing: keep everything, say why.
+
+    The composed resources are kept by `kept_for_safety`, the published
+    status is passed through unchanged (the scheduler judges its freshness
+    itself), and the condition names every defect.
+    """
+    message = "; ".join(spec_problems)
+    return Decision(
+        provider_config=None,
+        agent_crd=None,
+        pool_objects={},
+        status=dict(previous_status),
+        conditions=(
+            Condition(
+                "Configured",
+                "False",
+                "InvalidSpec",
+                (message + "; composed resources and published pools are kept as they are")[:1024],
+            ),
+        ),
+        events=(Event("Warning", f"invalid spec: {message}"[:1024]),),
+        verdicts=(),
+        unresolved=True,
+    )
 
 
 def decide(
@@ -240,28 +255,19 @@ def decide(
     now: datetime,
 ) -> Decision:
     """Decide the desired resources, status, conditions and events of one InferenceCluster."""
-    pools = [p for p in spec.get("nodePools") or [] if isinstance(p, Mapping) and p.get("name")]
-    observation_spec = spec.get("observation") or {}
-    mode = observation_spec.get("mode", "Observed")
-    conditions: list[Condition] = []
-    events: list[Event] = []
-
-    try:
-        max_age = parse_duration(observation_spec.get("maxAge", "5m"))
-    except ValueError as err:
-        max_age = DEFAULT_MAX_AGE
-        events.append(Event("Warning", f"observation.maxAge: {err}; using 5m"))
-
-    problems = _config_problems(spec)
-    secret_ref = (spec.get("credentials") or {}).get("secretRef") or {}
-    credentials_ok = all(secret_ref.get(k) for k in ("namespace", "name", "key"))
+    problems = spec_defects(spec)
     if problems:
-        conditions.append(Condition("Configured", "False", "InvalidSpec", "; ".join(problems)))
-        events.append(Event("Warning", "; ".join(problems)))
-    else:
-        conditions.append(Condition("Configured", "True", "ValidSpec", ""))
-
-    pc = provider_config(xr_name, secret_ref) if credentials_ok else None
+        return unresolved(problems, previous_status)
+    # From here on spec conforms to the XRD's schema.
+    pools = list(spec["nodePools"])
+    mode = observation_mode(spec.get("observation"))
+    conditions: list[Condition] = [Condition("Configured", "True", "ValidSpec", "")]
+    events: list[Event] = []
+    max_age, max_age_problem = read_max_age(spec.get("observation"))
+    if max_age_problem:
+        events.append(Event("Warning", max_age_problem))
+    secret_ref = spec["credentials"]["secretRef"]
+    pc = provider_config(xr_name, secret_ref)
     # Objects live beside the kubeconfig Secret: the namespace the platform
     # team already chose for this cluster's credentials.
     namespace = secret_ref.get("namespace") or ""
@@ -278,8 +284,6 @@ def decide(
 
     verdicts = tuple(
         _verdict(p, mode, observed.agent_crd_seen, observed.pool_reports, now, max_age)
-        if p.get("devices")
-        else PoolVerdict(p["name"], None, "NoDevices", "the pool declares no devices")
         for p in pools
     )
 
@@ -370,14 +374,17 @@ def _verdict_events(
 def kept_for_safety(observed_names: set[str], decision: Decision, spec: Mapping) -> set[str]:
     """Observed resources to keep although this pass did not decide to compose them.
 
-    Only two things remove a composed resource: its pool left the spec, or
-    the cluster switched to Declared mode. Anything else missing from this
-    pass (credentials being edited, the agent CRD Object momentarily not
-    reporting) is an input problem, and input problems never delete.
+    Only two things remove a composed resource, and only when the spec is
+    valid: its pool left the spec, or the cluster switched to Declared
+    mode. Anything else missing from this pass (an invalid spec, credentials
+    being edited, the agent CRD Object momentarily not reporting) is an
+    input problem, and input problems never delete.
     """
     desired = {name for name, _ in desired_items(decision)}
-    declared = (spec.get("observation") or {}).get("mode", "Observed") == "Declared"
-    in_spec = {p.get("name") for p in spec.get("nodePools") or [] if isinstance(p, Mapping)}
+    if decision.unresolved:
+        return observed_names - desired
+    declared = observation_mode(spec.get("observation")) == "Declared"
+    in_spec = {p["name"] for p in spec["nodePools"]}
     kept = set()
     for name in observed_names - desired:
         if name.startswith(POOL_PREFIX) and (declared or name[len(POOL_PREFIX) :] not in in_spec):

@@ -14,21 +14,23 @@ import grpc
 from crossplane.function import logging, resource, response
 from crossplane.function.proto.v1 import run_function_pb2 as fnv1
 from crossplane.function.proto.v1 import run_function_pb2_grpc as grpcv1
-from modelplane_common.outcome import emit
+from modelplane_common import inputs
+from modelplane_common.guard import guarded
+from modelplane_common.outcome import emit, unchanged
 
 from compose_inference_cluster import core
 
 
 def _remote(observed: fnv1.Resource) -> dict | None:
     """The workload-cluster object a provider-kubernetes Object last saw, if any."""
-    manifest = resource.struct_to_dict(observed.resource).get("status", {}).get("atProvider", {})
-    manifest = manifest.get("manifest")
+    status = resource.struct_to_dict(observed.resource).get("status")
+    at_provider = status.get("atProvider") if isinstance(status, dict) else None
+    manifest = at_provider.get("manifest") if isinstance(at_provider, dict) else None
     return manifest if isinstance(manifest, dict) and manifest else None
 
 
 def _is_ready(observed: fnv1.Resource) -> bool:
-    condition = resource.get_condition(observed.resource, "Ready")
-    return condition.status == "True"
+    return inputs.condition_status(resource.struct_to_dict(observed.resource), "Ready") == "True"
 
 
 def observed_state(req: fnv1.RunFunctionRequest) -> core.ObservedState:
@@ -57,16 +59,16 @@ class FunctionRunner(grpcv1.FunctionRunnerService):
     async def RunFunction(
         self, req: fnv1.RunFunctionRequest, _: grpc.aio.ServicerContext | None = None
     ) -> fnv1.RunFunctionResponse:
+        return guarded(req, lambda: self._run(req), self.log)
+
+    def _run(self, req: fnv1.RunFunctionRequest) -> fnv1.RunFunctionResponse:
         rsp = response.to(req)
         xr = resource.struct_to_dict(req.observed.composite.resource)
-        name = xr.get("metadata", {}).get("name", "")
-        decision = core.decide(
-            name,
-            xr.get("spec") or {},
-            observed_state(req),
-            xr.get("status") or {},
-            self.clock(),
-        )
+        # A composite that is not even an object cannot be reasoned about: Fatal.
+        name = inputs.name(inputs.mapping(xr.get("metadata"), "metadata").get("name"))
+        spec = inputs.mapping(xr.get("spec"), "spec")
+        previous = inputs.status_of(xr)
+        decision = core.decide(name, spec, observed_state(req), previous, self.clock())
 
         for resource_name, body in core.desired_items(decision):
             desired = rsp.desired.resources[resource_name]
@@ -80,11 +82,10 @@ class FunctionRunner(grpcv1.FunctionRunnerService):
                 desired.ready = fnv1.READY_TRUE
 
         for resource_name in sorted(
-            core.kept_for_safety(set(req.observed.resources), decision, xr.get("spec") or {})
+            core.kept_for_safety(set(req.observed.resources), decision, spec)
         ):
             kept = resource.struct_to_dict(req.observed.resources[resource_name].resource)
-            kept.pop("status", None)
-            resource.update(rsp.desired.resources[resource_name], kept)
+            resource.update(rsp.desired.resources[resource_name], unchanged(kept))
             self.log.info("keeping composed resource despite missing input", name=resource_name)
 
         resource.update(rsp.desired.composite, {"status": decision.status})

@@ -59,12 +59,9 @@ def basis_of(pool: Pool, cluster: Cluster, now: datetime) -> Basis:
         return Basis(None, pool.distrust)
     if not isinstance(observation, Observation):
         return Basis(None, observation.message)
-    if not observation.is_fresh(now, cluster.max_age):
-        return Basis(
-            None,
-            f"the observation from {observation.observed_at:%Y-%m-%dT%H:%M:%SZ} "
-            f"is older than {cluster.max_age}",
-        )
+    stale = observation.staleness(now, cluster.max_age)
+    if stale is not None:
+        return Basis(None, f"the observation is {stale}")
     return Basis(observation.observed_at)
 
 

@@ -5,6 +5,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 
 from modelplane_common import labels
+from modelplane_common.outcome import unchanged as kept_unchanged
 from modelplane_common.timeutil import format_time
 
 from compose_model_deployment.model import FailedPlacement
@@ -12,7 +13,6 @@ from compose_model_deployment.placement import Plan, PlannedReplica
 from compose_model_deployment.readers import PLACED_AT, DeploymentInput
 
 KIND = "ModelReplica"
-_KEEP_META = ("name", "namespace", "labels", "annotations")
 
 
 def resource_name(index: int) -> str:
@@ -73,14 +73,9 @@ def model_replica(deployment: DeploymentInput, replica: PlannedReplica) -> dict:
 
 def unchanged(observed: Mapping) -> dict:
     """An observed composed resource as desired state: identity, labels and spec only."""
-    meta = observed.get("metadata") or {}
-    out: dict = {
-        "apiVersion": observed.get("apiVersion", labels.API_VERSION),
-        "kind": observed.get("kind", KIND),
-        "metadata": {k: meta[k] for k in _KEEP_META if k in meta},
-    }
-    if "spec" in observed:
-        out["spec"] = observed["spec"]
+    out = kept_unchanged(observed)
+    out["apiVersion"] = out["apiVersion"] or labels.API_VERSION
+    out["kind"] = out["kind"] or KIND
     return out
 
 

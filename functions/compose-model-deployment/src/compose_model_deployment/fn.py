@@ -25,9 +25,11 @@ import grpc
 from crossplane.function import logging, resource, response
 from crossplane.function.proto.v1 import run_function_pb2 as fnv1
 from crossplane.function.proto.v1 import run_function_pb2_grpc as grpcv1
-from modelplane_common import labels
+from modelplane_common import inputs, labels
+from modelplane_common.guard import guarded
+from modelplane_common.timeutil import format_time
 
-from compose_model_deployment import compose, placement, readers, readiness
+from compose_model_deployment import absence, compose, placement, readers, readiness
 from compose_model_deployment.placement import Change, Inputs, InvalidSelector, Matcher, Plan
 
 CLUSTERS = "inference-clusters"
@@ -93,18 +95,20 @@ def _pass_through(
     for key, obj in own.items():
         rsp.desired.resources[key].resource.update(compose.unchanged(obj))
         ready += 1 if readers.replica_ready(obj) else 0
-    observed_status = xr.get("status") or {}
-    _set_status(
-        rsp,
-        {
-            "replicas": {
-                "desired": desired if desired is not None else len(own),
-                "scheduled": len(own),
-                "ready": ready,
-            },
-            "failedPlacements": list(observed_status.get("failedPlacements") or []),
-        },
-    )
+    observed_status = xr.get("status") if isinstance(xr.get("status"), Mapping) else {}
+    assert isinstance(observed_status, Mapping)
+    kept_status: dict = {
+        "replicas": {
+            "desired": desired if desired is not None else len(own),
+            "scheduled": len(own),
+            "ready": ready,
+        }
+    }
+    # The memories are passed through as they are: this pass decided nothing.
+    for memory in ("failedPlacements", "missingClusters"):
+        if isinstance(observed_status.get(memory), list):
+            kept_status[memory] = list(observed_status[memory])
+    _set_status(rsp, kept_status)
     if desired is None:
         judged = readiness.carried(readers.was_ready(xr), len(own), ready)
     else:
@@ -128,8 +132,11 @@ def run_function(
     started = clock()
     rsp = response.to(req)
     xr = readers.integral(resource.struct_to_dict(req.observed.composite.resource))
+    assert isinstance(xr, dict)
+    # A composite that is not even an object cannot be reasoned about: Fatal (guard.py).
+    inputs.mapping(xr.get("metadata"), "metadata")
+    raw_replicas = inputs.mapping(xr.get("spec"), "spec").get("replicas")
     own_observed = _own_observed(req)
-    raw_replicas = (xr.get("spec") or {}).get("replicas")
     try:
         deployment = readers.read_deployment(xr)
     except ValueError as err:
@@ -175,20 +182,51 @@ def run_function(
 
     notes: list[str] = []
     clusters = []
+    unreadable: dict[str, str] = {}
     for item in cluster_items:
-        cluster, cluster_notes = readers.read_cluster(
-            readers.integral(resource.struct_to_dict(item.resource))
-        )
+        try:
+            cluster, cluster_notes = readers.read_cluster(
+                readers.integral(resource.struct_to_dict(item.resource))
+            )
+        except readers.UnreadableCluster as err:
+            unreadable[err.name] = str(err)
+            notes.append(f"InferenceCluster {err.name} is invalid: {err}")
+            continue
+        except inputs.InvalidInput as err:
+            notes.append(str(err))
+            continue
         clusters.append(cluster)
         notes.extend(cluster_notes)
     own = []
     for key, obj in own_observed.items():
-        replica, replica_notes = readers.read_own_replica(key, obj, spec)
+        try:
+            replica, replica_notes = readers.read_own_replica(key, obj, spec)
+        except ValueError as err:
+            return _pass_through(
+                rsp,
+                xr,
+                own_observed,
+                desired=spec.replicas,
+                status="False",
+                reason="InvalidReplica",
+                message=f"{err}; every replica is kept as it is"[:1024],
+                warn=True,
+            )
         notes.extend(replica_notes)
         if replica is not None:
             own.append(replica)
     failed, failed_notes = readers.read_failed_placements(xr)
     notes.extend(failed_notes)
+    remembered, missing_notes = readers.read_missing_clusters(xr)
+    notes.extend(missing_notes)
+    absences = absence.judge(
+        (r.cluster for r in own),
+        (c.name for c in clusters),
+        unreadable,
+        remembered,
+        now,
+        spec.missing_cluster_grace,
+    )
     index = readers.ReplicaIndex(
         (item.resource for item in req.required_resources[REPLICAS].items),
         (c.name for c in clusters),
@@ -199,7 +237,7 @@ def run_function(
 
     try:
         plan = placement.plan(
-            Inputs(spec, tuple(clusters), tuple(own), failed, now),
+            Inputs(spec, tuple(clusters), tuple(own), failed, now, absences.held),
             index.charges_for,
             matcher,
         )
@@ -217,7 +255,7 @@ def run_function(
     notes.extend(index.notes)
     planned_done = clock()
 
-    _write(rsp, xr, deployment, plan, own_observed, notes)
+    _write(rsp, xr, deployment, plan, own_observed, notes, absences)
     if timings is not None:
         timings["read"] = read_done - started
         timings["schedule"] = planned_done - read_done
@@ -232,10 +270,11 @@ def _write(
     plan: Plan,
     own_observed: Mapping[str, dict],
     notes: list[str],
+    absences: absence.Absences,
 ) -> None:
     for replica in plan.replicas:
         key = compose.resource_name(replica.index)
-        if replica.change is Change.STRANDED and key in own_observed:
+        if replica.change in (Change.STRANDED, Change.HELD) and key in own_observed:
             desired = compose.unchanged(own_observed[key])
         else:
             desired = compose.model_replica(deployment, replica)
@@ -246,13 +285,43 @@ def _write(
     for key, obj in own_observed.items():
         if key not in planned and key not in removed:
             rsp.desired.resources[key].resource.update(compose.unchanged(obj))
-    _set_status(rsp, compose.status(plan))
-    _conditions(rsp, plan, notes)
+    status = compose.status(plan)
+    # Remembered only while a replica still runs there after this pass.
+    still_used = {r.cluster for r in plan.replicas}
+    status["missingClusters"] = [
+        {"name": m.name, "since": format_time(m.since)}
+        for m in absences.missing
+        if m.name in still_used
+    ]
+    _set_status(rsp, status)
+    _conditions(rsp, xr, plan, notes)
     _events(rsp, xr, plan, notes)
 
 
-def _conditions(rsp: fnv1.RunFunctionResponse, plan: Plan, notes: list[str]) -> None:
-    if plan.missing:
+def _judge_readiness(xr: Mapping, plan: Plan) -> readiness.Readiness:
+    if not plan.held:
+        return readiness.of_replicas(plan.desired, plan.ready)
+    held_ready = sum(1 for r in plan.held if r.previous is not None and r.previous.ready)
+    return readiness.while_held(
+        readers.was_ready(xr), plan.desired, plan.ready, len(plan.held), held_ready
+    )
+
+
+def _conditions(rsp: fnv1.RunFunctionResponse, xr: Mapping, plan: Plan, notes: list[str]) -> None:
+    if plan.held:
+        whys = sorted({r.why for r in plan.held})
+        unplaced = plan.missing - len(plan.held)
+        capacity = (
+            f"; {unplaced} more could not be placed: {plan.shortfall}" if unplaced > 0 else ""
+        )
+        scheduled = resource.Condition(
+            SCHEDULED,
+            "False",
+            "ClusterUnavailable",
+            f"{len(plan.held)} replica(s) kept where they are, not counted as scheduled: "
+            f"{'; '.join(whys)}; {plan.scheduled} of {plan.desired} placed{capacity}"[:1024],
+        )
+    elif plan.missing:
         scheduled = resource.Condition(
             SCHEDULED,
             "False",
@@ -267,7 +336,7 @@ def _conditions(rsp: fnv1.RunFunctionResponse, plan: Plan, notes: list[str]) -> 
             "AllReplicasScheduled",
             f"{plan.scheduled} of {plan.desired} replicas placed",
         )
-    ready = _ready(rsp, readiness.of_replicas(plan.desired, plan.ready))
+    ready = _ready(rsp, _judge_readiness(xr, plan))
     if notes:
         inputs = resource.Condition(
             INPUTS, "False", "DegradedInputs", f"{len(notes)} problem(s): " + "; ".join(notes)[:990]
@@ -304,6 +373,8 @@ def _events(rsp: fnv1.RunFunctionResponse, xr: Mapping, plan: Plan, notes: list[
                 f"updated replica {r.name} on {_where(r.cluster, r.pools)} "
                 "for the edited engine shape",
             )
+        elif r.change is Change.HELD:
+            response.warning(rsp, f"replica {r.name} is kept on {r.cluster}: {r.why}")
         elif r.change is Change.STRANDED:
             response.warning(
                 rsp,
@@ -312,8 +383,10 @@ def _events(rsp: fnv1.RunFunctionResponse, xr: Mapping, plan: Plan, notes: list[
             )
     for r in plan.removed:
         response.normal(rsp, f"removed replica {r.name} from {r.cluster} (scale down)")
-    previous = ((xr.get("status") or {}).get("replicas") or {}).get("scheduled")
-    if plan.missing and previous != plan.scheduled:
+    status = xr.get("status") if isinstance(xr.get("status"), Mapping) else {}
+    replicas = status.get("replicas") if isinstance(status, Mapping) else None
+    previous = replicas.get("scheduled") if isinstance(replicas, Mapping) else None
+    if plan.missing > len(plan.held) and previous != plan.scheduled:
         response.warning(
             rsp,
             f"InsufficientCapacity: {plan.missing} of {plan.desired} replicas "
@@ -341,4 +414,4 @@ class FunctionRunner(grpcv1.FunctionRunnerServiceServicer):
         self, req: fnv1.RunFunctionRequest, _: grpc.aio.ServicerContext
     ) -> fnv1.RunFunctionResponse:
         matcher = self._matcher or default_matcher()
-        return run_function(req, self._clock(), matcher)
+        return guarded(req, lambda: run_function(req, self._clock(), matcher), self.log)

@@ -104,6 +104,7 @@ class DeploymentSpec:
     tolerations: tuple[Toleration, ...] = ()
     unschedulable_grace: timedelta = timedelta(minutes=2)
     avoid_for: timedelta = timedelta(minutes=30)
+    missing_cluster_grace: timedelta = timedelta(minutes=5)
 
     def replica_name(self, index: int) -> str:
         return f"{self.name}-{index}"
@@ -251,3 +252,11 @@ class FailedPlacement:
     @property
     def key(self) -> PoolKey:
         return (self.cluster, self.pool)
+
+
+@dataclass(frozen=True, slots=True)
+class MissingCluster:
+    """A cluster some replica runs on that is absent from the selected clusters, since when."""
+
+    name: str
+    since: datetime

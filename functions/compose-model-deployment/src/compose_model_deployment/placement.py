@@ -25,7 +25,9 @@ Phases (each a small function below)
 
 Invariants
     - A healthy replica never moves: only a replica that is Unschedulable
-      past the grace period, whose cluster is gone or unselected, whose
+      past the grace period, whose cluster is gone or unselected past the
+      missing-cluster grace period (absence.py; until then it is HELD where
+      it is, not counted as scheduled or ready), whose
       cluster carries a NoExecute taint it does not tolerate, or whose pool
       can no longer hold its shape is re-placed; and if no other place fits,
       it stays where it is (stranded, not counted as scheduled).
@@ -98,6 +100,7 @@ class Change(StrEnum):
     PLACED = "Placed"
     MOVED = "Moved"
     STRANDED = "Stranded"  # had to move, nowhere fits: left where it is
+    HELD = "Held"  # its cluster is missing or unreadable: left where it is (see absence.py)
 
 
 @dataclass(frozen=True, slots=True)
@@ -107,6 +110,9 @@ class Inputs:
     own: tuple[OwnReplica, ...]
     failed: tuple[FailedPlacement, ...]
     now: datetime
+    # Clusters whose replicas stay where they are this pass, with the reason
+    # (absence.py decides: missing within the grace period, or unreadable).
+    held: Mapping[str, str] = field(default_factory=dict)
 
 
 @dataclass(frozen=True, slots=True)
@@ -122,7 +128,7 @@ class PlannedReplica:
 
     @property
     def scheduled(self) -> bool:
-        return self.change is not Change.STRANDED
+        return self.change not in (Change.STRANDED, Change.HELD)
 
     @property
     def pools(self) -> tuple[str, ...]:
@@ -168,6 +174,10 @@ class Plan:
     def missing(self) -> int:
         return max(0, self.desired - self.scheduled)
 
+    @property
+    def held(self) -> tuple[PlannedReplica, ...]:
+        return tuple(r for r in self.replicas if r.change is Change.HELD)
+
 
 @dataclass(frozen=True, order=True, slots=True)
 class _Reason:
@@ -196,6 +206,7 @@ class _Planner:
         self.kept_charges: dict[str, list[Charge]] = {}
         self._resolved: dict[tuple[str, PoolKey], PlacedEngine | None] = {}
         self.reasons: list[_Reason] = []
+        self.held: list[OwnReplica] = []
 
     # -- matching ---------------------------------------------------------------------------
 
@@ -373,6 +384,9 @@ class _Planner:
         kept: dict[int, _Kept] = {}
         moving: list[tuple[OwnReplica, str]] = []
         for own in sorted(self.inputs.own, key=lambda r: r.index):
+            if own.cluster in self.inputs.held:
+                self.held.append(own)
+                continue
             why = self.eviction(own, own.name in healed_names)
             if why is not None:
                 moving.append((own, why))
@@ -391,11 +405,12 @@ class _Planner:
         kept: dict[int, _Kept],
         moving: list[tuple[OwnReplica, str]],
     ) -> list[OwnReplica]:
-        everyone = [own for own, _ in kept.values()] + [own for own, _ in moving]
+        everyone = [own for own, _ in kept.values()] + [own for own, _ in moving] + self.held
         excess = len(everyone) - self.spec.replicas
         if excess <= 0:
             return []
-        moving_names = {own.name for own, _ in moving}
+        # Replicas being re-placed or held on a cluster that cannot be seen go first.
+        moving_names = {own.name for own, _ in moving} | {own.name for own in self.held}
         per_cluster = Counter(own.cluster for own in everyone)
         removed: list[OwnReplica] = []
         for _ in range(excess):
@@ -414,6 +429,7 @@ class _Planner:
         for index in gone:
             kept.pop(index, None)
         moving[:] = [(o, why) for o, why in moving if o.index not in gone]
+        self.held[:] = [o for o in self.held if o.index not in gone]
         return sorted(removed, key=lambda o: o.index)
 
     def eligible(self) -> list[Cluster]:
@@ -473,7 +489,19 @@ class _Planner:
                     )
                 )
 
-        planned: dict[int, PlannedReplica] = {}
+        planned: dict[int, PlannedReplica] = {
+            own.index: PlannedReplica(
+                own.index,
+                own.name,
+                own.cluster,
+                own.engines,
+                Change.HELD,
+                own.placed_at or now,
+                own,
+                self.inputs.held[own.cluster],
+            )
+            for own in self.held
+        }
         per_cluster: Counter[str] = Counter(own.cluster for own, _ in kept.values())
 
         for index in sorted(kept):

@@ -21,14 +21,26 @@ from datetime import datetime, timedelta
 
 from google.protobuf import struct_pb2
 from modelplane_common import labels
+from modelplane_common.inputs import (
+    InvalidInput,
+    find_condition,
+    inference_cluster_problems,
+    observation_mode,
+    problem,
+    status_of,
+    validation_problems,
+)
+from modelplane_common.inputs import max_age as read_max_age
 from modelplane_common.observation import (
     DeviceKinds,
     Rejected,
     declared_nodes,
     parse_observation,
 )
-from modelplane_common.timeutil import parse_duration, parse_time
+from modelplane_common.timeutil import parse_duration, parse_time_or_none
 from modelplane_schemas.modeldeployment import ModelDeployment
+from modelplane_schemas.modelreplica import Spec as ReplicaSpec
+from pydantic import ValidationError
 
 from compose_model_deployment.model import (
     Charge,
@@ -38,6 +50,7 @@ from compose_model_deployment.model import (
     EngineShape,
     FailedPlacement,
     MemberShape,
+    MissingCluster,
     OwnReplica,
     PlacedEngine,
     PlacedMember,
@@ -74,10 +87,7 @@ def integral(value: object) -> object:
 
 
 def _time_or_none(value: object) -> datetime | None:
-    try:
-        return parse_time(value)  # type: ignore[arg-type]
-    except ValueError:
-        return None
+    return parse_time_or_none(value)
 
 
 # --- the deployment ---------------------------------------------------------------------------
@@ -94,26 +104,32 @@ class DeploymentInput:
 
 
 def read_deployment(xr: Mapping) -> DeploymentInput:
-    """Validate the ModelDeployment against its generated model. Raises ValueError."""
+    """Validate the ModelDeployment against its generated model. Raises ValueError
+    whose message is one `field.path: reason (got value)` per defect."""
     try:
         # Only what the user wrote: status is ours and never invalidates the spec.
         model = ModelDeployment.model_validate({k: v for k, v in xr.items() if k != "status"})
-    except Exception as err:  # pydantic.ValidationError, kept out of the signature
-        raise ValueError(f"the ModelDeployment is invalid: {err}") from err
+    except ValidationError as err:
+        raise ValueError("; ".join(validation_problems(err))) from err
     if model.spec is None:
-        raise ValueError("the ModelDeployment has no spec")
+        raise ValueError("spec: is required (got no value)")
     meta = xr.get("metadata") or {}
     name, namespace = meta.get("name"), meta.get("namespace")
-    if not name or not namespace:
-        raise ValueError("the ModelDeployment needs metadata.name and metadata.namespace")
+    if not isinstance(name, str) or not name:
+        raise ValueError(problem("metadata.name", "must be a non-empty string", name))
+    if not isinstance(namespace, str) or not namespace:
+        raise ValueError(problem("metadata.namespace", "must be a non-empty string", namespace))
     template = model.spec.template
     engines: list[EngineShape] = []
-    for engine in template.spec.engines:
+    for position, engine in enumerate(template.spec.engines):
         roles = sorted(m.role.value for m in engine.members)
         if roles not in (["Standalone"], ["Leader", "Worker"]):
             raise ValueError(
-                f"engine {engine.name} must have one Standalone member, or one Leader "
-                f"and one Worker member; it has {roles}"
+                problem(
+                    f"spec.template.spec.engines[{position}].members",
+                    "must be one Standalone member, or one Leader and one Worker member",
+                    roles,
+                )
             )
         members = []
         for member in engine.members:
@@ -126,8 +142,9 @@ def read_deployment(xr: Mapping) -> DeploymentInput:
             members.append(MemberShape(Role(member.role.value), requests, pods))
         engines.append(EngineShape(engine.name, engine.copies or 1, tuple(members)))
     healing = model.spec.healing
-    grace = parse_duration(healing.unschedulableGracePeriod if healing else "2m")
-    avoid = parse_duration(healing.avoidFor if healing else "30m")
+    grace = parse_duration((healing.unschedulableGracePeriod if healing else None) or "2m")
+    avoid = parse_duration((healing.avoidFor if healing else None) or "30m")
+    missing_grace = parse_duration((healing.missingClusterGracePeriod if healing else None) or "5m")
     tolerations = tuple(
         Toleration(
             key=t.key or "",
@@ -149,6 +166,7 @@ def read_deployment(xr: Mapping) -> DeploymentInput:
             tolerations=tolerations,
             unschedulable_grace=grace if grace else timedelta(minutes=2),
             avoid_for=avoid,
+            missing_cluster_grace=missing_grace,
         ),
         cluster_labels=dict(selector.matchLabels or {}) if selector else {},
         template_labels=dict((template.metadata.labels or {}) if template.metadata else {}),
@@ -157,13 +175,24 @@ def read_deployment(xr: Mapping) -> DeploymentInput:
     )
 
 
+def _status(obj: Mapping) -> Mapping:
+    return status_of(obj)
+
+
+def _entries(xr: Mapping, field: str) -> list:
+    entries = _status(xr).get(field)
+    return entries if isinstance(entries, list) else []
+
+
 def read_failed_placements(xr: Mapping) -> tuple[tuple[FailedPlacement, ...], list[str]]:
     notes: list[str] = []
     found: list[FailedPlacement] = []
-    for i, entry in enumerate(((xr.get("status") or {}).get("failedPlacements")) or ()):
+    for i, entry in enumerate(_entries(xr, "failedPlacements")):
         expires = _time_or_none(entry.get("expiresAt")) if isinstance(entry, Mapping) else None
         if expires is None or not entry.get("cluster") or not entry.get("pool"):
-            notes.append(f"status.failedPlacements[{i}] is malformed and was dropped")
+            notes.append(
+                problem(f"status.failedPlacements[{i}]", "is malformed and was dropped", entry)
+            )
             continue
         found.append(
             FailedPlacement(
@@ -177,36 +206,66 @@ def read_failed_placements(xr: Mapping) -> tuple[tuple[FailedPlacement, ...], li
     return tuple(found), notes
 
 
+def read_missing_clusters(xr: Mapping) -> tuple[tuple[MissingCluster, ...], list[str]]:
+    """status.missingClusters: since when each cluster has been missing."""
+    notes: list[str] = []
+    found: list[MissingCluster] = []
+    for i, entry in enumerate(_entries(xr, "missingClusters")):
+        since = _time_or_none(entry.get("since")) if isinstance(entry, Mapping) else None
+        name = entry.get("name") if isinstance(entry, Mapping) else None
+        if since is None or not isinstance(name, str) or not name:
+            notes.append(
+                problem(f"status.missingClusters[{i}]", "is malformed and was dropped", entry)
+            )
+            continue
+        found.append(MissingCluster(name, since))
+    return tuple(found), notes
+
+
 # --- clusters ---------------------------------------------------------------------------------
 
 
 def _condition(obj: Mapping, typ: str) -> Mapping:
-    for c in ((obj.get("status") or {}).get("conditions")) or ():
-        if isinstance(c, Mapping) and c.get("type") == typ:
-            return c
-    return {}
+    return find_condition(obj, typ)
 
 
-def _normal_devices(devices: Iterable[Mapping]) -> list[dict]:
+class UnreadableCluster(ValueError):
+    """A selected InferenceCluster whose spec breaks its schema; its replicas are held."""
+
+    def __init__(self, name: str, defects: list[str]) -> None:
+        super().__init__("; ".join(defects))
+        self.name = name
+
+
+def _normal_devices(devices: object) -> list[dict] | None:
+    if not isinstance(devices, list) or not all(isinstance(d, Mapping) for d in devices):
+        return None
     return sorted(({"claim": "DRA", **d} for d in devices), key=lambda d: str(d.get("name")))
 
 
 def read_cluster(obj: Mapping) -> tuple[Cluster, list[str]]:
     """An InferenceCluster: pools from spec (the truth about what exists), observations
     from status.gpuPools (published by compose-inference-cluster)."""
-    name = str((obj.get("metadata") or {}).get("name", ""))
-    spec = obj.get("spec") or {}
+    """Raises UnreadableCluster when the spec breaks the XRD's schema, and
+    InvalidInput when the cluster has no name at all."""
+    meta = obj.get("metadata")
+    name = meta.get("name") if isinstance(meta, Mapping) else None
+    if not isinstance(name, str) or not name:
+        raise InvalidInput("InferenceCluster metadata.name", "must be a non-empty string", name)
+    spec = obj.get("spec")
+    defects = inference_cluster_problems(spec)
+    if defects:
+        raise UnreadableCluster(name, defects)
+    assert isinstance(spec, Mapping)
     notes: list[str] = []
-    observation_cfg = spec.get("observation") or {}
-    declared = observation_cfg.get("mode", "Observed") == "Declared"
-    try:
-        max_age = parse_duration(observation_cfg.get("maxAge", "5m"))
-    except ValueError as err:
-        notes.append(f"cluster {name}: observation.maxAge: {err}; using 5m")
-        max_age = timedelta(minutes=5)
+    declared = observation_mode(spec.get("observation")) == "Declared"
+    max_age, max_age_defect = read_max_age(spec.get("observation"))
+    if max_age_defect:
+        notes.append(f"cluster {name}: {max_age_defect}")
+    gpu_pools = _status(obj).get("gpuPools")
     published = {
         str(p.get("name")): p
-        for p in ((obj.get("status") or {}).get("gpuPools")) or ()
+        for p in (gpu_pools if isinstance(gpu_pools, list) else ())
         if isinstance(p, Mapping)
     }
     pools: list[Pool] = []
@@ -227,9 +286,9 @@ def read_cluster(obj: Mapping) -> tuple[Cluster, list[str]]:
             )
         elif (
             not declared
-            and entry is not None
+            and isinstance(entry, Mapping)
             and "devices" in entry
-            and _normal_devices(entry["devices"]) != _normal_devices(devices)
+            and _normal_devices(entry["devices"]) != _normal_devices(list(devices))
         ):
             distrust = "the published devices differ from the declared ones (status lags spec)"
             notes.append(
@@ -301,11 +360,19 @@ def read_own_replica(
     if match is None:
         return None, [f"composed resource {key} is not a replica of this deployment; left as is"]
     index = int(match.group(1))
-    meta = obj.get("metadata") or {}
-    rspec = obj.get("spec") or {}
+    meta = obj.get("metadata")
+    if not isinstance(meta, Mapping):
+        raise InvalidInput(f"{key}.metadata", "must be an object", meta)
+    try:
+        ReplicaSpec.model_validate(obj.get("spec"))
+    except ValidationError as err:
+        raise ValueError(
+            "; ".join(f"{key}.spec.{line}" for line in validation_problems(err))
+        ) from err
+    rspec = obj["spec"]
     name = str(meta.get("name") or spec.replica_name(index))
     cluster = str(rspec.get("clusterName", ""))
-    found = meta.get("labels") or {}
+    found: Mapping = meta["labels"] if isinstance(meta.get("labels"), Mapping) else {}
     expected = {
         labels.DEPLOYMENT: spec.name,
         labels.DEPLOYMENT_NAMESPACE: spec.namespace,
@@ -323,7 +390,7 @@ def read_own_replica(
         notes.append(f"replica {name}: spec.engines unreadable ({err})")
         engines = ()
     ps = _condition(obj, "PodsScheduled")
-    status = obj.get("status") or {}
+    status = _status(obj)
     pods_scheduled = PodsScheduled(
         str(ps.get("status", "Unknown")),
         str(ps.get("reason", "")),
@@ -339,7 +406,11 @@ def read_own_replica(
         pods_scheduled=pods_scheduled,
         scheduled_at=_time_or_none(status.get("scheduledAt")),
         ready=ready,
-        placed_at=_time_or_none((meta.get("annotations") or {}).get(PLACED_AT)),
+        placed_at=_time_or_none(
+            meta["annotations"].get(PLACED_AT)
+            if isinstance(meta.get("annotations"), Mapping)
+            else None
+        ),
     ), notes
 
 

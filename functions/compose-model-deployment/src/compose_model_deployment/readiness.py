@@ -24,6 +24,15 @@ input is missing or unreadable still applies the rule to the replicas it
 keeps, and a running deployment does not flip to not-ready because a
 required resource is momentarily absent.
 
+Replicas held on a cluster that is missing from the inputs or unreadable
+(scheduler.md, "A cluster that vanishes") are not counted ready in
+`status.replicas`: nothing this pass can confirm they serve. Their cluster
+is an input like any other, so its momentary absence must not flip a
+running deployment to not-ready either: while some replicas are held, the
+function carries the deployment's previous `Ready`, and only as far as the
+evidence allows (previously Ready, and the counted replicas plus the held
+ones whose own ModelReplica last read ready still reach the desired count).
+
 Only when `spec.replicas` itself cannot be read is the desired count
 unknown. Then the function neither claims nor withdraws readiness on new
 evidence: it carries the deployment's previous `Ready` condition, and only
@@ -39,6 +48,7 @@ ALL_READY = "AllReplicasReady"
 NOT_READY = "ReplicasNotReady"
 SCALED_TO_ZERO = "ScaledToZero"
 DESIRED_UNKNOWN = "DesiredReplicasUnknown"
+HELD = "ReplicasHeld"
 
 
 @dataclass(frozen=True, slots=True)
@@ -69,4 +79,22 @@ def carried(previously_ready: bool, kept: int, kept_ready: int) -> Readiness:
         DESIRED_UNKNOWN,
         f"spec.replicas is unreadable; the deployment was {before} and "
         f"{kept_ready} of {kept} kept replicas are ready",
+    )
+
+
+def while_held(
+    previously_ready: bool, desired: int, ready: int, held: int, held_ready: int
+) -> Readiness:
+    """Some replicas are held on an unseen cluster: carry the previous readiness as evidence allows.
+
+    `ready` counts the replicas confirmed this pass; `held_ready` the held
+    ones whose own ModelReplica last read ready.
+    """
+    still = previously_ready and of_replicas(desired, ready + held_ready).ready
+    before = "Ready" if previously_ready else "not Ready"
+    return Readiness(
+        still,
+        HELD,
+        f"{ready} of {desired} replicas ready; {held_ready} of {held} held on a cluster "
+        f"that cannot be seen last read ready; the deployment was {before}",
     )

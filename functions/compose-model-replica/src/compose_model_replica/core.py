@@ -31,7 +31,9 @@ Invariants
     - Running work is never dropped because an input is missing or wrong.
       A pass composes what its inputs allow; a resource it observed but
       did not compose is re-emitted unchanged unless the pass is CLEAN:
-      the cluster resolved with a provider config, the spec valid, every
+      the cluster resolved, its spec valid against its XRD (an unknown
+      observation.mode makes it invalid) and with a provider config, the
+      replica's spec valid, every
       engine's pools in the cluster's spec. Only a clean pass removes
       leftovers (an engine removed from the spec, the Objects of the
       cluster the replica left, the ReplicaObservation in Declared mode).
@@ -49,8 +51,8 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 
-from modelplane_common.outcome import Condition, Event
-from modelplane_common.timeutil import parse_duration
+from modelplane_common import inputs
+from modelplane_common.outcome import Condition, Event, unchanged
 
 from compose_model_replica import scheduling
 from compose_model_replica.spec import Engine, ReplicaSpec, parse_spec
@@ -60,7 +62,7 @@ from compose_model_replica.workloads import (
     observation_resource,
 )
 
-DEFAULT_MAX_AGE = timedelta(minutes=5)
+DEFAULT_MAX_AGE = inputs.DEFAULT_MAX_AGE
 
 COMPOSED = "WorkloadsComposed"
 READY = "WorkloadsReady"
@@ -118,23 +120,15 @@ class _Problem:
     warn: bool = True
 
 
-def unchanged(body: Mapping) -> dict:
-    """An observed composed resource as desired state: identity, labels and spec only.
+def _cluster_status(cluster: Mapping) -> Mapping:
+    status = cluster.get("status")
+    return status if isinstance(status, Mapping) else {}
 
-    Server-set metadata (uid, resourceVersion, managedFields, owners) must
-    not be applied back.
-    """
-    meta = body.get("metadata") or {}
-    out: dict = {
-        "apiVersion": body.get("apiVersion"),
-        "kind": body.get("kind"),
-        "metadata": {
-            k: meta[k] for k in ("name", "namespace", "labels", "annotations") if k in meta
-        },
-    }
-    if "spec" in body:
-        out["spec"] = body["spec"]
-    return out
+
+def _provider_config(cluster: Mapping) -> str:
+    ref = _cluster_status(cluster).get("providerConfigRef")
+    name = ref.get("name") if isinstance(ref, Mapping) else None
+    return name if isinstance(name, str) else ""
 
 
 def _cluster_problem(cluster_name: str, cluster: ClusterInput) -> _Problem | None:
@@ -147,9 +141,14 @@ def _cluster_problem(cluster_name: str, cluster: ClusterInput) -> _Problem | Non
             )
         case Absent():
             return _Problem("ClusterNotFound", f"InferenceCluster {cluster_name} does not exist")
-        case Found(body) if not ((body.get("status") or {}).get("providerConfigRef") or {}).get(
-            "name"
-        ):
+        case Found(body) if defects := inputs.inference_cluster_problems(body.get("spec")):
+            # An unknown observation.mode lands here too: the shared rule
+            # makes it an unresolved input, never a reason to remove anything.
+            return _Problem(
+                "ClusterInvalid",
+                f"InferenceCluster {cluster_name} is invalid: {'; '.join(defects)}",
+            )
+        case Found(body) if not _provider_config(body):
             return _Problem(
                 "ClusterNotReady",
                 f"InferenceCluster {cluster_name} publishes no providerConfigRef yet",
@@ -158,12 +157,11 @@ def _cluster_problem(cluster_name: str, cluster: ClusterInput) -> _Problem | Non
 
 
 def _max_age(cluster: Mapping, events: list[Event]) -> timedelta:
-    raw = ((cluster.get("spec") or {}).get("observation") or {}).get("maxAge", "5m")
-    try:
-        return parse_duration(raw)
-    except ValueError as err:
-        events.append(Event("Warning", f"the cluster's observation.maxAge: {err}; using 5m"))
-        return DEFAULT_MAX_AGE
+    observation = (cluster.get("spec") or {}).get("observation")
+    max_age, defect = inputs.max_age(observation, "the cluster's spec.observation")
+    if defect:
+        events.append(Event("Warning", defect))
+    return max_age
 
 
 def _missing_pools(engine: Engine, cluster_pools: set[str]) -> list[str]:
@@ -186,14 +184,9 @@ def _engine_of(replica: Replica, spec: ReplicaSpec):
 def _remote_not_available(obj: ObservedObject) -> str:
     remote = obj.remote or {}
     kind = remote.get("kind") or "workload"
-    for condition in (remote.get("status") or {}).get("conditions") or []:
-        if (
-            isinstance(condition, Mapping)
-            and condition.get("type") == "Available"
-            and condition.get("status") == "False"
-            and condition.get("message")
-        ):
-            return f"the {kind} is not Available: {condition['message']}"
+    available = inputs.find_condition(remote, "Available")
+    if available.get("status") == "False" and available.get("message"):
+        return f"the {kind} is not Available: {available['message']}"
     return f"waiting for every pod of the {kind} to be available"
 
 
@@ -273,11 +266,7 @@ def decide(
     usable = isinstance(cluster, Found) and not cluster_problem and not spec.defects
     found = cluster.cluster if usable else None
     max_age = _max_age(found, events) if found is not None else DEFAULT_MAX_AGE
-    provider_config = (
-        ((found.get("status") or {}).get("providerConfigRef") or {}).get("name", "")
-        if found is not None
-        else ""
-    )
+    provider_config = _provider_config(found) if found is not None else ""
     replica = Replica(xr_name, xr_namespace, spec.cluster, provider_config)
 
     desired: dict[str, Desired] = {}
@@ -300,8 +289,9 @@ def decide(
                 continue
             for name, body in replica.engine_objects(engine, spec.tolerations).items():
                 want(name, body)
-        mode = (cluster_spec.get("observation") or {}).get("mode", "Observed")
-        agent_present = bool(((found.get("status") or {}).get("agent") or {}).get("present"))
+        mode = inputs.observation_mode(cluster_spec.get("observation"))
+        agent = _cluster_status(found).get("agent")
+        agent_present = isinstance(agent, Mapping) and agent.get("present") is True
         obs_name = observation_resource(spec.cluster)
         if mode == "Observed" and (agent_present or obs_name in observed):
             want(obs_name, replica.observation_object())

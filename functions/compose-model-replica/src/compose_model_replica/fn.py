@@ -16,7 +16,8 @@ import grpc
 from crossplane.function import logging, resource, response
 from crossplane.function.proto.v1 import run_function_pb2 as fnv1
 from crossplane.function.proto.v1 import run_function_pb2_grpc as grpcv1
-from modelplane_common import labels
+from modelplane_common import inputs, labels
+from modelplane_common.guard import guarded
 from modelplane_common.outcome import emit
 
 from compose_model_replica import core
@@ -36,14 +37,15 @@ def cluster_input(req: fnv1.RunFunctionRequest) -> core.ClusterInput:
 
 def observed_object(observed: fnv1.Resource) -> core.ObservedObject:
     body = resource.struct_to_dict(observed.resource)
-    status = body.pop("status", None) or {}
-    conditions = {c.get("type"): c for c in status.get("conditions") or [] if isinstance(c, dict)}
-    synced = conditions.get("Synced") or {}
-    remote = (status.get("atProvider") or {}).get("manifest")
+    status = body.pop("status", None)
+    status = status if isinstance(status, dict) else {}
+    synced = inputs.find_condition({"status": status}, "Synced")
+    at_provider = status.get("atProvider")
+    remote = at_provider.get("manifest") if isinstance(at_provider, dict) else None
     return core.ObservedObject(
         body=body,
-        ready=(conditions.get("Ready") or {}).get("status") == "True",
-        synced={"True": True, "False": False}.get(synced.get("status")),
+        ready=inputs.condition_status({"status": status}, "Ready") == "True",
+        synced={"True": True, "False": False}.get(str(synced.get("status"))),
         synced_message=str(synced.get("message") or ""),
         remote=remote if isinstance(remote, dict) and remote else None,
     )
@@ -59,10 +61,16 @@ class FunctionRunner(grpcv1.FunctionRunnerService):
     async def RunFunction(
         self, req: fnv1.RunFunctionRequest, _: grpc.aio.ServicerContext | None = None
     ) -> fnv1.RunFunctionResponse:
+        return guarded(req, lambda: self._run(req), self.log)
+
+    def _run(self, req: fnv1.RunFunctionRequest) -> fnv1.RunFunctionResponse:
         rsp = response.to(req)
         xr = resource.struct_to_dict(req.observed.composite.resource)
-        metadata = xr.get("metadata") or {}
-        spec = xr.get("spec") or {}
+        # A composite that is not even an object cannot be reasoned about: Fatal.
+        metadata = inputs.mapping(xr.get("metadata"), "metadata")
+        inputs.name(metadata.get("name"))
+        spec = inputs.mapping(xr.get("spec"), "spec")
+        status = inputs.status_of(xr)
         cluster_name = spec.get("clusterName")
         if isinstance(cluster_name, str) and cluster_name:
             response.require_resources(
@@ -77,7 +85,7 @@ class FunctionRunner(grpcv1.FunctionRunnerService):
             str(metadata.get("name") or ""),
             str(metadata.get("namespace") or ""),
             spec,
-            xr.get("status") or {},
+            status,
             cluster_input(req),
             {name: observed_object(r) for name, r in req.observed.resources.items()},
             self.clock(),

@@ -48,9 +48,10 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 
-from modelplane_common.observation import as_count, is_fresh
+from modelplane_common.inputs import find_condition, problem
+from modelplane_common.observation import as_count, staleness
 from modelplane_common.outcome import Condition
-from modelplane_common.timeutil import format_time, parse_time
+from modelplane_common.timeutil import format_time, parse_time, parse_time_or_none
 
 TYPE = "PodsScheduled"
 ALL_PODS_SCHEDULED = "AllPodsScheduled"
@@ -102,17 +103,17 @@ def parse_report(status: object) -> Source:
     defects: list[str] = []
     observed_at = None
     try:
-        observed_at = parse_time(status.get("observedAt"))  # type: ignore[arg-type]
+        observed_at = parse_time(status.get("observedAt"))
     except ValueError as err:
-        defects.append(f"observedAt: {err}")
+        defects.append(problem("observedAt", str(err), status.get("observedAt")))
     pods = as_count(status.get("pods"))
     scheduled_pods = as_count(status.get("scheduledPods"))
     if pods is None or pods < 0:
-        defects.append(f"pods must be a count, got {status.get('pods')!r}")
+        defects.append(problem("pods", "must be a count", status.get("pods")))
     if scheduled_pods is None or scheduled_pods < 0:
-        defects.append(f"scheduledPods must be a count, got {status.get('scheduledPods')!r}")
+        defects.append(problem("scheduledPods", "must be a count", status.get("scheduledPods")))
     if pods is not None and scheduled_pods is not None and scheduled_pods > pods:
-        defects.append("scheduledPods exceeds pods")
+        defects.append(problem("scheduledPods", f"exceeds the {pods} pods", scheduled_pods))
 
     conditions = status.get("conditions")
     scheduled = None
@@ -126,13 +127,21 @@ def parse_report(status: object) -> Source:
         scheduled = {}
     state = scheduled.get("status")
     if scheduled and state not in ("True", "False", "Unknown"):
-        defects.append(f"the Scheduled condition's status is {state!r}")
+        defects.append(
+            problem("conditions[Scheduled].status", "must be True, False or Unknown", state)
+        )
     since = None
     if scheduled.get("lastTransitionTime") is not None:
         try:
             since = parse_time(scheduled["lastTransitionTime"])
         except ValueError as err:
-            defects.append(f"the Scheduled condition's lastTransitionTime: {err}")
+            defects.append(
+                problem(
+                    "conditions[Scheduled].lastTransitionTime",
+                    str(err),
+                    scheduled["lastTransitionTime"],
+                )
+            )
     if state == "True":
         if since is None and not any("lastTransitionTime" in d for d in defects):
             defects.append("the Scheduled condition is True without a lastTransitionTime")
@@ -163,19 +172,8 @@ class Previous:
 
     @classmethod
     def from_status(cls, status: Mapping) -> Previous:
-        condition = next(
-            (
-                c
-                for c in status.get("conditions") or []
-                if isinstance(c, Mapping) and c.get("type") == TYPE
-            ),
-            {},
-        )
-        scheduled_at = None
-        try:
-            scheduled_at = parse_time(status.get("scheduledAt"))  # type: ignore[arg-type]
-        except ValueError:
-            scheduled_at = None
+        condition = find_condition({"status": status}, TYPE)
+        scheduled_at = parse_time_or_none(status.get("scheduledAt"))
         return cls(
             status=str(condition.get("status") or ""),
             reason=str(condition.get("reason") or ""),
@@ -196,13 +194,6 @@ class Verdict:
         if self.scheduled_at is not None:
             out["scheduledAt"] = format_time(self.scheduled_at)
         return out
-
-
-def _human(delta: timedelta) -> str:
-    seconds = int(delta.total_seconds())
-    if seconds % 60:
-        return f"{seconds}s"
-    return f"{seconds // 60}m"
 
 
 def _unschedulable_message(
@@ -255,8 +246,9 @@ def judge(
         text = f"the agent's report is malformed: {source.message}"
         return unknown(text, text)
     report = source
-    if not is_fresh(report.observed_at, now, max_age):
-        return unknown(f"the agent's report is older than the cluster's {_human(max_age)} maxAge")
+    stale = staleness(report.observed_at, now, max_age)
+    if stale is not None:
+        return unknown(f"the agent's report is {stale}")
 
     pods.update(observed=report.pods, scheduled=report.scheduled_pods)
 

@@ -24,6 +24,7 @@ import re
 from collections.abc import Mapping
 from dataclasses import dataclass
 
+from modelplane_common.inputs import InvalidInput, enum, problem
 from modelplane_common.observation import as_count
 
 STANDALONE = "Standalone"
@@ -184,16 +185,80 @@ def _pod_template(raw: object, where: str, defects: list[str]) -> tuple[Mapping,
     if not isinstance(containers, list) or not containers:
         defects.append(f"{where}.template has no containers")
         return metadata, {}
-    return metadata, spec
+    assert isinstance(spec, Mapping)
+    found = _template_shape_defects(metadata, spec, f"{where}.template")
+    defects.extend(found)
+    return (metadata, spec) if not found else ({}, {})
+
+
+# The fields of a pod template the workloads merge into: each must have its
+# Kubernetes shape, or merging would fail half-way. Everything else in the
+# template is passed through untouched for the API server to judge.
+_POD_SPEC_FIELDS = (
+    ("nodeSelector", Mapping, "an object"),
+    ("tolerations", list, "a list"),
+    ("resourceClaims", list, "a list"),
+    ("affinity", Mapping, "an object"),
+)
+
+
+def _template_shape_defects(metadata: Mapping, spec: Mapping, where: str) -> list[str]:
+    defects = []
+    if not isinstance(metadata.get("labels") or {}, Mapping):
+        defects.append(problem(f"{where}.metadata.labels", "must be an object", metadata["labels"]))
+    for name, kind, words in _POD_SPEC_FIELDS:
+        if spec.get(name) is not None and not isinstance(spec[name], kind):
+            defects.append(problem(f"{where}.spec.{name}", f"must be {words}", spec[name]))
+    for i, claim in enumerate(spec.get("resourceClaims") or []):
+        if not isinstance(claim, Mapping):
+            defects.append(problem(f"{where}.spec.resourceClaims[{i}]", "must be an object", claim))
+    anti = (
+        (spec.get("affinity") or {}).get("podAntiAffinity")
+        if isinstance(spec.get("affinity"), Mapping)
+        else None
+    )
+    if anti is not None and not isinstance(anti, Mapping):
+        defects.append(problem(f"{where}.spec.affinity.podAntiAffinity", "must be an object", anti))
+    elif anti is not None:
+        terms = anti.get("requiredDuringSchedulingIgnoredDuringExecution")
+        if terms is not None and not isinstance(terms, list):
+            defects.append(
+                problem(
+                    f"{where}.spec.affinity.podAntiAffinity."
+                    "requiredDuringSchedulingIgnoredDuringExecution",
+                    "must be a list",
+                    terms,
+                )
+            )
+    for i, container in enumerate(spec["containers"]):
+        at = f"{where}.spec.containers[{i}]"
+        if not isinstance(container, Mapping):
+            defects.append(problem(at, "must be an object", container))
+            continue
+        resources = container.get("resources")
+        if resources is not None and not isinstance(resources, Mapping):
+            defects.append(problem(f"{at}.resources", "must be an object", resources))
+            continue
+        claims = (resources or {}).get("claims")
+        if claims is not None and (
+            not isinstance(claims, list) or not all(isinstance(c, Mapping) for c in claims)
+        ):
+            defects.append(problem(f"{at}.resources.claims", "must be a list of objects", claims))
+    return defects
 
 
 def _member(raw: object, where: str, defects: list[str]) -> Member | None:
     if not isinstance(raw, Mapping):
         defects.append(f"{where} must be an object")
         return None
-    role = raw.get("role")
-    if role not in ROLES:
-        defects.append(f"{where}.role must be one of {', '.join(ROLES)}, got {role!r}")
+    try:
+        # The shared rule for enums: an unknown role is never guessed at.
+        role = enum(raw.get("role"), f"{where}.role", ROLES, default="")
+    except InvalidInput as err:
+        defects.append(str(err))
+        return None
+    if not role:
+        defects.append(f"{where}.role: is required (got no value)")
         return None
     where = f"{where} ({role})"
     pool = raw.get("nodePoolName")
@@ -228,7 +293,7 @@ def _engine(raw: object, position: int) -> Engine | InvalidEngine:
     if not isinstance(raw_members, list):
         raw_members = []
     members = [_member(m, f"members[{i}]", defects) for i, m in enumerate(raw_members)]
-    roles = sorted(m.get("role") for m in raw_members if isinstance(m, Mapping))
+    roles = sorted(str(m.get("role")) for m in raw_members if isinstance(m, Mapping))
     if roles not in ([STANDALONE], [LEADER, WORKER]):
         defects.append(
             "an engine has one Standalone member, or one Leader and one Worker member; "

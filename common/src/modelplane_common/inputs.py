@@ -1,0 +1,224 @@
+"""Reading untrusted wire values: the rules every function shares.
+
+A function must not trust that the API server validated what it receives:
+an object written before a validation rule existed, an offline render or a
+bug in another controller delivers shapes the schema forbids. So every
+function reads its inputs through these helpers, and every defect becomes
+one line naming the field path and the bad value:
+
+    spec.nodePools[0].name: must be a DNS label (got 7)
+
+The rules
+    - A value of the wrong shape is a defect, never an exception that
+      escapes a function (see `guard.py` for the last line of defence).
+    - Unknown enum values: an absent value takes the schema's default; a
+      value outside the enum is NOT mapped to a default or a neighbour, it
+      makes the input unresolved (`UnknownValue`). An unresolved input
+      never deletes a composed resource: the function keeps what it
+      observed and says why, until a person fixes the value.
+    - `observation.maxAge` of an InferenceCluster defaults to DEFAULT_MAX_AGE;
+      a malformed one falls back to that default with a warning (freshness
+      only chooses between observed and whole-node accounting, never
+      deletes).
+    - Conditions are looked up by type with `find_condition`; their times
+      are parsed with `timeutil.parse_time`, never with the SDK's helpers
+      (which use datetime.fromisoformat and reject valid RFC 3339 times such
+      as `2026-01-01t09:00:00z`).
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Mapping, Sequence
+from datetime import datetime, timedelta
+
+from modelplane_schemas.inferencecluster import Spec as InferenceClusterSpec
+from pydantic import ValidationError
+
+from modelplane_common.timeutil import parse_duration, parse_time_or_none
+
+DEFAULT_MAX_AGE = timedelta(minutes=5)
+DEFAULT_MAX_AGE_TEXT = "5m"
+OBSERVATION_MODES = ("Observed", "Declared")
+DEFAULT_OBSERVATION_MODE = "Observed"
+_SHOWN = 80
+
+
+def _integral(value: object) -> object:
+    # The wire has one number type: 3 arrives as 3.0 and is shown as 3.
+    if isinstance(value, float) and value.is_integer() and abs(value) < 2**63:
+        return int(value)
+    if isinstance(value, Mapping):
+        return {str(k): _integral(v) for k, v in value.items()}
+    if isinstance(value, list | tuple):
+        return [_integral(v) for v in value]
+    return value
+
+
+def shown(value: object) -> str:
+    """A value as a message shows it: JSON, cut to a readable length."""
+    try:
+        text = json.dumps(_integral(value), sort_keys=True, default=str)
+    except (TypeError, ValueError):
+        text = repr(value)
+    return text if len(text) <= _SHOWN else text[: _SHOWN - 3] + "..."
+
+
+def problem(path: str, reason: str, value: object) -> str:
+    """The one format of an input defect: `field.path: reason (got value)`."""
+    return f"{path}: {reason} (got {shown(value)})"
+
+
+class InvalidInput(ValueError):
+    """An input that cannot be read; str() is the one-line `problem`."""
+
+    def __init__(self, path: str, reason: str, value: object) -> None:
+        super().__init__(problem(path, reason, value))
+        self.path = path
+        self.reason = reason
+        self.value = value
+
+
+class UnknownValue(InvalidInput):
+    """A value outside its enum: the input is unresolved until someone fixes it."""
+
+
+def mapping(value: object, path: str) -> Mapping:
+    """An object field; absent (None) reads as empty, any other non-object is invalid."""
+    if value is None:
+        return {}
+    if not isinstance(value, Mapping):
+        raise InvalidInput(path, "must be an object", value)
+    return value
+
+
+def sequence(value: object, path: str) -> Sequence:
+    """A list field; absent (None) reads as empty, any other non-list is invalid."""
+    if value is None:
+        return ()
+    if not isinstance(value, list):
+        raise InvalidInput(path, "must be a list", value)
+    return value
+
+
+def text(value: object, path: str, default: str = "") -> str:
+    """A string field; absent reads as the default."""
+    if value is None:
+        return default
+    if not isinstance(value, str):
+        raise InvalidInput(path, "must be a string", value)
+    return value
+
+
+def name(value: object, path: str = "metadata.name") -> str:
+    """A resource's name: a non-empty string, or the resource cannot be reasoned about."""
+    if not isinstance(value, str) or not value:
+        raise InvalidInput(path, "must be a non-empty string", value)
+    return value
+
+
+def enum(value: object, path: str, allowed: Sequence[str], default: str) -> str:
+    """An enum field under the shared rule: absent is the default, unknown is unresolved."""
+    if value is None:
+        return default
+    if not isinstance(value, str) or value not in allowed:
+        raise UnknownValue(path, f"must be one of {', '.join(allowed)}", value)
+    return value
+
+
+def observation_mode(observation: object, path: str = "spec.observation") -> str:
+    """An InferenceCluster's observation.mode. Raises InvalidInput or UnknownValue."""
+    return enum(
+        mapping(observation, path).get("mode"),
+        f"{path}.mode",
+        OBSERVATION_MODES,
+        DEFAULT_OBSERVATION_MODE,
+    )
+
+
+def max_age(observation: object, path: str = "spec.observation") -> tuple[timedelta, str | None]:
+    """An InferenceCluster's observation.maxAge, and the defect when the default replaced it."""
+    raw = observation.get("maxAge") if isinstance(observation, Mapping) else None
+    if raw is None:
+        return DEFAULT_MAX_AGE, None
+    try:
+        return parse_duration(raw), None
+    except ValueError as err:
+        return DEFAULT_MAX_AGE, problem(
+            f"{path}.maxAge", f"{err}; using {DEFAULT_MAX_AGE_TEXT}", raw
+        )
+
+
+def status_of(obj: object) -> Mapping:
+    """obj's status, or {} when absent or not an object (status is the functions' own)."""
+    status = obj.get("status") if isinstance(obj, Mapping) else None
+    return status if isinstance(status, Mapping) else {}
+
+
+def find_condition(obj: object, typ: str) -> Mapping:
+    """The first condition of that type in obj's status.conditions, or {} if there is none.
+
+    Tolerates every malformed shape (status, conditions or a condition of
+    the wrong type): a condition that cannot be read is a condition not set.
+    """
+    status = obj.get("status") if isinstance(obj, Mapping) else None
+    conditions = status.get("conditions") if isinstance(status, Mapping) else None
+    if not isinstance(conditions, list):
+        return {}
+    for condition in conditions:
+        if isinstance(condition, Mapping) and condition.get("type") == typ:
+            return condition
+    return {}
+
+
+def condition_status(obj: object, typ: str) -> str:
+    """ "True", "False" or "Unknown" (also for an absent or unreadable condition)."""
+    status = find_condition(obj, typ).get("status")
+    return status if status in ("True", "False") else "Unknown"
+
+
+def condition_since(condition: Mapping) -> datetime | None:
+    """A condition's lastTransitionTime, or None when absent or not a time."""
+    return parse_time_or_none(condition.get("lastTransitionTime"))
+
+
+def validation_problems(error: object) -> list[str]:
+    """A pydantic ValidationError as `field.path: reason (got value)` lines, no URLs."""
+    errors = getattr(error, "errors", None)
+    if not callable(errors):
+        return [str(error)]
+    lines = []
+    for item in errors(include_url=False):
+        path = field_path(item.get("loc", ()))
+        if item.get("type") == "missing":
+            lines.append(f"{path}: is required (got no value)")
+        else:
+            lines.append(problem(path, str(item.get("msg", "is invalid")), item.get("input")))
+    return lines
+
+
+def field_path(loc: Sequence[object]) -> str:
+    """("spec", "nodePools", 0, "name") as spec.nodePools[0].name."""
+    path = ""
+    for step in loc:
+        if isinstance(step, int):
+            path += f"[{step}]"
+        else:
+            path += f".{step}" if path else str(step)
+    return path or "(the object)"
+
+
+def inference_cluster_problems(spec: object) -> list[str]:
+    """Everything the InferenceCluster XRD's schema forbids in a spec, one line each.
+
+    Every function that reads an InferenceCluster's spec checks it here
+    first, against the model generated from the XRD, and treats a spec with
+    problems as an unresolved input.
+    """
+    if not isinstance(spec, Mapping):
+        return [problem("spec", "must be an object", spec)]
+    try:
+        InferenceClusterSpec.model_validate(spec)
+    except ValidationError as err:
+        return [f"spec.{line}" for line in validation_problems(err)]
+    return []

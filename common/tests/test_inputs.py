@@ -1,0 +1,141 @@
+from datetime import UTC, datetime, timedelta
+
+import pytest
+from modelplane_common import inputs
+from modelplane_common.inputs import InvalidInput, UnknownValue
+
+
+@pytest.mark.parametrize(
+    ("path", "reason", "value", "line"),
+    [
+        (
+            "spec.nodePools[0].name",
+            "must be a DNS label",
+            7,
+            "spec.nodePools[0].name: must be a DNS label (got 7)",
+        ),
+        ("spec.mode", "must be one of A, B", "C", 'spec.mode: must be one of A, B (got "C")'),
+        ("pods", "must be a count", 3.0, "pods: must be a count (got 3)"),
+        ("spec", "must be an object", None, "spec: must be an object (got null)"),
+        ("x", "is too long", "a" * 200, 'x: is too long (got "' + "a" * 76 + "...)"),
+    ],
+    ids=[
+        "a number is shown as JSON",
+        "a string is quoted",
+        "an integral float from the wire is shown as an integer",
+        "null is shown as null",
+        "a long value is cut to 80 characters",
+    ],
+)
+def test_a_problem_is_one_line_naming_path_reason_and_value(path, reason, value, line):
+    assert inputs.problem(path, reason, value) == line
+
+
+MODES = {
+    "an absent mode is the default": ({}, "Observed"),
+    "an absent observation is the default": (None, "Observed"),
+    "Declared is read as Declared": ({"mode": "Declared"}, "Declared"),
+}
+
+
+@pytest.mark.parametrize(("observation", "mode"), MODES.values(), ids=MODES.keys())
+def test_observation_modes_read_under_the_shared_enum_rule(observation, mode):
+    assert inputs.observation_mode(observation) == mode
+
+
+@pytest.mark.parametrize(
+    ("observation", "error", "line"),
+    [
+        (
+            {"mode": "Sometimes"},
+            UnknownValue,
+            'spec.observation.mode: must be one of Observed, Declared (got "Sometimes")',
+        ),
+        (
+            {"mode": "observed"},
+            UnknownValue,
+            'spec.observation.mode: must be one of Observed, Declared (got "observed")',
+        ),
+        (
+            {"mode": 1},
+            UnknownValue,
+            "spec.observation.mode: must be one of Observed, Declared (got 1)",
+        ),
+        ("Observed", InvalidInput, 'spec.observation: must be an object (got "Observed")'),
+    ],
+    ids=[
+        "an unknown mode is unresolved, never a default",
+        "case matters: a near miss is unknown too",
+        "a number is unknown",
+        "an observation that is not an object is invalid",
+    ],
+)
+def test_unknown_or_malformed_enum_values_raise_naming_the_field(observation, error, line):
+    with pytest.raises(error) as raised:
+        inputs.observation_mode(observation)
+    assert str(raised.value) == line
+
+
+@pytest.mark.parametrize(
+    ("observation", "age", "defect"),
+    [
+        (None, timedelta(minutes=5), None),
+        ({"maxAge": "90s"}, timedelta(seconds=90), None),
+        (
+            {"maxAge": "soon"},
+            timedelta(minutes=5),
+            "spec.observation.maxAge: not a duration such as 5m, 90s or 1h30m; using 5m "
+            '(got "soon")',
+        ),
+    ],
+    ids=["absent is 5m", "a duration is read", "a malformed one falls back to 5m and says so"],
+)
+def test_max_age_has_one_default(observation, age, defect):
+    assert inputs.max_age(observation) == (age, defect)
+
+
+CONDITIONS = {
+    "a present condition is found": (
+        {"status": {"conditions": [{"type": "Ready", "status": "True"}]}},
+        "True",
+    ),
+    "a missing condition is Unknown": ({"status": {"conditions": []}}, "Unknown"),
+    "conditions that are not a list are Unknown": ({"status": {"conditions": True}}, "Unknown"),
+    "a status that is not an object is Unknown": ({"status": "ok"}, "Unknown"),
+    "a condition that is not an object is skipped": (
+        {"status": {"conditions": ["Ready", {"type": "Ready", "status": "False"}]}},
+        "False",
+    ),
+    "a status word outside True/False is Unknown": (
+        {"status": {"conditions": [{"type": "Ready", "status": "yes"}]}},
+        "Unknown",
+    ),
+}
+
+
+@pytest.mark.parametrize(("obj", "status"), CONDITIONS.values(), ids=CONDITIONS.keys())
+def test_condition_lookup_tolerates_every_shape(obj, status):
+    assert inputs.condition_status(obj, "Ready") == status
+
+
+def test_a_condition_time_in_lower_case_parses():
+    condition = {"type": "Ready", "lastTransitionTime": "2026-01-01t09:00:00z"}
+    assert inputs.condition_since(condition) == datetime(2026, 1, 1, 9, tzinfo=UTC)
+
+
+@pytest.mark.parametrize(
+    ("spec", "lines"),
+    [
+        (
+            {"credentials": {"secretRef": {"namespace": "ops", "name": "kc"}}, "nodePools": []},
+            [
+                "spec.credentials.secretRef.key: is required (got no value)",
+                "spec.nodePools: List should have at least 1 item after validation, not 0 (got [])",
+            ],
+        ),
+        ("east", ['spec: must be an object (got "east")']),
+    ],
+    ids=["every schema defect is one line, without a URL", "a spec that is not an object"],
+)
+def test_inference_cluster_specs_are_checked_against_the_xrd(spec, lines):
+    assert inputs.inference_cluster_problems(spec) == lines

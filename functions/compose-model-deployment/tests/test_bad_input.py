@@ -1,0 +1,175 @@
+"""Bad, unknown and missing inputs through RunFunction: never a crash, never lost work."""
+
+from __future__ import annotations
+
+import asyncio
+import copy
+
+import pytest
+from compose_model_deployment import fn
+from compose_model_deployment import testing as t
+from modelplane_devtools import wire
+from modelplane_devtools.wire import conditions, desired
+from modelplane_devtools.wire import desired_status as xr_status
+
+MATCHER = fn.default_matcher()
+FULL = {"gpu": 8}
+A = t.cluster("a", [t.pool("p", 2, histogram=[(FULL, 2)])], cluster_labels={"tier": "1"})
+B = t.cluster("b", [t.pool("p", 1, histogram=[(FULL, 1)])], cluster_labels={"tier": "1"})
+ON_B = t.model_replica(
+    "llm-0",
+    "team-a",
+    "b",
+    [t.replica_engine("serve", "p", gpus=8)],
+    deployment_name="llm",
+    index=0,
+    placed_at=t.ago(60),
+)
+ON_A = t.model_replica(
+    "llm-1",
+    "team-a",
+    "a",
+    [t.replica_engine("serve", "p", gpus=8)],
+    deployment_name="llm",
+    index=1,
+    placed_at=t.ago(60),
+)
+OWN = {"replica-0": ON_B}
+TWO = {"replica-0": ON_B, "replica-1": ON_A}
+
+
+def run(req):
+    return fn.run_function(req, t.NOW, MATCHER)
+
+
+def deployment(replicas=1, **status):
+    xr = t.deployment(replicas=replicas, match_labels={"tier": "1"})
+    if status:
+        xr["status"] = status
+    return xr
+
+
+def test_a_replica_on_a_missing_cluster_is_held_within_the_grace_period():
+    rsp = run(t.request(deployment(replicas=2), [A], [], TWO))
+    assert desired(rsp)["replica-0"]["spec"] == ON_B["spec"]
+    status, reason, message = conditions(rsp)[fn.SCHEDULED]
+    assert (status, reason) == ("False", "ClusterUnavailable")
+    assert "InferenceCluster b is missing" in message
+    assert xr_status(rsp)["replicas"]["scheduled"] == 1
+    assert xr_status(rsp)["replicas"]["ready"] == 1
+    assert xr_status(rsp)["missingClusters"] == [{"name": "b", "since": t.ago(0)}]
+    assert any("replica llm-0 is kept on b" in m for s, m in wire.events(rsp) if s == "Warning")
+
+
+def test_a_replica_on_a_cluster_missing_past_the_grace_period_moves():
+    xr = deployment(replicas=2, missingClusters=[{"name": "b", "since": t.ago(6)}])
+    rsp = run(t.request(xr, [A], [], TWO))
+    assert desired(rsp)["replica-0"]["spec"]["clusterName"] == "a"
+    assert conditions(rsp)[fn.SCHEDULED][:2] == ("True", "AllReplicasScheduled")
+    assert xr_status(rsp)["missingClusters"] == []
+
+
+def test_the_grace_period_is_configurable():
+    xr = deployment(replicas=2, missingClusters=[{"name": "b", "since": t.ago(6)}])
+    xr["spec"]["healing"] = {"missingClusterGracePeriod": "10m"}
+    rsp = run(t.request(xr, [A], [], TWO))
+    assert desired(rsp)["replica-0"]["spec"] == ON_B["spec"]
+
+
+def test_nothing_moves_when_every_cluster_the_deployment_uses_is_missing():
+    spare = t.cluster("c", [t.pool("p", 2, histogram=[(FULL, 2)])], cluster_labels={"tier": "1"})
+    xr = deployment(missingClusters=[{"name": "b", "since": t.ago(600)}])
+    rsp = run(t.request(xr, [spare], [], OWN))
+    assert desired(rsp)["replica-0"]["spec"] == ON_B["spec"]
+    assert (
+        "every InferenceCluster this deployment runs on is missing (b)"
+        in (conditions(rsp)[fn.SCHEDULED][2])
+    )
+
+
+def test_a_replica_on_a_cluster_whose_spec_is_invalid_is_held_and_the_defect_named():
+    broken = copy.deepcopy(B)
+    broken["spec"]["nodePools"][0]["nodeCount"] = -3
+    rsp = run(t.request(deployment(), [A, broken], [], OWN))
+    assert desired(rsp)["replica-0"]["spec"] == ON_B["spec"]
+    assert conditions(rsp)[fn.SCHEDULED][1] == "ClusterUnavailable"
+    status, reason, message = conditions(rsp)[fn.INPUTS]
+    assert (status, reason) == ("False", "DegradedInputs")
+    assert (
+        "InferenceCluster b is invalid: spec.nodePools[0].nodeCount: "
+        "Input should be greater than or equal to 0 (got -3)" in message
+    )
+
+
+def test_a_cluster_without_a_name_is_skipped_not_called_none():
+    nameless = copy.deepcopy(A)
+    nameless["metadata"]["name"] = None
+    rsp = run(t.request(deployment(), [nameless, B], [], OWN))
+    assert desired(rsp)["replica-0"]["spec"]["clusterName"] == "b"
+    message = conditions(rsp)[fn.INPUTS][2]
+    assert "InferenceCluster metadata.name: must be a non-empty string (got null)" in message
+    assert "None" not in str(xr_status(rsp))
+
+
+def test_an_own_replica_whose_spec_is_invalid_keeps_every_replica():
+    broken = copy.deepcopy(ON_B)
+    broken["spec"]["engines"][0]["members"] = []
+    rsp = run(t.request(deployment(), [A, B], [], {"replica-0": broken}))
+    assert desired(rsp)["replica-0"]["spec"] == broken["spec"]
+    status, reason, message = conditions(rsp)[fn.SCHEDULED]
+    assert (status, reason) == ("False", "InvalidReplica")
+    assert message.startswith(
+        "replica-0.spec.engines[0].members: List should have at least 1 item after validation"
+    )
+
+
+@pytest.mark.parametrize(
+    ("change", "message"),
+    [
+        (
+            {"replicas": -1},
+            "spec.replicas: Input should be greater than or equal to 0 (got -1)",
+        ),
+        (
+            {"replicas": "two"},
+            "spec.replicas: Input should be a valid integer, unable to parse string as an "
+            'integer (got "two")',
+        ),
+    ],
+    ids=["a negative replica count", "a replica count that is a word"],
+)
+def test_an_invalid_deployment_says_field_path_reason_and_value(change, message):
+    xr = deployment()
+    xr["spec"].update(change)
+    rsp = run(t.request(xr, [A, B], [], OWN))
+    status, reason, text = conditions(rsp)[fn.SCHEDULED]
+    assert (status, reason) == ("False", "InvalidDeployment")
+    assert text == message
+    assert "https://" not in text
+    assert desired(rsp)["replica-0"]["spec"] == ON_B["spec"]
+
+
+def test_a_lower_case_rfc3339_condition_time_still_heals():
+    stuck = t.model_replica(
+        "llm-0",
+        "team-a",
+        "b",
+        [t.replica_engine("serve", "p", gpus=8)],
+        deployment_name="llm",
+        index=0,
+        pods_scheduled="False",
+        reason="Unschedulable",
+        since=t.ago(10).lower(),
+        placed_at=t.ago(60).replace("T", "t"),
+    )
+    rsp = run(t.request(deployment(), [A, B], [], {"replica-0": stuck}))
+    assert desired(rsp)["replica-0"]["spec"]["clusterName"] == "a"
+
+
+def test_a_composite_whose_spec_is_not_an_object_is_fatal():
+    xr = {**deployment(), "spec": ["replicas", 2]}
+    runner = fn.FunctionRunner(matcher=MATCHER, clock=lambda: t.NOW)
+    rsp = asyncio.run(runner.RunFunction(t.request(xr, [A, B], [], OWN), None))
+    assert wire.events(rsp) == [
+        ("Fatal", 'cannot read the composite: spec: must be an object (got ["replicas", 2])')
+    ]
