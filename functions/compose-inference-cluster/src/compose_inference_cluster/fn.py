@@ -49,7 +49,7 @@ def observed_state(req: fnv1.RunFunctionRequest) -> core.ObservedState:
     )
 
 
-class FunctionRunner(grpcv1.FunctionRunnerService):
+class FunctionRunner(grpcv1.FunctionRunnerServiceServicer):
     """Runs compose-inference-cluster."""
 
     def __init__(self, clock: Callable[[], datetime] = lambda: datetime.now(UTC)) -> None:

@@ -381,8 +381,8 @@ def _events(rsp: fnv1.RunFunctionResponse, xr: Mapping, plan: Plan, notes: list[
                 f"replica {r.name} must move ({r.why}) but no other cluster "
                 "fits it; it is left where it is",
             )
-    for r in plan.removed:
-        response.normal(rsp, f"removed replica {r.name} from {r.cluster} (scale down)")
+    for gone in plan.removed:
+        response.normal(rsp, f"removed replica {gone.name} from {gone.cluster} (scale down)")
     status = xr.get("status") if isinstance(xr.get("status"), Mapping) else {}
     replicas = status.get("replicas") if isinstance(status, Mapping) else None
     previous = replicas.get("scheduled") if isinstance(replicas, Mapping) else None

@@ -80,10 +80,15 @@ MAX_FAILED_PLACEMENTS = 32
 
 
 class KindMatchLike(Protocol):
-    request: str
-    kind: str
-    count: int
-    claimed: bool
+    # Read-only, so that frozen dataclasses satisfy it.
+    @property
+    def request(self) -> str: ...
+    @property
+    def kind(self) -> str: ...
+    @property
+    def count(self) -> int: ...
+    @property
+    def claimed(self) -> bool: ...
 
 
 Matcher = Callable[[Sequence[Mapping], Sequence[Mapping]], Sequence[KindMatchLike] | None]
@@ -279,7 +284,7 @@ class _Planner:
                 return (1, 0, pool.name)
             per_node = dict(zip(pool.kinds.names, pool.kinds.per_node, strict=True))
             largest = max(
-                (per_node.get(r.kind, 0) for m in resolved.members for r in m.requests),
+                (per_node.get(r.kind or "", 0) for m in resolved.members for r in m.requests),
                 default=0,
             )
             return (0, largest, pool.name)

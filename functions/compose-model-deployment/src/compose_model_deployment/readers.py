@@ -18,6 +18,7 @@ import re
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from datetime import datetime, timedelta
+from typing import overload
 
 from google.protobuf import struct_pb2
 from modelplane_common import labels
@@ -70,6 +71,10 @@ RESOURCE_PREFIX = "replica-"
 _INDEX = re.compile(r"^replica-(0|[1-9][0-9]{0,5})$")
 
 
+@overload
+def integral(value: dict) -> dict: ...
+@overload
+def integral(value: object) -> object: ...
 def integral(value: object) -> object:
     """Undo protobuf's float-only numbers: 8.0 back to 8, recursively.
 
@@ -148,7 +153,7 @@ def read_deployment(xr: Mapping) -> DeploymentInput:
     tolerations = tuple(
         Toleration(
             key=t.key or "",
-            operator=(t.operator.value if hasattr(t.operator, "value") else t.operator) or "Equal",
+            operator=str(getattr(t.operator, "value", t.operator) or "Equal"),
             value=t.value or "",
             effect=t.effect.value if t.effect else "",
         )

@@ -253,6 +253,7 @@ def replica_engine(
     def req(count: int) -> list[dict]:
         return [{"name": "gpu", "deviceClassName": device_class, "count": count}] if count else []
 
+    members: list[dict]
     if role == "Standalone":  # any other role builds a Leader + Worker gang
         members = [{"role": "Standalone", "nodePoolName": pool_name, "deviceRequests": req(gpus)}]
     else:

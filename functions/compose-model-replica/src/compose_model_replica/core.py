@@ -264,7 +264,7 @@ def decide(
     # A replica-level defect (no cluster name, unreadable tolerations) would
     # change every pod, so such a pass composes nothing new at all.
     usable = isinstance(cluster, Found) and not cluster_problem and not spec.defects
-    found = cluster.cluster if usable else None
+    found = cluster.cluster if usable and isinstance(cluster, Found) else None
     max_age = _max_age(found, events) if found is not None else DEFAULT_MAX_AGE
     provider_config = _provider_config(found) if found is not None else ""
     replica = Replica(xr_name, xr_namespace, spec.cluster, provider_config)
@@ -278,7 +278,9 @@ def decide(
     if found is not None:
         cluster_spec = found.get("spec") or {}
         pools = {
-            p.get("name") for p in cluster_spec.get("nodePools") or [] if isinstance(p, Mapping)
+            name
+            for p in cluster_spec.get("nodePools") or []
+            if isinstance(p, Mapping) and isinstance(name := p.get("name"), str)
         }
         for engine in spec.engines:
             missing = _missing_pools(engine, pools)

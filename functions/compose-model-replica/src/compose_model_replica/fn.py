@@ -51,7 +51,7 @@ def observed_object(observed: fnv1.Resource) -> core.ObservedObject:
     )
 
 
-class FunctionRunner(grpcv1.FunctionRunnerService):
+class FunctionRunner(grpcv1.FunctionRunnerServiceServicer):
     """Runs compose-model-replica."""
 
     def __init__(self, clock: Callable[[], datetime] = lambda: datetime.now(UTC)) -> None:

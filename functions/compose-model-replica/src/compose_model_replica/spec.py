@@ -329,5 +329,8 @@ def parse_spec(spec: Mapping) -> ReplicaSpec:
             invalid.append(InvalidEngine("", (f"engine name {parsed.name!r} is repeated",)))
             continue
         seen.add(parsed.name)
-        (engines if isinstance(parsed, Engine) else invalid).append(parsed)
+        if isinstance(parsed, Engine):
+            engines.append(parsed)
+        else:
+            invalid.append(parsed)
     return ReplicaSpec(cluster, tuple(tolerations), tuple(engines), tuple(invalid), tuple(defects))
