@@ -5,8 +5,8 @@ from __future__ import annotations
 import dataclasses
 
 import pytest
-from compose_model_deployment import matching
-from compose_model_deployment.matching import (
+from modelplane_common.cel import devices as matching
+from modelplane_common.cel.devices import (
     KindMatch,
     SelectorError,
     cache_info,

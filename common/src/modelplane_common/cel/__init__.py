@@ -1,0 +1,1 @@
+"""DRA CEL device matching, shared by the scheduler function and the agent."""
