@@ -5,6 +5,7 @@ from __future__ import annotations
 import dataclasses
 
 import pytest
+from modelplane_common.cel import celenv
 from modelplane_common.cel import devices as matching
 from modelplane_common.cel.devices import (
     KindMatch,
@@ -513,8 +514,8 @@ def test_a_request_without_selectors_ignores_bad_kind_data():
 
 def test_a_repeated_expression_is_compiled_once(monkeypatch):
     calls = []
-    real = matching._ENV.compile
-    monkeypatch.setattr(matching._ENV, "compile", lambda text: calls.append(text) or real(text))
+    real = celenv.ENV.compile
+    monkeypatch.setattr(celenv.ENV, "compile", lambda text: calls.append(text) or real(text))
     requests = [req("gpu", 1, H100_ONLY), req("gpu2", 1, H100_ONLY)]
     for _ in range(5):
         match_requests(requests, KINDS)
