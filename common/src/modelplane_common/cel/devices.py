@@ -13,7 +13,7 @@ which kind satisfies each request, evaluating selectors the way Kubernetes DRA
 does (see the package docstring for the CEL model).
 
 Public interface: :class:`KindMatch`, :func:`match_requests`,
-:func:`selector_matches`, :func:`device_view`, :func:`cache_info` and
+:func:`selector_matches`, :func:`all_selectors_match`, :func:`device_view`, :func:`cache_info` and
 :func:`clear_caches`; :class:`SelectorError` and :func:`compile_selector` are
 re-exported from their modules.
 """
@@ -37,6 +37,7 @@ from modelplane_common.cel.semver import Semver
 __all__ = [
     "KindMatch",
     "SelectorError",
+    "all_selectors_match",
     "cache_info",
     "clear_caches",
     "compile_selector",
@@ -302,7 +303,7 @@ def match_requests(
         expressions = _expressions(request)
         candidates = []
         for index, view in enumerate(views):
-            if _all_true(expressions, view) and count >= 1 and slots[index][1] >= count:
+            if all_selectors_match(expressions, view) and count >= 1 and slots[index][1] >= count:
                 candidates.append(index)
         same_name = [i for i in candidates if slots[i][0] == name][:1]
         ordered = same_name + [i for i in candidates if i not in same_name]
@@ -319,8 +320,13 @@ def match_requests(
     )
 
 
-def _all_true(expressions: tuple[str, ...], view: DeviceView) -> bool:
-    # Like the DRA allocator: selectors in order, the first false (or missing key) decides.
+def all_selectors_match(expressions: tuple[str, ...], view: DeviceView) -> bool:
+    """Whether every selector is true for one device view, as the DRA allocator decides.
+
+    Selectors are evaluated in order and the first false (or missing key) decides.
+    Raises :class:`SelectorError` for a selector that does not compile or fails
+    with a type error.
+    """
     for expression in expressions:
         outcome, reason = _evaluate(expression, view)
         if outcome == _ERROR:
