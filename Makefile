@@ -1,5 +1,5 @@
 # The two commands the README promises, and the helpers around them.
-.PHONY: setup render test schemas schemas-check bench lint
+.PHONY: setup render test schemas schemas-check bench bench-agent lint
 
 setup:
 	bash scripts/setup.sh
@@ -20,6 +20,9 @@ schemas-check:
 
 bench:
 	uv run --frozen python tests/bench/bench_deployment.py
+
+bench-agent:
+	uv run --frozen python tests/bench/bench_agent.py
 
 lint:
 	uv run --frozen ruff check .

@@ -6,6 +6,7 @@ import random
 
 import pytest
 from modelplane_agent import testing as t
+from modelplane_agent.pools import observe_pool
 from modelplane_agent.state import CLAIMS, NODES, PODS, POOLS, REPLICAS, SLICES, ClusterState
 
 GPU_CLASS = t.device_class("gpu", 'device.attributes["gpu.nvidia.com"].type == "gpu"')
@@ -62,6 +63,15 @@ def build(objects) -> ClusterState:
 
 
 def reports(state: ClusterState):
+    """The state's reports, after checking each pool's equals one computed afresh."""
+    for pool in ("a100", "h100"):
+        afresh = observe_pool(
+            state.pools[pool],
+            state.rules[pool],
+            [state.nodes[n] for n in sorted(state.members.get(pool, ()))],
+            lambda node, pool=pool: state._free(pool, node.name),
+        )
+        assert state.pool_report(pool) == afresh
     return (
         {p: state.pool_report(p) for p in ("a100", "h100")},
         state.replica_report(("team", "r")),

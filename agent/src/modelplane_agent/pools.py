@@ -40,12 +40,13 @@ from __future__ import annotations
 
 from collections import Counter
 from collections.abc import Callable, Iterable, Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from fractions import Fraction
 
 from modelplane_common.cel.celenv import compile_selector
-from modelplane_common.cel.devices import all_selectors_match
+from modelplane_common.cel.devices import DeviceView, all_selectors_match
 from modelplane_common.cel.errors import SelectorError
+from modelplane_common.cel.reads import Read, device_reads, project
 from modelplane_common.observation import MAX_BUCKETS, FreeVector, Histogram
 from modelplane_common.outcome import Condition
 
@@ -67,15 +68,24 @@ UNTOLERATED_TAINT = "untolerated taint"
 
 @dataclass(frozen=True, slots=True)
 class KindRule:
-    """A pool device kind resolved against its DeviceClass."""
+    """A pool device kind resolved against its DeviceClass.
+
+    `reads` are the device entries its selectors can read (None: unknown), so
+    that devices agreeing on them share one CEL evaluation (`view_of`).
+    """
 
     name: str
     driver: str
     selectors: tuple[str, ...]
+    reads: frozenset[Read] | None = None
 
-    def matches(self, device: Device) -> bool:
+    def view_of(self, device: Device) -> DeviceView:
+        """What of `device` decides whether it is of this kind."""
+        return device.view if self.reads is None else project(device.view, self.reads)
+
+    def matches(self, view: DeviceView) -> bool:
         """Raises SelectorError when a selector fails with a type error on this device."""
-        return device.view[0] == self.driver and all_selectors_match(self.selectors, device.view)
+        return view[0] == self.driver and all_selectors_match(self.selectors, view)
 
 
 @dataclass(frozen=True, slots=True)
@@ -113,7 +123,18 @@ def kind_rules(
                     "InvalidDeviceClass",
                     f"device kind {kind.name}: DeviceClass {kind.device_class}: {error}",
                 )
-        rules.append(KindRule(kind.name, kind.driver, device_class.selectors))
+        reads: set[Read] | None = set()
+        for expression in device_class.selectors:
+            found = device_reads(expression)
+            reads = None if found is None or reads is None else reads | found
+        rules.append(
+            KindRule(
+                kind.name,
+                kind.driver,
+                device_class.selectors,
+                None if reads is None else frozenset(reads),
+            )
+        )
     return tuple(rules)
 
 
@@ -217,42 +238,41 @@ class PoolReport:
     condition: Condition
 
 
-def observe_pool(
-    spec: PoolSpec,
-    rules: tuple[KindRule, ...] | Unobservable,
-    members: Iterable[Node],
-    free_of: Callable[[Node], FreeVector],
-    max_buckets: int = MAX_BUCKETS,
-) -> PoolReport:
-    """The report on one pool, given the nodes its selector matches.
+# What one node of a pool adds to its report: its free vector when schedulable, else why not.
+Contribution = FreeVector | str
 
-    `free_of` is only asked about schedulable nodes. A SelectorError it raises
-    (a DeviceClass selector failing with a type error on some device) makes
-    the pool unobservable, as it makes the DRA allocator fail the claim.
-    """
-    members = tuple(members)
-    if isinstance(rules, Unobservable):
-        return PoolReport(
-            len(members), None, Condition(OBSERVING, "False", rules.reason, rules.message)
-        )
-    reasons: Counter[str] = Counter()
-    vectors: Counter[FreeVector] = Counter()
-    try:
-        for node in members:
-            reason = left_out(node, spec.tolerations)
-            if reason is None:
-                vectors[free_of(node)] += 1
-            else:
-                reasons[reason] += 1
-    except SelectorError as error:
-        return PoolReport(
-            len(members),
-            None,
-            Condition(OBSERVING, "False", "InvalidDeviceClass", str(error)),
-        )
-    exact = Histogram.of(vectors.items())
+
+def contribution(
+    node: Node, tolerations: Sequence[Toleration], free_of: Callable[[Node], FreeVector]
+) -> Contribution:
+    """One node's part of the report; `free_of` is only asked about schedulable nodes."""
+    reason = left_out(node, tolerations)
+    return reason if reason is not None else free_of(node)
+
+
+@dataclass
+class Tally:
+    """The sum of a pool's contributions, kept up to date one node at a time."""
+
+    vectors: Counter[FreeVector] = field(default_factory=Counter)
+    reasons: Counter[str] = field(default_factory=Counter)
+
+    def add(self, part: Contribution, sign: int = 1) -> None:
+        counter: Counter = self.reasons if isinstance(part, str) else self.vectors
+        counter[part] += sign
+        if counter[part] <= 0:
+            del counter[part]
+
+
+def unobservable_report(observed: int, why: Unobservable) -> PoolReport:
+    return PoolReport(observed, None, Condition(OBSERVING, "False", why.reason, why.message))
+
+
+def report_from_tally(observed: int, tally: Tally, max_buckets: int = MAX_BUCKETS) -> PoolReport:
+    """The report of an observable pool of `observed` nodes, from its tally."""
+    exact = Histogram.of(tally.vectors.items())
     histogram = coarsen(exact, max_buckets)
-    message = _explain(len(members), reasons)
+    message = _explain(observed, tally.reasons)
     if histogram is not exact:
         message += (
             f"; {len(exact.buckets)} distinct free vectors exceed the bound of {max_buckets}: "
@@ -261,7 +281,33 @@ def observe_pool(
         condition = Condition(OBSERVING, "True", "HistogramCoarsened", message)
     else:
         condition = Condition(OBSERVING, "True", "Observed", message)
-    return PoolReport(len(members), histogram, condition)
+    return PoolReport(observed, histogram, condition)
+
+
+def selector_failed(observed: int, error: SelectorError) -> PoolReport:
+    """A DeviceClass selector failing with a type error on some device makes the pool
+    unobservable, as it makes the DRA allocator fail the claim."""
+    return unobservable_report(observed, Unobservable("InvalidDeviceClass", str(error)))
+
+
+def observe_pool(
+    spec: PoolSpec,
+    rules: tuple[KindRule, ...] | Unobservable,
+    members: Iterable[Node],
+    free_of: Callable[[Node], FreeVector],
+    max_buckets: int = MAX_BUCKETS,
+) -> PoolReport:
+    """The report on one pool, given the nodes its selector matches, computed afresh."""
+    members = tuple(members)
+    if isinstance(rules, Unobservable):
+        return unobservable_report(len(members), rules)
+    tally = Tally()
+    try:
+        for node in members:
+            tally.add(contribution(node, spec.tolerations, free_of))
+    except SelectorError as error:
+        return selector_failed(len(members), error)
+    return report_from_tally(len(members), tally, max_buckets)
 
 
 def _explain(observed: int, reasons: Counter[str]) -> str:

@@ -14,6 +14,7 @@ Indexes and what invalidates them
     (kind rule, device) -> matches             DeviceClasses (all dropped)
     node -> pool -> free vector                the node's slices, claims on its
                                                devices, the pool's rules
+    (namespace, label) -> replicas             replica selectors
     replica -> its pods                        pod labels, replica selectors
 
 An event on a node, a slice or a claim touches the pools of the nodes it
@@ -31,9 +32,21 @@ from dataclasses import dataclass, field
 from fractions import Fraction
 
 from modelplane_common.cel.devices import DeviceView
+from modelplane_common.cel.errors import SelectorError
 from modelplane_common.observation import FreeVector
 
-from modelplane_agent.pools import KindRule, PoolReport, Unobservable, kind_rules, observe_pool
+from modelplane_agent.pools import (
+    Contribution,
+    KindRule,
+    PoolReport,
+    Tally,
+    Unobservable,
+    contribution,
+    kind_rules,
+    report_from_tally,
+    selector_failed,
+    unobservable_report,
+)
 from modelplane_agent.pools import free_vector as compute_free_vector
 from modelplane_agent.replicas import ReplicaReport, observe_replica
 from modelplane_agent.snapshot import (
@@ -103,11 +116,14 @@ class ClusterState:
         self.members: dict[str, set[str]] = {}
         self.node_pools: dict[str, set[str]] = {}
         self.vectors: dict[str, dict[str, FreeVector]] = {}
+        self.tallies: dict[str, Tally] = {}
+        self.parts: dict[str, dict[str, Contribution]] = {}  # pool -> node -> contribution
+        self.stale: dict[str, set[str]] = {}  # pool -> nodes whose contribution is unknown
         self.match_cache: dict[tuple[KindRule, DeviceView], bool] = {}
         self.pods: dict[str, dict[str, Pod]] = {}  # namespace -> name -> pod
         self.replicas: dict[ReplicaKey, ReplicaSpec] = {}
         self.replica_status: dict[ReplicaKey, Mapping] = {}
-        self.replicas_in: dict[str, set[ReplicaKey]] = {}
+        self.replica_index: dict[tuple[str, str, str], set[ReplicaKey]] = {}
         self.replica_pods: dict[ReplicaKey, set[str]] = {}
 
     # ------------------------------------------------------------------ events
@@ -185,13 +201,29 @@ class ClusterState:
             after = {p for p, spec in self.pools.items() if self._selects(spec, node)}
         for pool in before - after:
             self.members[pool].discard(name)
+            self._forget(pool, name)
         for pool in after - before:
             self.members.setdefault(pool, set()).add(name)
+        for pool in after:
+            self.stale.setdefault(pool, set()).add(name)
         if after:
             self.node_pools[name] = after
         else:
             self.node_pools.pop(name, None)
         return Touched(pools=before | after)
+
+    def _forget(self, pool: str, node: str) -> None:
+        """Take a node's contribution out of a pool's tally."""
+        part = self.parts.get(pool, {}).pop(node, None)
+        if part is not None:
+            self.tallies[pool].add(part, -1)
+        self.stale.get(pool, set()).discard(node)
+
+    def _reset(self, pool: str) -> None:
+        """Forget every contribution to a pool (its rules or members changed)."""
+        self.tallies[pool] = Tally()
+        self.parts[pool] = {}
+        self.stale[pool] = set(self.members.get(pool, ()))
 
     @staticmethod
     def _selects(spec: PoolSpec, node: Node) -> bool:
@@ -255,7 +287,9 @@ class ClusterState:
         touched = Touched()
         for node in nodes:
             self.vectors.pop(node, None)
-            touched.pools |= self.node_pools.get(node, set())
+            for pool in self.node_pools.get(node, ()):
+                self.stale.setdefault(pool, set()).add(node)
+                touched.pools.add(pool)
         return touched
 
     def _class(self, name: str, new: DeviceClass | None) -> Touched:
@@ -277,6 +311,7 @@ class ClusterState:
         self.rules[pool] = kind_rules(self.pools[pool], self.classes)
         for node in self.members.get(pool, ()):
             self.vectors.get(node, {}).pop(pool, None)
+        self._reset(pool)
 
     # ------------------------------------------------------------------ observations
 
@@ -285,6 +320,8 @@ class ClusterState:
             spec = self.pools.pop(name, None)
             self.pool_status.pop(name, None)
             self.rules.pop(name, None)
+            for table in (self.tallies, self.parts, self.stale):
+                table.pop(name, None)
             for node in self.members.pop(name, set()):
                 self.node_pools.get(node, set()).discard(name)
                 self.vectors.get(node, {}).pop(name, None)
@@ -314,7 +351,7 @@ class ClusterState:
         else:
             in_namespace[name] = pod
         touched = Touched()
-        for key in self.replicas_in.get(namespace, ()):
+        for key in self._candidates(namespace, old) | self._candidates(namespace, pod):
             selector = self.replicas[key].match_labels
             was = old is not None and selects(selector, old.labels)
             now = pod is not None and selects(selector, pod.labels)
@@ -326,19 +363,44 @@ class ClusterState:
                 touched.replicas.add(key)
         return touched
 
+    def _candidates(self, namespace: str, pod: Pod | None) -> set[ReplicaKey]:
+        """Replicas that may select `pod`: those indexed under one of its labels."""
+        found: set[ReplicaKey] = set()
+        if pod is not None:
+            for pair in pod.labels.items():
+                found |= self.replica_index.get((namespace, *pair), set())
+        return found
+
+    @staticmethod
+    def _index_pair(spec: ReplicaSpec) -> tuple[str, str, str] | None:
+        # Every pair of a selector must be on a selected pod, so indexing a replica under
+        # one pair (the least, for determinism) finds it from any pod it selects.
+        if spec.problem or not spec.match_labels:
+            return None
+        return (spec.namespace, *min(spec.match_labels.items()))
+
+    def _unindex(self, key: ReplicaKey) -> None:
+        spec = self.replicas.get(key)
+        pair = None if spec is None else self._index_pair(spec)
+        if pair is not None:
+            self.replica_index.get(pair, set()).discard(key)
+
     def _replica(self, key: ReplicaKey, obj: Mapping | None) -> Touched:
         if obj is None:
+            self._unindex(key)
             existed = self.replicas.pop(key, None) is not None
             self.replica_status.pop(key, None)
             self.replica_pods.pop(key, None)
-            self.replicas_in.get(key[0], set()).discard(key)
             return Touched(replicas={key}) if existed else Touched()
         self.replica_status[key] = obj.get("status") or {}
         spec = replica_spec_from(obj)
         if self.replicas.get(key) == spec:
             return Touched()
+        self._unindex(key)
         self.replicas[key] = spec
-        self.replicas_in.setdefault(key[0], set()).add(key)
+        pair = self._index_pair(spec)
+        if pair is not None:
+            self.replica_index.setdefault(pair, set()).add(key)
         pods = self.pods.get(key[0], {})
         self.replica_pods[key] = {
             n for n, p in pods.items() if not spec.problem and selects(spec.match_labels, p.labels)
@@ -348,14 +410,43 @@ class ClusterState:
     # ------------------------------------------------------------------ reports
 
     def pool_report(self, pool: str) -> PoolReport:
-        spec = self.pools[pool]
-        members = sorted(self.members.get(pool, ()))
-        return observe_pool(
-            spec,
-            self.rules[pool],
-            (self.nodes[n] for n in members),
-            lambda node: self._free(pool, node.name),
-        )
+        """The pool's report, recomputing only the nodes whose contribution is stale.
+
+        Equal to `observe_pool` over all members (agent/tests/test_state.py checks it).
+        """
+        rules = self.rules[pool]
+        observed = len(self.members.get(pool, ()))
+        if isinstance(rules, Unobservable):
+            return unobservable_report(observed, rules)
+        tolerations = self.pools[pool].tolerations
+        tally, parts, stale = self.tallies[pool], self.parts[pool], self.stale[pool]
+        try:
+            while stale:
+                name = next(iter(stale))
+                part = contribution(
+                    self.nodes[name], tolerations, lambda node: self._free(pool, node.name)
+                )
+                old = parts.get(name)
+                if old is not None:
+                    tally.add(old, -1)
+                parts[name] = part
+                tally.add(part)
+                stale.discard(name)
+        except SelectorError as error:
+            return selector_failed(observed, error)
+        return report_from_tally(observed, tally)
+
+    def invalidate_reports(self, matches: bool = False) -> None:
+        """Forget every free vector and tally (and every CEL match, if asked).
+
+        The next reports are computed from the indexed objects alone: what a
+        full recompute costs. For benchmarks; events never need it.
+        """
+        self.vectors.clear()
+        for pool in self.pools:
+            self._reset(pool)
+        if matches:
+            self.match_cache.clear()
 
     def replica_report(self, key: ReplicaKey) -> ReplicaReport:
         pods = self.pods.get(key[0], {})
@@ -395,8 +486,8 @@ class ClusterState:
         return devices, counters
 
     def _matches(self, rule: KindRule, device: Device) -> bool:
-        key = (rule, device.view)
+        key = (rule, rule.view_of(device))
         cached = self.match_cache.get(key)
         if cached is None:
-            cached = self.match_cache[key] = rule.matches(device)
+            cached = self.match_cache[key] = rule.matches(key[1])
         return cached
