@@ -55,8 +55,12 @@ class Settings:
     backoff_max: float = 30.0
 
 
+_KIND_NAMES = {POOLS: "PoolObservation", REPLICAS: "ReplicaObservation"}
+
+
 def bound_logger(kind: str, namespace: str, name: str) -> logging.LoggerAdapter:
     """A logger whose every line names the observation it is about."""
+    kind = _KIND_NAMES.get(kind, kind)
     resource = f"{kind}/{namespace}/{name}" if namespace else f"{kind}/{name}"
     return logging.LoggerAdapter(log, {"resource": resource})
 

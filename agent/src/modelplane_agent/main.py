@@ -56,6 +56,8 @@ def cli(kubeconfig: str | None, listen: str, heartbeat: str, min_interval: str, 
     handler.addFilter(_ResourceDefault())
     handler.setFormatter(logging.Formatter("%(asctime)s %(levelname)s %(resource)s %(message)s"))
     logging.basicConfig(level=log_level.upper(), handlers=[handler])
+    for chatty in ("httpx", "httpx2"):  # one line per request, watches included
+        logging.getLogger(chatty).setLevel(max(logging.WARNING, logging.root.level))
     settings = Settings(
         heartbeat=parse_duration(heartbeat), min_interval=parse_duration(min_interval)
     )
