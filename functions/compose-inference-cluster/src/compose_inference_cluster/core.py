@@ -29,7 +29,7 @@ Invariants
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 
@@ -140,7 +140,26 @@ def agent_crd_object(xr_name: str, namespace: str) -> dict:
     return obj
 
 
-def pool_observation_object(xr_name: str, namespace: str, pool: Mapping) -> dict:
+def fleet_tolerations(taints: object) -> list[dict]:
+    """The cluster's taints as tolerations: every modelplane pod tolerates them, so the
+    agent must not leave a node out of the histogram for carrying one."""
+    if not isinstance(taints, list):
+        return []
+    return [
+        {
+            "key": str(t["key"]),
+            "operator": "Equal",
+            "value": str(t.get("value") or ""),
+            "effect": str(t["effect"]),
+        }
+        for t in taints
+        if isinstance(t, Mapping) and t.get("key") and t.get("effect")
+    ]
+
+
+def pool_observation_object(
+    xr_name: str, namespace: str, pool: Mapping, tolerations: Sequence[Mapping] = ()
+) -> dict:
     dra = DeviceKinds.from_declared(pool.get("devices") or [])
     by_name = {d["name"]: d for d in pool.get("devices") or []}
     manifest = {
@@ -160,6 +179,8 @@ def pool_observation_object(xr_name: str, namespace: str, pool: Mapping) -> dict
             ],
         },
     }
+    if tolerations:
+        manifest["spec"]["tolerations"] = [dict(t) for t in tolerations]
     obj = _object(f"{xr_name}-pool-{pool['name']}", namespace, xr_name, manifest)
     # The agent rewrites status continuously; watching relays it within
     # seconds instead of at the provider's poll interval.
@@ -266,7 +287,9 @@ def decide(
             if pool.get("devices") and (
                 observed.agent_crd_seen or pool["name"] in observed.pool_reports
             ):
-                pool_objects[pool["name"]] = pool_observation_object(xr_name, namespace, pool)
+                pool_objects[pool["name"]] = pool_observation_object(
+                    xr_name, namespace, pool, fleet_tolerations(spec.get("taints"))
+                )
 
     verdicts = tuple(
         _verdict(p, mode, observed.agent_crd_seen, observed.pool_reports, now, max_age)
