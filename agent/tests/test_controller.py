@@ -10,7 +10,7 @@ import pytest
 from modelplane_agent import testing as t
 from modelplane_agent.controller import Controller, Settings, write_reason
 from modelplane_agent.kube import Gone
-from modelplane_agent.state import CLAIMS, CLASSES, KINDS, NODES, POOLS, SLICES
+from modelplane_agent.state import CLAIMS, CLASSES, KINDS, NODES, PODS, POOLS, REPLICAS, SLICES
 
 NOW = datetime(2026, 11, 30, 12, 0, tzinfo=UTC)
 SETTINGS = Settings(
@@ -212,34 +212,76 @@ def test_a_status_someone_else_overwrote_is_written_again():
     asyncio.run(scenario())
 
 
+def test_a_replica_turning_scheduled_makes_its_pool_publish_a_newer_observation():
+    async def scenario():
+        objects = world()
+        objects[REPLICAS] = [t.replica_observation()]
+        objects[PODS] = [t.pod("r-0")]
+        api, clock = FakeApi(objects), Clock()
+        controller, task = await started(api, clock)
+        assert sorted(k for k, _, _ in api.patches) == [POOLS, REPLICAS]
+        clock.now += timedelta(seconds=5)
+        api.send(PODS, "MODIFIED", t.pod("r-0", node_name="n1"))
+        await settle(controller)
+        pool_writes = [s for k, _, s in api.patches if k == POOLS]
+        replica_writes = [s for k, _, s in api.patches if k == REPLICAS]
+        assert replica_writes[-1]["conditions"][0]["status"] == "True"
+        since = replica_writes[-1]["conditions"][0]["lastTransitionTime"]
+        assert [w["observedAt"] for w in pool_writes] == ["2026-11-30T12:00:00Z", since]
+        assert pool_writes[1]["nodesByFreeDevices"] == pool_writes[0]["nodesByFreeDevices"]
+        clock.now += timedelta(seconds=5)
+        await settle(controller)
+        assert len([k for k, _, _ in api.patches if k == POOLS]) == 2  # once, not again
+        await stopped(controller, task)
+
+    asyncio.run(scenario())
+
+
+BEFORE = NOW - timedelta(seconds=1)
 REASONS = {
-    "a first status is a change": (None, None, "change"),
+    "a first status is a change": (None, None, None, "change"),
     "an equal status younger than the heartbeat is left alone": (
         {"observedAt": "2026-11-30T11:59:30Z", "observedNodes": 1},
+        None,
         None,
         None,
     ),
     "an equal status as old as the heartbeat is a heartbeat": (
         {"observedAt": "2026-11-30T11:59:00Z", "observedNodes": 1},
         None,
+        None,
         "heartbeat",
+    ),
+    "an equal status older than a replica's turn to scheduled is refreshed": (
+        {"observedAt": "2026-11-30T11:59:58Z", "observedNodes": 1},
+        None,
+        BEFORE,
+        "refresh",
+    ),
+    "an equal status as recent as a replica's turn to scheduled is left alone": (
+        {"observedAt": "2026-11-30T11:59:59Z", "observedNodes": 1},
+        None,
+        BEFORE,
+        None,
     ),
     "a changed status within the min interval waits": (
         {"observedAt": "2026-11-30T11:59:59Z", "observedNodes": 2},
         NOW - timedelta(seconds=1),
         None,
+        None,
     ),
     "a changed status after the min interval is a change": (
         {"observedAt": "2026-11-30T11:59:59Z", "observedNodes": 2},
         NOW - timedelta(seconds=2),
+        None,
         "change",
     ),
 }
 
 
 @pytest.mark.parametrize(
-    ("current", "last_write", "reason"), list(REASONS.values()), ids=list(REASONS)
+    ("current", "last_write", "newer_than", "reason"), list(REASONS.values()), ids=list(REASONS)
 )
-def test_write_reason(current, last_write, reason):
+def test_write_reason(current, last_write, newer_than, reason):
     new = {"observedAt": "2026-11-30T12:00:00Z", "observedNodes": 1}
-    assert write_reason(NOW, new, current, last_write, SETTINGS) == reason
+    assert write_reason(NOW, new, current, last_write, SETTINGS, newer_than) == reason

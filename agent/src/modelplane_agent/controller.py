@@ -31,9 +31,9 @@ import random
 import time
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
-from datetime import datetime, timedelta
+from datetime import UTC, datetime, timedelta
 
-from modelplane_common.timeutil import parse_time
+from modelplane_common.timeutil import format_time, parse_time
 
 from modelplane_agent import metrics
 from modelplane_agent.kube import Api, Gone
@@ -71,8 +71,14 @@ def write_reason(
     current: Mapping | None,
     last_write: datetime | None,
     settings: Settings,
+    newer_than: datetime | None = None,
 ) -> str | None:
-    """Why to write `new` now ("change" or "heartbeat"), or None to leave the status alone."""
+    """Why to write `new` now, or None to leave the status alone.
+
+    "change" when the content differs; "heartbeat" when `observedAt` is as old
+    as the heartbeat; "refresh" when it is older than `newer_than` (a replica
+    of the pool turned scheduled since). Never twice within `min_interval`.
+    """
     if last_write is not None and now - last_write < settings.min_interval:
         return None
     if content(new) != content(current):
@@ -83,6 +89,8 @@ def write_reason(
         return "heartbeat"
     if now - observed_at >= settings.heartbeat:
         return "heartbeat"
+    if newer_than is not None and observed_at < newer_than:
+        return "refresh"
     return None
 
 
@@ -102,6 +110,8 @@ class Controller:
         self.dirty: set[Key] = set()
         self.written: dict[Key, Mapping] = {}
         self.last_write: dict[Key, datetime] = {}
+        # Pools that must publish an observedAt no older than this (see _write).
+        self.refresh: dict[str, datetime] = {}
         self.last_tick = time.monotonic()
         self._stopping = asyncio.Event()
 
@@ -207,6 +217,8 @@ class Controller:
         known = self._known()
         gone = (set(self.written) | set(self.last_write) | self.dirty) - set(known)
         for key in gone:  # observations deleted since: forget them
+            if key[0] == POOLS:
+                self.refresh.pop(key[2], None)
             self.written.pop(key, None)
             self.last_write.pop(key, None)
             self.dirty.discard(key)
@@ -218,26 +230,31 @@ class Controller:
                 else self.state.replica_status.get((namespace, name))
             )
             current = self.written.get(key, seen)
-            if key not in self.dirty and not self._heartbeat_due(now, current):
+            newer_than = self.refresh.get(name) if kind == POOLS else None
+            if (
+                key not in self.dirty
+                and newer_than is None
+                and not self._heartbeat_due(now, current)
+            ):
                 continue
             started = time.perf_counter()
             new = self._status(key, now, current)
             metrics.RECOMPUTE.labels(kind).observe(time.perf_counter() - started)
-            reason = write_reason(now, new, current, self.last_write.get(key), self.settings)
+            reason = write_reason(
+                now, new, current, self.last_write.get(key), self.settings, newer_than
+            )
             if reason is None:
                 if content(new) == content(current):
                     self.dirty.discard(key)
+                    if newer_than is not None and _observed_at(current) >= newer_than:
+                        self.refresh.pop(name, None)
                 continue
             if await self._write(key, new, reason, now):
                 writes += 1
         return writes
 
     def _heartbeat_due(self, now: datetime, current: Mapping | None) -> bool:
-        try:
-            observed_at = parse_time((current or {}).get("observedAt"))  # type: ignore[arg-type]
-        except ValueError:
-            return True
-        return now - observed_at >= self.settings.heartbeat
+        return now - _observed_at(current) >= self.settings.heartbeat
 
     def _status(self, key: Key, now: datetime, previous: Mapping | None) -> dict:
         kind, namespace, name = key
@@ -272,6 +289,15 @@ class Controller:
         condition = status["conditions"][0]
         if kind == POOLS:
             metrics.LAST_PUBLISH.labels(name).set(now.timestamp())
+            if self.refresh.get(name, now) <= now:
+                self.refresh.pop(name, None)
+        elif condition["status"] == "True" and condition["lastTransitionTime"] == format_time(now):
+            # The replica just turned scheduled, at `now` on our clock. The scheduler charges
+            # it until its pools publish an observation at least that recent (the histogram
+            # already holds its devices), so those pools publish one soon instead of at
+            # their next heartbeat.
+            for pool in self.state.pools_of_replica((namespace, name)):
+                self.refresh[pool] = max(self.refresh.get(pool, now), now)
         logger.info(
             "status written (%s): %s=%s %s",
             reason,
@@ -291,6 +317,13 @@ def settle_heap() -> None:
     """
     gc.collect()
     gc.freeze()
+
+
+def _observed_at(status: Mapping | None) -> datetime:
+    try:
+        return parse_time((status or {}).get("observedAt"))  # type: ignore[arg-type]
+    except ValueError:
+        return datetime.min.replace(tzinfo=UTC)
 
 
 def _resource_version(obj: Mapping) -> str | None:

@@ -453,6 +453,16 @@ class ClusterState:
         names = self.replica_pods.get(key, set())
         return observe_replica(self.replicas[key], (pods[n] for n in names if n in pods))
 
+    def pools_of_replica(self, key: ReplicaKey) -> set[str]:
+        """The pools of the nodes the replica's pods are bound to."""
+        pods = self.pods.get(key[0], {})
+        found: set[str] = set()
+        for name in self.replica_pods.get(key, ()):
+            pod = pods.get(name)
+            if pod is not None and pod.node_name:
+                found |= self.node_pools.get(pod.node_name, set())
+        return found
+
     def _free(self, pool: str, node: str) -> FreeVector:
         cached = self.vectors.setdefault(node, {})
         vector = cached.get(pool)
