@@ -10,7 +10,7 @@ import pytest
 from lightkube import AsyncClient
 from lightkube.config.kubeconfig import KubeConfig
 from modelplane_agent import testing as t
-from modelplane_agent.kube import Gone, LightkubeApi
+from modelplane_agent.kube import Gone, Idle, LightkubeApi
 from modelplane_agent.state import NODES, PODS, POOLS, REPLICAS
 
 
@@ -109,6 +109,29 @@ def test_a_410_in_the_watch_stream_is_gone():
 
     with pytest.raises(Gone):
         asyncio.run(drain())
+
+
+def test_a_watch_silent_for_too_long_is_idle():
+    class Silent(Server):
+        def __call__(self, request):
+            self.requests.append(request)
+            return httpx2.Response(200, stream=Hanging())
+
+    class Hanging(httpx2.AsyncByteStream):
+        async def __aiter__(self):
+            await asyncio.sleep(3600)
+            yield b""
+
+    server = Silent()
+    api = LightkubeApi(api_for(server)._client, idle=0.2)
+
+    async def drain():
+        async for _ in api.watch(NODES, "7"):
+            pass
+
+    with pytest.raises(Idle):
+        asyncio.run(drain())
+    assert server.requests[0].url.params["timeoutSeconds"] == "300"
 
 
 def test_status_is_merge_patched_on_the_status_subresource():

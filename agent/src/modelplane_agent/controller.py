@@ -36,7 +36,7 @@ from datetime import UTC, datetime, timedelta
 from modelplane_common.timeutil import format_time, parse_time
 
 from modelplane_agent import metrics
-from modelplane_agent.kube import Api, Gone
+from modelplane_agent.kube import Api, Gone, Idle
 from modelplane_agent.state import KINDS, POOLS, REPLICAS, ClusterState, ReplicaKey, Touched
 from modelplane_agent.status import content, pool_status, replica_status
 
@@ -163,6 +163,8 @@ class Controller:
                     backoff = self.settings.backoff_initial
             except asyncio.CancelledError:
                 raise
+            except Idle:
+                log.debug("%s watch idle: resuming on a new connection", kind)
             except Gone:
                 metrics.WATCH_RESTARTS.labels(kind, "gone").inc()
                 log.info("%s watch expired (410 Gone): relisting", kind, extra={"resource": "-"})

@@ -8,6 +8,7 @@ model classes are built for 40,000 pods. design/agent.md says why lightkube.
 
 from __future__ import annotations
 
+import asyncio
 from collections.abc import AsyncIterator, Mapping
 from dataclasses import dataclass
 from functools import cache
@@ -25,6 +26,11 @@ class Gone(Exception):
     """The resourceVersion a watch resumed from is too old (HTTP 410): relist."""
 
 
+class Idle(Exception):
+    """Nothing arrived on a watch for longer than the server should stay quiet: the
+    connection may be half-open, so resume on a new one."""
+
+
 class Api(Protocol):
     """What the controller asks of the API server (lightkube here, a fake in tests)."""
 
@@ -33,7 +39,8 @@ class Api(Protocol):
         ...
 
     def watch(self, kind: str, resource_version: str) -> AsyncIterator[tuple[str, Mapping]]:
-        """(event type, object) from `resource_version` on; raises Gone on 410."""
+        """(event type, object) from `resource_version` on; raises Gone on 410, Idle
+        when the stream has been silent too long."""
         ...
 
     async def patch_status(self, kind: str, namespace: str, name: str, status: Mapping) -> None:
@@ -75,9 +82,20 @@ def _resource(kind: str) -> Any:
 class LightkubeApi:
     """`Api` over lightkube's asyncio client (kubeconfig or in-cluster service account)."""
 
-    def __init__(self, client: AsyncClient, page_size: int = 500) -> None:
+    def __init__(
+        self,
+        client: AsyncClient,
+        page_size: int = 500,
+        server_timeout: int = 300,
+        idle: float = 360.0,
+    ) -> None:
+        """`server_timeout`: the API server ends each watch request after that many
+        seconds (lightkube then re-requests from the last version); `idle`: a watch
+        quiet for longer raises Idle, which catches connections that died silently."""
         self._client = client
         self._page_size = page_size
+        self._server_timeout = server_timeout
+        self._idle = idle
         self._resources = {kind: _resource(kind) for kind in _KINDS}
 
     async def list(self, kind: str) -> tuple[list[Mapping], str]:
@@ -90,18 +108,32 @@ class LightkubeApi:
     async def watch(self, kind: str, resource_version: str) -> AsyncIterator[tuple[str, Mapping]]:
         res = self._resources[kind]
         namespace = "*" if _KINDS[kind].namespaced else None
-        try:
-            async for event, obj in self._client.watch(
+        stream = aiter(
+            self._client.watch(
                 res,
                 namespace=namespace,
                 resource_version=resource_version,
+                server_timeout=self._server_timeout,
                 on_error=on_error_raise,
-            ):
+            )
+        )
+        try:
+            while True:
+                try:
+                    event, obj = await asyncio.wait_for(anext(stream), self._idle)
+                except StopAsyncIteration:
+                    return
+                except TimeoutError:
+                    raise Idle(f"no event for {self._idle:.0f}s") from None
                 yield event, dict(obj)
         except ApiError as error:
             if error.status.code == 410:
                 raise Gone(str(error)) from error
             raise
+        finally:
+            close = getattr(stream, "aclose", None)  # an async generator's
+            if close is not None:
+                await close()
 
     async def patch_status(self, kind: str, namespace: str, name: str, status: Mapping) -> None:
         res = self._resources[kind]
