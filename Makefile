@@ -1,5 +1,5 @@
 # The two commands the README promises, and the helpers around them.
-.PHONY: setup render test schemas schemas-check bench bench-agent lint
+.PHONY: setup render test schemas schemas-check bench bench-agent agent-live lint
 
 setup:
 	bash scripts/setup.sh
@@ -23,6 +23,11 @@ bench:
 
 bench-agent:
 	uv run --frozen python tests/bench/bench_agent.py
+
+# The agent against a real kube-apiserver, kube-controller-manager and kube-scheduler
+# (binaries in .tools/bin from the e2e tooling).
+agent-live:
+	uv run --frozen pytest -m e2e agent/tests/live -q
 
 lint:
 	uv run --frozen ruff check .
