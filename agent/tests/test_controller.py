@@ -34,9 +34,12 @@ class FakeApi:
         self.patches: list[tuple[str, str, dict]] = []
         self.version = 100
 
-    async def list(self, kind: str) -> tuple[list[Mapping], str]:
+    async def list(self, kind: str, each) -> str:
         self.lists.append(kind)
-        return list(self.objects[kind]), str(self.version)
+        for obj in self.objects[kind]:
+            each(obj)
+            await asyncio.sleep(0)  # pages arrive with other tasks running in between
+        return str(self.version)
 
     async def watch(self, kind: str, resource_version: str) -> AsyncIterator[tuple[str, Mapping]]:
         self.watches.append((kind, resource_version))
@@ -178,15 +181,45 @@ def test_410_gone_relists_and_forgets_what_disappeared_meanwhile():
     asyncio.run(scenario())
 
 
+def test_nothing_is_published_while_a_relist_is_half_folded():
+    async def scenario():
+        api, clock = FakeApi(world()), Clock()
+        controller, task = await started(api, clock)
+        resume = asyncio.Event()
+        real_list = api.list
+
+        async def paused_nodes(kind: str, each):
+            if kind != NODES:
+                return await real_list(kind, each)
+            each(t.node("n1", cordoned=True))  # the first page ...
+            await resume.wait()  # ... and the rest later
+            each(t.node("n2", cordoned=True))
+            return "200"
+
+        api.list = paused_nodes  # type: ignore[method-assign]
+        api.queues[NODES].put_nowait(Gone("too old resource version"))
+        clock.now += timedelta(seconds=3)
+        await settle(controller)
+        assert not controller.ready
+        assert len(api.patches) == 1  # nothing written from the half-folded list
+        resume.set()
+        await settle(controller)
+        assert controller.ready
+        assert api.patches[-1][2]["nodesByFreeDevices"] == []  # both cordoned
+        await stopped(controller, task)
+
+    asyncio.run(scenario())
+
+
 def test_nothing_is_published_before_every_kind_is_listed():
     async def scenario():
         api, clock = FakeApi(world()), Clock()
         real_list = api.list
 
-        async def slow_claims(kind: str):
+        async def slow_claims(kind: str, each):
             if kind == CLAIMS:
                 await asyncio.sleep(3600)
-            return await real_list(kind)
+            return await real_list(kind, each)
 
         api.list = slow_claims  # type: ignore[method-assign]
         controller, task = await started(api, clock)

@@ -67,7 +67,8 @@ def api_for(server: Server) -> LightkubeApi:
 
 def test_a_list_follows_pages_and_returns_the_list_version():
     server = Server()
-    items, version = asyncio.run(api_for(server).list(NODES))
+    items: list = []
+    version = asyncio.run(api_for(server).list(NODES, items.append))
     assert [i["metadata"]["name"] for i in items] == ["n1", "n2"]
     assert version == "7"
     assert server.requests[0].url.path == "/api/v1/nodes"
@@ -85,7 +86,7 @@ def test_a_list_follows_pages_and_returns_the_list_version():
 )
 def test_every_kind_is_listed_cluster_wide(kind, path):
     server = Server()
-    asyncio.run(api_for(server).list(kind))
+    asyncio.run(api_for(server).list(kind, lambda _: None))
     assert server.requests[0].url.path == path
 
 

@@ -142,16 +142,7 @@ class Controller:
         while not self._stopping.is_set():
             try:
                 if version is None:
-                    items, version = await self.api.list(kind)
-                    started = time.perf_counter()
-                    self._mark(kind, self.state.replace(kind, items), items)
-                    metrics.RECOMPUTE.labels("relist").observe(time.perf_counter() - started)
-                    first_sync = not self.ready
-                    self.synced[kind] = True
-                    metrics.SYNCED.labels(kind).set(1)
-                    if first_sync and self.ready:
-                        settle_heap()
-                    log.info("listed %d %s", len(items), kind, extra={"resource": "-"})
+                    version = await self._relist(kind)
                 async for event, obj in self.api.watch(kind, version):
                     version = _resource_version(obj) or version
                     if event not in ("ADDED", "MODIFIED", "DELETED"):
@@ -182,6 +173,38 @@ class Controller:
                 )
                 await asyncio.sleep(delay)
                 backoff = min(backoff * 2, self.settings.backoff_max)
+
+    async def _relist(self, kind: str) -> str:
+        """Fold a full list of `kind` into the state, page by page; return its version.
+
+        The kind is not synced while this runs (the state is part old, part new),
+        so the publisher holds its writes until the list is complete.
+        """
+        first_sync = not self.ready
+        self.synced[kind] = False
+        metrics.SYNCED.labels(kind).set(0)
+        seen: set[object] = set()
+        touched = Touched()
+        observations: list[Mapping] = []
+
+        def fold(obj: Mapping) -> None:
+            nonlocal touched
+            seen.add(self.state.key_of(kind, obj))
+            touched |= self.state.apply(kind, "MODIFIED", obj)
+            if kind in (POOLS, REPLICAS):
+                observations.append(obj)
+
+        started = time.perf_counter()
+        version = await self.api.list(kind, fold)
+        touched |= self.state.delete_missing(kind, seen)
+        self._mark(kind, touched, observations)
+        metrics.RECOMPUTE.labels("relist").observe(time.perf_counter() - started)
+        self.synced[kind] = True
+        metrics.SYNCED.labels(kind).set(1)
+        if first_sync and self.ready:
+            settle_heap()
+        log.info("listed %d %s", len(seen), kind, extra={"resource": "-"})
+        return version
 
     def _mark(self, kind: str, touched: Touched, objs: list[Mapping]) -> None:
         self.dirty.update((POOLS, "", pool) for pool in touched.pools)

@@ -9,7 +9,7 @@ model classes are built for 40,000 pods. design/agent.md says why lightkube.
 from __future__ import annotations
 
 import asyncio
-from collections.abc import AsyncIterator, Mapping
+from collections.abc import AsyncIterator, Callable, Mapping
 from dataclasses import dataclass
 from functools import cache
 from typing import Any, Protocol
@@ -34,8 +34,10 @@ class Idle(Exception):
 class Api(Protocol):
     """What the controller asks of the API server (lightkube here, a fake in tests)."""
 
-    async def list(self, kind: str) -> tuple[list[Mapping], str]:
-        """Every object of `kind` and the list's resourceVersion."""
+    async def list(self, kind: str, each: Callable[[Mapping], None]) -> str:
+        """Call `each` on every object of `kind`, page by page; return the list's
+        resourceVersion. Pages are not accumulated: a relist of 40,000 pods never
+        holds them all at once."""
         ...
 
     def watch(self, kind: str, resource_version: str) -> AsyncIterator[tuple[str, Mapping]]:
@@ -98,12 +100,13 @@ class LightkubeApi:
         self._idle = idle
         self._resources = {kind: _resource(kind) for kind in _KINDS}
 
-    async def list(self, kind: str) -> tuple[list[Mapping], str]:
+    async def list(self, kind: str, each: Callable[[Mapping], None]) -> str:
         res = self._resources[kind]
         namespace = "*" if _KINDS[kind].namespaced else None
         listing = self._client.list(res, namespace=namespace, chunk_size=self._page_size)
-        items: list[Mapping] = [dict(obj) async for obj in listing]
-        return items, listing.resourceVersion
+        async for obj in listing:
+            each(obj)
+        return listing.resourceVersion
 
     async def watch(self, kind: str, resource_version: str) -> AsyncIterator[tuple[str, Mapping]]:
         res = self._resources[kind]

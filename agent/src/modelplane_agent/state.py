@@ -153,14 +153,19 @@ class ClusterState:
         touched = Touched()
         seen: set[object] = set()
         for obj in objs:
-            seen.add(self._key(kind, obj))
+            seen.add(self.key_of(kind, obj))
             touched |= self.apply(kind, "MODIFIED", obj)
+        return touched.__ior__(self.delete_missing(kind, seen))
+
+    def delete_missing(self, kind: str, seen: set[object]) -> Touched:
+        """End of a list folded object by object: delete every `kind` it did not hold."""
+        touched = Touched()
         for key in self._keys(kind) - seen:
             touched |= self.apply(kind, "DELETED", self._stub(kind, key))
         return touched
 
     @staticmethod
-    def _key(kind: str, obj: Mapping) -> object:
+    def key_of(kind: str, obj: Mapping) -> object:
         if kind in (CLAIMS, PODS, REPLICAS):
             return (namespace_of(obj), name_of(obj))
         return name_of(obj)
