@@ -32,6 +32,7 @@ class FakeApi:
         self.lists: list[str] = []
         self.watches: list[tuple[str, str]] = []
         self.patches: list[tuple[str, str, dict]] = []
+        self.events: list[dict] = []
         self.version = 100
 
     async def list(self, kind: str, each) -> str:
@@ -51,6 +52,9 @@ class FakeApi:
 
     async def patch_status(self, kind: str, namespace: str, name: str, status: Mapping) -> None:
         self.patches.append((kind, name, dict(status)))
+
+    async def create_event(self, event: Mapping) -> None:
+        self.events.append(dict(event))
 
     def send(self, kind: str, event: str, obj: dict) -> None:
         self.version += 1
@@ -176,6 +180,27 @@ def test_410_gone_relists_and_forgets_what_disappeared_meanwhile():
         await settle(controller)
         assert api.lists.count(NODES) == 2
         assert api.patches[-1][2]["observedNodes"] == 1
+        await stopped(controller, task)
+
+    asyncio.run(scenario())
+
+
+def test_a_pool_that_cannot_be_observed_gets_one_warning_event_not_one_per_write():
+    async def scenario():
+        objects = world()
+        objects[CLASSES] = []
+        api, clock = FakeApi(objects), Clock()
+        controller, task = await started(api, clock)
+        assert api.patches[0][2]["conditions"][0]["reason"] == "DeviceClassNotFound"
+        assert [(e["reason"], e["involvedObject"]["kind"]) for e in api.events] == [
+            ("DeviceClassNotFound", "PoolObservation")
+        ]
+        assert api.events[0]["message"] == (
+            "device kind gpu: DeviceClass gpu.nvidia.com does not exist"
+        )
+        clock.now += timedelta(seconds=61)
+        await settle(controller)
+        assert len(api.patches) == 2 and len(api.events) == 1  # the heartbeat says it again
         await stopped(controller, task)
 
     asyncio.run(scenario())

@@ -23,7 +23,7 @@ class Server:
     def __call__(self, request: httpx2.Request) -> httpx2.Response:
         self.requests.append(request)
         params = request.url.params
-        if request.method == "PATCH":
+        if request.method in ("PATCH", "POST"):
             return httpx2.Response(200, json=json.loads(request.content))
         if params.get("watch") == "true":
             if params.get("resourceVersion") == "1":
@@ -145,3 +145,18 @@ def test_status_is_merge_patched_on_the_status_subresource():
     )
     assert request.headers["content-type"] == "application/merge-patch+json"
     assert json.loads(request.content) == {"status": status}
+
+
+def test_an_event_is_created_in_its_namespace():
+    server = Server()
+    event = {
+        "metadata": {"generateName": "a100.", "namespace": "default"},
+        "involvedObject": {"kind": "PoolObservation", "name": "a100"},
+        "type": "Warning",
+        "reason": "DeviceClassNotFound",
+        "message": "device kind gpu: DeviceClass gpu does not exist",
+    }
+    asyncio.run(api_for(server).create_event(event))
+    request = server.requests[0]
+    assert (request.method, request.url.path) == ("POST", "/api/v1/namespaces/default/events")
+    assert json.loads(request.content)["reason"] == "DeviceClassNotFound"

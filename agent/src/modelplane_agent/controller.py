@@ -33,12 +33,13 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 
+from modelplane_common.labels import AGENT_API_VERSION
 from modelplane_common.timeutil import format_time, parse_time
 
 from modelplane_agent import metrics
 from modelplane_agent.kube import Api, Gone, Idle
 from modelplane_agent.state import KINDS, POOLS, REPLICAS, ClusterState, ReplicaKey, Touched
-from modelplane_agent.status import content, pool_status, replica_status
+from modelplane_agent.status import content, pool_status, replica_status, warning
 
 log = logging.getLogger("modelplane_agent")
 
@@ -276,6 +277,9 @@ class Controller:
                 continue
             if await self._write(key, new, reason, now):
                 writes += 1
+                problem = warning(current, new)
+                if problem is not None:
+                    await self._warn(key, *problem, now)
         return writes
 
     def _heartbeat_due(self, now: datetime, current: Mapping | None) -> bool:
@@ -331,6 +335,36 @@ class Controller:
             condition["reason"],
         )
         return True
+
+    async def _warn(self, key: Key, reason: str, message: str, now: datetime) -> None:
+        """One Warning event on the observation; a failure to create it is only logged."""
+        kind, namespace, name = key
+        stamp = format_time(now)
+        event = {
+            "metadata": {"generateName": f"{name}.", "namespace": namespace or "default"},
+            "involvedObject": {
+                "apiVersion": AGENT_API_VERSION,
+                "kind": _KIND_NAMES[kind],
+                "name": name,
+                "namespace": namespace or None,
+                "uid": self.state.uids.get(key) or None,
+            },
+            "type": "Warning",
+            "reason": reason,
+            "message": message,
+            "source": {"component": "modelplane-agent"},
+            "firstTimestamp": stamp,
+            "lastTimestamp": stamp,
+            "count": 1,
+        }
+        try:
+            await self.api.create_event(event)
+        except asyncio.CancelledError:
+            raise
+        except Exception as error:
+            bound_logger(kind, namespace, name).warning(
+                "event not created: %s: %s", type(error).__name__, error
+            )
 
 
 def settle_heap() -> None:

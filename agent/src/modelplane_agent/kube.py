@@ -49,6 +49,10 @@ class Api(Protocol):
         """JSON merge patch of the status subresource (a null deletes a field)."""
         ...
 
+    async def create_event(self, event: Mapping) -> None:
+        """Create a core/v1 Event."""
+        ...
+
 
 @dataclass(frozen=True, slots=True)
 class _Kind:
@@ -79,6 +83,11 @@ def _resource(kind: str) -> Any:
     k = _KINDS[kind]
     create = create_namespaced_resource if k.namespaced else create_global_resource
     return create(k.group, k.version, k.kind, k.plural)
+
+
+@cache
+def _event_resource() -> Any:
+    return create_namespaced_resource("", "v1", "Event", "events")
 
 
 class LightkubeApi:
@@ -147,6 +156,9 @@ class LightkubeApi:
             namespace=namespace or None,
             patch_type=PatchType.MERGE,
         )
+
+    async def create_event(self, event: Mapping) -> None:
+        await self._client.create(_event_resource()(dict(event)))
 
     async def close(self) -> None:
         await self._client.close()

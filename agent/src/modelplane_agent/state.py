@@ -125,6 +125,7 @@ class ClusterState:
         self.replica_status: dict[ReplicaKey, Mapping] = {}
         self.replica_index: dict[tuple[str, str, str], set[ReplicaKey]] = {}
         self.replica_pods: dict[ReplicaKey, set[str]] = {}
+        self.uids: dict[tuple[str, str, str], str] = {}  # (kind, namespace, name) -> uid
 
     # ------------------------------------------------------------------ events
 
@@ -324,6 +325,7 @@ class ClusterState:
         if obj is None:
             spec = self.pools.pop(name, None)
             self.pool_status.pop(name, None)
+            self.uids.pop((POOLS, "", name), None)
             self.rules.pop(name, None)
             for table in (self.tallies, self.parts, self.stale):
                 table.pop(name, None)
@@ -332,6 +334,7 @@ class ClusterState:
                 self.vectors.get(node, {}).pop(name, None)
             return Touched() if spec is None else Touched(pools={name})
         self.pool_status[name] = obj.get("status") or {}
+        self.uids[(POOLS, "", name)] = str((obj.get("metadata") or {}).get("uid") or "")
         spec = pool_spec_from(obj)
         if self.pools.get(name) == spec:
             return Touched()
@@ -396,8 +399,10 @@ class ClusterState:
             existed = self.replicas.pop(key, None) is not None
             self.replica_status.pop(key, None)
             self.replica_pods.pop(key, None)
+            self.uids.pop((REPLICAS, *key), None)
             return Touched(replicas={key}) if existed else Touched()
         self.replica_status[key] = obj.get("status") or {}
+        self.uids[(REPLICAS, *key)] = str((obj.get("metadata") or {}).get("uid") or "")
         spec = replica_spec_from(obj)
         if self.replicas.get(key) == spec:
             return Touched()

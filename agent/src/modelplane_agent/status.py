@@ -64,3 +64,28 @@ def content(status: Mapping | None) -> object:
     if not status:
         return None
     return {k: v for k, v in status.items() if k != "observedAt" and v is not None}
+
+
+# Condition reasons that mean the agent cannot do its job for an observation because
+# of its input: each deserves one Warning event when it appears (not at every write).
+PROBLEMS = frozenset({"DeviceClassNotFound", "InvalidDeviceClass", "InvalidSpec"})
+
+
+def warning(previous: Mapping | None, new: Mapping) -> tuple[str, str] | None:
+    """(reason, message) of the Warning event `new` deserves, or None.
+
+    Only when its condition names a problem of the input and the previous
+    status did not already say exactly that.
+    """
+    condition = (new.get("conditions") or [{}])[0]
+    if condition.get("reason") not in PROBLEMS:
+        return None
+    before = [
+        c
+        for c in (previous or {}).get("conditions") or []
+        if isinstance(c, Mapping) and c.get("type") == condition.get("type")
+    ]
+    said = (condition.get("reason"), condition.get("message"))
+    if before and (before[0].get("reason"), before[0].get("message")) == said:
+        return None
+    return str(condition["reason"]), str(condition.get("message") or "")
