@@ -1,7 +1,8 @@
 """Everything the agent has seen of its cluster, indexed so an event costs what it touches.
 
 `ClusterState` is fed objects as the API server serves them (`apply` for a
-watch event, `replace` for a full list) and answers, for each, which
+watch event; `replace`, or `apply` then `delete_missing`, for a full list)
+and answers, for each, which
 PoolObservations and ReplicaObservations the change can affect. Reports are
 computed on demand from the indexes by the pure rules of `pools` and
 `replicas`; nothing here does I/O or reads a clock.
@@ -11,9 +12,11 @@ Indexes and what invalidates them
     node -> devices (newest slice generation)  ResourceSlices
     device -> node                             ResourceSlices
     device -> allocated (claim count)          ResourceClaims
-    (kind rule, device) -> matches             DeviceClasses (all dropped)
+    (kind rule, projected device) -> matches   DeviceClasses (all dropped)
     node -> pool -> free vector                the node's slices, claims on its
                                                devices, the pool's rules
+    pool -> tally of its nodes' contributions  a stale node is recomputed on the
+                                               next report, the rest is kept
     (namespace, label) -> replicas             replica selectors
     replica -> its pods                        pod labels, replica selectors
 
