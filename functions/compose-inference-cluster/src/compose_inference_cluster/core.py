@@ -162,25 +162,26 @@ def pool_observation_object(
 ) -> dict:
     dra = DeviceKinds.from_declared(pool.get("devices") or [])
     by_name = {d["name"]: d for d in pool.get("devices") or []}
+    spec: dict = {
+        "poolName": pool["name"],
+        "nodeSelector": {"matchLabels": {labels.POOL: pool["name"]}},
+        "devices": [
+            {
+                "name": name,
+                "driver": by_name[name].get("driver", ""),
+                "deviceClassName": by_name[name].get("deviceClassName", ""),
+            }
+            for name in dra.names
+        ],
+    }
+    if tolerations:
+        spec["tolerations"] = [dict(t) for t in tolerations]
     manifest = {
         "apiVersion": labels.AGENT_API_VERSION,
         "kind": "PoolObservation",
         "metadata": {"name": pool["name"]},
-        "spec": {
-            "poolName": pool["name"],
-            "nodeSelector": {"matchLabels": {labels.POOL: pool["name"]}},
-            "devices": [
-                {
-                    "name": name,
-                    "driver": by_name[name].get("driver", ""),
-                    "deviceClassName": by_name[name].get("deviceClassName", ""),
-                }
-                for name in dra.names
-            ],
-        },
+        "spec": spec,
     }
-    if tolerations:
-        manifest["spec"]["tolerations"] = [dict(t) for t in tolerations]
     obj = _object(f"{xr_name}-pool-{pool['name']}", namespace, xr_name, manifest)
     # The agent rewrites status continuously; watching relays it within
     # seconds instead of at the provider's poll interval.
