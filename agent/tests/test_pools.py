@@ -6,6 +6,8 @@ from collections.abc import Mapping
 from datetime import UTC, datetime
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 from modelplane_agent import testing as t
 from modelplane_agent.pools import coarsen
 from modelplane_agent.state import (
@@ -474,3 +476,23 @@ def test_observing_takes_the_time_of_its_flip():
     first = pool_status(state.pool_report("a100"), ("gpu",), NOW, None, 1)
     state.apply(CLASSES, "DELETED", GPU_CLASS)
     assert condition_times(first, state, LATER) == "2026-11-30T12:05:00Z"
+
+
+vectors = st.tuples(st.integers(0, 4), st.integers(0, 4), st.integers(0, 4))
+
+
+@settings(max_examples=150, deadline=None)
+@given(st.dictionaries(vectors, st.integers(1, 5), min_size=1, max_size=60), st.integers(1, 20))
+def test_coarsening_never_promises_more_nodes_for_any_demand(buckets, bound):
+    before = Histogram.of(buckets.items())
+    after = coarsen(before, bound)
+    assert len(after.buckets) <= max(bound, 1)
+    assert after.nodes == before.nodes
+
+    def nodes_fitting(histogram: Histogram, demand: tuple[int, ...]) -> int:
+        return sum(
+            n for v, n in histogram.buckets if all(c >= d for c, d in zip(v, demand, strict=True))
+        )
+
+    for demand in {v for v, _ in before.buckets}:
+        assert nodes_fitting(after, demand) <= nodes_fitting(before, demand)

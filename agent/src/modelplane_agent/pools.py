@@ -38,6 +38,8 @@ scope: their devices belong to no node's vector.
 
 from __future__ import annotations
 
+import bisect
+import heapq
 from collections import Counter
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
@@ -202,30 +204,36 @@ def coarsen(histogram: Histogram, max_buckets: int = MAX_BUCKETS) -> Histogram:
 
     The rarest bucket (fewest nodes; among equals, the most free) moves onto
     the existing bucket it dominates (every count lower or equal) that loses
-    the fewest devices, else onto the all-zero vector. Each node is then
-    reported with at most what it has free: never an over-promise. Cost is
-    O(excess x buckets x kinds); only pools with many kinds of many devices
-    ever exceed the bound.
+    the fewest devices (among equals, the lexicographically greatest), else
+    onto the all-zero vector. Each node is then reported with at most what it
+    has free: never an over-promise. Buckets wait in a heap by rarity and
+    targets are searched from the richest down, so 2,000 vectors take well
+    under a second (design/agent.md).
     """
     counts = dict(histogram.buckets)
     if len(counts) <= max_buckets:
         return histogram
     width = len(next(iter(counts)))
     zero = (0,) * width
+    # Candidate targets, richest first; a moved vector stays listed but is skipped.
+    targets = sorted(counts, key=lambda u: (sum(u), u), reverse=True)
+    if zero not in counts:
+        targets.append(zero)
+    poorer_than = [-sum(u) for u in targets]  # ascending, for bisect
+    heap = [(nodes, tuple(-c for c in v), v) for v, nodes in counts.items()]
+    heapq.heapify(heap)
     while len(counts) > max_buckets:
-        by_rarity = sorted(counts.items(), key=lambda item: (item[1], [-c for c in item[0]]))
-        for vector, nodes in by_rarity:
-            if vector == zero:
-                continue  # nothing lies below the empty vector
-            below = [
-                u
-                for u in counts
-                if u != vector and all(a <= b for a, b in zip(u, vector, strict=True))
-            ]
-            target = max(below, key=lambda u: (sum(u), counts[u], u)) if below else zero
-            del counts[vector]
-            counts[target] = counts.get(target, 0) + nodes
-            break
+        nodes, _, vector = heapq.heappop(heap)
+        if counts.get(vector) != nodes or vector == zero:
+            continue  # outdated entry, or the empty vector (nothing lies below it)
+        target = zero
+        for u in targets[bisect.bisect_left(poorer_than, -sum(vector)) :]:
+            if u != vector and u in counts and all(a <= b for a, b in zip(u, vector, strict=True)):
+                target = u
+                break
+        del counts[vector]
+        counts[target] = counts.get(target, 0) + nodes
+        heapq.heappush(heap, (counts[target], tuple(-c for c in target), target))
     return Histogram.of(counts.items())
 
 
