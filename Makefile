@@ -1,5 +1,5 @@
 # The two commands the README promises, and the helpers around them.
-.PHONY: setup render test schemas schemas-check bench lint fuzz
+.PHONY: setup render test schemas schemas-check bench bench-agent agent-live lint fuzz
 
 setup:
 	bash scripts/setup.sh
@@ -20,6 +20,14 @@ schemas-check:
 
 bench:
 	uv run --frozen python tests/bench/bench_deployment.py
+
+bench-agent:
+	uv run --frozen python tests/bench/bench_agent.py
+
+# The agent against a real kube-apiserver, kube-controller-manager and kube-scheduler
+# (binaries in .tools/bin from the e2e tooling).
+agent-live:
+	uv run --frozen pytest -m e2e agent/tests/live -q
 
 # Lint, format and type checks: what CI runs before the tests.
 lint: setup

@@ -179,6 +179,24 @@ def test_composes_provider_config_agent_crd_and_one_pool_observation_per_pool():
     }
 
 
+def test_the_fleet_taints_reach_the_agent_as_every_pool_tolerations():
+    taints = [
+        {"key": "modelplane.ai/dedicated", "value": "inference", "effect": "NoSchedule"},
+        {"key": "gpu", "effect": "NoExecute"},
+    ]
+    resources = desired(render(xr(taints=taints), OBSERVED_ALL))
+    for pool in ("pool-h100", "pool-l40s"):
+        assert resources[pool]["spec"]["forProvider"]["manifest"]["spec"]["tolerations"] == [
+            {
+                "key": "modelplane.ai/dedicated",
+                "operator": "Equal",
+                "value": "inference",
+                "effect": "NoSchedule",
+            },
+            {"key": "gpu", "operator": "Equal", "value": "", "effect": "NoExecute"},
+        ]
+
+
 FALLBACKS = {
     "a cluster without the agent composes no pool observation and publishes nothing observed": (
         {"provider-config": PROVIDER_CONFIG, "agent-crd": AGENT_CRD_NOT_SEEN},

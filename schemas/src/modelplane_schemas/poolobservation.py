@@ -36,6 +36,28 @@ class NodeSelector(BaseModel):
     ]
 
 
+class Effect(StrEnum):
+    FIELD_ = ""
+    NO_SCHEDULE = "NoSchedule"
+    PREFER_NO_SCHEDULE = "PreferNoSchedule"
+    NO_EXECUTE = "NoExecute"
+
+
+class Operator(StrEnum):
+    EQUAL = "Equal"
+    EXISTS = "Exists"
+
+
+class Toleration(BaseModel):
+    model_config = ConfigDict(
+        extra="allow",
+    )
+    effect: Effect | None = None
+    key: Annotated[str | None, Field(max_length=316)] = None
+    operator: Operator | None = None
+    value: Annotated[str | None, Field(max_length=63)] = None
+
+
 class Spec(BaseModel):
     model_config = ConfigDict(
         extra="allow",
@@ -48,6 +70,13 @@ class Spec(BaseModel):
     poolName: Annotated[
         str, Field(max_length=63, pattern="^[a-z0-9]([-a-z0-9]*[a-z0-9])?$")
     ]
+    tolerations: Annotated[
+        list[Toleration] | None,
+        Field(
+            description="Taints the pool's pods tolerate (the fleet's InferenceCluster.spec.taints, which every modelplane pod tolerates). A node with a NoSchedule or NoExecute taint none of these tolerates is left out of the histogram.",
+            max_length=32,
+        ),
+    ] = None
 
 
 class Status1(StrEnum):

@@ -40,7 +40,7 @@ Invariants
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 
@@ -153,25 +153,47 @@ def agent_crd_object(xr_name: str, namespace: str) -> dict:
     return obj
 
 
-def pool_observation_object(xr_name: str, namespace: str, pool: Mapping) -> dict:
+def fleet_tolerations(taints: object) -> list[dict]:
+    """The cluster's taints as tolerations: every modelplane pod tolerates them, so the
+    agent must not leave a node out of the histogram for carrying one."""
+    if not isinstance(taints, list):
+        return []
+    return [
+        {
+            "key": str(t["key"]),
+            "operator": "Equal",
+            "value": str(t.get("value") or ""),
+            "effect": str(t["effect"]),
+        }
+        for t in taints
+        if isinstance(t, Mapping) and t.get("key") and t.get("effect")
+    ]
+
+
+def pool_observation_object(
+    xr_name: str, namespace: str, pool: Mapping, tolerations: Sequence[Mapping] = ()
+) -> dict:
     dra = DeviceKinds.from_declared(pool.get("devices") or [])
     by_name = {d["name"]: d for d in pool.get("devices") or []}
+    spec: dict = {
+        "poolName": pool["name"],
+        "nodeSelector": {"matchLabels": {labels.POOL: pool["name"]}},
+        "devices": [
+            {
+                "name": name,
+                "driver": by_name[name].get("driver", ""),
+                "deviceClassName": by_name[name].get("deviceClassName", ""),
+            }
+            for name in dra.names
+        ],
+    }
+    if tolerations:
+        spec["tolerations"] = [dict(t) for t in tolerations]
     manifest = {
         "apiVersion": labels.AGENT_API_VERSION,
         "kind": "PoolObservation",
         "metadata": {"name": pool["name"]},
-        "spec": {
-            "poolName": pool["name"],
-            "nodeSelector": {"matchLabels": {labels.POOL: pool["name"]}},
-            "devices": [
-                {
-                    "name": name,
-                    "driver": by_name[name].get("driver", ""),
-                    "deviceClassName": by_name[name].get("deviceClassName", ""),
-                }
-                for name in dra.names
-            ],
-        },
+        "spec": spec,
     }
     obj = _object(f"{xr_name}-pool-{pool['name']}", namespace, xr_name, manifest)
     # The agent rewrites status continuously; watching relays it within
@@ -280,7 +302,9 @@ def decide(
             if pool.get("devices") and (
                 observed.agent_crd_seen or pool["name"] in observed.pool_reports
             ):
-                pool_objects[pool["name"]] = pool_observation_object(xr_name, namespace, pool)
+                pool_objects[pool["name"]] = pool_observation_object(
+                    xr_name, namespace, pool, fleet_tolerations(spec.get("taints"))
+                )
 
     verdicts = tuple(
         _verdict(p, mode, observed.agent_crd_seen, observed.pool_reports, now, max_age)

@@ -41,7 +41,7 @@ MAX_NOTE_EVENTS = 5
 
 
 def default_matcher() -> Matcher:
-    from compose_model_deployment.matching import match_requests
+    from modelplane_common.cel.devices import match_requests
 
     return match_requests
 

@@ -5,8 +5,9 @@ from __future__ import annotations
 import dataclasses
 
 import pytest
-from compose_model_deployment import matching
-from compose_model_deployment.matching import (
+from modelplane_common.cel import celenv
+from modelplane_common.cel import devices as matching
+from modelplane_common.cel.devices import (
     KindMatch,
     SelectorError,
     cache_info,
@@ -69,11 +70,11 @@ def _fresh_caches():
     clear_caches()
 
 
-def req(name="dev", count=1, *expressions, plain=False):
+def req(name="dev", count=1, *expressions):
     return {
         "name": name,
         "count": count,
-        "selectors": [{"cel": e} if plain else {"cel": {"expression": e}} for e in expressions],
+        "selectors": [{"cel": {"expression": e}} for e in expressions],
     }
 
 
@@ -300,11 +301,6 @@ SEVERAL = [
         id="every selector of a request must hold",
     ),
     pytest.param(
-        [req("dev", 1, H100_ONLY, plain=True)],
-        [("dev", "gpu", 1, True)],
-        id="cel given as a plain string is accepted",
-    ),
-    pytest.param(
         [{"name": "dev", "selectors": []}],
         [("dev", "a100", 1, True)],
         id="a request without count or selectors takes one device of the first kind",
@@ -365,9 +361,17 @@ def test_a_broken_selector_raises_selector_error(expression, cause):
     assert isinstance(raised.value, ValueError)
 
 
-def test_a_selector_without_expression_raises_selector_error():
+@pytest.mark.parametrize(
+    "selector",
+    [
+        pytest.param({"cel": {}}, id="cel without an expression"),
+        pytest.param({"cel": H100_ONLY}, id="cel as a plain string, not DRA's {expression}"),
+        pytest.param(H100_ONLY, id="a bare string, not a selector"),
+    ],
+)
+def test_a_selector_not_in_dra_shape_raises_selector_error(selector):
     with pytest.raises(SelectorError, match=r"cel\.expression"):
-        match_requests([{"name": "dev", "count": 1, "selectors": [{"cel": {}}]}], KINDS)
+        match_requests([{"name": "dev", "count": 1, "selectors": [selector]}], KINDS)
 
 
 @pytest.mark.parametrize(
@@ -513,8 +517,8 @@ def test_a_request_without_selectors_ignores_bad_kind_data():
 
 def test_a_repeated_expression_is_compiled_once(monkeypatch):
     calls = []
-    real = matching._ENV.compile
-    monkeypatch.setattr(matching._ENV, "compile", lambda text: calls.append(text) or real(text))
+    real = celenv.ENV.compile
+    monkeypatch.setattr(celenv.ENV, "compile", lambda text: calls.append(text) or real(text))
     requests = [req("gpu", 1, H100_ONLY), req("gpu2", 1, H100_ONLY)]
     for _ in range(5):
         match_requests(requests, KINDS)

@@ -1,0 +1,390 @@
+"""The shell: list-watch every kind, keep `ClusterState` current, publish what changed.
+
+One asyncio task per kind lists (paged), replaces that kind in the state in
+one step, then watches from the list's resourceVersion. A watch that breaks
+resumes from the last resourceVersion it delivered, after an exponential
+backoff with jitter; a 410 Gone (that version is compacted away) relists,
+and the relist deletes from the state whatever is gone. Each event asks the
+state which observations it touches and marks only those dirty.
+
+The publisher wakes every `tick` and, once every kind has been listed (a
+consistent snapshot: `observedAt` is the clock then), computes the dirty
+observations and writes a status through the status subresource when
+- its content (everything but `observedAt`) differs from the last status
+  written or seen, at most once per observation per `min_interval`; or
+- its `observedAt` is `heartbeat` old, so a live agent's report never goes
+  stale (keep `heartbeat` well inside the clusters' `maxAge`, default 5m).
+An unchanged status is never written otherwise. A failed write is retried
+on the next tick after `min_interval`.
+
+Stopping (SIGTERM) cancels the watches and the publisher and closes the
+client; nothing is left half-written, since each write is one request.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import gc
+import logging
+import random
+import time
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
+from datetime import UTC, datetime, timedelta
+
+from modelplane_common.labels import AGENT_API_VERSION
+from modelplane_common.timeutil import format_time, parse_time
+
+from modelplane_agent import metrics
+from modelplane_agent.kube import Api, Gone, Idle
+from modelplane_agent.state import KINDS, POOLS, REPLICAS, ClusterState, ReplicaKey, Touched
+from modelplane_agent.status import content, pool_status, replica_status, warning
+
+log = logging.getLogger("modelplane_agent")
+
+# An observation, as the publisher keys it: a pool's name, or a replica's (namespace, name).
+Key = tuple[str, str, str]  # (kind, namespace, name)
+
+
+@dataclass(frozen=True, slots=True)
+class Settings:
+    min_interval: timedelta = timedelta(seconds=2)
+    heartbeat: timedelta = timedelta(seconds=60)
+    tick: float = 0.5  # seconds between publisher passes
+    backoff_initial: float = 0.5
+    backoff_max: float = 30.0
+
+
+_KIND_NAMES = {POOLS: "PoolObservation", REPLICAS: "ReplicaObservation"}
+
+
+def bound_logger(kind: str, namespace: str, name: str) -> logging.LoggerAdapter:
+    """A logger whose every line names the observation it is about."""
+    kind = _KIND_NAMES.get(kind, kind)
+    resource = f"{kind}/{namespace}/{name}" if namespace else f"{kind}/{name}"
+    return logging.LoggerAdapter(log, {"resource": resource})
+
+
+def write_reason(
+    now: datetime,
+    new: Mapping,
+    current: Mapping | None,
+    last_write: datetime | None,
+    settings: Settings,
+    newer_than: datetime | None = None,
+) -> str | None:
+    """Why to write `new` now, or None to leave the status alone.
+
+    "change" when the content differs; "heartbeat" when `observedAt` is as old
+    as the heartbeat; "refresh" when it is older than `newer_than` (a replica
+    of the pool turned scheduled since). Never twice within `min_interval`.
+    """
+    if last_write is not None and now - last_write < settings.min_interval:
+        return None
+    if content(new) != content(current):
+        return "change"
+    try:
+        observed_at = parse_time((current or {}).get("observedAt"))
+    except ValueError:
+        return "heartbeat"
+    if now - observed_at >= settings.heartbeat:
+        return "heartbeat"
+    if newer_than is not None and observed_at < newer_than:
+        return "refresh"
+    return None
+
+
+class Controller:
+    def __init__(
+        self,
+        api: Api,
+        clock: Callable[[], datetime],
+        settings: Settings = Settings(),
+        state: ClusterState | None = None,
+    ) -> None:
+        self.api = api
+        self.clock = clock
+        self.settings = settings
+        self.state = state or ClusterState()
+        self.synced: dict[str, bool] = dict.fromkeys(KINDS, False)
+        self.dirty: set[Key] = set()
+        self.written: dict[Key, Mapping] = {}
+        self.last_write: dict[Key, datetime] = {}
+        # Pools that must publish an observedAt no older than this (see _write).
+        self.refresh: dict[str, datetime] = {}
+        self.last_tick = time.monotonic()
+        self._stopping = asyncio.Event()
+
+    # ------------------------------------------------------------------ lifecycle
+
+    @property
+    def ready(self) -> bool:
+        return all(self.synced.values())
+
+    def stop(self) -> None:
+        self._stopping.set()
+
+    async def run(self) -> None:
+        """Watch and publish until `stop()`; then cancel everything and return."""
+        tasks = [asyncio.create_task(self._watch(kind), name=f"watch-{kind}") for kind in KINDS]
+        tasks.append(asyncio.create_task(self._publish_forever(), name="publish"))
+        await self._stopping.wait()
+        log.info("stopping", extra={"resource": "-"})
+        for task in tasks:
+            task.cancel()
+        await asyncio.gather(*tasks, return_exceptions=True)
+
+    # ------------------------------------------------------------------ watches
+
+    async def _watch(self, kind: str) -> None:
+        backoff = self.settings.backoff_initial
+        version: str | None = None
+        while not self._stopping.is_set():
+            try:
+                if version is None:
+                    version = await self._relist(kind)
+                async for event, obj in self.api.watch(kind, version):
+                    version = _resource_version(obj) or version
+                    if event not in ("ADDED", "MODIFIED", "DELETED"):
+                        continue  # BOOKMARK: only the version matters
+                    metrics.EVENTS.labels(kind, event).inc()
+                    started = time.perf_counter()
+                    self._mark(kind, self.state.apply(kind, event, obj), [obj])
+                    metrics.RECOMPUTE.labels("event").observe(time.perf_counter() - started)
+                    backoff = self.settings.backoff_initial
+            except asyncio.CancelledError:
+                raise
+            except Idle:
+                log.debug("%s watch idle: resuming on a new connection", kind)
+            except Gone:
+                metrics.WATCH_RESTARTS.labels(kind, "gone").inc()
+                log.info("%s watch expired (410 Gone): relisting", kind, extra={"resource": "-"})
+                version = None
+            except Exception as error:  # network, API server restarts, auth refresh ...
+                metrics.WATCH_RESTARTS.labels(kind, "error").inc()
+                delay = backoff * (0.5 + random.random())
+                log.warning(
+                    "%s watch failed (%s: %s); resuming in %.1fs",
+                    kind,
+                    type(error).__name__,
+                    error,
+                    delay,
+                    extra={"resource": "-"},
+                )
+                await asyncio.sleep(delay)
+                backoff = min(backoff * 2, self.settings.backoff_max)
+
+    async def _relist(self, kind: str) -> str:
+        """Fold a full list of `kind` into the state, page by page; return its version.
+
+        The kind is not synced while this runs (the state is part old, part new),
+        so the publisher holds its writes until the list is complete.
+        """
+        first_sync = not self.ready
+        self.synced[kind] = False
+        metrics.SYNCED.labels(kind).set(0)
+        seen: set[object] = set()
+        touched = Touched()
+        observations: list[Mapping] = []
+
+        def fold(obj: Mapping) -> None:
+            nonlocal touched
+            seen.add(self.state.key_of(kind, obj))
+            touched |= self.state.apply(kind, "MODIFIED", obj)
+            if kind in (POOLS, REPLICAS):
+                observations.append(obj)
+
+        started = time.perf_counter()
+        version = await self.api.list(kind, fold)
+        touched |= self.state.delete_missing(kind, seen)
+        self._mark(kind, touched, observations)
+        metrics.RECOMPUTE.labels("relist").observe(time.perf_counter() - started)
+        self.synced[kind] = True
+        metrics.SYNCED.labels(kind).set(1)
+        if first_sync and self.ready:
+            settle_heap()
+        log.info("listed %d %s", len(seen), kind, extra={"resource": "-"})
+        return version
+
+    def _mark(self, kind: str, touched: Touched, objs: list[Mapping]) -> None:
+        self.dirty.update((POOLS, "", pool) for pool in touched.pools)
+        self.dirty.update((REPLICAS, ns, name) for ns, name in touched.replicas)
+        if kind not in (POOLS, REPLICAS):
+            return
+        # A status someone else changed (or wiped) is rewritten; our own echo is not news.
+        for obj in objs:
+            meta = obj.get("metadata") or {}
+            key = (kind, str(meta.get("namespace") or ""), str(meta.get("name") or ""))
+            mine = self.written.get(key)
+            if mine is not None and content(obj.get("status")) != content(mine):
+                self.written.pop(key, None)
+                self.dirty.add(key)
+
+    # ------------------------------------------------------------------ publishing
+
+    async def _publish_forever(self) -> None:
+        while not self._stopping.is_set():
+            self.last_tick = time.monotonic()
+            if self.ready:
+                await self.publish_once()
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(self._stopping.wait(), self.settings.tick)
+
+    def _known(self) -> list[Key]:
+        return [(POOLS, "", p) for p in self.state.pools] + [
+            (REPLICAS, ns, name) for ns, name in self.state.replicas
+        ]
+
+    async def publish_once(self) -> int:
+        """One publisher pass; returns how many statuses it wrote."""
+        now = self.clock()
+        writes = 0
+        known = self._known()
+        gone = (set(self.written) | set(self.last_write) | self.dirty) - set(known)
+        for key in gone:  # observations deleted since: forget them
+            if key[0] == POOLS:
+                self.refresh.pop(key[2], None)
+            self.written.pop(key, None)
+            self.last_write.pop(key, None)
+            self.dirty.discard(key)
+        for key in known:
+            kind, namespace, name = key
+            seen = (
+                self.state.pool_status.get(name)
+                if kind == POOLS
+                else self.state.replica_status.get((namespace, name))
+            )
+            current = self.written.get(key, seen)
+            newer_than = self.refresh.get(name) if kind == POOLS else None
+            if (
+                key not in self.dirty
+                and newer_than is None
+                and not self._heartbeat_due(now, current)
+            ):
+                continue
+            started = time.perf_counter()
+            new = self._status(key, now, current)
+            metrics.RECOMPUTE.labels(kind).observe(time.perf_counter() - started)
+            reason = write_reason(
+                now, new, current, self.last_write.get(key), self.settings, newer_than
+            )
+            if reason is None:
+                if content(new) == content(current):
+                    self.dirty.discard(key)
+                    if newer_than is not None and _observed_at(current) >= newer_than:
+                        self.refresh.pop(name, None)
+                continue
+            if await self._write(key, new, reason, now):
+                writes += 1
+                problem = warning(current, new)
+                if problem is not None:
+                    await self._warn(key, *problem, now)
+        return writes
+
+    def _heartbeat_due(self, now: datetime, current: Mapping | None) -> bool:
+        return now - _observed_at(current) >= self.settings.heartbeat
+
+    def _status(self, key: Key, now: datetime, previous: Mapping | None) -> dict:
+        kind, namespace, name = key
+        if kind == POOLS:
+            spec = self.state.pools[name]
+            return pool_status(
+                self.state.pool_report(name), spec.kind_names, now, previous, spec.generation
+            )
+        replica: ReplicaKey = (namespace, name)
+        return replica_status(
+            self.state.replica_report(replica),
+            now,
+            previous,
+            self.state.replicas[replica].generation,
+        )
+
+    async def _write(self, key: Key, status: dict, reason: str, now: datetime) -> bool:
+        kind, namespace, name = key
+        logger = bound_logger(kind, namespace, name)
+        self.last_write[key] = now
+        try:
+            await self.api.patch_status(kind, namespace, name, status)
+        except asyncio.CancelledError:
+            raise
+        except Exception as error:
+            metrics.WRITES.labels(kind, reason, "error").inc()
+            logger.warning("status write failed: %s: %s", type(error).__name__, error)
+            return False
+        metrics.WRITES.labels(kind, reason, "ok").inc()
+        self.written[key] = status
+        self.dirty.discard(key)
+        condition = status["conditions"][0]
+        if kind == POOLS:
+            metrics.LAST_PUBLISH.labels(name).set(now.timestamp())
+            if self.refresh.get(name, now) <= now:
+                self.refresh.pop(name, None)
+        elif condition["status"] == "True" and condition["lastTransitionTime"] == format_time(now):
+            # The replica just turned scheduled, at `now` on our clock. The scheduler charges
+            # it until its pools publish an observation at least that recent (the histogram
+            # already holds its devices), so those pools publish one soon instead of at
+            # their next heartbeat.
+            for pool in self.state.pools_of_replica((namespace, name)):
+                self.refresh[pool] = max(self.refresh.get(pool, now), now)
+        logger.info(
+            "status written (%s): %s=%s %s",
+            reason,
+            condition["type"],
+            condition["status"],
+            condition["reason"],
+        )
+        return True
+
+    async def _warn(self, key: Key, reason: str, message: str, now: datetime) -> None:
+        """One Warning event on the observation; a failure to create it is only logged."""
+        kind, namespace, name = key
+        stamp = format_time(now)
+        event = {
+            "metadata": {"generateName": f"{name}.", "namespace": namespace or "default"},
+            "involvedObject": {
+                "apiVersion": AGENT_API_VERSION,
+                "kind": _KIND_NAMES[kind],
+                "name": name,
+                "namespace": namespace or None,
+                "uid": self.state.uids.get(key) or None,
+            },
+            "type": "Warning",
+            "reason": reason,
+            "message": message,
+            "source": {"component": "modelplane-agent"},
+            "firstTimestamp": stamp,
+            "lastTimestamp": stamp,
+            "count": 1,
+        }
+        try:
+            await self.api.create_event(event)
+        except asyncio.CancelledError:
+            raise
+        except Exception as error:
+            bound_logger(kind, namespace, name).warning(
+                "event not created: %s: %s", type(error).__name__, error
+            )
+
+
+def settle_heap() -> None:
+    """Move what the first lists built out of the garbage collector's sight.
+
+    Millions of long-lived objects (the indexes of a 5,000-node cluster) would
+    otherwise be traversed by every full collection, a pause of a few hundred
+    milliseconds in the middle of handling an event.
+    """
+    gc.collect()
+    gc.freeze()
+
+
+def _observed_at(status: Mapping | None) -> datetime:
+    try:
+        return parse_time((status or {}).get("observedAt"))
+    except ValueError:
+        return datetime.min.replace(tzinfo=UTC)
+
+
+def _resource_version(obj: Mapping) -> str | None:
+    version = (obj.get("metadata") or {}).get("resourceVersion")
+    return version if isinstance(version, str) and version else None

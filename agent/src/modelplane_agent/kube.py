@@ -1,0 +1,164 @@
+"""The Kubernetes API, as the three calls the controller needs, over lightkube.
+
+Every kind is read as a generic resource, so objects arrive as plain JSON
+mappings (decoded by msgspec inside lightkube) and are turned into the
+agent's typed values once, in `modelplane_agent.snapshot`; no per-object
+model classes are built for 40,000 pods. design/agent.md says why lightkube.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import AsyncIterator, Callable, Mapping
+from dataclasses import dataclass
+from functools import cache
+from typing import Any, Protocol
+
+from lightkube import AsyncClient
+from lightkube.core.exceptions import ApiError
+from lightkube.generic_resource import create_global_resource, create_namespaced_resource
+from lightkube.types import PatchType, on_error_raise
+
+from modelplane_agent.state import CLAIMS, CLASSES, NODES, PODS, POOLS, REPLICAS, SLICES
+
+
+class Gone(Exception):
+    """The resourceVersion a watch resumed from is too old (HTTP 410): relist."""
+
+
+class Idle(Exception):
+    """Nothing arrived on a watch for longer than the server should stay quiet: the
+    connection may be half-open, so resume on a new one."""
+
+
+class Api(Protocol):
+    """What the controller asks of the API server (lightkube here, a fake in tests)."""
+
+    async def list(self, kind: str, each: Callable[[Mapping], None]) -> str:
+        """Call `each` on every object of `kind`, page by page; return the list's
+        resourceVersion. Pages are not accumulated: a relist of 40,000 pods never
+        holds them all at once."""
+        ...
+
+    def watch(self, kind: str, resource_version: str) -> AsyncIterator[tuple[str, Mapping]]:
+        """(event type, object) from `resource_version` on; raises Gone on 410, Idle
+        when the stream has been silent too long."""
+        ...
+
+    async def patch_status(self, kind: str, namespace: str, name: str, status: Mapping) -> None:
+        """JSON merge patch of the status subresource (a null deletes a field)."""
+        ...
+
+    async def create_event(self, event: Mapping) -> None:
+        """Create a core/v1 Event."""
+        ...
+
+
+@dataclass(frozen=True, slots=True)
+class _Kind:
+    group: str
+    version: str
+    kind: str
+    plural: str
+    namespaced: bool
+
+
+_KINDS = {
+    NODES: _Kind("", "v1", "Node", "nodes", False),
+    PODS: _Kind("", "v1", "Pod", "pods", True),
+    SLICES: _Kind("resource.k8s.io", "v1", "ResourceSlice", "resourceslices", False),
+    CLAIMS: _Kind("resource.k8s.io", "v1", "ResourceClaim", "resourceclaims", True),
+    CLASSES: _Kind("resource.k8s.io", "v1", "DeviceClass", "deviceclasses", False),
+    POOLS: _Kind("agent.modelplane.ai", "v1alpha1", "PoolObservation", "poolobservations", False),
+    REPLICAS: _Kind(
+        "agent.modelplane.ai", "v1alpha1", "ReplicaObservation", "replicaobservations", True
+    ),
+}
+
+
+@cache
+def _resource(kind: str) -> Any:
+    # Once per process: lightkube's registry refuses a second generic class for a core
+    # kind (it looks core kinds up under "/v1" but registers them under "v1").
+    k = _KINDS[kind]
+    create = create_namespaced_resource if k.namespaced else create_global_resource
+    return create(k.group, k.version, k.kind, k.plural)
+
+
+@cache
+def _event_resource() -> Any:
+    return create_namespaced_resource("", "v1", "Event", "events")
+
+
+class LightkubeApi:
+    """`Api` over lightkube's asyncio client (kubeconfig or in-cluster service account)."""
+
+    def __init__(
+        self,
+        client: AsyncClient,
+        page_size: int = 500,
+        server_timeout: int = 300,
+        idle: float = 360.0,
+    ) -> None:
+        """`server_timeout`: the API server ends each watch request after that many
+        seconds (lightkube then re-requests from the last version); `idle`: a watch
+        quiet for longer raises Idle, which catches connections that died silently."""
+        self._client = client
+        self._page_size = page_size
+        self._server_timeout = server_timeout
+        self._idle = idle
+        self._resources = {kind: _resource(kind) for kind in _KINDS}
+
+    async def list(self, kind: str, each: Callable[[Mapping], None]) -> str:
+        res = self._resources[kind]
+        namespace = "*" if _KINDS[kind].namespaced else None
+        listing = self._client.list(res, namespace=namespace, chunk_size=self._page_size)
+        async for obj in listing:
+            each(obj)
+        return listing.resourceVersion
+
+    async def watch(self, kind: str, resource_version: str) -> AsyncIterator[tuple[str, Mapping]]:
+        res = self._resources[kind]
+        namespace = "*" if _KINDS[kind].namespaced else None
+        stream = aiter(
+            self._client.watch(
+                res,
+                namespace=namespace,
+                resource_version=resource_version,
+                server_timeout=self._server_timeout,
+                on_error=on_error_raise,
+            )
+        )
+        try:
+            while True:
+                try:
+                    event, obj = await asyncio.wait_for(anext(stream), self._idle)
+                except StopAsyncIteration:
+                    return
+                except TimeoutError:
+                    raise Idle(f"no event for {self._idle:.0f}s") from None
+                yield event, dict(obj)
+        except ApiError as error:
+            if error.status.code == 410:
+                raise Gone(str(error)) from error
+            raise
+        finally:
+            close = getattr(stream, "aclose", None)  # an async generator's
+            if close is not None:
+                await close()
+
+    async def patch_status(self, kind: str, namespace: str, name: str, status: Mapping) -> None:
+        res = self._resources[kind]
+        await self._client.patch(
+            res.Status,
+            name,
+            {"status": dict(status)},
+            namespace=namespace or None,
+            patch_type=PatchType.MERGE,
+        )
+
+    async def create_event(self, event: Mapping) -> None:
+        await self._client.create(_event_resource()(dict(event)))
+
+    async def close(self) -> None:
+        await self._client.close()

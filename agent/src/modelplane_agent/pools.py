@@ -1,0 +1,328 @@
+"""A pool's observation: which nodes count, what is free on each, the histogram.
+
+Model (design/observation.md, "What the agent counts")
+    A PoolObservation names a node selector and the DRA device kinds to count,
+    each kind a (driver, DeviceClass) pair. For every node the selector
+    matches:
+
+    - it is OBSERVED (counted in `observedNodes`), ready or not;
+    - it is SCHEDULABLE unless cordoned, not Ready, or carrying a NoSchedule
+      or NoExecute taint none of the pool's tolerations tolerates;
+    - a device of the node (published by a ResourceSlice with this node's
+      `nodeName`) is of a kind when its driver is the kind's driver and every
+      CEL selector of the kind's DeviceClass is true for it (evaluated by the
+      shared `modelplane_common.cel` matcher);
+    - a device is FREE unless some ResourceClaim's `status.allocation` holds it
+      (whoever owns the claim) or, for a partitionable device, the shared
+      counters it consumes are already used up by allocated devices of the
+      same resource pool (a whole GPU allocated leaves none of its partitions
+      free, a partition allocated leaves the whole GPU not free).
+
+    A node's FREE VECTOR counts its free devices per kind, in declared order;
+    a device matching two kinds counts in both. Schedulable nodes are grouped
+    by free vector into the canonical `Histogram` of `modelplane_common`.
+
+Invariants
+    - the histogram's nodes never exceed `observedNodes`;
+    - at most `MAX_BUCKETS` buckets: beyond, the rarest vectors are rounded
+      DOWN onto a bucket they dominate (`coarsen`), which only under-promises;
+    - a pool that cannot be observed (a DeviceClass missing or with a bad
+      selector, an unreadable spec) is reported `Observing=False` with the
+      reason, and no histogram, so the scheduler falls back to whole-node
+      accounting for it instead of trusting a guess.
+
+Only ResourceSlices of the newest generation of each resource pool count,
+as in the DRA allocator. Network-attached slices (no `nodeName`) are out of
+scope: their devices belong to no node's vector.
+"""
+
+from __future__ import annotations
+
+import bisect
+import heapq
+from collections import Counter
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from dataclasses import dataclass, field
+from fractions import Fraction
+
+from modelplane_common.cel.celenv import compile_selector
+from modelplane_common.cel.devices import DeviceView, all_selectors_match
+from modelplane_common.cel.errors import SelectorError
+from modelplane_common.cel.reads import Read, device_reads, project
+from modelplane_common.observation import MAX_BUCKETS, FreeVector, Histogram
+from modelplane_common.outcome import Condition
+
+from modelplane_agent.snapshot import (
+    CounterKey,
+    Device,
+    DeviceClass,
+    DeviceKey,
+    Node,
+    PoolSpec,
+    Toleration,
+)
+
+OBSERVING = "Observing"
+CORDONED = "cordoned"
+NOT_READY = "NotReady"
+UNTOLERATED_TAINT = "untolerated taint"
+
+
+@dataclass(frozen=True, slots=True)
+class KindRule:
+    """A pool device kind resolved against its DeviceClass.
+
+    `reads` are the device entries its selectors can read (None: unknown), so
+    that devices agreeing on them share one CEL evaluation (`view_of`).
+    """
+
+    name: str
+    driver: str
+    selectors: tuple[str, ...]
+    reads: frozenset[Read] | None = None
+
+    def view_of(self, device: Device) -> DeviceView:
+        """What of `device` decides whether it is of this kind."""
+        return device.view if self.reads is None else project(device.view, self.reads)
+
+    def matches(self, view: DeviceView) -> bool:
+        """Raises SelectorError when a selector fails with a type error on this device."""
+        return view[0] == self.driver and all_selectors_match(self.selectors, view)
+
+
+@dataclass(frozen=True, slots=True)
+class Unobservable:
+    """Why a pool cannot be observed: the Observing=False reason and message."""
+
+    reason: str
+    message: str
+
+
+def kind_rules(
+    spec: PoolSpec, classes: Mapping[str, DeviceClass]
+) -> tuple[KindRule, ...] | Unobservable:
+    """Resolve a pool's kinds against the DeviceClasses, or say why that is impossible."""
+    if spec.problem:
+        return Unobservable("InvalidSpec", spec.problem)
+    rules = []
+    for kind in spec.kinds:
+        device_class = classes.get(kind.device_class)
+        if device_class is None:
+            return Unobservable(
+                "DeviceClassNotFound",
+                f"device kind {kind.name}: DeviceClass {kind.device_class} does not exist",
+            )
+        if device_class.problem:
+            return Unobservable(
+                "InvalidDeviceClass",
+                f"device kind {kind.name}: DeviceClass {kind.device_class}: {device_class.problem}",
+            )
+        for expression in device_class.selectors:
+            try:
+                compile_selector(expression)
+            except SelectorError as error:
+                return Unobservable(
+                    "InvalidDeviceClass",
+                    f"device kind {kind.name}: DeviceClass {kind.device_class}: {error}",
+                )
+        reads: set[Read] | None = set()
+        for expression in device_class.selectors:
+            found = device_reads(expression)
+            reads = None if found is None or reads is None else reads | found
+        rules.append(
+            KindRule(
+                kind.name,
+                kind.driver,
+                device_class.selectors,
+                None if reads is None else frozenset(reads),
+            )
+        )
+    return tuple(rules)
+
+
+def left_out(node: Node, tolerations: Sequence[Toleration]) -> str | None:
+    """Why a node of the pool is not in the histogram, or None when it is schedulable."""
+    if node.unschedulable:
+        return CORDONED
+    if not node.ready:
+        return NOT_READY
+    for taint in node.taints:
+        if taint.effect in ("NoSchedule", "NoExecute") and not any(
+            t.tolerates(taint) for t in tolerations
+        ):
+            return UNTOLERATED_TAINT
+    return None
+
+
+def free_vector(
+    devices: Iterable[Device],
+    kinds_of: Callable[[Device], Sequence[int]],
+    kind_count: int,
+    allocated: Callable[[DeviceKey], bool],
+    counters: Mapping[CounterKey, Fraction | None],
+) -> FreeVector:
+    """Free devices of one node per kind (indices from `kinds_of`, in declared order)."""
+    devices = tuple(devices)
+    used: dict[CounterKey, Fraction] = {}
+    exhausted: set[CounterKey] = set()
+    for device in devices:
+        if allocated(device.key):
+            for counter, amount in device.consumes:
+                if amount is None:
+                    exhausted.add(counter)
+                else:
+                    used[counter] = used.get(counter, Fraction(0)) + amount
+    free = [0] * kind_count
+    for device in devices:
+        if allocated(device.key):
+            continue
+        if not _counters_allow(device, used, exhausted, counters):
+            continue
+        for index in kinds_of(device):
+            free[index] += 1
+    return tuple(free)
+
+
+def _counters_allow(
+    device: Device,
+    used: Mapping[CounterKey, Fraction],
+    exhausted: set[CounterKey],
+    counters: Mapping[CounterKey, Fraction | None],
+) -> bool:
+    # An unpublished or unreadable counter is treated as used up: under-promise.
+    for counter, amount in device.consumes:
+        capacity = counters.get(counter)
+        if amount is None or capacity is None or counter in exhausted:
+            return False
+        if used.get(counter, Fraction(0)) + amount > capacity:
+            return False
+    return True
+
+
+def coarsen(histogram: Histogram, max_buckets: int = MAX_BUCKETS) -> Histogram:
+    """Round the rarest vectors down until at most `max_buckets` remain.
+
+    The rarest bucket (fewest nodes; among equals, the most free) moves onto
+    the existing bucket it dominates (every count lower or equal) that loses
+    the fewest devices (among equals, the lexicographically greatest), else
+    onto the all-zero vector. Each node is then reported with at most what it
+    has free: never an over-promise. Buckets wait in a heap by rarity and
+    targets are searched from the richest down, so 2,000 vectors take well
+    under a second (design/agent.md).
+    """
+    counts = dict(histogram.buckets)
+    if len(counts) <= max_buckets:
+        return histogram
+    width = len(next(iter(counts)))
+    zero = (0,) * width
+    # Candidate targets, richest first; a moved vector stays listed but is skipped.
+    targets = sorted(counts, key=lambda u: (sum(u), u), reverse=True)
+    if zero not in counts:
+        targets.append(zero)
+    poorer_than = [-sum(u) for u in targets]  # ascending, for bisect
+    heap = [(nodes, tuple(-c for c in v), v) for v, nodes in counts.items()]
+    heapq.heapify(heap)
+    while len(counts) > max_buckets:
+        nodes, _, vector = heapq.heappop(heap)
+        if counts.get(vector) != nodes or vector == zero:
+            continue  # outdated entry, or the empty vector (nothing lies below it)
+        target = zero
+        for u in targets[bisect.bisect_left(poorer_than, -sum(vector)) :]:
+            if u != vector and u in counts and all(a <= b for a, b in zip(u, vector, strict=True)):
+                target = u
+                break
+        del counts[vector]
+        counts[target] = counts.get(target, 0) + nodes
+        heapq.heappush(heap, (counts[target], tuple(-c for c in target), target))
+    return Histogram.of(counts.items())
+
+
+@dataclass(frozen=True, slots=True)
+class PoolReport:
+    """What the agent says about one pool; `histogram` is None when it cannot observe it."""
+
+    observed_nodes: int
+    histogram: Histogram | None
+    condition: Condition
+
+
+# What one node of a pool adds to its report: its free vector when schedulable, else why not.
+Contribution = FreeVector | str
+
+
+def contribution(
+    node: Node, tolerations: Sequence[Toleration], free_of: Callable[[Node], FreeVector]
+) -> Contribution:
+    """One node's part of the report; `free_of` is only asked about schedulable nodes."""
+    reason = left_out(node, tolerations)
+    return reason if reason is not None else free_of(node)
+
+
+@dataclass
+class Tally:
+    """The sum of a pool's contributions, kept up to date one node at a time."""
+
+    vectors: Counter[FreeVector] = field(default_factory=Counter)
+    reasons: Counter[str] = field(default_factory=Counter)
+
+    def add(self, part: Contribution, sign: int = 1) -> None:
+        counter: Counter = self.reasons if isinstance(part, str) else self.vectors
+        counter[part] += sign
+        if counter[part] <= 0:
+            del counter[part]
+
+
+def unobservable_report(observed: int, why: Unobservable) -> PoolReport:
+    return PoolReport(observed, None, Condition(OBSERVING, "False", why.reason, why.message))
+
+
+def report_from_tally(observed: int, tally: Tally, max_buckets: int = MAX_BUCKETS) -> PoolReport:
+    """The report of an observable pool of `observed` nodes, from its tally."""
+    exact = Histogram.of(tally.vectors.items())
+    histogram = coarsen(exact, max_buckets)
+    message = _explain(observed, tally.reasons)
+    if histogram is not exact:
+        message += (
+            f"; {len(exact.buckets)} distinct free vectors exceed the bound of {max_buckets}: "
+            "the rarest are reported with fewer free devices than they have"
+        )
+        condition = Condition(OBSERVING, "True", "HistogramCoarsened", message)
+    else:
+        condition = Condition(OBSERVING, "True", "Observed", message)
+    return PoolReport(observed, histogram, condition)
+
+
+def selector_failed(observed: int, error: SelectorError) -> PoolReport:
+    """A DeviceClass selector failing with a type error on some device makes the pool
+    unobservable, as it makes the DRA allocator fail the claim."""
+    return unobservable_report(observed, Unobservable("InvalidDeviceClass", str(error)))
+
+
+def observe_pool(
+    spec: PoolSpec,
+    rules: tuple[KindRule, ...] | Unobservable,
+    members: Iterable[Node],
+    free_of: Callable[[Node], FreeVector],
+    max_buckets: int = MAX_BUCKETS,
+) -> PoolReport:
+    """The report on one pool, given the nodes its selector matches, computed afresh."""
+    members = tuple(members)
+    if isinstance(rules, Unobservable):
+        return unobservable_report(len(members), rules)
+    tally = Tally()
+    try:
+        for node in members:
+            tally.add(contribution(node, spec.tolerations, free_of))
+    except SelectorError as error:
+        return selector_failed(len(members), error)
+    return report_from_tally(len(members), tally, max_buckets)
+
+
+def _explain(observed: int, reasons: Counter[str]) -> str:
+    """One line, kube-scheduler style: counted per cause, most frequent first."""
+    schedulable = observed - sum(reasons.values())
+    text = f"{schedulable}/{observed} nodes schedulable"
+    if reasons:
+        causes = sorted(reasons.items(), key=lambda item: (-item[1], item[0]))
+        text += ": " + ", ".join(f"{n} {cause}" for cause, n in causes)
+    return text

@@ -1,0 +1,56 @@
+"""Health, readiness and metrics over HTTP, on a thread beside the event loop.
+
+/healthz: 200 while the publisher loop has ticked recently (a wedged loop
+          fails the liveness probe and gets the pod restarted);
+/readyz:  200 once every kind has been listed (the agent can publish);
+/metrics: Prometheus text format.
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+from collections.abc import Callable
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+
+from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
+
+from modelplane_agent.metrics import REGISTRY
+
+
+def serve(
+    host: str, port: int, alive: Callable[[], bool], ready: Callable[[], bool]
+) -> ThreadingHTTPServer:
+    """Start serving on a daemon thread; the caller shuts the server down."""
+
+    class Handler(BaseHTTPRequestHandler):
+        def do_GET(self) -> None:
+            if self.path == "/metrics":
+                self._send(200, generate_latest(REGISTRY), CONTENT_TYPE_LATEST)
+            elif self.path == "/healthz":
+                ok = alive()
+                self._send(200 if ok else 503, b"ok\n" if ok else b"loop stalled\n")
+            elif self.path == "/readyz":
+                ok = ready()
+                self._send(200 if ok else 503, b"ok\n" if ok else b"not synced\n")
+            else:
+                self._send(404, b"not found\n")
+
+        def _send(self, code: int, body: bytes, content_type: str = "text/plain") -> None:
+            self.send_response(code)
+            self.send_header("Content-Type", content_type)
+            self.send_header("Content-Length", str(len(body)))
+            self.end_headers()
+            self.wfile.write(body)
+
+        def log_message(self, format: str, *args: object) -> None:
+            pass  # probes every few seconds would drown the agent's own log
+
+    server = ThreadingHTTPServer((host, port), Handler)
+    threading.Thread(target=server.serve_forever, name="http", daemon=True).start()
+    return server
+
+
+def loop_alive(last_tick: Callable[[], float], allowance: float) -> Callable[[], bool]:
+    """Alive while the last publisher tick is at most `allowance` seconds old."""
+    return lambda: time.monotonic() - last_tick() <= allowance

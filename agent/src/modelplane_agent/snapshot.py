@@ -1,0 +1,342 @@
+"""What the agent reads from the API server, as typed values, read once at the edge.
+
+Every `*_from` function takes one object as the API server serves it (a
+JSON mapping) and returns the few fields the agent's rules need. None of
+them raises: a field of the wrong shape reads as absent, and the rules then
+decide conservatively (a node without a readable Ready condition is not
+Ready; a device consuming an unreadable counter is not free).
+
+Versions read: core/v1 Nodes and Pods, resource.k8s.io/v1 ResourceSlices,
+ResourceClaims and DeviceClasses (Kubernetes 1.34+, the same floor the
+replica function's claim templates need), agent.modelplane.ai/v1alpha1
+PoolObservations and ReplicaObservations.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from fractions import Fraction
+from typing import Any
+
+from modelplane_common.cel.devices import DeviceView, device_view
+from modelplane_common.cel.errors import CelValueError
+from modelplane_common.cel.quantity import Quantity
+
+# A device is named, cluster-wide, by its driver, its resource pool and its name: the
+# triple a ResourceClaim's allocation result carries.
+DeviceKey = tuple[str, str, str]
+# A shared counter of partitionable devices: driver, resource pool, counter set, counter.
+CounterKey = tuple[str, str, str, str]
+
+
+def _map(value: Any) -> Mapping:
+    return value if isinstance(value, Mapping) else {}
+
+
+def _list(value: Any) -> list:
+    return value if isinstance(value, list) else []
+
+
+def _str(value: Any) -> str:
+    return value if isinstance(value, str) else ""
+
+
+def _labels(value: Any) -> dict[str, str]:
+    return {str(k): str(v) for k, v in _map(value).items()}
+
+
+def _int(value: Any) -> int:
+    if isinstance(value, bool) or not isinstance(value, int):
+        return 0
+    return value
+
+
+def _quantity(raw: Any) -> Fraction | None:
+    """A counter value ({value: "40Gi"} or a bare quantity), None when unreadable."""
+    value = raw.get("value") if isinstance(raw, Mapping) else raw
+    if isinstance(value, bool) or not isinstance(value, int | str):
+        return None
+    try:
+        return Quantity.parse(str(value)).value
+    except CelValueError:
+        return None
+
+
+def name_of(obj: Mapping) -> str:
+    return _str(_map(obj.get("metadata")).get("name"))
+
+
+def namespace_of(obj: Mapping) -> str:
+    return _str(_map(obj.get("metadata")).get("namespace"))
+
+
+def selects(match_labels: Mapping[str, str], labels: Mapping[str, str]) -> bool:
+    """A matchLabels selector: every pair present (an empty selector selects everything)."""
+    return all(labels.get(k) == v for k, v in match_labels.items())
+
+
+# --------------------------------------------------------------------------- nodes
+
+
+@dataclass(frozen=True, slots=True)
+class Taint:
+    key: str
+    value: str
+    effect: str
+
+
+@dataclass(frozen=True, slots=True)
+class Toleration:
+    key: str = ""
+    operator: str = "Equal"
+    value: str = ""
+    effect: str = ""
+
+    def tolerates(self, taint: Taint) -> bool:
+        """Kubernetes' toleration rule: effect empty or equal, then Exists or Equal on key."""
+        if self.effect and self.effect != taint.effect:
+            return False
+        if self.operator == "Exists":
+            return not self.key or self.key == taint.key
+        return self.key == taint.key and self.value == taint.value
+
+
+@dataclass(frozen=True, slots=True)
+class Node:
+    name: str
+    labels: Mapping[str, str]
+    unschedulable: bool
+    ready: bool
+    taints: tuple[Taint, ...] = ()
+
+
+def node_from(obj: Mapping) -> Node:
+    spec, status = _map(obj.get("spec")), _map(obj.get("status"))
+    ready = any(
+        _map(c).get("type") == "Ready" and _map(c).get("status") == "True"
+        for c in _list(status.get("conditions"))
+    )
+    taints = tuple(
+        Taint(_str(_map(t).get("key")), _str(_map(t).get("value")), _str(_map(t).get("effect")))
+        for t in _list(spec.get("taints"))
+    )
+    return Node(
+        name=name_of(obj),
+        labels=_labels(_map(obj.get("metadata")).get("labels")),
+        unschedulable=spec.get("unschedulable") is True,
+        ready=ready,
+        taints=taints,
+    )
+
+
+def toleration_from(raw: Any) -> Toleration:
+    raw = _map(raw)
+    return Toleration(
+        key=_str(raw.get("key")),
+        operator=_str(raw.get("operator")) or "Equal",
+        value=_str(raw.get("value")),
+        effect=_str(raw.get("effect")),
+    )
+
+
+# --------------------------------------------------------------------------- DRA
+
+
+@dataclass(frozen=True, slots=True)
+class Device:
+    key: DeviceKey
+    view: DeviceView  # what a CEL selector sees: driver, attributes, capacity
+    consumes: tuple[tuple[CounterKey, Fraction | None], ...] = ()
+
+
+@dataclass(frozen=True, slots=True)
+class Slice:
+    """One ResourceSlice. `node` is empty for network-attached slices (out of scope)."""
+
+    name: str
+    node: str
+    driver: str
+    pool: str
+    generation: int
+    devices: tuple[Device, ...] = ()
+    counters: tuple[tuple[CounterKey, Fraction | None], ...] = ()
+
+
+def slice_from(obj: Mapping) -> Slice:
+    spec = _map(obj.get("spec"))
+    driver = _str(spec.get("driver"))
+    pool = _map(spec.get("pool"))
+    pool_name = _str(pool.get("name"))
+    devices = []
+    for raw in _list(spec.get("devices")):
+        raw = _map(raw)
+        consumes = tuple(
+            ((driver, pool_name, _str(_map(c).get("counterSet")), str(name)), _quantity(value))
+            for c in _list(raw.get("consumesCounters"))
+            for name, value in _map(_map(c).get("counters")).items()
+        )
+        view = device_view(
+            {
+                "driver": driver,
+                "attributes": _map(raw.get("attributes")),
+                "capacity": _map(raw.get("capacity")),
+            }
+        )
+        devices.append(Device((driver, pool_name, _str(raw.get("name"))), view, consumes))
+    counters = tuple(
+        ((driver, pool_name, _str(_map(s).get("name")), str(name)), _quantity(value))
+        for s in _list(spec.get("sharedCounters"))
+        for name, value in _map(_map(s).get("counters")).items()
+    )
+    return Slice(
+        name=name_of(obj),
+        node=_str(spec.get("nodeName")),
+        driver=driver,
+        pool=pool_name,
+        generation=_int(pool.get("generation")),
+        devices=tuple(devices),
+        counters=counters,
+    )
+
+
+def allocated_devices(claim: Mapping) -> frozenset[DeviceKey]:
+    """The devices a ResourceClaim's status.allocation holds (none once deallocated)."""
+    allocation = _map(_map(claim.get("status")).get("allocation"))
+    return frozenset(
+        (_str(_map(r).get("driver")), _str(_map(r).get("pool")), _str(_map(r).get("device")))
+        for r in _list(_map(allocation.get("devices")).get("results"))
+    )
+
+
+@dataclass(frozen=True, slots=True)
+class DeviceClass:
+    name: str
+    selectors: tuple[str, ...]
+    problem: str = ""  # a selector without a CEL expression
+
+
+def device_class_from(obj: Mapping) -> DeviceClass:
+    selectors: list[str] = []
+    problem = ""
+    for position, raw in enumerate(_list(_map(obj.get("spec")).get("selectors"))):
+        expression = _map(_map(raw).get("cel")).get("expression")
+        if isinstance(expression, str):
+            selectors.append(expression)
+        else:
+            problem = f"spec.selectors[{position}] has no cel.expression"
+    return DeviceClass(name_of(obj), tuple(selectors), problem)
+
+
+# --------------------------------------------------------------------------- the agent's kinds
+
+
+@dataclass(frozen=True, slots=True)
+class Kind:
+    """One DRA device kind a PoolObservation asks to count."""
+
+    name: str
+    driver: str
+    device_class: str
+
+
+@dataclass(frozen=True, slots=True)
+class PoolSpec:
+    """A PoolObservation's spec. `problem` names the first unusable field, if any."""
+
+    name: str  # the PoolObservation's name
+    generation: int
+    match_labels: Mapping[str, str]
+    kinds: tuple[Kind, ...]
+    tolerations: tuple[Toleration, ...] = ()
+    problem: str = ""
+
+    @property
+    def kind_names(self) -> tuple[str, ...]:
+        return tuple(k.name for k in self.kinds)
+
+
+def pool_spec_from(obj: Mapping) -> PoolSpec:
+    spec = _map(obj.get("spec"))
+    selector = spec.get("nodeSelector")
+    match_labels = _map(selector).get("matchLabels")
+    problem = ""
+    if not isinstance(match_labels, Mapping):
+        problem = f"spec.nodeSelector.matchLabels must be a map, got {match_labels!r}"
+    kinds = []
+    for position, raw in enumerate(_list(spec.get("devices"))):
+        raw = _map(raw)
+        kind = Kind(
+            _str(raw.get("name")), _str(raw.get("driver")), _str(raw.get("deviceClassName"))
+        )
+        if not (kind.name and kind.driver and kind.device_class):
+            problem = problem or (
+                f"spec.devices[{position}] needs name, driver and deviceClassName, "
+                f"got {dict(raw)!r}"
+            )
+        kinds.append(kind)
+    return PoolSpec(
+        name=name_of(obj),
+        generation=_int(_map(obj.get("metadata")).get("generation")),
+        match_labels=_labels(match_labels),
+        kinds=tuple(kinds),
+        tolerations=tuple(toleration_from(t) for t in _list(spec.get("tolerations"))),
+        problem=problem,
+    )
+
+
+# --------------------------------------------------------------------------- replicas
+
+
+@dataclass(frozen=True, slots=True)
+class Pod:
+    namespace: str
+    name: str
+    labels: Mapping[str, str]
+    node_name: str
+    terminal: bool  # Succeeded or Failed: will never run again
+    unschedulable: str = ""  # the scheduler's message while PodScheduled=False/Unschedulable
+
+
+def pod_from(obj: Mapping) -> Pod:
+    spec, status = _map(obj.get("spec")), _map(obj.get("status"))
+    unschedulable = ""
+    for condition in _list(status.get("conditions")):
+        condition = _map(condition)
+        if (
+            condition.get("type") == "PodScheduled"
+            and condition.get("status") == "False"
+            and condition.get("reason") == "Unschedulable"
+        ):
+            unschedulable = _str(condition.get("message")) or "the pod is unschedulable"
+    return Pod(
+        namespace=namespace_of(obj),
+        name=name_of(obj),
+        labels=_labels(_map(obj.get("metadata")).get("labels")),
+        node_name=_str(spec.get("nodeName")),
+        terminal=status.get("phase") in ("Succeeded", "Failed"),
+        unschedulable=unschedulable,
+    )
+
+
+@dataclass(frozen=True, slots=True)
+class ReplicaSpec:
+    namespace: str
+    name: str
+    generation: int
+    match_labels: Mapping[str, str] = field(default_factory=dict)
+    problem: str = ""
+
+
+def replica_spec_from(obj: Mapping) -> ReplicaSpec:
+    match_labels = _map(_map(obj.get("spec")).get("selector")).get("matchLabels")
+    problem = ""
+    if not isinstance(match_labels, Mapping) or not match_labels:
+        problem = f"spec.selector.matchLabels must be a non-empty map, got {match_labels!r}"
+    return ReplicaSpec(
+        namespace=namespace_of(obj),
+        name=name_of(obj),
+        generation=_int(_map(obj.get("metadata")).get("generation")),
+        match_labels=_labels(match_labels),
+        problem=problem,
+    )

@@ -1,0 +1,91 @@
+"""Reports as status documents, and what makes two of them the same.
+
+`observedAt` is the agent's clock when it computed the report from a
+consistent snapshot (every watch synced). Two statuses that differ only in
+`observedAt` carry the same news: the shell writes such a status only as the
+heartbeat, so `content` is the comparison key.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from datetime import datetime
+
+from modelplane_common.timeutil import format_time
+
+from modelplane_agent.conditions import stamp
+from modelplane_agent.pools import PoolReport
+from modelplane_agent.replicas import ReplicaReport
+
+
+def pool_status(
+    report: PoolReport,
+    kind_names: tuple[str, ...],
+    now: datetime,
+    previous: Mapping | None,
+    generation: int,
+) -> dict:
+    """A PoolObservation status; an unobservable pool publishes no histogram (null clears it)."""
+    previous_conditions = (previous or {}).get("conditions")
+    buckets = (
+        None
+        if report.histogram is None
+        else [
+            {"free": dict(zip(kind_names, vector, strict=True)), "nodes": nodes}
+            for vector, nodes in report.histogram.buckets
+        ]
+    )
+    return {
+        "observedAt": format_time(now),
+        "observedNodes": report.observed_nodes,
+        "nodesByFreeDevices": buckets,
+        "conditions": [stamp(report.condition, previous_conditions, now, generation)],
+    }
+
+
+def replica_status(
+    report: ReplicaReport, now: datetime, previous: Mapping | None, generation: int
+) -> dict:
+    previous_conditions = (previous or {}).get("conditions")
+    return {
+        "observedAt": format_time(now),
+        "pods": report.pods,
+        "scheduledPods": report.scheduled_pods,
+        "conditions": [stamp(report.condition, previous_conditions, now, generation)],
+    }
+
+
+def content(status: Mapping | None) -> object:
+    """The part of a status that is news: all of it but `observedAt`.
+
+    Absent keys and null values read alike, so a status read back from the API
+    server (which drops nulls) compares equal to the one written.
+    """
+    if not status:
+        return None
+    return {k: v for k, v in status.items() if k != "observedAt" and v is not None}
+
+
+# Condition reasons that mean the agent cannot do its job for an observation because
+# of its input: each deserves one Warning event when it appears (not at every write).
+PROBLEMS = frozenset({"DeviceClassNotFound", "InvalidDeviceClass", "InvalidSpec"})
+
+
+def warning(previous: Mapping | None, new: Mapping) -> tuple[str, str] | None:
+    """(reason, message) of the Warning event `new` deserves, or None.
+
+    Only when its condition names a problem of the input and the previous
+    status did not already say exactly that.
+    """
+    condition = (new.get("conditions") or [{}])[0]
+    if condition.get("reason") not in PROBLEMS:
+        return None
+    before = [
+        c
+        for c in (previous or {}).get("conditions") or []
+        if isinstance(c, Mapping) and c.get("type") == condition.get("type")
+    ]
+    said = (condition.get("reason"), condition.get("message"))
+    if before and (before[0].get("reason"), before[0].get("message")) == said:
+        return None
+    return str(condition["reason"]), str(condition.get("message") or "")

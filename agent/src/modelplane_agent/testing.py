@@ -1,0 +1,202 @@
+"""Builders of API objects as the API server serves them, for tests and the benchmark.
+
+Each returns a plain JSON mapping of the real wire shape (resource.k8s.io/v1
+for DRA objects), so what the tests feed the agent is what it reads from a
+cluster.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping, Sequence
+
+from modelplane_common import labels
+
+NVIDIA = "gpu.nvidia.com"
+NIC_DRIVER = "nic.example.com"
+
+
+def node(
+    name: str,
+    pool: str | None = "a100",
+    *,
+    ready: bool | None = True,
+    cordoned: bool = False,
+    taints: Sequence[Mapping] = (),
+    extra_labels: Mapping[str, str] | None = None,
+) -> dict:
+    """A Node; `ready=None` is a booting node that has not posted a Ready condition yet."""
+    node_labels = {"kubernetes.io/hostname": name, **(extra_labels or {})}
+    if pool is not None:
+        node_labels[labels.POOL] = pool
+    conditions = (
+        []
+        if ready is None
+        else [{"type": "Ready", "status": "True" if ready else "False", "reason": "Kubelet"}]
+    )
+    spec: dict = {"taints": list(taints)} if taints else {}
+    if cordoned:
+        spec["unschedulable"] = True
+    return {
+        "apiVersion": "v1",
+        "kind": "Node",
+        "metadata": {"name": name, "labels": node_labels},
+        "spec": spec,
+        "status": {"conditions": conditions},
+    }
+
+
+def device(
+    name: str, type_: str = "gpu", *, consumes: Mapping[str, Mapping[str, str]] | None = None
+) -> dict:
+    """A ResourceSlice device with a `type` attribute (and a uuid, unique like real GPUs)."""
+    out: dict = {
+        "name": name,
+        "attributes": {"type": {"string": type_}, "uuid": {"string": f"uuid-{name}"}},
+        "capacity": {"memory": {"value": "80Gi"}},
+    }
+    if consumes:
+        out["consumesCounters"] = [
+            {"counterSet": counter_set, "counters": {k: {"value": v} for k, v in counters.items()}}
+            for counter_set, counters in consumes.items()
+        ]
+    return out
+
+
+def resource_slice(
+    node_name: str | None,
+    devices: Iterable[Mapping],
+    *,
+    driver: str = NVIDIA,
+    name: str | None = None,
+    pool: str | None = None,
+    generation: int = 1,
+    shared_counters: Mapping[str, Mapping[str, str]] | None = None,
+) -> dict:
+    """A ResourceSlice; `node_name=None` is a network-attached slice (allNodes)."""
+    pool_name = pool or node_name or "fabric"
+    spec: dict = {
+        "driver": driver,
+        "pool": {"name": pool_name, "generation": generation, "resourceSliceCount": 1},
+        "devices": list(devices),
+    }
+    if node_name is None:
+        spec["allNodes"] = True
+    else:
+        spec["nodeName"] = node_name
+    if shared_counters:
+        spec["sharedCounters"] = [
+            {"name": set_name, "counters": {k: {"value": v} for k, v in counters.items()}}
+            for set_name, counters in shared_counters.items()
+        ]
+    return {
+        "apiVersion": "resource.k8s.io/v1",
+        "kind": "ResourceSlice",
+        "metadata": {"name": name or f"{node_name or 'fabric'}-{driver}-{generation}"},
+        "spec": spec,
+    }
+
+
+def claim(
+    name: str,
+    devices: Iterable[tuple[str, str]],
+    *,
+    namespace: str = "default",
+    driver: str = NVIDIA,
+    owner_labels: Mapping[str, str] | None = None,
+) -> dict:
+    """A ResourceClaim; `devices` are (pool, device) pairs it has been allocated (none: pending)."""
+    results = [
+        {"request": "devices", "driver": driver, "pool": pool, "device": dev}
+        for pool, dev in devices
+    ]
+    status = {"allocation": {"devices": {"results": results}}} if results else {}
+    return {
+        "apiVersion": "resource.k8s.io/v1",
+        "kind": "ResourceClaim",
+        "metadata": {"name": name, "namespace": namespace, "labels": dict(owner_labels or {})},
+        "spec": {"devices": {"requests": [{"name": "devices"}]}},
+        "status": status,
+    }
+
+
+def device_class(name: str, *expressions: str) -> dict:
+    return {
+        "apiVersion": "resource.k8s.io/v1",
+        "kind": "DeviceClass",
+        "metadata": {"name": name},
+        "spec": {"selectors": [{"cel": {"expression": e}} for e in expressions]},
+    }
+
+
+def pool_observation(
+    pool: str,
+    kinds: Sequence[tuple[str, str, str]],
+    *,
+    tolerations: Sequence[Mapping] = (),
+    status: Mapping | None = None,
+    generation: int = 1,
+) -> dict:
+    """A PoolObservation; `kinds` are (name, driver, deviceClassName)."""
+    spec: dict = {
+        "poolName": pool,
+        "nodeSelector": {"matchLabels": {labels.POOL: pool}},
+        "devices": [
+            {"name": n, "driver": driver, "deviceClassName": cls} for n, driver, cls in kinds
+        ],
+    }
+    if tolerations:
+        spec["tolerations"] = list(tolerations)
+    return {
+        "apiVersion": labels.AGENT_API_VERSION,
+        "kind": "PoolObservation",
+        "metadata": {"name": pool, "generation": generation},
+        "spec": spec,
+        "status": dict(status or {}),
+    }
+
+
+def pod(
+    name: str,
+    *,
+    replica: str = "r",
+    namespace: str = "team",
+    node_name: str | None = None,
+    unschedulable: str | None = None,
+    phase: str = "Pending",
+) -> dict:
+    conditions = []
+    if unschedulable is not None:
+        conditions.append(
+            {
+                "type": "PodScheduled",
+                "status": "False",
+                "reason": "Unschedulable",
+                "message": unschedulable,
+            }
+        )
+    return {
+        "apiVersion": "v1",
+        "kind": "Pod",
+        "metadata": {
+            "name": name,
+            "namespace": namespace,
+            "labels": {labels.REPLICA: replica, labels.REPLICA_NAMESPACE: namespace},
+        },
+        "spec": {"nodeName": node_name} if node_name else {},
+        "status": {"phase": "Running" if node_name and phase == "Pending" else phase}
+        | {"conditions": conditions},
+    }
+
+
+def replica_observation(
+    name: str = "r", namespace: str = "team", *, status: Mapping | None = None
+) -> dict:
+    return {
+        "apiVersion": labels.AGENT_API_VERSION,
+        "kind": "ReplicaObservation",
+        "metadata": {"name": name, "namespace": namespace, "generation": 1},
+        "spec": {
+            "selector": {"matchLabels": {labels.REPLICA: name, labels.REPLICA_NAMESPACE: namespace}}
+        },
+        "status": dict(status or {}),
+    }

@@ -1,0 +1,345 @@
+"""The shell against a fake API server: list-watch, resume, relist, rate limit, heartbeat."""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import AsyncIterator, Mapping
+from datetime import UTC, datetime, timedelta
+
+import pytest
+from modelplane_agent import testing as t
+from modelplane_agent.controller import Controller, Settings, write_reason
+from modelplane_agent.kube import Gone
+from modelplane_agent.state import CLAIMS, CLASSES, KINDS, NODES, PODS, POOLS, REPLICAS, SLICES
+
+NOW = datetime(2026, 11, 30, 12, 0, tzinfo=UTC)
+SETTINGS = Settings(
+    min_interval=timedelta(seconds=2),
+    heartbeat=timedelta(seconds=60),
+    tick=0.01,
+    backoff_initial=0.01,
+    backoff_max=0.02,
+)
+CLASS = t.device_class("gpu.nvidia.com", "true")
+
+
+class FakeApi:
+    """Lists from a dict; watch events from a queue per kind; failures injected by tests."""
+
+    def __init__(self, objects: Mapping[str, list[dict]]) -> None:
+        self.objects = {kind: list(objects.get(kind, [])) for kind in KINDS}
+        self.queues: dict[str, asyncio.Queue] = {kind: asyncio.Queue() for kind in KINDS}
+        self.lists: list[str] = []
+        self.watches: list[tuple[str, str]] = []
+        self.patches: list[tuple[str, str, dict]] = []
+        self.events: list[dict] = []
+        self.version = 100
+
+    async def list(self, kind: str, each) -> str:
+        self.lists.append(kind)
+        for obj in self.objects[kind]:
+            each(obj)
+            await asyncio.sleep(0)  # pages arrive with other tasks running in between
+        return str(self.version)
+
+    async def watch(self, kind: str, resource_version: str) -> AsyncIterator[tuple[str, Mapping]]:
+        self.watches.append((kind, resource_version))
+        while True:
+            item = await self.queues[kind].get()
+            if isinstance(item, Exception):
+                raise item
+            yield item
+
+    async def patch_status(self, kind: str, namespace: str, name: str, status: Mapping) -> None:
+        self.patches.append((kind, name, dict(status)))
+
+    async def create_event(self, event: Mapping) -> None:
+        self.events.append(dict(event))
+
+    def send(self, kind: str, event: str, obj: dict) -> None:
+        self.version += 1
+        obj = {**obj, "metadata": {**obj["metadata"], "resourceVersion": str(self.version)}}
+        self.queues[kind].put_nowait((event, obj))
+
+
+class Clock:
+    def __init__(self) -> None:
+        self.now = NOW
+
+    def __call__(self) -> datetime:
+        return self.now
+
+
+async def settle(controller: Controller, ticks: int = 5) -> None:
+    for _ in range(ticks):
+        await asyncio.sleep(SETTINGS.tick * 2)
+
+
+def world() -> dict[str, list[dict]]:
+    return {
+        CLASSES: [CLASS],
+        POOLS: [t.pool_observation("a100", [("gpu", t.NVIDIA, "gpu.nvidia.com")])],
+        NODES: [t.node("n1"), t.node("n2")],
+        SLICES: [
+            t.resource_slice("n1", [t.device("g0"), t.device("g1")]),
+            t.resource_slice("n2", [t.device("g0"), t.device("g1")]),
+        ],
+    }
+
+
+def histogram(patch: tuple[str, str, dict]) -> list:
+    return patch[2]["nodesByFreeDevices"]
+
+
+async def started(api: FakeApi, clock: Clock) -> tuple[Controller, asyncio.Task]:
+    controller = Controller(api, clock, SETTINGS)
+    task = asyncio.create_task(controller.run())
+    await settle(controller)
+    return controller, task
+
+
+async def stopped(controller: Controller, task: asyncio.Task) -> None:
+    controller.stop()
+    await asyncio.wait_for(task, 1)
+
+
+def test_it_publishes_once_synced_and_not_again_while_nothing_changes():
+    async def scenario():
+        api, clock = FakeApi(world()), Clock()
+        controller, task = await started(api, clock)
+        assert controller.ready
+        assert [(k, n) for k, n, _ in api.patches] == [(POOLS, "a100")]
+        assert histogram(api.patches[0]) == [{"free": {"gpu": 2}, "nodes": 2}]
+        clock.now += timedelta(seconds=30)
+        await settle(controller)
+        assert len(api.patches) == 1
+        await stopped(controller, task)
+
+    asyncio.run(scenario())
+
+
+def test_a_change_is_published_but_not_twice_within_the_min_interval():
+    async def scenario():
+        api, clock = FakeApi(world()), Clock()
+        controller, task = await started(api, clock)
+        api.send(CLAIMS, "ADDED", t.claim("c", [("n1", "g0")]))
+        await settle(controller)
+        assert len(api.patches) == 1  # still inside the 2s since the first write
+        clock.now += timedelta(seconds=3)
+        await settle(controller)
+        assert len(api.patches) == 2
+        assert histogram(api.patches[1]) == [
+            {"free": {"gpu": 2}, "nodes": 1},
+            {"free": {"gpu": 1}, "nodes": 1},
+        ]
+        await stopped(controller, task)
+
+    asyncio.run(scenario())
+
+
+def test_the_heartbeat_rewrites_observed_at_only():
+    async def scenario():
+        api, clock = FakeApi(world()), Clock()
+        controller, task = await started(api, clock)
+        clock.now += timedelta(seconds=61)
+        await settle(controller)
+        assert len(api.patches) == 2
+        first, second = api.patches[0][2], api.patches[1][2]
+        assert second["observedAt"] == "2026-11-30T12:01:01Z"
+        assert {k: v for k, v in second.items() if k != "observedAt"} == {
+            k: v for k, v in first.items() if k != "observedAt"
+        }
+        await stopped(controller, task)
+
+    asyncio.run(scenario())
+
+
+def test_a_broken_watch_resumes_from_the_last_version_it_delivered():
+    async def scenario():
+        api, clock = FakeApi(world()), Clock()
+        controller, task = await started(api, clock)
+        api.send(NODES, "MODIFIED", t.node("n2", cordoned=True))
+        await settle(controller)
+        api.queues[NODES].put_nowait(ConnectionError("reset by peer"))
+        await settle(controller)
+        node_watches = [v for k, v in api.watches if k == NODES]
+        assert node_watches == ["100", "101"]
+        assert api.lists.count(NODES) == 1
+        await stopped(controller, task)
+
+    asyncio.run(scenario())
+
+
+def test_410_gone_relists_and_forgets_what_disappeared_meanwhile():
+    async def scenario():
+        api, clock = FakeApi(world()), Clock()
+        controller, task = await started(api, clock)
+        api.objects[NODES] = [t.node("n1")]  # n2 deleted while the watch was away
+        api.queues[NODES].put_nowait(Gone("too old resource version"))
+        clock.now += timedelta(seconds=3)
+        await settle(controller)
+        assert api.lists.count(NODES) == 2
+        assert api.patches[-1][2]["observedNodes"] == 1
+        await stopped(controller, task)
+
+    asyncio.run(scenario())
+
+
+def test_a_pool_that_cannot_be_observed_gets_one_warning_event_not_one_per_write():
+    async def scenario():
+        objects = world()
+        objects[CLASSES] = []
+        api, clock = FakeApi(objects), Clock()
+        controller, task = await started(api, clock)
+        assert api.patches[0][2]["conditions"][0]["reason"] == "DeviceClassNotFound"
+        assert [(e["reason"], e["involvedObject"]["kind"]) for e in api.events] == [
+            ("DeviceClassNotFound", "PoolObservation")
+        ]
+        assert api.events[0]["message"] == (
+            "device kind gpu: DeviceClass gpu.nvidia.com does not exist"
+        )
+        clock.now += timedelta(seconds=61)
+        await settle(controller)
+        assert len(api.patches) == 2 and len(api.events) == 1  # the heartbeat says it again
+        await stopped(controller, task)
+
+    asyncio.run(scenario())
+
+
+def test_nothing_is_published_while_a_relist_is_half_folded():
+    async def scenario():
+        api, clock = FakeApi(world()), Clock()
+        controller, task = await started(api, clock)
+        resume = asyncio.Event()
+        real_list = api.list
+
+        async def paused_nodes(kind: str, each):
+            if kind != NODES:
+                return await real_list(kind, each)
+            each(t.node("n1", cordoned=True))  # the first page ...
+            await resume.wait()  # ... and the rest later
+            each(t.node("n2", cordoned=True))
+            return "200"
+
+        api.list = paused_nodes  # type: ignore[method-assign]
+        api.queues[NODES].put_nowait(Gone("too old resource version"))
+        clock.now += timedelta(seconds=3)
+        await settle(controller)
+        assert not controller.ready
+        assert len(api.patches) == 1  # nothing written from the half-folded list
+        resume.set()
+        await settle(controller)
+        assert controller.ready
+        assert api.patches[-1][2]["nodesByFreeDevices"] == []  # both cordoned
+        await stopped(controller, task)
+
+    asyncio.run(scenario())
+
+
+def test_nothing_is_published_before_every_kind_is_listed():
+    async def scenario():
+        api, clock = FakeApi(world()), Clock()
+        real_list = api.list
+
+        async def slow_claims(kind: str, each):
+            if kind == CLAIMS:
+                await asyncio.sleep(3600)
+            return await real_list(kind, each)
+
+        api.list = slow_claims  # type: ignore[method-assign]
+        controller, task = await started(api, clock)
+        assert not controller.ready and api.patches == []
+        await stopped(controller, task)
+
+    asyncio.run(scenario())
+
+
+def test_a_status_someone_else_overwrote_is_written_again():
+    async def scenario():
+        api, clock = FakeApi(world()), Clock()
+        controller, task = await started(api, clock)
+        pool = dict(world()[POOLS][0])
+        pool["status"] = {"observedAt": "2026-11-30T12:00:00Z"}
+        api.send(POOLS, "MODIFIED", pool)
+        clock.now += timedelta(seconds=3)
+        await settle(controller)
+        assert len(api.patches) == 2
+        assert api.patches[1][2]["nodesByFreeDevices"] == api.patches[0][2]["nodesByFreeDevices"]
+        await stopped(controller, task)
+
+    asyncio.run(scenario())
+
+
+def test_a_replica_turning_scheduled_makes_its_pool_publish_a_newer_observation():
+    async def scenario():
+        objects = world()
+        objects[REPLICAS] = [t.replica_observation()]
+        objects[PODS] = [t.pod("r-0")]
+        api, clock = FakeApi(objects), Clock()
+        controller, task = await started(api, clock)
+        assert sorted(k for k, _, _ in api.patches) == [POOLS, REPLICAS]
+        clock.now += timedelta(seconds=5)
+        api.send(PODS, "MODIFIED", t.pod("r-0", node_name="n1"))
+        await settle(controller)
+        pool_writes = [s for k, _, s in api.patches if k == POOLS]
+        replica_writes = [s for k, _, s in api.patches if k == REPLICAS]
+        assert replica_writes[-1]["conditions"][0]["status"] == "True"
+        since = replica_writes[-1]["conditions"][0]["lastTransitionTime"]
+        assert [w["observedAt"] for w in pool_writes] == ["2026-11-30T12:00:00Z", since]
+        assert pool_writes[1]["nodesByFreeDevices"] == pool_writes[0]["nodesByFreeDevices"]
+        clock.now += timedelta(seconds=5)
+        await settle(controller)
+        assert len([k for k, _, _ in api.patches if k == POOLS]) == 2  # once, not again
+        await stopped(controller, task)
+
+    asyncio.run(scenario())
+
+
+BEFORE = NOW - timedelta(seconds=1)
+REASONS = {
+    "a first status is a change": (None, None, None, "change"),
+    "an equal status younger than the heartbeat is left alone": (
+        {"observedAt": "2026-11-30T11:59:30Z", "observedNodes": 1},
+        None,
+        None,
+        None,
+    ),
+    "an equal status as old as the heartbeat is a heartbeat": (
+        {"observedAt": "2026-11-30T11:59:00Z", "observedNodes": 1},
+        None,
+        None,
+        "heartbeat",
+    ),
+    "an equal status older than a replica's turn to scheduled is refreshed": (
+        {"observedAt": "2026-11-30T11:59:58Z", "observedNodes": 1},
+        None,
+        BEFORE,
+        "refresh",
+    ),
+    "an equal status as recent as a replica's turn to scheduled is left alone": (
+        {"observedAt": "2026-11-30T11:59:59Z", "observedNodes": 1},
+        None,
+        BEFORE,
+        None,
+    ),
+    "a changed status within the min interval waits": (
+        {"observedAt": "2026-11-30T11:59:59Z", "observedNodes": 2},
+        NOW - timedelta(seconds=1),
+        None,
+        None,
+    ),
+    "a changed status after the min interval is a change": (
+        {"observedAt": "2026-11-30T11:59:59Z", "observedNodes": 2},
+        NOW - timedelta(seconds=2),
+        None,
+        "change",
+    ),
+}
+
+
+@pytest.mark.parametrize(
+    ("current", "last_write", "newer_than", "reason"), list(REASONS.values()), ids=list(REASONS)
+)
+def test_write_reason(current, last_write, newer_than, reason):
+    new = {"observedAt": "2026-11-30T12:00:00Z", "observedNodes": 1}
+    assert write_reason(NOW, new, current, last_write, SETTINGS, newer_than) == reason

@@ -1,0 +1,162 @@
+"""The lightkube adapter speaks the API server's wire: paths, paging, watch, 410, status patch."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+
+import httpx2
+import pytest
+from lightkube import AsyncClient
+from lightkube.config.kubeconfig import KubeConfig
+from modelplane_agent import testing as t
+from modelplane_agent.kube import Gone, Idle, LightkubeApi
+from modelplane_agent.state import NODES, PODS, POOLS, REPLICAS
+
+
+class Server:
+    """Answers like an API server; records every request."""
+
+    def __init__(self) -> None:
+        self.requests: list[httpx2.Request] = []
+
+    def __call__(self, request: httpx2.Request) -> httpx2.Response:
+        self.requests.append(request)
+        params = request.url.params
+        if request.method in ("PATCH", "POST"):
+            return httpx2.Response(200, json=json.loads(request.content))
+        if params.get("watch") == "true":
+            if params.get("resourceVersion") == "1":
+                gone = {
+                    "type": "ERROR",
+                    "object": {"kind": "Status", "code": 410, "message": "too old"},
+                }
+                return httpx2.Response(200, content=json.dumps(gone) + "\n")
+            node = {**t.node("n9"), "metadata": {"name": "n9", "resourceVersion": "8"}}
+            return httpx2.Response(
+                200, content=json.dumps({"type": "ADDED", "object": node}) + "\n"
+            )
+        if params.get("continue") == "page2":
+            return httpx2.Response(
+                200,
+                json={"metadata": {"resourceVersion": "7"}, "items": [t.node("n2")]},
+            )
+        return httpx2.Response(
+            200,
+            json={
+                "metadata": {"resourceVersion": "7", "continue": "page2"},
+                "items": [t.node("n1")],
+            },
+        )
+
+
+def api_for(server: Server) -> LightkubeApi:
+    client = AsyncClient(
+        config=KubeConfig.from_dict(
+            {
+                "clusters": [{"name": "c", "cluster": {"server": "http://apiserver.test"}}],
+                "users": [{"name": "u", "user": {"token": "t"}}],
+                "contexts": [{"name": "x", "context": {"cluster": "c", "user": "u"}}],
+                "current-context": "x",
+            }
+        ),
+        transport=httpx2.MockTransport(server),
+    )
+    return LightkubeApi(client, page_size=1)
+
+
+def test_a_list_follows_pages_and_returns_the_list_version():
+    server = Server()
+    items: list = []
+    version = asyncio.run(api_for(server).list(NODES, items.append))
+    assert [i["metadata"]["name"] for i in items] == ["n1", "n2"]
+    assert version == "7"
+    assert server.requests[0].url.path == "/api/v1/nodes"
+    assert server.requests[0].url.params["limit"] == "1"
+
+
+@pytest.mark.parametrize(
+    ("kind", "path"),
+    [
+        (PODS, "/api/v1/pods"),
+        (POOLS, "/apis/agent.modelplane.ai/v1alpha1/poolobservations"),
+        (REPLICAS, "/apis/agent.modelplane.ai/v1alpha1/replicaobservations"),
+    ],
+    ids=["pods across namespaces", "pool observations", "replica observations everywhere"],
+)
+def test_every_kind_is_listed_cluster_wide(kind, path):
+    server = Server()
+    asyncio.run(api_for(server).list(kind, lambda _: None))
+    assert server.requests[0].url.path == path
+
+
+def test_a_watch_resumes_from_the_given_version():
+    server = Server()
+
+    async def first_event():
+        async for event in api_for(server).watch(NODES, "7"):
+            return event
+        return None
+
+    event, obj = asyncio.run(first_event())  # type: ignore[misc]
+    assert (event, obj["metadata"]["name"]) == ("ADDED", "n9")
+    assert server.requests[0].url.params["resourceVersion"] == "7"
+
+
+def test_a_410_in_the_watch_stream_is_gone():
+    async def drain():
+        async for _ in api_for(Server()).watch(NODES, "1"):
+            pass
+
+    with pytest.raises(Gone):
+        asyncio.run(drain())
+
+
+def test_a_watch_silent_for_too_long_is_idle():
+    class Silent(Server):
+        def __call__(self, request):
+            self.requests.append(request)
+            return httpx2.Response(200, stream=Hanging())
+
+    class Hanging(httpx2.AsyncByteStream):
+        async def __aiter__(self):
+            await asyncio.sleep(3600)
+            yield b""
+
+    server = Silent()
+    api = LightkubeApi(api_for(server)._client, idle=0.2)
+
+    async def drain():
+        async for _ in api.watch(NODES, "7"):
+            pass
+
+    with pytest.raises(Idle):
+        asyncio.run(drain())
+    assert server.requests[0].url.params["timeoutSeconds"] == "300"
+
+
+def test_status_is_merge_patched_on_the_status_subresource():
+    server = Server()
+    status = {"observedNodes": 3, "nodesByFreeDevices": None}
+    asyncio.run(api_for(server).patch_status(REPLICAS, "team", "r", status))
+    request = server.requests[0]
+    assert request.url.path == (
+        "/apis/agent.modelplane.ai/v1alpha1/namespaces/team/replicaobservations/r/status"
+    )
+    assert request.headers["content-type"] == "application/merge-patch+json"
+    assert json.loads(request.content) == {"status": status}
+
+
+def test_an_event_is_created_in_its_namespace():
+    server = Server()
+    event = {
+        "metadata": {"generateName": "a100.", "namespace": "default"},
+        "involvedObject": {"kind": "PoolObservation", "name": "a100"},
+        "type": "Warning",
+        "reason": "DeviceClassNotFound",
+        "message": "device kind gpu: DeviceClass gpu does not exist",
+    }
+    asyncio.run(api_for(server).create_event(event))
+    request = server.requests[0]
+    assert (request.method, request.url.path) == ("POST", "/api/v1/namespaces/default/events")
+    assert json.loads(request.content)["reason"] == "DeviceClassNotFound"

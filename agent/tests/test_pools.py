@@ -1,0 +1,498 @@
+"""Table-driven specs of what the agent reports on a pool (design/observation.md)."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from datetime import UTC, datetime
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+from modelplane_agent import testing as t
+from modelplane_agent.pools import coarsen
+from modelplane_agent.state import (
+    CLAIMS,
+    CLASSES,
+    NODES,
+    PODS,
+    POOLS,
+    REPLICAS,
+    SLICES,
+    ClusterState,
+)
+from modelplane_agent.status import pool_status
+from modelplane_common.observation import DeviceKinds, Histogram, Observation, parse_observation
+
+KIND_OF = {
+    "Node": NODES,
+    "Pod": PODS,
+    "ResourceSlice": SLICES,
+    "ResourceClaim": CLAIMS,
+    "DeviceClass": CLASSES,
+    "PoolObservation": POOLS,
+    "ReplicaObservation": REPLICAS,
+}
+
+GPU_CLASS = t.device_class(
+    "gpu.nvidia.com",
+    'device.driver == "gpu.nvidia.com"',
+    'device.attributes["gpu.nvidia.com"].type == "gpu"',
+)
+MIG_CLASS = t.device_class("mig-1g.nvidia.com", 'device.attributes["gpu.nvidia.com"].type == "mig"')
+NIC_CLASS = t.device_class("nic.example.com", 'device.driver == "nic.example.com"')
+GPU = ("gpu", t.NVIDIA, "gpu.nvidia.com")
+MIG = ("mig", t.NVIDIA, "mig-1g.nvidia.com")
+NIC = ("nic", t.NIC_DRIVER, "nic.example.com")
+POOL = t.pool_observation("a100", [GPU])
+CLASSES_ALL = [GPU_CLASS, MIG_CLASS, NIC_CLASS]
+
+
+def gpus(node: str, count: int = 4, **kwargs) -> dict:
+    return t.resource_slice(node, [t.device(f"gpu-{i}") for i in range(count)], **kwargs)
+
+
+def nics(node: str, count: int = 2) -> dict:
+    return t.resource_slice(
+        node, [t.device(f"nic-{i}", "nic") for i in range(count)], driver=t.NIC_DRIVER
+    )
+
+
+def held(name: str, node: str, *devices: str, **kwargs) -> dict:
+    return t.claim(name, [(node, d) for d in devices], **kwargs)
+
+
+def deleted(obj: dict) -> tuple[str, dict]:
+    return ("DELETED", obj)
+
+
+def modified(obj: dict) -> tuple[str, dict]:
+    return ("MODIFIED", obj)
+
+
+def run(steps) -> ClusterState:
+    """Feed watch events in order: a bare object is ADDED, a pair is (event, object)."""
+    state = ClusterState()
+    for step in steps:
+        event, obj = step if isinstance(step, tuple) else ("ADDED", step)
+        state.apply(KIND_OF[obj["kind"]], event, obj)
+    return state
+
+
+def outcome(state: ClusterState, pool: str = "a100"):
+    report = state.pool_report(pool)
+    buckets = None if report.histogram is None else dict(report.histogram.buckets)
+    return report.observed_nodes, buckets, report.condition.status, report.condition.reason
+
+
+CASES = {
+    "an empty node counts every device of the kind free": (
+        [*CLASSES_ALL, POOL, t.node("n1"), gpus("n1")],
+        (1, {(4,): 1}, "True", "Observed"),
+    ),
+    "a device a modelplane claim holds is taken": (
+        [*CLASSES_ALL, POOL, t.node("n1"), gpus("n1"), held("c", "n1", "gpu-0", "gpu-1")],
+        (1, {(2,): 1}, "True", "Observed"),
+    ),
+    "a device a claim of some other team's pod holds is taken too": (
+        [
+            *CLASSES_ALL,
+            POOL,
+            t.node("n1"),
+            gpus("n1"),
+            held("theirs", "n1", "gpu-3", namespace="batch", owner_labels={"app": "training"}),
+        ],
+        (1, {(3,): 1}, "True", "Observed"),
+    ),
+    "a deallocated claim frees its devices": (
+        [
+            *CLASSES_ALL,
+            POOL,
+            t.node("n1"),
+            gpus("n1"),
+            held("c", "n1", "gpu-0"),
+            modified(t.claim("c", [])),
+        ],
+        (1, {(4,): 1}, "True", "Observed"),
+    ),
+    "a deleted claim frees its devices": (
+        [
+            *CLASSES_ALL,
+            POOL,
+            t.node("n1"),
+            gpus("n1"),
+            held("c", "n1", "gpu-0"),
+            deleted(held("c", "n1", "gpu-0")),
+        ],
+        (1, {(4,): 1}, "True", "Observed"),
+    ),
+    "a claim allocated before its slice is seen still takes the device": (
+        [*CLASSES_ALL, POOL, t.node("n1"), held("c", "n1", "gpu-0"), gpus("n1")],
+        (1, {(3,): 1}, "True", "Observed"),
+    ),
+    "a cordoned node is observed but not in the histogram": (
+        [*CLASSES_ALL, POOL, t.node("n1"), gpus("n1"), t.node("n2", cordoned=True), gpus("n2")],
+        (2, {(4,): 1}, "True", "Observed"),
+    ),
+    "a NotReady node is observed but not in the histogram": (
+        [*CLASSES_ALL, POOL, t.node("n1"), gpus("n1"), t.node("n2", ready=False), gpus("n2")],
+        (2, {(4,): 1}, "True", "Observed"),
+    ),
+    "a booting node without a Ready condition nor slices counts only in observedNodes": (
+        [*CLASSES_ALL, POOL, t.node("n1"), gpus("n1"), t.node("n2", ready=None)],
+        (2, {(4,): 1}, "True", "Observed"),
+    ),
+    "a booting node that turns Ready appears as empty": (
+        [*CLASSES_ALL, POOL, t.node("n2", ready=None), gpus("n2"), modified(t.node("n2"))],
+        (1, {(4,): 1}, "True", "Observed"),
+    ),
+    "a Ready node whose driver has not published yet has nothing free": (
+        [*CLASSES_ALL, POOL, t.node("n1")],
+        (1, {(0,): 1}, "True", "Observed"),
+    ),
+    "an untolerated NoSchedule taint leaves the node out": (
+        [
+            *CLASSES_ALL,
+            POOL,
+            t.node("n1", taints=[{"key": "maintenance", "effect": "NoSchedule"}]),
+            gpus("n1"),
+        ],
+        (1, {}, "True", "Observed"),
+    ),
+    "an untolerated NoExecute taint leaves the node out": (
+        [
+            *CLASSES_ALL,
+            POOL,
+            t.node("n1", taints=[{"key": "x", "value": "y", "effect": "NoExecute"}]),
+            gpus("n1"),
+        ],
+        (1, {}, "True", "Observed"),
+    ),
+    "a taint the pool tolerates keeps the node in": (
+        [
+            *CLASSES_ALL,
+            t.pool_observation(
+                "a100",
+                [GPU],
+                tolerations=[{"key": "nvidia.com/gpu", "operator": "Exists"}],
+            ),
+            t.node(
+                "n1", taints=[{"key": "nvidia.com/gpu", "value": "true", "effect": "NoSchedule"}]
+            ),
+            gpus("n1"),
+        ],
+        (1, {(4,): 1}, "True", "Observed"),
+    ),
+    "a toleration for another value does not tolerate the taint": (
+        [
+            *CLASSES_ALL,
+            t.pool_observation("a100", [GPU], tolerations=[{"key": "dedicated", "value": "infer"}]),
+            t.node("n1", taints=[{"key": "dedicated", "value": "train", "effect": "NoSchedule"}]),
+            gpus("n1"),
+        ],
+        (1, {}, "True", "Observed"),
+    ),
+    "a PreferNoSchedule taint keeps the node in": (
+        [
+            *CLASSES_ALL,
+            POOL,
+            t.node("n1", taints=[{"key": "soft", "effect": "PreferNoSchedule"}]),
+            gpus("n1"),
+        ],
+        (1, {(4,): 1}, "True", "Observed"),
+    ),
+    "a node of another pool is not observed": (
+        [*CLASSES_ALL, POOL, t.node("n1"), gpus("n1"), t.node("h1", pool="h100"), gpus("h1")],
+        (1, {(4,): 1}, "True", "Observed"),
+    ),
+    "a node that loses the pool label leaves the pool": (
+        [
+            *CLASSES_ALL,
+            POOL,
+            t.node("n1"),
+            gpus("n1"),
+            t.node("n2"),
+            gpus("n2"),
+            modified(t.node("n2", pool=None)),
+        ],
+        (1, {(4,): 1}, "True", "Observed"),
+    ),
+    "a node that gains the pool label joins the pool": (
+        [*CLASSES_ALL, POOL, t.node("n1", pool=None), gpus("n1"), modified(t.node("n1"))],
+        (1, {(4,): 1}, "True", "Observed"),
+    ),
+    "a removed node leaves the pool with its devices": (
+        [
+            *CLASSES_ALL,
+            POOL,
+            t.node("n1"),
+            gpus("n1"),
+            t.node("n2"),
+            gpus("n2", 2),
+            deleted(t.node("n2")),
+        ],
+        (1, {(4,): 1}, "True", "Observed"),
+    ),
+    "a GPU and NIC node reports both kinds in declared order": (
+        [
+            *CLASSES_ALL,
+            t.pool_observation("a100", [GPU, NIC]),
+            t.node("n1"),
+            gpus("n1", 8),
+            nics("n1", 2),
+            held("c", "n1", "gpu-0", "gpu-1"),
+            t.claim("n", [("n1", "nic-0")], driver=t.NIC_DRIVER),
+        ],
+        (1, {(6, 1): 1}, "True", "Observed"),
+    ),
+    "a device the DeviceClass selector rejects is not counted": (
+        [
+            *CLASSES_ALL,
+            POOL,
+            t.node("n1"),
+            t.resource_slice("n1", [t.device("gpu-0"), t.device("vf-0", "virtual")]),
+        ],
+        (1, {(1,): 1}, "True", "Observed"),
+    ),
+    "a device of another driver is not counted even if the class would match it": (
+        [
+            t.device_class("any", "true"),
+            t.pool_observation("a100", [("gpu", t.NVIDIA, "any")]),
+            t.node("n1"),
+            gpus("n1", 2),
+            nics("n1", 2),
+        ],
+        (1, {(2,): 1}, "True", "Observed"),
+    ),
+    "slices of an older generation of a resource pool are ignored": (
+        [
+            *CLASSES_ALL,
+            POOL,
+            t.node("n1"),
+            gpus("n1", 8, generation=1),
+            gpus("n1", 2, generation=2),
+        ],
+        (1, {(2,): 1}, "True", "Observed"),
+    ),
+    "network-attached slices count on no node": (
+        [*CLASSES_ALL, POOL, t.node("n1"), gpus("n1"), gpus(None, 8)],  # type: ignore[arg-type]
+        (1, {(4,): 1}, "True", "Observed"),
+    ),
+    "a missing DeviceClass makes the pool unobservable": (
+        [GPU_CLASS, t.pool_observation("a100", [GPU, NIC]), t.node("n1"), gpus("n1")],
+        (1, None, "False", "DeviceClassNotFound"),
+    ),
+    "a deleted DeviceClass makes the pool unobservable": (
+        [*CLASSES_ALL, POOL, t.node("n1"), gpus("n1"), deleted(GPU_CLASS)],
+        (1, None, "False", "DeviceClassNotFound"),
+    ),
+    "a DeviceClass selector that does not compile makes the pool unobservable": (
+        [t.device_class("gpu.nvidia.com", "device.driver =="), POOL, t.node("n1"), gpus("n1")],
+        (1, None, "False", "InvalidDeviceClass"),
+    ),
+    "a DeviceClass selector failing with a type error makes the pool unobservable": (
+        [t.device_class("gpu.nvidia.com", "device.driver > 1"), POOL, t.node("n1"), gpus("n1")],
+        (1, None, "False", "InvalidDeviceClass"),
+    ),
+    "a fixed DeviceClass makes the pool observable again": (
+        [
+            t.device_class("gpu.nvidia.com", "device.driver =="),
+            POOL,
+            t.node("n1"),
+            gpus("n1"),
+            modified(GPU_CLASS),
+        ],
+        (1, {(4,): 1}, "True", "Observed"),
+    ),
+    "a spec without devices counts nodes with an empty vector": (
+        [*CLASSES_ALL, t.pool_observation("a100", []), t.node("n1"), gpus("n1")],
+        (1, {(): 1}, "True", "Observed"),
+    ),
+}
+
+
+@pytest.mark.parametrize(("steps", "expected"), list(CASES.values()), ids=list(CASES))
+def test_pool_report(steps, expected):
+    assert outcome(run(steps)) == expected
+
+
+# --------------------------------------------------------------------------- partitions
+
+# One GPU publishing its whole self and four 1g partitions, all drawing on one counter
+# set of 40 units (KEP-4815 partitionable devices): the whole GPU takes 40, a slice 10.
+COUNTERS = {"gpu-0-counters": {"memory": "40Gi"}}
+WHOLE = t.device("gpu-0", consumes={"gpu-0-counters": {"memory": "40Gi"}})
+PARTITIONS = [
+    t.device(f"gpu-0-mig-{i}", "mig", consumes={"gpu-0-counters": {"memory": "10Gi"}})
+    for i in range(4)
+]
+PARTITIONED = t.resource_slice("n1", [WHOLE, *PARTITIONS], shared_counters=COUNTERS)
+BOTH_KINDS = t.pool_observation("a100", [GPU, MIG])
+
+PARTITION_CASES = {
+    "MIG-like partitions are their own kind, all free with the GPU": ([], (1, 4)),
+    "an allocated partition leaves the whole GPU not free": ([("n1", "gpu-0-mig-0")], (0, 3)),
+    "an allocated whole GPU leaves no partition free": ([("n1", "gpu-0")], (0, 0)),
+    "partitions are free while their counters last": (
+        [("n1", "gpu-0-mig-0"), ("n1", "gpu-0-mig-1"), ("n1", "gpu-0-mig-2")],
+        (0, 1),
+    ),
+}
+
+
+@pytest.mark.parametrize(
+    ("allocated", "vector"), list(PARTITION_CASES.values()), ids=list(PARTITION_CASES)
+)
+def test_partitionable_devices(allocated, vector):
+    state = run([*CLASSES_ALL, BOTH_KINDS, t.node("n1"), PARTITIONED, t.claim("c", allocated)])
+    assert outcome(state)[1] == {vector: 1}
+
+
+def test_a_partition_whose_counter_set_is_not_published_is_not_free():
+    bare = t.resource_slice("n1", [WHOLE, *PARTITIONS])
+    state = run([*CLASSES_ALL, BOTH_KINDS, t.node("n1"), bare])
+    assert outcome(state)[1] == {(0, 0): 1}
+
+
+# --------------------------------------------------------------------------- coarsening
+
+
+def hist(**buckets: int) -> Histogram:
+    """Buckets written as gpu_nic=nodes, e.g. v8_2=3."""
+    return Histogram.of(
+        (tuple(int(c) for c in key.removeprefix("v").split("_")), n) for key, n in buckets.items()
+    )
+
+
+COARSEN_CASES = {
+    "a histogram within the bound is unchanged": (hist(v8_2=3, v4_1=1), 2, hist(v8_2=3, v4_1=1)),
+    "the rarest vector rounds down onto the bucket it dominates that loses least": (
+        hist(v8_2=5, v4_1=3, v6_2=1, v2_0=4),
+        3,
+        hist(v8_2=5, v4_1=4, v2_0=4),
+    ),
+    "a vector dominating no bucket rounds down to the empty vector, then the next rarest": (
+        hist(v8_0=5, v0_2=5, v0_8=4, v4_1=1),
+        3,
+        hist(v8_0=5, v0_2=9, v0_0=1),
+    ),
+    "among equally rare vectors the most free moves first": (
+        hist(v8_2=1, v4_2=1, v0_0=9),
+        2,
+        hist(v4_2=2, v0_0=9),
+    ),
+    "coarsening repeats until the bound holds": (
+        hist(v8_2=1, v6_2=1, v4_2=1, v2_2=1, v0_0=9),
+        2,
+        hist(v2_2=4, v0_0=9),
+    ),
+}
+
+
+@pytest.mark.parametrize(
+    ("before", "bound", "after"), list(COARSEN_CASES.values()), ids=list(COARSEN_CASES)
+)
+def test_coarsen(before, bound, after):
+    result = coarsen(before, bound)
+    assert result == after
+    assert result.nodes == before.nodes
+
+
+def test_a_pool_beyond_512_vectors_is_coarsened_and_says_so():
+    # 3 kinds of up to 8 devices give 729 possible vectors; 600 nodes all different.
+    classes = [t.device_class(c, "true") for c in ("g", "n", "f")]
+    kinds = [("gpu", t.NVIDIA, "g"), ("nic", t.NIC_DRIVER, "n"), ("fpga", "fpga.example", "f")]
+    objects: list = [*classes, t.pool_observation("a100", kinds)]
+    combos = [(g, n, f) for g in range(9) for n in range(9) for f in range(9)][:600]
+    for i, (g, n, f) in enumerate(combos):
+        name = f"n{i}"
+        objects += [
+            t.node(name),
+            t.resource_slice(name, [t.device(f"g{j}") for j in range(g)]),
+            t.resource_slice(name, [t.device(f"n{j}") for j in range(n)], driver=t.NIC_DRIVER),
+            t.resource_slice(name, [t.device(f"f{j}") for j in range(f)], driver="fpga.example"),
+        ]
+    report = run(objects).pool_report("a100")
+    assert report.condition.reason == "HistogramCoarsened"
+    assert report.histogram is not None
+    assert len(report.histogram.buckets) == 512
+    assert report.histogram.nodes == 600
+    assert "600 distinct free vectors exceed the bound of 512" in report.condition.message
+
+
+# --------------------------------------------------------------------------- the wire
+
+NOW = datetime(2026, 11, 30, 12, 0, tzinfo=UTC)
+LATER = datetime(2026, 11, 30, 12, 5, tzinfo=UTC)
+
+
+def test_the_published_status_is_a_valid_report_for_the_declared_pool():
+    state = run(
+        [
+            *CLASSES_ALL,
+            t.pool_observation("a100", [GPU, NIC]),
+            t.node("n1"),
+            gpus("n1", 8),
+            nics("n1", 2),
+            t.node("n2"),
+            gpus("n2", 8),
+            nics("n2", 2),
+            held("c", "n1", "gpu-0"),
+            t.node("n3", cordoned=True),
+        ]
+    )
+    status = pool_status(state.pool_report("a100"), ("gpu", "nic"), NOW, None, 1)
+    declared = DeviceKinds.from_declared([{"name": "gpu", "count": 8}, {"name": "nic", "count": 2}])
+    parsed = parse_observation(status, declared)
+    assert parsed == Observation(NOW, 3, Histogram((((8, 2), 1), ((7, 2), 1))))
+    assert status["nodesByFreeDevices"][0] == {"free": {"gpu": 8, "nic": 2}, "nodes": 1}
+    assert status["conditions"][0]["message"] == "2/3 nodes schedulable: 1 cordoned"
+
+
+def test_an_unobservable_pool_clears_its_histogram_and_reads_as_blind():
+    state = run([POOL, t.node("n1"), gpus("n1")])
+    status = pool_status(state.pool_report("a100"), ("gpu",), NOW, None, 1)
+    assert status["nodesByFreeDevices"] is None
+    parsed = parse_observation(
+        {k: v for k, v in status.items() if v is not None}, DeviceKinds(("gpu",), (4,))
+    )
+    assert type(parsed).__name__ == "Blind"
+    assert "DeviceClassNotFound" in parsed.message  # type: ignore[union-attr]
+
+
+def condition_times(first: Mapping, second_state: ClusterState, when: datetime) -> str:
+    second = pool_status(second_state.pool_report("a100"), ("gpu",), when, first, 1)
+    return second["conditions"][0]["lastTransitionTime"]
+
+
+def test_observing_keeps_its_transition_time_while_it_holds():
+    state = run([*CLASSES_ALL, POOL, t.node("n1"), gpus("n1")])
+    first = pool_status(state.pool_report("a100"), ("gpu",), NOW, None, 1)
+    state.apply(NODES, "MODIFIED", t.node("n2"))
+    assert condition_times(first, state, LATER) == "2026-11-30T12:00:00Z"
+
+
+def test_observing_takes_the_time_of_its_flip():
+    state = run([*CLASSES_ALL, POOL, t.node("n1"), gpus("n1")])
+    first = pool_status(state.pool_report("a100"), ("gpu",), NOW, None, 1)
+    state.apply(CLASSES, "DELETED", GPU_CLASS)
+    assert condition_times(first, state, LATER) == "2026-11-30T12:05:00Z"
+
+
+vectors = st.tuples(st.integers(0, 4), st.integers(0, 4), st.integers(0, 4))
+
+
+@settings(max_examples=150, deadline=None)
+@given(st.dictionaries(vectors, st.integers(1, 5), min_size=1, max_size=60), st.integers(1, 20))
+def test_coarsening_never_promises_more_nodes_for_any_demand(buckets, bound):
+    before = Histogram.of(buckets.items())
+    after = coarsen(before, bound)
+    assert len(after.buckets) <= max(bound, 1)
+    assert after.nodes == before.nodes
+
+    def nodes_fitting(histogram: Histogram, demand: tuple[int, ...]) -> int:
+        return sum(
+            n for v, n in histogram.buckets if all(c >= d for c, d in zip(v, demand, strict=True))
+        )
+
+    for demand in {v for v, _ in before.buckets}:
+        assert nodes_fitting(after, demand) <= nodes_fitting(before, demand)

@@ -1,0 +1,159 @@
+"""`modelplane-agent` as a process: kubeconfig, list-watch, a status write, probes, SIGTERM.
+
+The API server is a small fake on 127.0.0.1 that serves a list per kind,
+holds every watch open without events, and records patches.
+"""
+
+from __future__ import annotations
+
+import json
+import signal
+import socket
+import subprocess
+import sys
+import threading
+import time
+import urllib.request
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from pathlib import Path
+
+import yaml
+from modelplane_agent import testing as t
+
+LISTS = {
+    "/api/v1/nodes": [t.node("n1")],
+    "/apis/resource.k8s.io/v1/resourceslices": [
+        t.resource_slice("n1", [t.device("g0"), t.device("g1")])
+    ],
+    "/apis/resource.k8s.io/v1/deviceclasses": [t.device_class("gpu.nvidia.com", "true")],
+    "/apis/agent.modelplane.ai/v1alpha1/poolobservations": [
+        t.pool_observation("a100", [("gpu", t.NVIDIA, "gpu.nvidia.com")])
+    ],
+}
+
+
+class FakeApiServer(ThreadingHTTPServer):
+    daemon_threads = True
+
+    def __init__(self) -> None:
+        super().__init__(("127.0.0.1", 0), Handler)
+        self.patches: list[tuple[str, dict]] = []
+        self.closing = threading.Event()
+
+
+class Handler(BaseHTTPRequestHandler):
+    server: FakeApiServer
+    protocol_version = "HTTP/1.1"
+
+    def do_GET(self) -> None:
+        path, _, query = self.path.partition("?")
+        if "watch=true" in query or "watch=1" in query:
+            self.send_response(200)
+            self.send_header("Content-Type", "application/json")
+            self.send_header("Transfer-Encoding", "chunked")
+            self.end_headers()
+            self.wfile.flush()
+            self.server.closing.wait(30)
+            return
+        body = json.dumps(
+            {"kind": "List", "metadata": {"resourceVersion": "5"}, "items": LISTS.get(path, [])}
+        ).encode()
+        self._reply(200, body)
+
+    def do_PATCH(self) -> None:
+        length = int(self.headers.get("Content-Length") or 0)
+        patch = json.loads(self.rfile.read(length))
+        self.server.patches.append((self.path, patch))
+        self._reply(200, json.dumps(patch).encode())
+
+    def _reply(self, code: int, body: bytes) -> None:
+        self.send_response(code)
+        self.send_header("Content-Type", "application/json")
+        self.send_header("Content-Length", str(len(body)))
+        self.end_headers()
+        self.wfile.write(body)
+
+    def log_message(self, format: str, *args: object) -> None:
+        pass
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def probe(port: int, path: str) -> int:
+    try:
+        with urllib.request.urlopen(f"http://127.0.0.1:{port}{path}", timeout=2) as response:
+            return response.status
+    except urllib.error.HTTPError as error:
+        return error.code
+    except OSError:
+        return 0
+
+
+def wait_for(check, seconds: float = 20) -> bool:
+    deadline = time.monotonic() + seconds
+    while time.monotonic() < deadline:
+        if check():
+            return True
+        time.sleep(0.1)
+    return False
+
+
+def test_the_agent_process_publishes_answers_probes_and_stops_on_sigterm(tmp_path: Path):
+    api = FakeApiServer()
+    threading.Thread(target=api.serve_forever, daemon=True).start()
+    kubeconfig = tmp_path / "kubeconfig"
+    kubeconfig.write_text(
+        yaml.safe_dump(
+            {
+                "apiVersion": "v1",
+                "kind": "Config",
+                "clusters": [
+                    {"name": "c", "cluster": {"server": f"http://127.0.0.1:{api.server_port}"}}
+                ],
+                "users": [{"name": "u", "user": {"token": "t"}}],
+                "contexts": [{"name": "x", "context": {"cluster": "c", "user": "u"}}],
+                "current-context": "x",
+            }
+        )
+    )
+    port = free_port()
+    log = tmp_path / "agent.log"
+    with log.open("w") as out:
+        agent = subprocess.Popen(
+            [
+                sys.executable,
+                "-c",
+                "from modelplane_agent.main import cli; cli()",
+                f"--kubeconfig={kubeconfig}",
+                f"--listen=127.0.0.1:{port}",
+            ],
+            stdout=out,
+            stderr=subprocess.STDOUT,
+        )
+        try:
+            ready = wait_for(lambda: probe(port, "/readyz") == 200)
+            written = wait_for(lambda: bool(api.patches))
+            healthy = probe(port, "/healthz")
+            agent.send_signal(signal.SIGTERM)
+            code = agent.wait(timeout=10)
+        finally:
+            if agent.poll() is None:
+                agent.kill()
+            api.closing.set()
+            api.shutdown()
+    output = log.read_text()
+    assert ready, output
+    assert written, output
+    assert healthy == 200, output
+    assert code == 0, output
+    path, patch = api.patches[0]
+    assert path == (
+        "/apis/agent.modelplane.ai/v1alpha1/poolobservations/a100/status"
+        "?fieldManager=modelplane-agent"
+    )
+    assert patch["status"]["nodesByFreeDevices"] == [{"free": {"gpu": 2}, "nodes": 1}]
+    assert "PoolObservation/a100 status written (change)" in output

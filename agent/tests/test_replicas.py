@@ -1,0 +1,156 @@
+"""Table-driven specs of what the agent reports on a replica's pods (design/model-replica.md)."""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime, timedelta
+
+import pytest
+from compose_model_replica.scheduling import Previous, Report, judge, parse_report
+from modelplane_agent import testing as t
+from modelplane_agent.state import PODS, REPLICAS, ClusterState
+from modelplane_agent.status import replica_status
+
+NOW = datetime(2026, 11, 30, 12, 0, tzinfo=UTC)
+KEY = ("team", "r")
+
+
+def run(*objects, events=()) -> ClusterState:
+    state = ClusterState()
+    for obj in objects:
+        state.apply(PODS if obj["kind"] == "Pod" else REPLICAS, "ADDED", obj)
+    for event, obj in events:
+        state.apply(PODS if obj["kind"] == "Pod" else REPLICAS, event, obj)
+    return state
+
+
+def outcome(state: ClusterState):
+    report = state.replica_report(KEY)
+    c = report.condition
+    return report.pods, report.scheduled_pods, c.status, c.reason, c.message
+
+
+R = t.replica_observation()
+CASES = {
+    "no matching pod yet is NoPods": (
+        [R],
+        (0, 0, "False", "NoPods", "no pod matches the selector"),
+    ),
+    "every pod bound is AllPodsBound": (
+        [R, t.pod("r-0", node_name="n1"), t.pod("r-1", node_name="n2")],
+        (2, 2, "True", "AllPodsBound", "every pod the selector matches is bound to a node"),
+    ),
+    "a pod not bound yet is PodsPending": (
+        [R, t.pod("r-0", node_name="n1"), t.pod("r-1")],
+        (2, 1, "False", "PodsPending", "some pods are not bound to a node yet"),
+    ),
+    "an unschedulable pod is quoted with its name, which names its workload": (
+        [R, t.pod("r-lws-0", unschedulable="0/4 nodes are available: 4 Insufficient gpu.")],
+        (
+            1,
+            0,
+            "False",
+            "Unschedulable",
+            "pod r-lws-0: 0/4 nodes are available: 4 Insufficient gpu.",
+        ),
+    ),
+    "among unschedulable pods the first by name is quoted": (
+        [R, t.pod("r-b", unschedulable="b says"), t.pod("r-a", unschedulable="a says")],
+        (2, 0, "False", "Unschedulable", "pod r-a: a says"),
+    ),
+    "Unschedulable wins over bound pods": (
+        [R, t.pod("r-0", node_name="n1"), t.pod("r-1", unschedulable="no")],
+        (2, 1, "False", "Unschedulable", "pod r-1: no"),
+    ),
+    "finished pods are not counted": (
+        [R, t.pod("r-0", node_name="n1"), t.pod("r-old", node_name="n2", phase="Failed")],
+        (1, 1, "True", "AllPodsBound", "every pod the selector matches is bound to a node"),
+    ),
+    "a replica of the same name in another namespace is not counted": (
+        [R, t.pod("r-0", node_name="n1"), t.pod("r-x", namespace="other")],
+        (1, 1, "True", "AllPodsBound", "every pod the selector matches is bound to a node"),
+    ),
+    "pods of another replica are not counted": (
+        [R, t.pod("r-0", node_name="n1"), t.pod("s-0", replica="s")],
+        (1, 1, "True", "AllPodsBound", "every pod the selector matches is bound to a node"),
+    ),
+    "pods created before the observation are found": (
+        [t.pod("r-0", node_name="n1"), R],
+        (1, 1, "True", "AllPodsBound", "every pod the selector matches is bound to a node"),
+    ),
+}
+
+
+@pytest.mark.parametrize(("objects", "expected"), list(CASES.values()), ids=list(CASES))
+def test_replica_report(objects, expected):
+    assert outcome(run(*objects)) == expected
+
+
+def test_a_deleted_pod_is_no_longer_counted():
+    state = run(R, t.pod("r-0", node_name="n1"), t.pod("r-1"), events=[("DELETED", t.pod("r-1"))])
+    assert outcome(state)[:4] == (1, 1, "True", "AllPodsBound")
+
+
+def test_a_pod_relabelled_away_is_no_longer_counted():
+    state = run(
+        R,
+        t.pod("r-0", node_name="n1"),
+        t.pod("r-1"),
+        events=[("MODIFIED", t.pod("r-1", replica="s"))],
+    )
+    assert outcome(state)[:2] == (1, 1)
+
+
+def test_a_selector_without_labels_is_an_invalid_spec():
+    bad = t.replica_observation()
+    bad["spec"]["selector"]["matchLabels"] = {}
+    assert outcome(run(bad, t.pod("r-0")))[:4] == (0, 0, "Unknown", "InvalidSpec")
+
+
+# --------------------------------------------------------------------------- the replica function
+
+
+def scheduled_since(status) -> str:
+    return status["conditions"][0]["lastTransitionTime"]
+
+
+def test_the_replica_function_reads_all_bound_as_all_pods_scheduled():
+    state = run(R, t.pod("r-0", node_name="n1"), t.pod("r-1", node_name="n2"))
+    status = replica_status(state.replica_report(KEY), NOW, None, 1)
+    parsed = parse_report(status)
+    assert parsed == Report(NOW, 2, 2, "True", "AllPodsBound", parsed.message, NOW)  # type: ignore[union-attr]
+    verdict = judge(parsed, 2, NOW, timedelta(minutes=5), Previous(), lambda _: None)
+    assert (verdict.condition.status, verdict.condition.reason) == ("True", "AllPodsScheduled")
+    assert verdict.scheduled_at == NOW
+
+
+def test_the_replica_function_reads_unschedulable_and_finds_the_engine():
+    state = run(R, t.pod("r-team-lws-0", unschedulable="0/3 nodes are available"))
+    status = replica_status(state.replica_report(KEY), NOW, None, 1)
+    verdict = judge(
+        parse_report(status),
+        2,
+        NOW,
+        timedelta(minutes=5),
+        Previous(),
+        lambda m: "lws" if "r-team-lws" in m else None,
+    )
+    assert (verdict.condition.status, verdict.condition.reason) == ("False", "Unschedulable")
+    assert verdict.condition.message == "engine lws: pod r-team-lws-0: 0/3 nodes are available"
+
+
+def test_the_replica_function_reads_no_pods_as_waiting():
+    status = replica_status(run(R).replica_report(KEY), NOW, None, 1)
+    verdict = judge(parse_report(status), 1, NOW, timedelta(minutes=5), Previous(), lambda _: None)
+    assert verdict.condition.reason == "WaitingForPods"
+
+
+def test_scheduled_keeps_its_time_while_true_and_takes_the_flip_time():
+    state = run(R, t.pod("r-0", node_name="n1"))
+    first = replica_status(state.replica_report(KEY), NOW, None, 1)
+    state.apply(PODS, "ADDED", t.pod("r-1", node_name="n2"))
+    later = NOW + timedelta(seconds=30)
+    second = replica_status(state.replica_report(KEY), later, first, 1)
+    assert scheduled_since(second) == "2026-11-30T12:00:00Z"
+    state.apply(PODS, "ADDED", t.pod("r-2"))
+    third = replica_status(state.replica_report(KEY), later, second, 1)
+    assert scheduled_since(third) == "2026-11-30T12:00:30Z"

@@ -1,0 +1,90 @@
+"""Compile-time checks celpy leaves to evaluation but Kubernetes' type checker makes.
+
+celpy resolves names only when it evaluates, so a misspelt function or field
+would surface as an evaluation error on some devices and silently not match
+on others. These checks walk the parsed syntax tree (lark) once per
+expression instead.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from typing import Any
+
+import lark
+
+from modelplane_common.cel.errors import SelectorError
+from modelplane_common.cel.library import (
+    BINDING_MACROS,
+    DEVICE_FIELDS,
+    KNOWN_FUNCTIONS,
+    TYPE_NAMES,
+)
+
+
+def ident_name(tree: Any) -> str | None:
+    """The identifier a ``member``/``expr`` subtree consists of, if it is only that."""
+    node = tree
+    while isinstance(node, lark.Tree):
+        if node.data == "ident":
+            return str(node.children[0])
+        if len(node.children) != 1:
+            return None
+        node = node.children[0]
+    return None
+
+
+def is_cel_bind(tree: lark.Tree) -> bool:
+    return (
+        len(tree.children) >= 2
+        and str(tree.children[1]) == "bind"
+        and ident_name(tree.children[0]) == "cel"
+    )
+
+
+def _walk(tree: lark.Tree) -> Iterator[lark.Tree]:
+    stack = [tree]
+    while stack:
+        node = stack.pop()
+        yield node
+        stack.extend(c for c in reversed(node.children) if isinstance(c, lark.Tree))
+
+
+def check(expression: str, ast: lark.Tree) -> None:
+    """Compile-time checks celpy leaves to evaluation but Kubernetes' type checker makes:
+    unknown functions, undeclared identifiers, unknown fields of ``device``, macro shape."""
+    bound: set[str] = set()
+    for node in _walk(ast):
+        if node.data == "member_dot_arg":
+            name = str(node.children[1])
+            args = node.children[2].children if len(node.children) > 2 else []
+            if is_cel_bind(node):
+                var = ident_name(args[0]) if len(args) == 3 else None
+                if var is None:
+                    raise SelectorError(expression, "cel.bind needs (identifier, init, body)")
+                bound.add(var)
+            elif name in BINDING_MACROS and args:
+                var = ident_name(args[0])
+                if len(args) != 2 or var is None:
+                    raise SelectorError(expression, f"{name}() needs (identifier, expression)")
+                bound.add(var)
+    for node in _walk(ast):
+        if node.data == "member_dot_arg" and not is_cel_bind(node):
+            name = str(node.children[1])
+            if name not in KNOWN_FUNCTIONS:
+                raise SelectorError(expression, f"undeclared reference to function {name!r}")
+        elif node.data == "ident_arg":
+            name = str(node.children[0])
+            if name not in KNOWN_FUNCTIONS:
+                raise SelectorError(expression, f"undeclared reference to function {name!r}")
+        elif node.data == "ident":
+            name = str(node.children[0])
+            if name not in bound and name not in TYPE_NAMES and name not in {"device", "cel"}:
+                raise SelectorError(expression, f"undeclared reference to {name!r}")
+        elif node.data == "member_dot" and ident_name(node.children[0]) == "device":
+            field = str(node.children[1])
+            if "device" not in bound and field not in DEVICE_FIELDS:
+                raise SelectorError(
+                    expression,
+                    f"undefined field {field!r} (device has driver, attributes, capacity)",
+                )

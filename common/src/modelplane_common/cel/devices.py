@@ -1,0 +1,363 @@
+"""Evaluate DRA device selectors on devices, and match requests to pool device kinds.
+
+A *device* here is anything CEL can see as ``device``: a pool's declared
+device KIND (``nodePools[].devices[]``: ``{name, claim, driver,
+deviceClassName, count, attributes, capacity}``) when the scheduler places
+work, or a device a ResourceSlice publishes (``{driver, attributes,
+capacity}``) when the agent counts free devices. Either is reduced to a
+hashable :data:`DeviceView`, so identical devices share one evaluation.
+
+A ModelDeployment member requests devices (``nodeSelector.devices[]``:
+``{name, count, selectors[].cel.expression}``); :func:`match_requests` decides
+which kind satisfies each request, evaluating selectors the way Kubernetes DRA
+does (see the package docstring for the CEL model).
+
+Public interface: :class:`KindMatch`, :func:`match_requests`,
+:func:`selector_matches`, :func:`all_selectors_match`, :func:`device_view`, :func:`cache_info` and
+:func:`clear_caches`; :class:`SelectorError` and :func:`compile_selector` are
+re-exported from their modules.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from functools import lru_cache
+from typing import Any
+
+import celpy.celtypes as ct
+from celpy.evaluation import CELEvalError
+
+from modelplane_common.cel.celenv import compile_selector
+from modelplane_common.cel.errors import CelValueError, SelectorError
+from modelplane_common.cel.library import category
+from modelplane_common.cel.quantity import Quantity
+from modelplane_common.cel.semver import Semver
+
+__all__ = [
+    "KindMatch",
+    "SelectorError",
+    "all_selectors_match",
+    "cache_info",
+    "clear_caches",
+    "compile_selector",
+    "device_view",
+    "match_requests",
+    "selector_matches",
+]
+
+_EVAL_CACHE_SIZE = 8192
+_DEVICE_CACHE_SIZE = 1024
+
+
+@dataclass(frozen=True, slots=True)
+class KindMatch:
+    request: str  # the request's name
+    kind: str  # the pool device kind's name
+    count: int  # devices per pod (the request's count)
+    claimed: bool  # False when the kind is Synthetic (matched for placement, never claimed)
+
+
+# --------------------------------------------------------------------------- devices
+
+# A hashable, order-independent view of what a selector can see of a kind: the
+# driver, (name, type, value) attribute triples and (name, value) capacity pairs.
+# A kind's name, count and claim mode are not visible to CEL and are not part of it,
+# so identical device kinds in different pools or clusters share cache entries.
+DeviceView = tuple[str, tuple[tuple[str, str, Any], ...], tuple[tuple[str, str], ...]]
+
+_ATTRIBUTE_TYPES = ("string", "int", "bool", "version")
+
+
+def _attribute_entry(name: str, raw: Any) -> tuple[str, str, Any]:
+    if isinstance(raw, Mapping):
+        present = [t for t in _ATTRIBUTE_TYPES if raw.get(t) is not None]
+        if len(present) != 1 or len(raw) != 1:
+            return (name, "invalid", repr(sorted(raw)))
+        kind = present[0]
+        value = raw[kind]
+    elif isinstance(raw, bool):  # lenient: a bare scalar carries its own type
+        kind, value = "bool", raw
+    elif isinstance(raw, int):
+        kind, value = "int", raw
+    elif isinstance(raw, str):
+        kind, value = "string", raw
+    else:
+        return (name, "invalid", repr(raw))
+    expected = {"string": str, "version": str, "bool": bool, "int": int}[kind]
+    if not isinstance(value, expected) or (kind == "int" and isinstance(value, bool)):
+        return (name, "invalid", repr(value))
+    return (name, kind, value)
+
+
+def _capacity_entry(name: str, raw: Any) -> tuple[str, str]:
+    value = raw.get("value") if isinstance(raw, Mapping) else raw  # lenient: bare quantity
+    if isinstance(value, bool) or not isinstance(value, (int, float, str)):
+        return (name, f"invalid:{value!r}")
+    return (name, str(value) if not isinstance(value, float) else repr(value))
+
+
+def device_view(kind: Mapping) -> DeviceView:
+    """The part of a pool device kind a selector can see, frozen and hashable."""
+    attributes = kind.get("attributes") or {}
+    capacity = kind.get("capacity") or {}
+    return (
+        str(kind.get("driver") or ""),
+        tuple(sorted(_attribute_entry(str(n), v) for n, v in dict(attributes).items())),
+        tuple(sorted(_capacity_entry(str(n), v) for n, v in dict(capacity).items())),
+    )
+
+
+class _DomainMap(ct.MapType):
+    """``device.attributes`` / ``device.capacity``: an unknown domain reads as an empty map."""
+
+    def __getitem__(self, key: Any) -> Any:
+        try:
+            return super().__getitem__(key)
+        except KeyError:
+            if isinstance(key, str):
+                return ct.MapType({})
+            raise
+
+
+def _split(name: str, driver: str) -> tuple[str, str]:
+    domain, sep, ident = name.partition("/")
+    return (domain, ident) if sep else (driver, name)
+
+
+@lru_cache(maxsize=_DEVICE_CACHE_SIZE)
+def _activation(view: DeviceView) -> dict[str, Any] | str:
+    """The ``device`` variable for a view, or why the kind's own data is unusable."""
+    driver, attributes, capacity = view
+    attribute_maps: dict[str, dict] = {}
+    for name, kind, value in attributes:
+        if kind == "invalid":
+            return f"attribute {name}: exactly one of string, int, bool, version, got {value}"
+        if kind == "version":
+            try:
+                cel_value: Any = Semver.parse(value)
+            except CelValueError as error:
+                return f"attribute {name}: {error}"
+        elif kind == "int":
+            cel_value = ct.IntType(value)
+        elif kind == "bool":
+            cel_value = ct.BoolType(value)
+        else:
+            cel_value = ct.StringType(value)
+        domain, ident = _split(name, driver)
+        attribute_maps.setdefault(domain, {})[ct.StringType(ident)] = cel_value
+    capacity_maps: dict[str, dict] = {}
+    for name, raw in capacity:
+        if raw.startswith("invalid:"):
+            return f"capacity {name}: not a quantity: {raw.removeprefix('invalid:')}"
+        try:
+            quantity = Quantity.parse(raw)
+        except CelValueError as error:
+            return f"capacity {name}: {error}"
+        domain, ident = _split(name, driver)
+        capacity_maps.setdefault(domain, {})[ct.StringType(ident)] = quantity
+    device = ct.MapType(
+        {
+            ct.StringType("driver"): ct.StringType(driver),
+            ct.StringType("attributes"): _DomainMap(
+                {ct.StringType(d): ct.MapType(m) for d, m in attribute_maps.items()}
+            ),
+            ct.StringType("capacity"): _DomainMap(
+                {ct.StringType(d): ct.MapType(m) for d, m in capacity_maps.items()}
+            ),
+        }
+    )
+    return {"device": device}
+
+
+# --------------------------------------------------------------------------- evaluation
+
+_MATCH, _NO_MATCH, _ERROR = "match", "no-match", "error"
+
+
+def _is_missing_key(error: CELEvalError) -> bool:
+    message = str(error.args[0]) if error.args else ""
+    cause = error.args[1] if len(error.args) > 1 else None
+    return (
+        isinstance(cause, type)
+        and issubclass(cause, KeyError)
+        and not message.startswith("undeclared reference")
+    )
+
+
+def _describe(error: CELEvalError) -> str:
+    message = str(error.args[0]) if error.args else "evaluation error"
+    cause = error.args[1] if len(error.args) > 1 else None
+    detail = error.args[2] if len(error.args) > 2 else None
+    if isinstance(cause, type) and issubclass(cause, CelValueError) and detail:
+        return "; ".join(str(d) for d in detail)
+    if detail:
+        message = f"{message}: {'; '.join(str(d) for d in detail)}"
+    return message
+
+
+@lru_cache(maxsize=_EVAL_CACHE_SIZE)
+def _evaluate(expression: str, view: DeviceView) -> tuple[str, str]:
+    """(outcome, reason) of one selector on one device view, cached. Never raises."""
+    try:
+        program = compile_selector(expression)
+    except SelectorError as error:
+        return (_ERROR, error.cause)
+    activation = _activation(view)
+    if isinstance(activation, str):
+        return (_NO_MATCH, activation)  # the kind's own data is unusable: no match
+    try:
+        result = program.evaluate(activation)
+    except CELEvalError as error:
+        if _is_missing_key(error):
+            return (_NO_MATCH, _describe(error))
+        return (_ERROR, _describe(error))
+    except RecursionError:
+        return (_ERROR, "nested too deeply")
+    except Exception as error:  # a celpy internal error or an unsupported feature
+        return (_ERROR, f"{type(error).__name__}: {error}")
+    if not isinstance(result, ct.BoolType):
+        return (_ERROR, f"must evaluate to bool, not {category(result)}")
+    return (_MATCH, "") if result else (_NO_MATCH, "evaluated to false")
+
+
+def selector_matches(expression: str, kind: Mapping) -> bool:
+    """Whether one selector is true for one pool device kind (cached).
+
+    False when it is false or fails with a "no such key" error; raises
+    :class:`SelectorError` when it does not compile or fails with a type error.
+    """
+    outcome, reason = _evaluate(expression, device_view(kind))
+    if outcome == _ERROR:
+        raise SelectorError(expression, reason)
+    return outcome == _MATCH
+
+
+def cache_info() -> dict[str, Any]:
+    """Hit/miss counters of the compile and evaluation caches (``functools`` CacheInfo)."""
+    return {"compile": compile_selector.cache_info(), "evaluate": _evaluate.cache_info()}
+
+
+def clear_caches() -> None:
+    """Drop every compiled program and evaluation result (for tests)."""
+    compile_selector.cache_clear()
+    _evaluate.cache_clear()
+    _activation.cache_clear()
+
+
+# --------------------------------------------------------------------------- matching
+
+
+def _expressions(request: Mapping) -> tuple[str, ...]:
+    expressions = []
+    for selector in request.get("selectors") or ():
+        # DRA's own shape, the only one the XRDs accept (design/api.md).
+        cel = selector.get("cel") if isinstance(selector, Mapping) else None
+        expression = cel.get("expression") if isinstance(cel, Mapping) else None
+        if not isinstance(expression, str):
+            raise SelectorError(repr(selector), "a selector needs cel.expression (a string)")
+        expressions.append(expression)
+    return tuple(expressions)
+
+
+def _int(value: Any, default: int) -> int:
+    if value is None:
+        return default
+    if isinstance(value, bool) or not isinstance(value, int):
+        return 0
+    return value
+
+
+def match_requests(
+    requests: Sequence[Mapping], kinds: Sequence[Mapping]
+) -> tuple[KindMatch, ...] | None:
+    """Which pool device kind satisfies each of one pod's device requests.
+
+    Returns one :class:`KindMatch` per request, in request order, or None when the
+    requests cannot all be satisfied by one node of the pool.
+
+    * A request matches a kind when every selector evaluates to true for it (no
+      selectors: any kind) and the kind's per-node ``count`` is at least the
+      request's ``count``.
+    * Among matching kinds, the kind named like the request is preferred, then the
+      first in the pool's declared order.
+    * Requests of one pod may share a kind, but together they may not take more than
+      the kind's per-node ``count`` (DRA never gives two requests the same device).
+      When the preferred choices overcommit a kind, later preferences are tried in
+      order (a deterministic backtracking search); None when nothing fits.
+    * Synthetic kinds match like DRA kinds (count included) but ``claimed`` is False.
+
+    Raises :class:`SelectorError` for a selector that does not compile or that fails
+    with a type error on some kind. A selector reading a missing attribute or
+    capacity simply does not match that kind.
+    """
+    slots = [
+        (str(k.get("name", "")), _int(k.get("count"), 0), k.get("claim", "DRA") != "Synthetic")
+        for k in kinds
+    ]
+    views = [device_view(k) for k in kinds]
+    wanted: list[tuple[str, int, list[int]]] = []
+    for request in requests:
+        name = str(request.get("name", ""))
+        count = _int(request.get("count"), 1)
+        expressions = _expressions(request)
+        candidates = []
+        for index, view in enumerate(views):
+            if all_selectors_match(expressions, view) and count >= 1 and slots[index][1] >= count:
+                candidates.append(index)
+        same_name = [i for i in candidates if slots[i][0] == name][:1]
+        ordered = same_name + [i for i in candidates if i not in same_name]
+        if not ordered:
+            return None
+        wanted.append((name, count, ordered))
+
+    assignment = _assign(wanted, [count for _, count, _ in slots])
+    if assignment is None:
+        return None
+    return tuple(
+        KindMatch(request=name, kind=slots[index][0], count=count, claimed=slots[index][2])
+        for (name, count, _), index in zip(wanted, assignment, strict=True)
+    )
+
+
+def all_selectors_match(expressions: tuple[str, ...], view: DeviceView) -> bool:
+    """Whether every selector is true for one device view, as the DRA allocator decides.
+
+    Selectors are evaluated in order and the first false (or missing key) decides.
+    Raises :class:`SelectorError` for a selector that does not compile or fails
+    with a type error.
+    """
+    for expression in expressions:
+        outcome, reason = _evaluate(expression, view)
+        if outcome == _ERROR:
+            raise SelectorError(expression, reason)
+        if outcome == _NO_MATCH:
+            return False
+    return True
+
+
+def _assign(wanted: list[tuple[str, int, list[int]]], capacity: list[int]) -> list[int] | None:
+    """The first assignment, in preference order, whose per-kind sums fit the counts."""
+    used = [0] * len(capacity)
+    chosen: list[int] = []
+    failed: set[tuple[int, tuple[int, ...]]] = set()
+
+    def place(position: int) -> bool:
+        if position == len(wanted):
+            return True
+        state = (position, tuple(used))
+        if state in failed:
+            return False
+        _, count, ordered = wanted[position]
+        for index in ordered:
+            if used[index] + count <= capacity[index]:
+                used[index] += count
+                chosen.append(index)
+                if place(position + 1):
+                    return True
+                chosen.pop()
+                used[index] -= count
+        failed.add(state)
+        return False
+
+    return chosen if place(0) else None

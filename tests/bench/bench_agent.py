@@ -1,0 +1,228 @@
+"""The agent at the issue's scale: 5,000 nodes, 40,000 pods, 20,000 allocated claims.
+
+Prints figures; asserts nothing about time (targets: full recompute under
+1 s, one event under 10 ms, under 500 MiB). Run with
+
+    uv run --frozen python tests/bench/bench_agent.py [--nodes 5000]
+
+The cluster: 10 pools of 500 nodes, each node 8 GPUs and 2 NICs, every
+device with its own uuid attribute (as real drivers publish, so no two
+devices share a CEL evaluation); 20,000 claims of 2 GPUs each, a quarter of
+them held by non-modelplane pods; 40,000 pods in 40 namespaces, 2,000 of
+them engine pods of 1,000 replicas (ReplicaObservations), the rest other
+workloads; 2% of nodes cordoned, 1% NotReady, 1% tainted. The objects are
+the wire shapes of `modelplane_agent.testing` (real pods carry more fields
+the agent never keeps: only the transient list of one page is larger).
+"""
+
+from __future__ import annotations
+
+import argparse
+import gc
+import random
+import resource
+import statistics
+import time
+from collections.abc import Callable, Iterator
+from functools import partial
+
+from modelplane_agent import testing as t
+from modelplane_agent.controller import settle_heap
+from modelplane_agent.state import (
+    CLAIMS,
+    CLASSES,
+    NODES,
+    PODS,
+    POOLS,
+    REPLICAS,
+    SLICES,
+    ClusterState,
+)
+
+GPU = ("gpu", t.NVIDIA, "gpu.nvidia.com")
+NIC = ("nic", t.NIC_DRIVER, "nic.example.com")
+CLASSES_OBJS = [
+    t.device_class(
+        "gpu.nvidia.com",
+        'device.driver == "gpu.nvidia.com" && device.attributes["gpu.nvidia.com"].type == "gpu"',
+    ),
+    t.device_class("nic.example.com", 'device.driver == "nic.example.com"'),
+]
+
+
+def rss_mib() -> float:
+    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
+
+
+def timed(action: Callable[[], object]) -> float:
+    started = time.perf_counter()
+    action()
+    return time.perf_counter() - started
+
+
+def nodes(count: int, rng: random.Random) -> Iterator[dict]:
+    for i in range(count):
+        roll = rng.random()
+        yield t.node(
+            f"node-{i}",
+            f"pool-{i % 10}",
+            cordoned=roll < 0.02,
+            ready=not 0.02 <= roll < 0.03,
+            taints=[{"key": "maintenance", "effect": "NoSchedule"}] if 0.03 <= roll < 0.04 else [],
+        )
+
+
+def slices(count: int) -> Iterator[dict]:
+    for i in range(count):
+        node = f"node-{i}"
+        yield t.resource_slice(node, [t.device(f"gpu-{j}-{node}") for j in range(8)])
+        yield t.resource_slice(
+            node, [t.device(f"nic-{j}-{node}", "nic") for j in range(2)], driver=t.NIC_DRIVER
+        )
+
+
+def claims(count: int, node_count: int) -> Iterator[dict]:
+    # Two GPUs per claim, packed from the first node on: 20,000 claims fill 5,000 nodes.
+    for i in range(count):
+        node = f"node-{(i // 4) % node_count}"
+        first = (i % 4) * 2
+        yield t.claim(
+            f"claim-{i}",
+            [(node, f"gpu-{first}-{node}"), (node, f"gpu-{first + 1}-{node}")],
+            namespace=f"ns-{i % 40}",
+            owner_labels={} if i % 4 == 0 else {"modelplane.ai/replica": f"r-{i % 1000}"},
+        )
+
+
+def pods(count: int, replicas: int, rng: random.Random, node_count: int) -> Iterator[dict]:
+    for i in range(count):
+        if i < replicas * 2:
+            replica = f"r-{i // 2}"
+            yield t.pod(
+                f"{replica}-{i % 2}",
+                replica=replica,
+                namespace=f"ns-{(i // 2) % 40}",
+                node_name=f"node-{rng.randrange(node_count)}" if rng.random() < 0.9 else None,
+            )
+        else:
+            yield t.pod(
+                f"other-{i}",
+                replica="none",
+                namespace=f"ns-{i % 40}",
+                node_name=f"node-{rng.randrange(node_count)}",
+            )
+
+
+def replica_observations(count: int) -> Iterator[dict]:
+    for i in range(count):
+        yield t.replica_observation(f"r-{i}", f"ns-{i % 40}")
+
+
+def full_recompute(state: ClusterState) -> None:
+    for pool in state.pools:
+        state.pool_report(pool)
+    for key in state.replicas:
+        state.replica_report(key)
+
+
+def percentile(samples: list[float], q: float) -> float:
+    return sorted(samples)[min(len(samples) - 1, int(q * len(samples)))]
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser()
+    parser.add_argument("--nodes", type=int, default=5000)
+    parser.add_argument("--pods", type=int, default=40000)
+    parser.add_argument("--claims", type=int, default=20000)
+    parser.add_argument("--replicas", type=int, default=1000)
+    parser.add_argument("--events", type=int, default=2000)
+    args = parser.parse_args()
+    rng = random.Random(1)
+    state = ClusterState()
+    base = rss_mib()
+    print(
+        f"cluster: {args.nodes} nodes, {args.pods} pods, {args.claims} allocated claims, "
+        f"{args.replicas} replicas, 10 pools"
+    )
+
+    listing = [
+        (CLASSES, lambda: iter(CLASSES_OBJS)),
+        (POOLS, lambda: (t.pool_observation(f"pool-{p}", [GPU, NIC]) for p in range(10))),
+        (NODES, lambda: nodes(args.nodes, rng)),
+        (SLICES, lambda: slices(args.nodes)),
+        (CLAIMS, lambda: claims(args.claims, args.nodes)),
+        (REPLICAS, lambda: replica_observations(args.replicas)),
+        (PODS, lambda: pods(args.pods, args.replicas, rng, args.nodes)),
+    ]
+    print("initial list, per kind (objects built, then replaced into the state):")
+    for kind, make in listing:
+        items = list(make())
+        seconds = timed(partial(state.replace, kind, items))
+        print(f"  {kind:22} {len(items):6d} objects  {seconds * 1000:8.0f} ms")
+        del items
+    settle_heap()  # as the controller does once every kind is listed
+
+    first = timed(lambda: full_recompute(state))
+    print(f"first full recompute (every device's CEL match evaluated): {first:.2f} s")
+    state.invalidate_reports()
+    warm = timed(lambda: full_recompute(state))
+    print(
+        f"full recompute, 10 pools + {args.replicas} replicas, every free vector and tally "
+        f"recomputed (CEL matches cached): {warm * 1000:.0f} ms"
+    )
+    cached = timed(lambda: full_recompute(state))
+    print(f"full recompute with nothing stale: {cached * 1000:.0f} ms")
+
+    def event_cost(apply: Callable[[int], object]) -> list[float]:
+        samples = []
+        for i in range(args.events):
+            started = time.perf_counter()
+            touched = apply(i)
+            for pool in touched.pools:  # type: ignore[attr-defined]
+                state.pool_report(pool)
+            for key in touched.replicas:  # type: ignore[attr-defined]
+                state.replica_report(key)
+            samples.append(time.perf_counter() - started)
+        return samples
+
+    def allocate(i: int) -> object:
+        node = f"node-{rng.randrange(args.nodes)}"
+        return state.apply(
+            CLAIMS, "MODIFIED", t.claim(f"claim-{i}", [(node, f"gpu-7-{node}")], namespace="x")
+        )
+
+    def cordon(i: int) -> object:
+        n = rng.randrange(args.nodes)
+        return state.apply(
+            NODES, "MODIFIED", t.node(f"node-{n}", f"pool-{n % 10}", cordoned=i % 2 == 0)
+        )
+
+    def bind(i: int) -> object:
+        r = rng.randrange(args.replicas)
+        return state.apply(
+            PODS,
+            "MODIFIED",
+            t.pod(f"r-{r}-0", replica=f"r-{r}", namespace=f"ns-{r % 40}", node_name="node-1"),
+        )
+
+    print(f"one event, applied and its touched observations recomputed ({args.events} each):")
+    for label, apply in (
+        ("claim allocated", allocate),
+        ("node cordoned", cordon),
+        ("pod bound", bind),
+    ):
+        samples = event_cost(apply)
+        print(
+            f"  {label:16} median {statistics.median(samples) * 1000:6.2f} ms   "
+            f"p99 {percentile(samples, 0.99) * 1000:6.2f} ms   "
+            f"max {max(samples) * 1000:6.2f} ms"
+        )
+    gc.collect()
+    print(
+        f"memory: peak RSS {rss_mib():.0f} MiB (interpreter and libraries {base:.0f} MiB "
+        "before the cluster was built)"
+    )
+
+
+if __name__ == "__main__":
+    main()
