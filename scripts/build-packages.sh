@@ -58,11 +58,12 @@ REVISION=$(git rev-parse HEAD)
 
 # The real uv binary: a pyenv or pip shim on PATH is a script that cannot
 # run inside the sandbox, which holds only the Debian base.
-UV_BIN=${UV_BIN:-$(uv run --frozen --no-sync python -c 'import uv; print(uv.find_uv_bin())' 2>/dev/null || true)}
-if [ -z "$UV_BIN" ] || ! head -c 4 "$UV_BIN" | grep -q ELF; then
-  UV_BIN=$(python3 -c 'import uv; print(uv.find_uv_bin())' 2>/dev/null || true)
-fi
-[ -n "$UV_BIN" ] && head -c 4 "$UV_BIN" | grep -q ELF || die "no uv executable found (set UV_BIN)"
+is_elf() { [ -n "$1" ] && [ -f "$1" ] && [ "$(head -c 4 "$1" | tail -c 3)" = ELF ]; }
+for candidate in "${UV_BIN:-}" "$(command -v uv)" \
+  "$(python3 -c 'import uv; print(uv.find_uv_bin())' 2>/dev/null || true)"; do
+  if is_elf "$candidate"; then UV_BIN=$candidate; break; fi
+done
+is_elf "${UV_BIN:-}" || die "no uv executable found (set UV_BIN to the binary, not a shim)"
 UV_CACHE=$(uv cache dir)
 # A custom CA bundle (a proxy's, for instance) goes into the sandbox too.
 CA_FILE=${SSL_CERT_FILE:-${REQUESTS_CA_BUNDLE:-/etc/ssl/certs/ca-certificates.crt}}
