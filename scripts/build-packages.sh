@@ -6,6 +6,7 @@
 #                                 modelplane/<function>:v<version>)
 #   dist/oci/                     the same runtime images as one OCI layout
 #   dist/debian-packages.txt      the Debian packages of the base, name=version
+#   dist/build-info.txt           version, commit and SOURCE_DATE_EPOCH of the build
 #   dist/SHA256SUMS               sha256 of every file above
 #   dist/build/                   the work: base/ (the Debian rootfs), <function>/venv
 #
@@ -195,8 +196,10 @@ for fn in "${FUNCTIONS[@]}"; do
   package "$fn"
 done
 
+printf 'version=%s\ncommit=%s\nsource_date_epoch=%s\n' "$VERSION" "$REVISION" "$SOURCE_DATE_EPOCH" \
+  >"$DIST/build-info.txt"
 # The base tag was a step, not an image; its blobs stay, shared by the three.
 umoci rm --image "$OCI:base"
-(cd "$DIST" && sha256sum debian-packages.txt images/*.tar xpkg/*.xpkg >SHA256SUMS)
+(cd "$DIST" && sha256sum build-info.txt debian-packages.txt images/*.tar xpkg/*.xpkg >SHA256SUMS)
 step "done:"
 sed 's/^/    /' "$DIST/SHA256SUMS"

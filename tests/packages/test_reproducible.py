@@ -24,6 +24,11 @@ def sums(dist: Path) -> dict[str, str]:
 
 
 def test_two_builds_in_a_row_give_the_same_sha256():
+    head = subprocess.run(
+        ["git", "rev-parse", "HEAD"], cwd=render.ROOT, capture_output=True, text=True, check=True
+    ).stdout.strip()
+    built = (packages.DIST / "build-info.txt").read_text()
+    assert f"commit={head}\n" in built, "dist/ was built from another commit: run `make packages`"
     first = sums(packages.DIST)
     assert {f"xpkg/{name}.xpkg" for name in render.FUNCTIONS} <= set(first)
     second_dist = Path(tempfile.mkdtemp(prefix="modelplane-rebuild-"))
