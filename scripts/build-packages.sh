@@ -66,8 +66,15 @@ for candidate in "${UV_BIN:-}" "$(command -v uv)" \
 done
 is_elf "${UV_BIN:-}" || die "no uv executable found (set UV_BIN to the binary, not a shim)"
 UV_CACHE=$(uv cache dir)
-# A custom CA bundle (a proxy's, for instance) goes into the sandbox too.
-CA_FILE=${SSL_CERT_FILE:-${REQUESTS_CA_BUNDLE:-/etc/ssl/certs/ca-certificates.crt}}
+# What reaches PyPI from this machine reaches it from the sandbox too: a
+# custom CA bundle (a proxy's, for instance), proxies and index settings.
+CA_FILE=${UV_CERT_FILE:-${SSL_CERT_FILE:-${REQUESTS_CA_BUNDLE:-/etc/ssl/certs/ca-certificates.crt}}}
+[ -f "$CA_FILE" ] || die "CA bundle $CA_FILE is missing (set SSL_CERT_FILE)"
+PASS_ENV=()
+for name in HTTP_PROXY HTTPS_PROXY NO_PROXY http_proxy https_proxy no_proxy ALL_PROXY \
+  UV_INDEX UV_INDEX_URL UV_DEFAULT_INDEX UV_EXTRA_INDEX_URL UV_NATIVE_TLS UV_INSECURE_HOST; do
+  if [ -n "${!name:-}" ]; then PASS_ENV+=(--setenv "$name" "${!name}"); fi
+done
 
 step "version $TAG, commit ${REVISION:0:12}, SOURCE_DATE_EPOCH=$SOURCE_DATE_EPOCH ($CREATED)"
 rm -rf "$WORK" "$DIST/xpkg" "$DIST/images" "$DIST/oci"
@@ -141,6 +148,7 @@ venv() {  # venv <function>: /venv of the function, installed by uv in the base
     --setenv UV_PYTHON /usr/bin/python3.11 \
     --setenv UV_PYTHON_DOWNLOADS never \
     --setenv UV_NO_PROGRESS 1 \
+    "${PASS_ENV[@]}" \
     /tmp/uv sync --frozen --no-dev --no-editable --package "$fn" --compile-bytecode --quiet
   # uv's marker for backup tools, not part of the environment.
   rm -f "$out/venv/CACHEDIR.TAG"
