@@ -66,6 +66,7 @@ for candidate in "${UV_BIN:-}" "$(command -v uv)" \
 done
 is_elf "${UV_BIN:-}" || die "no uv executable found (set UV_BIN to the binary, not a shim)"
 UV_CACHE=$(uv cache dir)
+mkdir -p "$UV_CACHE"
 # What reaches PyPI from this machine reaches it from the sandbox too: a
 # custom CA bundle (a proxy's, for instance), proxies and index settings.
 CA_FILE=${UV_CERT_FILE:-${SSL_CERT_FILE:-${REQUESTS_CA_BUNDLE:-/etc/ssl/certs/ca-certificates.crt}}}
