@@ -128,16 +128,28 @@ det_tar "$WORK/base.tar" "$BASE" .
 step "debian base: layer $(du -h "$WORK/base.tar" | cut -f1)"
 
 # ---- 2. one virtual environment per function ---------------------------------
+# uv builds the workspace's own packages from a copy of the source whose
+# times are all SOURCE_DATE_EPOCH: it records the source's times in each
+# installed package (uv_cache.json), so a checkout's times would otherwise
+# reach the image. The copy holds the files git sees (tracked, and untracked
+# but not ignored), as they are in the working tree.
+SRC=$WORK/src
+mkdir -p "$SRC"
+git ls-files -z --cached --others --exclude-standard |
+  while IFS= read -r -d '' path; do [ -e "$path" ] && printf '%s\0' "$path"; done |
+  tar --create --null --files-from=- --file=- | tar --extract --file=- --directory="$SRC"
+find "$SRC" -exec touch --no-dereference --date="@$SOURCE_DATE_EPOCH" {} +
+
 venv() {  # venv <function>: /venv of the function, installed by uv in the base
   local fn=$1 out=$WORK/$fn
   mkdir -p "$out/venv"
-  # The base is read-only; the repository is read-only at /tmp/src; only the
+  # The base is read-only; the source copy is read-only at /tmp/src; only the
   # output (at /venv, where the image has it) and uv's cache are writable.
   bwrap --ro-bind "$BASE" / --dev /dev --proc /proc --tmpfs /tmp \
     --ro-bind /etc/resolv.conf /etc/resolv.conf \
     --ro-bind "$CA_FILE" /tmp/ca.crt \
     --ro-bind "$UV_BIN" /tmp/uv \
-    --ro-bind "$ROOT" /tmp/src \
+    --ro-bind "$SRC" /tmp/src \
     --bind "$UV_CACHE" /tmp/uv-cache \
     --bind "$out/venv" /venv \
     --chdir /tmp/src --clearenv \
