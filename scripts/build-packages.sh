@@ -128,11 +128,10 @@ det_tar "$WORK/base.tar" "$BASE" .
 step "debian base: layer $(du -h "$WORK/base.tar" | cut -f1)"
 
 # ---- 2. one virtual environment per function ---------------------------------
-# uv builds the workspace's own packages from a copy of the source whose
-# times are all SOURCE_DATE_EPOCH: it records the source's times in each
-# installed package (uv_cache.json), so a checkout's times would otherwise
-# reach the image. The copy holds the files git sees (tracked, and untracked
-# but not ignored), as they are in the working tree.
+# uv builds the workspace's own packages from a copy of the files git sees
+# (tracked, and untracked but not ignored, as they are in the working tree),
+# so nothing ignored (.venv, dist, caches) can reach a package, all of them
+# dated SOURCE_DATE_EPOCH.
 SRC=$WORK/src
 mkdir -p "$SRC"
 git ls-files -z --cached --others --exclude-standard |
@@ -163,8 +162,15 @@ venv() {  # venv <function>: /venv of the function, installed by uv in the base
     --setenv UV_NO_PROGRESS 1 \
     "${PASS_ENV[@]}" \
     /tmp/uv sync --frozen --no-dev --no-editable --package "$fn" --compile-bytecode --quiet
-  # uv's marker for backup tools, not part of the environment.
+  # uv's marker for backup tools, not part of the environment; and uv's note,
+  # in each workspace package it built, of when it built it (for a later
+  # `uv sync`, which never runs on an image), with its line in RECORD.
   rm -f "$out/venv/CACHEDIR.TAG"
+  local note
+  while IFS= read -r -d '' note; do
+    rm "$note"
+    sed -i '/\.dist-info\/uv_cache\.json,/d' "$(dirname "$note")/RECORD"
+  done < <(find "$out/venv/lib" -path '*.dist-info/uv_cache.json' -print0)
   det_tar "$out/venv.tar" "$out" venv
   step "$fn: venv layer $(du -h "$out/venv.tar" | cut -f1)"
 }
