@@ -1,5 +1,5 @@
 # The two commands the README promises, and the helpers around them.
-.PHONY: setup render test schemas schemas-check bench bench-agent agent-live lint fuzz
+.PHONY: setup render test packages schemas schemas-check bench bench-agent agent-live lint fuzz
 
 setup:
 	bash scripts/setup.sh
@@ -8,8 +8,13 @@ setup:
 render: setup
 	uv run --frozen modelplane-render
 
-# Set up, then run every test (unit, property, simulation, render, validation).
-test: setup
+# Build dist/xpkg/<function>.xpkg for the three functions, without Docker.
+packages: setup
+	bash scripts/build-packages.sh
+
+# Set up, build the packages (their tests run what is inside them), then run
+# every test (unit, property, simulation, render, validation, packages).
+test: setup packages
 	uv run --frozen pytest
 
 schemas:

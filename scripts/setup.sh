@@ -6,6 +6,23 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 
 UV_VERSION=0.13.9
+
+# Debian tools for `make packages` and the package tests (see design/tooling.md):
+# mmdebstrap builds the runtime base, bubblewrap sandboxes uv and runs the
+# packaged functions, umoci and skopeo assemble the images, openssl makes
+# the test certificates. apt-get update runs once, and only if one is missing.
+DEBIAN_TOOLS=(mmdebstrap:mmdebstrap bubblewrap:bwrap umoci:umoci skopeo:skopeo openssl:openssl
+  util-linux:setpriv)
+missing=()
+for entry in "${DEBIAN_TOOLS[@]}"; do
+  command -v "${entry#*:}" >/dev/null 2>&1 || missing+=("${entry%%:*}")
+done
+if [ "${#missing[@]}" -gt 0 ]; then
+  [ "$(id -u)" = 0 ] || { echo "setup: need root to install ${missing[*]}" >&2; exit 1; }
+  echo "setup: installing ${missing[*]} from Debian"
+  apt-get update -qq
+  DEBIAN_FRONTEND=noninteractive apt-get install -y -qq "${missing[@]}" >/dev/null
+fi
 if ! command -v uv >/dev/null 2>&1; then
   echo "setup: installing uv ${UV_VERSION}"
   python3 -m pip install --quiet "uv==${UV_VERSION}"

@@ -28,7 +28,7 @@ import subprocess
 import sys
 import tempfile
 import time
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
@@ -141,11 +141,25 @@ def _wait_for_port(port: int, process: subprocess.Popen, name: str, timeout: flo
     raise TimeoutError(f"{name} did not listen on port {port} within {timeout}s")
 
 
+# How a function is started: its name and server arguments give the command.
+Command = Callable[[str, Sequence[str]], list[str]]
+
+
+def dev_command(name: str, args: Sequence[str]) -> list[str]:
+    """The function's console script in this (the development) environment."""
+    return [str(Path(sys.executable).parent / name), *args]
+
+
 @dataclass
 class Functions:
-    """The workspace's functions running locally, for the CLI's Development runtime."""
+    """The workspace's functions running locally, for the CLI's Development runtime.
+
+    `command` starts each one: from the development venv by default, or from
+    an unpacked Function package (`modelplane_devtools.packages`).
+    """
 
     workdir: Path
+    command: Command = dev_command
     ports: dict[str, int] = field(default_factory=dict)
     processes: list[subprocess.Popen] = field(default_factory=list)
 
@@ -154,14 +168,13 @@ class Functions:
         return self.workdir / "functions.yaml"
 
     def start(self) -> None:
-        bin_dir = Path(sys.executable).parent
         docs = []
         for function in yaml.safe_load_all(FUNCTIONS_FILE.read_text()):
             name = function["metadata"]["name"]
             port = _free_port()
             log = open(self.workdir / f"{name}.log", "w")  # noqa: SIM115 - lives as long as the process
             process = subprocess.Popen(
-                [str(bin_dir / name), "--insecure", "--address", f"127.0.0.1:{port}"],
+                self.command(name, ["--insecure", "--address", f"127.0.0.1:{port}"]),
                 stdout=log,
                 stderr=subprocess.STDOUT,
             )
@@ -247,9 +260,9 @@ class RenderFailed(RuntimeError):
 
 
 @contextlib.contextmanager
-def running_functions() -> Iterator[Functions]:
+def running_functions(command: Command = dev_command) -> Iterator[Functions]:
     with tempfile.TemporaryDirectory(prefix="modelplane-render-") as workdir:
-        functions = Functions(Path(workdir))
+        functions = Functions(Path(workdir), command)
         try:
             functions.start()
             yield functions
@@ -325,10 +338,26 @@ def main(argv: Sequence[str] | None = None) -> int:
     )
     parser.add_argument("cases", nargs="*", help="case names in examples/renders.yaml (all)")
     parser.add_argument("--out", type=Path, default=ROOT / "out", help="where to write renders")
+    parser.add_argument(
+        "--packages",
+        type=Path,
+        metavar="DIR",
+        help="run the functions from the packages in DIR (`make packages`: dist/xpkg)",
+    )
     args = parser.parse_args(argv)
     cases = [c for c in example_cases() if not args.cases or c["name"] in args.cases]
     args.out.mkdir(parents=True, exist_ok=True)
-    with running_functions() as functions:
+    with contextlib.ExitStack() as stack:
+        command: Command = dev_command
+        if args.packages:
+            # Imported here: packages imports this module.
+            from modelplane_devtools import packages
+
+            unpacked = Path(stack.enter_context(tempfile.TemporaryDirectory(prefix="xpkg-")))
+            unpacked.chmod(0o755)
+            runtimes = packages.unpack_all(args.packages, unpacked, FUNCTIONS)
+            command = packages.packaged_command(runtimes)
+        functions = stack.enter_context(running_functions(command))
         for case in cases:
             text = yaml.safe_dump_all(render_case(functions, case), sort_keys=False)
             (args.out / f"{case['name']}.yaml").write_text(text)

@@ -1,0 +1,230 @@
+"""The Function packages `make packages` builds, unpacked and run without Docker.
+
+A package (`dist/xpkg/<function>.xpkg`, written by scripts/build-packages.sh)
+is one OCI image in a docker-archive tarball: the runtime image's layers (a
+Debian base, the function's /venv) plus Crossplane's package layer holding
+`package.yaml`. `unpack` turns it back into a root filesystem with skopeo
+and umoci, the tools that built it; `Runtime.command` runs the image's
+entrypoint the way a container runtime would: under bubblewrap, the root
+read-only, as the image's non-root user (with no capabilities), its
+environment and nothing else. A missing tool or package is an error, never a
+skip.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import signal
+import subprocess
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import IO
+
+from modelplane_devtools.render import ROOT
+
+DIST = ROOT / "dist"
+XPKG_DIR = DIST / "xpkg"
+
+# Where a runtime finds mTLS files inside the sandbox (TLS_SERVER_CERTS_DIR).
+# Crossplane mounts them at /tls/server; the read-only root has no such mount
+# point, so the sandbox binds them under its private /tmp instead.
+SANDBOX_TLS_DIR = "/tmp/tls/server"
+
+
+class PackageMissing(RuntimeError):
+    pass
+
+
+def need(tool: str) -> str:
+    """The path of a host tool; raises with the fix when it is missing."""
+    path = shutil.which(tool)
+    if path is None:
+        raise PackageMissing(f"{tool} is missing: run `make setup`")
+    return path
+
+
+def xpkg(function: str, directory: Path = XPKG_DIR) -> Path:
+    """The built package of a function; raises with the fix when it is missing."""
+    path = directory / f"{function}.xpkg"
+    if not path.is_file():
+        raise PackageMissing(f"{path} is missing: run `make packages`")
+    return path
+
+
+def _run(command: Sequence[str]) -> str:
+    done = subprocess.run(list(command), capture_output=True, text=True, check=False)
+    if done.returncode != 0:
+        raise RuntimeError(f"{' '.join(command)} failed ({done.returncode}):\n{done.stderr}")
+    return done.stdout
+
+
+def image_config(package: Path) -> dict:
+    """The OCI image configuration of a package (or of any docker-archive image)."""
+    return json.loads(_run([need("skopeo"), "inspect", "--config", f"docker-archive:{package}"]))
+
+
+def image_manifest(package: Path) -> dict:
+    return json.loads(_run([need("skopeo"), "inspect", "--raw", f"docker-archive:{package}"]))
+
+
+@dataclass(frozen=True)
+class Runtime:
+    """An unpacked image: its root filesystem and what its configuration says to run."""
+
+    rootfs: Path
+    entrypoint: tuple[str, ...]
+    uid: int
+    gid: int
+    env: Mapping[str, str] = field(default_factory=dict)
+
+    def command(
+        self,
+        args: Sequence[str] = (),
+        *,
+        tls_dir: Path | None = None,
+        env: Mapping[str, str] | None = None,
+        status_fd: int | None = None,
+    ) -> list[str]:
+        """The host command that runs the entrypoint with args in a sandbox.
+
+        setpriv drops to the image's user before bubblewrap starts, so the
+        function runs as that uid on the host too (an unprivileged user
+        namespace, no capabilities); the root is read-only and only /tmp is
+        writable. The network is the host's, so a server on 127.0.0.1 is
+        reachable. The entrypoint runs as PID 1 of its PID namespace, as in a
+        container: SIGTERM reaches it directly (see `child_pid`).
+        """
+        sandbox_env = {**self.env, **(env or {})}
+        command = [
+            need("setpriv"),
+            f"--reuid={self.uid}",
+            f"--regid={self.gid}",
+            "--clear-groups",
+            need("bwrap"),
+            "--ro-bind",
+            str(self.rootfs),
+            "/",
+            "--dev",
+            "/dev",
+            "--proc",
+            "/proc",
+            "--tmpfs",
+            "/tmp",
+            "--unshare-all",
+            "--share-net",
+            "--die-with-parent",
+            "--as-pid-1",
+            "--clearenv",
+        ]
+        if tls_dir is not None:
+            command += ["--ro-bind", str(tls_dir), SANDBOX_TLS_DIR]
+            sandbox_env["TLS_SERVER_CERTS_DIR"] = SANDBOX_TLS_DIR
+        if status_fd is not None:
+            command += ["--json-status-fd", str(status_fd)]
+        for name, value in sorted(sandbox_env.items()):
+            command += ["--setenv", name, value]
+        return [*command, "--", *self.entrypoint, *args]
+
+
+def _user(spec: str) -> tuple[int, int]:
+    """uid and gid of an image's numeric `User` ("65534" or "65534:65534")."""
+    uid, _, gid = spec.partition(":")
+    if not uid.isdigit() or (gid and not gid.isdigit()):
+        raise ValueError(f"image user {spec!r} is not numeric uid[:gid]")
+    return int(uid), int(gid or uid)
+
+
+def runtime_from_config(rootfs: Path, config: Mapping) -> Runtime:
+    """The Runtime an image configuration describes for an unpacked rootfs."""
+    settings = config.get("config") or {}
+    uid, gid = _user(settings.get("User") or "0")
+    env = dict(item.split("=", 1) for item in settings.get("Env") or [])
+    entrypoint = tuple(settings.get("Entrypoint") or ()) + tuple(settings.get("Cmd") or ())
+    return Runtime(rootfs=rootfs, entrypoint=entrypoint, uid=uid, gid=gid, env=env)
+
+
+def unpack(package: Path, dest: Path) -> Runtime:
+    """Unpack a package's image into dest/rootfs; every directory readable by its user.
+
+    skopeo turns the docker-archive into an OCI layout, umoci applies its
+    layers in order (as root, keeping owners and modes).
+    """
+    dest.mkdir(parents=True, exist_ok=True)
+    layout, bundle = dest / "oci", dest / "bundle"
+    shutil.rmtree(layout, ignore_errors=True)
+    shutil.rmtree(bundle, ignore_errors=True)
+    _run([need("skopeo"), "copy", "--quiet", f"docker-archive:{package}", f"oci:{layout}:image"])
+    _run([need("umoci"), "unpack", "--image", f"{layout}:image", str(bundle)])
+    shutil.rmtree(layout)
+    # The sandbox starts as the image's user, who must reach the rootfs.
+    for directory in (dest, bundle):
+        directory.chmod(0o755)
+    return runtime_from_config(bundle / "rootfs", image_config(package))
+
+
+def child_pid(status_line: str) -> int:
+    """The host PID of the sandboxed entrypoint, from bubblewrap's first JSON status line."""
+    return int(json.loads(status_line)["child-pid"])
+
+
+@dataclass
+class Started:
+    """A sandboxed runtime started by `start`; `status` is bubblewrap's JSON status pipe."""
+
+    process: subprocess.Popen
+    pid: int
+    status: IO[str]
+
+    def terminate(self, timeout: float = 20) -> int:
+        """Send SIGTERM to the entrypoint (as a kubelet would) and return its exit code."""
+        if self.process.poll() is None:
+            os.kill(self.pid, signal.SIGTERM)
+        try:
+            return self.process.wait(timeout=timeout)
+        except subprocess.TimeoutExpired:
+            self.process.kill()
+            self.process.wait()
+            raise
+        finally:
+            self.status.close()
+
+
+def start(runtime: Runtime, args: Sequence[str], *, log: Path, **kwargs) -> Started:
+    """Start runtime.command(args, **kwargs) with its output in log.
+
+    The status pipe stays open while the sandbox runs: bubblewrap writes the
+    exit code to it last, and a closed pipe would kill it with SIGPIPE.
+    """
+    read_end, write_end = os.pipe()
+    with open(log, "w") as out:
+        process = subprocess.Popen(
+            runtime.command(args, status_fd=write_end, **kwargs),
+            stdout=out,
+            stderr=subprocess.STDOUT,
+            pass_fds=(write_end,),
+        )
+    os.close(write_end)
+    status = os.fdopen(read_end)
+    line = status.readline()
+    if not line:
+        process.wait()
+        status.close()
+        raise RuntimeError(f"sandbox failed to start ({process.returncode}): {log.read_text()}")
+    return Started(process=process, pid=child_pid(line), status=status)
+
+
+def packaged_command(runtimes: Mapping[str, Runtime]):
+    """A `render.Functions` command: each function runs from its unpacked package."""
+
+    def command(name: str, args: Sequence[str]) -> list[str]:
+        return runtimes[name].command(args)
+
+    return command
+
+
+def unpack_all(directory: Path, dest: Path, functions: Sequence[str]) -> dict[str, Runtime]:
+    """Unpack every function's package from directory into dest/<function>."""
+    return {name: unpack(xpkg(name, directory), dest / name) for name in functions}
