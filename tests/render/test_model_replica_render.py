@@ -24,25 +24,31 @@ ROOT = render.ROOT
 pytestmark = pytest.mark.render
 
 CASES = {c["name"]: c for c in render.example_cases() if c["name"].startswith("replica-")}
-# The clock the time tokens of a case are filled with; the functions read the
-# real clock a moment later, well inside every maxAge.
-NOW = datetime.now(UTC).replace(microsecond=0)
-
-
-def _docs(path: str) -> list[dict]:
-    text = render.fill_time_tokens((ROOT / path).read_text(), NOW)
+def _docs(path: str, now: datetime) -> list[dict]:
+    text = render.fill_time_tokens((ROOT / path).read_text(), now)
     return [d for d in yaml.safe_load_all(text) if d]
 
 
 @pytest.fixture(scope="module")
-def rendered(functions) -> dict[str, list[dict]]:
+def now() -> datetime:
+    """The clock the time tokens are filled with, read when this module's renders run.
+
+    The functions read the real clock a moment later, well inside every
+    maxAge; read at import instead, it would be as old as every test that
+    runs before this module.
+    """
+    return datetime.now(UTC).replace(microsecond=0)
+
+
+@pytest.fixture(scope="module")
+def rendered(functions, now) -> dict[str, list[dict]]:
     out = {}
     for name, case in CASES.items():
         out[name] = functions.render(
             ROOT / case["xr"],
             ROOT / case["composition"],
-            observed=_docs(case["observed"]) if case.get("observed") else None,
-            required=[d for path in case.get("required", []) for d in _docs(path)] or None,
+            observed=_docs(case["observed"], now) if case.get("observed") else None,
+            required=[d for path in case.get("required", []) for d in _docs(path, now)] or None,
         )
     return out
 
@@ -107,9 +113,9 @@ def test_pods_scheduled_is_relayed_from_the_agent(rendered, case, status, reason
     assert xr["status"]["pods"] == pods
 
 
-def test_all_scheduled_relays_the_agents_transition_time_as_scheduled_at(rendered):
+def test_all_scheduled_relays_the_agents_transition_time_as_scheduled_at(rendered, now):
     xr = composite(rendered["replica-leader-workers-scheduled"])
-    assert xr["status"]["scheduledAt"] == format_time(NOW - timedelta(minutes=2))
+    assert xr["status"]["scheduledAt"] == format_time(now - timedelta(minutes=2))
 
 
 @pytest.mark.parametrize(
