@@ -24,6 +24,8 @@ ROOT = render.ROOT
 pytestmark = pytest.mark.render
 
 CASES = {c["name"]: c for c in render.example_cases() if c["name"].startswith("replica-")}
+
+
 def _docs(path: str, now: datetime) -> list[dict]:
     text = render.fill_time_tokens((ROOT / path).read_text(), now)
     return [d for d in yaml.safe_load_all(text) if d]
