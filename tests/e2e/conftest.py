@@ -43,7 +43,8 @@ def e2e_stack() -> Iterator[stack.Stack]:
                 stack.dump(
                     cluster.kube,
                     ["managed", "composite", "objects.kubernetes.m.crossplane.io", "pods",
-                     "resourceclaims", "functions", "functionrevisions", "events"],
+                     "nodes", "resourceclaims", "resourceslices", "functions",
+                     "functionrevisions", "events"],
                     workdir / "dump" / cluster.name,
                 )  # fmt: skip
         running.supervisor.stop()
@@ -55,9 +56,9 @@ def pytest_runtest_makereport(item, call):
     report = outcome.get_result()
     if report.failed and _workdirs:
         lines = [f"logs and object dumps: {_workdirs[-1]}"]
-        agent_ = item.funcargs.get("agent") if hasattr(item, "funcargs") else None
-        if agent_ is not None and agent_.errors:
-            lines.append("agent stand-in errors:\n  " + "\n  ".join(agent_.errors))
+        stand_ins = item.funcargs.get("stand_ins") if hasattr(item, "funcargs") else None
+        if stand_ins is not None and stand_ins.errors:
+            lines.append("stand-in errors:\n  " + "\n  ".join(stand_ins.errors))
         running = item.funcargs.get("e2e_stack") if hasattr(item, "funcargs") else None
         if running is not None:
             for process in running.supervisor.exited():

@@ -133,9 +133,9 @@ def planes(e2e_stack: Stack) -> tuple[Kube, Kube]:
 
 
 @pytest.fixture(scope="module")
-def agent(planes: tuple[Kube, Kube]) -> Iterator[fleet.Agent]:
-    """The agent's stand-in on the workload cluster, reporting every 2 s."""
-    running = fleet.Agent(planes[1], POOLS).start()
+def stand_ins(planes: tuple[Kube, Kube]) -> Iterator[fleet.StandIns]:
+    """The agent's, LWS's and the kubelets' stand-ins on the workload cluster, every 2 s."""
+    running = fleet.StandIns(planes[1], POOLS).start()
     try:
         yield running
     finally:
@@ -209,7 +209,7 @@ def test_a_cluster_in_observed_mode_gets_its_provider_config_and_pool_observatio
     assert present is True
 
 
-def test_b_the_agents_reports_reach_the_inference_cluster_status(planes, agent):
+def test_b_the_agents_reports_reach_the_inference_cluster_status(planes, stand_ins):
     control, _ = planes
 
     def published() -> dict:
@@ -220,14 +220,18 @@ def test_b_the_agents_reports_reach_the_inference_cluster_status(planes, agent):
         assert not waiting, f"no histogram yet for {waiting}"
         return pools
 
-    pools = eventually(published, "both pools' histograms in InferenceCluster.status.gpuPools", timeout=120)
+    pools = eventually(
+        published, "both pools' histograms in InferenceCluster.status.gpuPools", timeout=120
+    )
     assert pools["h100"]["nodesByFreeDevices"] == [{"free": {"gpu": 8}, "nodes": 4}]
     assert pools["l40s"]["nodesByFreeDevices"] == [{"free": {"gpu": 4, "nic": 2}, "nodes": 2}]
     assert pools["h100"]["observedNodes"] == 4
     _true(control, "inferencecluster", CLUSTER, "CapacityObserved")
 
 
-def test_c_three_replicas_are_placed_and_their_pods_bound_gangs_on_distinct_nodes(planes, agent):
+def test_c_three_replicas_are_placed_and_their_pods_bound_gangs_on_distinct_nodes(
+    planes, stand_ins
+):
     control, workload = planes
     control.apply(MODEL_DEPLOYMENT)
 
@@ -312,7 +316,7 @@ def _workload_uids(workload: Kube) -> dict[str, str]:
     }
 
 
-def test_e_scaling_to_two_removes_one_replica_and_only_its_workloads(planes, agent):
+def test_e_scaling_to_two_removes_one_replica_and_only_its_workloads(planes, stand_ins):
     control, workload = planes
     before = _replicas(control)
     uids_before = _workload_uids(workload)
@@ -339,7 +343,7 @@ def test_e_scaling_to_two_removes_one_replica_and_only_its_workloads(planes, age
     assert len([k for k in uids_after if k.startswith("pods/")]) == 2 * PODS_PER_REPLICA
 
 
-def test_f_a_malformed_selector_keeps_running_replicas_and_names_the_defect(planes, agent):
+def test_f_a_malformed_selector_keeps_running_replicas_and_names_the_defect(planes, stand_ins):
     control, workload = planes
     replicas = {n: r["metadata"]["uid"] for n, r in _replicas(control).items()}
     uids = _workload_uids(workload)
@@ -388,11 +392,11 @@ def test_f_a_malformed_selector_keeps_running_replicas_and_names_the_defect(plan
     )
 
 
-def test_g_a_stale_observation_falls_back_without_deleting_running_work(planes, agent):
+def test_g_a_stale_observation_falls_back_without_deleting_running_work(planes, stand_ins):
     control, workload = planes
     replicas = {n: r["metadata"]["uid"] for n, r in _replicas(control).items()}
     uids = _workload_uids(workload)
-    agent.pause()
+    stand_ins.pause_reports()
     stale = (datetime.now(UTC) - timedelta(minutes=10)).strftime("%Y-%m-%dT%H:%M:%SZ")
     fleet.report_pools(workload, POOLS, observed_at=stale)
 

@@ -9,7 +9,7 @@ DeviceClasses selecting by driver. The real kube-scheduler allocates
 ResourceClaims against those slices and binds pods; the pods then stay
 bound and Pending, which is all PodsScheduled needs.
 
-Two stand-ins keep the places of components that do not run here, each in
+Stand-ins keep the places of components that do not run here, each in
 one function so the real component can replace it:
 
 - `report_pools` and `report_replicas` write PoolObservation and
@@ -18,7 +18,9 @@ one function so the real component can replace it:
 - `run_leader_worker_sets` creates the leader and worker pods of each
   LeaderWorkerSet, with the group-key label LWS's webhook would add, because
   LeaderWorkerSet's controller cannot be built here (its module is not
-  served by the Go module proxy).
+  served by the Go module proxy);
+- `release_deleted_pods` removes pods marked for deletion, as their kubelet
+  would once it stopped them.
 """
 
 from __future__ import annotations
@@ -131,6 +133,10 @@ def add_nodes(kube: Kube, pools: list[Pool]) -> None:
                 },
                 subresource="status",
             )
+            # The API server's TaintNodesByCondition admission tainted the new
+            # node not-ready; the node lifecycle controller that would lift it
+            # once Ready does not run here, so the harness lifts it.
+            kube.patch("node", node, {"spec": {"taints": None}})
             kube.apply(resource_slices(pool, node))
 
 
@@ -338,11 +344,26 @@ def run_leader_worker_sets(kube: Kube) -> None:
                 kube.apply(pods)
 
 
-class Agent:
-    """The stand-ins above, run every few seconds in a thread, like the real agent.
+def release_deleted_pods(kube: Kube) -> None:
+    """Finish deleting pods marked for deletion (the kubelets' stand-in).
 
-    `paused()` stops the reports (the agent crashed, its last status stays in
-    place); errors are kept for the test to show, never swallowed silently.
+    A bound pod is only marked when deleted; its kubelet stops it and
+    removes it for good. No kubelet runs here, so the harness does that step.
+    """
+    for pod in kube.list("pods"):
+        if pod["metadata"].get("deletionTimestamp"):
+            kube.kubectl(
+                "delete", "pod", pod["metadata"]["name"], "-n", pod["metadata"]["namespace"],
+                "--grace-period=0", "--force", "--ignore-not-found", "--wait=false",
+            )  # fmt: skip
+
+
+class StandIns:
+    """The stand-ins above, run every few seconds in a thread: the agent, LWS, kubelets.
+
+    `pause_reports()` stops the agent's reports only (the agent crashed, its
+    last status stays in place); errors are kept for the test to show, never
+    swallowed silently.
     """
 
     def __init__(self, kube: Kube, pools: list[Pool], every: float = 2.0) -> None:
@@ -353,9 +374,9 @@ class Agent:
         self._stop = threading.Event()
         self._reporting = threading.Event()
         self._reporting.set()
-        self._thread = threading.Thread(target=self._loop, name="e2e-agent", daemon=True)
+        self._thread = threading.Thread(target=self._loop, name="e2e-stand-ins", daemon=True)
 
-    def start(self) -> Agent:
+    def start(self) -> StandIns:
         self._thread.start()
         return self
 
@@ -363,16 +384,17 @@ class Agent:
         self._stop.set()
         self._thread.join(timeout=30)
 
-    def pause(self) -> None:
+    def pause_reports(self) -> None:
         self._reporting.clear()
 
-    def resume(self) -> None:
+    def resume_reports(self) -> None:
         self._reporting.set()
 
     def _loop(self) -> None:
         while not self._stop.wait(self.every):
             try:
                 run_leader_worker_sets(self.kube)
+                release_deleted_pods(self.kube)
                 if self._reporting.is_set():
                     if self.kube.list("poolobservations.agent.modelplane.ai"):
                         report_pools(self.kube, self._observed_pools())

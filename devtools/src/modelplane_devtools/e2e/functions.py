@@ -26,8 +26,8 @@ from __future__ import annotations
 
 import subprocess
 import sys
-from datetime import UTC, datetime
 from dataclasses import dataclass
+from datetime import UTC, datetime
 from pathlib import Path
 
 from modelplane_devtools.e2e import pki
