@@ -402,10 +402,10 @@ def test_g_a_stale_observation_falls_back_without_deleting_running_work(planes, 
 
     def fell_back() -> dict:
         c = condition(control.get("inferencecluster", CLUSTER), "CapacityObserved")
-        assert c and c["status"] == "False", c
+        assert c and (c["status"], c["reason"]) == ("False", "NoPoolObserved"), c
         return c
 
-    observed = eventually(fell_back, "CapacityObserved=False once the reports are stale")
+    observed = eventually(fell_back, "CapacityObserved=False/NoPoolObserved once reports are stale")
     assert "h100" in observed["message"] and "l40s" in observed["message"], observed["message"]
     pools = {p["name"]: p for p in control.get("inferencecluster", CLUSTER)["status"]["gpuPools"]}
     assert pools["h100"]["observedAt"] == stale  # still published: what the agent last said

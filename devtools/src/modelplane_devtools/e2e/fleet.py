@@ -374,6 +374,8 @@ class StandIns:
         self._stop = threading.Event()
         self._reporting = threading.Event()
         self._reporting.set()
+        # Held for a whole pass, so a pause never races a report in flight.
+        self._pass = threading.Lock()
         self._thread = threading.Thread(target=self._loop, name="e2e-stand-ins", daemon=True)
 
     def start(self) -> StandIns:
@@ -385,22 +387,27 @@ class StandIns:
         self._thread.join(timeout=30)
 
     def pause_reports(self) -> None:
-        self._reporting.clear()
+        """Stop the agent's reports; returns once no report is being written."""
+        with self._pass:
+            self._reporting.clear()
 
     def resume_reports(self) -> None:
         self._reporting.set()
 
     def _loop(self) -> None:
         while not self._stop.wait(self.every):
-            try:
-                run_leader_worker_sets(self.kube)
-                release_deleted_pods(self.kube)
-                if self._reporting.is_set():
-                    if self.kube.list("poolobservations.agent.modelplane.ai"):
-                        report_pools(self.kube, self._observed_pools())
-                    report_replicas(self.kube)
-            except Exception as error:  # kept for the test's failure message
-                self.errors = [*self.errors[-9:], f"{type(error).__name__}: {error}"]
+            with self._pass:
+                try:
+                    self._one_pass()
+                except Exception as error:  # kept for the test's failure message
+                    self.errors = [*self.errors[-9:], f"{type(error).__name__}: {error}"]
+
+    def _one_pass(self) -> None:
+        run_leader_worker_sets(self.kube)
+        release_deleted_pods(self.kube)
+        if self._reporting.is_set():
+            report_pools(self.kube, self._observed_pools())
+            report_replicas(self.kube)
 
     def _observed_pools(self) -> list[Pool]:
         present = {

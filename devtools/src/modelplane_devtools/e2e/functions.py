@@ -16,14 +16,18 @@ module. Per function it
    `status.endpoint`, which is where composition dials, and reports the
    runtime healthy (`RuntimeHealthy`), as Crossplane's own runtime would.
 
-Where a package and its runtime come from is one choice (`PackageSource`):
-until the packaged runtimes exist, each package is built from
-`functions/<name>/package` without a runtime image and the runtime is the
-function's console script in this workspace's virtualenv.
+Where a package and its runtime come from is one choice. `PackagedSource`
+(MODELPLANE_E2E_PACKAGES=<folder of .xpkg files>) pushes the packages `make
+packages` builds and runs each from its own runtime image, sandboxed;
+`PackageSource`, the default while those packages are not part of the
+build, builds each package from `functions/<name>/package` without a
+runtime image and serves the function's console script from this
+workspace's virtualenv. Everything else is the same.
 """
 
 from __future__ import annotations
 
+import os
 import subprocess
 import sys
 from dataclasses import dataclass
@@ -63,9 +67,43 @@ class PackageSource:
         )
         return target
 
-    def runtime(self, name: str) -> list[str]:
-        """The command that serves the function (it adds --address and TLS options)."""
-        return [str(Path(sys.executable).parent / name)]
+    def serve(self, name: str, address: str, certs: Path) -> list[str]:
+        """The command that serves the function on address with mTLS from certs."""
+        return [
+            str(Path(sys.executable).parent / name),
+            f"--address={address}",
+            f"--tls-certs-dir={certs}",
+        ]
+
+
+@dataclass(frozen=True)
+class PackagedSource(PackageSource):
+    """The packages `make packages` builds (dist/xpkg), each run from its own runtime image.
+
+    Uses `modelplane_devtools.packages` (unpack with skopeo and umoci, run
+    under bubblewrap); the runtime finds its certificates through
+    TLS_SERVER_CERTS_DIR inside the sandbox, as in a Crossplane Deployment.
+    """
+
+    directory: Path = ROOT / "dist" / "xpkg"
+    unpacked: Path = ROOT / "out" / "e2e-runtimes"
+
+    def package(self, name: str, out: Path) -> Path:
+        from modelplane_devtools import packages  # the packages issue's module
+
+        return packages.xpkg(name, self.directory)
+
+    def serve(self, name: str, address: str, certs: Path) -> list[str]:
+        from modelplane_devtools import packages
+
+        runtime = packages.unpack(self.package(name, self.unpacked), self.unpacked / name)
+        return runtime.command([f"--address={address}"], tls_dir=certs)
+
+
+def source_from_environment() -> PackageSource:
+    """PackagedSource when MODELPLANE_E2E_PACKAGES names the .xpkg folder, else the dev source."""
+    directory = os.environ.get("MODELPLANE_E2E_PACKAGES")
+    return PackagedSource(Path(directory)) if directory else PackageSource()
 
 
 def _run(command: list) -> str:
@@ -90,7 +128,7 @@ def install(
     workdir: Path,
     source: PackageSource | None = None,
 ) -> list[Installed]:
-    source = source or PackageSource()
+    source = source or source_from_environment()
     out = workdir / "packages"
     out.mkdir(parents=True, exist_ok=True)
     crossplane_ca = pki.KeyPair(root_ca / "tls.crt", root_ca / "tls.key")
@@ -179,10 +217,13 @@ def _serve(
     (certs / "tls.crt").write_bytes(serving.cert.read_bytes())
     (certs / "tls.key").write_bytes(serving.key.read_bytes())
     (certs / "ca.crt").write_bytes(ca.cert.read_bytes())
+    # A packaged runtime runs as its image's unprivileged user: test
+    # certificates are made readable to it.
+    certs.chmod(0o755)
+    for name_ in ("tls.crt", "tls.key", "ca.crt"):
+        (certs / name_).chmod(0o644)
     port = free_port()
-    process = supervisor.start(
-        name, [*source.runtime(name), f"--address=127.0.0.1:{port}", f"--tls-certs-dir={certs}"]
-    )
+    process = supervisor.start(name, source.serve(name, f"127.0.0.1:{port}", certs))
     supervisor.wait_until(process, lambda: listening(port), "serving")
     return f"127.0.0.1:{port}"
 
