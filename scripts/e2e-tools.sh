@@ -3,7 +3,8 @@
 # v1.35.4 (kube-apiserver, kube-controller-manager, kube-scheduler, kubectl),
 # etcd v3.6.16, provider-kubernetes v1.2.1 and an OCI registry. Each comes from
 # a pinned module in tools/ (go.sum committed). A binary already present is
-# skipped; Crossplane core comes from scripts/setup.sh.
+# skipped; Crossplane core comes from scripts/setup.sh. openssl is installed
+# with apt-get when missing.
 #
 # Usage: scripts/e2e-tools.sh [kubernetes|etcd|provider-kubernetes|registry]...
 # (no argument: all of them, one after another; a cold build takes ~15 min on
@@ -52,6 +53,12 @@ provider-kubernetes() {
   build provider-kubernetes provider-kubernetes=github.com/crossplane-contrib/provider-kubernetes/cmd/provider
 }
 registry() { build registry registry=github.com/google/go-containerregistry/cmd/registry; }
+
+# The suite makes its certificates with openssl.
+if ! command -v openssl >/dev/null 2>&1; then
+  echo "e2e-tools: installing openssl"
+  apt-get install -y -q openssl >/dev/null || { apt-get update -q >/dev/null && apt-get install -y -q openssl >/dev/null; }
+fi
 
 targets=("$@")
 if [ ${#targets[@]} -eq 0 ]; then targets=(kubernetes etcd provider-kubernetes registry); fi

@@ -79,7 +79,8 @@ class Supervisor:
             )
         process = Process(name, popen, log)
         self.processes.append(process)
-        (self.logs / "pids").open("a").write(f"{popen.pid} {name}\n")
+        with (self.logs / "pids").open("a") as pids:
+            pids.write(f"{popen.pid} {name}\n")
         return process
 
     def wait_until(
