@@ -1,5 +1,5 @@
 # The two commands the README promises, and the helpers around them.
-.PHONY: setup render test packages schemas schemas-check bench bench-agent agent-live lint fuzz
+.PHONY: setup render test packages e2e-tools e2e schemas schemas-check bench bench-agent agent-live lint fuzz
 
 setup:
 	bash scripts/setup.sh
@@ -16,6 +16,18 @@ packages: setup
 # every test (unit, property, simulation, render, validation, packages).
 test: setup packages
 	uv run --frozen pytest
+
+# The binaries the e2e suite runs (Kubernetes, etcd, provider-kubernetes, an
+# OCI registry), built from the pinned modules in tools/ into .tools/bin.
+e2e-tools:
+	bash scripts/e2e-tools.sh
+
+# Set up, build the Function packages and the e2e binaries, then run the
+# end-to-end story on a real control plane and workload cluster with the
+# functions installed from their packages (tests/e2e; logs in out/e2e/), and
+# the agent against a real API server and kube-scheduler (agent/tests/live).
+e2e: setup packages e2e-tools
+	MODELPLANE_E2E_PACKAGES=dist/xpkg uv run --frozen pytest tests/e2e agent/tests/live -m e2e
 
 schemas:
 	uv run --frozen python schemas/generate.py

@@ -35,15 +35,24 @@ uv sync --frozen --python 3.11 --quiet
 # given with --crossplane-binary. The modules in tools/ pin both with
 # go.sum; the binaries go to the git-ignored .tools/bin.
 mkdir -p .tools/bin
-build() {  # build <module dir> <package> <binary name>
-  local dir=$1 pkg=$2 out=$3
-  if [ -x ".tools/bin/${out}" ]; then return 0; fi
+build() {  # build <module dir> <package> <binary name> [version to stamp]
+  local dir=$1 pkg=$2 out=$3 version=${4:-}
+  local flags=()
+  if [ -n "${version}" ]; then
+    # Crossplane core checks each package's `spec.crossplane.version`
+    # constraint against its own version, which release builds stamp here; an
+    # unstamped core refuses every package that has a constraint.
+    flags=(-ldflags "-X github.com/crossplane/crossplane-runtime/v2/pkg/version.version=${version}")
+    if [ -x ".tools/bin/${out}" ] && [ "$(".tools/bin/${out}" --version)" = "${version}" ]; then return 0; fi
+  elif [ -x ".tools/bin/${out}" ]; then
+    return 0
+  fi
   echo "setup: building ${out} from ${pkg} (a few minutes on a fresh machine)"
-  (cd "${dir}" && go build -trimpath -o "../../.tools/bin/${out}" "${pkg}")
+  (cd "${dir}" && go build -trimpath "${flags[@]}" -o "../../.tools/bin/${out}" "${pkg}")
 }
 build tools/crossplane-cli github.com/crossplane/cli/v2/cmd/crossplane crossplane &
 cli=$!
-build tools/crossplane-core github.com/crossplane/crossplane/v2/cmd/crossplane crossplane-core &
+build tools/crossplane-core github.com/crossplane/crossplane/v2/cmd/crossplane crossplane-core v2.3.4 &
 core=$!
 wait "${cli}"
 wait "${core}"

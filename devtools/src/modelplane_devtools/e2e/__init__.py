@@ -1,0 +1,9 @@
+"""A real control plane and workload cluster on 127.0.0.1, for the e2e suite.
+
+The pieces, each in its own module: `pki` makes the certificates (openssl),
+`processes` starts binaries with a log each and stops them by PID, `kube`
+talks to an API server through kubectl, `stack` assembles the two clusters,
+Crossplane and provider-kubernetes, `functions` runs the three composition
+functions as Crossplane's External package runtime, and `fleet` plays the
+workload cluster's hardware (fake GPU nodes) and the agent's reports.
+"""

@@ -1,0 +1,416 @@
+"""The workload cluster's hardware and the agent's reports, played by the test.
+
+No kubelet runs: GPU nodes are Node objects whose status the harness writes
+once (Ready, with CPU, memory and pod capacity) and which nothing else
+touches, because the workload cluster's controller manager runs without the
+node lifecycle controller. Their devices are published the way a DRA driver
+would: one `resource.k8s.io/v1` ResourceSlice per node and driver, with
+DeviceClasses selecting by driver. The real kube-scheduler allocates
+ResourceClaims against those slices and binds pods; the pods then stay
+bound and Pending, which is all PodsScheduled needs.
+
+Stand-ins keep the places of components that do not run here, each in
+one function so the real component can replace it:
+
+- `report_pools` and `report_replicas` write PoolObservation and
+  ReplicaObservation status as the agent would, computed from what the
+  workload cluster's API server holds (nodes, slices, allocated claims, pods);
+- `run_leader_worker_sets` creates the leader and worker pods of each
+  LeaderWorkerSet, with the group-key label LWS's webhook would add, because
+  LeaderWorkerSet's controller cannot be built here (its module is not
+  served by the Go module proxy);
+- `release_deleted_pods` removes pods marked for deletion, as their kubelet
+  would once it stopped them.
+"""
+
+from __future__ import annotations
+
+import hashlib
+from collections import Counter
+from dataclasses import dataclass
+from datetime import UTC, datetime
+
+from modelplane_devtools.e2e.kube import Kube, condition
+
+POOL_LABEL = "modelplane.ai/pool"
+
+
+@dataclass(frozen=True)
+class DeviceKind:
+    name: str  # the pool's device name, the histogram key
+    driver: str
+    count: int
+    attributes: dict
+    capacity: dict
+
+
+@dataclass(frozen=True)
+class Pool:
+    name: str
+    nodes: int
+    devices: tuple[DeviceKind, ...]
+
+    def node_names(self) -> list[str]:
+        return [f"{self.name}-node-{i}" for i in range(self.nodes)]
+
+
+def _now() -> str:
+    return datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+
+
+def device_classes(pools: list[Pool]) -> list[dict]:
+    drivers = sorted({d.driver for p in pools for d in p.devices})
+    return [
+        {
+            "apiVersion": "resource.k8s.io/v1",
+            "kind": "DeviceClass",
+            "metadata": {"name": driver},
+            "spec": {"selectors": [{"cel": {"expression": f'device.driver == "{driver}"'}}]},
+        }
+        for driver in drivers
+    ]
+
+
+def resource_slices(pool: Pool, node: str) -> list[dict]:
+    return [
+        {
+            "apiVersion": "resource.k8s.io/v1",
+            "kind": "ResourceSlice",
+            "metadata": {"name": f"{node}-{kind.name}"},
+            "spec": {
+                "driver": kind.driver,
+                "nodeName": node,
+                # One pool per node and driver, as a node-local DRA driver publishes.
+                "pool": {"name": node, "generation": 1, "resourceSliceCount": 1},
+                "devices": [
+                    {
+                        "name": f"{kind.name}-{i}",
+                        "attributes": kind.attributes,
+                        "capacity": kind.capacity,
+                    }
+                    for i in range(kind.count)
+                ],
+            },
+        }
+        for kind in pool.devices
+    ]
+
+
+def add_nodes(kube: Kube, pools: list[Pool]) -> None:
+    """Nodes labelled into pools, Ready, with their devices published."""
+    kube.apply(device_classes(pools))
+    for pool in pools:
+        for node in pool.node_names():
+            kube.apply(
+                {
+                    "apiVersion": "v1",
+                    "kind": "Node",
+                    "metadata": {
+                        "name": node,
+                        "labels": {"kubernetes.io/hostname": node, POOL_LABEL: pool.name},
+                    },
+                }
+            )
+            resources = {"cpu": "64", "memory": "512Gi", "pods": "110"}
+            kube.patch(
+                "node",
+                node,
+                {
+                    "status": {
+                        "capacity": resources,
+                        "allocatable": resources,
+                        "conditions": [
+                            {
+                                "type": "Ready",
+                                "status": "True",
+                                "reason": "E2EHarness",
+                                "message": "no kubelet: the e2e harness keeps this Node Ready",
+                                "lastHeartbeatTime": _now(),
+                                "lastTransitionTime": _now(),
+                            }
+                        ],
+                    }
+                },
+                subresource="status",
+            )
+            # The API server's TaintNodesByCondition admission tainted the new
+            # node not-ready; the node lifecycle controller that would lift it
+            # once Ready does not run here, so the harness lifts it.
+            kube.patch("node", node, {"spec": {"taints": None}})
+            kube.apply(resource_slices(pool, node))
+
+
+def free_devices(kube: Kube, pool: Pool) -> dict[str, dict[str, int]]:
+    """Per node of the pool, free devices per device name: published minus allocated."""
+    taken: Counter[tuple[str, str]] = Counter()  # (driver, node pool) -> allocated devices
+    for claim in kube.list("resourceclaims.resource.k8s.io"):
+        allocation = (claim.get("status") or {}).get("allocation") or {}
+        for result in (allocation.get("devices") or {}).get("results") or []:
+            taken[(result["driver"], result["pool"])] += 1
+    published: Counter[tuple[str, str]] = Counter()
+    for slice_ in kube.list("resourceslices.resource.k8s.io"):
+        spec = slice_["spec"]
+        published[(spec["driver"], spec["pool"]["name"])] += len(spec.get("devices") or [])
+    return {
+        node: {
+            kind.name: published[(kind.driver, node)] - taken[(kind.driver, node)]
+            for kind in pool.devices
+        }
+        for node in pool.node_names()
+    }
+
+
+def histogram(free: dict[str, dict[str, int]], order: list[str]) -> list[dict]:
+    """Nodes grouped by their vector of free devices, most free first."""
+    vectors = Counter(tuple(by_kind[k] for k in order) for by_kind in free.values())
+    return [
+        {"free": dict(zip(order, vector, strict=True)), "nodes": nodes}
+        for vector, nodes in sorted(vectors.items(), reverse=True)
+    ]
+
+
+def report_pools(kube: Kube, pools: list[Pool], observed_at: str | None = None) -> None:
+    """The agent's PoolObservation status, for every pool (the agent's stand-in)."""
+    for pool in pools:
+        order = [k.name for k in pool.devices]
+        kube.patch(
+            "poolobservations.agent.modelplane.ai",
+            pool.name,
+            {
+                "status": {
+                    "observedAt": observed_at or _now(),
+                    "observedNodes": pool.nodes,
+                    "nodesByFreeDevices": histogram(free_devices(kube, pool), order),
+                    "conditions": [
+                        {
+                            "type": "Observing",
+                            "status": "True",
+                            "reason": "Observing",
+                            "lastTransitionTime": "2026-01-01T00:00:00Z",
+                        }
+                    ],
+                }
+            },
+            subresource="status",
+        )
+
+
+def report_replicas(kube: Kube) -> None:
+    """The agent's ReplicaObservation status, for every one on the cluster."""
+    for observation in kube.list("replicaobservations.agent.modelplane.ai"):
+        namespace = observation["metadata"]["namespace"]
+        labels = observation["spec"]["selector"]["matchLabels"]
+        selector = ",".join(f"{k}={v}" for k, v in sorted(labels.items()))
+        pods = kube.list("pods", namespace, selector)
+        bound = [p for p in pods if p["spec"].get("nodeName")]
+        unschedulable = [
+            c
+            for p in pods
+            if (c := condition(p, "PodScheduled")) and c.get("reason") == "Unschedulable"
+        ]
+        if unschedulable:
+            status, reason, message = "False", "Unschedulable", unschedulable[0].get("message", "")
+        elif pods and len(bound) == len(pods):
+            status, reason, message = "True", "AllPodsScheduled", "every pod is bound to a node"
+        else:
+            status, reason, message = "False", "PodsPending", "some pods are not bound to a node"
+        previous = condition(observation, "Scheduled")
+        since = (
+            previous["lastTransitionTime"]
+            if previous and previous.get("status") == status and previous.get("lastTransitionTime")
+            else _now()
+        )
+        kube.patch(
+            "replicaobservations.agent.modelplane.ai",
+            observation["metadata"]["name"],
+            {
+                "status": {
+                    "observedAt": _now(),
+                    "pods": len(pods),
+                    "scheduledPods": len(bound),
+                    "conditions": [
+                        {
+                            "type": "Scheduled",
+                            "status": status,
+                            "reason": reason,
+                            "message": message,
+                            "lastTransitionTime": since,
+                        }
+                    ],
+                }
+            },
+            namespace=namespace,
+            subresource="status",
+        )
+
+
+# The LeaderWorkerSet API as far as the stand-in needs it: its CRD is ours
+# (schemaless beyond the top level), since the real one ships with the
+# controller that cannot be built here.
+LWS_GROUP = "leaderworkerset.x-k8s.io"
+LWS_CRD = {
+    "apiVersion": "apiextensions.k8s.io/v1",
+    "kind": "CustomResourceDefinition",
+    "metadata": {"name": f"leaderworkersets.{LWS_GROUP}"},
+    "spec": {
+        "group": LWS_GROUP,
+        "scope": "Namespaced",
+        "names": {
+            "kind": "LeaderWorkerSet",
+            "listKind": "LeaderWorkerSetList",
+            "plural": "leaderworkersets",
+            "singular": "leaderworkerset",
+            "shortNames": ["lws"],
+        },
+        "versions": [
+            {
+                "name": "v1",
+                "served": True,
+                "storage": True,
+                "subresources": {"status": {}},
+                "schema": {
+                    "openAPIV3Schema": {
+                        "type": "object",
+                        "properties": {
+                            "spec": {
+                                "type": "object",
+                                "x-kubernetes-preserve-unknown-fields": True,
+                            },
+                            "status": {
+                                "type": "object",
+                                "x-kubernetes-preserve-unknown-fields": True,
+                            },
+                        },
+                    }
+                },
+            }
+        ],
+    },
+}
+GROUP_KEY = "leaderworkerset.sigs.k8s.io/group-key"
+
+
+def _pod(lws: dict, template: dict, name: str, group: int, worker: int, key: str) -> dict:
+    metadata = template.get("metadata") or {}
+    labels = {
+        **(metadata.get("labels") or {}),
+        "leaderworkerset.sigs.k8s.io/name": lws["metadata"]["name"],
+        "leaderworkerset.sigs.k8s.io/group-index": str(group),
+        "leaderworkerset.sigs.k8s.io/worker-index": str(worker),
+        GROUP_KEY: key,
+    }
+    return {
+        "apiVersion": "v1",
+        "kind": "Pod",
+        "metadata": {
+            "name": name,
+            "namespace": lws["metadata"]["namespace"],
+            "labels": labels,
+            "annotations": metadata.get("annotations") or {},
+            "ownerReferences": [
+                {
+                    "apiVersion": f"{LWS_GROUP}/v1",
+                    "kind": "LeaderWorkerSet",
+                    "name": lws["metadata"]["name"],
+                    "uid": lws["metadata"]["uid"],
+                    "controller": True,
+                    "blockOwnerDeletion": True,
+                }
+            ],
+        },
+        "spec": template["spec"],
+    }
+
+
+def run_leader_worker_sets(kube: Kube) -> None:
+    """Create the missing leader and worker pods of every LeaderWorkerSet (LWS's stand-in)."""
+    for lws in kube.list(f"leaderworkersets.{LWS_GROUP}"):
+        spec = lws["spec"]
+        template = spec["leaderWorkerTemplate"]
+        size = int(template.get("size", 1))
+        namespace, name = lws["metadata"]["namespace"], lws["metadata"]["name"]
+        existing = {p["metadata"]["name"] for p in kube.list("pods", namespace)}
+        for group in range(int(spec.get("replicas", 1))):
+            leader = f"{name}-{group}"
+            key = hashlib.sha1(f"{namespace}/{leader}".encode()).hexdigest()
+            wanted = [(leader, template.get("leaderTemplate") or template["workerTemplate"], 0)]
+            wanted += [(f"{leader}-{w}", template["workerTemplate"], w) for w in range(1, size)]
+            pods = [
+                _pod(lws, pod_template, pod_name, group, worker, key)
+                for pod_name, pod_template, worker in wanted
+                if pod_name not in existing
+            ]
+            if pods:
+                kube.apply(pods)
+
+
+def release_deleted_pods(kube: Kube) -> None:
+    """Finish deleting pods marked for deletion (the kubelets' stand-in).
+
+    A bound pod is only marked when deleted; its kubelet stops it and
+    removes it for good. No kubelet runs here, so the harness does that step.
+    """
+    for pod in kube.list("pods"):
+        if pod["metadata"].get("deletionTimestamp"):
+            kube.kubectl(
+                "delete", "pod", pod["metadata"]["name"], "-n", pod["metadata"]["namespace"],
+                "--grace-period=0", "--force", "--ignore-not-found", "--wait=false",
+            )  # fmt: skip
+
+
+class StandIns:
+    """The stand-ins above, run every few seconds in a thread: the agent, LWS, kubelets.
+
+    `pause_reports()` stops the agent's reports only (the agent crashed, its
+    last status stays in place); errors are kept for the test to show, never
+    swallowed silently.
+    """
+
+    def __init__(self, kube: Kube, pools: list[Pool], every: float = 2.0) -> None:
+        import threading
+
+        self.kube, self.pools, self.every = kube, pools, every
+        self.errors: list[str] = []
+        self._stop = threading.Event()
+        self._reporting = threading.Event()
+        self._reporting.set()
+        # Held for a whole pass, so a pause never races a report in flight.
+        self._pass = threading.Lock()
+        self._thread = threading.Thread(target=self._loop, name="e2e-stand-ins", daemon=True)
+
+    def start(self) -> StandIns:
+        self._thread.start()
+        return self
+
+    def stop(self) -> None:
+        self._stop.set()
+        self._thread.join(timeout=30)
+
+    def pause_reports(self) -> None:
+        """Stop the agent's reports; returns once no report is being written."""
+        with self._pass:
+            self._reporting.clear()
+
+    def resume_reports(self) -> None:
+        self._reporting.set()
+
+    def _loop(self) -> None:
+        while not self._stop.wait(self.every):
+            with self._pass:
+                try:
+                    self._one_pass()
+                except Exception as error:  # kept for the test's failure message
+                    self.errors = [*self.errors[-9:], f"{type(error).__name__}: {error}"]
+
+    def _one_pass(self) -> None:
+        run_leader_worker_sets(self.kube)
+        release_deleted_pods(self.kube)
+        if self._reporting.is_set():
+            report_pools(self.kube, self._observed_pools())
+            report_replicas(self.kube)
+
+    def _observed_pools(self) -> list[Pool]:
+        present = {
+            p["metadata"]["name"] for p in self.kube.list("poolobservations.agent.modelplane.ai")
+        }
+        return [p for p in self.pools if p.name in present]

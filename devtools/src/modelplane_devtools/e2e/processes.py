@@ -1,0 +1,120 @@
+"""Processes of the e2e stack: each with its own log, each stopped by its PID.
+
+A `Supervisor` starts every server of the stack into one log folder and
+stops them all, newest first (a controller goes before the API server it
+talks to, the API server before its etcd). Nothing is ever stopped by name.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import signal
+import socket
+import subprocess
+import time
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+
+
+def free_port() -> int:
+    """A TCP port on 127.0.0.1 nobody listens on right now."""
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def listening(port: int) -> bool:
+    with contextlib.suppress(OSError), socket.create_connection(("127.0.0.1", port), 0.2):
+        return True
+    return False
+
+
+class StartFailed(RuntimeError):
+    pass
+
+
+@dataclass
+class Process:
+    name: str
+    popen: subprocess.Popen
+    log: Path
+
+    @property
+    def pid(self) -> int:
+        return self.popen.pid
+
+    def tail(self, lines: int = 40) -> str:
+        text = self.log.read_text(errors="replace").splitlines() if self.log.exists() else []
+        return "\n".join(text[-lines:])
+
+
+@dataclass
+class Supervisor:
+    logs: Path
+    processes: list[Process] = field(default_factory=list)
+
+    def start(
+        self,
+        name: str,
+        command: Sequence[str | Path],
+        *,
+        env: Mapping[str, str] | None = None,
+        cwd: Path | None = None,
+    ) -> Process:
+        self.logs.mkdir(parents=True, exist_ok=True)
+        log = self.logs / f"{name}.log"
+        with log.open("ab") as out:
+            popen = subprocess.Popen(
+                [str(part) for part in command],
+                stdout=out,
+                stderr=subprocess.STDOUT,
+                stdin=subprocess.DEVNULL,
+                env={**os.environ, **(env or {})},
+                cwd=cwd,
+                # Its own process group, so a Ctrl-C aimed at pytest does not
+                # kill the stack before the fixture stops it in order.
+                start_new_session=True,
+            )
+        process = Process(name, popen, log)
+        self.processes.append(process)
+        with (self.logs / "pids").open("a") as pids:
+            pids.write(f"{popen.pid} {name}\n")
+        return process
+
+    def wait_until(
+        self, process: Process, ready: Callable[[], bool], what: str, timeout: float = 60
+    ) -> None:
+        """Poll ready() until it holds; fail early, with the log, if the process exits."""
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            if process.popen.poll() is not None:
+                raise StartFailed(
+                    f"{process.name} exited with {process.popen.returncode} before {what}; "
+                    f"log {process.log}:\n{process.tail()}"
+                )
+            with contextlib.suppress(Exception):
+                if ready():
+                    return
+            time.sleep(0.2)
+        raise StartFailed(
+            f"{process.name} not {what} within {timeout}s; log {process.log}:\n{process.tail()}"
+        )
+
+    def stop(self, timeout: float = 15) -> None:
+        for process in reversed(self.processes):
+            if process.popen.poll() is None:
+                with contextlib.suppress(ProcessLookupError):
+                    os.kill(process.pid, signal.SIGTERM)
+                try:
+                    process.popen.wait(timeout=timeout)
+                except subprocess.TimeoutExpired:
+                    with contextlib.suppress(ProcessLookupError):
+                        os.kill(process.pid, signal.SIGKILL)
+                    process.popen.wait(timeout=timeout)
+        self.processes.clear()
+
+    def exited(self) -> list[Process]:
+        """Processes that died while the stack was supposed to be up."""
+        return [p for p in self.processes if p.popen.poll() is not None]

@@ -1,0 +1,410 @@
+"""The e2e stack: a Crossplane control plane and a workload cluster on 127.0.0.1.
+
+Control plane: etcd, kube-apiserver, kube-controller-manager (garbage
+collection of composed resources), Crossplane core v2.3.4 with the package
+manager's External runtime, provider-kubernetes v1.2.1 and an OCI registry
+serving the function packages. Workload cluster: etcd, kube-apiserver,
+kube-controller-manager and kube-scheduler (no kubelet: see `fleet`).
+
+Everything listens on 127.0.0.1 on a free port, except what the binaries
+fix themselves (provider-kubernetes: 8080 metrics and 9443 webhooks on all
+interfaces; Crossplane core's metrics and health servers). All processes
+are stopped by PID (`processes.Supervisor`); their logs stay in the stack's
+folder, which a failing test prints.
+
+Binaries come from `.tools/bin` (`make e2e-tools`); a missing one is an
+error naming the fix, never a skip.
+"""
+
+from __future__ import annotations
+
+import base64
+import copy
+import os
+import subprocess
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import yaml
+
+from modelplane_devtools.e2e import pki
+from modelplane_devtools.e2e.kube import Kube, KubectlFailed, eventually
+from modelplane_devtools.e2e.processes import Supervisor, free_port, listening
+
+ROOT = Path(__file__).resolve().parents[4]
+TOOLS = ROOT / ".tools" / "bin"
+GO_MODULES = ROOT / "tools"
+
+CROSSPLANE_NAMESPACE = "crossplane-system"
+CA_SECRET = "crossplane-root-ca"
+SERVER_SECRET = "crossplane-tls-server"
+CLIENT_SECRET = "crossplane-tls-client"
+# provider-kubernetes serves its conversion webhook here; the port is fixed
+# by the binary (controller-runtime's default).
+PROVIDER_WEBHOOK_PORT = 9443
+
+
+class ToolMissing(RuntimeError):
+    pass
+
+
+def binary(name: str) -> Path:
+    path = TOOLS / name
+    if not (path.is_file() and os.access(path, os.X_OK)):
+        fix = "make setup" if name.startswith("crossplane") else "make e2e-tools"
+        raise ToolMissing(f"{path} is missing: run `{fix}`")
+    return path
+
+
+def module_dir(tools_module: str, module: str) -> Path:
+    """Where the Go module cache holds `module`, at the version tools/<tools_module> pins."""
+    done = subprocess.run(
+        ["go", "list", "-m", "-f", "{{.Dir}}", module],
+        cwd=GO_MODULES / tools_module,
+        capture_output=True,
+        text=True,
+        check=False,
+    )
+    path = Path(done.stdout.strip())
+    if done.returncode != 0 or not path.is_dir():
+        raise ToolMissing(
+            f"cannot find {module} source ({done.stderr.strip()}): run `make e2e-tools`"
+        )
+    return path
+
+
+def _b64(path: Path) -> str:
+    return base64.b64encode(path.read_bytes()).decode()
+
+
+def write_kubeconfig(path: Path, name: str, server: str, ca: Path, client: pki.KeyPair) -> Path:
+    """A kubeconfig with every certificate embedded, usable from a Secret too."""
+    config = {
+        "apiVersion": "v1",
+        "kind": "Config",
+        "clusters": [
+            {"name": name, "cluster": {"server": server, "certificate-authority-data": _b64(ca)}}
+        ],
+        "users": [
+            {
+                "name": "admin",
+                "user": {
+                    "client-certificate-data": _b64(client.cert),
+                    "client-key-data": _b64(client.key),
+                },
+            }
+        ],
+        "contexts": [{"name": name, "context": {"cluster": name, "user": "admin"}}],
+        "current-context": name,
+    }
+    path.write_text(yaml.safe_dump(config, sort_keys=False))
+    return path
+
+
+@dataclass
+class Cluster:
+    """One Kubernetes API server with its etcd and controllers."""
+
+    name: str
+    kube: Kube
+    server: str
+    kubeconfig: Path
+
+
+@dataclass
+class Stack:
+    workdir: Path
+    supervisor: Supervisor
+    control_plane: Cluster | None = None
+    workload: Cluster | None = None
+    registry: str = ""
+    root_ca: Path | None = None
+    timings: dict[str, float] = field(default_factory=dict)
+
+    @property
+    def logs(self) -> Path:
+        return self.supervisor.logs
+
+
+def start_cluster(
+    stack: Stack,
+    name: str,
+    ca: pki.KeyPair,
+    admin: pki.KeyPair,
+    sa: pki.KeyPair,
+    *,
+    scheduler: bool,
+) -> Cluster:
+    sup = stack.supervisor
+    home = stack.workdir / name
+    certs = home / "pki"
+    home.mkdir(parents=True, exist_ok=True)
+
+    client_port, peer_port = free_port(), free_port()
+    etcd = sup.start(
+        f"{name}-etcd",
+        [
+            binary("etcd"),
+            f"--name={name}",
+            f"--data-dir={home / 'etcd'}",
+            f"--listen-client-urls=http://127.0.0.1:{client_port}",
+            f"--advertise-client-urls=http://127.0.0.1:{client_port}",
+            f"--listen-peer-urls=http://127.0.0.1:{peer_port}",
+            f"--initial-advertise-peer-urls=http://127.0.0.1:{peer_port}",
+            f"--initial-cluster={name}=http://127.0.0.1:{peer_port}",
+            # Test data: durability is not worth the fsync cost on a shared disk.
+            "--unsafe-no-fsync",
+        ],
+    )
+    sup.wait_until(etcd, lambda: listening(client_port), "listening")
+
+    serving = pki.sign(
+        ca, certs, "apiserver", common_name="kube-apiserver", ips=("127.0.0.1",), dns=("localhost",)
+    )
+    port = free_port()
+    server = f"https://127.0.0.1:{port}"
+    kubeconfig = write_kubeconfig(home / "kubeconfig", name, server, ca.cert, admin)
+    apiserver = sup.start(
+        f"{name}-kube-apiserver",
+        [
+            binary("kube-apiserver"),
+            f"--etcd-servers=http://127.0.0.1:{client_port}",
+            "--bind-address=127.0.0.1",
+            "--advertise-address=127.0.0.1",
+            f"--secure-port={port}",
+            f"--tls-cert-file={serving.cert}",
+            f"--tls-private-key-file={serving.key}",
+            f"--client-ca-file={ca.cert}",
+            f"--service-account-key-file={sa.cert}",
+            f"--service-account-signing-key-file={sa.key}",
+            "--service-account-issuer=https://kubernetes.default.svc.cluster.local",
+            "--service-cluster-ip-range=10.96.0.0/16",
+            "--authorization-mode=RBAC",
+            # No Service endpoints for the API server itself: its address is loopback.
+            "--endpoint-reconciler-type=none",
+            "--enable-priority-and-fairness=false",
+        ],
+    )
+    kube = Kube(name, binary("kubectl"), kubeconfig)
+    sup.wait_until(
+        apiserver, lambda: kube.kubectl("get", "--raw=/readyz", check=False) == "ok", "ready", 120
+    )
+
+    common = [
+        f"--kubeconfig={kubeconfig}",
+        f"--authentication-kubeconfig={kubeconfig}",
+        f"--authorization-kubeconfig={kubeconfig}",
+        "--bind-address=127.0.0.1",
+        "--leader-elect=false",
+    ]
+    sup.start(
+        f"{name}-kube-controller-manager",
+        [
+            binary("kube-controller-manager"),
+            *common,
+            f"--secure-port={free_port()}",
+            f"--service-account-private-key-file={sa.key}",
+            f"--root-ca-file={ca.cert}",
+            # No kubelet heartbeats here: the fleet module keeps fake nodes
+            # Ready, and the node lifecycle controller would taint them.
+            "--controllers=*,-node-lifecycle-controller",
+        ],
+    )
+    if scheduler:
+        sup.start(
+            f"{name}-kube-scheduler",
+            [binary("kube-scheduler"), *common, f"--secure-port={free_port()}"],
+        )
+    # The service account controller runs: pods can be admitted from here on.
+    eventually(
+        lambda: kube.get("serviceaccount", "default", "default"),
+        f"{name}: the default service account",
+        timeout=60,
+    )
+    return Cluster(name, kube, server, kubeconfig)
+
+
+def _secret_files(kube: Kube, name: str, namespace: str, into: Path) -> Path:
+    secret = kube.get("secret", name, namespace)
+    assert secret, f"Secret {namespace}/{name} missing"
+    into.mkdir(parents=True, exist_ok=True)
+    for key, value in secret["data"].items():
+        (into / key).write_bytes(base64.b64decode(value))
+    return into
+
+
+def start_crossplane(stack: Stack, cluster: Cluster, poll_interval: str = "5s") -> Path:
+    """Crossplane core: `core init` (retried), then `core start` with the External runtime.
+
+    Returns the folder holding Crossplane's root CA (tls.crt, tls.key), which
+    issues the functions' server certificates.
+    """
+    kube = cluster.kube
+    kube.kubectl("create", "namespace", CROSSPLANE_NAMESPACE)
+    core = binary("crossplane-core")
+    crds = module_dir("crossplane-core", "github.com/crossplane/crossplane/v2") / "cluster" / "crds"
+    no_webhooks = stack.workdir / "crossplane" / "webhookconfigurations"
+    no_webhooks.mkdir(parents=True, exist_ok=True)
+    env = {
+        "KUBECONFIG": str(cluster.kubeconfig),
+        "POD_NAMESPACE": CROSSPLANE_NAMESPACE,
+        "ENABLE_WEBHOOKS": "false",
+        "TLS_CA_SECRET_NAME": CA_SECRET,
+        "TLS_SERVER_SECRET_NAME": SERVER_SECRET,
+        "TLS_CLIENT_SECRET_NAME": CLIENT_SECRET,
+    }
+    log = stack.logs / "crossplane-init.log"
+    # The first init on a fresh API server can fail once with `no matches for
+    # kind "Lock"`: the Lock CRD it just created is not served yet.
+    for attempt in range(5):
+        with log.open("a") as out:
+            done = subprocess.run(
+                [
+                    core,
+                    "core",
+                    "init",
+                    f"--cr-ds-path={crds}",
+                    f"--webhook-configurations-path={no_webhooks}",
+                ],
+                env={**os.environ, **env},
+                stdout=out,
+                stderr=subprocess.STDOUT,
+                timeout=180,
+                check=False,
+            )
+        if done.returncode == 0:
+            break
+        time.sleep(2 * (attempt + 1))
+    else:
+        raise RuntimeError(f"crossplane core init failed 5 times; log {log}")
+
+    client_certs = _secret_files(
+        kube, CLIENT_SECRET, CROSSPLANE_NAMESPACE, stack.workdir / "crossplane" / "tls-client"
+    )
+    root_ca = _secret_files(
+        kube, CA_SECRET, CROSSPLANE_NAMESPACE, stack.workdir / "crossplane" / "root-ca"
+    )
+    cache = stack.workdir / "crossplane" / "xpkg-cache"
+    cache.mkdir(parents=True, exist_ok=True)
+    process = stack.supervisor.start(
+        "crossplane",
+        [
+            core,
+            "core",
+            "start",
+            "--package-runtime=External",
+            f"--poll-interval={poll_interval}",
+            "--debug",
+        ],
+        env={
+            **env,
+            "TLS_CLIENT_CERTS_DIR": str(client_certs),
+            "XPKG_CACHE_DIR": str(cache),
+            "METRICS_PORT": str(free_port()),
+            "HEALTH_PROBE_PORT": str(free_port()),
+        },
+    )
+    stack.supervisor.wait_until(
+        process,
+        lambda: (
+            kube.kubectl("api-resources", "--api-group=pkg.crossplane.io", check=False).count("\n")
+            > 3
+        ),
+        "serving package APIs",
+        120,
+    )
+    return root_ca
+
+
+def start_provider_kubernetes(stack: Stack, cluster: Cluster, ca: pki.KeyPair) -> None:
+    """provider-kubernetes run as a process, its CRDs applied from its module."""
+    kube = cluster.kube
+    source = module_dir("provider-kubernetes", "github.com/crossplane-contrib/provider-kubernetes")
+    docs = []
+    for path in sorted((source / "package" / "crds").glob("*.yaml")):
+        for crd in yaml.safe_load_all(path.read_text()):
+            if not crd:
+                continue
+            crd = copy.deepcopy(crd)
+            webhook = ((crd.get("spec") or {}).get("conversion") or {}).get("webhook")
+            if webhook is not None:
+                # In a cluster the package manager points this at the provider's
+                # Service; here the provider runs on 127.0.0.1.
+                webhook["clientConfig"] = {
+                    "url": f"https://127.0.0.1:{PROVIDER_WEBHOOK_PORT}/convert",
+                    "caBundle": _b64(ca.cert),
+                }
+            docs.append(crd)
+    kube.apply(docs)
+    certs = stack.workdir / "provider-kubernetes" / "tls"
+    serving = pki.sign(ca, certs, "webhook", common_name="provider-kubernetes", ips=("127.0.0.1",))
+    (certs / "tls.crt").write_bytes(serving.cert.read_bytes())
+    (certs / "tls.key").write_bytes(serving.key.read_bytes())
+    process = stack.supervisor.start(
+        "provider-kubernetes",
+        [
+            binary("provider-kubernetes"),
+            "--debug",
+            # Objects with `watch: true` relay remote changes within seconds.
+            "--enable-watches",
+            f"--health-probe-bind-addr=127.0.0.1:{free_port()}",
+            "--poll=30s",
+        ],
+        env={"KUBECONFIG": str(cluster.kubeconfig), "TLS_SERVER_CERTS_DIR": str(certs)},
+    )
+    stack.supervisor.wait_until(
+        process, lambda: listening(PROVIDER_WEBHOOK_PORT), "serving webhooks"
+    )
+
+
+def start_registry(stack: Stack) -> str:
+    port = free_port()
+    process = stack.supervisor.start("registry", [binary("registry"), f"--port={port}"])
+    stack.supervisor.wait_until(process, lambda: listening(port), "listening")
+    return f"127.0.0.1:{port}"
+
+
+def check_ports_free() -> None:
+    if listening(PROVIDER_WEBHOOK_PORT):
+        raise RuntimeError(
+            f"port {PROVIDER_WEBHOOK_PORT} is taken: provider-kubernetes needs it (another run?)"
+        )
+
+
+def start(workdir: Path) -> Stack:
+    """Start both clusters, Crossplane, provider-kubernetes and the registry."""
+    check_ports_free()
+    for name in ("etcd", "kube-apiserver", "kube-controller-manager", "kube-scheduler", "kubectl",
+                 "crossplane", "crossplane-core", "provider-kubernetes", "registry"):  # fmt: skip
+        binary(name)
+    stack = Stack(workdir, Supervisor(workdir / "logs"))
+    began = time.monotonic()
+    try:
+        ca = pki.new_ca(workdir / "pki", "e2e-ca")
+        admin = pki.sign(
+            ca, workdir / "pki", "admin", common_name="admin", organization="system:masters"
+        )
+        sa = pki.service_account_keys(workdir / "pki")
+        stack.control_plane = start_cluster(stack, "control-plane", ca, admin, sa, scheduler=False)
+        stack.workload = start_cluster(stack, "workload", ca, admin, sa, scheduler=True)
+        stack.timings["clusters"] = time.monotonic() - began
+        stack.registry = start_registry(stack)
+        stack.root_ca = start_crossplane(stack, stack.control_plane)
+        start_provider_kubernetes(stack, stack.control_plane, ca)
+        stack.timings["stack"] = time.monotonic() - began
+    except BaseException:
+        stack.supervisor.stop()
+        raise
+    return stack
+
+
+def dump(kube: Kube, kinds: list[str], into: Path) -> None:
+    """Write every object of the given kinds to into/<kind>.yaml, for a failure's record."""
+    into.mkdir(parents=True, exist_ok=True)
+    for kind in kinds:
+        try:
+            text = kube.kubectl("get", kind, "--all-namespaces", "-o", "yaml")
+        except KubectlFailed as error:
+            text = str(error)
+        (into / f"{kind.replace('/', '_')}.yaml").write_text(text)

@@ -1,0 +1,70 @@
+#!/usr/bin/env bash
+# Build the binaries the e2e suite runs (tests/e2e) into .tools/bin: Kubernetes
+# v1.35.4 (kube-apiserver, kube-controller-manager, kube-scheduler, kubectl),
+# etcd v3.6.16, provider-kubernetes v1.2.1 and an OCI registry. Each comes from
+# a pinned module in tools/ (go.sum committed). A binary already present is
+# skipped; Crossplane core comes from scripts/setup.sh. openssl is installed
+# with apt-get when missing.
+#
+# Usage: scripts/e2e-tools.sh [kubernetes|etcd|provider-kubernetes|registry]...
+# (no argument: all of them, one after another; a cold build takes ~15 min on
+# two cores and grows the Go build cache by a few GB).
+set -euo pipefail
+cd "$(dirname "$0")/.."
+mkdir -p .tools/bin
+bin=$(cd .tools/bin && pwd)
+
+# build <module dir> <binary>=<package>...: one `go build` for the binaries
+# still missing, so packages shared between them compile once.
+build() {
+  local dir=$1; shift
+  local pkgs=() missing=()
+  for pair in "$@"; do
+    local out=${pair%%=*} pkg=${pair#*=}
+    if [ ! -x "${bin}/${out}" ]; then pkgs+=("${pkg}"); missing+=("${out}"); fi
+  done
+  if [ ${#pkgs[@]} -eq 0 ]; then return 0; fi
+  echo "e2e-tools: building ${missing[*]} from tools/${dir} ($(date -u +%H:%M:%S))"
+  local tmp
+  tmp=$(mktemp -d "${bin}/.build.XXXXXX")
+  # Static binaries; -o into a folder names each after its package's last element.
+  (cd "tools/${dir}" && CGO_ENABLED=0 go build -trimpath -o "${tmp}/" "${pkgs[@]}")
+  for pair in "$@"; do
+    local out=${pair%%=*} pkg=${pair#*=}
+    local built=${pkg##*/}
+    # A module path ending in a major version (…/server/v3) names the binary
+    # after the element before it, as `go build` does.
+    if [[ ${built} =~ ^v[0-9]+$ ]]; then built=${pkg%/*}; built=${built##*/}; fi
+    if [ -x "${tmp}/${built}" ]; then mv "${tmp}/${built}" "${bin}/${out}"; fi
+  done
+  rmdir "${tmp}"
+  echo "e2e-tools: built ${missing[*]} ($(date -u +%H:%M:%S))"
+}
+
+kubernetes() {
+  build kubernetes \
+    kube-apiserver=k8s.io/kubernetes/cmd/kube-apiserver \
+    kube-controller-manager=k8s.io/kubernetes/cmd/kube-controller-manager \
+    kube-scheduler=k8s.io/kubernetes/cmd/kube-scheduler \
+    kubectl=k8s.io/kubernetes/cmd/kubectl
+}
+etcd() { build etcd etcd=go.etcd.io/etcd/server/v3; }
+provider-kubernetes() {
+  build provider-kubernetes provider-kubernetes=github.com/crossplane-contrib/provider-kubernetes/cmd/provider
+}
+registry() { build registry registry=github.com/google/go-containerregistry/cmd/registry; }
+
+# The suite makes its certificates with openssl.
+if ! command -v openssl >/dev/null 2>&1; then
+  echo "e2e-tools: installing openssl"
+  apt-get install -y -q openssl >/dev/null || { apt-get update -q >/dev/null && apt-get install -y -q openssl >/dev/null; }
+fi
+
+targets=("$@")
+if [ ${#targets[@]} -eq 0 ]; then targets=(kubernetes etcd provider-kubernetes registry); fi
+for target in "${targets[@]}"; do
+  case "${target}" in
+    kubernetes | etcd | provider-kubernetes | registry) "${target}" ;;
+    *) echo "e2e-tools: unknown target ${target}" >&2; exit 2 ;;
+  esac
+done

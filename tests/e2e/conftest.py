@@ -1,0 +1,66 @@
+"""The e2e session: both clusters, Crossplane, provider-kubernetes and the functions.
+
+The stack starts once per session in `out/e2e/<time>/` and is stopped by
+PID at the end; its logs stay there. A failing test's report names that
+folder and shows the last lines of every server that died.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Iterator
+
+import pytest
+from modelplane_devtools.e2e import functions, stack
+
+_workdirs: list = []
+
+
+@pytest.fixture(scope="session")
+def e2e_stack() -> Iterator[stack.Stack]:
+    workdir = stack.ROOT / "out" / "e2e" / time.strftime("%Y%m%d-%H%M%S")
+    workdir.mkdir(parents=True)
+    _workdirs.append(workdir)
+    began = time.monotonic()
+    running = stack.start(workdir)
+    try:
+        assert running.control_plane and running.root_ca
+        functions.install(
+            running.control_plane.kube,
+            running.supervisor,
+            running.registry,
+            running.root_ca,
+            workdir,
+        )
+        running.timings["functions"] = time.monotonic() - began
+        (workdir / "timings.txt").write_text(
+            "".join(f"{k}: {v:.1f}s\n" for k, v in running.timings.items())
+        )
+        yield running
+    finally:
+        for cluster in (running.control_plane, running.workload):
+            if cluster:
+                stack.dump(
+                    cluster.kube,
+                    ["managed", "composite", "objects.kubernetes.m.crossplane.io", "pods",
+                     "nodes", "resourceclaims", "resourceslices", "functions",
+                     "functionrevisions", "events"],
+                    workdir / "dump" / cluster.name,
+                )  # fmt: skip
+        running.supervisor.stop()
+
+
+@pytest.hookimpl(hookwrapper=True)
+def pytest_runtest_makereport(item, call):
+    outcome = yield
+    report = outcome.get_result()
+    if report.failed and _workdirs:
+        lines = [f"logs and object dumps: {_workdirs[-1]}"]
+        stand_ins = item.funcargs.get("stand_ins") if hasattr(item, "funcargs") else None
+        if stand_ins is not None and stand_ins.errors:
+            lines.append("stand-in errors:\n  " + "\n  ".join(stand_ins.errors))
+        running = item.funcargs.get("e2e_stack") if hasattr(item, "funcargs") else None
+        if running is not None:
+            for process in running.supervisor.exited():
+                lines.append(f"{process.name} exited:\n{process.tail()}")
+        report.sections.append(("e2e", "\n".join(lines)))

@@ -1,0 +1,416 @@
+"""A fleet's life on a real control plane, one step per test, in file order.
+
+The functions run as installed Function packages behind Crossplane core;
+provider-kubernetes carries their Objects to a second API server whose
+kube-scheduler places the pods on fake GPU nodes (see
+`modelplane_devtools.e2e`). Each step is asserted through the API servers
+only. The agent's reports are written by the test in the agent's place
+(`fleet.Agent`), and LeaderWorkerSet pods by a stand-in for its controller.
+Later steps build on earlier ones: when one fails, the rest fail with it.
+"""
+
+from __future__ import annotations
+
+import subprocess
+import time
+from collections import Counter
+from collections.abc import Iterator
+from datetime import UTC, datetime, timedelta
+
+import pytest
+from modelplane_devtools.e2e import fleet
+from modelplane_devtools.e2e.kube import Kube, condition, eventually
+from modelplane_devtools.e2e.stack import ROOT, Stack
+
+pytestmark = pytest.mark.e2e
+
+CLUSTER = "gpu-east"
+SECRETS = "modelplane-system"
+TEAM = "team-a"
+DEPLOYMENT = "chat"
+H100 = {"productName": {"string": "NVIDIA-H100-80GB-HBM3"}}
+POOLS = [
+    fleet.Pool(
+        "h100",
+        4,
+        (fleet.DeviceKind("gpu", "gpu.nvidia.com", 8, H100, {"memory": {"value": "80Gi"}}),),
+    ),
+    fleet.Pool(
+        "l40s",
+        2,
+        (
+            fleet.DeviceKind(
+                "gpu", "gpu.nvidia.com", 4, {"productName": {"string": "NVIDIA-L40S"}},
+                {"memory": {"value": "48Gi"}},
+            ),
+            fleet.DeviceKind("nic", "rdma.mellanox.com", 2, {"linkSpeedGbps": {"int": 200}}, {}),
+        ),
+    ),
+]  # fmt: skip
+
+
+def _device(kind: fleet.DeviceKind) -> dict:
+    return {
+        "name": kind.name,
+        "driver": kind.driver,
+        "deviceClassName": kind.driver,
+        "count": kind.count,
+        "attributes": {f"{kind.driver}/{k}": v for k, v in kind.attributes.items()},
+        "capacity": {f"{kind.driver}/{k}": v for k, v in kind.capacity.items()},
+    }
+
+
+INFERENCE_CLUSTER = {
+    "apiVersion": "modelplane.ai/v1alpha1",
+    "kind": "InferenceCluster",
+    "metadata": {"name": CLUSTER, "labels": {"modelplane.ai/tier": "production"}},
+    "spec": {
+        "credentials": {
+            "secretRef": {
+                "namespace": SECRETS,
+                "name": f"{CLUSTER}-kubeconfig",
+                "key": "kubeconfig",
+            }
+        },
+        "nodePools": [
+            {"name": p.name, "nodeCount": p.nodes, "devices": [_device(k) for k in p.devices]}
+            for p in POOLS
+        ],
+        "observation": {"mode": "Observed", "maxAge": "2m"},
+    },
+}
+
+H100_ONLY = 'device.attributes["gpu.nvidia.com"].productName == "NVIDIA-H100-80GB-HBM3"'
+BIG_ENOUGH = 'device.capacity["gpu.nvidia.com"].memory.compareTo(quantity("40Gi")) >= 0'
+
+
+def _member(role: str, gpus: int, expression: str, **extra) -> dict:
+    return {
+        "role": role,
+        **extra,
+        "nodeSelector": {
+            "devices": [
+                {"name": "gpu", "count": gpus, "selectors": [{"cel": {"expression": expression}}]}
+            ]
+        },
+        "template": {
+            "spec": {"containers": [{"name": "engine", "image": "example.invalid/engine:v1"}]}
+        },
+    }
+
+
+MODEL_DEPLOYMENT = {
+    "apiVersion": "modelplane.ai/v1alpha1",
+    "kind": "ModelDeployment",
+    "metadata": {"name": DEPLOYMENT, "namespace": TEAM},
+    "spec": {
+        "replicas": 3,
+        "template": {
+            "spec": {
+                "engines": [
+                    # One Standalone engine, one GPU of at least 40 GiB anywhere.
+                    {"name": "router", "members": [_member("Standalone", 1, BIG_ENOUGH)]},
+                    # A gang: a leader and one worker, two H100s each, on distinct nodes.
+                    {
+                        "name": "model",
+                        "members": [
+                            _member("Leader", 2, H100_ONLY),
+                            _member("Worker", 2, H100_ONLY, worker={"nodes": 1}),
+                        ],
+                    },
+                ]
+            }
+        },
+    },
+}
+PODS_PER_REPLICA = 3
+
+
+@pytest.fixture(scope="module")
+def planes(e2e_stack: Stack) -> tuple[Kube, Kube]:
+    assert e2e_stack.control_plane and e2e_stack.workload
+    return e2e_stack.control_plane.kube, e2e_stack.workload.kube
+
+
+@pytest.fixture(scope="module")
+def stand_ins(planes: tuple[Kube, Kube]) -> Iterator[fleet.StandIns]:
+    """The agent's, LWS's and the kubelets' stand-ins on the workload cluster, every 2 s."""
+    running = fleet.StandIns(planes[1], POOLS).start()
+    try:
+        yield running
+    finally:
+        running.stop()
+
+
+def _true(kube: Kube, kind: str, name: str, kind_of_condition: str, namespace: str | None = None):
+    obj = kube.get(kind, name, namespace)
+    c = condition(obj, kind_of_condition)
+    assert c and c["status"] == "True", f"{kind} {name} {kind_of_condition}: {c}"
+    return obj
+
+
+def _replicas(control: Kube) -> dict[str, dict]:
+    return {r["metadata"]["name"]: r for r in control.list("modelreplicas.modelplane.ai", TEAM)}
+
+
+def _pods(workload: Kube) -> dict[str, dict]:
+    return {p["metadata"]["name"]: p for p in workload.list("pods", TEAM)}
+
+
+def test_a_cluster_in_observed_mode_gets_its_provider_config_and_pool_observations(planes):
+    control, workload = planes
+    # The platform's part: the tenant namespace and the agent's CRDs on the
+    # workload cluster (LeaderWorkerSet's API too), GPU nodes with their devices.
+    workload.kubectl("create", "namespace", TEAM)
+    workload.apply_files(ROOT / "apis" / "agent")
+    workload.apply(fleet.LWS_CRD)
+    fleet.add_nodes(workload, POOLS)
+
+    control.kubectl("create", "namespace", SECRETS)
+    control.kubectl("create", "namespace", TEAM)
+    control.kubectl(
+        "create", "secret", "generic", f"{CLUSTER}-kubeconfig", "-n", SECRETS,
+        f"--from-file=kubeconfig={workload.kubeconfig}",
+    )  # fmt: skip
+    apis = ["inferencecluster", "modelreplica", "modeldeployment"]
+    control.apply_files(*(ROOT / "apis" / a / "definition.yaml" for a in apis))
+    for api in apis:
+        eventually(
+            lambda a=api: _true(control, "xrd", f"{a}s.modelplane.ai", "Established"),
+            f"XRD {api}s Established",
+        )
+    control.apply_files(*(ROOT / "apis" / a / "composition.yaml" for a in apis))
+    control.apply(INFERENCE_CLUSTER)
+
+    eventually(
+        lambda: control.get("clusterproviderconfigs.kubernetes.m.crossplane.io", CLUSTER),
+        "the ClusterProviderConfig named after the cluster",
+    )
+    for pool in POOLS:
+        eventually(
+            lambda p=pool: workload.get("poolobservations.agent.modelplane.ai", p.name),
+            f"PoolObservation {pool.name} on the workload cluster",
+            timeout=180,
+        )
+    objects = control.list("objects.kubernetes.m.crossplane.io", SECRETS)
+    assert {o["spec"]["forProvider"]["manifest"]["kind"] for o in objects} >= {
+        "CustomResourceDefinition",
+        "PoolObservation",
+    }
+    present = eventually(
+        lambda: (
+            (control.get("inferencecluster", CLUSTER) or {})
+            .get("status", {})
+            .get("agent", {})
+            .get("present")
+        ),
+        "InferenceCluster status.agent.present",
+    )
+    assert present is True
+
+
+def test_b_the_agents_reports_reach_the_inference_cluster_status(planes, stand_ins):
+    control, _ = planes
+
+    def published() -> dict:
+        status = (control.get("inferencecluster", CLUSTER) or {}).get("status") or {}
+        pools = {p["name"]: p for p in status.get("gpuPools") or []}
+        assert set(pools) == {p.name for p in POOLS}, f"gpuPools: {sorted(pools)}"
+        waiting = [n for n, p in pools.items() if "nodesByFreeDevices" not in p]
+        assert not waiting, f"no histogram yet for {waiting}"
+        return pools
+
+    pools = eventually(
+        published, "both pools' histograms in InferenceCluster.status.gpuPools", timeout=120
+    )
+    assert pools["h100"]["nodesByFreeDevices"] == [{"free": {"gpu": 8}, "nodes": 4}]
+    assert pools["l40s"]["nodesByFreeDevices"] == [{"free": {"gpu": 4, "nic": 2}, "nodes": 2}]
+    assert pools["h100"]["observedNodes"] == 4
+    _true(control, "inferencecluster", CLUSTER, "CapacityObserved")
+
+
+def test_c_three_replicas_are_placed_and_their_pods_bound_gangs_on_distinct_nodes(
+    planes, stand_ins
+):
+    control, workload = planes
+    control.apply(MODEL_DEPLOYMENT)
+
+    replicas = eventually(
+        lambda: len(found := _replicas(control)) == 3 and found, "3 ModelReplicas", timeout=120
+    )
+    assert {r["spec"]["clusterName"] for r in replicas.values()} == {CLUSTER}
+
+    def workloads() -> bool:
+        deployments = workload.list("deployments", TEAM)
+        sets = workload.list(f"leaderworkersets.{fleet.LWS_GROUP}", TEAM)
+        templates = workload.list("resourceclaimtemplates.resource.k8s.io", TEAM)
+        assert (len(deployments), len(sets), len(templates)) == (3, 3, 9), (
+            f"deployments {len(deployments)}, leaderworkersets {len(sets)}, "
+            f"claim templates {len(templates)}"
+        )
+        return True
+
+    eventually(
+        workloads, "a Deployment, a LeaderWorkerSet and 3 claim templates per replica", timeout=180
+    )
+
+    def bound() -> dict:
+        pods = _pods(workload)
+        unbound = [n for n, p in pods.items() if not p["spec"].get("nodeName")]
+        assert len(pods) == 3 * PODS_PER_REPLICA and not unbound, (
+            f"{len(pods)} pods, unbound {unbound}"
+        )
+        return pods
+
+    pods = eventually(bound, "9 pods bound by kube-scheduler", timeout=180)
+    gangs: dict[str, list[str]] = {}
+    for pod in pods.values():
+        key = pod["metadata"]["labels"].get(fleet.GROUP_KEY)
+        if key:
+            gangs.setdefault(key, []).append(pod["spec"]["nodeName"])
+    assert len(gangs) == 3
+    for nodes in gangs.values():
+        assert len(nodes) == 2 and len(set(nodes)) == 2, f"a gang shares a node: {nodes}"
+        assert all(n.startswith("h100-") for n in nodes)
+    claims = workload.list("resourceclaims.resource.k8s.io", TEAM)
+    assert len(claims) == 9 and all((c.get("status") or {}).get("allocation") for c in claims)
+
+    for name in replicas:
+        eventually(
+            lambda n=name: _true(control, "modelreplica", n, "PodsScheduled", TEAM),
+            f"ModelReplica {name} PodsScheduled=True",
+            timeout=120,
+        )
+    eventually(
+        lambda: (
+            ((control.get("modeldeployment", DEPLOYMENT, TEAM) or {}).get("status") or {})
+            .get("replicas", {})
+            .get("scheduled")
+            == 3
+        ),
+        "ModelDeployment status.replicas.scheduled = 3",
+        timeout=120,
+    )
+
+
+def test_d_kubectl_wait_ready_on_the_deployment(planes):
+    """Today's behaviour, recorded: the pods never run (no kubelet), so no
+    Deployment becomes Available and a truthful ModelDeployment is not Ready."""
+    control, _ = planes
+    done = subprocess.run(
+        [str(control.kubectl_path), f"--kubeconfig={control.kubeconfig}", "wait",
+         "--for=condition=Ready", f"modeldeployment/{DEPLOYMENT}", "-n", TEAM, "--timeout=20s"],
+        capture_output=True, text=True, check=False,
+    )  # fmt: skip
+    ready = condition(control.get("modeldeployment", DEPLOYMENT, TEAM), "Ready")
+    assert done.returncode != 0, f"Ready although no pod runs: {done.stdout} {ready}"
+    assert ready and ready["status"] == "False", ready
+
+
+def _workload_uids(workload: Kube) -> dict[str, str]:
+    kinds = ["deployments", f"leaderworkersets.{fleet.LWS_GROUP}", "pods"]
+    return {
+        f"{kind}/{o['metadata']['name']}": o["metadata"]["uid"]
+        for kind in kinds
+        for o in workload.list(kind, TEAM)
+    }
+
+
+def test_e_scaling_to_two_removes_one_replica_and_only_its_workloads(planes, stand_ins):
+    control, workload = planes
+    before = _replicas(control)
+    uids_before = _workload_uids(workload)
+    control.patch("modeldeployment", DEPLOYMENT, {"spec": {"replicas": 2}}, namespace=TEAM)
+
+    after = eventually(
+        lambda: len(found := _replicas(control)) == 2 and found, "2 ModelReplicas", timeout=120
+    )
+    (gone,) = set(before) - set(after)
+    assert {n: r["metadata"]["uid"] for n, r in after.items()} == {
+        n: before[n]["metadata"]["uid"] for n in after
+    }
+
+    def collected() -> dict[str, str]:
+        uids = _workload_uids(workload)
+        leftovers = [k for k in uids if gone in k]
+        assert not leftovers, f"still there: {leftovers}"
+        return uids
+
+    uids_after = eventually(
+        collected, f"{gone}'s workloads and pods garbage-collected", timeout=180
+    )
+    assert uids_after == {k: v for k, v in uids_before.items() if gone not in k}
+    assert len([k for k in uids_after if k.startswith("pods/")]) == 2 * PODS_PER_REPLICA
+
+
+def test_f_a_malformed_selector_keeps_running_replicas_and_names_the_defect(planes, stand_ins):
+    control, workload = planes
+    replicas = {n: r["metadata"]["uid"] for n, r in _replicas(control).items()}
+    uids = _workload_uids(workload)
+    path = (
+        "/spec/template/spec/engines/0/members/0/nodeSelector/devices/0/selectors/0/cel/expression"
+    )
+    bad = 'device.driver == "gpu.nvidia.com" &&'
+    control.patch(
+        "modeldeployment", DEPLOYMENT, [{"op": "replace", "path": path, "value": bad}],
+        namespace=TEAM, kind_of_patch="json",
+    )  # fmt: skip
+
+    def reported() -> dict:
+        deployment = control.get("modeldeployment", DEPLOYMENT, TEAM)
+        defects = [
+            c for c in (deployment.get("status") or {}).get("conditions") or []
+            if c.get("reason") == "InvalidSelector"
+        ]  # fmt: skip
+        assert defects, f"conditions: {(deployment.get('status') or {}).get('conditions')}"
+        return defects[0]
+
+    defect = eventually(reported, "a condition with reason InvalidSelector", timeout=120)
+    assert defect["status"] == "False"
+    assert "router" in defect["message"], defect["message"]
+    time.sleep(10)  # a few reconciles of everything involved
+    assert {n: r["metadata"]["uid"] for n, r in _replicas(control).items()} == replicas
+    assert _workload_uids(workload) == uids
+    assert all(p["spec"].get("nodeName") for p in _pods(workload).values())
+
+    control.patch(
+        "modeldeployment", DEPLOYMENT, [{"op": "replace", "path": path, "value": BIG_ENOUGH}],
+        namespace=TEAM, kind_of_patch="json",
+    )  # fmt: skip
+    eventually(
+        lambda: (
+            not any(
+                c.get("reason") == "InvalidSelector"
+                for c in (control.get("modeldeployment", DEPLOYMENT, TEAM).get("status") or {}).get(
+                    "conditions"
+                )
+                or []
+            )
+        ),
+        "the InvalidSelector condition cleared once the selector is fixed",
+        timeout=120,
+    )
+
+
+def test_g_a_stale_observation_falls_back_without_deleting_running_work(planes, stand_ins):
+    control, workload = planes
+    replicas = {n: r["metadata"]["uid"] for n, r in _replicas(control).items()}
+    uids = _workload_uids(workload)
+    stand_ins.pause_reports()
+    stale = (datetime.now(UTC) - timedelta(minutes=10)).strftime("%Y-%m-%dT%H:%M:%SZ")
+    fleet.report_pools(workload, POOLS, observed_at=stale)
+
+    def fell_back() -> dict:
+        c = condition(control.get("inferencecluster", CLUSTER), "CapacityObserved")
+        assert c and (c["status"], c["reason"]) == ("False", "NoPoolObserved"), c
+        return c
+
+    observed = eventually(fell_back, "CapacityObserved=False/NoPoolObserved once reports are stale")
+    assert "h100" in observed["message"] and "l40s" in observed["message"], observed["message"]
+    pools = {p["name"]: p for p in control.get("inferencecluster", CLUSTER)["status"]["gpuPools"]}
+    assert pools["h100"]["observedAt"] == stale  # still published: what the agent last said
+    time.sleep(15)
+    assert {n: r["metadata"]["uid"] for n, r in _replicas(control).items()} == replicas
+    assert _workload_uids(workload) == uids
+    counted = Counter(bool(p["spec"].get("nodeName")) for p in _pods(workload).values())
+    assert counted == {True: 2 * PODS_PER_REPLICA}
