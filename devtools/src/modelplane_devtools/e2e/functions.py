@@ -27,6 +27,7 @@ workspace's virtualenv. Everything else is the same.
 
 from __future__ import annotations
 
+import functools
 import os
 import subprocess
 import sys
@@ -157,7 +158,7 @@ def install(
         )
     for function in installed:
         revision = eventually(
-            lambda f=function: _active_revision(kube, f.name),
+            functools.partial(_active_revision, kube, function.name),
             f"an active FunctionRevision of {function.name}",
             timeout=180,
         )
@@ -202,7 +203,7 @@ def install(
             subresource="status",
         )
         eventually(
-            lambda f=function: _healthy(kube, f.name),
+            functools.partial(_healthy, kube, function.name),
             f"Function {function.name} Installed and Healthy",
             timeout=180,
         )

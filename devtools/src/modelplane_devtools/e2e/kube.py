@@ -9,7 +9,7 @@ from __future__ import annotations
 import json
 import subprocess
 import time
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TypeVar
@@ -77,7 +77,7 @@ class Kube:
         self,
         kind: str,
         name: str,
-        patch: dict | list,
+        patch: Mapping[str, object] | Sequence[Mapping[str, object]],
         *,
         namespace: str | None = None,
         kind_of_patch: str = "merge",
