@@ -151,6 +151,7 @@ git ls-files -z --cached --others --exclude-standard |
 find "$SRC" -exec touch --no-dereference --date="@$SOURCE_DATE_EPOCH" {} +
 
 venv() {  # venv <package>: /venv of a workspace package, installed by uv in the base
+  # Two statements: in `local fn=$1 out=$WORK/$fn` the $fn would be the caller's.
   local fn=$1
   local out=$WORK/$fn
   mkdir -p "$out/venv"
