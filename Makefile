@@ -8,7 +8,8 @@ setup:
 render: setup
 	uv run --frozen modelplane-render
 
-# Build dist/xpkg/<function>.xpkg for the three functions, without Docker.
+# Build dist/xpkg/<function>.xpkg for the three functions and the agent's image
+# dist/images/modelplane-agent.tar, without Docker.
 packages: setup
 	bash scripts/build-packages.sh
 

@@ -1,19 +1,25 @@
 #!/usr/bin/env bash
-# Build the three Function packages (.xpkg) from uv.lock, without Docker.
+# Build the three Function packages (.xpkg) and the agent's image from
+# uv.lock, without Docker.
 #
 #   dist/xpkg/<function>.xpkg     the Function package: runtime image + package layer
 #   dist/images/<function>.tar    the runtime image alone (docker-archive, tag
 #                                 modelplane/<function>:v<version>)
-#   dist/oci/                     the same runtime images as one OCI layout
+#   dist/images/modelplane-agent.tar
+#                                 the agent's image (docker-archive, tag
+#                                 modelplane/agent:v<version>); a plain image,
+#                                 deploy/agent/deployment.yaml runs it
+#   dist/oci/                     the same images as one OCI layout
 #   dist/debian-packages.txt      the Debian packages of the base, name=version
 #   dist/build-info.txt           version, commit and SOURCE_DATE_EPOCH of the build
 #   dist/SHA256SUMS               sha256 of every file above
-#   dist/build/                   the work: base/ (the Debian rootfs), <function>/venv
+#   dist/build/                   the work: base/ (the Debian rootfs), <package>/venv
 #
-# Every image has two layers: a Debian bookworm base shared by all three
+# Every image has two layers: a Debian bookworm base shared by all four
 # (python3.11 and the libraries grpcio needs, nothing else: no shell) and one
-# layer holding the function's virtual environment at /venv, installed by uv
+# layer holding the package's virtual environment at /venv, installed by uv
 # from uv.lock inside that very base so the wheels match its Python and libc.
+# The same steps build every image; a function's image then becomes a package.
 # Given the same Debian packages and the same commit, the bytes are the same:
 # every timestamp is the last commit's time (SOURCE_DATE_EPOCH), tar orders
 # names and drops owners, and bytecode carries source hashes, not times.
@@ -32,7 +38,12 @@ SUITE=bookworm
 BASE_PACKAGES=python3.11-minimal,libpython3.11-stdlib,libstdc++6
 # The runtime user: nobody. Numeric, so Kubernetes can check runAsNonRoot.
 RUNTIME_UID=65534
-PORT=9443
+# The functions serve RunFunction on 9443 (modelplane_common.server); the
+# agent serves /healthz, /readyz and /metrics on the port of its --listen
+# default (agent/src/modelplane_agent/main.py).
+FUNCTION_PORT=9443
+AGENT=modelplane-agent
+AGENT_PORT=8080
 
 # PACKAGES_DIST builds elsewhere (the reproducibility test builds twice).
 DIST=${PACKAGES_DIST:-$ROOT/dist}
@@ -127,7 +138,7 @@ bwrap --bind "$BASE" / --dev /dev --proc /proc --tmpfs /tmp --clearenv \
 det_tar "$WORK/base.tar" "$BASE" .
 step "debian base: layer $(du -h "$WORK/base.tar" | cut -f1)"
 
-# ---- 2. one virtual environment per function ---------------------------------
+# ---- 2. one virtual environment per image ------------------------------------
 # uv builds the workspace's own packages from a copy of the files git sees
 # (tracked, and untracked but not ignored, as they are in the working tree),
 # so nothing ignored (.venv, dist, caches) can reach a package, all of them
@@ -139,8 +150,10 @@ git ls-files -z --cached --others --exclude-standard |
   tar --create --null --files-from=- --file=- | tar --extract --file=- --directory="$SRC"
 find "$SRC" -exec touch --no-dereference --date="@$SOURCE_DATE_EPOCH" {} +
 
-venv() {  # venv <function>: /venv of the function, installed by uv in the base
-  local fn=$1 out=$WORK/$fn
+venv() {  # venv <package>: /venv of a workspace package, installed by uv in the base
+  # Two statements: in `local fn=$1 out=$WORK/$fn` the $fn would be the caller's.
+  local fn=$1
+  local out=$WORK/$fn
   mkdir -p "$out/venv"
   # The base is read-only; the source copy is read-only at /tmp/src; only the
   # output (at /venv, where the image has it) and uv's cache are writable.
@@ -178,29 +191,31 @@ venv() {  # venv <function>: /venv of the function, installed by uv in the base
 # ---- 3. the runtime image ------------------------------------------------------
 OCI=$DIST/oci
 umoci init --layout "$OCI"
-# The base layer is compressed once, under the tag `base`, and each function
-# image starts from it.
+# The base layer is compressed once, under the tag `base`, and each image
+# starts from it.
 umoci new --image "$OCI:base"
 umoci raw add-layer --image "$OCI:base" --history.created="$CREATED" \
   --history.created_by="mmdebstrap $SUITE $BASE_PACKAGES" "$WORK/base.tar"
-image() {  # image <function>: base + venv layers, entrypoint and user
-  local fn=$1 ref=$OCI:$1
+image() {  # image <package> <repository> <port>: base + venv layers, entrypoint and user
+  # The entrypoint is the package's command of the same name; the tarball is
+  # dist/images/<package>.tar, tagged modelplane/<repository>:v<version>.
+  local fn=$1 repository=$2 port=$3 ref=$OCI:$1
   umoci raw add-layer --image "$OCI:base" --tag "$fn" --history.created="$CREATED" \
     --history.created_by="uv sync --frozen --no-dev --no-editable --package $fn" \
     "$WORK/$fn/venv.tar"
   umoci config --image "$ref" --created="$CREATED" --history.created="$CREATED" \
-    --history.created_by="entrypoint /venv/bin/$fn, user $RUNTIME_UID, port $PORT" \
+    --history.created_by="entrypoint /venv/bin/$fn, user $RUNTIME_UID, port $port" \
     --config.entrypoint="/venv/bin/$fn" \
     --config.user="$RUNTIME_UID:$RUNTIME_UID" \
-    --config.exposedports="$PORT/tcp" \
+    --config.exposedports="$port/tcp" \
     --config.workingdir=/ \
     --config.env=PATH=/venv/bin:/usr/bin \
     --config.label=org.opencontainers.image.title="$fn" \
     --config.label=org.opencontainers.image.version="$VERSION" \
     --config.label=org.opencontainers.image.revision="$REVISION" \
     --config.label=org.opencontainers.image.created="$CREATED"
-  skopeo copy --quiet "oci:$OCI:$fn" "docker-archive:$DIST/images/$fn.tar:modelplane/$fn:$TAG"
-  step "$fn: runtime image dist/images/$fn.tar $(du -h "$DIST/images/$fn.tar" | cut -f1)"
+  skopeo copy --quiet "oci:$OCI:$fn" "docker-archive:$DIST/images/$fn.tar:modelplane/$repository:$TAG"
+  step "$fn: image dist/images/$fn.tar (modelplane/$repository:$TAG) $(du -h "$DIST/images/$fn.tar" | cut -f1)"
 }
 
 # ---- 4. the Function package -------------------------------------------------
@@ -219,13 +234,16 @@ package() {  # package <function>: crossplane.yaml on top of the runtime image
 for fn in "${FUNCTIONS[@]}"; do
   step "$fn: uv sync into /venv"
   venv "$fn"
-  image "$fn"
+  image "$fn" "$fn" "$FUNCTION_PORT"
   package "$fn"
 done
+step "$AGENT: uv sync into /venv"
+venv "$AGENT"
+image "$AGENT" agent "$AGENT_PORT"
 
 printf 'version=%s\ncommit=%s\nsource_date_epoch=%s\n' "$VERSION" "$REVISION" "$SOURCE_DATE_EPOCH" \
   >"$DIST/build-info.txt"
-# The base tag was a step, not an image; its blobs stay, shared by the three.
+# The base tag was a step, not an image; its blobs stay, shared by the four.
 umoci rm --image "$OCI:base"
 (cd "$DIST" && sha256sum build-info.txt debian-packages.txt images/*.tar xpkg/*.xpkg >SHA256SUMS)
 step "done:"

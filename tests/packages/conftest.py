@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import shutil
 import subprocess
-import tempfile
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -19,13 +18,6 @@ from modelplane_devtools import packages, render
 FUNCTIONS = render.FUNCTIONS
 
 
-def _world_readable_tempdir(prefix: str) -> Path:
-    """A temporary directory the sandboxed (non-root) function can enter."""
-    path = Path(tempfile.mkdtemp(prefix=prefix))
-    path.chmod(0o755)
-    return path
-
-
 @pytest.fixture(scope="session")
 def xpkgs() -> dict[str, Path]:
     return {name: packages.xpkg(name) for name in FUNCTIONS}
@@ -34,7 +26,7 @@ def xpkgs() -> dict[str, Path]:
 @pytest.fixture(scope="session")
 def runtimes(xpkgs) -> Iterator[dict[str, packages.Runtime]]:
     """Each package's image unpacked to a root filesystem, once per session."""
-    root = _world_readable_tempdir("modelplane-xpkg-")
+    root = packages.world_readable_tempdir("modelplane-xpkg-")
     try:
         yield {name: packages.unpack(path, root / name) for name, path in xpkgs.items()}
     finally:
@@ -96,7 +88,7 @@ def _sign(name: str, subject: str, extensions: str, cwd: Path) -> None:
 @pytest.fixture(scope="session")
 def certificates() -> Iterator[Certificates]:
     """Made with openssl for this session; the key is readable by the function's user."""
-    root = _world_readable_tempdir("modelplane-tls-")
+    root = packages.world_readable_tempdir("modelplane-tls-")
     try:
         _openssl(
             "req",

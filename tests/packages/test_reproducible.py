@@ -2,7 +2,8 @@
 
 `make test` has just built dist/ with `make packages`; this builds again into
 a temporary directory and compares dist/SHA256SUMS, which covers the three
-packages, their runtime images and the list of Debian packages. The Debian
+packages, their runtime images, the agent's image and the list of Debian
+packages. The Debian
 archive moves, so when the lists differ the test says that first: the two
 builds did not see the same packages, and nothing else can be compared.
 """
@@ -31,6 +32,7 @@ def test_two_builds_in_a_row_give_the_same_sha256():
     assert f"commit={head}\n" in built, "dist/ was built from another commit: run `make packages`"
     first = sums(packages.DIST)
     assert {f"xpkg/{name}.xpkg" for name in render.FUNCTIONS} <= set(first)
+    assert {f"images/{name}.tar" for name in [*render.FUNCTIONS, "modelplane-agent"]} <= set(first)
     second_dist = Path(tempfile.mkdtemp(prefix="modelplane-rebuild-"))
     try:
         done = subprocess.run(

@@ -1,14 +1,15 @@
-"""The Function packages `make packages` builds, unpacked and run without Docker.
+"""The images `make packages` builds, unpacked and run without Docker.
 
 A package (`dist/xpkg/<function>.xpkg`, written by scripts/build-packages.sh)
 is one OCI image in a docker-archive tarball: the runtime image's layers (a
 Debian base, the function's /venv) plus Crossplane's package layer holding
-`package.yaml`. `unpack` turns it back into a root filesystem with skopeo
-and umoci, the tools that built it; `Runtime.command` runs the image's
-entrypoint the way a container runtime would: under bubblewrap, the root
-read-only, as the image's non-root user (with no capabilities), its
-environment and nothing else. A missing tool or package is an error, never a
-skip.
+`package.yaml`. The agent's image (`dist/images/modelplane-agent.tar`) is the
+same base and the agent's /venv, with no package layer. `unpack` turns either
+back into a root filesystem with skopeo and umoci, the tools that built it;
+`Runtime.command` runs the image's entrypoint the way a container runtime
+would: under bubblewrap, the root read-only, as the image's non-root user
+(with no capabilities), its environment and nothing else. A missing tool,
+package or image is an error, never a skip.
 """
 
 from __future__ import annotations
@@ -18,6 +19,8 @@ import os
 import shutil
 import signal
 import subprocess
+import tarfile
+import tempfile
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -27,6 +30,7 @@ from modelplane_devtools.render import ROOT
 
 DIST = ROOT / "dist"
 XPKG_DIR = DIST / "xpkg"
+IMAGES_DIR = DIST / "images"
 
 # Where a runtime finds mTLS files inside the sandbox (TLS_SERVER_CERTS_DIR).
 # Crossplane mounts them at /tls/server; the read-only root has no such mount
@@ -36,6 +40,13 @@ SANDBOX_TLS_DIR = "/tmp/tls/server"
 
 class PackageMissing(RuntimeError):
     pass
+
+
+def world_readable_tempdir(prefix: str) -> Path:
+    """A temporary directory the sandboxed (non-root) image user can enter."""
+    path = Path(tempfile.mkdtemp(prefix=prefix))
+    path.chmod(0o755)
+    return path
 
 
 def need(tool: str) -> str:
@@ -49,6 +60,14 @@ def need(tool: str) -> str:
 def xpkg(function: str, directory: Path = XPKG_DIR) -> Path:
     """The built package of a function; raises with the fix when it is missing."""
     path = directory / f"{function}.xpkg"
+    if not path.is_file():
+        raise PackageMissing(f"{path} is missing: run `make packages`")
+    return path
+
+
+def image(name: str, directory: Path = IMAGES_DIR) -> Path:
+    """A built image's docker-archive (a function's or `modelplane-agent`); raises when missing."""
+    path = directory / f"{name}.tar"
     if not path.is_file():
         raise PackageMissing(f"{path} is missing: run `make packages`")
     return path
@@ -70,6 +89,16 @@ def image_manifest(package: Path) -> dict:
     return json.loads(_run([need("skopeo"), "inspect", "--raw", f"docker-archive:{package}"]))
 
 
+def image_tags(archive: Path) -> list[str]:
+    """The names a docker-archive tags its image with (`RepoTags` of its manifest.json)."""
+    with tarfile.open(archive) as members:
+        listing = members.extractfile("manifest.json")
+        if listing is None:
+            raise RuntimeError(f"{archive} has no manifest.json")
+        (entry,) = json.load(listing)
+    return list(entry.get("RepoTags") or [])
+
+
 @dataclass(frozen=True)
 class Runtime:
     """An unpacked image: its root filesystem and what its configuration says to run."""
@@ -85,6 +114,7 @@ class Runtime:
         args: Sequence[str] = (),
         *,
         tls_dir: Path | None = None,
+        files: Mapping[str, Path] | None = None,
         env: Mapping[str, str] | None = None,
         status_fd: int | None = None,
     ) -> list[str]:
@@ -95,7 +125,10 @@ class Runtime:
         namespace, no capabilities); the root is read-only and only /tmp is
         writable. The network is the host's, so a server on 127.0.0.1 is
         reachable. The entrypoint runs as PID 1 of its PID namespace, as in a
-        container: SIGTERM reaches it directly (see `child_pid`).
+        container: SIGTERM reaches it directly (see `child_pid`). `files` maps
+        sandbox paths under /tmp (the read-only root has no other mount
+        points) to host files bound read-only there, as a kubelet mounts a
+        Secret.
         """
         sandbox_env = {**self.env, **(env or {})}
         command = [
@@ -122,6 +155,10 @@ class Runtime:
         if tls_dir is not None:
             command += ["--ro-bind", str(tls_dir), SANDBOX_TLS_DIR]
             sandbox_env["TLS_SERVER_CERTS_DIR"] = SANDBOX_TLS_DIR
+        for inside, host in sorted((files or {}).items()):
+            if not inside.startswith("/tmp/"):
+                raise ValueError(f"sandbox path {inside!r} is not under /tmp")
+            command += ["--ro-bind", str(host), inside]
         if status_fd is not None:
             command += ["--json-status-fd", str(status_fd)]
         for name, value in sorted(sandbox_env.items()):
@@ -163,6 +200,30 @@ def unpack(package: Path, dest: Path) -> Runtime:
     for directory in (dest, bundle):
         directory.chmod(0o755)
     return runtime_from_config(bundle / "rootfs", image_config(package))
+
+
+@dataclass(frozen=True)
+class Confinement:
+    """How a running process is confined, read from /proc: what the tests hold the sandbox to."""
+
+    uids: tuple[int, ...]  # real, effective, saved, filesystem
+    effective_capabilities: int
+    root_options: tuple[str, ...]  # the per-mount options of /
+
+    @classmethod
+    def of(cls, pid: int) -> Confinement:
+        proc = Path(f"/proc/{pid}")
+        status = dict(line.split(":", 1) for line in (proc / "status").read_text().splitlines())
+        # mountinfo: field 5 is the mount point, field 6 its per-mount options.
+        mounts = {
+            line.split()[4]: line.split()[5]
+            for line in (proc / "mountinfo").read_text().splitlines()
+        }
+        return cls(
+            uids=tuple(int(uid) for uid in status["Uid"].split()),
+            effective_capabilities=int(status["CapEff"], 16),
+            root_options=tuple(mounts["/"].split(",")),
+        )
 
 
 def child_pid(status_line: str) -> int:
