@@ -172,9 +172,10 @@ def test_replicas_scheduled_reports_every_shortfall(replicas, scheduled, conditi
     status, reason, message = conditions(rsp)[fn.SCHEDULED]
     assert (status, reason) == condition
     if status == "False":
-        assert message.startswith(f"1 of {replicas} replicas could not be placed (3 placed)")
-        assert "does not fit pool" in message
-        assert any("InsufficientCapacity" in m for m in events(rsp, "Warning"))
+        assert message == (
+            f"3 of {replicas} replicas placed: 2 pools checked, 2 too few free devices"
+        )
+        assert f"InsufficientCapacity: {message}" in events(rsp, "Warning")
 
 
 def test_placements_are_announced_as_normal_events_once():

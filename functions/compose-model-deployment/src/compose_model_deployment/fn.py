@@ -30,6 +30,7 @@ from modelplane_common.guard import guarded
 from modelplane_common.timeutil import format_time
 
 from compose_model_deployment import absence, compose, placement, readers, readiness
+from compose_model_deployment.diagnosis import NOTHING_CHECKED
 from compose_model_deployment.placement import Change, Inputs, InvalidSelector, Matcher, Plan
 
 CLUSTERS = "inference-clusters"
@@ -307,12 +308,22 @@ def _judge_readiness(xr: Mapping, plan: Plan) -> readiness.Readiness:
     )
 
 
+def _why_unplaced(plan: Plan) -> str:
+    """The plan's no-fit diagnosis as text, formatted here and nowhere else."""
+    return (plan.diagnosis or NOTHING_CHECKED).summary()
+
+
+def _shortfall(plan: Plan) -> str:
+    """`ReplicasScheduled`'s message and its event when capacity is short."""
+    return f"{plan.scheduled} of {plan.desired} replicas placed: {_why_unplaced(plan)}"[:1024]
+
+
 def _conditions(rsp: fnv1.RunFunctionResponse, xr: Mapping, plan: Plan, notes: list[str]) -> None:
     if plan.held:
         whys = sorted({r.why for r in plan.held})
         unplaced = plan.missing - len(plan.held)
         capacity = (
-            f"; {unplaced} more could not be placed: {plan.shortfall}" if unplaced > 0 else ""
+            f"; {unplaced} more could not be placed: {_why_unplaced(plan)}" if unplaced > 0 else ""
         )
         scheduled = resource.Condition(
             SCHEDULED,
@@ -326,8 +337,7 @@ def _conditions(rsp: fnv1.RunFunctionResponse, xr: Mapping, plan: Plan, notes: l
             SCHEDULED,
             "False",
             "InsufficientCapacity",
-            f"{plan.missing} of {plan.desired} replicas could not be placed "
-            f"({plan.scheduled} placed); tightest reason: {plan.shortfall}"[:1024],
+            _shortfall(plan),
         )
     else:
         scheduled = resource.Condition(
@@ -387,11 +397,7 @@ def _events(rsp: fnv1.RunFunctionResponse, xr: Mapping, plan: Plan, notes: list[
     replicas = status.get("replicas") if isinstance(status, Mapping) else None
     previous = replicas.get("scheduled") if isinstance(replicas, Mapping) else None
     if plan.missing > len(plan.held) and previous != plan.scheduled:
-        response.warning(
-            rsp,
-            f"InsufficientCapacity: {plan.missing} of {plan.desired} replicas "
-            f"could not be placed: {plan.shortfall}",
-        )
+        response.warning(rsp, f"InsufficientCapacity: {_shortfall(plan)}")
     for note in notes[:MAX_NOTE_EVENTS]:
         response.warning(rsp, note)
     if len(notes) > MAX_NOTE_EVENTS:

@@ -60,7 +60,9 @@ from compose_model_deployment.capacity import (
     charge_replicas,
     empty_ledger,
     place_engine,
+    shortage,
 )
+from compose_model_deployment.diagnosis import NOTHING_CHECKED, Cause, Diagnosis, Verdict
 from compose_model_deployment.fit import Ledger, Reservation
 from compose_model_deployment.model import (
     Charge,
@@ -155,7 +157,8 @@ class Plan:
     healed: tuple[Healed, ...]
     failed_placements: tuple[FailedPlacement, ...]
     desired: int
-    shortfall: str  # the tightest reason a replica could not be placed, "" if none
+    # Why the last replica that found no place found none (None: none failed).
+    diagnosis: Diagnosis | None = None
     bases: Mapping[PoolKey, Basis] = field(default_factory=dict)
     reservations: Mapping[PoolKey, tuple[Reservation, ...]] = field(default_factory=dict)
     capacity_notes: tuple[str, ...] = ()
@@ -184,15 +187,6 @@ class Plan:
         return tuple(r for r in self.replicas if r.change is Change.HELD)
 
 
-@dataclass(frozen=True, order=True, slots=True)
-class _Reason:
-    stage: int  # how far an attempt got: higher is tighter
-    cluster: str
-    pool: str
-    text: str
-
-
-_NO_CLUSTER = _Reason(0, "", "", "no InferenceCluster is selected")
 # A retained replica and its engines re-resolved on their pools (None: needs a new pool).
 _Kept = tuple[OwnReplica, list[PlacedEngine | None]]
 
@@ -210,7 +204,6 @@ class _Planner:
         self.capacity_notes: list[str] = []
         self.kept_charges: dict[str, list[Charge]] = {}
         self._resolved: dict[tuple[str, PoolKey], PlacedEngine | None] = {}
-        self.reasons: list[_Reason] = []
         self.held: list[OwnReplica] = []
 
     # -- matching ---------------------------------------------------------------------------
@@ -296,46 +289,31 @@ class _Planner:
         cluster: Cluster,
         engines: Sequence[EngineShape],
         avoid: frozenset[PoolKey],
-    ) -> dict[str, PlacedEngine] | None:
-        """Place these engines on one cluster, each on one pool; commit only if all fit."""
+    ) -> dict[str, PlacedEngine] | list[Verdict]:
+        """Place these engines on one cluster, each on one pool; commit only if all fit.
+
+        On failure, returns why each pool refused the engine that did not fit.
+        """
         trials: dict[PoolKey, Ledger] = {}
         placed: dict[str, PlacedEngine] = {}
         for engine in engines:
+            refused: list[Verdict] = []
             for pool in self.pool_preference(engine, cluster.pools):
                 if pool.key in avoid:
-                    self.reasons.append(
-                        _Reason(
-                            2,
-                            cluster.name,
-                            pool.name,
-                            f"pool {cluster.name}/{pool.name} failed recently and is avoided",
-                        )
-                    )
+                    refused.append(Verdict(cluster.name, pool.name, Cause.RECENTLY_FAILED))
                     continue
                 resolved = self.resolve(engine, pool)
                 if resolved is None:
-                    self.reasons.append(
-                        _Reason(
-                            1,
-                            cluster.name,
-                            pool.name,
-                            f"no device kind of pool {cluster.name}/{pool.name} matches "
-                            f"engine {engine.name}",
-                        )
-                    )
+                    refused.append(Verdict(cluster.name, pool.name, Cause.SELECTOR_MISMATCH))
                     continue
                 trial = trials.get(pool.key) or self.ledger(cluster, pool).copy()
                 if place_engine(trial, pool, resolved):
                     trials[pool.key] = trial
                     placed[engine.name] = resolved
                     break
-                self.reasons.append(
-                    _Reason(
-                        3, cluster.name, pool.name, _capacity_text(cluster, pool, engine, trial)
-                    )
-                )
+                refused.append(Verdict(cluster.name, pool.name, shortage(trial, pool, resolved)))
             else:
-                return None
+                return refused
         for key, trial in trials.items():
             self.ledgers[key].adopt(trial)
         return placed
@@ -437,41 +415,34 @@ class _Planner:
         self.held[:] = [o for o in self.held if o.index not in gone]
         return sorted(removed, key=lambda o: o.index)
 
-    def eligible(self) -> list[Cluster]:
+    def eligible(self) -> tuple[list[Cluster], list[Verdict]]:
+        """Clusters that take new replicas, and a verdict for each pool of those that do not."""
         usable: list[Cluster] = []
+        refused: list[Verdict] = []
         for cluster in self.clusters.values():
-            if not cluster.ready:
-                self.reasons.append(
-                    _Reason(0, cluster.name, "", f"cluster {cluster.name} is not Ready")
-                )
-                continue
             tolerations = self.spec.tolerations
-            taints = cluster.untolerated(tolerations, "NoSchedule") or cluster.untolerated(
+            if not cluster.ready:
+                cause = Cause.CLUSTER_NOT_READY
+            elif cluster.untolerated(tolerations, "NoSchedule") or cluster.untolerated(
                 tolerations, "NoExecute"
-            )
-            if taints:
-                t = taints[0]
-                self.reasons.append(
-                    _Reason(
-                        0,
-                        cluster.name,
-                        "",
-                        f"cluster {cluster.name} has taint {t.key}={t.value}:{t.effect}, "
-                        "not tolerated",
-                    )
-                )
+            ):
+                cause = Cause.TAINT_NOT_TOLERATED
+            else:
+                usable.append(cluster)
                 continue
-            usable.append(cluster)
-        return usable
+            refused.extend(Verdict(cluster.name, pool.name, cause) for pool in cluster.pools)
+        return usable, refused
 
     def place_anywhere(
         self, per_cluster: Counter[str], avoid: frozenset[PoolKey]
-    ) -> tuple[Cluster, dict[str, PlacedEngine]] | None:
-        for cluster in sorted(self.eligible(), key=lambda c: (per_cluster[c.name], c.name)):
+    ) -> tuple[Cluster, dict[str, PlacedEngine]] | Diagnosis:
+        usable, refused = self.eligible()
+        for cluster in sorted(usable, key=lambda c: (per_cluster[c.name], c.name)):
             placed = self.try_cluster(cluster, self.spec.engines, avoid)
-            if placed is not None:
+            if isinstance(placed, dict):
                 return cluster, placed
-        return None
+            refused.extend(placed)
+        return Diagnosis(tuple(refused)) if refused else NOTHING_CHECKED
 
     def run(self) -> Plan:
         spec, now = self.spec, self.now
@@ -514,7 +485,7 @@ class _Planner:
             missing = [s for s, e in zip(spec.engines, engines, strict=True) if e is None]
             if missing:
                 placed = self.try_cluster(self.clusters[own.cluster], missing, avoid)
-                if placed is None:
+                if not isinstance(placed, dict):
                     del kept[index]
                     per_cluster[own.cluster] -= 1
                     moving.append(
@@ -538,9 +509,11 @@ class _Planner:
                 own,
             )
 
+        diagnosis: Diagnosis | None = None
         for own, why in sorted(moving, key=lambda m: m[0].index):
             found = self.place_anywhere(per_cluster, avoid)
-            if found is None:
+            if isinstance(found, Diagnosis):
+                diagnosis = found
                 planned[own.index] = PlannedReplica(
                     own.index,
                     own.name,
@@ -571,7 +544,8 @@ class _Planner:
             while index in taken:
                 index += 1
             found = self.place_anywhere(per_cluster, avoid)
-            if found is None:
+            if isinstance(found, Diagnosis):
+                diagnosis = found
                 break
             cluster, placed = found
             per_cluster[cluster.name] += 1
@@ -585,16 +559,6 @@ class _Planner:
             )
             taken.add(index)
 
-        scheduled = sum(1 for r in planned.values() if r.scheduled)
-        shortfall = ""
-        if scheduled < spec.replicas:
-            tightest = min(
-                self.reasons,
-                default=_NO_CLUSTER,
-                key=lambda r: (-r.stage, r.cluster, r.pool, r.text),
-            )
-            shortfall = tightest.text
-
         failures = sorted(memory.values(), key=lambda f: (-f.expires_at.timestamp(), f.key))
         failures = sorted(failures[:MAX_FAILED_PLACEMENTS], key=lambda f: (f.expires_at, f.key))
         return Plan(
@@ -603,7 +567,7 @@ class _Planner:
             healed=tuple(healed),
             failed_placements=tuple(failures),
             desired=spec.replicas,
-            shortfall=shortfall,
+            diagnosis=diagnosis,
             bases=dict(self.bases),
             reservations={k: tuple(v.reservations) for k, v in sorted(self.ledgers.items())},
             capacity_notes=tuple(self.capacity_notes),
@@ -621,22 +585,6 @@ def wire_form(engines: Sequence[PlacedEngine]) -> tuple[PlacedEngine, ...]:
             ),
         )
         for e in engines
-    )
-
-
-def _capacity_text(cluster: Cluster, pool: Pool, engine: EngineShape, ledger: Ledger) -> str:
-    free = ", ".join(
-        f"{name}={count}"
-        for name, count in zip(pool.kinds.names, ledger.free_devices(), strict=True)
-    )
-    pods = sum(m.pods_per_copy for m in engine.members)
-    shape = f"{engine.copies} cop{'y' if engine.copies == 1 else 'ies'} of {pods} pod(s)"
-    if engine.is_gang:
-        shape += " on distinct nodes"
-    mode = "whole-node accounting" if ledger.whole_node else "observed capacity"
-    return (
-        f"engine {engine.name} ({shape}) does not fit pool {cluster.name}/{pool.name} "
-        f"({mode}: {ledger.nodes} node(s), {free or 'no device'} free in all)"
     )
 
 
