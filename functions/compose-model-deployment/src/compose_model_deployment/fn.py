@@ -17,15 +17,16 @@ deployment's readiness is judged on those kept replicas.
 
 from __future__ import annotations
 
-import time
+from collections import Counter
 from collections.abc import Callable, Mapping, MutableMapping
 from datetime import UTC, datetime
+from typing import Any
 
 import grpc
 from crossplane.function import logging, resource, response
 from crossplane.function.proto.v1 import run_function_pb2 as fnv1
 from crossplane.function.proto.v1 import run_function_pb2_grpc as grpcv1
-from modelplane_common import inputs, labels
+from modelplane_common import inputs, labels, logs
 from modelplane_common.guard import guarded
 from modelplane_common.timeutil import format_time
 
@@ -90,8 +91,10 @@ def _pass_through(
     reason: str,
     message: str,
     warn: bool,
+    log: Any = logs.QUIET,
 ) -> fnv1.RunFunctionResponse:
     """Keep every observed replica exactly as it is and say why nothing was planned."""
+    log.debug("nothing planned, every replica kept", reason=reason, message=message, kept=len(own))
     ready = 0
     for key, obj in own.items():
         rsp.desired.resources[key].resource.update(compose.unchanged(obj))
@@ -127,10 +130,14 @@ def run_function(
     now: datetime,
     matcher: Matcher,
     timings: MutableMapping[str, float] | None = None,
+    log: Any = logs.QUIET,
 ) -> fnv1.RunFunctionResponse:
-    """One reconcile. `timings`, when given, receives seconds per phase."""
-    clock = time.perf_counter
-    started = clock()
+    """One reconcile. `timings`, when given, receives seconds per phase.
+
+    `log` is the request's logger (logs.for_request): the plan summary and
+    the phase timings go to it at debug level.
+    """
+    laps = logs.Laps()
     rsp = response.to(req)
     xr = readers.integral(resource.struct_to_dict(req.observed.composite.resource))
     assert isinstance(xr, dict)
@@ -150,6 +157,7 @@ def run_function(
             reason="InvalidDeployment",
             message=str(err)[:1024],
             warn=True,
+            log=log,
         )
     spec = deployment.spec
 
@@ -166,6 +174,7 @@ def run_function(
             reason="WaitingForInputs",
             message=f"waiting for Crossplane to fetch {', '.join(missing)}",
             warn=False,
+            log=log,
         )
     cluster_items = req.required_resources[CLUSTERS].items
     if not cluster_items:
@@ -179,6 +188,7 @@ def run_function(
             message=f"no InferenceCluster matches clusterSelector {deployment.cluster_labels}; "
             "existing replicas are kept as they are",
             warn=True,
+            log=log,
         )
 
     notes: list[str] = []
@@ -234,7 +244,7 @@ def run_function(
         {(spec.namespace, r.name) for r in own},
         (spec.namespace, spec.name),
     )
-    read_done = clock()
+    laps.lap("read")
 
     try:
         plan = placement.plan(
@@ -252,16 +262,31 @@ def run_function(
             reason="InvalidSelector",
             message=str(err)[:1024],
             warn=True,
+            log=log,
         )
     notes.extend(index.notes)
-    planned_done = clock()
+    laps.lap("schedule")
 
     _write(rsp, xr, deployment, plan, own_observed, notes, absences)
+    laps.lap("write")
     if timings is not None:
-        timings["read"] = read_done - started
-        timings["schedule"] = planned_done - read_done
-        timings["write"] = clock() - planned_done
+        timings.update(laps.seconds)
+    log.debug("planned", **_summary(plan), input_problems=len(notes), **laps.as_fields())
     return rsp
+
+
+def _summary(plan: Plan) -> dict[str, object]:
+    """The plan in a few log fields: counts, never one line per replica."""
+    changes = Counter(str(r.change) for r in plan.replicas)
+    return {
+        "desired": plan.desired,
+        "scheduled": plan.scheduled,
+        "ready": plan.ready,
+        "changes": dict(sorted(changes.items())),
+        "removed": len(plan.removed),
+        "healed": len(plan.healed),
+        "unplaced": plan.diagnosis.summary() if plan.diagnosis is not None else "",
+    }
 
 
 def _write(
@@ -420,4 +445,5 @@ class FunctionRunner(grpcv1.FunctionRunnerServiceServicer):
         self, req: fnv1.RunFunctionRequest, _: grpc.aio.ServicerContext
     ) -> fnv1.RunFunctionResponse:
         matcher = self._matcher or default_matcher()
-        return guarded(req, lambda: run_function(req, self._clock(), matcher), self.log)
+        log = logs.for_request(self.log, req)
+        return guarded(req, lambda: run_function(req, self._clock(), matcher, log=log), log)
