@@ -3,9 +3,10 @@
 Reads the RunFunctionRequest, resolves the required resources (three states:
 not fetched yet, fetched and empty, present), hands typed inputs and `now`
 to the pure core (`placement.plan`), and writes the desired ModelReplicas,
-the deployment's status, conditions and events. No scheduling arithmetic
-lives here, and no readiness rule either: `readiness` decides whether the
-deployment is Ready and this shell writes it both as `ReplicasReady` and as
+the deployment's status, and the conditions and events the pure `report`
+returns as values. No scheduling arithmetic lives here, and no readiness
+rule either: `readiness` decides whether the deployment is Ready, `report`
+says it as `ReplicasReady`, and this shell also writes it as
 `desired.composite.ready`, which Crossplane turns into the XR's `Ready`.
 
 Whenever the inputs cannot be trusted (the deployment does not validate,
@@ -28,18 +29,17 @@ from crossplane.function.proto.v1 import run_function_pb2 as fnv1
 from crossplane.function.proto.v1 import run_function_pb2_grpc as grpcv1
 from modelplane_common import inputs, labels, logs
 from modelplane_common.guard import guarded
+from modelplane_common.outcome import emit
 from modelplane_common.timeutil import format_time
 
-from compose_model_deployment import absence, compose, placement, readers, readiness
-from compose_model_deployment.diagnosis import NOTHING_CHECKED
+from compose_model_deployment import absence, compose, placement, readers, report
 from compose_model_deployment.placement import Change, Inputs, InvalidSelector, Matcher, Plan
 
 CLUSTERS = "inference-clusters"
 REPLICAS = "model-replicas"
-SCHEDULED = "ReplicasScheduled"
-READY = "ReplicasReady"
-INPUTS = "InputsValid"
-MAX_NOTE_EVENTS = 5
+SCHEDULED = report.SCHEDULED
+READY = report.READY
+INPUTS = report.INPUTS
 
 
 def default_matcher() -> Matcher:
@@ -68,12 +68,10 @@ def _set_status(rsp: fnv1.RunFunctionResponse, status: dict) -> None:
     resource.update(rsp.desired.composite, {"status": status})
 
 
-def _ready(rsp: fnv1.RunFunctionResponse, judged: readiness.Readiness) -> resource.Condition:
-    """Write the judged readiness as the XR's Ready; return it as the ReplicasReady condition."""
-    rsp.desired.composite.ready = fnv1.READY_TRUE if judged.ready else fnv1.READY_FALSE
-    return resource.Condition(
-        READY, "True" if judged.ready else "False", judged.reason, judged.message
-    )
+def _emit(rsp: fnv1.RunFunctionResponse, said: report.Report) -> None:
+    """Write a report: its conditions and events, and its verdict as the XR's own Ready."""
+    rsp.desired.composite.ready = fnv1.READY_TRUE if said.ready else fnv1.READY_FALSE
+    emit(rsp, said.conditions, said.events)
 
 
 def _count(raw: object) -> int | None:
@@ -113,15 +111,19 @@ def _pass_through(
         if isinstance(observed_status.get(memory), list):
             kept_status[memory] = list(observed_status[memory])
     _set_status(rsp, kept_status)
-    if desired is None:
-        judged = readiness.carried(readers.was_ready(xr), len(own), ready)
-    else:
-        judged = readiness.of_replicas(desired, ready)
-    response.set_conditions(
-        rsp, resource.Condition(SCHEDULED, status, reason, message), _ready(rsp, judged)
+    _emit(
+        rsp,
+        report.kept_as_is(
+            desired=desired,
+            kept=len(own),
+            kept_ready=ready,
+            was_ready=readers.was_ready(xr),
+            status=status,
+            reason=reason,
+            message=message,
+            warn=warn,
+        ),
     )
-    if warn:
-        response.warning(rsp, f"{reason}: {message}")
     return rsp
 
 
@@ -320,113 +322,17 @@ def _write(
         if m.name in still_used
     ]
     _set_status(rsp, status)
-    _conditions(rsp, xr, plan, notes)
-    _events(rsp, xr, plan, notes)
-
-
-def _judge_readiness(xr: Mapping, plan: Plan) -> readiness.Readiness:
-    if not plan.held:
-        return readiness.of_replicas(plan.desired, plan.ready)
-    held_ready = sum(1 for r in plan.held if r.previous is not None and r.previous.ready)
-    return readiness.while_held(
-        readers.was_ready(xr), plan.desired, plan.ready, len(plan.held), held_ready
+    observed_status = xr.get("status") if isinstance(xr.get("status"), Mapping) else {}
+    replicas = observed_status.get("replicas") if isinstance(observed_status, Mapping) else None
+    _emit(
+        rsp,
+        report.of_plan(
+            plan,
+            previous_scheduled=replicas.get("scheduled") if isinstance(replicas, Mapping) else None,
+            was_ready=readers.was_ready(xr),
+            notes=notes,
+        ),
     )
-
-
-def _why_unplaced(plan: Plan) -> str:
-    """The plan's no-fit diagnosis as text, formatted here and nowhere else."""
-    return (plan.diagnosis or NOTHING_CHECKED).summary()
-
-
-def _shortfall(plan: Plan) -> str:
-    """`ReplicasScheduled`'s message and its event when capacity is short."""
-    return f"{plan.scheduled} of {plan.desired} replicas placed: {_why_unplaced(plan)}"[:1024]
-
-
-def _conditions(rsp: fnv1.RunFunctionResponse, xr: Mapping, plan: Plan, notes: list[str]) -> None:
-    if plan.held:
-        whys = sorted({r.why for r in plan.held})
-        unplaced = plan.missing - len(plan.held)
-        capacity = (
-            f"; {unplaced} more could not be placed: {_why_unplaced(plan)}" if unplaced > 0 else ""
-        )
-        scheduled = resource.Condition(
-            SCHEDULED,
-            "False",
-            "ClusterUnavailable",
-            f"{len(plan.held)} replica(s) kept where they are, not counted as scheduled: "
-            f"{'; '.join(whys)}; {plan.scheduled} of {plan.desired} placed{capacity}"[:1024],
-        )
-    elif plan.missing:
-        scheduled = resource.Condition(
-            SCHEDULED,
-            "False",
-            "InsufficientCapacity",
-            _shortfall(plan),
-        )
-    else:
-        scheduled = resource.Condition(
-            SCHEDULED,
-            "True",
-            "AllReplicasScheduled",
-            f"{plan.scheduled} of {plan.desired} replicas placed",
-        )
-    ready = _ready(rsp, _judge_readiness(xr, plan))
-    if notes:
-        inputs = resource.Condition(
-            INPUTS, "False", "DegradedInputs", f"{len(notes)} problem(s): " + "; ".join(notes)[:990]
-        )
-    else:
-        inputs = resource.Condition(INPUTS, "True", "InputsValid", "")
-    response.set_conditions(rsp, scheduled, ready, inputs)
-
-
-def _where(cluster: str, pools: tuple[str, ...]) -> str:
-    return f"{cluster}/{','.join(pools)}"
-
-
-def _events(rsp: fnv1.RunFunctionResponse, xr: Mapping, plan: Plan, notes: list[str]) -> None:
-    for healed in plan.healed:
-        response.warning(
-            rsp,
-            f"replica {healed.replica} {healed.why}; avoiding "
-            f"{_where(healed.cluster, healed.pools)}"
-            " and re-placing it",
-        )
-    for r in plan.replicas:
-        if r.change is Change.PLACED:
-            response.normal(rsp, f"placed replica {r.name} on {_where(r.cluster, r.pools)}")
-        elif r.change is Change.MOVED and r.previous is not None:
-            response.normal(
-                rsp,
-                f"moved replica {r.name} from {_where(r.previous.cluster, r.previous.pools)} to "
-                f"{_where(r.cluster, r.pools)}: {r.why}",
-            )
-        elif r.change is Change.RESHAPED and r.previous is not None:
-            response.normal(
-                rsp,
-                f"updated replica {r.name} on {_where(r.cluster, r.pools)} "
-                "for the edited engine shape",
-            )
-        elif r.change is Change.HELD:
-            response.warning(rsp, f"replica {r.name} is kept on {r.cluster}: {r.why}")
-        elif r.change is Change.STRANDED:
-            response.warning(
-                rsp,
-                f"replica {r.name} must move ({r.why}) but no other cluster "
-                "fits it; it is left where it is",
-            )
-    for gone in plan.removed:
-        response.normal(rsp, f"removed replica {gone.name} from {gone.cluster} (scale down)")
-    status = xr.get("status") if isinstance(xr.get("status"), Mapping) else {}
-    replicas = status.get("replicas") if isinstance(status, Mapping) else None
-    previous = replicas.get("scheduled") if isinstance(replicas, Mapping) else None
-    if plan.missing > len(plan.held) and previous != plan.scheduled:
-        response.warning(rsp, f"InsufficientCapacity: {_shortfall(plan)}")
-    for note in notes[:MAX_NOTE_EVENTS]:
-        response.warning(rsp, note)
-    if len(notes) > MAX_NOTE_EVENTS:
-        response.warning(rsp, f"and {len(notes) - MAX_NOTE_EVENTS} more input problem(s)")
 
 
 class FunctionRunner(grpcv1.FunctionRunnerServiceServicer):
