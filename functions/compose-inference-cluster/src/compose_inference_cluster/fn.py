@@ -45,7 +45,6 @@ def observed_state(req: fnv1.RunFunctionRequest) -> core.ObservedState:
             reports[name[len(core.POOL_PREFIX) :]] = status if isinstance(status, dict) else None
     agent = resources.get(core.AGENT_CRD)
     return core.ObservedState(
-        provider_config_exists=core.PROVIDER_CONFIG in resources,
         agent_crd_seen=agent is not None and _remote(agent) is not None,
         pool_reports=reports,
     )

@@ -32,7 +32,7 @@ from modelplane_common.guard import guarded
 from modelplane_common.outcome import emit
 from modelplane_common.timeutil import format_time
 
-from compose_model_deployment import absence, compose, placement, readers, report
+from compose_model_deployment import absence, placement, readers, report, writer
 from compose_model_deployment.placement import Change, Inputs, InvalidSelector, Matcher, Plan
 
 CLUSTERS = "inference-clusters"
@@ -95,7 +95,7 @@ def _pass_through(
     log.debug("nothing planned, every replica kept", reason=reason, message=message, kept=len(own))
     ready = 0
     for key, obj in own.items():
-        rsp.desired.resources[key].resource.update(compose.unchanged(obj))
+        rsp.desired.resources[key].resource.update(writer.unchanged(obj))
         ready += 1 if readers.replica_ready(obj) else 0
     observed_status = xr.get("status") if isinstance(xr.get("status"), Mapping) else {}
     assert isinstance(observed_status, Mapping)
@@ -301,19 +301,19 @@ def _write(
     absences: absence.Absences,
 ) -> None:
     for replica in plan.replicas:
-        key = compose.resource_name(replica.index)
+        key = writer.resource_name(replica.index)
         if replica.change in (Change.STRANDED, Change.HELD) and key in own_observed:
-            desired = compose.unchanged(own_observed[key])
+            desired = writer.unchanged(own_observed[key])
         else:
-            desired = compose.model_replica(deployment, replica)
+            desired = writer.model_replica(deployment, replica)
         rsp.desired.resources[key].resource.update(desired)
     # Observed resources that are not replicas of ours are kept, never dropped.
-    planned = {compose.resource_name(r.index) for r in plan.replicas}
-    removed = {compose.resource_name(r.index) for r in plan.removed}
+    planned = {writer.resource_name(r.index) for r in plan.replicas}
+    removed = {writer.resource_name(r.index) for r in plan.removed}
     for key, obj in own_observed.items():
         if key not in planned and key not in removed:
-            rsp.desired.resources[key].resource.update(compose.unchanged(obj))
-    status = compose.status(plan)
+            rsp.desired.resources[key].resource.update(writer.unchanged(obj))
+    status = writer.status(plan)
     # Remembered only while a replica still runs there after this pass.
     still_used = {r.cluster for r in plan.replicas}
     status["missingClusters"] = [

@@ -17,7 +17,6 @@ from modelplane_common import labels
 from modelplane_common.timeutil import format_time
 
 from compose_model_deployment import fn, placement, readers
-from compose_model_deployment.model import Charge
 
 NOW = datetime(2025, 6, 1, 12, 0, 0, tzinfo=UTC)
 
@@ -386,11 +385,11 @@ def schedule(
 def own_from_plan(xr: dict, plan: placement.Plan, **status) -> dict[str, dict]:
     """The plan's replicas as observed composed resources (for multi-pass tests)."""
     dep = readers.read_deployment(xr)
-    from compose_model_deployment import compose
+    from compose_model_deployment import writer
 
     out = {}
     for r in plan.replicas:
-        obj = compose.model_replica(dep, r)
+        obj = writer.model_replica(dep, r)
         obj["status"] = {
             "conditions": [
                 {
@@ -403,9 +402,5 @@ def own_from_plan(xr: dict, plan: placement.Plan, **status) -> dict[str, dict]:
             ],
             "scheduledAt": status.get("scheduled_at", format_time(NOW)),
         }
-        out[compose.resource_name(r.index)] = obj
+        out[writer.resource_name(r.index)] = obj
     return out
-
-
-def charges(plan: placement.Plan) -> list[Charge]:  # pragma: no cover - convenience
-    return [Charge("", r.name, r.cluster, r.engines) for r in plan.replicas if r.scheduled]
