@@ -5,9 +5,9 @@ from __future__ import annotations
 from datetime import timedelta
 
 import pytest
-from compose_model_deployment import testing as t
 from compose_model_deployment.diagnosis import Cause, Diagnosis, Verdict
 from modelplane_common.timeutil import format_time
+from modelplane_devtools import deployment_builders as t
 
 TAINT = {"key": "gpu", "value": "h100", "effect": "NoSchedule"}
 EVICT = {"key": "maintenance", "value": "now", "effect": "NoExecute"}

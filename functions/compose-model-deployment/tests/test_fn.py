@@ -11,8 +11,8 @@ import asyncio
 import pytest
 import structlog
 from compose_model_deployment import fn
-from compose_model_deployment import testing as t
 from modelplane_common import labels
+from modelplane_devtools import deployment_builders as t
 from modelplane_devtools import wire
 from modelplane_devtools.wire import conditions, desired
 from modelplane_devtools.wire import desired_status as xr_status

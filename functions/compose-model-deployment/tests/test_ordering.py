@@ -8,8 +8,8 @@ from __future__ import annotations
 
 import pytest
 from compose_model_deployment import placement, readers
-from compose_model_deployment import testing as t
 from compose_model_deployment.model import OwnReplica, PodsScheduled
+from modelplane_devtools import deployment_builders as t
 
 
 def replica(index, cluster, pods="True"):

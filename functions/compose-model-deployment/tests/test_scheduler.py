@@ -5,9 +5,9 @@ from __future__ import annotations
 from datetime import timedelta
 
 import pytest
-from compose_model_deployment import testing as t
 from compose_model_deployment.placement import Change
 from modelplane_common.timeutil import format_time
+from modelplane_devtools import deployment_builders as t
 
 
 def one_pool(nodes=1, histogram=None, *, devices=None, name="a", pool_name="p", **kw):

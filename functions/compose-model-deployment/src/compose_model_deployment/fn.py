@@ -193,64 +193,41 @@ def run_function(
             log=log,
         )
 
-    notes: list[str] = []
-    clusters = []
-    unreadable: dict[str, str] = {}
-    for item in cluster_items:
-        try:
-            cluster, cluster_notes = readers.read_cluster(
-                readers.integral(resource.struct_to_dict(item.resource))
-            )
-        except readers.UnreadableCluster as err:
-            unreadable[err.name] = str(err)
-            notes.append(f"InferenceCluster {err.name} is invalid: {err}")
-            continue
-        except inputs.InvalidInput as err:
-            notes.append(str(err))
-            continue
-        clusters.append(cluster)
-        notes.extend(cluster_notes)
-    own = []
-    for key, obj in own_observed.items():
-        try:
-            replica, replica_notes = readers.read_own_replica(key, obj, spec)
-        except ValueError as err:
-            return _pass_through(
-                rsp,
-                xr,
-                own_observed,
-                desired=spec.replicas,
-                status="False",
-                reason="InvalidReplica",
-                message=f"{err}; every replica is kept as it is"[:1024],
-                warn=True,
-            )
-        notes.extend(replica_notes)
-        if replica is not None:
-            own.append(replica)
-    failed, failed_notes = readers.read_failed_placements(xr)
-    notes.extend(failed_notes)
-    remembered, missing_notes = readers.read_missing_clusters(xr)
-    notes.extend(missing_notes)
+    try:
+        read = readers.read_inputs(
+            xr,
+            spec,
+            (readers.integral(resource.struct_to_dict(item.resource)) for item in cluster_items),
+            own_observed,
+            (item.resource for item in req.required_resources[REPLICAS].items),
+        )
+    except readers.InvalidOwnReplica as err:
+        return _pass_through(
+            rsp,
+            xr,
+            own_observed,
+            desired=spec.replicas,
+            status="False",
+            reason="InvalidReplica",
+            message=f"{err}; every replica is kept as it is"[:1024],
+            warn=True,
+            log=log,
+        )
+    notes = list(read.notes)
     absences = absence.judge(
-        (r.cluster for r in own),
-        (c.name for c in clusters),
-        unreadable,
-        remembered,
+        (r.cluster for r in read.own),
+        (c.name for c in read.clusters),
+        read.unreadable,
+        read.remembered,
         now,
         spec.missing_cluster_grace,
     )
-    index = readers.ReplicaIndex(
-        (item.resource for item in req.required_resources[REPLICAS].items),
-        (c.name for c in clusters),
-        {(spec.namespace, r.name) for r in own},
-        (spec.namespace, spec.name),
-    )
+    index = read.index
     laps.lap("read")
 
     try:
         plan = placement.plan(
-            Inputs(spec, tuple(clusters), tuple(own), failed, now, absences.held),
+            Inputs(spec, read.clusters, read.own, read.failed, now, absences.held),
             index.charges_for,
             matcher,
         )
