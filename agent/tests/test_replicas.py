@@ -5,7 +5,7 @@ from __future__ import annotations
 from datetime import UTC, datetime, timedelta
 
 import pytest
-from compose_model_replica.scheduling import Previous, Report, judge, parse_report
+from compose_model_replica.pods_scheduled import Previous, Report, judge, parse_report
 from modelplane_agent import testing as t
 from modelplane_agent.state import PODS, REPLICAS, ClusterState
 from modelplane_agent.status import replica_status

@@ -22,8 +22,8 @@ import time
 import tracemalloc
 
 from compose_model_deployment import fn
-from compose_model_deployment import testing as t
 from crossplane.function.proto.v1 import run_function_pb2 as fnv1
+from modelplane_devtools import deployment_builders as t
 
 CLUSTERS, POOLS = 48, 5
 MATCHER = fn.default_matcher()

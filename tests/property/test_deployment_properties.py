@@ -11,11 +11,11 @@ from __future__ import annotations
 
 from datetime import timedelta
 
-from compose_model_deployment import testing as t
 from compose_model_deployment.fit import fits
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from modelplane_common.timeutil import format_time
+from modelplane_devtools import deployment_builders as t
 
 SETTINGS = settings(
     max_examples=200,

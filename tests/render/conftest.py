@@ -21,3 +21,11 @@ def functions() -> Iterator[render.Functions]:
     render.crossplane_core()
     with render.running_functions() as running:
         yield running
+
+
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    """Every test in this directory runs the real Crossplane CLI: mark them all `render`."""
+    here = str(ROOT / "tests" / "render")
+    for item in items:
+        if str(item.path).startswith(here):
+            item.add_marker(pytest.mark.render)

@@ -92,7 +92,11 @@ def test_eight_gpu_replicas_fill_the_observed_nodes_and_the_growth_and_no_more(f
     assert status["replicas"]["scheduled"] == 13
     placed = condition(composite(rendered), "ReplicasScheduled")
     assert (placed["status"], placed["reason"]) == ("False", "InsufficientCapacity")
-    assert placed["message"].startswith("7 of 20 replicas could not be placed (13 placed)")
+    # Two pools are not Hopper; h100 still has free GPUs, but no node with eight.
+    assert placed["message"] == (
+        "13 of 20 replicas placed: 3 pools checked, 2 selector does not match, "
+        "1 too few nodes with room"
+    )
 
 
 def test_the_example_eight_gpu_deployment_is_fully_placed(functions):

@@ -21,7 +21,6 @@ from modelplane_devtools import render
 from modelplane_devtools.rendered import by_kind, composite, condition, results
 
 ROOT = render.ROOT
-pytestmark = pytest.mark.render
 
 CASES = {c["name"]: c for c in render.example_cases() if c["name"].startswith("replica-")}
 

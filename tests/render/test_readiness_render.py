@@ -20,8 +20,6 @@ import yaml
 from modelplane_devtools import render
 from modelplane_devtools.rendered import by_kind, composite, condition
 
-pytestmark = pytest.mark.render
-
 ROOT = render.ROOT
 FLEET = [ROOT / "examples/fleet/clusters.yaml", ROOT / "examples/fleet/replicas.yaml"]
 DEPLOYMENT = ROOT / "apis/modeldeployment/composition.yaml"

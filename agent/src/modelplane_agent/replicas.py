@@ -1,7 +1,7 @@
 """A replica's observation: how many of its pods exist, how many are bound.
 
 What compose-model-replica reads (design/model-replica.md, "PodsScheduled
-state machine"; the parser is compose_model_replica.scheduling.parse_report):
+state machine"; the parser is compose_model_replica.pods_scheduled.parse_report):
 `pods`, `scheduledPods <= pods`, and a `Scheduled` condition whose
 `lastTransitionTime` says since when, on the agent's clock.
 

@@ -62,3 +62,13 @@ def unchanged(observed: Mapping) -> dict:
     if "spec" in observed:
         out["spec"] = observed["spec"]
     return out
+
+
+def log_fields(conditions: Iterable[Condition], events: Iterable[Event]) -> dict[str, object]:
+    """A decision's conditions and events as a few log fields (`logs.py`)."""
+    listed = list(events)
+    return {
+        "conditions": {c.type: f"{c.status}/{c.reason}" for c in conditions},
+        "events": len(listed),
+        "warnings": sum(1 for e in listed if e.severity == "Warning"),
+    }

@@ -6,6 +6,7 @@ import copy
 from datetime import UTC, datetime
 
 import pytest
+import structlog
 from compose_inference_cluster.fn import FunctionRunner
 from modelplane_devtools.wire import conditions, desired, desired_status, events, request, run
 
@@ -459,3 +460,20 @@ def test_an_observed_at_far_in_the_future_says_so():
         "h100 (observation is in the future, more than 5m ahead of the control plane's clock "
         "(check the agent's clock))" in message
     )
+
+
+def test_each_request_logs_its_decision_and_timings_at_debug_bound_to_tag_and_xr():
+    req = request(xr(), {})
+    req.meta.tag = "abc"
+    with structlog.testing.capture_logs() as captured:
+        run(FunctionRunner(clock=lambda: NOW), req)
+    (decided,) = [line for line in captured if line["event"] == "decided"]
+    assert decided["log_level"] == "debug"
+    assert (decided["tag"], decided["xr_kind"], decided["xr_name"]) == (
+        "abc",
+        "InferenceCluster",
+        "east",
+    )
+    assert decided["pools"] == {"NoAgent": 2}
+    assert decided["conditions"]["Configured"] == "True/ValidSpec"
+    assert {"read_ms", "decide_ms", "write_ms"} <= set(decided)

@@ -7,7 +7,7 @@ import copy
 
 import pytest
 from compose_model_deployment import fn
-from compose_model_deployment import testing as t
+from modelplane_devtools import deployment_builders as t
 from modelplane_devtools import wire
 from modelplane_devtools.wire import conditions, desired
 from modelplane_devtools.wire import desired_status as xr_status

@@ -9,9 +9,10 @@ from __future__ import annotations
 import asyncio
 
 import pytest
+import structlog
 from compose_model_deployment import fn
-from compose_model_deployment import testing as t
 from modelplane_common import labels
+from modelplane_devtools import deployment_builders as t
 from modelplane_devtools import wire
 from modelplane_devtools.wire import conditions, desired
 from modelplane_devtools.wire import desired_status as xr_status
@@ -172,9 +173,10 @@ def test_replicas_scheduled_reports_every_shortfall(replicas, scheduled, conditi
     status, reason, message = conditions(rsp)[fn.SCHEDULED]
     assert (status, reason) == condition
     if status == "False":
-        assert message.startswith(f"1 of {replicas} replicas could not be placed (3 placed)")
-        assert "does not fit pool" in message
-        assert any("InsufficientCapacity" in m for m in events(rsp, "Warning"))
+        assert message == (
+            f"3 of {replicas} replicas placed: 2 pools checked, 2 too few free devices"
+        )
+        assert f"InsufficientCapacity: {message}" in events(rsp, "Warning")
 
 
 def test_placements_are_announced_as_normal_events_once():
@@ -293,3 +295,30 @@ def test_the_grpc_runner_uses_its_injected_clock_and_matcher():
     runner = fn.FunctionRunner(matcher=t.stand_in_matcher, clock=lambda: t.NOW)
     rsp = asyncio.run(runner.RunFunction(t.request(t.deployment(), CLUSTERS, []), None))
     assert list(desired(rsp)) == ["replica-0"]
+
+
+def test_each_request_logs_the_plan_summary_and_timings_at_debug_bound_to_tag_and_xr():
+    runner = fn.FunctionRunner(matcher=t.stand_in_matcher, clock=lambda: t.NOW)
+    req = t.request(t.deployment(replicas=4, engines=[t.standalone(gpus=8)]), CLUSTERS, [])
+    req.meta.tag = "abc"
+    with structlog.testing.capture_logs() as captured:
+        asyncio.run(runner.RunFunction(req, None))
+    (planned,) = [line for line in captured if line["event"] == "planned"]
+    assert planned["log_level"] == "debug"
+    assert (planned["tag"], planned["xr_kind"], planned["xr_namespace"], planned["xr_name"]) == (
+        "abc",
+        "ModelDeployment",
+        "team-a",
+        "llm",
+    )
+    assert (planned["desired"], planned["scheduled"], planned["changes"]) == (4, 3, {"Placed": 3})
+    assert planned["unplaced"] == "2 pools checked, 2 too few free devices"
+    assert {"read_ms", "schedule_ms", "write_ms"} <= set(planned)
+
+
+def test_a_pass_that_plans_nothing_logs_why_at_debug():
+    runner = fn.FunctionRunner(matcher=t.stand_in_matcher, clock=lambda: t.NOW)
+    with structlog.testing.capture_logs() as captured:
+        asyncio.run(runner.RunFunction(t.request(t.deployment(), [], []), None))
+    (kept,) = [line for line in captured if line["event"] == "nothing planned, every replica kept"]
+    assert (kept["log_level"], kept["reason"]) == ("debug", "NoClusters")

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import pytest
 from compose_model_deployment import fn, readiness
-from compose_model_deployment import testing as t
 from crossplane.function.proto.v1 import run_function_pb2 as fnv1
+from modelplane_devtools import deployment_builders as t
 from modelplane_devtools.wire import conditions, desired
 from modelplane_devtools.wire import desired_status as xr_status
 

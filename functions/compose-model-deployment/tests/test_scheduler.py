@@ -5,9 +5,9 @@ from __future__ import annotations
 from datetime import timedelta
 
 import pytest
-from compose_model_deployment import testing as t
 from compose_model_deployment.placement import Change
 from modelplane_common.timeutil import format_time
+from modelplane_devtools import deployment_builders as t
 
 
 def one_pool(nodes=1, histogram=None, *, devices=None, name="a", pool_name="p", **kw):
@@ -269,7 +269,8 @@ NIC_ENGINE = {
 def test_every_claimed_kind_must_fit_on_the_node():
     plan = t.schedule(t.deployment(engines=[NIC_ENGINE]), [NIC_POOL])
     assert placed(plan) == 0
-    assert "does not fit pool a/p" in plan.shortfall
+    assert plan.diagnosis is not None
+    assert plan.diagnosis.summary() == "1 pool checked, 1 too few free devices"
 
 
 def test_synthetic_kinds_are_matched_but_never_claimed():
@@ -591,11 +592,14 @@ def test_failure_memory_is_bounded_and_keeps_the_latest_expiring():
     assert kept == [f"c{i:02d}" for i in range(8, 40)]
 
 
-def test_shortfall_names_the_tightest_reason():
+def test_shortfall_counts_each_pool_under_its_cause():
     clusters = [
         t.cluster("a", [t.pool("p", 1, histogram=[({"gpu": 2}, 1)])]),
         t.cluster("b", [t.pool("p", 1)], taints=[TAINT]),
     ]
     plan = t.schedule(t.deployment(replicas=1, engines=[t.standalone(gpus=4)]), clusters)
     assert plan.missing == 1
-    assert plan.shortfall.startswith("engine serve (1 copy of 1 pod(s)) does not fit pool a/p")
+    assert plan.diagnosis is not None
+    assert plan.diagnosis.summary() == (
+        "2 pools checked, 1 taint not tolerated, 1 too few free devices"
+    )

@@ -6,6 +6,7 @@ import copy
 from datetime import UTC, datetime
 
 import pytest
+import structlog
 from compose_model_replica.core import unchanged
 from compose_model_replica.fn import FunctionRunner
 from crossplane.function.proto.v1.run_function_pb2 import READY_FALSE, READY_TRUE
@@ -1062,3 +1063,20 @@ def test_an_unknown_member_role_is_never_guessed_and_keeps_everything():
     assert set(desired(rsp)) == set(RUNNING)
     message = conditions(rsp)["WorkloadsComposed"][2]
     assert 'members[0].role: must be one of Standalone, Leader, Worker (got "Solo")' in message
+
+
+def test_each_request_logs_its_decision_and_timings_at_debug_bound_to_tag_and_xr():
+    req = request(xr(standalone()), {}, {"cluster": [cluster()]})
+    req.meta.tag = "abc"
+    with structlog.testing.capture_logs() as captured:
+        run(FunctionRunner(clock=lambda: NOW), req)
+    (decided,) = [line for line in captured if line["event"] == "decided"]
+    assert decided["log_level"] == "debug"
+    assert (decided["tag"], decided["xr_kind"], decided["xr_namespace"], decided["xr_name"]) == (
+        "abc",
+        "ModelReplica",
+        "team-a",
+        "r0",
+    )
+    assert "PodsScheduled" in decided["conditions"]
+    assert {"read_ms", "decide_ms", "write_ms"} <= set(decided)

@@ -79,7 +79,6 @@ class ObservedState:
     pool missing from the map has no Object yet.
     """
 
-    provider_config_exists: bool = False
     agent_crd_seen: bool = False
     pool_reports: Mapping[str, Mapping | None] = field(default_factory=dict)
 

@@ -7,16 +7,18 @@ made here; see core.py for the model.
 
 from __future__ import annotations
 
+from collections import Counter
 from collections.abc import Callable
 from datetime import UTC, datetime
+from typing import Any
 
 import grpc
 from crossplane.function import logging, resource, response
 from crossplane.function.proto.v1 import run_function_pb2 as fnv1
 from crossplane.function.proto.v1 import run_function_pb2_grpc as grpcv1
-from modelplane_common import inputs
+from modelplane_common import inputs, logs
 from modelplane_common.guard import guarded
-from modelplane_common.outcome import emit, unchanged
+from modelplane_common.outcome import emit, log_fields, unchanged
 
 from compose_inference_cluster import core
 
@@ -43,10 +45,18 @@ def observed_state(req: fnv1.RunFunctionRequest) -> core.ObservedState:
             reports[name[len(core.POOL_PREFIX) :]] = status if isinstance(status, dict) else None
     agent = resources.get(core.AGENT_CRD)
     return core.ObservedState(
-        provider_config_exists=core.PROVIDER_CONFIG in resources,
         agent_crd_seen=agent is not None and _remote(agent) is not None,
         pool_reports=reports,
     )
+
+
+def _summary(decision: core.Decision) -> dict[str, object]:
+    """The decision in a few log fields: pools by how their capacity is read."""
+    pools = Counter(v.reason for v in decision.verdicts)
+    return {
+        "pools": dict(sorted(pools.items())),
+        **log_fields(decision.conditions, decision.events),
+    }
 
 
 class FunctionRunner(grpcv1.FunctionRunnerServiceServicer):
@@ -59,16 +69,21 @@ class FunctionRunner(grpcv1.FunctionRunnerServiceServicer):
     async def RunFunction(
         self, req: fnv1.RunFunctionRequest, _: grpc.aio.ServicerContext | None = None
     ) -> fnv1.RunFunctionResponse:
-        return guarded(req, lambda: self._run(req), self.log)
+        log = logs.for_request(self.log, req)
+        return guarded(req, lambda: self._run(req, log), log)
 
-    def _run(self, req: fnv1.RunFunctionRequest) -> fnv1.RunFunctionResponse:
+    def _run(self, req: fnv1.RunFunctionRequest, log: Any) -> fnv1.RunFunctionResponse:
+        laps = logs.Laps()
         rsp = response.to(req)
         xr = resource.struct_to_dict(req.observed.composite.resource)
         # A composite that is not even an object cannot be reasoned about: Fatal.
         name = inputs.name(inputs.mapping(xr.get("metadata"), "metadata").get("name"))
         spec = inputs.mapping(xr.get("spec"), "spec")
         previous = inputs.status_of(xr)
-        decision = core.decide(name, spec, observed_state(req), previous, self.clock())
+        state = observed_state(req)
+        laps.lap("read")
+        decision = core.decide(name, spec, state, previous, self.clock())
+        laps.lap("decide")
 
         for resource_name, body in core.desired_items(decision):
             desired = rsp.desired.resources[resource_name]
@@ -86,7 +101,7 @@ class FunctionRunner(grpcv1.FunctionRunnerServiceServicer):
         ):
             kept = resource.struct_to_dict(req.observed.resources[resource_name].resource)
             resource.update(rsp.desired.resources[resource_name], unchanged(kept))
-            self.log.info("keeping composed resource despite missing input", name=resource_name)
+            log.info("keeping composed resource despite missing input", name=resource_name)
 
         resource.update(rsp.desired.composite, {"status": decision.status})
         pools_ready = {
@@ -97,4 +112,6 @@ class FunctionRunner(grpcv1.FunctionRunnerServiceServicer):
         ready = core.ready(decision, pools_ready)
         rsp.desired.composite.ready = fnv1.READY_TRUE if ready else fnv1.READY_FALSE
         emit(rsp, decision.conditions, decision.events)
+        laps.lap("write")
+        log.debug("decided", **_summary(decision), **laps.as_fields())
         return rsp

@@ -35,6 +35,7 @@ from datetime import datetime
 
 from modelplane_common.observation import Observation, growable_nodes
 
+from compose_model_deployment.diagnosis import Cause
 from compose_model_deployment.fit import Demand, Ledger
 from compose_model_deployment.model import Charge, Cluster, PlacedEngine, Pool, ResolvedRequest
 
@@ -132,6 +133,18 @@ def place_engine(ledger: Ledger, pool: Pool, engine: PlacedEngine) -> bool:
                     return False
     ledger.adopt(trial)
     return True
+
+
+def shortage(ledger: Ledger, pool: Pool, engine: PlacedEngine) -> Cause:
+    """Why `place_engine` refused: too few devices in all, or too few nodes holding them."""
+    need = [0] * len(ledger.per_node)
+    for pods, _ in engine_pods(pool, engine):
+        for demand in pods:
+            for i, count in enumerate(ledger.effective(demand)):
+                need[i] += count
+    if any(n > free for n, free in zip(need, ledger.free_devices(), strict=True)):
+        return Cause.TOO_FEW_DEVICES
+    return Cause.TOO_FEW_NODES
 
 
 def charge_replicas(

@@ -125,10 +125,6 @@ class Ledger:
             return self.per_node
         return demand
 
-    def fitting_nodes(self, demand: Demand) -> int:
-        need = self.effective(demand)
-        return sum(n for v, n in self.counts.items() if fits(v, need))
-
     # -- placing --------------------------------------------------------------------------
 
     def _take(self, node: FreeVector, demand: Demand, gang: int | None) -> None:

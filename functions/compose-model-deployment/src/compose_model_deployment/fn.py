@@ -3,9 +3,10 @@
 Reads the RunFunctionRequest, resolves the required resources (three states:
 not fetched yet, fetched and empty, present), hands typed inputs and `now`
 to the pure core (`placement.plan`), and writes the desired ModelReplicas,
-the deployment's status, conditions and events. No scheduling arithmetic
-lives here, and no readiness rule either: `readiness` decides whether the
-deployment is Ready and this shell writes it both as `ReplicasReady` and as
+the deployment's status, and the conditions and events the pure `report`
+returns as values. No scheduling arithmetic lives here, and no readiness
+rule either: `readiness` decides whether the deployment is Ready, `report`
+says it as `ReplicasReady`, and this shell also writes it as
 `desired.composite.ready`, which Crossplane turns into the XR's `Ready`.
 
 Whenever the inputs cannot be trusted (the deployment does not validate,
@@ -17,27 +18,28 @@ deployment's readiness is judged on those kept replicas.
 
 from __future__ import annotations
 
-import time
+from collections import Counter
 from collections.abc import Callable, Mapping, MutableMapping
 from datetime import UTC, datetime
+from typing import Any
 
 import grpc
 from crossplane.function import logging, resource, response
 from crossplane.function.proto.v1 import run_function_pb2 as fnv1
 from crossplane.function.proto.v1 import run_function_pb2_grpc as grpcv1
-from modelplane_common import inputs, labels
+from modelplane_common import inputs, labels, logs
 from modelplane_common.guard import guarded
+from modelplane_common.outcome import emit
 from modelplane_common.timeutil import format_time
 
-from compose_model_deployment import absence, compose, placement, readers, readiness
+from compose_model_deployment import absence, placement, readers, report, writer
 from compose_model_deployment.placement import Change, Inputs, InvalidSelector, Matcher, Plan
 
 CLUSTERS = "inference-clusters"
 REPLICAS = "model-replicas"
-SCHEDULED = "ReplicasScheduled"
-READY = "ReplicasReady"
-INPUTS = "InputsValid"
-MAX_NOTE_EVENTS = 5
+SCHEDULED = report.SCHEDULED
+READY = report.READY
+INPUTS = report.INPUTS
 
 
 def default_matcher() -> Matcher:
@@ -66,12 +68,10 @@ def _set_status(rsp: fnv1.RunFunctionResponse, status: dict) -> None:
     resource.update(rsp.desired.composite, {"status": status})
 
 
-def _ready(rsp: fnv1.RunFunctionResponse, judged: readiness.Readiness) -> resource.Condition:
-    """Write the judged readiness as the XR's Ready; return it as the ReplicasReady condition."""
-    rsp.desired.composite.ready = fnv1.READY_TRUE if judged.ready else fnv1.READY_FALSE
-    return resource.Condition(
-        READY, "True" if judged.ready else "False", judged.reason, judged.message
-    )
+def _emit(rsp: fnv1.RunFunctionResponse, said: report.Report) -> None:
+    """Write a report: its conditions and events, and its verdict as the XR's own Ready."""
+    rsp.desired.composite.ready = fnv1.READY_TRUE if said.ready else fnv1.READY_FALSE
+    emit(rsp, said.conditions, said.events)
 
 
 def _count(raw: object) -> int | None:
@@ -89,11 +89,13 @@ def _pass_through(
     reason: str,
     message: str,
     warn: bool,
+    log: Any = logs.QUIET,
 ) -> fnv1.RunFunctionResponse:
     """Keep every observed replica exactly as it is and say why nothing was planned."""
+    log.debug("nothing planned, every replica kept", reason=reason, message=message, kept=len(own))
     ready = 0
     for key, obj in own.items():
-        rsp.desired.resources[key].resource.update(compose.unchanged(obj))
+        rsp.desired.resources[key].resource.update(writer.unchanged(obj))
         ready += 1 if readers.replica_ready(obj) else 0
     observed_status = xr.get("status") if isinstance(xr.get("status"), Mapping) else {}
     assert isinstance(observed_status, Mapping)
@@ -109,15 +111,19 @@ def _pass_through(
         if isinstance(observed_status.get(memory), list):
             kept_status[memory] = list(observed_status[memory])
     _set_status(rsp, kept_status)
-    if desired is None:
-        judged = readiness.carried(readers.was_ready(xr), len(own), ready)
-    else:
-        judged = readiness.of_replicas(desired, ready)
-    response.set_conditions(
-        rsp, resource.Condition(SCHEDULED, status, reason, message), _ready(rsp, judged)
+    _emit(
+        rsp,
+        report.kept_as_is(
+            desired=desired,
+            kept=len(own),
+            kept_ready=ready,
+            was_ready=readers.was_ready(xr),
+            status=status,
+            reason=reason,
+            message=message,
+            warn=warn,
+        ),
     )
-    if warn:
-        response.warning(rsp, f"{reason}: {message}")
     return rsp
 
 
@@ -126,10 +132,14 @@ def run_function(
     now: datetime,
     matcher: Matcher,
     timings: MutableMapping[str, float] | None = None,
+    log: Any = logs.QUIET,
 ) -> fnv1.RunFunctionResponse:
-    """One reconcile. `timings`, when given, receives seconds per phase."""
-    clock = time.perf_counter
-    started = clock()
+    """One reconcile. `timings`, when given, receives seconds per phase.
+
+    `log` is the request's logger (logs.for_request): the plan summary and
+    the phase timings go to it at debug level.
+    """
+    laps = logs.Laps()
     rsp = response.to(req)
     xr = readers.integral(resource.struct_to_dict(req.observed.composite.resource))
     assert isinstance(xr, dict)
@@ -149,6 +159,7 @@ def run_function(
             reason="InvalidDeployment",
             message=str(err)[:1024],
             warn=True,
+            log=log,
         )
     spec = deployment.spec
 
@@ -165,6 +176,7 @@ def run_function(
             reason="WaitingForInputs",
             message=f"waiting for Crossplane to fetch {', '.join(missing)}",
             warn=False,
+            log=log,
         )
     cluster_items = req.required_resources[CLUSTERS].items
     if not cluster_items:
@@ -178,66 +190,44 @@ def run_function(
             message=f"no InferenceCluster matches clusterSelector {deployment.cluster_labels}; "
             "existing replicas are kept as they are",
             warn=True,
+            log=log,
         )
 
-    notes: list[str] = []
-    clusters = []
-    unreadable: dict[str, str] = {}
-    for item in cluster_items:
-        try:
-            cluster, cluster_notes = readers.read_cluster(
-                readers.integral(resource.struct_to_dict(item.resource))
-            )
-        except readers.UnreadableCluster as err:
-            unreadable[err.name] = str(err)
-            notes.append(f"InferenceCluster {err.name} is invalid: {err}")
-            continue
-        except inputs.InvalidInput as err:
-            notes.append(str(err))
-            continue
-        clusters.append(cluster)
-        notes.extend(cluster_notes)
-    own = []
-    for key, obj in own_observed.items():
-        try:
-            replica, replica_notes = readers.read_own_replica(key, obj, spec)
-        except ValueError as err:
-            return _pass_through(
-                rsp,
-                xr,
-                own_observed,
-                desired=spec.replicas,
-                status="False",
-                reason="InvalidReplica",
-                message=f"{err}; every replica is kept as it is"[:1024],
-                warn=True,
-            )
-        notes.extend(replica_notes)
-        if replica is not None:
-            own.append(replica)
-    failed, failed_notes = readers.read_failed_placements(xr)
-    notes.extend(failed_notes)
-    remembered, missing_notes = readers.read_missing_clusters(xr)
-    notes.extend(missing_notes)
+    try:
+        read = readers.read_inputs(
+            xr,
+            spec,
+            (readers.integral(resource.struct_to_dict(item.resource)) for item in cluster_items),
+            own_observed,
+            (item.resource for item in req.required_resources[REPLICAS].items),
+        )
+    except readers.InvalidOwnReplica as err:
+        return _pass_through(
+            rsp,
+            xr,
+            own_observed,
+            desired=spec.replicas,
+            status="False",
+            reason="InvalidReplica",
+            message=f"{err}; every replica is kept as it is"[:1024],
+            warn=True,
+            log=log,
+        )
+    notes = list(read.notes)
     absences = absence.judge(
-        (r.cluster for r in own),
-        (c.name for c in clusters),
-        unreadable,
-        remembered,
+        (r.cluster for r in read.own),
+        (c.name for c in read.clusters),
+        read.unreadable,
+        read.remembered,
         now,
         spec.missing_cluster_grace,
     )
-    index = readers.ReplicaIndex(
-        (item.resource for item in req.required_resources[REPLICAS].items),
-        (c.name for c in clusters),
-        {(spec.namespace, r.name) for r in own},
-        (spec.namespace, spec.name),
-    )
-    read_done = clock()
+    index = read.index
+    laps.lap("read")
 
     try:
         plan = placement.plan(
-            Inputs(spec, tuple(clusters), tuple(own), failed, now, absences.held),
+            Inputs(spec, read.clusters, read.own, read.failed, now, absences.held),
             index.charges_for,
             matcher,
         )
@@ -251,16 +241,31 @@ def run_function(
             reason="InvalidSelector",
             message=str(err)[:1024],
             warn=True,
+            log=log,
         )
     notes.extend(index.notes)
-    planned_done = clock()
+    laps.lap("schedule")
 
     _write(rsp, xr, deployment, plan, own_observed, notes, absences)
+    laps.lap("write")
     if timings is not None:
-        timings["read"] = read_done - started
-        timings["schedule"] = planned_done - read_done
-        timings["write"] = clock() - planned_done
+        timings.update(laps.seconds)
+    log.debug("planned", **_summary(plan), input_problems=len(notes), **laps.as_fields())
     return rsp
+
+
+def _summary(plan: Plan) -> dict[str, object]:
+    """The plan in a few log fields: counts, never one line per replica."""
+    changes = Counter(str(r.change) for r in plan.replicas)
+    return {
+        "desired": plan.desired,
+        "scheduled": plan.scheduled,
+        "ready": plan.ready,
+        "changes": dict(sorted(changes.items())),
+        "removed": len(plan.removed),
+        "healed": len(plan.healed),
+        "unplaced": plan.diagnosis.summary() if plan.diagnosis is not None else "",
+    }
 
 
 def _write(
@@ -273,19 +278,19 @@ def _write(
     absences: absence.Absences,
 ) -> None:
     for replica in plan.replicas:
-        key = compose.resource_name(replica.index)
+        key = writer.resource_name(replica.index)
         if replica.change in (Change.STRANDED, Change.HELD) and key in own_observed:
-            desired = compose.unchanged(own_observed[key])
+            desired = writer.unchanged(own_observed[key])
         else:
-            desired = compose.model_replica(deployment, replica)
+            desired = writer.model_replica(deployment, replica)
         rsp.desired.resources[key].resource.update(desired)
     # Observed resources that are not replicas of ours are kept, never dropped.
-    planned = {compose.resource_name(r.index) for r in plan.replicas}
-    removed = {compose.resource_name(r.index) for r in plan.removed}
+    planned = {writer.resource_name(r.index) for r in plan.replicas}
+    removed = {writer.resource_name(r.index) for r in plan.removed}
     for key, obj in own_observed.items():
         if key not in planned and key not in removed:
-            rsp.desired.resources[key].resource.update(compose.unchanged(obj))
-    status = compose.status(plan)
+            rsp.desired.resources[key].resource.update(writer.unchanged(obj))
+    status = writer.status(plan)
     # Remembered only while a replica still runs there after this pass.
     still_used = {r.cluster for r in plan.replicas}
     status["missingClusters"] = [
@@ -294,108 +299,17 @@ def _write(
         if m.name in still_used
     ]
     _set_status(rsp, status)
-    _conditions(rsp, xr, plan, notes)
-    _events(rsp, xr, plan, notes)
-
-
-def _judge_readiness(xr: Mapping, plan: Plan) -> readiness.Readiness:
-    if not plan.held:
-        return readiness.of_replicas(plan.desired, plan.ready)
-    held_ready = sum(1 for r in plan.held if r.previous is not None and r.previous.ready)
-    return readiness.while_held(
-        readers.was_ready(xr), plan.desired, plan.ready, len(plan.held), held_ready
+    observed_status = xr.get("status") if isinstance(xr.get("status"), Mapping) else {}
+    replicas = observed_status.get("replicas") if isinstance(observed_status, Mapping) else None
+    _emit(
+        rsp,
+        report.of_plan(
+            plan,
+            previous_scheduled=replicas.get("scheduled") if isinstance(replicas, Mapping) else None,
+            was_ready=readers.was_ready(xr),
+            notes=notes,
+        ),
     )
-
-
-def _conditions(rsp: fnv1.RunFunctionResponse, xr: Mapping, plan: Plan, notes: list[str]) -> None:
-    if plan.held:
-        whys = sorted({r.why for r in plan.held})
-        unplaced = plan.missing - len(plan.held)
-        capacity = (
-            f"; {unplaced} more could not be placed: {plan.shortfall}" if unplaced > 0 else ""
-        )
-        scheduled = resource.Condition(
-            SCHEDULED,
-            "False",
-            "ClusterUnavailable",
-            f"{len(plan.held)} replica(s) kept where they are, not counted as scheduled: "
-            f"{'; '.join(whys)}; {plan.scheduled} of {plan.desired} placed{capacity}"[:1024],
-        )
-    elif plan.missing:
-        scheduled = resource.Condition(
-            SCHEDULED,
-            "False",
-            "InsufficientCapacity",
-            f"{plan.missing} of {plan.desired} replicas could not be placed "
-            f"({plan.scheduled} placed); tightest reason: {plan.shortfall}"[:1024],
-        )
-    else:
-        scheduled = resource.Condition(
-            SCHEDULED,
-            "True",
-            "AllReplicasScheduled",
-            f"{plan.scheduled} of {plan.desired} replicas placed",
-        )
-    ready = _ready(rsp, _judge_readiness(xr, plan))
-    if notes:
-        inputs = resource.Condition(
-            INPUTS, "False", "DegradedInputs", f"{len(notes)} problem(s): " + "; ".join(notes)[:990]
-        )
-    else:
-        inputs = resource.Condition(INPUTS, "True", "InputsValid", "")
-    response.set_conditions(rsp, scheduled, ready, inputs)
-
-
-def _where(cluster: str, pools: tuple[str, ...]) -> str:
-    return f"{cluster}/{','.join(pools)}"
-
-
-def _events(rsp: fnv1.RunFunctionResponse, xr: Mapping, plan: Plan, notes: list[str]) -> None:
-    for healed in plan.healed:
-        response.warning(
-            rsp,
-            f"replica {healed.replica} {healed.why}; avoiding "
-            f"{_where(healed.cluster, healed.pools)}"
-            " and re-placing it",
-        )
-    for r in plan.replicas:
-        if r.change is Change.PLACED:
-            response.normal(rsp, f"placed replica {r.name} on {_where(r.cluster, r.pools)}")
-        elif r.change is Change.MOVED and r.previous is not None:
-            response.normal(
-                rsp,
-                f"moved replica {r.name} from {_where(r.previous.cluster, r.previous.pools)} to "
-                f"{_where(r.cluster, r.pools)}: {r.why}",
-            )
-        elif r.change is Change.RESHAPED and r.previous is not None:
-            response.normal(
-                rsp,
-                f"updated replica {r.name} on {_where(r.cluster, r.pools)} "
-                "for the edited engine shape",
-            )
-        elif r.change is Change.HELD:
-            response.warning(rsp, f"replica {r.name} is kept on {r.cluster}: {r.why}")
-        elif r.change is Change.STRANDED:
-            response.warning(
-                rsp,
-                f"replica {r.name} must move ({r.why}) but no other cluster "
-                "fits it; it is left where it is",
-            )
-    for gone in plan.removed:
-        response.normal(rsp, f"removed replica {gone.name} from {gone.cluster} (scale down)")
-    status = xr.get("status") if isinstance(xr.get("status"), Mapping) else {}
-    replicas = status.get("replicas") if isinstance(status, Mapping) else None
-    previous = replicas.get("scheduled") if isinstance(replicas, Mapping) else None
-    if plan.missing > len(plan.held) and previous != plan.scheduled:
-        response.warning(
-            rsp,
-            f"InsufficientCapacity: {plan.missing} of {plan.desired} replicas "
-            f"could not be placed: {plan.shortfall}",
-        )
-    for note in notes[:MAX_NOTE_EVENTS]:
-        response.warning(rsp, note)
-    if len(notes) > MAX_NOTE_EVENTS:
-        response.warning(rsp, f"and {len(notes) - MAX_NOTE_EVENTS} more input problem(s)")
 
 
 class FunctionRunner(grpcv1.FunctionRunnerServiceServicer):
@@ -414,4 +328,5 @@ class FunctionRunner(grpcv1.FunctionRunnerServiceServicer):
         self, req: fnv1.RunFunctionRequest, _: grpc.aio.ServicerContext
     ) -> fnv1.RunFunctionResponse:
         matcher = self._matcher or default_matcher()
-        return guarded(req, lambda: run_function(req, self._clock(), matcher), self.log)
+        log = logs.for_request(self.log, req)
+        return guarded(req, lambda: run_function(req, self._clock(), matcher, log=log), log)

@@ -4,24 +4,34 @@
 InferenceClusters, this deployment's existing replicas, the other replicas'
 charges, the failure memory and `now`. It never reads the clock or the wire.
 
-Phases (each a small function below)
-    1. remember   drop expired failures; record the (cluster, pool) pairs of
-                  replicas Unschedulable for longer than the grace period.
-    2. retain     keep every replica that is not failing where it is; an
-                  edited shape re-resolves its device requests on the SAME
-                  pool when that pool still matches (an engine whose pool
-                  vanished or no longer matches is re-placed on the same
-                  cluster if it fits there, else the replica moves).
-    3. scale down remove the excess: replicas being re-placed first, then
-                  those whose pods are not all scheduled, then from the
-                  cluster with the most replicas of this deployment, then
-                  the highest index.
-    4. fill       re-place failing/evicted replicas, then add new ones at the
-                  lowest free indices; each goes to the eligible cluster with
-                  the fewest replicas of this deployment (ties by name), every
-                  engine on one pool (smallest matching hardware first,
-                  then by name), all engines of a
-                  replica on one cluster. Capacity is charged as it is used.
+Phases (each a function below that returns what it decided; `plan` runs them in order)
+    1. remember   -> Memory: drop expired failures; record the (cluster,
+                  pool) pairs of replicas Unschedulable for longer than the
+                  grace period (they are healed and avoided).
+    2. retain     -> Retained: keep every replica that is not failing where
+                  it is; an edited shape re-resolves its device requests on
+                  the SAME pool when that pool still matches (an engine whose
+                  pool vanished or no longer matches is left unresolved for
+                  fill). Replicas on held clusters are held; the rest move.
+    3. scale down -> (Retained, removed): remove the excess by rule "victim
+                  order".
+    4. fill       -> Filled: against a `Capacity` built only now, from the
+                  kept replicas' charges: re-place the unresolved engines of
+                  kept replicas on their own cluster (else the replica
+                  moves), then place moving replicas, then new ones at the
+                  lowest free indices. A replica goes to the first eligible
+                  cluster by rule "cluster order" that holds all its engines,
+                  each engine on one pool by rule "pool order". Capacity is
+                  charged as it is used; the last replica that finds no place
+                  leaves its `Diagnosis` (diagnosis.py).
+
+Named ordering rules (design/scheduler.md, "Ordering rules")
+    cluster order  fewest replicas of this deployment first, ties by name.
+    pool order     smallest matching hardware first (most devices per node
+                   of a claimed kind), then by name; unmatched pools last.
+    victim order   leaving (moving or held) first, then pods not all
+                   scheduled, then the cluster with the most replicas of this
+                   deployment, then the highest index.
 
 Invariants
     - A healthy replica never moves: only a replica that is Unschedulable
@@ -50,6 +60,7 @@ from __future__ import annotations
 
 from collections import Counter
 from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Set as AbstractSet
 from dataclasses import dataclass, field, replace
 from datetime import datetime
 from enum import StrEnum
@@ -60,7 +71,9 @@ from compose_model_deployment.capacity import (
     charge_replicas,
     empty_ledger,
     place_engine,
+    shortage,
 )
+from compose_model_deployment.diagnosis import NOTHING_CHECKED, Cause, Diagnosis, Verdict
 from compose_model_deployment.fit import Ledger, Reservation
 from compose_model_deployment.model import (
     Charge,
@@ -155,7 +168,8 @@ class Plan:
     healed: tuple[Healed, ...]
     failed_placements: tuple[FailedPlacement, ...]
     desired: int
-    shortfall: str  # the tightest reason a replica could not be placed, "" if none
+    # Why the last replica that found no place found none (None: none failed).
+    diagnosis: Diagnosis | None = None
     bases: Mapping[PoolKey, Basis] = field(default_factory=dict)
     reservations: Mapping[PoolKey, tuple[Reservation, ...]] = field(default_factory=dict)
     capacity_notes: tuple[str, ...] = ()
@@ -184,36 +198,79 @@ class Plan:
         return tuple(r for r in self.replicas if r.change is Change.HELD)
 
 
-@dataclass(frozen=True, order=True, slots=True)
-class _Reason:
-    stage: int  # how far an attempt got: higher is tighter
-    cluster: str
-    pool: str
-    text: str
+@dataclass(frozen=True, slots=True)
+class Kept:
+    """A retained replica and its engines re-resolved on their pools (None: needs a new pool)."""
+
+    own: OwnReplica
+    engines: tuple[PlacedEngine | None, ...]
 
 
-_NO_CLUSTER = _Reason(0, "", "", "no InferenceCluster is selected")
-# A retained replica and its engines re-resolved on their pools (None: needs a new pool).
-_Kept = tuple[OwnReplica, list[PlacedEngine | None]]
+@dataclass(frozen=True, slots=True)
+class Memory:
+    """What `remember` decided: who is healed and which pools are avoided."""
+
+    healed: tuple[Healed, ...]
+    failures: Mapping[PoolKey, FailedPlacement]
+
+    @property
+    def avoid(self) -> frozenset[PoolKey]:
+        return frozenset(self.failures)
 
 
-class _Planner:
-    def __init__(self, inputs: Inputs, charges_for: ChargesFor, matcher: Matcher) -> None:
-        self.inputs = inputs
-        self.spec = inputs.deployment
-        self.now = inputs.now
-        self.clusters = {c.name: c for c in sorted(inputs.clusters, key=lambda c: c.name)}
-        self.charges_for = charges_for
-        self.matcher = matcher
-        self.ledgers: dict[PoolKey, Ledger] = {}
-        self.bases: dict[PoolKey, Basis] = {}
-        self.capacity_notes: list[str] = []
-        self.kept_charges: dict[str, list[Charge]] = {}
+@dataclass(frozen=True, slots=True)
+class Retained:
+    """What `retain` (and then `scale_down`) decided for the existing replicas."""
+
+    kept: Mapping[int, Kept]  # by index
+    moving: tuple[tuple[OwnReplica, str], ...]  # must be re-placed, and why
+    held: tuple[OwnReplica, ...]  # on a missing or unreadable cluster (absence.py)
+
+    def everyone(self) -> list[OwnReplica]:
+        return [k.own for k in self.kept.values()] + [o for o, _ in self.moving] + list(self.held)
+
+
+@dataclass(frozen=True, slots=True)
+class Filled:
+    """What `fill` decided: every replica's place, and why the last one without a place has none."""
+
+    replicas: Mapping[int, PlannedReplica]
+    diagnosis: Diagnosis | None
+
+
+# -- named ordering rules (design/scheduler.md, "Ordering rules") ----------------------------
+
+
+def cluster_order(cluster: Cluster, replicas_on: Mapping[str, int]) -> tuple[int, str]:
+    """Rule "cluster order": a new or moving replica tries the cluster with the fewest
+    replicas of this deployment first, ties by name."""
+    return (replicas_on.get(cluster.name, 0), cluster.name)
+
+
+def victim_order(
+    own: OwnReplica, leaving: AbstractSet[str], replicas_on: Mapping[str, int]
+) -> tuple[int, int, int]:
+    """Rule "victim order": scale-down removes the smallest key first.
+
+    Replicas being re-placed or held on a cluster that cannot be seen go
+    first, then those whose pods are not all scheduled, then those on the
+    cluster with the most replicas of this deployment, then the highest index.
+    """
+    if own.name in leaving:
+        state = 0
+    elif own.pods_scheduled.status != "True":
+        state = 1
+    else:
+        state = 2
+    return (state, -replicas_on.get(own.cluster, 0), -own.index)
+
+
+class Matching:
+    """Engines bound to pools' device kinds, memoized per (engine, pool): pure, never charged."""
+
+    def __init__(self, matcher: Matcher) -> None:
+        self._matcher = matcher
         self._resolved: dict[tuple[str, PoolKey], PlacedEngine | None] = {}
-        self.reasons: list[_Reason] = []
-        self.held: list[OwnReplica] = []
-
-    # -- matching ---------------------------------------------------------------------------
 
     def resolve(self, engine: EngineShape, pool: Pool) -> PlacedEngine | None:
         """The engine's members bound to this pool's kinds, or None if a request matches none."""
@@ -226,7 +283,7 @@ class _Planner:
             requests: list[ResolvedRequest] = []
             if member.requests:
                 try:
-                    matches = self.matcher([r.to_wire() for r in member.requests], pool.devices)
+                    matches = self._matcher([r.to_wire() for r in member.requests], pool.devices)
                 except ValueError as err:
                     raise InvalidSelector(f"engine {engine.name}: {err}") from err
                 if matches is None:
@@ -254,28 +311,14 @@ class _Planner:
         self._resolved[cache_key] = resolved
         return resolved
 
-    # -- capacity ---------------------------------------------------------------------------
+    def pool_order(self, engine: EngineShape, pools: Sequence[Pool]) -> list[Pool]:
+        """Rule "pool order": the order an engine tries a cluster's pools.
 
-    def ledger(self, cluster: Cluster, pool: Pool) -> Ledger:
-        if pool.key not in self.ledgers:
-            ledger, basis = empty_ledger(pool, cluster, self.now)
-            charges = [
-                c
-                for c in (*self.charges_for(cluster.name), *self.kept_charges.get(cluster.name, ()))
-                if any(e.pool == pool.name for e in c.engines)
-            ]
-            self.capacity_notes.extend(charge_replicas(ledger, pool, basis, charges))
-            self.ledgers[pool.key] = ledger
-            self.bases[pool.key] = basis
-        return self.ledgers[pool.key]
-
-    def pool_preference(self, engine: EngineShape, pools: Sequence[Pool]) -> list[Pool]:
-        """Pools in the order an engine tries them: smallest matching hardware first.
-
-        The key is the most devices per node among the kinds the engine
-        claims, so a 1-GPU engine tries a 4-GPU pool before an 8-GPU one and
-        large nodes stay whole for engines that need them. Ties, claimless
-        engines and pools that do not match at all go by name.
+        Smallest matching hardware first: the key is the most devices per
+        node among the kinds the engine claims, so a 1-GPU engine tries a
+        4-GPU pool before an 8-GPU one and large nodes stay whole for engines
+        that need them. Ties, claimless engines and pools that do not match
+        at all go by name.
         """
 
         def key(pool: Pool) -> tuple[int, int, str]:
@@ -291,323 +334,359 @@ class _Planner:
 
         return sorted(pools, key=key)
 
-    def try_cluster(
+
+class Capacity:
+    """Every pool's free capacity for one pass, charged as placements are made.
+
+    It can only be built once the kept replicas' charges are known: a pool's
+    ledger is the pool's basis minus the other replicas' charges and the kept
+    charges, built the first time the pool is tried (capacity.py).
+    """
+
+    def __init__(
+        self, now: datetime, charges_for: ChargesFor, kept: Mapping[str, Sequence[Charge]]
+    ) -> None:
+        self._now = now
+        self._charges_for = charges_for
+        self._kept = kept
+        self._ledgers: dict[PoolKey, Ledger] = {}
+        self.bases: dict[PoolKey, Basis] = {}
+        self.notes: list[str] = []
+
+    def ledger(self, cluster: Cluster, pool: Pool) -> Ledger:
+        if pool.key not in self._ledgers:
+            ledger, basis = empty_ledger(pool, cluster, self._now)
+            charges = [
+                c
+                for c in (*self._charges_for(cluster.name), *self._kept.get(cluster.name, ()))
+                if any(e.pool == pool.name for e in c.engines)
+            ]
+            self.notes.extend(charge_replicas(ledger, pool, basis, charges))
+            self._ledgers[pool.key] = ledger
+            self.bases[pool.key] = basis
+        return self._ledgers[pool.key]
+
+    def commit(self, trials: Mapping[PoolKey, Ledger]) -> None:
+        for key, trial in trials.items():
+            self._ledgers[key].adopt(trial)
+
+    def reservations(self) -> dict[PoolKey, tuple[Reservation, ...]]:
+        return {k: tuple(v.reservations) for k, v in sorted(self._ledgers.items())}
+
+
+# -- phase 1: remember -----------------------------------------------------------------------
+
+
+def unschedulable_too_long(own: OwnReplica, spec: DeploymentSpec, now: datetime) -> str | None:
+    ps = own.pods_scheduled
+    if ps.status != "False" or ps.reason != "Unschedulable" or ps.since is None:
+        return None
+    # A condition older than the placement describes the previous placement.
+    if own.placed_at is not None and ps.since < own.placed_at:
+        return None
+    if now - ps.since <= spec.unschedulable_grace:
+        return None
+    detail = f": {ps.message}" if ps.message else ""
+    return f"unschedulable since {ps.since:%Y-%m-%dT%H:%M:%SZ}{detail}"
+
+
+def remember(inputs: Inputs) -> Memory:
+    """Drop expired failures; record the pools of replicas Unschedulable past the grace."""
+    spec, now = inputs.deployment, inputs.now
+    failures: dict[PoolKey, FailedPlacement] = {}
+    for failure in sorted(inputs.failed, key=lambda f: (f.key, f.expires_at)):
+        if failure.expires_at > now:
+            failures[failure.key] = failure
+    healed: list[Healed] = []
+    for own in sorted(inputs.own, key=lambda r: r.index):
+        why = unschedulable_too_long(own, spec, now)
+        if why is None:
+            continue
+        healed.append(Healed(own.name, own.cluster, own.pools, why))
+        for pool in own.pools:
+            failures[(own.cluster, pool)] = FailedPlacement(
+                own.cluster, pool, now + spec.avoid_for, own.name, why[:1024]
+            )
+    return Memory(tuple(healed), failures)
+
+
+# -- phase 2: retain -------------------------------------------------------------------------
+
+
+def eviction(
+    own: OwnReplica, healing: bool, clusters: Mapping[str, Cluster], spec: DeploymentSpec
+) -> str | None:
+    """Why a replica must leave its place, or None if it may stay."""
+    if healing:
+        return "its pods are unschedulable"
+    cluster = clusters.get(own.cluster)
+    if cluster is None:
+        return f"cluster {own.cluster} is not selected or no longer exists"
+    taints = cluster.untolerated(spec.tolerations, "NoExecute")
+    if taints:
+        t = taints[0]
+        return f"cluster {own.cluster} has taint {t.key}={t.value}:NoExecute, not tolerated"
+    return None
+
+
+def retain(
+    inputs: Inputs, clusters: Mapping[str, Cluster], memory: Memory, matching: Matching
+) -> Retained:
+    """Keep every replica that may stay, its engines re-resolved on the pools they use."""
+    spec = inputs.deployment
+    healed = {h.replica for h in memory.healed}
+    kept: dict[int, Kept] = {}
+    moving: list[tuple[OwnReplica, str]] = []
+    held: list[OwnReplica] = []
+    for own in sorted(inputs.own, key=lambda r: r.index):
+        if own.cluster in inputs.held:
+            held.append(own)
+            continue
+        why = eviction(own, own.name in healed, clusters, spec)
+        if why is not None:
+            moving.append((own, why))
+            continue
+        cluster = clusters[own.cluster]
+        engines: list[PlacedEngine | None] = []
+        for shape in spec.engines:
+            old = next((e for e in own.engines if e.name == shape.name), None)
+            pool = cluster.pool(old.pool) if old is not None else None
+            engines.append(matching.resolve(shape, pool) if pool is not None else None)
+        kept[own.index] = Kept(own, tuple(engines))
+    return Retained(kept, tuple(moving), tuple(held))
+
+
+# -- phase 3: scale down ---------------------------------------------------------------------
+
+
+def scale_down(retained: Retained, replicas: int) -> tuple[Retained, tuple[OwnReplica, ...]]:
+    """The replicas that stay and those removed (by index), by rule "victim order"."""
+    everyone = retained.everyone()
+    excess = len(everyone) - replicas
+    if excess <= 0:
+        return retained, ()
+    leaving = {own.name for own, _ in retained.moving} | {own.name for own in retained.held}
+    replicas_on = Counter(own.cluster for own in everyone)
+    removed: list[OwnReplica] = []
+    for _ in range(excess):
+        victim = min(everyone, key=lambda o: victim_order(o, leaving, replicas_on))
+        everyone.remove(victim)
+        replicas_on[victim.cluster] -= 1
+        removed.append(victim)
+    gone = {o.index for o in removed}
+    survivors = Retained(
+        {i: k for i, k in retained.kept.items() if i not in gone},
+        tuple((o, why) for o, why in retained.moving if o.index not in gone),
+        tuple(o for o in retained.held if o.index not in gone),
+    )
+    return survivors, tuple(sorted(removed, key=lambda o: o.index))
+
+
+def kept_charges(retained: Retained, spec: DeploymentSpec) -> dict[str, list[Charge]]:
+    """What the kept replicas hold, by cluster: the engines still resolved on their pools."""
+    charges: dict[str, list[Charge]] = {}
+    for kept in retained.kept.values():
+        own = kept.own
+        done = tuple(e for e in kept.engines if e is not None)
+        if done:
+            charges.setdefault(own.cluster, []).append(
+                Charge(
+                    spec.namespace,
+                    own.name,
+                    own.cluster,
+                    done,
+                    own.pods_scheduled.status == "True",
+                    own.scheduled_at,
+                )
+            )
+    return charges
+
+
+# -- phase 4: fill ---------------------------------------------------------------------------
+
+
+class _Filler:
+    """Places engines against one Capacity; the only state is what it has charged."""
+
+    def __init__(
         self,
-        cluster: Cluster,
-        engines: Sequence[EngineShape],
+        spec: DeploymentSpec,
+        clusters: Mapping[str, Cluster],
+        capacity: Capacity,
+        matching: Matching,
         avoid: frozenset[PoolKey],
-    ) -> dict[str, PlacedEngine] | None:
-        """Place these engines on one cluster, each on one pool; commit only if all fit."""
+    ) -> None:
+        self.spec = spec
+        self.clusters = clusters
+        self.capacity = capacity
+        self.matching = matching
+        self.avoid = avoid
+
+    def try_cluster(
+        self, cluster: Cluster, engines: Sequence[EngineShape]
+    ) -> dict[str, PlacedEngine] | list[Verdict]:
+        """Place these engines on one cluster, each on one pool (rule "pool order");
+        charge only if all fit. On failure, why each pool refused the engine that did not."""
         trials: dict[PoolKey, Ledger] = {}
         placed: dict[str, PlacedEngine] = {}
         for engine in engines:
-            for pool in self.pool_preference(engine, cluster.pools):
-                if pool.key in avoid:
-                    self.reasons.append(
-                        _Reason(
-                            2,
-                            cluster.name,
-                            pool.name,
-                            f"pool {cluster.name}/{pool.name} failed recently and is avoided",
-                        )
-                    )
+            refused: list[Verdict] = []
+            for pool in self.matching.pool_order(engine, cluster.pools):
+                if pool.key in self.avoid:
+                    refused.append(Verdict(cluster.name, pool.name, Cause.RECENTLY_FAILED))
                     continue
-                resolved = self.resolve(engine, pool)
+                resolved = self.matching.resolve(engine, pool)
                 if resolved is None:
-                    self.reasons.append(
-                        _Reason(
-                            1,
-                            cluster.name,
-                            pool.name,
-                            f"no device kind of pool {cluster.name}/{pool.name} matches "
-                            f"engine {engine.name}",
-                        )
-                    )
+                    refused.append(Verdict(cluster.name, pool.name, Cause.SELECTOR_MISMATCH))
                     continue
-                trial = trials.get(pool.key) or self.ledger(cluster, pool).copy()
+                trial = trials.get(pool.key) or self.capacity.ledger(cluster, pool).copy()
                 if place_engine(trial, pool, resolved):
                     trials[pool.key] = trial
                     placed[engine.name] = resolved
                     break
-                self.reasons.append(
-                    _Reason(
-                        3, cluster.name, pool.name, _capacity_text(cluster, pool, engine, trial)
-                    )
-                )
+                refused.append(Verdict(cluster.name, pool.name, shortage(trial, pool, resolved)))
             else:
-                return None
-        for key, trial in trials.items():
-            self.ledgers[key].adopt(trial)
+                return refused
+        self.capacity.commit(trials)
         return placed
 
-    # -- phases -----------------------------------------------------------------------------
-
-    def remember(self) -> tuple[list[Healed], dict[PoolKey, FailedPlacement]]:
-        memory: dict[PoolKey, FailedPlacement] = {}
-        for failure in sorted(self.inputs.failed, key=lambda f: (f.key, f.expires_at)):
-            if failure.expires_at > self.now:
-                memory[failure.key] = failure
-        healed: list[Healed] = []
-        for own in sorted(self.inputs.own, key=lambda r: r.index):
-            why = self.unschedulable_too_long(own)
-            if why is None:
-                continue
-            healed.append(Healed(own.name, own.cluster, own.pools, why))
-            for pool in own.pools:
-                memory[(own.cluster, pool)] = FailedPlacement(
-                    own.cluster, pool, self.now + self.spec.avoid_for, own.name, why[:1024]
-                )
-        return healed, memory
-
-    def unschedulable_too_long(self, own: OwnReplica) -> str | None:
-        ps = own.pods_scheduled
-        if ps.status != "False" or ps.reason != "Unschedulable" or ps.since is None:
-            return None
-        # A condition older than the placement describes the previous placement.
-        if own.placed_at is not None and ps.since < own.placed_at:
-            return None
-        if self.now - ps.since <= self.spec.unschedulable_grace:
-            return None
-        detail = f": {ps.message}" if ps.message else ""
-        return f"unschedulable since {ps.since:%Y-%m-%dT%H:%M:%SZ}{detail}"
-
-    def eviction(self, own: OwnReplica, healing: bool) -> str | None:
-        if healing:
-            return "its pods are unschedulable"
-        cluster = self.clusters.get(own.cluster)
-        if cluster is None:
-            return f"cluster {own.cluster} is not selected or no longer exists"
-        taints = cluster.untolerated(self.spec.tolerations, "NoExecute")
-        if taints:
-            t = taints[0]
-            return f"cluster {own.cluster} has taint {t.key}={t.value}:NoExecute, not tolerated"
-        return None
-
-    def retain(
-        self, healed_names: set[str]
-    ) -> tuple[dict[int, _Kept], list[tuple[OwnReplica, str]]]:
-        kept: dict[int, _Kept] = {}
-        moving: list[tuple[OwnReplica, str]] = []
-        for own in sorted(self.inputs.own, key=lambda r: r.index):
-            if own.cluster in self.inputs.held:
-                self.held.append(own)
-                continue
-            why = self.eviction(own, own.name in healed_names)
-            if why is not None:
-                moving.append((own, why))
-                continue
-            cluster = self.clusters[own.cluster]
-            engines: list[PlacedEngine | None] = []
-            for shape in self.spec.engines:
-                old = next((e for e in own.engines if e.name == shape.name), None)
-                pool = cluster.pool(old.pool) if old is not None else None
-                engines.append(self.resolve(shape, pool) if pool is not None else None)
-            kept[own.index] = (own, engines)
-        return kept, moving
-
-    def scale_down(
-        self,
-        kept: dict[int, _Kept],
-        moving: list[tuple[OwnReplica, str]],
-    ) -> list[OwnReplica]:
-        everyone = [own for own, _ in kept.values()] + [own for own, _ in moving] + self.held
-        excess = len(everyone) - self.spec.replicas
-        if excess <= 0:
-            return []
-        # Replicas being re-placed or held on a cluster that cannot be seen go first.
-        moving_names = {own.name for own, _ in moving} | {own.name for own in self.held}
-        per_cluster = Counter(own.cluster for own in everyone)
-        removed: list[OwnReplica] = []
-        for _ in range(excess):
-            victim = min(
-                everyone,
-                key=lambda o: (
-                    0 if o.name in moving_names else 1 if o.pods_scheduled.status != "True" else 2,
-                    -per_cluster[o.cluster],
-                    -o.index,
-                ),
-            )
-            everyone.remove(victim)
-            per_cluster[victim.cluster] -= 1
-            removed.append(victim)
-        gone = {o.index for o in removed}
-        for index in gone:
-            kept.pop(index, None)
-        moving[:] = [(o, why) for o, why in moving if o.index not in gone]
-        self.held[:] = [o for o in self.held if o.index not in gone]
-        return sorted(removed, key=lambda o: o.index)
-
-    def eligible(self) -> list[Cluster]:
+    def eligible(self) -> tuple[list[Cluster], list[Verdict]]:
+        """Clusters that take new replicas, and a verdict for each pool of those that do not."""
         usable: list[Cluster] = []
+        refused: list[Verdict] = []
+        tolerations = self.spec.tolerations
         for cluster in self.clusters.values():
             if not cluster.ready:
-                self.reasons.append(
-                    _Reason(0, cluster.name, "", f"cluster {cluster.name} is not Ready")
-                )
-                continue
-            tolerations = self.spec.tolerations
-            taints = cluster.untolerated(tolerations, "NoSchedule") or cluster.untolerated(
+                cause = Cause.CLUSTER_NOT_READY
+            elif cluster.untolerated(tolerations, "NoSchedule") or cluster.untolerated(
                 tolerations, "NoExecute"
-            )
-            if taints:
-                t = taints[0]
-                self.reasons.append(
-                    _Reason(
-                        0,
-                        cluster.name,
-                        "",
-                        f"cluster {cluster.name} has taint {t.key}={t.value}:{t.effect}, "
-                        "not tolerated",
-                    )
-                )
+            ):
+                cause = Cause.TAINT_NOT_TOLERATED
+            else:
+                usable.append(cluster)
                 continue
-            usable.append(cluster)
-        return usable
+            refused.extend(Verdict(cluster.name, pool.name, cause) for pool in cluster.pools)
+        return usable, refused
 
     def place_anywhere(
-        self, per_cluster: Counter[str], avoid: frozenset[PoolKey]
-    ) -> tuple[Cluster, dict[str, PlacedEngine]] | None:
-        for cluster in sorted(self.eligible(), key=lambda c: (per_cluster[c.name], c.name)):
-            placed = self.try_cluster(cluster, self.spec.engines, avoid)
-            if placed is not None:
+        self, replicas_on: Mapping[str, int]
+    ) -> tuple[Cluster, dict[str, PlacedEngine]] | Diagnosis:
+        """The first cluster by rule "cluster order" that holds every engine, or why none does."""
+        usable, refused = self.eligible()
+        for cluster in sorted(usable, key=lambda c: cluster_order(c, replicas_on)):
+            placed = self.try_cluster(cluster, self.spec.engines)
+            if isinstance(placed, dict):
                 return cluster, placed
-        return None
+            refused.extend(placed)
+        return Diagnosis(tuple(refused)) if refused else NOTHING_CHECKED
 
-    def run(self) -> Plan:
-        spec, now = self.spec, self.now
-        healed, memory = self.remember()
-        avoid = frozenset(memory)
-        kept, moving = self.retain({h.replica for h in healed})
-        removed = self.scale_down(kept, moving)
 
-        for own, engines in kept.values():
-            done = tuple(e for e in engines if e is not None)
-            if done:
-                self.kept_charges.setdefault(own.cluster, []).append(
-                    Charge(
-                        spec.namespace,
-                        own.name,
-                        own.cluster,
-                        done,
-                        own.pods_scheduled.status == "True",
-                        own.scheduled_at,
-                    )
+def fill(
+    inputs: Inputs,
+    clusters: Mapping[str, Cluster],
+    retained: Retained,
+    removed: Sequence[OwnReplica],
+    filler: _Filler,
+) -> Filled:
+    """Keep, then re-place, then add: every replica's place for this pass."""
+    spec, now = inputs.deployment, inputs.now
+    planned: dict[int, PlannedReplica] = {
+        own.index: PlannedReplica(
+            own.index,
+            own.name,
+            own.cluster,
+            own.engines,
+            Change.HELD,
+            own.placed_at or now,
+            own,
+            inputs.held[own.cluster],
+        )
+        for own in retained.held
+    }
+    replicas_on: Counter[str] = Counter(k.own.cluster for k in retained.kept.values())
+    moving = list(retained.moving)
+
+    # Kept replicas: an engine whose pool no longer holds it is re-placed on the same cluster.
+    for index in sorted(retained.kept):
+        own, engines = retained.kept[index].own, retained.kept[index].engines
+        missing = [s for s, e in zip(spec.engines, engines, strict=True) if e is None]
+        if missing:
+            placed = filler.try_cluster(clusters[own.cluster], missing)
+            if not isinstance(placed, dict):
+                replicas_on[own.cluster] -= 1
+                moving.append(
+                    (own, f"its pools can no longer hold its shape on cluster {own.cluster}")
                 )
+                continue
+            engines = tuple(
+                e if e is not None else placed[s.name]
+                for s, e in zip(spec.engines, engines, strict=True)
+            )
+        final = tuple(e for e in engines if e is not None)
+        same = wire_form(final) == wire_form(own.engines)
+        repooled = {m.pool for e in final for m in e.members} != set(own.pools)
+        planned[index] = PlannedReplica(
+            index,
+            own.name,
+            own.cluster,
+            final,
+            Change.KEPT if same else Change.RESHAPED,
+            now if repooled or own.placed_at is None else own.placed_at,
+            own,
+        )
 
-        planned: dict[int, PlannedReplica] = {
-            own.index: PlannedReplica(
+    # Replicas that must move: anywhere else that fits, or stranded where they are.
+    diagnosis: Diagnosis | None = None
+    for own, why in sorted(moving, key=lambda m: m[0].index):
+        found = filler.place_anywhere(replicas_on)
+        if isinstance(found, Diagnosis):
+            diagnosis = found
+            planned[own.index] = PlannedReplica(
                 own.index,
                 own.name,
                 own.cluster,
                 own.engines,
-                Change.HELD,
+                Change.STRANDED,
                 own.placed_at or now,
-                own,
-                self.inputs.held[own.cluster],
-            )
-            for own in self.held
-        }
-        per_cluster: Counter[str] = Counter(own.cluster for own, _ in kept.values())
-
-        for index in sorted(kept):
-            own, engines = kept[index]
-            missing = [s for s, e in zip(spec.engines, engines, strict=True) if e is None]
-            if missing:
-                placed = self.try_cluster(self.clusters[own.cluster], missing, avoid)
-                if placed is None:
-                    del kept[index]
-                    per_cluster[own.cluster] -= 1
-                    moving.append(
-                        (own, f"its pools can no longer hold its shape on cluster {own.cluster}")
-                    )
-                    continue
-                engines = [
-                    e if e is not None else placed[s.name]
-                    for s, e in zip(spec.engines, engines, strict=True)
-                ]
-            final = tuple(e for e in engines if e is not None)
-            same = wire_form(final) == wire_form(own.engines)
-            repooled = {m.pool for e in final for m in e.members} != set(own.pools)
-            planned[index] = PlannedReplica(
-                index,
-                own.name,
-                own.cluster,
-                final,
-                Change.KEPT if same else Change.RESHAPED,
-                now if repooled or own.placed_at is None else own.placed_at,
-                own,
-            )
-
-        for own, why in sorted(moving, key=lambda m: m[0].index):
-            found = self.place_anywhere(per_cluster, avoid)
-            if found is None:
-                planned[own.index] = PlannedReplica(
-                    own.index,
-                    own.name,
-                    own.cluster,
-                    own.engines,
-                    Change.STRANDED,
-                    own.placed_at or now,
-                    own,
-                    why,
-                )
-                continue
-            cluster, placed = found
-            per_cluster[cluster.name] += 1
-            planned[own.index] = PlannedReplica(
-                own.index,
-                own.name,
-                cluster.name,
-                tuple(placed[s.name] for s in spec.engines),
-                Change.MOVED,
-                now,
                 own,
                 why,
             )
-
-        taken = set(planned) | {o.index for o in removed}
-        index = 0
-        while len(planned) < spec.replicas:
-            while index in taken:
-                index += 1
-            found = self.place_anywhere(per_cluster, avoid)
-            if found is None:
-                break
-            cluster, placed = found
-            per_cluster[cluster.name] += 1
-            planned[index] = PlannedReplica(
-                index,
-                spec.replica_name(index),
-                cluster.name,
-                tuple(placed[s.name] for s in spec.engines),
-                Change.PLACED,
-                now,
-            )
-            taken.add(index)
-
-        scheduled = sum(1 for r in planned.values() if r.scheduled)
-        shortfall = ""
-        if scheduled < spec.replicas:
-            tightest = min(
-                self.reasons,
-                default=_NO_CLUSTER,
-                key=lambda r: (-r.stage, r.cluster, r.pool, r.text),
-            )
-            shortfall = tightest.text
-
-        failures = sorted(memory.values(), key=lambda f: (-f.expires_at.timestamp(), f.key))
-        failures = sorted(failures[:MAX_FAILED_PLACEMENTS], key=lambda f: (f.expires_at, f.key))
-        return Plan(
-            replicas=tuple(planned[i] for i in sorted(planned)),
-            removed=tuple(removed),
-            healed=tuple(healed),
-            failed_placements=tuple(failures),
-            desired=spec.replicas,
-            shortfall=shortfall,
-            bases=dict(self.bases),
-            reservations={k: tuple(v.reservations) for k, v in sorted(self.ledgers.items())},
-            capacity_notes=tuple(self.capacity_notes),
+            continue
+        cluster, placed = found
+        replicas_on[cluster.name] += 1
+        planned[own.index] = PlannedReplica(
+            own.index,
+            own.name,
+            cluster.name,
+            tuple(placed[s.name] for s in spec.engines),
+            Change.MOVED,
+            now,
+            own,
+            why,
         )
+
+    # New replicas at the lowest free indices, until the count is reached or nothing fits.
+    taken = set(planned) | {o.index for o in removed}
+    index = 0
+    while len(planned) < spec.replicas:
+        while index in taken:
+            index += 1
+        found = filler.place_anywhere(replicas_on)
+        if isinstance(found, Diagnosis):
+            diagnosis = found
+            break
+        cluster, placed = found
+        replicas_on[cluster.name] += 1
+        planned[index] = PlannedReplica(
+            index,
+            spec.replica_name(index),
+            cluster.name,
+            tuple(placed[s.name] for s in spec.engines),
+            Change.PLACED,
+            now,
+        )
+        taken.add(index)
+    return Filled(planned, diagnosis)
 
 
 def wire_form(engines: Sequence[PlacedEngine]) -> tuple[PlacedEngine, ...]:
@@ -624,27 +703,27 @@ def wire_form(engines: Sequence[PlacedEngine]) -> tuple[PlacedEngine, ...]:
     )
 
 
-def _capacity_text(cluster: Cluster, pool: Pool, engine: EngineShape, ledger: Ledger) -> str:
-    free = ", ".join(
-        f"{name}={count}"
-        for name, count in zip(pool.kinds.names, ledger.free_devices(), strict=True)
-    )
-    pods = sum(m.pods_per_copy for m in engine.members)
-    shape = f"{engine.copies} cop{'y' if engine.copies == 1 else 'ies'} of {pods} pod(s)"
-    if engine.is_gang:
-        shape += " on distinct nodes"
-    mode = "whole-node accounting" if ledger.whole_node else "observed capacity"
-    return (
-        f"engine {engine.name} ({shape}) does not fit pool {cluster.name}/{pool.name} "
-        f"({mode}: {ledger.nodes} node(s), {free or 'no device'} free in all)"
-    )
-
-
 def plan(inputs: Inputs, charges_for: ChargesFor, matcher: Matcher) -> Plan:
     """Decide where every replica of the deployment runs. Raises InvalidSelector."""
-    return _Planner(inputs, charges_for, matcher).run()
+    spec = inputs.deployment
+    clusters = {c.name: c for c in sorted(inputs.clusters, key=lambda c: c.name)}
+    matching = Matching(matcher)
+    memory = remember(inputs)
+    retained, removed = scale_down(retain(inputs, clusters, memory, matching), spec.replicas)
+    capacity = Capacity(inputs.now, charges_for, kept_charges(retained, spec))
+    filler = _Filler(spec, clusters, capacity, matching, memory.avoid)
+    filled = fill(inputs, clusters, retained, removed, filler)
 
-
-def without_clock_noise(p: Plan) -> Plan:
-    """The plan with capacity internals dropped, for comparing plans in tests."""
-    return replace(p, bases={}, reservations={}, capacity_notes=())
+    failures = sorted(memory.failures.values(), key=lambda f: (-f.expires_at.timestamp(), f.key))
+    failures = sorted(failures[:MAX_FAILED_PLACEMENTS], key=lambda f: (f.expires_at, f.key))
+    return Plan(
+        replicas=tuple(filled.replicas[i] for i in sorted(filled.replicas)),
+        removed=removed,
+        healed=memory.healed,
+        failed_placements=tuple(failures),
+        desired=spec.replicas,
+        diagnosis=filled.diagnosis,
+        bases=dict(capacity.bases),
+        reservations=capacity.reservations(),
+        capacity_notes=tuple(capacity.notes),
+    )

@@ -534,3 +534,71 @@ class ReplicaIndex:
         return Charge(
             identity[0], identity[1], cluster, tuple(engines), pods_scheduled, scheduled_at
         )
+
+
+class InvalidOwnReplica(ValueError):
+    """One of the deployment's own ModelReplicas cannot be read: nothing may be planned."""
+
+
+@dataclass(frozen=True, slots=True)
+class PlanningInputs:
+    """Everything `placement.plan` needs besides the deployment, `now` and the matcher."""
+
+    clusters: tuple[Cluster, ...]
+    unreadable: Mapping[str, str]  # InferenceCluster name -> why it cannot be read
+    own: tuple[OwnReplica, ...]
+    failed: tuple[FailedPlacement, ...]
+    remembered: tuple[MissingCluster, ...]
+    index: ReplicaIndex
+    notes: tuple[str, ...]  # input problems, in reading order (the index adds its own later)
+
+
+def read_inputs(
+    xr: Mapping,
+    spec: DeploymentSpec,
+    cluster_objects: Iterable[Mapping],
+    own_observed: Mapping[str, Mapping],
+    replica_structs: Iterable[struct_pb2.Struct],
+) -> PlanningInputs:
+    """Read the clusters, this deployment's replicas, its memories and the fleet's replicas.
+
+    The one reader the shell (fn.py) and the test builders share. Raises
+    InvalidOwnReplica when one of its own replicas is unreadable.
+    """
+    notes: list[str] = []
+    clusters: list[Cluster] = []
+    unreadable: dict[str, str] = {}
+    for obj in cluster_objects:
+        try:
+            cluster, cluster_notes = read_cluster(obj)
+        except UnreadableCluster as err:
+            unreadable[err.name] = str(err)
+            notes.append(f"InferenceCluster {err.name} is invalid: {err}")
+            continue
+        except InvalidInput as err:
+            notes.append(str(err))
+            continue
+        clusters.append(cluster)
+        notes.extend(cluster_notes)
+    own: list[OwnReplica] = []
+    for key, obj in own_observed.items():
+        try:
+            replica, replica_notes = read_own_replica(key, obj, spec)
+        except ValueError as err:
+            raise InvalidOwnReplica(str(err)) from err
+        notes.extend(replica_notes)
+        if replica is not None:
+            own.append(replica)
+    failed, failed_notes = read_failed_placements(xr)
+    notes.extend(failed_notes)
+    remembered, missing_notes = read_missing_clusters(xr)
+    notes.extend(missing_notes)
+    index = ReplicaIndex(
+        replica_structs,
+        (c.name for c in clusters),
+        {(spec.namespace, r.name) for r in own},
+        (spec.namespace, spec.name),
+    )
+    return PlanningInputs(
+        tuple(clusters), unreadable, tuple(own), failed, remembered, index, tuple(notes)
+    )

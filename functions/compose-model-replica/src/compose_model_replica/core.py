@@ -9,7 +9,7 @@ InferenceCluster and, per member, one pool of it. This module decides:
    are ready: an Object is ready when its Ready condition is True, which
    for a workload means the readiness query found every pod available.
 2. The replica's status: `pods`, `scheduledAt`, `engines[]`, and the
-   conditions PodsScheduled (scheduling.py), WorkloadsReady and
+   conditions PodsScheduled (pods_scheduled.py), WorkloadsReady and
    WorkloadsComposed.
 3. Whether the replica itself is Ready (the XR's `Ready`, which the shell
    states instead of letting Crossplane derive it): exactly when
@@ -54,7 +54,7 @@ from datetime import datetime, timedelta
 from modelplane_common import inputs
 from modelplane_common.outcome import Condition, Event, unchanged
 
-from compose_model_replica import scheduling
+from compose_model_replica import pods_scheduled
 from compose_model_replica.spec import Engine, ReplicaSpec, parse_spec
 from compose_model_replica.workloads import (
     Replica,
@@ -298,11 +298,11 @@ def decide(
         if mode == "Observed" and (agent_present or obs_name in observed):
             want(obs_name, replica.observation_object())
         if mode == "Declared":
-            source: scheduling.Source = scheduling.Unobserved(
+            source: pods_scheduled.Source = pods_scheduled.Unobserved(
                 "the cluster's capacity is Declared: no agent observes its pods"
             )
         elif not agent_present and obs_name not in observed:
-            source = scheduling.Unobserved(
+            source = pods_scheduled.Unobserved(
                 f"the agent is not installed on InferenceCluster {spec.cluster}"
             )
         else:
@@ -311,8 +311,8 @@ def decide(
         # Without the cluster there is nothing to compose, but a report the
         # agent already wrote is still worth relaying.
         source = _observed_report(observed.get(observation_resource(spec.cluster)))
-        if isinstance(source, scheduling.Unobserved) and cluster_problem:
-            source = scheduling.Unobserved(cluster_problem.message)
+        if isinstance(source, pods_scheduled.Unobserved) and cluster_problem:
+            source = pods_scheduled.Unobserved(cluster_problem.message)
 
     clean = not problems
     kept = []
@@ -321,12 +321,12 @@ def decide(
             desired[name] = Desired(unchanged(observed[name].body), observed[name].ready)
             kept.append(name)
 
-    verdict = scheduling.judge(
+    verdict = pods_scheduled.judge(
         source,
         spec.expected_pods,
         now,
         max_age,
-        scheduling.Previous.from_status(previous_status),
+        pods_scheduled.Previous.from_status(previous_status),
         _engine_of(replica, spec),
     )
     events.extend(Event("Warning", w) for w in verdict.warnings)
@@ -367,7 +367,7 @@ def decide(
     )
 
 
-def _observed_report(obj: ObservedObject | None) -> scheduling.Source:
+def _observed_report(obj: ObservedObject | None) -> pods_scheduled.Source:
     if obj is None or obj.remote is None:
-        return scheduling.NOT_REPORTED
-    return scheduling.parse_report(obj.remote.get("status"))
+        return pods_scheduled.NOT_REPORTED
+    return pods_scheduled.parse_report(obj.remote.get("status"))

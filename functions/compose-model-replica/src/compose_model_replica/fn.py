@@ -11,14 +11,15 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from datetime import UTC, datetime
+from typing import Any
 
 import grpc
 from crossplane.function import logging, resource, response
 from crossplane.function.proto.v1 import run_function_pb2 as fnv1
 from crossplane.function.proto.v1 import run_function_pb2_grpc as grpcv1
-from modelplane_common import inputs, labels
+from modelplane_common import inputs, labels, logs
 from modelplane_common.guard import guarded
-from modelplane_common.outcome import emit
+from modelplane_common.outcome import emit, log_fields
 
 from compose_model_replica import core
 
@@ -61,9 +62,11 @@ class FunctionRunner(grpcv1.FunctionRunnerServiceServicer):
     async def RunFunction(
         self, req: fnv1.RunFunctionRequest, _: grpc.aio.ServicerContext | None = None
     ) -> fnv1.RunFunctionResponse:
-        return guarded(req, lambda: self._run(req), self.log)
+        log = logs.for_request(self.log, req)
+        return guarded(req, lambda: self._run(req, log), log)
 
-    def _run(self, req: fnv1.RunFunctionRequest) -> fnv1.RunFunctionResponse:
+    def _run(self, req: fnv1.RunFunctionRequest, log: Any) -> fnv1.RunFunctionResponse:
+        laps = logs.Laps()
         rsp = response.to(req)
         xr = resource.struct_to_dict(req.observed.composite.resource)
         # A composite that is not even an object cannot be reasoned about: Fatal.
@@ -81,15 +84,19 @@ class FunctionRunner(grpcv1.FunctionRunnerServiceServicer):
                 match_name=cluster_name,
             )
 
+        cluster = cluster_input(req)
+        observed = {name: observed_object(r) for name, r in req.observed.resources.items()}
+        laps.lap("read")
         decision = core.decide(
             str(metadata.get("name") or ""),
             str(metadata.get("namespace") or ""),
             spec,
             status,
-            cluster_input(req),
-            {name: observed_object(r) for name, r in req.observed.resources.items()},
+            cluster,
+            observed,
             self.clock(),
         )
+        laps.lap("decide")
 
         for name, wanted in decision.desired.items():
             desired = rsp.desired.resources[name]
@@ -97,9 +104,16 @@ class FunctionRunner(grpcv1.FunctionRunnerServiceServicer):
             if wanted.ready:
                 desired.ready = fnv1.READY_TRUE
         for name in decision.kept:
-            self.log.info("keeping composed resource despite a missing input", name=name)
+            log.info("keeping composed resource despite a missing input", name=name)
 
         resource.update(rsp.desired.composite, {"status": decision.status})
         rsp.desired.composite.ready = fnv1.READY_TRUE if decision.ready else fnv1.READY_FALSE
         emit(rsp, decision.conditions, decision.events)
+        laps.lap("write")
+        log.debug(
+            "decided",
+            **log_fields(decision.conditions, decision.events),
+            kept=len(decision.kept),
+            **laps.as_fields(),
+        )
         return rsp

@@ -1,6 +1,8 @@
 """Builders of wire objects for tests, the simulation and the benchmark.
 
-Not used by the function itself. Everything here builds the dicts the
+A test-only package: nothing here ships with the function. `schedule` reads
+its wire dicts with the shell's own `readers.read_inputs`, so tests plan on
+exactly what fn.py would read. Everything here builds the dicts the
 XRDs define (InferenceCluster, ModelDeployment, ModelReplica) and the
 RunFunctionRequest Crossplane sends, so tests exercise the real readers.
 """
@@ -11,13 +13,13 @@ import re
 from collections.abc import Iterable, Mapping, Sequence
 from datetime import UTC, datetime, timedelta
 
+from compose_model_deployment import fn, placement, readers
 from crossplane.function import resource
 from crossplane.function.proto.v1 import run_function_pb2 as fnv1
 from modelplane_common import labels
 from modelplane_common.timeutil import format_time
 
-from compose_model_deployment import fn, placement, readers
-from compose_model_deployment.model import Charge
+from modelplane_devtools import wire
 
 NOW = datetime(2025, 6, 1, 12, 0, 0, tzinfo=UTC)
 
@@ -338,18 +340,10 @@ def request(
     own: Mapping[str, dict] | None = None,
 ) -> fnv1.RunFunctionRequest:
     """A RunFunctionRequest; None for clusters or replicas means "not fetched yet"."""
-    req = fnv1.RunFunctionRequest()
-    req.observed.composite.resource.CopyFrom(resource.dict_to_struct(xr))
-    for key, obj in (own or {}).items():
-        req.observed.resources[key].resource.CopyFrom(resource.dict_to_struct(obj))
-    for name, items in ((fn.CLUSTERS, clusters), (fn.REPLICAS, replicas)):
-        if items is None:
-            continue
-        target = req.required_resources[name]
-        target.SetInParent()
-        for obj in items:
-            target.items.add().resource.CopyFrom(resource.dict_to_struct(obj))
-    return req
+    fetched = {name: items for name, items in ((fn.CLUSTERS, clusters), (fn.REPLICAS, replicas))}
+    return wire.request(
+        xr, own, {name: items for name, items in fetched.items() if items is not None}
+    )
 
 
 def schedule(
@@ -361,24 +355,14 @@ def schedule(
     now: datetime = NOW,
     matcher=stand_in_matcher,
 ) -> placement.Plan:
-    """Run the core on wire dicts (through the real readers), without the gRPC shell."""
+    """Run the core on wire dicts through the shell's own reader, without the gRPC shell."""
     dep = readers.read_deployment(xr)
-    parsed = [readers.read_cluster(c)[0] for c in clusters]
-    mine = []
-    for key, obj in (own or {}).items():
-        replica, _ = readers.read_own_replica(key, obj, dep.spec)
-        if replica is not None:
-            mine.append(replica)
-    failed, _ = readers.read_failed_placements(xr)
-    index = readers.ReplicaIndex(
-        [resource.dict_to_struct(o) for o in others],
-        [c.name for c in parsed],
-        {(dep.spec.namespace, r.name) for r in mine},
-        (dep.spec.namespace, dep.spec.name),
+    read = readers.read_inputs(
+        xr, dep.spec, clusters, own or {}, [resource.dict_to_struct(o) for o in others]
     )
     return placement.plan(
-        placement.Inputs(dep.spec, tuple(parsed), tuple(mine), failed, now),
-        index.charges_for,
+        placement.Inputs(dep.spec, read.clusters, read.own, read.failed, now),
+        read.index.charges_for,
         matcher,
     )
 
@@ -386,11 +370,11 @@ def schedule(
 def own_from_plan(xr: dict, plan: placement.Plan, **status) -> dict[str, dict]:
     """The plan's replicas as observed composed resources (for multi-pass tests)."""
     dep = readers.read_deployment(xr)
-    from compose_model_deployment import compose
+    from compose_model_deployment import writer
 
     out = {}
     for r in plan.replicas:
-        obj = compose.model_replica(dep, r)
+        obj = writer.model_replica(dep, r)
         obj["status"] = {
             "conditions": [
                 {
@@ -403,9 +387,5 @@ def own_from_plan(xr: dict, plan: placement.Plan, **status) -> dict[str, dict]:
             ],
             "scheduledAt": status.get("scheduled_at", format_time(NOW)),
         }
-        out[compose.resource_name(r.index)] = obj
+        out[writer.resource_name(r.index)] = obj
     return out
-
-
-def charges(plan: placement.Plan) -> list[Charge]:  # pragma: no cover - convenience
-    return [Charge("", r.name, r.cluster, r.engines) for r in plan.replicas if r.scheduled]

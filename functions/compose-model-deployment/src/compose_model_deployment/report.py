@@ -1,0 +1,188 @@
+"""What compose-model-deployment tells the user, as values: conditions, events, readiness.
+
+Pure like the other functions' `decide`: a `Report` is built from the plan
+(or, when nothing could be planned, from why) and the little the shell read
+from the composite's own status; `fn.py` only writes it onto the response
+(`modelplane_common.outcome.emit`, plus `desired.composite.ready`).
+
+Conditions
+    ReplicasScheduled  True/AllReplicasScheduled, False/InsufficientCapacity
+                       (the no-fit diagnosis, diagnosis.py), False/
+                       ClusterUnavailable (replicas held, absence.py), or the
+                       reason a pass kept everything as it is.
+    ReplicasReady      readiness.py's verdict; the same verdict is `ready`.
+    InputsValid        False/DegradedInputs listing the input problems.
+Events
+    One per placed, moved, updated, held, stranded and removed replica and per
+    healing; an InsufficientCapacity warning only when the scheduled count
+    changed; at most MAX_NOTE_EVENTS input problems.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+from modelplane_common.outcome import Condition, Event
+
+from compose_model_deployment import readiness
+from compose_model_deployment.diagnosis import NOTHING_CHECKED
+from compose_model_deployment.placement import Change, Plan
+
+SCHEDULED = "ReplicasScheduled"
+READY = "ReplicasReady"
+INPUTS = "InputsValid"
+MAX_NOTE_EVENTS = 5
+_MAX_MESSAGE = 1024
+
+
+@dataclass(frozen=True, slots=True)
+class Report:
+    conditions: tuple[Condition, ...]
+    events: tuple[Event, ...]
+    ready: bool  # the deployment's own Ready, the same verdict as ReplicasReady
+
+
+def _ready(judged: readiness.Readiness) -> Condition:
+    return Condition(READY, "True" if judged.ready else "False", judged.reason, judged.message)
+
+
+def kept_as_is(
+    *,
+    desired: int | None,
+    kept: int,
+    kept_ready: int,
+    was_ready: bool,
+    status: str,
+    reason: str,
+    message: str,
+    warn: bool,
+) -> Report:
+    """Nothing was planned: every observed replica is kept; say why."""
+    if desired is None:
+        judged = readiness.carried(was_ready, kept, kept_ready)
+    else:
+        judged = readiness.of_replicas(desired, kept_ready)
+    events = (Event("Warning", f"{reason}: {message}"),) if warn else ()
+    return Report(
+        (Condition(SCHEDULED, status, reason, message), _ready(judged)), events, judged.ready
+    )
+
+
+def _why_unplaced(plan: Plan) -> str:
+    """The plan's no-fit diagnosis as text, formatted here and nowhere else."""
+    return (plan.diagnosis or NOTHING_CHECKED).summary()
+
+
+def _shortfall(plan: Plan) -> str:
+    """`ReplicasScheduled`'s message and its event when capacity is short."""
+    return f"{plan.scheduled} of {plan.desired} replicas placed: {_why_unplaced(plan)}"[
+        :_MAX_MESSAGE
+    ]
+
+
+def _judge_readiness(plan: Plan, was_ready: bool) -> readiness.Readiness:
+    if not plan.held:
+        return readiness.of_replicas(plan.desired, plan.ready)
+    held_ready = sum(1 for r in plan.held if r.previous is not None and r.previous.ready)
+    return readiness.while_held(was_ready, plan.desired, plan.ready, len(plan.held), held_ready)
+
+
+def _scheduled(plan: Plan) -> Condition:
+    if plan.held:
+        whys = sorted({r.why for r in plan.held})
+        unplaced = plan.missing - len(plan.held)
+        capacity = (
+            f"; {unplaced} more could not be placed: {_why_unplaced(plan)}" if unplaced > 0 else ""
+        )
+        return Condition(
+            SCHEDULED,
+            "False",
+            "ClusterUnavailable",
+            f"{len(plan.held)} replica(s) kept where they are, not counted as scheduled: "
+            f"{'; '.join(whys)}; {plan.scheduled} of {plan.desired} placed{capacity}"[
+                :_MAX_MESSAGE
+            ],
+        )
+    if plan.missing:
+        return Condition(SCHEDULED, "False", "InsufficientCapacity", _shortfall(plan))
+    return Condition(
+        SCHEDULED,
+        "True",
+        "AllReplicasScheduled",
+        f"{plan.scheduled} of {plan.desired} replicas placed",
+    )
+
+
+def _inputs(notes: Sequence[str]) -> Condition:
+    if notes:
+        return Condition(
+            INPUTS, "False", "DegradedInputs", f"{len(notes)} problem(s): " + "; ".join(notes)[:990]
+        )
+    return Condition(INPUTS, "True", "InputsValid", "")
+
+
+def _where(cluster: str, pools: tuple[str, ...]) -> str:
+    return f"{cluster}/{','.join(pools)}"
+
+
+def _events(plan: Plan, previous_scheduled: object, notes: Sequence[str]) -> list[Event]:
+    events: list[Event] = []
+
+    def normal(message: str) -> None:
+        events.append(Event("Normal", message))
+
+    def warning(message: str) -> None:
+        events.append(Event("Warning", message))
+
+    for healed in plan.healed:
+        warning(
+            f"replica {healed.replica} {healed.why}; avoiding "
+            f"{_where(healed.cluster, healed.pools)}"
+            " and re-placing it"
+        )
+    for r in plan.replicas:
+        if r.change is Change.PLACED:
+            normal(f"placed replica {r.name} on {_where(r.cluster, r.pools)}")
+        elif r.change is Change.MOVED and r.previous is not None:
+            normal(
+                f"moved replica {r.name} from {_where(r.previous.cluster, r.previous.pools)} to "
+                f"{_where(r.cluster, r.pools)}: {r.why}"
+            )
+        elif r.change is Change.RESHAPED and r.previous is not None:
+            normal(
+                f"updated replica {r.name} on {_where(r.cluster, r.pools)} "
+                "for the edited engine shape"
+            )
+        elif r.change is Change.HELD:
+            warning(f"replica {r.name} is kept on {r.cluster}: {r.why}")
+        elif r.change is Change.STRANDED:
+            warning(
+                f"replica {r.name} must move ({r.why}) but no other cluster "
+                "fits it; it is left where it is"
+            )
+    for gone in plan.removed:
+        normal(f"removed replica {gone.name} from {gone.cluster} (scale down)")
+    if plan.missing > len(plan.held) and previous_scheduled != plan.scheduled:
+        warning(f"InsufficientCapacity: {_shortfall(plan)}")
+    for note in notes[:MAX_NOTE_EVENTS]:
+        warning(note)
+    if len(notes) > MAX_NOTE_EVENTS:
+        warning(f"and {len(notes) - MAX_NOTE_EVENTS} more input problem(s)")
+    return events
+
+
+def of_plan(
+    plan: Plan, *, previous_scheduled: object, was_ready: bool, notes: Sequence[str]
+) -> Report:
+    """The conditions and events of a pass that planned.
+
+    `previous_scheduled` is the composite's last `status.replicas.scheduled`
+    (any value: it is only compared), `was_ready` its last `Ready`.
+    """
+    judged = _judge_readiness(plan, was_ready)
+    return Report(
+        (_scheduled(plan), _ready(judged), _inputs(notes)),
+        tuple(_events(plan, previous_scheduled, notes)),
+        judged.ready,
+    )
