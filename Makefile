@@ -25,10 +25,9 @@ e2e-tools:
 
 # Set up, build the Function packages and the e2e binaries, then run the
 # end-to-end story on a real control plane and workload cluster with the
-# functions installed from their packages (tests/e2e; logs in out/e2e/), and
-# the agent against a real API server and kube-scheduler (agent/tests/live).
+# functions installed from their packages (tests/e2e; logs in out/e2e/).
 e2e: setup packages e2e-tools
-	MODELPLANE_E2E_PACKAGES=dist/xpkg uv run --frozen pytest tests/e2e agent/tests/live -m e2e
+	MODELPLANE_E2E_PACKAGES=dist/xpkg uv run --frozen pytest tests/e2e -m e2e
 
 schemas:
 	uv run --frozen python schemas/generate.py
@@ -43,8 +42,9 @@ bench-agent:
 	uv run --frozen python tests/bench/bench_agent.py
 
 # The agent against a real kube-apiserver, kube-controller-manager and kube-scheduler
-# (binaries in .tools/bin from the e2e tooling).
-agent-live:
+# (binaries in .tools/bin from the e2e tooling). Not in CI yet: one run of
+# five failed its "one pod left" step under heavy load (design/agent.md).
+agent-live: setup e2e-tools
 	uv run --frozen pytest -m e2e agent/tests/live -q
 
 # Lint, format and type checks: what CI runs before the tests.
