@@ -22,6 +22,7 @@ from typing import Any
 from modelplane_common.cel.devices import DeviceView, device_view
 from modelplane_common.cel.errors import CelValueError
 from modelplane_common.cel.quantity import Quantity
+from modelplane_common.tolerations import Taint, Toleration
 
 # A device is named, cluster-wide, by its driver, its resource pool and its name: the
 # triple a ResourceClaim's allocation result carries.
@@ -77,29 +78,6 @@ def selects(match_labels: Mapping[str, str], labels: Mapping[str, str]) -> bool:
 
 
 # --------------------------------------------------------------------------- nodes
-
-
-@dataclass(frozen=True, slots=True)
-class Taint:
-    key: str
-    value: str
-    effect: str
-
-
-@dataclass(frozen=True, slots=True)
-class Toleration:
-    key: str = ""
-    operator: str = "Equal"
-    value: str = ""
-    effect: str = ""
-
-    def tolerates(self, taint: Taint) -> bool:
-        """Kubernetes' toleration rule: effect empty or equal, then Exists or Equal on key."""
-        if self.effect and self.effect != taint.effect:
-            return False
-        if self.operator == "Exists":
-            return not self.key or self.key == taint.key
-        return self.key == taint.key and self.value == taint.value
 
 
 @dataclass(frozen=True, slots=True)

@@ -23,6 +23,7 @@ from datetime import datetime, timedelta
 from enum import StrEnum
 
 from modelplane_common.observation import DeviceKinds, ParsedObservation
+from modelplane_common.tolerations import Taint, Toleration
 
 PoolKey = tuple[str, str]
 
@@ -69,30 +70,6 @@ class EngineShape:
     @property
     def is_gang(self) -> bool:
         return any(m.role is not Role.STANDALONE for m in self.members)
-
-
-@dataclass(frozen=True, slots=True)
-class Toleration:
-    key: str = ""
-    operator: str = "Equal"
-    value: str = ""
-    effect: str = ""
-
-    def tolerates(self, taint: Taint) -> bool:
-        """Kubernetes semantics: empty effect matches every effect, empty key with
-        Exists matches every key, Exists ignores the value."""
-        if self.effect and self.effect != taint.effect:
-            return False
-        if self.operator == "Exists":
-            return not self.key or self.key == taint.key
-        return self.key == taint.key and self.value == taint.value
-
-
-@dataclass(frozen=True, slots=True)
-class Taint:
-    key: str
-    value: str
-    effect: str  # NoSchedule | NoExecute
 
 
 @dataclass(frozen=True, slots=True)
