@@ -7,10 +7,10 @@ from collections.abc import AsyncIterator, Mapping
 from datetime import UTC, datetime, timedelta
 
 import pytest
-from modelplane_agent import testing as t
 from modelplane_agent.controller import Controller, Settings, write_reason
 from modelplane_agent.kube import Gone
 from modelplane_agent.state import CLAIMS, CLASSES, KINDS, NODES, PODS, POOLS, REPLICAS, SLICES
+from modelplane_devtools import agent_builders as t
 
 NOW = datetime(2026, 11, 30, 12, 0, tzinfo=UTC)
 SETTINGS = Settings(

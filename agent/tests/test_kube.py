@@ -9,9 +9,9 @@ import httpx2
 import pytest
 from lightkube import AsyncClient
 from lightkube.config.kubeconfig import KubeConfig
-from modelplane_agent import testing as t
 from modelplane_agent.kube import Gone, Idle, LightkubeApi
 from modelplane_agent.state import NODES, PODS, POOLS, REPLICAS
+from modelplane_devtools import agent_builders as t
 
 
 class Server:

@@ -8,7 +8,6 @@ from datetime import UTC, datetime
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
-from modelplane_agent import testing as t
 from modelplane_agent.pools import coarsen
 from modelplane_agent.state import (
     CLAIMS,
@@ -22,6 +21,7 @@ from modelplane_agent.state import (
 )
 from modelplane_agent.status import pool_status
 from modelplane_common.observation import DeviceKinds, Histogram, Observation, parse_observation
+from modelplane_devtools import agent_builders as t
 
 KIND_OF = {
     "Node": NODES,

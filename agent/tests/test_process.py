@@ -18,7 +18,7 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 
 import yaml
-from modelplane_agent import testing as t
+from modelplane_devtools import agent_builders as t
 
 LISTS = {
     "/api/v1/nodes": [t.node("n1")],

@@ -6,9 +6,9 @@ from datetime import UTC, datetime, timedelta
 
 import pytest
 from compose_model_replica.pods_scheduled import Previous, Report, judge, parse_report
-from modelplane_agent import testing as t
 from modelplane_agent.state import PODS, REPLICAS, ClusterState
 from modelplane_agent.status import replica_status
+from modelplane_devtools import agent_builders as t
 
 NOW = datetime(2026, 11, 30, 12, 0, tzinfo=UTC)
 KEY = ("team", "r")

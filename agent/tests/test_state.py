@@ -5,9 +5,9 @@ from __future__ import annotations
 import random
 
 import pytest
-from modelplane_agent import testing as t
 from modelplane_agent.pools import observe_pool
 from modelplane_agent.state import CLAIMS, NODES, PODS, POOLS, REPLICAS, SLICES, ClusterState
+from modelplane_devtools import agent_builders as t
 
 GPU_CLASS = t.device_class("gpu", 'device.attributes["gpu.nvidia.com"].type == "gpu"')
 POOLS_OBJS = [

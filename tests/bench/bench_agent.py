@@ -11,7 +11,7 @@ devices share a CEL evaluation); 20,000 claims of 2 GPUs each, a quarter of
 them held by non-modelplane pods; 40,000 pods in 40 namespaces, 2,000 of
 them engine pods of 1,000 replicas (ReplicaObservations), the rest other
 workloads; 2% of nodes cordoned, 1% NotReady, 1% tainted. The objects are
-the wire shapes of `modelplane_agent.testing` (real pods carry more fields
+the wire shapes of `modelplane_devtools.agent_builders` (real pods carry more fields
 the agent never keeps: only the transient list of one page is larger).
 """
 
@@ -26,7 +26,6 @@ import time
 from collections.abc import Callable, Iterator
 from functools import partial
 
-from modelplane_agent import testing as t
 from modelplane_agent.controller import settle_heap
 from modelplane_agent.state import (
     CLAIMS,
@@ -38,6 +37,7 @@ from modelplane_agent.state import (
     SLICES,
     ClusterState,
 )
+from modelplane_devtools import agent_builders as t
 
 GPU = ("gpu", t.NVIDIA, "gpu.nvidia.com")
 NIC = ("nic", t.NIC_DRIVER, "nic.example.com")

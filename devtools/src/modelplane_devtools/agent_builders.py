@@ -1,8 +1,8 @@
-"""Builders of API objects as the API server serves them, for tests and the benchmark.
+"""Builders of API objects as the API server serves them, for the agent's tests and benchmark.
 
 Each returns a plain JSON mapping of the real wire shape (resource.k8s.io/v1
 for DRA objects), so what the tests feed the agent is what it reads from a
-cluster.
+cluster. Test-only: it lives in devtools so the agent's image does not ship it.
 """
 
 from __future__ import annotations
