@@ -31,17 +31,17 @@ def outcome(state: ClusterState):
 
 R = t.replica_observation()
 CASES = {
-    "no matching pod yet is NoPods": (
+    "no matching pod yet is Pending, saying so": (
         [R],
-        (0, 0, "False", "NoPods", "no pod matches the selector"),
+        (0, 0, "False", "Pending", "no pod matches the selector"),
     ),
     "every pod bound is AllPodsBound": (
         [R, t.pod("r-0", node_name="n1"), t.pod("r-1", node_name="n2")],
         (2, 2, "True", "AllPodsBound", "every pod the selector matches is bound to a node"),
     ),
-    "a pod not bound yet is PodsPending": (
+    "a pod not bound yet is Pending": (
         [R, t.pod("r-0", node_name="n1"), t.pod("r-1")],
-        (2, 1, "False", "PodsPending", "some pods are not bound to a node yet"),
+        (2, 1, "False", "Pending", "some pods are not bound to a node yet"),
     ),
     "an unschedulable pod is quoted with its name, which names its workload": (
         [R, t.pod("r-lws-0", unschedulable="0/4 nodes are available: 4 Insufficient gpu.")],

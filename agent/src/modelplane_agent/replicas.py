@@ -8,9 +8,9 @@ state machine"; the parser is compose_model_replica.pods_scheduled.parse_report)
 Rules, first match wins
     spec unreadable                      Unknown  InvalidSpec
     an unbound pod is Unschedulable      False    Unschedulable  "pod <name>: <scheduler>"
-    no pod matches                       False    NoPods
+    no pod matches                       False    Pending (the contract's reason)
     every pod bound                      True     AllPodsBound
-    otherwise                            False    PodsPending
+    otherwise                            False    Pending
 
 Pods in phase Succeeded or Failed are not counted: they never run again and
 their controller replaces them. Pods being deleted are counted while they
@@ -63,13 +63,13 @@ def observe_replica(spec: ReplicaSpec, pods: Iterable[Pod]) -> ReplicaReport:
             f"pod {unschedulable.name}: {unschedulable.unschedulable}",
         )
     elif not live:
-        condition = Condition(SCHEDULED, "False", "NoPods", "no pod matches the selector")
+        condition = Condition(SCHEDULED, "False", "Pending", "no pod matches the selector")
     elif bound == len(live):
         condition = Condition(
             SCHEDULED, "True", "AllPodsBound", "every pod the selector matches is bound to a node"
         )
     else:
         condition = Condition(
-            SCHEDULED, "False", "PodsPending", "some pods are not bound to a node yet"
+            SCHEDULED, "False", "Pending", "some pods are not bound to a node yet"
         )
     return ReplicaReport(len(live), bound, condition)

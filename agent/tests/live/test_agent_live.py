@@ -291,7 +291,7 @@ def test_the_agent_reports_the_ground_truth_after_every_step(cluster):
         return check
 
     eventually(matches((2, {(4,): 2})), "start: two empty nodes")
-    eventually(lambda: replica(client)[:4] == (0, 0, "False", "NoPods"), "no pod yet")
+    eventually(lambda: replica(client)[:4] == (0, 0, "False", "Pending"), "no pod yet")
 
     pod(client, "r-0", "one-gpu")
     pod(client, "r-1", "one-gpu")

@@ -213,7 +213,7 @@ def report_replicas(kube: Kube) -> None:
         elif pods and len(bound) == len(pods):
             status, reason, message = "True", "AllPodsScheduled", "every pod is bound to a node"
         else:
-            status, reason, message = "False", "PodsPending", "some pods are not bound to a node"
+            status, reason, message = "False", "Pending", "some pods are not bound to a node"
         previous = condition(observation, "Scheduled")
         since = (
             previous["lastTransitionTime"]
