@@ -27,8 +27,10 @@ workspace's virtualenv. Everything else is the same.
 
 from __future__ import annotations
 
+import atexit
 import functools
 import os
+import shutil
 import subprocess
 import sys
 from dataclasses import dataclass
@@ -87,7 +89,6 @@ class PackagedSource(PackageSource):
     """
 
     directory: Path = ROOT / "dist" / "xpkg"
-    unpacked: Path = ROOT / "out" / "e2e-runtimes"
 
     def package(self, name: str, out: Path) -> Path:
         from modelplane_devtools import packages  # the packages issue's module
@@ -97,8 +98,17 @@ class PackagedSource(PackageSource):
     def serve(self, name: str, address: str, certs: Path) -> list[str]:
         from modelplane_devtools import packages
 
-        runtime = packages.unpack(self.package(name, self.unpacked), self.unpacked / name)
-        return runtime.command([f"--address={address}"], tls_dir=certs)
+        # The image's unprivileged user must reach its root filesystem and its
+        # certificates whatever the modes of the folders the repository was
+        # cloned into (a 0700 temporary folder, say): both are staged in a
+        # world-readable temporary directory, removed when the session ends.
+        staged = packages.world_readable_tempdir(f"modelplane-e2e-{name}-")
+        atexit.register(shutil.rmtree, staged, ignore_errors=True)
+        tls = staged / "tls"
+        shutil.copytree(certs, tls)
+        tls.chmod(0o755)
+        runtime = packages.unpack(packages.xpkg(name, self.directory), staged / "image")
+        return runtime.command([f"--address={address}"], tls_dir=tls)
 
 
 def source_from_environment() -> PackageSource:
