@@ -55,6 +55,13 @@ def _integral(value: object) -> object:
     return value
 
 
+def integral_object(value: Mapping) -> dict:
+    """An object read from a protobuf Struct with its whole numbers back to ints."""
+    converted = _integral(value)
+    assert isinstance(converted, dict)
+    return converted
+
+
 def shown(value: object) -> str:
     """A value as a message shows it: JSON, cut to a readable length."""
     try:

@@ -29,6 +29,8 @@ PLACED_AT = "modelplane.ai/placed-at"
 
 # The kind compose-model-replica requires by name.
 INFERENCE_CLUSTER_KIND = "InferenceCluster"
+# The kind compose-model-replica requires by the cluster label, for admission.
+MODEL_REPLICA_KIND = "ModelReplica"
 
 # Set by LeaderWorkerSet's pod webhook on a group's leader and inherited by its
 # workers: one value per gang copy.

@@ -26,8 +26,10 @@ CLUSTER = {
     "spec": {
         "credentials": {"secretRef": {"namespace": "ops", "name": "east-kc", "key": "kubeconfig"}},
         "nodePools": [
-            {"name": "h100", "nodeCount": 4, "devices": [{"name": "gpu", "count": 8}]},
-            {"name": "l40s", "nodeCount": 2, "devices": [{"name": "gpu", "count": 4}]},
+            # Room for every shape the tests compose (admission judges it with whole-node
+            # accounting: this cluster publishes no histogram).
+            {"name": "h100", "nodeCount": 8, "devices": [{"name": "gpu", "count": 8}]},
+            {"name": "l40s", "nodeCount": 4, "devices": [{"name": "gpu", "count": 8}]},
         ],
         "observation": {"mode": "Observed", "maxAge": "5m"},
     },
@@ -66,7 +68,13 @@ def xr(*engines, cluster="east", name="r0", namespace="team-a", status=None):
     body = {
         "apiVersion": "modelplane.ai/v1alpha1",
         "kind": "ModelReplica",
-        "metadata": {"name": name, "namespace": namespace},
+        "metadata": {
+            "name": name,
+            "namespace": namespace,
+            # Placed long enough ago for admission to judge it (admission.SETTLE).
+            "annotations": {labels.PLACED_AT: EARLIER},
+            "labels": {labels.CLUSTER: cluster},
+        },
         "spec": {
             "clusterName": cluster,
             "tolerations": [
@@ -135,6 +143,9 @@ def observation(status):
 def call(replica, observed=None, required=None, fetched=True):
     if required is None and fetched:
         required = {"cluster": [cluster()]}
+    if required is not None and "cluster-replicas" not in required:
+        # Crossplane fetched the cluster's replicas: this one alone, unless a test says.
+        required = {**required, "cluster-replicas": [replica]}
     runner = FunctionRunner(clock=lambda: NOW)
     return run(runner, request(replica, observed or {}, required if fetched else None))
 

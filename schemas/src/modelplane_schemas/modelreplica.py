@@ -138,6 +138,37 @@ class Spec(BaseModel):
     ] = None
 
 
+class Verdict(StrEnum):
+    ADMITTED = "Admitted"
+    OVERCOMMITTED = "Overcommitted"
+
+
+class Admission(BaseModel):
+    model_config = ConfigDict(
+        extra="allow",
+    )
+    decidedAt: Annotated[
+        AwareDatetime | None,
+        Field(
+            description="When the verdict was reached, on the control plane's clock."
+        ),
+    ] = None
+    message: Annotated[
+        str | None,
+        Field(
+            description="Why; for Overcommitted, the pool and the shortfall.",
+            max_length=1024,
+        ),
+    ] = None
+    placedAt: Annotated[
+        str,
+        Field(
+            description="The modelplane.ai/placed-at annotation the verdict is for, verbatim."
+        ),
+    ]
+    verdict: Verdict
+
+
 class Engine1(BaseModel):
     model_config = ConfigDict(
         extra="allow",
@@ -164,6 +195,12 @@ class Status(BaseModel):
     model_config = ConfigDict(
         extra="allow",
     )
+    admission: Annotated[
+        Admission | None,
+        Field(
+            description="The admission verdict for the replica's current placement (design/admission.md). Absent while it waits."
+        ),
+    ] = None
     engines: Annotated[
         list[Engine1] | None, Field(description="Readiness of each engine's workload.")
     ] = None

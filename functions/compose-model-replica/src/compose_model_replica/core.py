@@ -52,9 +52,12 @@ from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 
 from modelplane_common import inputs
+from modelplane_common.capacity.admission import CONDITION as ADMITTED_CONDITION
+from modelplane_common.capacity.admission import OVERCOMMITTED, Queued, record_from_status
+from modelplane_common.capacity.fleet import Cluster
 from modelplane_common.outcome import Condition, Event, unchanged
 
-from compose_model_replica import pods_scheduled
+from compose_model_replica import admission, pods_scheduled
 from compose_model_replica.spec import Engine, ReplicaSpec, parse_spec
 from compose_model_replica.workloads import (
     Replica,
@@ -87,6 +90,17 @@ ClusterInput = NotFetched | Absent | Found
 
 
 @dataclass(frozen=True, slots=True)
+class AdmissionInput:
+    """What admission reads besides the XR's status (admission.py)."""
+
+    mine: Queued  # this replica, as its fellow replicas read it
+    placement: str  # the raw modelplane.ai/placed-at annotation
+    cluster: Cluster | None  # None: the InferenceCluster cannot be read
+    others: tuple[Queued, ...] | None  # the cluster's ModelReplicas; None: not fetched
+    problem: str | None = None  # why the replica's own placement cannot be read
+
+
+@dataclass(frozen=True, slots=True)
 class ObservedObject:
     """A composed Object as the control plane last saw it."""
 
@@ -111,6 +125,7 @@ class Decision:
     events: tuple[Event, ...]
     kept: tuple[str, ...] = field(default=())
     ready: bool = False  # the replica's own Ready: WorkloadsReady is True
+    retry_after: timedelta | None = None  # while admission settles: when to look again
 
 
 @dataclass(frozen=True, slots=True)
@@ -238,12 +253,20 @@ def decide(
     cluster: ClusterInput,
     observed: Mapping[str, ObservedObject],
     now: datetime,
+    admission_input: AdmissionInput | None = None,
 ) -> Decision:
-    """Decide the desired resources, status, conditions and events of one ModelReplica."""
+    """Decide the desired resources, status, conditions and events of one ModelReplica.
+
+    `admission_input` None judges nothing and admits (callers that predate
+    admission, such as unit tests of the workloads alone).
+    """
     spec = parse_spec(raw_spec)
     events: list[Event] = []
     problems: list[_Problem] = []
     engine_problems: dict[str, str] = {}
+    verdict = _admit(spec, previous_status, observed, now, admission_input)
+    if admission_input is not None and admission_input.problem:
+        events.append(Event("Warning", admission_input.problem))
 
     if spec.defects:
         problems.append(_Problem("InvalidSpec", "; ".join(spec.defects)))
@@ -289,8 +312,9 @@ def decide(
                 engine_problems[engine.name] = text
                 problems.append(_Problem("PoolNotFound", f"engine {engine.name}: {text}"))
                 continue
-            for name, body in replica.engine_objects(engine, spec.tolerations).items():
-                want(name, body)
+            if verdict is None or verdict.admitted:
+                for name, body in replica.engine_objects(engine, spec.tolerations).items():
+                    want(name, body)
         mode = inputs.observation_mode(cluster_spec.get("observation"))
         agent = _cluster_status(found).get("agent")
         agent_present = isinstance(agent, Mapping) and agent.get("present") is True
@@ -321,7 +345,24 @@ def decide(
             desired[name] = Desired(unchanged(observed[name].body), observed[name].ready)
             kept.append(name)
 
-    verdict = pods_scheduled.judge(
+    # Waiting or Overcommitted is no missing input: the pass stays clean (leftovers of a
+    # cluster the replica left still go). A replica that cannot be judged because of
+    # another problem is reported by that problem; otherwise not being admitted is
+    # itself why nothing is composed.
+    if (
+        verdict is not None
+        and not verdict.admitted
+        and (verdict.reason == OVERCOMMITTED or not problems)
+    ):
+        problems.append(
+            _Problem(
+                verdict.reason,
+                f"not admitted: {verdict.message}",
+                warn=verdict.reason == OVERCOMMITTED,
+            )
+        )
+
+    pods = pods_scheduled.judge(
         source,
         spec.expected_pods,
         now,
@@ -329,7 +370,7 @@ def decide(
         pods_scheduled.Previous.from_status(previous_status),
         _engine_of(replica, spec),
     )
-    events.extend(Event("Warning", w) for w in verdict.warnings)
+    events.extend(Event("Warning", w) for w in pods.warnings)
 
     engines = []
     any_unsynced = False
@@ -356,14 +397,56 @@ def decide(
             COMPOSED, "True", "Composed", f"composed on InferenceCluster {spec.cluster}"
         )
 
-    status = {**verdict.status(), "engines": engines}
+    status = {**pods.status(), "engines": engines}
+    conditions = [pods.condition, ready_condition, composed]
+    if verdict is not None:
+        conditions.append(
+            Condition(ADMITTED_CONDITION, verdict.status, verdict.reason, verdict.message)
+        )
+        if verdict.record is not None:
+            status["admission"] = verdict.record.to_wire()
     return Decision(
         desired=desired,
         status=status,
-        conditions=(verdict.condition, ready_condition, composed),
+        conditions=tuple(conditions),
         events=tuple(events),
         kept=tuple(kept),
         ready=ready_condition.status == "True",
+        retry_after=verdict.retry_after if verdict is not None else None,
+    )
+
+
+def _has_workloads(spec: ReplicaSpec, observed: Mapping[str, ObservedObject]) -> bool:
+    """Whether an engine Object on the replica's cluster exists: it was started already.
+
+    Any name under the cluster's prefix counts (an engine renamed since is
+    still running work); the ReplicaObservation is not a workload.
+    """
+    prefix, report = f"{spec.cluster}/", observation_resource(spec.cluster)
+    return bool(spec.cluster) and any(n.startswith(prefix) and n != report for n in observed)
+
+
+def _admit(
+    spec: ReplicaSpec,
+    previous_status: Mapping,
+    observed: Mapping[str, ObservedObject],
+    now: datetime,
+    given: AdmissionInput | None,
+) -> admission.Verdict | None:
+    if given is None:
+        return None
+    problem = given.problem
+    if problem is None and (spec.defects or spec.invalid):
+        problem = "its spec is invalid"
+    return admission.judge(
+        given.mine,
+        given.placement,
+        given.cluster,
+        given.others,
+        now,
+        previous=record_from_status(previous_status),
+        has_workloads=_has_workloads(spec, observed),
+        problem=problem,
     )
 
 

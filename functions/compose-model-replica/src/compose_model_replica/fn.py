@@ -10,20 +10,27 @@ core.py for the model.
 from __future__ import annotations
 
 from collections.abc import Callable
-from datetime import UTC, datetime
+from datetime import UTC, datetime, timedelta
 from typing import Any
 
 import grpc
 from crossplane.function import logging, resource, response
 from crossplane.function.proto.v1 import run_function_pb2 as fnv1
 from crossplane.function.proto.v1 import run_function_pb2_grpc as grpcv1
+from google.protobuf import struct_pb2
 from modelplane_common import inputs, labels, logs
+from modelplane_common.capacity.admission import placement_annotation, read_queued
+from modelplane_common.capacity.fleet import Cluster
+from modelplane_common.capacity.readers import UnreadableCluster, get_str, get_struct, read_cluster
 from modelplane_common.guard import guarded
 from modelplane_common.outcome import emit, log_fields
+from modelplane_common.timeutil import parse_time_or_none
 
 from compose_model_replica import core
 
 CLUSTER_REQUIREMENT = "cluster"
+# The cluster's ModelReplicas (label modelplane.ai/cluster), for admission.
+REPLICAS_REQUIREMENT = "cluster-replicas"
 
 
 def cluster_input(req: fnv1.RunFunctionRequest) -> core.ClusterInput:
@@ -34,6 +41,35 @@ def cluster_input(req: fnv1.RunFunctionRequest) -> core.ClusterInput:
     if not items:
         return core.Absent()
     return core.Found(resource.struct_to_dict(items[0].resource))
+
+
+def admission_input(
+    req: fnv1.RunFunctionRequest, metadata: dict, cluster_name: str, cluster: core.ClusterInput
+) -> core.AdmissionInput:
+    """What admission reads, straight from the request (design/admission.md)."""
+    composite: struct_pb2.Struct = req.observed.composite.resource
+    mine = read_queued(composite, cluster_name)
+    placement = placement_annotation(metadata)
+    problem = None
+    if placement and parse_time_or_none(placement) is None:
+        problem = inputs.problem(
+            f'metadata.annotations["{labels.PLACED_AT}"]', "must be an RFC 3339 time", placement
+        )
+    fleet_cluster: Cluster | None = None
+    if isinstance(cluster, core.Found):
+        try:
+            fleet_cluster, _ = read_cluster(inputs.integral_object(cluster.cluster))
+        except (UnreadableCluster, inputs.InvalidInput):
+            fleet_cluster = None  # reported as ClusterInvalid; admission waits
+    others = None
+    if REPLICAS_REQUIREMENT in req.required_resources:
+        others = tuple(
+            read_queued(item.resource, cluster_name)
+            for item in req.required_resources[REPLICAS_REQUIREMENT].items
+            # The label selected them; the spec is what pins them to the cluster.
+            if get_str(get_struct(item.resource, "spec"), "clusterName") == cluster_name
+        )
+    return core.AdmissionInput(mine, placement, fleet_cluster, others, problem)
 
 
 def observed_object(observed: fnv1.Resource) -> core.ObservedObject:
@@ -83,9 +119,19 @@ class FunctionRunner(grpcv1.FunctionRunnerServiceServicer):
                 labels.INFERENCE_CLUSTER_KIND,
                 match_name=cluster_name,
             )
+            response.require_resources(
+                rsp,
+                REPLICAS_REQUIREMENT,
+                labels.API_VERSION,
+                labels.MODEL_REPLICA_KIND,
+                match_labels={labels.CLUSTER: cluster_name},
+            )
 
         cluster = cluster_input(req)
         observed = {name: observed_object(r) for name, r in req.observed.resources.items()}
+        admission = admission_input(
+            req, metadata, cluster_name if isinstance(cluster_name, str) else "", cluster
+        )
         laps.lap("read")
         decision = core.decide(
             str(metadata.get("name") or ""),
@@ -95,6 +141,7 @@ class FunctionRunner(grpcv1.FunctionRunnerServiceServicer):
             cluster,
             observed,
             self.clock(),
+            admission,
         )
         laps.lap("decide")
 
@@ -109,6 +156,9 @@ class FunctionRunner(grpcv1.FunctionRunnerServiceServicer):
         resource.update(rsp.desired.composite, {"status": decision.status})
         rsp.desired.composite.ready = fnv1.READY_TRUE if decision.ready else fnv1.READY_FALSE
         emit(rsp, decision.conditions, decision.events)
+        if decision.retry_after is not None:
+            # Honoured where realtime compositions requeue on the TTL; else the poll interval.
+            rsp.meta.ttl.FromTimedelta(max(decision.retry_after, timedelta(seconds=1)))
         laps.lap("write")
         log.debug(
             "decided",
