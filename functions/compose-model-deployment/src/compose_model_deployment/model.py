@@ -96,6 +96,10 @@ class OwnReplica:
     scheduled_at: datetime | None = None
     ready: bool = False
     placed_at: datetime | None = None
+    # Its admission for the current placement (modelplane_common.capacity.admission):
+    # Admitted, Overcommitted, WaitingForAdmission, or None when nothing is said yet.
+    admission: str | None = None
+    admission_message: str = ""
 
     @property
     def pools(self) -> tuple[str, ...]:

@@ -66,6 +66,7 @@ from datetime import datetime
 from enum import StrEnum
 from typing import Protocol
 
+from modelplane_common.capacity.admission import OVERCOMMITTED, WAITING
 from modelplane_common.capacity.diagnosis import NOTHING_CHECKED, Cause, Diagnosis, Verdict
 from modelplane_common.capacity.fit import Ledger, Reservation
 from modelplane_common.capacity.fleet import (
@@ -148,8 +149,17 @@ class PlannedReplica:
     why: str = ""
 
     @property
+    def waiting(self) -> bool:
+        """Kept where it is while its cluster has not admitted it yet: placed, not scheduled."""
+        return (
+            self.change in (Change.KEPT, Change.RESHAPED)
+            and self.previous is not None
+            and self.previous.admission == WAITING
+        )
+
+    @property
     def scheduled(self) -> bool:
-        return self.change not in (Change.STRANDED, Change.HELD)
+        return self.change not in (Change.STRANDED, Change.HELD) and not self.waiting
 
     @property
     def pools(self) -> tuple[str, ...]:
@@ -199,6 +209,10 @@ class Plan:
     @property
     def held(self) -> tuple[PlannedReplica, ...]:
         return tuple(r for r in self.replicas if r.change is Change.HELD)
+
+    @property
+    def waiting(self) -> tuple[PlannedReplica, ...]:
+        return tuple(r for r in self.replicas if r.waiting)
 
 
 @dataclass(frozen=True, slots=True)
@@ -393,6 +407,15 @@ def unschedulable_too_long(own: OwnReplica, spec: DeploymentSpec, now: datetime)
     return f"unschedulable since {ps.since:%Y-%m-%dT%H:%M:%SZ}{detail}"
 
 
+def overcommitted(own: OwnReplica) -> str | None:
+    """Its cluster refused to admit it: a failed placement at once, no grace period
+    (no pod of it ever existed). design/admission.md."""
+    if own.admission != OVERCOMMITTED:
+        return None
+    detail = f": {own.admission_message}" if own.admission_message else ""
+    return f"was not admitted on its cluster{detail}"
+
+
 def remember(inputs: Inputs) -> Memory:
     """Drop expired failures; record the pools of replicas Unschedulable past the grace."""
     spec, now = inputs.deployment, inputs.now
@@ -402,7 +425,7 @@ def remember(inputs: Inputs) -> Memory:
             failures[failure.key] = failure
     healed: list[Healed] = []
     for own in sorted(inputs.own, key=lambda r: r.index):
-        why = unschedulable_too_long(own, spec, now)
+        why = unschedulable_too_long(own, spec, now) or overcommitted(own)
         if why is None:
             continue
         healed.append(Healed(own.name, own.cluster, own.pools, why))
@@ -421,6 +444,8 @@ def eviction(
 ) -> str | None:
     """Why a replica must leave its place, or None if it may stay."""
     if healing:
+        if own.admission == OVERCOMMITTED:
+            return "its cluster did not admit it"
         return "its pods are unschedulable"
     cluster = clusters.get(own.cluster)
     if cluster is None:

@@ -22,6 +22,7 @@ from typing import overload
 
 from google.protobuf import struct_pb2
 from modelplane_common import labels
+from modelplane_common.capacity import admission
 from modelplane_common.capacity.fleet import (
     Charge,
     Cluster,
@@ -324,6 +325,7 @@ def read_own_replica(
         _time_or_none(ps.get("lastTransitionTime")),
     )
     ready = replica_ready(obj)
+    verdict, verdict_message = admission_of(obj)
     return OwnReplica(
         index=index,
         name=name,
@@ -337,7 +339,23 @@ def read_own_replica(
             if isinstance(meta.get("annotations"), Mapping)
             else None
         ),
+        admission=verdict,
+        admission_message=verdict_message,
     ), notes
+
+
+def admission_of(obj: Mapping) -> tuple[str | None, str]:
+    """A replica's admission for its current placement: the recorded verdict if it binds
+    the placement, else WaitingForAdmission if its Admitted condition says so."""
+    meta = obj.get("metadata")
+    meta = meta if isinstance(meta, Mapping) else {}
+    record = admission.record_from_status(_status(obj))
+    if record is not None and record.binds(admission.placement_annotation(meta)):
+        return record.verdict, record.message
+    condition = _condition(obj, admission.CONDITION)
+    if condition.get("status") == "False" and condition.get("reason") == admission.WAITING:
+        return admission.WAITING, str(condition.get("message", ""))
+    return None, ""
 
 
 # --- the fleet's other replicas, straight from the Structs --------------------------------------
@@ -388,6 +406,8 @@ class ReplicaIndex:
                 f"ModelReplica {identity[0]}/{identity[1]} carries this deployment's labels but "
                 "is not composed by it; charged as someone else's"
             )
+        if admission.recorded_verdict(resource) == admission.OVERCOMMITTED:
+            return None  # it holds nothing and its deployment re-places it (admission.md)
         return read_charge(resource, identity, cluster)
 
 

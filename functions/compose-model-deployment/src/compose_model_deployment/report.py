@@ -6,7 +6,8 @@ from the composite's own status; `fn.py` only writes it onto the response
 (`modelplane_common.outcome.emit`, plus `desired.composite.ready`).
 
 Conditions
-    ReplicasScheduled  True/AllReplicasScheduled, False/InsufficientCapacity
+    ReplicasScheduled  True/AllReplicasScheduled, False/WaitingForAdmission (placed
+                       replicas their cluster has not admitted yet), False/InsufficientCapacity
                        (the no-fit diagnosis, modelplane_common.capacity.diagnosis), False/
                        ClusterUnavailable (replicas held, absence.py), or the
                        reason a pass kept everything as it is.
@@ -104,6 +105,14 @@ def _scheduled(plan: Plan) -> Condition:
                 :_MAX_MESSAGE
             ],
         )
+    if plan.missing and plan.missing == len(plan.waiting):
+        return Condition(
+            SCHEDULED,
+            "False",
+            "WaitingForAdmission",
+            f"{len(plan.waiting)} replica(s) placed and waiting for their cluster to admit "
+            f"them; {plan.scheduled} of {plan.desired} scheduled",
+        )
     if plan.missing:
         return Condition(SCHEDULED, "False", "InsufficientCapacity", _shortfall(plan))
     return Condition(
@@ -163,7 +172,7 @@ def _events(plan: Plan, previous_scheduled: object, notes: Sequence[str]) -> lis
             )
     for gone in plan.removed:
         normal(f"removed replica {gone.name} from {gone.cluster} (scale down)")
-    if plan.missing > len(plan.held) and previous_scheduled != plan.scheduled:
+    if plan.missing > len(plan.held) + len(plan.waiting) and previous_scheduled != plan.scheduled:
         warning(f"InsufficientCapacity: {_shortfall(plan)}")
     for note in notes[:MAX_NOTE_EVENTS]:
         warning(note)
