@@ -1,0 +1,286 @@
+"""The admission core, one rule per case: who is admitted behind whom (design/admission.md)."""
+
+from __future__ import annotations
+
+from datetime import timedelta
+
+import pytest
+from compose_model_replica import admission
+from modelplane_common.capacity.admission import (
+    ADMITTED,
+    OVERCOMMITTED,
+    WAITING,
+    Record,
+)
+from modelplane_devtools import admission_builders as a
+from modelplane_devtools import deployment_builders as t
+
+NOW = t.NOW
+OLD = NOW - timedelta(minutes=1)
+OLDER = NOW - timedelta(minutes=2)
+
+
+def one_free_node(**kwargs) -> dict:
+    """east/h100: two 8-GPU nodes, one of them free, observed a second ago."""
+    return t.cluster(
+        "east",
+        [
+            t.pool(
+                "h100",
+                2,
+                histogram=[({"gpu": 8}, 1), ({"gpu": 0}, 1)],
+                observed_at=t.ago(seconds=1),
+                **kwargs,
+            )
+        ],
+    )
+
+
+def stale_two_nodes() -> dict:
+    """east/h100: two 8-GPU nodes, its report 20 minutes old: whole-node accounting."""
+    return t.cluster(
+        "east",
+        [t.pool("h100", 2, histogram=[({"gpu": 8}, 2)], observed_at=t.ago(20))],
+    )
+
+
+def verdict_of(name, bodies, cluster=None, now=NOW):
+    queue = a.queue(bodies)
+    mine = next(q for q in queue if q.charge.name == name)
+    placement = next(b for b in bodies if b["metadata"]["name"] == name)["metadata"]["annotations"][
+        "modelplane.ai/placed-at"
+    ]
+    return admission.judge(
+        mine,
+        placement,
+        a.fleet_cluster(cluster or one_free_node()),
+        queue,
+        now,
+        previous=None,
+        has_workloads=False,
+    )
+
+
+CASES = [
+    pytest.param(
+        "x-0", [a.in_flight("x-0", OLD)], None, ADMITTED, id="alone on a free node: admitted"
+    ),
+    pytest.param(
+        "x-0",
+        [a.in_flight("x-0", OLDER), a.in_flight("y-0", OLD)],
+        None,
+        ADMITTED,
+        id="of two on the last node, the one placed first is admitted",
+    ),
+    pytest.param(
+        "y-0",
+        [a.in_flight("x-0", OLDER), a.in_flight("y-0", OLD)],
+        None,
+        OVERCOMMITTED,
+        id="of two on the last node, the one placed later is overcommitted",
+    ),
+    pytest.param(
+        "b-0",
+        [a.in_flight("b-0", OLD, namespace="team-b"), a.in_flight("a-0", OLD, namespace="team-b")],
+        None,
+        OVERCOMMITTED,
+        id="placed in the same second: the name decides",
+    ),
+    pytest.param(
+        "z-0",
+        [a.in_flight("z-0", OLD, namespace="a"), a.in_flight("a-0", OLD, namespace="b")],
+        None,
+        ADMITTED,
+        id="placed in the same second: the namespace decides before the name",
+    ),
+    pytest.param(
+        "y-0",
+        [a.in_flight("x-0", NOW - timedelta(days=1), verdict=ADMITTED), a.in_flight("y-0", OLD)],
+        None,
+        OVERCOMMITTED,
+        id="an admitted replica not yet in the histogram holds its node",
+    ),
+    pytest.param(
+        "y-0",
+        [
+            a.in_flight(
+                "x-0",
+                OLDER,
+                verdict=ADMITTED,
+                pods_scheduled=True,
+                scheduled_at=t.ago(seconds=30),
+            ),
+            a.in_flight("y-0", OLD),
+        ],
+        None,
+        ADMITTED,
+        id="an admitted replica the histogram contains is not charged twice",
+    ),
+    pytest.param(
+        "y-0",
+        [a.in_flight("x-0", OLDER, verdict=OVERCOMMITTED), a.in_flight("y-0", OLD)],
+        None,
+        ADMITTED,
+        id="an overcommitted replica ahead holds nothing",
+    ),
+    pytest.param(
+        "y-0",
+        [
+            a.in_flight("x-0", OLDER, role="Gang", gpus=8, workers=2),
+            a.in_flight("y-0", OLD),
+        ],
+        None,
+        ADMITTED,
+        id="a replica ahead that does not fit itself is skipped",
+    ),
+    pytest.param(
+        "y-0",
+        [a.in_flight("x-0", OLD), a.in_flight("y-0", OLDER)],
+        None,
+        ADMITTED,
+        id="a replica placed after it is not ahead of it",
+    ),
+    pytest.param(
+        "y-0",
+        [a.in_flight("x-0", OLDER, gpus=1, verdict=ADMITTED), a.in_flight("y-0", OLD, gpus=1)],
+        stale_two_nodes(),
+        ADMITTED,
+        id="whole-node accounting: a 1-GPU replica takes a node, the second node is free",
+    ),
+    pytest.param(
+        "z-0",
+        [
+            a.in_flight("x-0", OLDER, gpus=1, verdict=ADMITTED),
+            a.in_flight("y-0", OLDER, gpus=1),
+            a.in_flight("z-0", OLD, gpus=1),
+        ],
+        stale_two_nodes(),
+        OVERCOMMITTED,
+        id="whole-node accounting: the third 1-GPU replica on two nodes is overcommitted",
+    ),
+    pytest.param(
+        "x-0",
+        [a.in_flight("x-0", NOW - timedelta(seconds=3))],
+        None,
+        WAITING,
+        id="younger than the settle time: waits",
+    ),
+]
+
+
+@pytest.mark.parametrize(("name", "bodies", "cluster", "expected"), CASES)
+def test_verdict(name, bodies, cluster, expected):
+    assert verdict_of(name, bodies, cluster).reason == expected
+
+
+def test_overcommitted_names_the_pool_and_the_shortfall():
+    verdict = verdict_of("y-0", [a.in_flight("x-0", OLDER), a.in_flight("y-0", OLD)])
+    assert verdict.message == (
+        "engine serve does not fit pool h100 behind the 1 replica(s) of the cluster placed "
+        "before it: it claims 8 gpu device(s), 0 free (too few free devices)"
+    )
+    assert verdict.record is not None and verdict.record.message == verdict.message
+
+
+def test_a_gang_short_of_nodes_says_how_many_nodes_have_room():
+    bodies = [a.in_flight("x-0", OLD, role="Gang", gpus=4, workers=2)]
+    cluster = t.cluster(
+        "east",
+        [
+            t.pool(
+                "h100",
+                2,
+                histogram=[({"gpu": 8}, 1), ({"gpu": 0}, 1)],
+                observed_at=t.ago(seconds=1),
+            )
+        ],
+    )
+    verdict = verdict_of("x-0", bodies, cluster)
+    assert verdict.reason == OVERCOMMITTED
+    assert verdict.message.endswith(
+        "its 3 pod(s) need nodes with room, 1 node(s) have room for the largest "
+        "(too few nodes with room)"
+    )
+
+
+def test_settling_replica_is_asked_back_when_the_settle_time_is_over():
+    verdict = verdict_of("x-0", [a.in_flight("x-0", NOW - timedelta(seconds=3))])
+    assert verdict.retry_after == admission.SETTLE - timedelta(seconds=3)
+    assert verdict.record is None
+
+
+def judge_alone(previous=None, has_workloads=False, cluster=True, others=True, problem=None):
+    body = a.in_flight("x-0", OLD)
+    placement = body["metadata"]["annotations"]["modelplane.ai/placed-at"]
+    blocker = a.in_flight("w-0", OLDER)  # takes the only free node
+    return admission.judge(
+        a.queued(body),
+        placement,
+        a.fleet_cluster(one_free_node()) if cluster else None,
+        a.queue([blocker, body]) if others else None,
+        NOW,
+        previous=previous,
+        has_workloads=has_workloads,
+        problem=problem,
+    )
+
+
+PLACED = t.ago(1)
+
+
+@pytest.mark.parametrize(
+    ("kwargs", "expected", "message_part"),
+    [
+        pytest.param({}, OVERCOMMITTED, "does not fit", id="judged behind the blocker"),
+        pytest.param(
+            {"previous": Record(PLACED, ADMITTED, NOW - timedelta(minutes=1))},
+            ADMITTED,
+            "admitted",
+            id="admitted is sticky for its placement, whatever the queue says now",
+        ),
+        pytest.param(
+            {"previous": Record("2025-06-01T10:00:00Z", ADMITTED)},
+            OVERCOMMITTED,
+            "does not fit",
+            id="a verdict for an earlier placement binds nothing",
+        ),
+        pytest.param(
+            {"has_workloads": True},
+            ADMITTED,
+            "its workloads already exist",
+            id="a replica already running is admitted (upgrade)",
+        ),
+        pytest.param(
+            {"cluster": False},
+            WAITING,
+            "InferenceCluster cannot be read",
+            id="unreadable cluster: waits",
+        ),
+        pytest.param(
+            {"others": False},
+            WAITING,
+            "ModelReplicas are not fetched",
+            id="the cluster's replicas not fetched: waits",
+        ),
+        pytest.param(
+            {"problem": "its spec is invalid"},
+            WAITING,
+            "its spec is invalid",
+            id="an input problem: waits",
+        ),
+    ],
+)
+def test_judge_inputs(kwargs, expected, message_part):
+    verdict = judge_alone(**kwargs)
+    assert verdict.reason == expected
+    assert message_part in verdict.message
+
+
+def test_an_admitted_record_is_written_for_the_placement_with_its_time():
+    verdict = verdict_of("x-0", [a.in_flight("x-0", OLD)])
+    assert verdict.record == Record(t.ago(1), ADMITTED, NOW)
+    assert verdict.record.to_wire() == {
+        "placedAt": t.ago(1),
+        "verdict": ADMITTED,
+        "decidedAt": "2025-06-01T12:00:00Z",
+    }

@@ -1,0 +1,118 @@
+"""Properties of admission on random queues (hypothesis).
+
+- Every replica's verdict is the same whatever order its fellow replicas
+  arrive in (Crossplane lists them sorted, but nothing may rely on it).
+- The replicas admitted from one snapshot never double-book: together with
+  the already admitted ones they fit the pool at once, on the scheduler's
+  own ledger.
+- The queue order is a total order: shuffled, it sorts back the same.
+"""
+
+from __future__ import annotations
+
+from datetime import timedelta
+
+from compose_model_replica import admission
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+from modelplane_common.capacity.admission import ADMITTED, OVERCOMMITTED, queue_order
+from modelplane_common.capacity.pools import charge_replicas, empty_ledger, place_engine
+from modelplane_devtools import admission_builders as a
+from modelplane_devtools import deployment_builders as t
+
+SETTINGS = settings(
+    max_examples=150,
+    deadline=None,
+    suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large],
+)
+NOW = t.NOW
+
+
+@st.composite
+def snapshots(draw):
+    """A cluster of one pool, and up to 10 replicas placed in a handful of seconds."""
+    nodes = draw(st.integers(1, 6))
+    free = draw(st.lists(st.sampled_from([0, 2, 4, 8]), min_size=nodes, max_size=nodes))
+    stale = draw(st.booleans())
+    histogram = [({"gpu": f}, free.count(f)) for f in sorted(set(free))]
+    cluster = t.cluster(
+        "east",
+        [
+            t.pool(
+                "h100",
+                nodes,
+                histogram=histogram,
+                observed_at=t.ago(20) if stale else t.ago(seconds=1),
+            )
+        ],
+    )
+    count = draw(st.integers(1, 10))
+    bodies = []
+    for i in range(count):
+        gang = draw(st.booleans())
+        bodies.append(
+            a.in_flight(
+                f"d{i}-0",
+                NOW - timedelta(seconds=30 + draw(st.integers(0, 3))),
+                namespace=draw(st.sampled_from(["a", "b"])),
+                gpus=draw(st.sampled_from([1, 2, 4, 8])),
+                role="Gang" if gang else "Standalone",
+                workers=draw(st.integers(1, 2)),
+                copies=draw(st.integers(1, 2)),
+                verdict=draw(st.sampled_from([None, None, None, ADMITTED, OVERCOMMITTED])),
+            )
+        )
+    return cluster, bodies
+
+
+def verdicts(cluster_body, bodies):
+    cluster = a.fleet_cluster(cluster_body)
+    queue = a.queue(bodies)
+    out = {}
+    for q, body in zip(queue, bodies, strict=True):
+        if q.verdict is not None:
+            continue  # already decided: sticky, not judged again
+        placement = body["metadata"]["annotations"]["modelplane.ai/placed-at"]
+        verdict = admission.judge(
+            q, placement, cluster, queue, NOW, previous=None, has_workloads=False
+        )
+        out[q.key] = verdict.reason
+    return out
+
+
+@SETTINGS
+@given(snapshots(), st.randoms(use_true_random=False))
+def test_verdicts_do_not_depend_on_input_order(snapshot, random):
+    cluster, bodies = snapshot
+    shuffled = list(bodies)
+    random.shuffle(shuffled)
+    assert verdicts(cluster, bodies) == verdicts(cluster, shuffled)
+
+
+@SETTINGS
+@given(snapshots())
+def test_admitted_replicas_fit_together(snapshot):
+    cluster_body, bodies = snapshot
+    cluster = a.fleet_cluster(cluster_body)
+    queue = a.queue(bodies)
+    judged = verdicts(cluster_body, bodies)
+    already = [q.charge for q in queue if q.verdict == ADMITTED]
+    newly = sorted((q for q in queue if judged.get(q.key) == ADMITTED), key=queue_order)
+    pool = cluster.pools[0]
+    ledger, basis = empty_ledger(pool, cluster, NOW)
+    charge_replicas(ledger, pool, basis, already)
+    for q in newly:
+        for engine in q.charge.engines:
+            assert place_engine(ledger, pool, engine), f"{q.key} admitted but does not fit"
+
+
+@SETTINGS
+@given(snapshots(), st.randoms(use_true_random=False))
+def test_queue_order_is_total(snapshot, random):
+    _, bodies = snapshot
+    queue = a.queue(bodies)
+    shuffled = list(queue)
+    random.shuffle(shuffled)
+    assert [q.key for q in sorted(shuffled, key=queue_order)] == [
+        q.key for q in sorted(queue, key=queue_order)
+    ]
