@@ -10,6 +10,7 @@ distinct nodes, and validate against every schema.
 from __future__ import annotations
 
 import pytest
+from modelplane_common import labels
 from modelplane_devtools import render
 from modelplane_devtools.rendered import by_kind
 
@@ -18,7 +19,8 @@ DEPLOYMENTS = sorted((render.ROOT / "examples/deployments").glob("*.yaml"))
 
 
 def as_new_replica(replica: dict) -> dict:
-    """The composed ModelReplica as the replica function first sees it."""
+    """The composed ModelReplica as the replica function sees it once its admission settle
+    time is over (design/admission.md): placed a minute ago, nothing composed yet."""
     meta = replica["metadata"]
     return {
         "apiVersion": replica["apiVersion"],
@@ -27,6 +29,7 @@ def as_new_replica(replica: dict) -> dict:
             "name": meta["name"],
             "namespace": meta["namespace"],
             "labels": meta.get("labels", {}),
+            "annotations": {labels.PLACED_AT: "__NOW-1m__"},
         },
         "spec": replica["spec"],
     }
