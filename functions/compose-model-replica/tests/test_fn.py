@@ -1091,3 +1091,84 @@ def test_each_request_logs_its_decision_and_timings_at_debug_bound_to_tag_and_xr
     )
     assert "PodsScheduled" in decided["conditions"]
     assert {"read_ms", "decide_ms", "write_ms"} <= set(decided)
+
+
+# --- admission (design/admission.md) -------------------------------------------------------
+
+
+def full_cluster():
+    """east/h100 publishes a histogram with no free node: nothing new fits."""
+    body = cluster()
+    body["status"]["gpuPools"] = [
+        {
+            "name": "h100",
+            "nodes": 8,
+            "devices": body["spec"]["nodePools"][0]["devices"],
+            "observedAt": FRESH,
+            "observedNodes": 8,
+            "nodesByFreeDevices": [{"free": {"gpu": 0}, "nodes": 8}],
+        }
+    ]
+    return body
+
+
+def test_requires_its_clusters_replicas_by_label_until_decided():
+    undecided = call(xr(), fetched=False)
+    selector = undecided.requirements.resources["cluster-replicas"]
+    assert (selector.kind, dict(selector.match_labels.labels)) == (
+        "ModelReplica",
+        {labels.CLUSTER: "east"},
+    )
+    admitted = xr(status={"admission": {"placedAt": EARLIER, "verdict": "Admitted"}})
+    assert "cluster-replicas" not in call(admitted, fetched=False).requirements.resources
+
+
+def test_an_overcommitted_replica_composes_nothing_and_says_where_it_falls_short():
+    rsp = call(xr(), required={"cluster": [full_cluster()]})
+    assert conditions(rsp)["Admitted"][:2] == ("False", "Overcommitted")
+    assert "pool h100" in conditions(rsp)["Admitted"][2]
+    assert conditions(rsp)["WorkloadsComposed"][:2] == ("False", "Overcommitted")
+    assert not [name for name in desired(rsp) if name.startswith("east/serve/")]
+    assert desired_status(rsp)["admission"]["verdict"] == "Overcommitted"
+    assert desired_status(rsp)["admission"]["placedAt"] == EARLIER
+    assert [e for e in events(rsp) if "does not fit pool h100" in e[1]]
+
+
+def test_a_running_replica_is_admitted_whatever_the_queue_says():
+    rsp = call(xr(), RUNNING, {"cluster": [full_cluster()]})
+    assert conditions(rsp)["Admitted"][:2] == ("True", "Admitted")
+    assert "east/serve/workload" in desired(rsp)
+
+
+def test_an_admitted_replica_stays_admitted_for_its_placement():
+    record = {"placedAt": EARLIER, "verdict": "Admitted", "decidedAt": EARLIER}
+    rsp = call(xr(status={"admission": record}), required={"cluster": [full_cluster()]})
+    assert conditions(rsp)["Admitted"][:2] == ("True", "Admitted")
+    assert desired_status(rsp)["admission"] == record
+    assert "east/serve/workload" in desired(rsp)
+
+
+def test_a_malformed_placement_time_waits_and_names_the_field_and_value():
+    replica = xr()
+    replica["metadata"]["annotations"][labels.PLACED_AT] = "yesterday"
+    rsp = call(replica)
+    expected = (
+        'metadata.annotations["modelplane.ai/placed-at"]: '
+        'must be an RFC 3339 time (got "yesterday")'
+    )
+    assert conditions(rsp)["Admitted"] == (
+        "False",
+        "WaitingForAdmission",
+        f"not judged: {expected}",
+    )
+    assert ("Warning", expected) in events(rsp)
+    assert not [name for name in desired(rsp) if name.startswith("east/serve/")]
+
+
+def test_a_replica_in_its_settle_time_waits_and_asks_to_be_called_back():
+    replica = xr()
+    replica["metadata"]["annotations"][labels.PLACED_AT] = "2026-11-29T11:59:57Z"
+    rsp = call(replica)
+    assert conditions(rsp)["Admitted"][:2] == ("False", "WaitingForAdmission")
+    assert rsp.meta.ttl.ToTimedelta().total_seconds() == 7
+    assert "admission" not in desired_status(rsp)

@@ -9,7 +9,7 @@ core.py for the model.
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
@@ -19,7 +19,11 @@ from crossplane.function.proto.v1 import run_function_pb2 as fnv1
 from crossplane.function.proto.v1 import run_function_pb2_grpc as grpcv1
 from google.protobuf import struct_pb2
 from modelplane_common import inputs, labels, logs
-from modelplane_common.capacity.admission import placement_annotation, read_queued
+from modelplane_common.capacity.admission import (
+    current_verdict,
+    placement_annotation,
+    read_queued,
+)
 from modelplane_common.capacity.fleet import Cluster
 from modelplane_common.capacity.readers import UnreadableCluster, get_str, get_struct, read_cluster
 from modelplane_common.guard import guarded
@@ -43,8 +47,13 @@ def cluster_input(req: fnv1.RunFunctionRequest) -> core.ClusterInput:
     return core.Found(resource.struct_to_dict(items[0].resource))
 
 
+def decided(status: Mapping, metadata: Mapping) -> bool:
+    """Whether the replica's verdict for its current placement is recorded (sticky)."""
+    return current_verdict(status, metadata) is not None
+
+
 def admission_input(
-    req: fnv1.RunFunctionRequest, metadata: dict, cluster_name: str, cluster: core.ClusterInput
+    req: fnv1.RunFunctionRequest, metadata: Mapping, cluster_name: str, cluster: core.ClusterInput
 ) -> core.AdmissionInput:
     """What admission reads, straight from the request (design/admission.md)."""
     composite: struct_pb2.Struct = req.observed.composite.resource
@@ -119,6 +128,9 @@ class FunctionRunner(grpcv1.FunctionRunnerServiceServicer):
                 labels.INFERENCE_CLUSTER_KIND,
                 match_name=cluster_name,
             )
+        if isinstance(cluster_name, str) and cluster_name and not decided(status, metadata):
+            # Only until the verdict for this placement is reached: a decided replica
+            # never reads its cluster's replicas again (design/admission.md, "Cost").
             response.require_resources(
                 rsp,
                 REPLICAS_REQUIREMENT,
