@@ -51,6 +51,8 @@ def in_flight(
         ready=pods_scheduled,
         placed_at=placed,
     )
+    for member in body["spec"]["engines"][0]["members"]:
+        member["template"] = {"spec": {"containers": [{"name": "serve", "image": "vllm"}]}}
     if verdict in (ADMITTED, OVERCOMMITTED):
         body["status"]["admission"] = {"placedAt": placed, "verdict": verdict}
     return body
