@@ -1,0 +1,323 @@
+"""A burst of ModelDeployments on a nearly full fleet, on a real control plane (admission.md).
+
+A GitOps sync applies MODELPLANE_E2E_BURST ModelDeployments (default 30) at
+once to a cluster at 90% use: 20 nodes of 8 GPUs, 18 of them taken by other
+work, so two replicas of one whole node each fit. Every deployment
+reconciles from the same cached fleet, so without a commit point several
+place a replica on the same free node, and the pods of all but one of them
+are created and never bind. With admission only the replica ahead in its
+cluster's queue starts; the others are Overcommitted and re-placed, or end
+InsufficientCapacity, before any pod exists.
+
+Measured: replicas whose pods were created and then could not bind (the
+workload cluster's scheduler marked a pod Unschedulable), against all
+placements. The figure is written to the e2e folder and printed; with
+admission it must be at most 1%. MODELPLANE_E2E_BASELINE=1 measures without
+asserting that target, for a run of the code from before admission (see
+`make e2e-admission-baseline`).
+"""
+
+from __future__ import annotations
+
+import base64
+import os
+import time
+from collections.abc import Iterator
+
+import pytest
+from modelplane_devtools.e2e import fleet
+from modelplane_devtools.e2e.kube import Kube, condition, eventually
+from modelplane_devtools.e2e.stack import ROOT, Stack
+
+pytestmark = pytest.mark.e2e
+
+CLUSTER = "gpu-burst"
+SECRETS = "modelplane-system"
+TEAM = "team-burst"
+FILLER = "burst-filler"
+NODES, BUSY = 20, 18
+BURST = int(os.environ.get("MODELPLANE_E2E_BURST", "30"))
+BASELINE = os.environ.get("MODELPLANE_E2E_BASELINE") == "1"
+GPU = fleet.DeviceKind(
+    "gpu",
+    "gpu.nvidia.com",
+    8,
+    {"productName": {"string": "NVIDIA-H100-80GB-HBM3"}},
+    {"memory": {"value": "80Gi"}},
+)
+POOL = fleet.Pool("burst", NODES, (GPU,))
+PLACED_AT = "modelplane.ai/placed-at"
+REPLICA_LABEL = "modelplane.ai/replica"
+
+
+def inference_cluster() -> dict:
+    return {
+        "apiVersion": "modelplane.ai/v1alpha1",
+        "kind": "InferenceCluster",
+        "metadata": {"name": CLUSTER, "labels": {"modelplane.ai/e2e": "burst"}},
+        "spec": {
+            "credentials": {
+                "secretRef": {
+                    "namespace": SECRETS,
+                    "name": f"{CLUSTER}-kubeconfig",
+                    "key": "kubeconfig",
+                }
+            },
+            "nodePools": [
+                {
+                    "name": POOL.name,
+                    "nodeCount": NODES,
+                    "devices": [
+                        {
+                            "name": GPU.name,
+                            "driver": GPU.driver,
+                            "deviceClassName": GPU.driver,
+                            "count": GPU.count,
+                            "attributes": {
+                                f"{GPU.driver}/{k}": v for k, v in GPU.attributes.items()
+                            },
+                            "capacity": {f"{GPU.driver}/{k}": v for k, v in GPU.capacity.items()},
+                        }
+                    ],
+                }
+            ],
+            "observation": {"mode": "Observed", "maxAge": "2m"},
+        },
+    }
+
+
+def deployment(index: int) -> dict:
+    """One replica taking a whole 8-GPU node."""
+    return {
+        "apiVersion": "modelplane.ai/v1alpha1",
+        "kind": "ModelDeployment",
+        "metadata": {"name": f"burst-{index:02d}", "namespace": TEAM},
+        "spec": {
+            "replicas": 1,
+            "template": {
+                "spec": {
+                    "clusterSelector": {"matchLabels": {"modelplane.ai/e2e": "burst"}},
+                    "engines": [
+                        {
+                            "name": "serve",
+                            "members": [
+                                {
+                                    "role": "Standalone",
+                                    "nodeSelector": {"devices": [{"name": "gpu", "count": 8}]},
+                                    "template": {
+                                        "spec": {
+                                            "containers": [
+                                                {"name": "engine", "image": "example.invalid/e:v1"}
+                                            ]
+                                        }
+                                    },
+                                }
+                            ],
+                        }
+                    ],
+                }
+            },
+        },
+    }
+
+
+def filler() -> list[dict]:
+    """Other work holding BUSY whole nodes: pods claiming all 8 GPUs of a node each."""
+    claim = {
+        "apiVersion": "resource.k8s.io/v1",
+        "kind": "ResourceClaimTemplate",
+        "metadata": {"name": "whole-node", "namespace": FILLER},
+        "spec": {
+            "spec": {
+                "devices": {
+                    "requests": [
+                        {
+                            "name": "gpu",
+                            "exactly": {
+                                "deviceClassName": GPU.driver,
+                                "allocationMode": "ExactCount",
+                                "count": GPU.count,
+                            },
+                        }
+                    ]
+                }
+            }
+        },
+    }
+    labels = {"app": "filler"}
+    work = {
+        "apiVersion": "apps/v1",
+        "kind": "Deployment",
+        "metadata": {"name": "filler", "namespace": FILLER},
+        "spec": {
+            "replicas": BUSY,
+            "selector": {"matchLabels": labels},
+            "template": {
+                "metadata": {"labels": labels},
+                "spec": {
+                    "nodeSelector": {fleet.POOL_LABEL: POOL.name},
+                    "resourceClaims": [{"name": "gpus", "resourceClaimTemplateName": "whole-node"}],
+                    "containers": [
+                        {
+                            "name": "work",
+                            "image": "example.invalid/work:v1",
+                            "resources": {"claims": [{"name": "gpus"}]},
+                        }
+                    ],
+                },
+            },
+        },
+    }
+    return [claim, work]
+
+
+def namespace(name: str) -> dict:
+    return {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": name}}
+
+
+@pytest.fixture(scope="module")
+def planes(e2e_stack: Stack) -> tuple[Kube, Kube]:
+    assert e2e_stack.control_plane and e2e_stack.workload
+    return e2e_stack.control_plane.kube, e2e_stack.workload.kube
+
+
+@pytest.fixture(scope="module")
+def stand_ins(planes: tuple[Kube, Kube]) -> Iterator[fleet.StandIns]:
+    running = fleet.StandIns(planes[1], [POOL]).start()
+    try:
+        yield running
+    finally:
+        running.stop()
+
+
+def _established(control: Kube, api: str) -> bool:
+    c = condition(control.get("xrd", f"{api}s.modelplane.ai"), "Established")
+    assert c and c["status"] == "True", f"XRD {api}s: {c}"
+    return True
+
+
+def set_up_the_fleet(control: Kube, workload: Kube) -> None:
+    """The platform's part, idempotent: it may follow the story in one session."""
+    workload.apply([namespace(TEAM), namespace(FILLER)])
+    workload.apply_files(ROOT / "apis" / "agent")
+    fleet.add_nodes(workload, [POOL])
+    workload.apply(filler())
+
+    control.apply([namespace(SECRETS), namespace(TEAM)])
+    kubeconfig = base64.b64encode(workload.kubeconfig.read_bytes()).decode()
+    control.apply(
+        {
+            "apiVersion": "v1",
+            "kind": "Secret",
+            "metadata": {"name": f"{CLUSTER}-kubeconfig", "namespace": SECRETS},
+            "data": {"kubeconfig": kubeconfig},
+        }
+    )
+    apis = ["inferencecluster", "modelreplica", "modeldeployment"]
+    control.apply_files(*(ROOT / "apis" / a / "definition.yaml" for a in apis))
+    for api in apis:
+        eventually(lambda a=api: _established(control, a), f"XRD {api}s Established")
+    control.apply_files(*(ROOT / "apis" / a / "composition.yaml" for a in apis))
+    control.apply(inference_cluster())
+
+
+def _free_nodes(control: Kube) -> int:
+    status = (control.get("inferencecluster", CLUSTER) or {}).get("status") or {}
+    pools = {p["name"]: p for p in status.get("gpuPools") or []}
+    buckets = pools.get(POOL.name, {}).get("nodesByFreeDevices")
+    assert buckets is not None, f"no histogram yet for {POOL.name}: {sorted(pools)}"
+    free = sum(b["nodes"] for b in buckets if b["free"].get("gpu") == GPU.count)
+    assert free == NODES - BUSY, f"{free} free nodes published, want {NODES - BUSY}: {buckets}"
+    return free
+
+
+class Tally:
+    """What the burst did, sampled from both API servers."""
+
+    def __init__(self) -> None:
+        self.placements: set[tuple[str, str]] = set()  # (replica, placed-at)
+        self.unbindable: set[str] = set()  # replicas with a pod marked Unschedulable
+        self.with_pods: set[str] = set()
+
+    def sample(self, control: Kube, workload: Kube) -> None:
+        for replica in control.list("modelreplicas.modelplane.ai", TEAM):
+            meta = replica["metadata"]
+            self.placements.add((meta["name"], (meta.get("annotations") or {}).get(PLACED_AT, "")))
+        for pod in workload.list("pods", TEAM):
+            name = (pod["metadata"].get("labels") or {}).get(REPLICA_LABEL, "")
+            self.with_pods.add(name)
+            scheduled = condition(pod, "PodScheduled")
+            if scheduled and scheduled.get("reason") == "Unschedulable":
+                self.unbindable.add(name)
+
+
+def settled(control: Kube) -> dict[str, str]:
+    """Every deployment's ReplicasScheduled reason, once each is placed or out of capacity
+    and no replica waits for admission."""
+    reasons = {}
+    for xr in control.list("modeldeployments.modelplane.ai", TEAM):
+        c = condition(xr, "ReplicasScheduled") or {}
+        reasons[xr["metadata"]["name"]] = c.get("reason", "")
+    assert len(reasons) == BURST, f"{len(reasons)} of {BURST} deployments exist"
+    pending = {
+        n: r
+        for n, r in reasons.items()
+        if r not in ("AllReplicasScheduled", "InsufficientCapacity")
+    }
+    assert not pending, f"not settled: {pending}"
+    waiting = [
+        r["metadata"]["name"]
+        for r in control.list("modelreplicas.modelplane.ai", TEAM)
+        if (condition(r, "Admitted") or {}).get("reason") == "WaitingForAdmission"
+    ]
+    assert not waiting, f"waiting for admission: {waiting}"
+    return reasons
+
+
+def test_a_burst_of_deployments_on_a_nearly_full_fleet_never_double_books(
+    e2e_stack, planes, stand_ins
+):
+    control, workload = planes
+    set_up_the_fleet(control, workload)
+    eventually(lambda: _free_nodes(control), f"{NODES - BUSY} free nodes published", timeout=240)
+
+    control.apply([deployment(i) for i in range(BURST)])
+    began = time.monotonic()
+    tally = Tally()
+    stable = 0
+    reasons: dict[str, str] = {}
+    # Sample until every deployment is settled for three samples in a row, at least 60 s
+    # after the burst (double-booked pods are created and refused within seconds).
+    while time.monotonic() - began < 420:
+        tally.sample(control, workload)
+        try:
+            reasons = settled(control)
+            stable += 1
+        except AssertionError:
+            stable = 0
+        if stable >= 3 and time.monotonic() - began >= 60:
+            break
+        time.sleep(2)
+    elapsed = time.monotonic() - began
+
+    placed = sum(1 for r in reasons.values() if r == "AllReplicasScheduled")
+    share = len(tally.unbindable) / max(1, len(tally.placements))
+    figures = (
+        f"{'baseline (no admission)' if BASELINE else 'admission'}: {BURST} deployments, "
+        f"{NODES} nodes at {BUSY * 100 // NODES}% use: {len(tally.placements)} placements, "
+        f"{len(tally.with_pods)} replicas created pods, {len(tally.unbindable)} of them could "
+        f"not bind ({share:.1%} of placements); settled in {elapsed:.0f}s: {placed} placed, "
+        f"{len(reasons) - placed} InsufficientCapacity; unbindable: {sorted(tally.unbindable)}"
+    )
+    (e2e_stack.workdir / f"admission-burst{'-baseline' if BASELINE else ''}.txt").write_text(
+        figures + "\n"
+    )
+    print(figures)
+
+    assert len(reasons) == BURST and set(reasons.values()) <= {
+        "AllReplicasScheduled",
+        "InsufficientCapacity",
+    }, f"every deployment ends placed or InsufficientCapacity: {reasons}"
+    if not BASELINE:
+        assert share <= 0.01, figures
+        assert placed == NODES - BUSY, figures
