@@ -1,5 +1,5 @@
 # The two commands the README promises, and the helpers around them.
-.PHONY: setup render test packages e2e-tools e2e schemas schemas-check bench bench-agent agent-live lint fuzz
+.PHONY: setup render test packages e2e-tools e2e e2e-admission e2e-admission-baseline bench-admission schemas schemas-check bench bench-agent agent-live lint fuzz
 
 setup:
 	bash scripts/setup.sh
@@ -29,6 +29,22 @@ e2e-tools:
 e2e: setup packages e2e-tools
 	MODELPLANE_E2E_PACKAGES=dist/xpkg uv run --frozen pytest tests/e2e -m e2e
 
+# The admission burst alone (tests/e2e/test_admission_burst.py, 30 deployments
+# at once on a fleet at 90% use), functions served from this workspace; prints
+# the figure the README states and writes it to out/e2e/<time>/.
+e2e-admission: setup e2e-tools
+	uv run --frozen pytest tests/e2e/test_admission_burst.py -m e2e -s
+
+# The same burst on the code from before admission (ADMISSION_BASE, the last
+# commit without it): that commit's functions, common and schemas are put
+# first on the functions' PYTHONPATH. Measures, asserts nothing about the target.
+ADMISSION_BASE ?= 85f21c5
+e2e-admission-baseline: setup e2e-tools
+	rm -rf out/admission-base && mkdir -p out/admission-base
+	git archive $(ADMISSION_BASE) common functions schemas | tar -x -C out/admission-base
+	MODELPLANE_E2E_BASELINE=1 PYTHONPATH=$$(ls -d $(CURDIR)/out/admission-base/common/src $(CURDIR)/out/admission-base/schemas/src $(CURDIR)/out/admission-base/functions/*/src | paste -sd:) \
+		uv run --frozen pytest tests/e2e/test_admission_burst.py -m e2e -s
+
 schemas:
 	uv run --frozen python schemas/generate.py
 
@@ -40,6 +56,9 @@ bench:
 
 bench-agent:
 	uv run --frozen python tests/bench/bench_agent.py
+
+bench-admission:
+	uv run --frozen python tests/bench/bench_admission.py
 
 # The agent against a real kube-apiserver, kube-controller-manager and kube-scheduler
 # (binaries in .tools/bin from the e2e tooling). Not in CI yet: one run of

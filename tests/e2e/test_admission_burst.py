@@ -32,7 +32,8 @@ from modelplane_devtools.e2e.stack import ROOT, Stack
 pytestmark = pytest.mark.e2e
 
 CLUSTER = "gpu-burst"
-SECRETS = "modelplane-system"
+# Not the story's namespaces: this module may run before it in one session.
+SECRETS = "burst-system"
 TEAM = "team-burst"
 FILLER = "burst-filler"
 NODES, BUSY = 20, 18
@@ -200,6 +201,7 @@ def set_up_the_fleet(control: Kube, workload: Kube) -> None:
     """The platform's part, idempotent: it may follow the story in one session."""
     workload.apply([namespace(TEAM), namespace(FILLER)])
     workload.apply_files(ROOT / "apis" / "agent")
+    workload.apply(fleet.LWS_CRD)  # the stand-ins' LWS pass lists them
     fleet.add_nodes(workload, [POOL])
     workload.apply(filler())
 
@@ -282,6 +284,19 @@ def test_a_burst_of_deployments_on_a_nearly_full_fleet_never_double_books(
     eventually(lambda: _free_nodes(control), f"{NODES - BUSY} free nodes published", timeout=240)
 
     control.apply([deployment(i) for i in range(BURST)])
+    try:
+        measure(e2e_stack, control, workload)
+    finally:
+        # Leave the session's control plane to later modules unloaded.
+        control.kubectl(
+            "delete", "modeldeployments.modelplane.ai", "--all", "-n", TEAM, "--wait=false"
+        )
+        workload.kubectl(
+            "delete", "deployment", "filler", "-n", FILLER, "--ignore-not-found", "--wait=false"
+        )
+
+
+def measure(e2e_stack: Stack, control: Kube, workload: Kube) -> None:
     began = time.monotonic()
     tally = Tally()
     stable = 0
