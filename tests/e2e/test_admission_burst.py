@@ -287,13 +287,25 @@ def test_a_burst_of_deployments_on_a_nearly_full_fleet_never_double_books(
     try:
         measure(e2e_stack, control, workload)
     finally:
-        # Leave the session's control plane to later modules unloaded.
-        control.kubectl(
-            "delete", "modeldeployments.modelplane.ai", "--all", "-n", TEAM, "--wait=false"
-        )
-        workload.kubectl(
-            "delete", "deployment", "filler", "-n", FILLER, "--ignore-not-found", "--wait=false"
-        )
+        leave_nothing_behind(control, workload)
+
+
+def leave_nothing_behind(control: Kube, workload: Kube) -> None:
+    """Remove the burst, then its cluster: a later module's deployment that selects every
+    cluster (the story's) must not find this one."""
+    control.kubectl("delete", "modeldeployments.modelplane.ai", "--all", "-n", TEAM, "--wait=false")
+    eventually(
+        lambda: not control.list("modelreplicas.modelplane.ai", TEAM),
+        "the burst's ModelReplicas gone",
+        timeout=180,
+    )
+    control.delete("inferencecluster", CLUSTER)
+    eventually(
+        lambda: control.get("inferencecluster", CLUSTER) is None,
+        f"InferenceCluster {CLUSTER} gone",
+        timeout=180,
+    )
+    workload.delete("deployment", "filler", FILLER)
 
 
 def measure(e2e_stack: Stack, control: Kube, workload: Kube) -> None:
