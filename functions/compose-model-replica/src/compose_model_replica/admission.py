@@ -35,7 +35,7 @@ Invariants
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 
@@ -279,22 +279,3 @@ def _sticky_message(record: Record) -> str:
     if record.verdict == ADMITTED:
         return "admitted" + (f": {record.message}" if record.message else "")
     return record.message or "overcommitted: it does not fit behind the replicas placed before it"
-
-
-def judge_all(
-    cluster: Cluster, queue: Sequence[Queued], now: datetime, placements: Mapping[tuple, str]
-) -> dict[tuple[str, str], Verdict]:
-    """Every replica's verdict from one snapshot, as each would judge itself (for tests
-    and the benchmark: the function itself judges only its own replica)."""
-    return {
-        q.key: judge(
-            q,
-            placements.get(q.key, ""),
-            cluster,
-            queue,
-            now,
-            previous=None,
-            has_workloads=False,
-        )
-        for q in queue
-    }
