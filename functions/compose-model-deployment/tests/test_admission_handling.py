@@ -22,7 +22,7 @@ def clusters():
     ]
 
 
-def mine(verdict=None, *, placed_at=PLACED, record_for=None, waiting=False):
+def mine(verdict=None, *, placed_at=PLACED, record_for=None, waiting=False, decided_at=None):
     """Our replica on a/p, in flight, with what its cluster said about its admission."""
     body = t.model_replica(
         "llm-0",
@@ -43,6 +43,8 @@ def mine(verdict=None, *, placed_at=PLACED, record_for=None, waiting=False):
             "verdict": verdict,
             "message": "engine serve does not fit pool p",
         }
+        if decided_at is not None:
+            body["status"]["admission"]["decidedAt"] = decided_at
     if waiting:
         body["status"]["conditions"].append(
             {"type": "Admitted", "status": "False", "reason": "WaitingForAdmission"}
@@ -132,3 +134,28 @@ def test_a_deployment_whose_replica_waits_says_so():
         "1 replica(s) placed and waiting for their cluster to admit them; 0 of 1 scheduled"
     )
     assert xr_status(rsp)["replicas"]["scheduled"] == 0
+
+
+@pytest.mark.parametrize(
+    ("decided", "change", "avoided"),
+    [
+        pytest.param(t.ago(1), Change.STRANDED, True, id="refused a minute ago: avoided, left"),
+        pytest.param(
+            t.ago(31),
+            Change.MOVED,
+            False,
+            id="refused longer than avoidFor ago: its pool is tried again, with a new placement",
+        ),
+    ],
+)
+def test_an_overcommitted_replica_with_nowhere_else_to_go_returns_once_avoidance_ends(
+    decided, change, avoided
+):
+    only_a = clusters()[:1]
+    own = mine("Overcommitted", placed_at=t.ago(40), decided_at=decided)
+    plan = t.schedule(t.deployment(replicas=1, engines=[t.standalone(gpus=8)]), only_a, own)
+    (replica,) = plan.replicas
+    assert (replica.cluster, replica.change) == ("a", change)
+    assert bool(plan.failed_placements) is avoided
+    if change is Change.MOVED:
+        assert replica.placed_at == t.NOW  # a new placement: its admission starts over

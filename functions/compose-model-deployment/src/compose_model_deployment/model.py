@@ -100,6 +100,7 @@ class OwnReplica:
     # Admitted, Overcommitted, WaitingForAdmission, or None when nothing is said yet.
     admission: str | None = None
     admission_message: str = ""
+    admission_at: datetime | None = None  # when the recorded verdict was reached
 
     @property
     def pools(self) -> tuple[str, ...]:

@@ -416,6 +416,20 @@ def overcommitted(own: OwnReplica) -> str | None:
     return f"was not admitted on its cluster{detail}"
 
 
+def avoided_until(own: OwnReplica, spec: DeploymentSpec, now: datetime) -> datetime:
+    """How long a healed replica's pools are avoided.
+
+    Unschedulable: `avoidFor` from now (the pods are still there, pending).
+    Overcommitted: `avoidFor` from the verdict. Its verdict is sticky and no
+    pod of it exists, so a replica left where it was (nothing else fits)
+    stays Overcommitted; counting from now would avoid its pool for as long
+    as it stays, and it could never return there once the pool frees up.
+    """
+    if own.admission == OVERCOMMITTED and own.admission_at is not None:
+        return own.admission_at + spec.avoid_for
+    return now + spec.avoid_for
+
+
 def remember(inputs: Inputs) -> Memory:
     """Drop expired failures; record the pools of replicas Unschedulable past the grace."""
     spec, now = inputs.deployment, inputs.now
@@ -429,9 +443,12 @@ def remember(inputs: Inputs) -> Memory:
         if why is None:
             continue
         healed.append(Healed(own.name, own.cluster, own.pools, why))
+        expires = avoided_until(own, spec, now)
+        if expires <= now:
+            continue  # moved again, but its pools are no longer avoided
         for pool in own.pools:
             failures[(own.cluster, pool)] = FailedPlacement(
-                own.cluster, pool, now + spec.avoid_for, own.name, why[:1024]
+                own.cluster, pool, expires, own.name, why[:1024]
             )
     return Memory(tuple(healed), failures)
 

@@ -325,7 +325,7 @@ def read_own_replica(
         _time_or_none(ps.get("lastTransitionTime")),
     )
     ready = replica_ready(obj)
-    verdict, verdict_message = admission_of(obj)
+    verdict, verdict_message, verdict_at = admission_of(obj)
     return OwnReplica(
         index=index,
         name=name,
@@ -341,21 +341,22 @@ def read_own_replica(
         ),
         admission=verdict,
         admission_message=verdict_message,
+        admission_at=verdict_at,
     ), notes
 
 
-def admission_of(obj: Mapping) -> tuple[str | None, str]:
+def admission_of(obj: Mapping) -> tuple[str | None, str, datetime | None]:
     """A replica's admission for its current placement: the recorded verdict if it binds
     the placement, else WaitingForAdmission if its Admitted condition says so."""
     meta = obj.get("metadata")
     meta = meta if isinstance(meta, Mapping) else {}
     record = admission.record_from_status(_status(obj))
     if record is not None and record.binds(admission.placement_annotation(meta)):
-        return record.verdict, record.message
+        return record.verdict, record.message, record.decided_at
     condition = _condition(obj, admission.CONDITION)
     if condition.get("status") == "False" and condition.get("reason") == admission.WAITING:
-        return admission.WAITING, str(condition.get("message", ""))
-    return None, ""
+        return admission.WAITING, str(condition.get("message", "")), None
+    return None, "", None
 
 
 # --- the fleet's other replicas, straight from the Structs --------------------------------------
