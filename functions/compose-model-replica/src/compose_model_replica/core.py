@@ -8,9 +8,10 @@ InferenceCluster and, per member, one pool of it. This module decides:
    namespace using the cluster's ClusterProviderConfig, and which of them
    are ready: an Object is ready when its Ready condition is True, which
    for a workload means the readiness query found every pod available.
-2. The replica's status: `pods`, `scheduledAt`, `engines[]`, and the
-   conditions PodsScheduled (pods_scheduled.py), WorkloadsReady and
-   WorkloadsComposed.
+2. The replica's status: `pods`, `scheduledAt`, `engines[]`, `admission`,
+   and the conditions PodsScheduled (pods_scheduled.py), WorkloadsReady,
+   WorkloadsComposed and Admitted (admission.py: only an admitted replica
+   composes its engines' workloads).
 3. Whether the replica itself is Ready (the XR's `Ready`, which the shell
    states instead of letting Crossplane derive it): exactly when
    WorkloadsReady is True, that is when the spec names at least one engine
