@@ -11,9 +11,9 @@ from __future__ import annotations
 
 from datetime import timedelta
 
-from compose_model_deployment.fit import fits
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
+from modelplane_common.capacity.fit import fits
 from modelplane_common.timeutil import format_time
 from modelplane_devtools import deployment_builders as t
 
@@ -183,7 +183,10 @@ def scenarios(draw):
 
 
 def initial_nodes(entry: dict) -> list[list[int]]:
-    """An explicit per-node model of what the pool published (independent of capacity.py)."""
+    """An explicit per-node model of what the pool published.
+
+    Independent of modelplane_common.capacity.pools, which it checks.
+    """
     width = 2 if entry["with_nic"] else 1
     empty = [entry["per_node"], 2][:width]
     if entry["kind"] != "fresh":

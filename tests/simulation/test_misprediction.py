@@ -9,7 +9,7 @@ Every minute a few pods (1, 2, 4 or 8 GPUs; some 2-pod gangs on distinct
 nodes) arrive and some running ones finish. The scheduler sees each pool
 only through its last published histogram (republished every 3 minutes)
 and charges every pod it admitted since then by its ASSUMED node choice
-(exactly what capacity.py does with replicas the histogram cannot contain
+(exactly what modelplane_common.capacity.pools does with replicas the histogram cannot contain
 yet). The real cluster then binds each admitted pod with its OWN policy
 (spread = most free, pack = best fit, random). An over-promise is an
 admitted pod the real cluster cannot bind.
@@ -21,8 +21,8 @@ import random
 from collections import Counter
 
 import pytest
-from compose_model_deployment import fit
-from compose_model_deployment.fit import Ledger
+from modelplane_common.capacity import fit
+from modelplane_common.capacity.fit import Ledger
 
 POOLS, NODES, GPUS = 18, 16, 8
 MINUTES, PUBLISH_EVERY = 240, 3

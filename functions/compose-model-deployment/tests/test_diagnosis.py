@@ -5,7 +5,7 @@ from __future__ import annotations
 from datetime import timedelta
 
 import pytest
-from compose_model_deployment.diagnosis import Cause, Diagnosis, Verdict
+from modelplane_common.capacity.diagnosis import Cause, Diagnosis, Verdict
 from modelplane_common.timeutil import format_time
 from modelplane_devtools import deployment_builders as t
 

@@ -9,6 +9,7 @@ from __future__ import annotations
 import pytest
 from compose_model_deployment import placement, readers
 from compose_model_deployment.model import OwnReplica, PodsScheduled
+from modelplane_common.capacity.readers import read_cluster
 from modelplane_devtools import deployment_builders as t
 
 
@@ -17,7 +18,7 @@ def replica(index, cluster, pods="True"):
 
 
 def read_clusters(*clusters):
-    return {c.name: c for c in (readers.read_cluster(body)[0] for body in clusters)}
+    return {c.name: c for c in (read_cluster(body)[0] for body in clusters)}
 
 
 @pytest.mark.parametrize(

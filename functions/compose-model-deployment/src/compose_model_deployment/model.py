@@ -1,38 +1,22 @@
-"""Domain types of the deployment scheduler: what it reads and what it decides.
+"""Domain types of the deployment scheduler: what a deployment asks for and remembers.
 
-The wire shell (fn.py) turns protobuf Structs into these small frozen types;
-the pure core (capacity, fit, placement) never sees a Struct, a dict from
-the wire or the clock. Every type here is hashable and ordered where the
-core sorts it, so a plan is a deterministic function of its inputs.
-
-Vocabulary
-    pool key      (cluster name, pool name)
-    shape         what a replica runs: engines of members, each member's
-                  device requests (still unresolved CEL selectors)
-    resolved      a member's requests matched to one pool's device kinds
-                  (deviceClassName and count per claimed request)
-    charge        a replica pinned to pools that capacity must subtract
-                  unless the pool's observation already contains it
+The fleet (pools, clusters, placed engines, charges) lives in
+`modelplane_common.capacity.fleet`, shared with admission on the replica
+side; this module holds what only the scheduler reads: the deployment's
+shape (engines of members, each member's device requests as still
+unresolved CEL selectors), its own replicas and its memories (failed
+placements, missing clusters). The wire shell (fn.py) turns protobuf
+Structs into these small frozen types; the pure core never sees a Struct,
+a dict from the wire or the clock.
 """
 
 from __future__ import annotations
 
-from collections.abc import Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from datetime import datetime, timedelta
-from enum import StrEnum
 
-from modelplane_common.observation import DeviceKinds, ParsedObservation
-from modelplane_common.tolerations import Taint, Toleration
-
-PoolKey = tuple[str, str]
-
-
-class Role(StrEnum):
-    STANDALONE = "Standalone"
-    LEADER = "Leader"
-    WORKER = "Worker"
-
+from modelplane_common.capacity.fleet import PlacedEngine, PoolKey, Role
+from modelplane_common.tolerations import Toleration
 
 # --- what the deployment asks for -----------------------------------------------------------
 
@@ -87,87 +71,7 @@ class DeploymentSpec:
         return f"{self.name}-{index}"
 
 
-# --- the fleet --------------------------------------------------------------------------------
-
-
-@dataclass(frozen=True, slots=True)
-class Pool:
-    cluster: str
-    name: str
-    nodes: int  # the most nodes the pool can have (maxNodeCount else nodeCount)
-    # Declared device kinds, verbatim, for the matcher (it reads attributes and capacity).
-    devices: tuple[Mapping, ...] = field(hash=False, compare=False)
-    kinds: DeviceKinds = field(default_factory=lambda: DeviceKinds((), ()))
-    # None when the cluster is Declared; else what parse_observation said.
-    observation: ParsedObservation | None = None
-    # Why the published observation is not used even if it parsed (e.g. devices drifted).
-    distrust: str | None = None
-
-    @property
-    def key(self) -> PoolKey:
-        return (self.cluster, self.name)
-
-
-@dataclass(frozen=True, slots=True)
-class Cluster:
-    name: str
-    pools: tuple[Pool, ...]
-    taints: tuple[Taint, ...] = ()
-    ready: bool = True
-    max_age: timedelta = timedelta(minutes=5)
-
-    def pool(self, name: str) -> Pool | None:
-        for pool in self.pools:
-            if pool.name == name:
-                return pool
-        return None
-
-    def untolerated(self, tolerations: tuple[Toleration, ...], effect: str) -> tuple[Taint, ...]:
-        return tuple(
-            t
-            for t in self.taints
-            if t.effect == effect and not any(tol.tolerates(t) for tol in tolerations)
-        )
-
-
 # --- replicas that already exist ----------------------------------------------------------------
-
-
-@dataclass(frozen=True, slots=True)
-class ResolvedRequest:
-    """A member request bound to a pool kind. Synthetic matches are not kept:
-    they are never claimed, so they never appear on a ModelReplica."""
-
-    name: str
-    device_class: str
-    count: int
-    selectors: tuple[str, ...] = ()
-    # The pool kind this request claims from; None when read back from a ModelReplica,
-    # whose wire form only keeps deviceClassName.
-    kind: str | None = None
-
-
-@dataclass(frozen=True, slots=True)
-class PlacedMember:
-    role: Role
-    pool: str
-    requests: tuple[ResolvedRequest, ...]
-    pods_per_copy: int = 1
-
-
-@dataclass(frozen=True, slots=True)
-class PlacedEngine:
-    name: str
-    copies: int
-    members: tuple[PlacedMember, ...]
-
-    @property
-    def pool(self) -> str:
-        return self.members[0].pool
-
-    @property
-    def is_gang(self) -> bool:
-        return any(m.role is not Role.STANDALONE for m in self.members)
 
 
 @dataclass(frozen=True, slots=True)
@@ -178,26 +82,6 @@ class PodsScheduled:
     reason: str = ""
     message: str = ""
     since: datetime | None = None  # lastTransitionTime
-
-
-@dataclass(frozen=True, slots=True)
-class Charge:
-    """A replica that holds (or will hold) devices on the pools it is pinned to."""
-
-    namespace: str
-    name: str
-    cluster: str
-    engines: tuple[PlacedEngine, ...]
-    pods_scheduled: bool = False
-    scheduled_at: datetime | None = None
-
-    def contained_by(self, observed_at: datetime) -> bool:
-        """Rule 1: the histogram already counts this replica's devices."""
-        return (
-            self.pods_scheduled
-            and self.scheduled_at is not None
-            and self.scheduled_at <= observed_at
-        )
 
 
 @dataclass(frozen=True, slots=True)

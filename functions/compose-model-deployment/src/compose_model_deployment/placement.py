@@ -23,7 +23,7 @@ Phases (each a function below that returns what it decided; `plan` runs them in 
                   cluster by rule "cluster order" that holds all its engines,
                   each engine on one pool by rule "pool order". Capacity is
                   charged as it is used; the last replica that finds no place
-                  leaves its `Diagnosis` (diagnosis.py).
+                  leaves its `Diagnosis` (modelplane_common.capacity.diagnosis).
 
 Named ordering rules (design/scheduler.md, "Ordering rules")
     cluster order  fewest replicas of this deployment first, ties by name.
@@ -43,12 +43,12 @@ Invariants
       it stays where it is (stranded, not counted as scheduled).
     - Nothing is deleted except by scale-down to `spec.replicas`.
     - One pass never overcommits: every new placement is charged to the
-      ledger before the next is tried (see fit.py, capacity.py).
+      ledger before the next is tried (see modelplane_common.capacity: fit, pools).
     - Identity is (namespace, name); the same input in any order gives the
       same plan (everything is sorted by name, index or key first).
 
 Deliberate limits
-    - Greedy across replicas and engines (see fit.py); exact per gang copy.
+    - Greedy across replicas and engines (see modelplane_common.capacity.fit); exact per gang copy.
     - A cluster that is not Ready or has an untolerated NoSchedule taint
       gets no NEW replicas but keeps the ones it has (Kubernetes semantics:
       NoSchedule does not evict, NoExecute does).
@@ -66,27 +66,30 @@ from datetime import datetime
 from enum import StrEnum
 from typing import Protocol
 
-from compose_model_deployment.capacity import (
+from modelplane_common.capacity.diagnosis import NOTHING_CHECKED, Cause, Diagnosis, Verdict
+from modelplane_common.capacity.fit import Ledger, Reservation
+from modelplane_common.capacity.fleet import (
+    Charge,
+    Cluster,
+    PlacedEngine,
+    PlacedMember,
+    Pool,
+    PoolKey,
+    ResolvedRequest,
+)
+from modelplane_common.capacity.pools import (
     Basis,
     charge_replicas,
     empty_ledger,
     place_engine,
     shortage,
 )
-from compose_model_deployment.diagnosis import NOTHING_CHECKED, Cause, Diagnosis, Verdict
-from compose_model_deployment.fit import Ledger, Reservation
+
 from compose_model_deployment.model import (
-    Charge,
-    Cluster,
     DeploymentSpec,
     EngineShape,
     FailedPlacement,
     OwnReplica,
-    PlacedEngine,
-    PlacedMember,
-    Pool,
-    PoolKey,
-    ResolvedRequest,
 )
 
 MAX_FAILED_PLACEMENTS = 32
@@ -340,7 +343,7 @@ class Capacity:
 
     It can only be built once the kept replicas' charges are known: a pool's
     ledger is the pool's basis minus the other replicas' charges and the kept
-    charges, built the first time the pool is tried (capacity.py).
+    charges, built the first time the pool is tried (modelplane_common.capacity.pools).
     """
 
     def __init__(

@@ -22,30 +22,35 @@ from typing import overload
 
 from google.protobuf import struct_pb2
 from modelplane_common import labels
+from modelplane_common.capacity.fleet import (
+    Charge,
+    Cluster,
+    PlacedEngine,
+    PlacedMember,
+    ResolvedRequest,
+    Role,
+)
+from modelplane_common.capacity.readers import (
+    UnreadableCluster,
+    get_str,
+    get_struct,
+    read_charge,
+    read_cluster,
+)
 from modelplane_common.inputs import (
     InvalidInput,
     find_condition,
-    inference_cluster_problems,
-    observation_mode,
     problem,
     status_of,
     validation_problems,
 )
-from modelplane_common.inputs import max_age as read_max_age
-from modelplane_common.observation import (
-    DeviceKinds,
-    Rejected,
-    declared_nodes,
-    parse_observation,
-)
 from modelplane_common.timeutil import parse_duration, parse_time_or_none
+from modelplane_common.tolerations import Toleration
 from modelplane_schemas.modeldeployment import ModelDeployment
 from modelplane_schemas.modelreplica import Spec as ReplicaSpec
 from pydantic import ValidationError
 
 from compose_model_deployment.model import (
-    Charge,
-    Cluster,
     DeploymentSpec,
     DeviceRequest,
     EngineShape,
@@ -53,14 +58,7 @@ from compose_model_deployment.model import (
     MemberShape,
     MissingCluster,
     OwnReplica,
-    PlacedEngine,
-    PlacedMember,
     PodsScheduled,
-    Pool,
-    ResolvedRequest,
-    Role,
-    Taint,
-    Toleration,
 )
 
 # Not a label: when the replica's current cluster and pools were chosen, on the
@@ -227,85 +225,8 @@ def read_missing_clusters(xr: Mapping) -> tuple[tuple[MissingCluster, ...], list
     return tuple(found), notes
 
 
-# --- clusters ---------------------------------------------------------------------------------
-
-
 def _condition(obj: Mapping, typ: str) -> Mapping:
     return find_condition(obj, typ)
-
-
-class UnreadableCluster(ValueError):
-    """A selected InferenceCluster whose spec breaks its schema; its replicas are held."""
-
-    def __init__(self, name: str, defects: list[str]) -> None:
-        super().__init__("; ".join(defects))
-        self.name = name
-
-
-def _normal_devices(devices: object) -> list[dict] | None:
-    if not isinstance(devices, list) or not all(isinstance(d, Mapping) for d in devices):
-        return None
-    return sorted(({"claim": "DRA", **d} for d in devices), key=lambda d: str(d.get("name")))
-
-
-def read_cluster(obj: Mapping) -> tuple[Cluster, list[str]]:
-    """An InferenceCluster: pools from spec (the truth about what exists), observations
-    from status.gpuPools (published by compose-inference-cluster)."""
-    """Raises UnreadableCluster when the spec breaks the XRD's schema, and
-    InvalidInput when the cluster has no name at all."""
-    meta = obj.get("metadata")
-    name = meta.get("name") if isinstance(meta, Mapping) else None
-    if not isinstance(name, str) or not name:
-        raise InvalidInput("InferenceCluster metadata.name", "must be a non-empty string", name)
-    spec = obj.get("spec")
-    defects = inference_cluster_problems(spec)
-    if defects:
-        raise UnreadableCluster(name, defects)
-    assert isinstance(spec, Mapping)
-    notes: list[str] = []
-    declared = observation_mode(spec.get("observation")) == "Declared"
-    max_age, max_age_defect = read_max_age(spec.get("observation"))
-    if max_age_defect:
-        notes.append(f"cluster {name}: {max_age_defect}")
-    gpu_pools = _status(obj).get("gpuPools")
-    published = {
-        str(p.get("name")): p
-        for p in (gpu_pools if isinstance(gpu_pools, list) else ())
-        if isinstance(p, Mapping)
-    }
-    pools: list[Pool] = []
-    for raw in sorted(spec.get("nodePools") or (), key=lambda p: str(p.get("name"))):
-        devices = tuple(raw.get("devices") or ())
-        kinds = DeviceKinds.from_declared(devices)
-        max_nodes = raw.get("maxNodeCount")
-        nodes = declared_nodes(
-            int(raw.get("nodeCount", 0)), int(max_nodes) if max_nodes is not None else None
-        )
-        entry = published.get(str(raw.get("name")))
-        observation = None if declared else parse_observation(entry, kinds)
-        distrust = None
-        if isinstance(observation, Rejected):
-            notes.append(
-                f"cluster {name} pool {raw.get('name')}: histogram rejected, "
-                f"whole-node accounting: {observation.message}"
-            )
-        elif (
-            not declared
-            and isinstance(entry, Mapping)
-            and "devices" in entry
-            and _normal_devices(entry["devices"]) != _normal_devices(list(devices))
-        ):
-            distrust = "the published devices differ from the declared ones (status lags spec)"
-            notes.append(
-                f"cluster {name} pool {raw.get('name')}: {distrust}; whole-node accounting"
-            )
-        pools.append(Pool(name, str(raw.get("name")), nodes, devices, kinds, observation, distrust))
-    taints = tuple(
-        Taint(str(t.get("key", "")), str(t.get("value", "")), str(t.get("effect", "")))
-        for t in spec.get("taints") or ()
-    )
-    ready = _condition(obj, "Ready").get("status") != "False"
-    return Cluster(name, tuple(pools), taints, ready, max_age), notes
 
 
 # --- replicas ---------------------------------------------------------------------------------
@@ -422,35 +343,6 @@ def read_own_replica(
 # --- the fleet's other replicas, straight from the Structs --------------------------------------
 
 
-def _get(struct: struct_pb2.Struct, key: str) -> struct_pb2.Value | None:
-    # get, never []: indexing a protobuf map with a missing key inserts it.
-    return struct.fields.get(key)
-
-
-def _struct(struct: struct_pb2.Struct, key: str) -> struct_pb2.Struct | None:
-    value = _get(struct, key)
-    return value.struct_value if value is not None and value.HasField("struct_value") else None
-
-
-def _str(struct: struct_pb2.Struct | None, key: str) -> str:
-    value = _get(struct, key) if struct is not None else None
-    return value.string_value if value is not None else ""
-
-
-def _int(struct: struct_pb2.Struct | None, key: str, default: int) -> int:
-    value = _get(struct, key) if struct is not None else None
-    if value is None or not value.HasField("number_value"):
-        return default
-    return int(value.number_value)
-
-
-def _list(struct: struct_pb2.Struct | None, key: str) -> list[struct_pb2.Value]:
-    value = _get(struct, key) if struct is not None else None
-    if value is None or not value.HasField("list_value"):
-        return []
-    return list(value.list_value.values)
-
-
 class ReplicaIndex:
     """Every required ModelReplica, grouped by spec.clusterName, read lazily."""
 
@@ -468,8 +360,8 @@ class ReplicaIndex:
         self._charges: dict[str, tuple[Charge, ...]] = {}
         self.notes: list[str] = []
         for resource in resources:
-            spec = _struct(resource, "spec")
-            cluster = _str(spec, "clusterName")
+            spec = get_struct(resource, "spec")
+            cluster = get_str(spec, "clusterName")
             if cluster in wanted:
                 self._by_cluster.setdefault(cluster, []).append(resource)
 
@@ -484,56 +376,19 @@ class ReplicaIndex:
         return self._charges[cluster]
 
     def _read(self, resource: struct_pb2.Struct, cluster: str) -> Charge | None:
-        meta = _struct(resource, "metadata")
-        identity = (_str(meta, "namespace"), _str(meta, "name"))
+        meta = get_struct(resource, "metadata")
+        identity = (get_str(meta, "namespace"), get_str(meta, "name"))
         if identity in self._own:
             return None  # ours: charged from the plan, not from the fleet listing
-        found = _struct(meta, "labels") if meta is not None else None
-        if _str(found, labels.DEPLOYMENT) == self._deployment[1] and _str(
+        found = get_struct(meta, "labels") if meta is not None else None
+        if get_str(found, labels.DEPLOYMENT) == self._deployment[1] and get_str(
             found, labels.DEPLOYMENT_NAMESPACE
         ) in ("", self._deployment[0]):
             self.notes.append(
                 f"ModelReplica {identity[0]}/{identity[1]} carries this deployment's labels but "
                 "is not composed by it; charged as someone else's"
             )
-        spec = _struct(resource, "spec")
-        status = _struct(resource, "status")
-        pods_scheduled = False
-        for value in _list(status, "conditions"):
-            condition = value.struct_value
-            if _str(condition, "type") == "PodsScheduled":
-                pods_scheduled = _str(condition, "status") == "True"
-                break
-        scheduled_at = _time_or_none(_str(status, "scheduledAt")) if pods_scheduled else None
-        engines = []
-        for value in _list(spec, "engines"):
-            engine = value.struct_value
-            members = []
-            for member_value in _list(engine, "members"):
-                member = member_value.struct_value
-                role = _str(member, "role") or "Standalone"
-                requests = tuple(
-                    ResolvedRequest(
-                        _str(r.struct_value, "name"),
-                        _str(r.struct_value, "deviceClassName"),
-                        _int(r.struct_value, "count", 1),
-                    )
-                    for r in _list(member, "deviceRequests")
-                )
-                pods = _int(_struct(member, "worker"), "nodes", 1) if role == "Worker" else 1
-                try:
-                    members.append(
-                        PlacedMember(Role(role), _str(member, "nodePoolName"), requests, pods)
-                    )
-                except ValueError:
-                    continue
-            if members:
-                engines.append(
-                    PlacedEngine(_str(engine, "name"), _int(engine, "copies", 1), tuple(members))
-                )
-        return Charge(
-            identity[0], identity[1], cluster, tuple(engines), pods_scheduled, scheduled_at
-        )
+        return read_charge(resource, identity, cluster)
 
 
 class InvalidOwnReplica(ValueError):

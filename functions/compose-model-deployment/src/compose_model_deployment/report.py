@@ -7,7 +7,7 @@ from the composite's own status; `fn.py` only writes it onto the response
 
 Conditions
     ReplicasScheduled  True/AllReplicasScheduled, False/InsufficientCapacity
-                       (the no-fit diagnosis, diagnosis.py), False/
+                       (the no-fit diagnosis, modelplane_common.capacity.diagnosis), False/
                        ClusterUnavailable (replicas held, absence.py), or the
                        reason a pass kept everything as it is.
     ReplicasReady      readiness.py's verdict; the same verdict is `ready`.
@@ -23,10 +23,10 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass
 
+from modelplane_common.capacity.diagnosis import NOTHING_CHECKED
 from modelplane_common.outcome import Condition, Event
 
 from compose_model_deployment import readiness
-from compose_model_deployment.diagnosis import NOTHING_CHECKED
 from compose_model_deployment.placement import Change, Plan
 
 SCHEDULED = "ReplicasScheduled"

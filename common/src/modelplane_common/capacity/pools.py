@@ -33,11 +33,10 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from datetime import datetime
 
+from modelplane_common.capacity.diagnosis import Cause
+from modelplane_common.capacity.fit import Demand, Ledger
+from modelplane_common.capacity.fleet import Charge, Cluster, PlacedEngine, Pool, ResolvedRequest
 from modelplane_common.observation import Observation, growable_nodes
-
-from compose_model_deployment.diagnosis import Cause
-from compose_model_deployment.fit import Demand, Ledger
-from compose_model_deployment.model import Charge, Cluster, PlacedEngine, Pool, ResolvedRequest
 
 
 @dataclass(frozen=True, slots=True)

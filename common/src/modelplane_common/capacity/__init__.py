@@ -1,0 +1,12 @@
+"""The capacity model the scheduler and admission share.
+
+    fleet.py      pools, clusters, placed engines and charges (the types)
+    readers.py    InferenceCluster and ModelReplica wire forms into those types
+    fit.py        a pool's free capacity as a ledger of node classes
+    pools.py      a pool's ledger from its status, and charging replicas to it
+    diagnosis.py  why a pool refused an engine, counted per cause
+
+One home for each rule: compose-model-deployment places new replicas on
+these ledgers and compose-model-replica admits a replica on them, so the
+two can never disagree on what fits.
+"""

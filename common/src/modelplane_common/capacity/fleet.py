@@ -1,0 +1,138 @@
+"""The fleet as the capacity rules see it: pools, clusters and the replicas pinned to them.
+
+Shared by the scheduler (compose-model-deployment), which charges every
+replica it reads to the pools it is pinned to before placing new ones, and
+by admission on the replica side (compose-model-replica), which charges the
+replicas ahead of its own. Both read the wire into these small frozen types;
+the pure core (pools.py, fit.py) never sees a Struct, a dict from the wire
+or the clock. Every type here is hashable and ordered where the core sorts
+it, so a verdict is a deterministic function of its inputs.
+
+Vocabulary
+    pool key      (cluster name, pool name)
+    resolved      a member's requests matched to one pool's device kinds
+                  (deviceClassName and count per claimed request)
+    charge        a replica pinned to pools that capacity must subtract
+                  unless the pool's observation already contains it
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from datetime import datetime, timedelta
+from enum import StrEnum
+
+from modelplane_common.observation import DeviceKinds, ParsedObservation
+from modelplane_common.tolerations import Taint, Toleration
+
+PoolKey = tuple[str, str]
+
+
+class Role(StrEnum):
+    STANDALONE = "Standalone"
+    LEADER = "Leader"
+    WORKER = "Worker"
+
+
+# --- the fleet --------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True, slots=True)
+class Pool:
+    cluster: str
+    name: str
+    nodes: int  # the most nodes the pool can have (maxNodeCount else nodeCount)
+    # Declared device kinds, verbatim, for the matcher (it reads attributes and capacity).
+    devices: tuple[Mapping, ...] = field(hash=False, compare=False)
+    kinds: DeviceKinds = field(default_factory=lambda: DeviceKinds((), ()))
+    # None when the cluster is Declared; else what parse_observation said.
+    observation: ParsedObservation | None = None
+    # Why the published observation is not used even if it parsed (e.g. devices drifted).
+    distrust: str | None = None
+
+    @property
+    def key(self) -> PoolKey:
+        return (self.cluster, self.name)
+
+
+@dataclass(frozen=True, slots=True)
+class Cluster:
+    name: str
+    pools: tuple[Pool, ...]
+    taints: tuple[Taint, ...] = ()
+    ready: bool = True
+    max_age: timedelta = timedelta(minutes=5)
+
+    def pool(self, name: str) -> Pool | None:
+        for pool in self.pools:
+            if pool.name == name:
+                return pool
+        return None
+
+    def untolerated(self, tolerations: tuple[Toleration, ...], effect: str) -> tuple[Taint, ...]:
+        return tuple(
+            t
+            for t in self.taints
+            if t.effect == effect and not any(tol.tolerates(t) for tol in tolerations)
+        )
+
+
+# --- replicas that already exist ----------------------------------------------------------------
+
+
+@dataclass(frozen=True, slots=True)
+class ResolvedRequest:
+    """A member request bound to a pool kind. Synthetic matches are not kept:
+    they are never claimed, so they never appear on a ModelReplica."""
+
+    name: str
+    device_class: str
+    count: int
+    selectors: tuple[str, ...] = ()
+    # The pool kind this request claims from; None when read back from a ModelReplica,
+    # whose wire form only keeps deviceClassName.
+    kind: str | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class PlacedMember:
+    role: Role
+    pool: str
+    requests: tuple[ResolvedRequest, ...]
+    pods_per_copy: int = 1
+
+
+@dataclass(frozen=True, slots=True)
+class PlacedEngine:
+    name: str
+    copies: int
+    members: tuple[PlacedMember, ...]
+
+    @property
+    def pool(self) -> str:
+        return self.members[0].pool
+
+    @property
+    def is_gang(self) -> bool:
+        return any(m.role is not Role.STANDALONE for m in self.members)
+
+
+@dataclass(frozen=True, slots=True)
+class Charge:
+    """A replica that holds (or will hold) devices on the pools it is pinned to."""
+
+    namespace: str
+    name: str
+    cluster: str
+    engines: tuple[PlacedEngine, ...]
+    pods_scheduled: bool = False
+    scheduled_at: datetime | None = None
+
+    def contained_by(self, observed_at: datetime) -> bool:
+        """Rule 1: the histogram already counts this replica's devices."""
+        return (
+            self.pods_scheduled
+            and self.scheduled_at is not None
+            and self.scheduled_at <= observed_at
+        )

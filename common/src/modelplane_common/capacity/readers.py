@@ -1,0 +1,190 @@
+"""Wire to fleet: read InferenceClusters and ModelReplicas into the capacity types.
+
+Shared by the scheduler and admission, so both see a cluster's pools and a
+replica's charge the same way. The ModelReplicas can number thousands (an
+11 MB request at 8,000), and `struct_to_dict` on them costs seconds, so
+`read_charge` reads one straight from its protobuf Struct.
+
+Readers never raise on malformed replicas: they read what they can. A
+cluster whose spec breaks its schema raises `UnreadableCluster`.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+
+from google.protobuf import struct_pb2
+
+from modelplane_common.capacity.fleet import (
+    Charge,
+    Cluster,
+    PlacedEngine,
+    PlacedMember,
+    Pool,
+    ResolvedRequest,
+    Role,
+)
+from modelplane_common.inputs import (
+    InvalidInput,
+    find_condition,
+    inference_cluster_problems,
+    observation_mode,
+    status_of,
+)
+from modelplane_common.inputs import max_age as read_max_age
+from modelplane_common.observation import (
+    DeviceKinds,
+    Rejected,
+    declared_nodes,
+    parse_observation,
+)
+from modelplane_common.timeutil import parse_time_or_none
+from modelplane_common.tolerations import Taint
+
+# --- clusters ---------------------------------------------------------------------------------
+
+
+class UnreadableCluster(ValueError):
+    """A selected InferenceCluster whose spec breaks its schema; its replicas are held."""
+
+    def __init__(self, name: str, defects: list[str]) -> None:
+        super().__init__("; ".join(defects))
+        self.name = name
+
+
+def _normal_devices(devices: object) -> list[dict] | None:
+    if not isinstance(devices, list) or not all(isinstance(d, Mapping) for d in devices):
+        return None
+    return sorted(({"claim": "DRA", **d} for d in devices), key=lambda d: str(d.get("name")))
+
+
+def read_cluster(obj: Mapping) -> tuple[Cluster, list[str]]:
+    """An InferenceCluster: pools from spec (the truth about what exists), observations
+    from status.gpuPools (published by compose-inference-cluster)."""
+    """Raises UnreadableCluster when the spec breaks the XRD's schema, and
+    InvalidInput when the cluster has no name at all."""
+    meta = obj.get("metadata")
+    name = meta.get("name") if isinstance(meta, Mapping) else None
+    if not isinstance(name, str) or not name:
+        raise InvalidInput("InferenceCluster metadata.name", "must be a non-empty string", name)
+    spec = obj.get("spec")
+    defects = inference_cluster_problems(spec)
+    if defects:
+        raise UnreadableCluster(name, defects)
+    assert isinstance(spec, Mapping)
+    notes: list[str] = []
+    declared = observation_mode(spec.get("observation")) == "Declared"
+    max_age, max_age_defect = read_max_age(spec.get("observation"))
+    if max_age_defect:
+        notes.append(f"cluster {name}: {max_age_defect}")
+    gpu_pools = status_of(obj).get("gpuPools")
+    published = {
+        str(p.get("name")): p
+        for p in (gpu_pools if isinstance(gpu_pools, list) else ())
+        if isinstance(p, Mapping)
+    }
+    pools: list[Pool] = []
+    for raw in sorted(spec.get("nodePools") or (), key=lambda p: str(p.get("name"))):
+        devices = tuple(raw.get("devices") or ())
+        kinds = DeviceKinds.from_declared(devices)
+        max_nodes = raw.get("maxNodeCount")
+        nodes = declared_nodes(
+            int(raw.get("nodeCount", 0)), int(max_nodes) if max_nodes is not None else None
+        )
+        entry = published.get(str(raw.get("name")))
+        observation = None if declared else parse_observation(entry, kinds)
+        distrust = None
+        if isinstance(observation, Rejected):
+            notes.append(
+                f"cluster {name} pool {raw.get('name')}: histogram rejected, "
+                f"whole-node accounting: {observation.message}"
+            )
+        elif (
+            not declared
+            and isinstance(entry, Mapping)
+            and "devices" in entry
+            and _normal_devices(entry["devices"]) != _normal_devices(list(devices))
+        ):
+            distrust = "the published devices differ from the declared ones (status lags spec)"
+            notes.append(
+                f"cluster {name} pool {raw.get('name')}: {distrust}; whole-node accounting"
+            )
+        pools.append(Pool(name, str(raw.get("name")), nodes, devices, kinds, observation, distrust))
+    taints = tuple(
+        Taint(str(t.get("key", "")), str(t.get("value", "")), str(t.get("effect", "")))
+        for t in spec.get("taints") or ()
+    )
+    ready = find_condition(obj, "Ready").get("status") != "False"
+    return Cluster(name, tuple(pools), taints, ready, max_age), notes
+
+
+# --- replicas, straight from the Structs ------------------------------------------------------
+
+
+def get_value(struct: struct_pb2.Struct, key: str) -> struct_pb2.Value | None:
+    # get, never []: indexing a protobuf map with a missing key inserts it.
+    return struct.fields.get(key)
+
+
+def get_struct(struct: struct_pb2.Struct, key: str) -> struct_pb2.Struct | None:
+    value = get_value(struct, key)
+    return value.struct_value if value is not None and value.HasField("struct_value") else None
+
+
+def get_str(struct: struct_pb2.Struct | None, key: str) -> str:
+    value = get_value(struct, key) if struct is not None else None
+    return value.string_value if value is not None else ""
+
+
+def get_int(struct: struct_pb2.Struct | None, key: str, default: int) -> int:
+    value = get_value(struct, key) if struct is not None else None
+    if value is None or not value.HasField("number_value"):
+        return default
+    return int(value.number_value)
+
+
+def get_list(struct: struct_pb2.Struct | None, key: str) -> list[struct_pb2.Value]:
+    value = get_value(struct, key) if struct is not None else None
+    if value is None or not value.HasField("list_value"):
+        return []
+    return list(value.list_value.values)
+
+
+def read_charge(resource: struct_pb2.Struct, identity: tuple[str, str], cluster: str) -> Charge:
+    """A ModelReplica pinned to `cluster`, read straight from its Struct, as a charge."""
+    spec = get_struct(resource, "spec")
+    status = get_struct(resource, "status")
+    pods_scheduled = False
+    for value in get_list(status, "conditions"):
+        condition = value.struct_value
+        if get_str(condition, "type") == "PodsScheduled":
+            pods_scheduled = get_str(condition, "status") == "True"
+            break
+    scheduled_at = parse_time_or_none(get_str(status, "scheduledAt")) if pods_scheduled else None
+    engines = []
+    for value in get_list(spec, "engines"):
+        engine = value.struct_value
+        members = []
+        for member_value in get_list(engine, "members"):
+            member = member_value.struct_value
+            role = get_str(member, "role") or "Standalone"
+            requests = tuple(
+                ResolvedRequest(
+                    get_str(r.struct_value, "name"),
+                    get_str(r.struct_value, "deviceClassName"),
+                    get_int(r.struct_value, "count", 1),
+                )
+                for r in get_list(member, "deviceRequests")
+            )
+            pods = get_int(get_struct(member, "worker"), "nodes", 1) if role == "Worker" else 1
+            try:
+                members.append(
+                    PlacedMember(Role(role), get_str(member, "nodePoolName"), requests, pods)
+                )
+            except ValueError:
+                continue
+        if members:
+            engines.append(
+                PlacedEngine(get_str(engine, "name"), get_int(engine, "copies", 1), tuple(members))
+            )
+    return Charge(identity[0], identity[1], cluster, tuple(engines), pods_scheduled, scheduled_at)
