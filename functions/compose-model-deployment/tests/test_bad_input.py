@@ -173,3 +173,28 @@ def test_a_composite_whose_spec_is_not_an_object_is_fatal():
     assert wire.events(rsp) == [
         ("Fatal", 'cannot read the composite: spec: must be an object (got ["replicas", 2])')
     ]
+
+
+@pytest.mark.parametrize(
+    "selector",
+    [
+        pytest.param({"cel": {}}, id="cel without an expression is an invalid deployment"),
+        pytest.param(
+            {"cel": "device.driver == 'gpu.nvidia.com'"},
+            id="cel as a plain string, not DRA's {expression}, is an invalid deployment",
+        ),
+        pytest.param("device.driver == 'x'", id="a bare string selector is an invalid deployment"),
+    ],
+)
+def test_a_selector_not_in_dra_shape_is_named_and_keeps_every_replica(selector):
+    # The matcher takes typed requests; the DRA shape is checked where the deployment is read.
+    xr = deployment()
+    engine = xr["spec"]["template"]["spec"]["engines"][0]
+    engine["members"][0]["nodeSelector"]["devices"][0]["selectors"] = [selector]
+    rsp = run(t.request(xr, [A, B], [], OWN))
+    status, reason, text = conditions(rsp)[fn.SCHEDULED]
+    assert (status, reason) == ("False", "InvalidDeployment")
+    assert text.startswith(
+        "spec.template.spec.engines[0].members[0].nodeSelector.devices[0].selectors[0]"
+    ), text
+    assert desired(rsp)["replica-0"]["spec"] == ON_B["spec"]
