@@ -324,6 +324,22 @@ def model_replica(
     }
 
 
+def running_replica(index: int = 0, cluster: str = "b", **observed) -> dict:
+    """Replica `index` of the deployment `deployment()` builds (team-a/llm), running:
+    one 8-GPU engine "serve" on `cluster`'s pool "p", placed an hour ago, its pods
+    scheduled and Ready. `observed` overrides model_replica's status arguments
+    (ready=False, pods_scheduled="False", reason=..., since=..., placed_at=...)."""
+    return model_replica(
+        f"llm-{index}",
+        "team-a",
+        cluster,
+        [replica_engine("serve", "p", gpus=8)],
+        deployment_name="llm",
+        index=index,
+        **{"placed_at": ago(60), **observed},
+    )
+
+
 # --- requests and plans ----------------------------------------------------------------------
 
 

@@ -16,24 +16,8 @@ MATCHER = fn.default_matcher()
 FULL = {"gpu": 8}
 A = t.cluster("a", [t.pool("p", 2, histogram=[(FULL, 2)])], cluster_labels={"tier": "1"})
 B = t.cluster("b", [t.pool("p", 1, histogram=[(FULL, 1)])], cluster_labels={"tier": "1"})
-ON_B = t.model_replica(
-    "llm-0",
-    "team-a",
-    "b",
-    [t.replica_engine("serve", "p", gpus=8)],
-    deployment_name="llm",
-    index=0,
-    placed_at=t.ago(60),
-)
-ON_A = t.model_replica(
-    "llm-1",
-    "team-a",
-    "a",
-    [t.replica_engine("serve", "p", gpus=8)],
-    deployment_name="llm",
-    index=1,
-    placed_at=t.ago(60),
-)
+ON_B = t.running_replica(0, "b")
+ON_A = t.running_replica(1, "a")
 OWN = {"replica-0": ON_B}
 TWO = {"replica-0": ON_B, "replica-1": ON_A}
 
@@ -150,13 +134,9 @@ def test_an_invalid_deployment_says_field_path_reason_and_value(change, message)
 
 
 def test_a_lower_case_rfc3339_condition_time_still_heals():
-    stuck = t.model_replica(
-        "llm-0",
-        "team-a",
+    stuck = t.running_replica(
+        0,
         "b",
-        [t.replica_engine("serve", "p", gpus=8)],
-        deployment_name="llm",
-        index=0,
         pods_scheduled="False",
         reason="Unschedulable",
         since=t.ago(10).lower(),
