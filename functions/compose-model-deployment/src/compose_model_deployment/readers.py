@@ -232,36 +232,34 @@ def _condition(obj: Mapping, typ: str) -> Mapping:
 # --- replicas ---------------------------------------------------------------------------------
 
 
-def _engines_from_dicts(engines: Iterable[Mapping]) -> tuple[PlacedEngine, ...]:
-    out = []
-    for engine in engines:
-        members = []
-        for m in engine.get("members") or ():
-            requests = tuple(
-                ResolvedRequest(
-                    str(r.get("name", "")),
-                    str(r.get("deviceClassName", "")),
-                    int(r.get("count", 1)),
-                    tuple(
-                        str((s.get("cel") or {}).get("expression", ""))
-                        for s in r.get("selectors") or ()
-                    ),
-                )
-                for r in m.get("deviceRequests") or ()
-            )
-            pods = int((m.get("worker") or {}).get("nodes", 1)) if m.get("role") == "Worker" else 1
-            members.append(
+def _placed_engines(spec: ReplicaSpec) -> tuple[PlacedEngine, ...]:
+    """A validated ModelReplica spec's engines as placed engines (the slow, typed path:
+    only the deployment's own replicas are read this way; the fleet's are read
+    straight from their Structs by capacity.readers.read_charge)."""
+    return tuple(
+        PlacedEngine(
+            engine.name,
+            engine.copies if engine.copies is not None else 1,
+            tuple(
                 PlacedMember(
-                    Role(m.get("role", "Standalone")),
-                    str(m.get("nodePoolName", "")),
-                    requests,
-                    pods,
+                    Role(member.role.value),
+                    member.nodePoolName,
+                    tuple(
+                        ResolvedRequest(
+                            r.name,
+                            r.deviceClassName,
+                            r.count,
+                            tuple(s.cel.expression for s in r.selectors or ()),
+                        )
+                        for r in member.deviceRequests or ()
+                    ),
+                    member.worker.nodes if member.role.value == "Worker" and member.worker else 1,
                 )
-            )
-        out.append(
-            PlacedEngine(str(engine.get("name", "")), int(engine.get("copies", 1)), tuple(members))
+                for member in engine.members
+            ),
         )
-    return tuple(out)
+        for engine in spec.engines
+    )
 
 
 def was_ready(xr: Mapping) -> bool:
@@ -290,14 +288,13 @@ def read_own_replica(
     if not isinstance(meta, Mapping):
         raise InvalidInput(f"{key}.metadata", "must be an object", meta)
     try:
-        ReplicaSpec.model_validate(obj.get("spec"))
+        replica_spec = ReplicaSpec.model_validate(obj.get("spec"))
     except ValidationError as err:
         raise ValueError(
             "; ".join(f"{key}.spec.{line}" for line in validation_problems(err))
         ) from err
-    rspec = obj["spec"]
     name = str(meta.get("name") or spec.replica_name(index))
-    cluster = str(rspec.get("clusterName", ""))
+    cluster = replica_spec.clusterName
     found: Mapping = meta["labels"] if isinstance(meta.get("labels"), Mapping) else {}
     expected = {
         labels.DEPLOYMENT: spec.name,
@@ -310,11 +307,7 @@ def read_own_replica(
         for k, v in expected.items()
         if found.get(k) != v
     ]
-    try:
-        engines = _engines_from_dicts(rspec.get("engines") or ())
-    except (TypeError, ValueError) as err:
-        notes.append(f"replica {name}: spec.engines unreadable ({err})")
-        engines = ()
+    engines = _placed_engines(replica_spec)
     ps = _condition(obj, "PodsScheduled")
     status = _status(obj)
     pods_scheduled = PodsScheduled(
