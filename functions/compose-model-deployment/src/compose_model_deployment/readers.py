@@ -1,7 +1,9 @@
 """Wire to domain: read the request's resources into the core's small types.
 
 Small inputs (the deployment, its own replicas, the selected clusters) are
-converted to dicts first. The required ModelReplicas can number thousands
+converted to dicts first; the deployment and its own replicas are then read
+through their generated models (modelplane_schemas, design/tooling.md), the
+clusters through `capacity.readers.read_cluster`. The required ModelReplicas can number thousands
 (an 11 MB request at 8,000), and `struct_to_dict` on them costs seconds, so
 `ReplicaIndex` reads them straight from the protobuf Structs: one pass reads
 only `spec.clusterName` and groups the Structs by cluster; a cluster's
@@ -37,6 +39,7 @@ from modelplane_common.capacity.readers import (
     read_charge,
     read_cluster,
 )
+from modelplane_common.devices import DeviceRequest
 from modelplane_common.inputs import (
     InvalidInput,
     find_condition,
@@ -52,7 +55,6 @@ from pydantic import ValidationError
 
 from compose_model_deployment.model import (
     DeploymentSpec,
-    DeviceRequest,
     EngineShape,
     FailedPlacement,
     MemberShape,
@@ -138,7 +140,11 @@ def read_deployment(xr: Mapping) -> DeploymentInput:
         for member in engine.members:
             devices = member.nodeSelector.devices if member.nodeSelector else None
             requests = tuple(
-                DeviceRequest(d.name, d.count, tuple(s.cel.expression for s in d.selectors or ()))
+                DeviceRequest(
+                    name=d.name,
+                    count=d.count,
+                    selectors=tuple(s.cel.expression for s in d.selectors or ()),
+                )
                 for d in devices or ()
             )
             pods = member.worker.nodes if member.role.value == "Worker" and member.worker else 1
