@@ -38,6 +38,7 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 
+from modelplane_common.devices import DRA, DeviceKind, read_device_kinds
 from modelplane_common.inputs import problem
 from modelplane_common.timeutil import format_duration, format_time, parse_time
 
@@ -54,13 +55,15 @@ class DeviceKinds:
     per_node: tuple[int, ...]
 
     @classmethod
+    def of(cls, kinds: Iterable[DeviceKind]) -> DeviceKinds:
+        """The DRA kinds among a pool's device kinds; Synthetic kinds are never observed."""
+        dra = [k for k in kinds if k.claim == DRA]
+        return cls(names=tuple(k.name for k in dra), per_node=tuple(k.count for k in dra))
+
+    @classmethod
     def from_declared(cls, devices: Iterable[object]) -> DeviceKinds:
-        """The DRA kinds of a pool's declared `devices[]`; Synthetic kinds are never observed."""
-        dra = [d for d in devices if isinstance(d, Mapping) and d.get("claim", "DRA") == "DRA"]
-        return cls(
-            names=tuple(str(d["name"]) for d in dra),
-            per_node=tuple(as_count(d.get("count")) or 0 for d in dra),
-        )
+        """The DRA kinds of a pool's declared `devices[]` (wire form)."""
+        return cls.of(read_device_kinds(devices))
 
     @property
     def empty_node(self) -> FreeVector:

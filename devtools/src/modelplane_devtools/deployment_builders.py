@@ -17,6 +17,7 @@ from compose_model_deployment import fn, placement, readers
 from crossplane.function import resource
 from crossplane.function.proto.v1 import run_function_pb2 as fnv1
 from modelplane_common import labels
+from modelplane_common.devices import DeviceKind, DeviceRequest
 from modelplane_common.timeutil import format_time
 
 from modelplane_devtools import wire
@@ -40,15 +41,15 @@ class StandInMatch:
         self.request, self.kind, self.count, self.claimed = request, kind, count, claimed
 
 
-def stand_in_matcher(requests: Sequence[Mapping], kinds: Sequence[Mapping]):
+def stand_in_matcher(requests: Sequence[DeviceRequest], kinds: Sequence[DeviceKind]):
     """A trivial matcher for scheduler tests: a request matches the kind named like it,
     else the first kind whose driver its selectors name (only `device.driver == 'x'`
     and `true` compile); the kind must have at least the request's count per node."""
     out = []
     for request in requests:
         drivers = []
-        for selector in request.get("selectors") or ():
-            expression = selector["cel"]["expression"].strip()
+        for selector in request.selectors:
+            expression = selector.strip()
             if expression == "true":
                 continue
             found = _DRIVER.match(expression)
@@ -56,24 +57,17 @@ def stand_in_matcher(requests: Sequence[Mapping], kinds: Sequence[Mapping]):
                 raise ValueError(f"CEL selector {expression!r}: does not compile")
             drivers.append(found.group(1))
 
-        def ok(kind: Mapping, drivers: list[str] = drivers, request: Mapping = request) -> bool:
-            return all(kind.get("driver") == d for d in drivers) and int(
-                kind.get("count", 0)
-            ) >= int(request["count"])
+        def ok(
+            kind: DeviceKind, drivers: list[str] = drivers, request: DeviceRequest = request
+        ) -> bool:
+            return all(kind.driver == d for d in drivers) and kind.count >= request.count
 
-        named = [k for k in kinds if k.get("name") == request["name"] and ok(k)]
+        named = [k for k in kinds if k.name == request.name and ok(k)]
         chosen = named or ([k for k in kinds if ok(k)] if drivers else [])
         if not chosen:
             return None
         kind = chosen[0]
-        out.append(
-            StandInMatch(
-                request["name"],
-                kind["name"],
-                int(request["count"]),
-                kind.get("claim", "DRA") != "Synthetic",
-            )
-        )
+        out.append(StandInMatch(request.name, kind.name, request.count, kind.claimed))
     return tuple(out)
 
 
@@ -328,6 +322,22 @@ def model_replica(
         "spec": {"clusterName": cluster_name, "engines": list(engines)},
         "status": status,
     }
+
+
+def running_replica(index: int = 0, cluster: str = "b", **observed) -> dict:
+    """Replica `index` of the deployment `deployment()` builds (team-a/llm), running:
+    one 8-GPU engine "serve" on `cluster`'s pool "p", placed an hour ago, its pods
+    scheduled and Ready. `observed` overrides model_replica's status arguments
+    (ready=False, pods_scheduled="False", reason=..., since=..., placed_at=...)."""
+    return model_replica(
+        f"llm-{index}",
+        "team-a",
+        cluster,
+        [replica_engine("serve", "p", gpus=8)],
+        deployment_name="llm",
+        index=index,
+        **{"placed_at": ago(60), **observed},
+    )
 
 
 # --- requests and plans ----------------------------------------------------------------------

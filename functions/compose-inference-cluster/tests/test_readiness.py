@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from datetime import UTC, datetime
+from typing import NamedTuple
 
 import pytest
 from compose_inference_cluster.fn import FunctionRunner
@@ -65,72 +66,78 @@ AGENT_NOT_SEEN = {
 }
 BASE = {"provider-config": PROVIDER_CONFIG}
 
-# (XR, observed resources, expected ready, expected CapacityObserved status or None)
+
+class Case(NamedTuple):
+    spec: str
+    xr: dict  # the InferenceCluster
+    observed: dict[str, dict]  # observed composed resources by name
+    ready: bool  # the XR's own Ready
+    capacity_observed: str | None  # CapacityObserved's status; None when not set
+
+
 CASES = [
-    pytest.param(
-        cluster(),
-        {**BASE, "agent-crd": AGENT_SEEN, "pool-h100": pool_object("True")},
-        True,
-        "True",
-        id="provider config and every pool Object Ready is Ready",
+    Case(
+        spec="provider config and every pool Object Ready is Ready",
+        xr=cluster(),
+        observed={**BASE, "agent-crd": AGENT_SEEN, "pool-h100": pool_object("True")},
+        ready=True,
+        capacity_observed="True",
     ),
-    pytest.param(
-        cluster(),
-        {**BASE, "agent-crd": AGENT_SEEN, "pool-h100": pool_object("False")},
-        False,
-        "True",
-        id="a pool Object that is not Ready keeps the cluster not Ready",
+    Case(
+        spec="a pool Object that is not Ready keeps the cluster not Ready",
+        xr=cluster(),
+        observed={**BASE, "agent-crd": AGENT_SEEN, "pool-h100": pool_object("False")},
+        ready=False,
+        capacity_observed="True",
     ),
-    pytest.param(
-        cluster(),
-        {**BASE, "agent-crd": AGENT_SEEN},
-        False,
-        "False",
-        id="a pool Object composed this pass is not Ready until observed Ready",
+    Case(
+        spec="a pool Object composed this pass is not Ready until observed Ready",
+        xr=cluster(),
+        observed={**BASE, "agent-crd": AGENT_SEEN},
+        ready=False,
+        capacity_observed="False",
     ),
-    pytest.param(
-        cluster(),
-        {**BASE, "agent-crd": AGENT_NOT_SEEN},
-        True,
-        "False",
-        id="no agent: CapacityObserved False, the cluster is Ready for whole-node placement",
+    Case(
+        spec="no agent: CapacityObserved False, the cluster is Ready for whole-node placement",
+        xr=cluster(),
+        observed={**BASE, "agent-crd": AGENT_NOT_SEEN},
+        ready=True,
+        capacity_observed="False",
     ),
-    pytest.param(
-        cluster(),
-        {**BASE, "agent-crd": AGENT_SEEN, "pool-h100": pool_object("True", STALE)},
-        True,
-        "False",
-        id="a stale report: CapacityObserved False, still Ready",
+    Case(
+        spec="a stale report: CapacityObserved False, still Ready",
+        xr=cluster(),
+        observed={**BASE, "agent-crd": AGENT_SEEN, "pool-h100": pool_object("True", STALE)},
+        ready=True,
+        capacity_observed="False",
     ),
-    pytest.param(
-        cluster(mode="Declared"),
-        BASE,
-        True,
-        "False",
-        id="Declared capacity is Ready with its provider config alone",
+    Case(
+        spec="Declared capacity is Ready with its provider config alone",
+        xr=cluster(mode="Declared"),
+        observed=BASE,
+        ready=True,
+        capacity_observed="False",
     ),
-    pytest.param(
-        cluster(),
-        {},
-        True,
-        "False",
-        id="the first pass composes the provider config: Ready for whole-node placement",
+    Case(
+        spec="the first pass composes the provider config: Ready for whole-node placement",
+        xr=cluster(),
+        observed={},
+        ready=True,
+        capacity_observed="False",
     ),
-    pytest.param(
-        cluster(key=""),
-        {},
-        False,
-        None,
-        id="an incomplete credentials reference decides nothing, observes nothing, is not Ready",
+    Case(
+        spec="an incomplete credentials reference decides nothing, observes nothing, is not Ready",
+        xr=cluster(key=""),
+        observed={},
+        ready=False,
+        capacity_observed=None,
     ),
 ]
 
 
-@pytest.mark.parametrize(("xr", "observed", "ready", "capacity_observed"), CASES)
-def test_ready_is_the_provider_config_and_pool_objects_not_the_capacity_data(
-    xr, observed, ready, capacity_observed
-):
-    rsp = run(FunctionRunner(clock=lambda: NOW), request(xr, observed))
-    assert rsp.desired.composite.ready == (fnv1.READY_TRUE if ready else fnv1.READY_FALSE)
+@pytest.mark.parametrize("case", CASES, ids=lambda case: case.spec)
+def test_ready_is_the_provider_config_and_pool_objects_not_the_capacity_data(case: Case):
+    rsp = run(FunctionRunner(clock=lambda: NOW), request(case.xr, case.observed))
+    assert rsp.desired.composite.ready == (fnv1.READY_TRUE if case.ready else fnv1.READY_FALSE)
     # An invalid spec decides nothing, so it says nothing about capacity either.
-    assert conditions(rsp).get("CapacityObserved", (None,))[0] == capacity_observed
+    assert conditions(rsp).get("CapacityObserved", (None,))[0] == case.capacity_observed

@@ -2,7 +2,11 @@
 
 from __future__ import annotations
 
+from collections.abc import Mapping, Sequence
+from collections.abc import Set as AbstractSet
 from datetime import UTC, datetime, timedelta
+from types import MappingProxyType
+from typing import NamedTuple
 
 import pytest
 from compose_model_deployment.absence import judge
@@ -16,100 +20,96 @@ def ago(minutes: float) -> datetime:
     return NOW - timedelta(minutes=minutes)
 
 
-# (used, present, unreadable, remembered, held clusters, remembered after)
-CASES = {
-    "every cluster present holds nothing and remembers nothing": (
-        {"a", "b"},
-        {"a", "b"},
-        {},
-        [],
-        set(),
-        [],
-    ),
-    "a cluster just missing is held and remembered from now": (
-        {"a", "b"},
-        {"a"},
-        {},
-        [],
-        {"b"},
-        [MissingCluster("b", NOW)],
-    ),
-    "a cluster missing within the grace period is still held": (
-        {"a", "b"},
-        {"a"},
-        {},
-        [MissingCluster("b", ago(4))],
-        {"b"},
-        [MissingCluster("b", ago(4))],
-    ),
-    "a cluster missing past the grace period is no longer held": (
-        {"a", "b"},
-        {"a"},
-        {},
-        [MissingCluster("b", ago(6))],
-        set(),
-        [MissingCluster("b", ago(6))],
-    ),
-    "every used cluster missing holds them all, however long": (
-        {"a", "b"},
-        {"c"},
-        {},
-        [MissingCluster("a", ago(60)), MissingCluster("b", ago(60))],
-        {"a", "b"},
-        [MissingCluster("a", ago(60)), MissingCluster("b", ago(60))],
-    ),
-    "missing plus unreadable is every used cluster too": (
-        {"a", "b"},
-        {"c"},
-        {"a": "spec.nodePools: is required"},
-        [MissingCluster("b", ago(60))],
-        {"a", "b"},
-        [MissingCluster("b", ago(60))],
-    ),
-    "an unreadable cluster is held without a timer": (
-        {"a", "b"},
-        {"b"},
-        {"a": "spec.nodePools: is required"},
-        [],
-        {"a"},
-        [],
-    ),
-    "a cluster that returns is forgotten": (
-        {"a", "b"},
-        {"a", "b"},
-        {},
-        [MissingCluster("b", ago(3))],
-        set(),
-        [],
-    ),
-    "a cluster no replica runs on is forgotten": (
-        {"a"},
-        {"a"},
-        {},
-        [MissingCluster("b", ago(3))],
-        set(),
-        [],
-    ),
-    "a remembered time in the future counts from now": (
-        {"a", "b"},
-        {"a"},
-        {},
-        [MissingCluster("b", NOW + timedelta(hours=1))],
-        {"b"},
-        [MissingCluster("b", NOW)],
-    ),
-}
+class Case(NamedTuple):
+    spec: str
+    used: set[str]  # clusters the deployment's replicas run on
+    present: set[str]  # clusters among the selected ones
+    unreadable: Mapping[str, str] = MappingProxyType({})  # selected, spec breaks the schema
+    remembered: Sequence[MissingCluster] = ()  # status.missingClusters before the pass
+    held: AbstractSet[str] = frozenset()  # clusters whose replicas are held this pass
+    remembered_after: Sequence[MissingCluster] = ()  # status.missingClusters after it
 
 
-@pytest.mark.parametrize(
-    ("used", "present", "unreadable", "remembered", "held", "after"),
-    CASES.values(),
-    ids=CASES.keys(),
-)
-def test_absence(used, present, unreadable, remembered, held, after):
-    absences = judge(used, present, unreadable, remembered, NOW, GRACE)
-    assert set(absences.held) == held
-    assert list(absences.missing) == after
+CASES = [
+    Case(
+        spec="every cluster present holds nothing and remembers nothing",
+        used={"a", "b"},
+        present={"a", "b"},
+    ),
+    Case(
+        spec="a cluster just missing is held and remembered from now",
+        used={"a", "b"},
+        present={"a"},
+        held={"b"},
+        remembered_after=[MissingCluster("b", NOW)],
+    ),
+    Case(
+        spec="a cluster missing within the grace period is still held",
+        used={"a", "b"},
+        present={"a"},
+        remembered=[MissingCluster("b", ago(4))],
+        held={"b"},
+        remembered_after=[MissingCluster("b", ago(4))],
+    ),
+    Case(
+        spec="a cluster missing past the grace period is no longer held",
+        used={"a", "b"},
+        present={"a"},
+        remembered=[MissingCluster("b", ago(6))],
+        remembered_after=[MissingCluster("b", ago(6))],
+    ),
+    Case(
+        spec="every used cluster missing holds them all, however long",
+        used={"a", "b"},
+        present={"c"},
+        remembered=[MissingCluster("a", ago(60)), MissingCluster("b", ago(60))],
+        held={"a", "b"},
+        remembered_after=[MissingCluster("a", ago(60)), MissingCluster("b", ago(60))],
+    ),
+    Case(
+        spec="missing plus unreadable is every used cluster too",
+        used={"a", "b"},
+        present={"c"},
+        unreadable={"a": "spec.nodePools: is required"},
+        remembered=[MissingCluster("b", ago(60))],
+        held={"a", "b"},
+        remembered_after=[MissingCluster("b", ago(60))],
+    ),
+    Case(
+        spec="an unreadable cluster is held without a timer",
+        used={"a", "b"},
+        present={"b"},
+        unreadable={"a": "spec.nodePools: is required"},
+        held={"a"},
+    ),
+    Case(
+        spec="a cluster that returns is forgotten",
+        used={"a", "b"},
+        present={"a", "b"},
+        remembered=[MissingCluster("b", ago(3))],
+    ),
+    Case(
+        spec="a cluster no replica runs on is forgotten",
+        used={"a"},
+        present={"a"},
+        remembered=[MissingCluster("b", ago(3))],
+    ),
+    Case(
+        spec="a remembered time in the future counts from now",
+        used={"a", "b"},
+        present={"a"},
+        remembered=[MissingCluster("b", NOW + timedelta(hours=1))],
+        held={"b"},
+        remembered_after=[MissingCluster("b", NOW)],
+    ),
+]
+
+
+@pytest.mark.parametrize("case", CASES, ids=lambda case: case.spec)
+def test_absence(case: Case):
+    absences = judge(case.used, case.present, case.unreadable, case.remembered, NOW, GRACE)
+    assert set(absences.held) == case.held
+    assert list(absences.missing) == list(case.remembered_after)
 
 
 def test_the_reasons_say_why_and_hold_no_times():

@@ -16,24 +16,8 @@ MATCHER = fn.default_matcher()
 FULL = {"gpu": 8}
 A = t.cluster("a", [t.pool("p", 2, histogram=[(FULL, 2)])], cluster_labels={"tier": "1"})
 B = t.cluster("b", [t.pool("p", 1, histogram=[(FULL, 1)])], cluster_labels={"tier": "1"})
-ON_B = t.model_replica(
-    "llm-0",
-    "team-a",
-    "b",
-    [t.replica_engine("serve", "p", gpus=8)],
-    deployment_name="llm",
-    index=0,
-    placed_at=t.ago(60),
-)
-ON_A = t.model_replica(
-    "llm-1",
-    "team-a",
-    "a",
-    [t.replica_engine("serve", "p", gpus=8)],
-    deployment_name="llm",
-    index=1,
-    placed_at=t.ago(60),
-)
+ON_B = t.running_replica(0, "b")
+ON_A = t.running_replica(1, "a")
 OWN = {"replica-0": ON_B}
 TWO = {"replica-0": ON_B, "replica-1": ON_A}
 
@@ -150,13 +134,9 @@ def test_an_invalid_deployment_says_field_path_reason_and_value(change, message)
 
 
 def test_a_lower_case_rfc3339_condition_time_still_heals():
-    stuck = t.model_replica(
-        "llm-0",
-        "team-a",
+    stuck = t.running_replica(
+        0,
         "b",
-        [t.replica_engine("serve", "p", gpus=8)],
-        deployment_name="llm",
-        index=0,
         pods_scheduled="False",
         reason="Unschedulable",
         since=t.ago(10).lower(),
@@ -173,3 +153,28 @@ def test_a_composite_whose_spec_is_not_an_object_is_fatal():
     assert wire.events(rsp) == [
         ("Fatal", 'cannot read the composite: spec: must be an object (got ["replicas", 2])')
     ]
+
+
+@pytest.mark.parametrize(
+    "selector",
+    [
+        pytest.param({"cel": {}}, id="cel without an expression is an invalid deployment"),
+        pytest.param(
+            {"cel": "device.driver == 'gpu.nvidia.com'"},
+            id="cel as a plain string, not DRA's {expression}, is an invalid deployment",
+        ),
+        pytest.param("device.driver == 'x'", id="a bare string selector is an invalid deployment"),
+    ],
+)
+def test_a_selector_not_in_dra_shape_is_named_and_keeps_every_replica(selector):
+    # The matcher takes typed requests; the DRA shape is checked where the deployment is read.
+    xr = deployment()
+    engine = xr["spec"]["template"]["spec"]["engines"][0]
+    engine["members"][0]["nodeSelector"]["devices"][0]["selectors"] = [selector]
+    rsp = run(t.request(xr, [A, B], [], OWN))
+    status, reason, text = conditions(rsp)[fn.SCHEDULED]
+    assert (status, reason) == ("False", "InvalidDeployment")
+    assert text.startswith(
+        "spec.template.spec.engines[0].members[0].nodeSelector.devices[0].selectors[0]"
+    ), text
+    assert desired(rsp)["replica-0"]["spec"] == ON_B["spec"]

@@ -34,15 +34,7 @@ CLUSTERS = [
     t.cluster("a", [t.pool("p", 2, histogram=[(FULL, 2)])], cluster_labels={"tier": "1"}),
     t.cluster("b", [t.pool("p", 1, histogram=[(FULL, 1)])], cluster_labels={"tier": "1"}),
 ]
-RUNNING = t.model_replica(
-    "llm-0",
-    "team-a",
-    "b",
-    [t.replica_engine("serve", "p", gpus=8)],
-    deployment_name="llm",
-    index=0,
-    placed_at=t.ago(60),
-)
+RUNNING = t.running_replica(0, "b")
 OWN = {"replica-0": RUNNING}
 BAD_SELECTOR = t.deployment(
     replicas=2, engines=[t.standalone(gpus=1, selectors=["device.driver =="])]
@@ -211,13 +203,10 @@ def test_identity_includes_the_namespace():
 
 
 def test_contradictory_labels_are_reported_and_the_replica_is_kept():
-    wrong = t.model_replica(
-        "llm-0",
-        "team-a",
+    wrong = t.running_replica(
+        0,
         "b",
-        [t.replica_engine("serve", "p", gpus=8)],
-        deployment_name="llm",
-        index=0,
+        placed_at=None,
         extra_labels={labels.CLUSTER: "a", labels.REPLICA_INDEX: "7"},
     )
     rsp = run(
@@ -255,13 +244,9 @@ def test_a_rejected_histogram_is_reported_and_that_pool_falls_back():
 
 
 def test_healing_writes_the_failure_memory_and_moves_the_replica():
-    stuck = t.model_replica(
-        "llm-0",
-        "team-a",
+    stuck = t.running_replica(
+        0,
         "b",
-        [t.replica_engine("serve", "p", gpus=8)],
-        deployment_name="llm",
-        index=0,
         pods_scheduled="False",
         reason="Unschedulable",
         since=t.ago(10),

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from typing import NamedTuple
+
 import pytest
 from compose_model_deployment import fn, readiness
 from crossplane.function.proto.v1 import run_function_pb2 as fnv1
@@ -21,17 +23,7 @@ EIGHT_GPUS = [t.standalone(gpus=8)]
 
 def running(index: int, *, ready: bool = True) -> dict[str, dict]:
     """Our replica `index`, on cluster b, observed with its pods scheduled and `ready`."""
-    replica = t.model_replica(
-        f"llm-{index}",
-        "team-a",
-        "b",
-        [t.replica_engine("serve", "p", gpus=8)],
-        deployment_name="llm",
-        index=index,
-        placed_at=t.ago(60),
-        ready=ready,
-    )
-    return {f"replica-{index}": replica}
+    return {f"replica-{index}": t.running_replica(index, "b", ready=ready)}
 
 
 def was(ready: str | None, xr: dict) -> dict:
@@ -69,39 +61,127 @@ def test_ready_exactly_when_the_ready_replicas_reach_the_desired_count(desired, 
     assert f"{ready} of {desired} replicas ready" in judged.message
 
 
+class Carried(NamedTuple):
+    """The desired count is unreadable: the previous Ready, as far as the kept replicas allow."""
+
+    spec: str
+    previously_ready: bool
+    kept: int
+    kept_ready: int
+    ready_after: bool
+
+
 @pytest.mark.parametrize(
-    ("previously_ready", "kept", "kept_ready", "expected"),
+    "case",
     [
-        pytest.param(True, 2, 2, True, id="ready before and every kept replica ready stays ready"),
-        pytest.param(True, 2, 1, False, id="ready before but a kept replica is not: not ready"),
-        pytest.param(False, 2, 2, False, id="never ready before is never claimed"),
-        pytest.param(True, 0, 0, True, id="ready before with nothing kept (scaled to zero) stays"),
+        Carried(
+            spec="ready before and every kept replica ready stays ready",
+            previously_ready=True,
+            kept=2,
+            kept_ready=2,
+            ready_after=True,
+        ),
+        Carried(
+            spec="ready before but a kept replica is not: not ready",
+            previously_ready=True,
+            kept=2,
+            kept_ready=1,
+            ready_after=False,
+        ),
+        Carried(
+            spec="never ready before is never claimed",
+            previously_ready=False,
+            kept=2,
+            kept_ready=2,
+            ready_after=False,
+        ),
+        Carried(
+            spec="ready before with nothing kept (scaled to zero) stays",
+            previously_ready=True,
+            kept=0,
+            kept_ready=0,
+            ready_after=True,
+        ),
     ],
+    ids=lambda case: case.spec,
 )
 def test_an_unknown_desired_count_carries_the_previous_readiness_as_far_as_replicas_allow(
-    previously_ready, kept, kept_ready, expected
+    case: Carried,
 ):
-    judged = readiness.carried(previously_ready, kept, kept_ready)
-    assert (judged.ready, judged.reason) == (expected, readiness.DESIRED_UNKNOWN)
+    judged = readiness.carried(case.previously_ready, case.kept, case.kept_ready)
+    assert (judged.ready, judged.reason) == (case.ready_after, readiness.DESIRED_UNKNOWN)
     assert judged.message.startswith("spec.replicas is unreadable")
 
 
+class Held(NamedTuple):
+    """Some replicas are held: the previous Ready, as far as their own last Ready allows."""
+
+    spec: str
+    previously_ready: bool
+    desired: int
+    ready: int  # replicas ready among those planned
+    held: int
+    held_ready: int  # held replicas whose last Ready was True
+    ready_after: bool
+
+
 @pytest.mark.parametrize(
-    ("previously_ready", "desired", "ready", "held", "held_ready", "expected"),
+    "case",
     [
-        pytest.param(True, 2, 1, 1, 1, True, id="ready before, held replica last ready: stays"),
-        pytest.param(True, 1, 0, 1, 1, True, id="ready before, every replica held and ready"),
-        pytest.param(True, 2, 1, 1, 0, False, id="ready before, held replica was not: not ready"),
-        pytest.param(False, 2, 1, 1, 1, False, id="never ready before is never claimed"),
-        pytest.param(True, 3, 1, 1, 1, False, id="ready before but short even with held ones"),
+        Held(
+            spec="ready before, held replica last ready: stays",
+            previously_ready=True,
+            desired=2,
+            ready=1,
+            held=1,
+            held_ready=1,
+            ready_after=True,
+        ),
+        Held(
+            spec="ready before, every replica held and ready",
+            previously_ready=True,
+            desired=1,
+            ready=0,
+            held=1,
+            held_ready=1,
+            ready_after=True,
+        ),
+        Held(
+            spec="ready before, held replica was not: not ready",
+            previously_ready=True,
+            desired=2,
+            ready=1,
+            held=1,
+            held_ready=0,
+            ready_after=False,
+        ),
+        Held(
+            spec="never ready before is never claimed",
+            previously_ready=False,
+            desired=2,
+            ready=1,
+            held=1,
+            held_ready=1,
+            ready_after=False,
+        ),
+        Held(
+            spec="ready before but short even with held ones",
+            previously_ready=True,
+            desired=3,
+            ready=1,
+            held=1,
+            held_ready=1,
+            ready_after=False,
+        ),
     ],
+    ids=lambda case: case.spec,
 )
-def test_held_replicas_carry_the_previous_readiness_as_far_as_evidence_allows(
-    previously_ready, desired, ready, held, held_ready, expected
-):
-    judged = readiness.while_held(previously_ready, desired, ready, held, held_ready)
-    assert (judged.ready, judged.reason) == (expected, readiness.HELD)
-    assert f"{held_ready} of {held} held" in judged.message
+def test_held_replicas_carry_the_previous_readiness_as_far_as_evidence_allows(case: Held):
+    judged = readiness.while_held(
+        case.previously_ready, case.desired, case.ready, case.held, case.held_ready
+    )
+    assert (judged.ready, judged.reason) == (case.ready_after, readiness.HELD)
+    assert f"{case.held_ready} of {case.held} held" in judged.message
 
 
 # --- RunFunction: desired.composite.ready and ReplicasReady say the same ---------------------

@@ -2,7 +2,10 @@
 
 from __future__ import annotations
 
+from collections.abc import Mapping, Sequence
 from datetime import timedelta
+from types import MappingProxyType
+from typing import NamedTuple
 
 import pytest
 from compose_model_deployment.placement import Change
@@ -67,184 +70,155 @@ OTHER_PENDING = t.model_replica(
     reason="PodsPending",
 )
 
-# (deployment, clusters, own, others, expected number placed)
+
+class Capacity(NamedTuple):
+    spec: str  # the capacity rule the case proves
+    xr: dict  # the ModelDeployment
+    clusters: list[dict]  # the selected InferenceClusters
+    placed: int  # replicas the plan places
+    own: Mapping[str, dict] = MappingProxyType({})  # the deployment's observed replicas
+    others: Sequence[dict] = ()  # the fleet's other ModelReplicas
+
+
 CAPACITY = [
-    pytest.param(
-        t.deployment(replicas=4, engines=[t.standalone(gpus=2)]),
-        [one_pool(1, [(FULL, 1)])],
-        {},
-        [],
-        4,
-        id="a fresh histogram's free GPUs are shared, not charged as whole nodes",
+    Capacity(
+        spec="a fresh histogram's free GPUs are shared, not charged as whole nodes",
+        xr=t.deployment(replicas=4, engines=[t.standalone(gpus=2)]),
+        clusters=[one_pool(1, [(FULL, 1)])],
+        placed=4,
     ),
-    pytest.param(
-        t.deployment(replicas=4, engines=[t.standalone(gpus=2)]),
-        [one_pool(1)],
-        {},
-        [],
-        1,
-        id="an unobserved pool charges a whole node per claiming pod",
+    Capacity(
+        spec="an unobserved pool charges a whole node per claiming pod",
+        xr=t.deployment(replicas=4, engines=[t.standalone(gpus=2)]),
+        clusters=[one_pool(1)],
+        placed=1,
     ),
-    pytest.param(
-        t.deployment(replicas=4, engines=[t.standalone(gpus=2)]),
-        [one_pool(1, [(FULL, 1)], observed_at=t.ago(10))],
-        {},
-        [],
-        1,
-        id="a stale observation falls back to whole-node accounting",
+    Capacity(
+        spec="a stale observation falls back to whole-node accounting",
+        xr=t.deployment(replicas=4, engines=[t.standalone(gpus=2)]),
+        clusters=[one_pool(1, [(FULL, 1)], observed_at=t.ago(10))],
+        placed=1,
     ),
-    pytest.param(
-        t.deployment(replicas=4, engines=[t.standalone(gpus=2)]),
-        [t.cluster("a", [t.pool("p", 1, histogram=[(FULL, 1)])], mode="Declared")],
-        {},
-        [],
-        1,
-        id="a Declared cluster uses whole-node accounting",
+    Capacity(
+        spec="a Declared cluster uses whole-node accounting",
+        xr=t.deployment(replicas=4, engines=[t.standalone(gpus=2)]),
+        clusters=[t.cluster("a", [t.pool("p", 1, histogram=[(FULL, 1)])], mode="Declared")],
+        placed=1,
     ),
-    pytest.param(
-        t.deployment(replicas=4, engines=[t.standalone(gpus=2)]),
-        [one_pool(1, [({"gpu": 9}, 1)])],
-        {},
-        [],
-        1,
-        id="a histogram contradicting the declared devices falls back to whole nodes",
+    Capacity(
+        spec="a histogram contradicting the declared devices falls back to whole nodes",
+        xr=t.deployment(replicas=4, engines=[t.standalone(gpus=2)]),
+        clusters=[one_pool(1, [({"gpu": 9}, 1)])],
+        placed=1,
     ),
-    pytest.param(
-        t.deployment(replicas=4, engines=[t.standalone(gpus=2)]),
-        [one_pool(1, [({"gpu": 4}, 1)])],
-        {},
-        [],
-        2,
-        id="the histogram's used devices are not offered again",
+    Capacity(
+        spec="the histogram's used devices are not offered again",
+        xr=t.deployment(replicas=4, engines=[t.standalone(gpus=2)]),
+        clusters=[one_pool(1, [({"gpu": 4}, 1)])],
+        placed=2,
     ),
-    pytest.param(
-        t.deployment(replicas=3, engines=[t.standalone(gpus=8)]),
-        [one_pool(1, [({"gpu": 0}, 1)], max_nodes=3, observed_nodes=1)],
-        {},
-        [],
-        2,
-        id="a pool may grow by nodes minus observedNodes empty nodes",
+    Capacity(
+        spec="a pool may grow by nodes minus observedNodes empty nodes",
+        xr=t.deployment(replicas=3, engines=[t.standalone(gpus=8)]),
+        clusters=[one_pool(1, [({"gpu": 0}, 1)], max_nodes=3, observed_nodes=1)],
+        placed=2,
     ),
-    pytest.param(
-        t.deployment(replicas=3, engines=[t.standalone(gpus=8)]),
-        [one_pool(1, [(FULL, 1)], max_nodes=3, observed_nodes=5)],
-        {},
-        [],
-        1,
-        id="growth is clamped at zero during a surge",
+    Capacity(
+        spec="growth is clamped at zero during a surge",
+        xr=t.deployment(replicas=3, engines=[t.standalone(gpus=8)]),
+        clusters=[one_pool(1, [(FULL, 1)], max_nodes=3, observed_nodes=5)],
+        placed=1,
     ),
-    pytest.param(
-        t.deployment(replicas=2, engines=[t.standalone(gpus=8)]),
-        [one_pool(1, [(FULL, 1)], max_nodes=2, observed_nodes=2)],
-        {},
-        [],
-        1,
-        id="a booting node is neither free nor growable",
+    Capacity(
+        spec="a booting node is neither free nor growable",
+        xr=t.deployment(replicas=2, engines=[t.standalone(gpus=8)]),
+        clusters=[one_pool(1, [(FULL, 1)], max_nodes=2, observed_nodes=2)],
+        placed=1,
     ),
-    pytest.param(
-        t.deployment(replicas=1, engines=[t.standalone(gpus=8)]),
-        [one_pool(1, [(FULL, 1)])],
-        {},
-        [OTHER_LATE],
-        0,
-        id="a replica scheduled after the observation is charged",
+    Capacity(
+        spec="a replica scheduled after the observation is charged",
+        xr=t.deployment(replicas=1, engines=[t.standalone(gpus=8)]),
+        clusters=[one_pool(1, [(FULL, 1)])],
+        others=[OTHER_LATE],
+        placed=0,
     ),
-    pytest.param(
-        t.deployment(replicas=1, engines=[t.standalone(gpus=8)]),
-        [one_pool(1, [(FULL, 1)])],
-        {},
-        [OTHER_EARLY],
-        1,
-        id="a replica the observation already contains is not charged twice",
+    Capacity(
+        spec="a replica the observation already contains is not charged twice",
+        xr=t.deployment(replicas=1, engines=[t.standalone(gpus=8)]),
+        clusters=[one_pool(1, [(FULL, 1)])],
+        others=[OTHER_EARLY],
+        placed=1,
     ),
-    pytest.param(
-        t.deployment(replicas=1, engines=[t.standalone(gpus=8)]),
-        [one_pool(1, [(FULL, 1)])],
-        {},
-        [OTHER_PENDING],
-        0,
-        id="a replica whose pods are not all scheduled is charged",
+    Capacity(
+        spec="a replica whose pods are not all scheduled is charged",
+        xr=t.deployment(replicas=1, engines=[t.standalone(gpus=8)]),
+        clusters=[one_pool(1, [(FULL, 1)])],
+        others=[OTHER_PENDING],
+        placed=0,
     ),
-    pytest.param(
-        t.deployment(replicas=2, engines=[t.standalone(gpus=8)]),
-        [one_pool(2)],
-        {},
-        [OTHER_EARLY],
-        1,
-        id="every replica pinned to an unobserved pool is charged",
+    Capacity(
+        spec="every replica pinned to an unobserved pool is charged",
+        xr=t.deployment(replicas=2, engines=[t.standalone(gpus=8)]),
+        clusters=[one_pool(2)],
+        others=[OTHER_EARLY],
+        placed=1,
     ),
-    pytest.param(
-        t.deployment(replicas=1, engines=[t.gang(leader_gpus=0, worker_gpus=8)]),
-        [one_pool(1, [({"gpu": 16}, 1)], devices=[t.device(count=16)])],
-        {},
-        [],
-        0,
-        id="gang pods never share a node",
+    Capacity(
+        spec="gang pods never share a node",
+        xr=t.deployment(replicas=1, engines=[t.gang(leader_gpus=0, worker_gpus=8)]),
+        clusters=[one_pool(1, [({"gpu": 16}, 1)], devices=[t.device(count=16)])],
+        placed=0,
     ),
-    pytest.param(
-        t.deployment(replicas=1, engines=[t.standalone(gpus=8, copies=2)]),
-        [one_pool(1, [({"gpu": 16}, 1)], devices=[t.device(count=16)])],
-        {},
-        [],
-        1,
-        id="standalone pods may share a node",
+    Capacity(
+        spec="standalone pods may share a node",
+        xr=t.deployment(replicas=1, engines=[t.standalone(gpus=8, copies=2)]),
+        clusters=[one_pool(1, [({"gpu": 16}, 1)], devices=[t.device(count=16)])],
+        placed=1,
     ),
-    pytest.param(
-        t.deployment(replicas=1, engines=[t.gang(worker_gpus=8, workers=2)]),
-        [one_pool(2, [(FULL, 2)])],
-        {},
-        [],
-        0,
-        id="a claimless leader still needs a node apart from its workers",
+    Capacity(
+        spec="a claimless leader still needs a node apart from its workers",
+        xr=t.deployment(replicas=1, engines=[t.gang(worker_gpus=8, workers=2)]),
+        clusters=[one_pool(2, [(FULL, 2)])],
+        placed=0,
     ),
-    pytest.param(
-        t.deployment(replicas=1, engines=[t.gang(worker_gpus=8, workers=2)]),
-        [one_pool(3, [(FULL, 2), ({"gpu": 0}, 1)])],
-        {},
-        [],
-        1,
-        id="a claimless leader may sit on a node with no free device",
+    Capacity(
+        spec="a claimless leader may sit on a node with no free device",
+        xr=t.deployment(replicas=1, engines=[t.gang(worker_gpus=8, workers=2)]),
+        clusters=[one_pool(3, [(FULL, 2), ({"gpu": 0}, 1)])],
+        placed=1,
     ),
-    pytest.param(
-        t.deployment(replicas=1, engines=[t.gang(worker_gpus=8, copies=2)]),
-        [one_pool(2, [(FULL, 2)])],
-        {},
-        [],
-        1,
-        id="copies of a gang are independent and may reuse each other's nodes",
+    Capacity(
+        spec="copies of a gang are independent and may reuse each other's nodes",
+        xr=t.deployment(replicas=1, engines=[t.gang(worker_gpus=8, copies=2)]),
+        clusters=[one_pool(2, [(FULL, 2)])],
+        placed=1,
     ),
-    pytest.param(
-        t.deployment(replicas=1, engines=[t.gang(leader_gpus=4, worker_gpus=4, workers=3)]),
-        [one_pool(3, [(FULL, 3)])],
-        {},
-        [],
-        0,
-        id="a gang needs distinct nodes even when the devices add up",
+    Capacity(
+        spec="a gang needs distinct nodes even when the devices add up",
+        xr=t.deployment(replicas=1, engines=[t.gang(leader_gpus=4, worker_gpus=4, workers=3)]),
+        clusters=[one_pool(3, [(FULL, 3)])],
+        placed=0,
     ),
-    pytest.param(
-        t.deployment(replicas=1, engines=[t.gang(leader_gpus=8, worker_gpus=2, workers=2)]),
-        [one_pool(3, [(FULL, 1), ({"gpu": 2}, 2)])],
-        {},
-        [],
-        1,
-        id="the leader gets the one node only it can use (Hall's condition)",
+    Capacity(
+        spec="the leader gets the one node only it can use (Hall's condition)",
+        xr=t.deployment(replicas=1, engines=[t.gang(leader_gpus=8, worker_gpus=2, workers=2)]),
+        clusters=[one_pool(3, [(FULL, 1), ({"gpu": 2}, 2)])],
+        placed=1,
     ),
-    pytest.param(
-        t.deployment(replicas=3, engines=[t.standalone(gpus=4)]),
-        [one_pool(1, [(FULL, 1)])],
-        {},
-        [],
-        2,
-        id="one pass never overcommits what it has just placed",
+    Capacity(
+        spec="one pass never overcommits what it has just placed",
+        xr=t.deployment(replicas=3, engines=[t.standalone(gpus=4)]),
+        clusters=[one_pool(1, [(FULL, 1)])],
+        placed=2,
     ),
 ]
 
 
-@pytest.mark.parametrize(("xr", "clusters", "own_replicas", "others", "expected"), CAPACITY)
-def test_capacity_rules(xr, clusters, own_replicas, others, expected):
-    plan = t.schedule(xr, clusters, own_replicas, others)
-    assert placed(plan) == expected
-    assert plan.missing == xr["spec"]["replicas"] - expected
+@pytest.mark.parametrize("case", CAPACITY, ids=lambda case: case.spec)
+def test_capacity_rules(case: Capacity):
+    plan = t.schedule(case.xr, case.clusters, case.own, case.others)
+    assert placed(plan) == case.placed
+    assert plan.missing == case.xr["spec"]["replicas"] - case.placed
 
 
 NIC_POOL = t.cluster(
@@ -342,127 +316,130 @@ def two_clusters(**a_kwargs):
     ]
 
 
-# (deployment, clusters, own replicas, expected (cluster, pools) per replica by index)
+class Placement(NamedTuple):
+    spec: str  # the placement rule the case proves
+    xr: dict  # the ModelDeployment
+    clusters: list[dict]  # the selected InferenceClusters
+    placed_on: list[tuple[str, tuple[str, ...]]]  # (cluster, pools) of each planned replica
+    own: Mapping[str, dict] = MappingProxyType({})  # the deployment's observed replicas
+
+
 PLACEMENT = [
-    pytest.param(
-        t.deployment(replicas=3),
-        [*two_clusters(), t.cluster("c", [t.pool("p", 4, histogram=[(FULL, 4)])])],
-        {},
-        [("a", ("p",)), ("b", ("p",)), ("c", ("p",))],
-        id="new replicas spread across clusters first",
+    Placement(
+        spec="new replicas spread across clusters first",
+        xr=t.deployment(replicas=3),
+        clusters=[*two_clusters(), t.cluster("c", [t.pool("p", 4, histogram=[(FULL, 4)])])],
+        placed_on=[("a", ("p",)), ("b", ("p",)), ("c", ("p",))],
     ),
-    pytest.param(
-        t.deployment(replicas=2),
-        [t.cluster("c", [t.pool("p", 4)]), *two_clusters()],
-        {},
-        [("a", ("p",)), ("b", ("p",))],
-        id="ties between equally used clusters break by name",
+    Placement(
+        spec="ties between equally used clusters break by name",
+        xr=t.deployment(replicas=2),
+        clusters=[t.cluster("c", [t.pool("p", 4)]), *two_clusters()],
+        placed_on=[("a", ("p",)), ("b", ("p",))],
     ),
-    pytest.param(
-        t.deployment(replicas=2),
-        two_clusters(),
-        own(0, "b"),
-        [("b", ("p",)), ("a", ("p",))],
-        id="a healthy replica stays where it is and new ones go elsewhere",
+    Placement(
+        spec="a healthy replica stays where it is and new ones go elsewhere",
+        xr=t.deployment(replicas=2),
+        clusters=two_clusters(),
+        own=own(0, "b"),
+        placed_on=[("b", ("p",)), ("a", ("p",))],
     ),
-    pytest.param(
-        t.deployment(replicas=2),
-        two_clusters(taints=[TAINT]),
-        {},
-        [("b", ("p",)), ("b", ("p",))],
-        id="an untolerated NoSchedule taint keeps new replicas off a cluster",
+    Placement(
+        spec="an untolerated NoSchedule taint keeps new replicas off a cluster",
+        xr=t.deployment(replicas=2),
+        clusters=two_clusters(taints=[TAINT]),
+        placed_on=[("b", ("p",)), ("b", ("p",))],
     ),
-    pytest.param(
-        t.deployment(replicas=2),
-        two_clusters(taints=[TAINT]),
-        own(0, "a"),
-        [("a", ("p",)), ("b", ("p",))],
-        id="a NoSchedule taint does not evict existing replicas",
+    Placement(
+        spec="a NoSchedule taint does not evict existing replicas",
+        xr=t.deployment(replicas=2),
+        clusters=two_clusters(taints=[TAINT]),
+        own=own(0, "a"),
+        placed_on=[("a", ("p",)), ("b", ("p",))],
     ),
-    pytest.param(
-        t.deployment(replicas=2, tolerations=[{"key": "gpu", "operator": "Exists"}]),
-        two_clusters(taints=[TAINT]),
-        {},
-        [("a", ("p",)), ("b", ("p",))],
-        id="an Exists toleration admits any value of its key",
+    Placement(
+        spec="an Exists toleration admits any value of its key",
+        xr=t.deployment(replicas=2, tolerations=[{"key": "gpu", "operator": "Exists"}]),
+        clusters=two_clusters(taints=[TAINT]),
+        placed_on=[("a", ("p",)), ("b", ("p",))],
     ),
-    pytest.param(
-        t.deployment(replicas=2, tolerations=[{"key": "gpu", "value": "a100"}]),
-        two_clusters(taints=[TAINT]),
-        {},
-        [("b", ("p",)), ("b", ("p",))],
-        id="an Equal toleration with another value does not tolerate",
+    Placement(
+        spec="an Equal toleration with another value does not tolerate",
+        xr=t.deployment(replicas=2, tolerations=[{"key": "gpu", "value": "a100"}]),
+        clusters=two_clusters(taints=[TAINT]),
+        placed_on=[("b", ("p",)), ("b", ("p",))],
     ),
-    pytest.param(
-        t.deployment(replicas=1),
-        two_clusters(taints=[EVICT]),
-        own(0, "a"),
-        [("b", ("p",))],
-        id="an untolerated NoExecute taint moves replicas away",
+    Placement(
+        spec="an untolerated NoExecute taint moves replicas away",
+        xr=t.deployment(replicas=1),
+        clusters=two_clusters(taints=[EVICT]),
+        own=own(0, "a"),
+        placed_on=[("b", ("p",))],
     ),
-    pytest.param(
-        t.deployment(replicas=1, tolerations=[{"operator": "Exists"}]),
-        two_clusters(taints=[EVICT]),
-        own(0, "a"),
-        [("a", ("p",))],
-        id="an empty-key Exists toleration tolerates every taint",
+    Placement(
+        spec="an empty-key Exists toleration tolerates every taint",
+        xr=t.deployment(replicas=1, tolerations=[{"operator": "Exists"}]),
+        clusters=two_clusters(taints=[EVICT]),
+        own=own(0, "a"),
+        placed_on=[("a", ("p",))],
     ),
-    pytest.param(
-        t.deployment(replicas=2),
-        two_clusters(ready=False),
-        {},
-        [("b", ("p",)), ("b", ("p",))],
-        id="a cluster that is not Ready gets no new replicas",
+    Placement(
+        spec="a cluster that is not Ready gets no new replicas",
+        xr=t.deployment(replicas=2),
+        clusters=two_clusters(ready=False),
+        placed_on=[("b", ("p",)), ("b", ("p",))],
     ),
-    pytest.param(
-        t.deployment(replicas=1),
-        two_clusters(ready=False),
-        own(0, "a"),
-        [("a", ("p",))],
-        id="a cluster that is not Ready keeps its replicas",
+    Placement(
+        spec="a cluster that is not Ready keeps its replicas",
+        xr=t.deployment(replicas=1),
+        clusters=two_clusters(ready=False),
+        own=own(0, "a"),
+        placed_on=[("a", ("p",))],
     ),
-    pytest.param(
-        t.deployment(replicas=1),
-        two_clusters(),
-        own(0, "gone"),
-        [("a", ("p",))],
-        id="a replica on a cluster that is no longer selected is re-placed",
+    Placement(
+        spec="a replica on a cluster that is no longer selected is re-placed",
+        xr=t.deployment(replicas=1),
+        clusters=two_clusters(),
+        own=own(0, "gone"),
+        placed_on=[("a", ("p",))],
     ),
-    pytest.param(
-        t.deployment(replicas=1),
-        [t.cluster("a", [t.pool("new", 2)]), t.cluster("b", [t.pool("p", 2)])],
-        own(0, "a", "old"),
-        [("a", ("new",))],
-        id="an engine whose pool was removed moves to another pool of the same cluster",
+    Placement(
+        spec="an engine whose pool was removed moves to another pool of the same cluster",
+        xr=t.deployment(replicas=1),
+        clusters=[t.cluster("a", [t.pool("new", 2)]), t.cluster("b", [t.pool("p", 2)])],
+        own=own(0, "a", "old"),
+        placed_on=[("a", ("new",))],
     ),
-    pytest.param(
-        t.deployment(replicas=1),
-        [one_pool(1, [({"gpu": 0}, 1)])],
-        own(0, "gone"),
-        [("gone", ("p",))],
-        id="a replica that must move but fits nowhere stays where it is",
+    Placement(
+        spec="a replica that must move but fits nowhere stays where it is",
+        xr=t.deployment(replicas=1),
+        clusters=[one_pool(1, [({"gpu": 0}, 1)])],
+        own=own(0, "gone"),
+        placed_on=[("gone", ("p",))],
     ),
-    pytest.param(
-        t.deployment(replicas=2),
-        two_clusters(),
-        merge(own(0, "a"), own(1, "a"), own(2, "b")),
-        [("a", ("p",)), ("b", ("p",))],
-        id="scale down takes from the most packed cluster first",
+    Placement(
+        spec="scale down takes from the most packed cluster first",
+        xr=t.deployment(replicas=2),
+        clusters=two_clusters(),
+        own=merge(own(0, "a"), own(1, "a"), own(2, "b")),
+        placed_on=[("a", ("p",)), ("b", ("p",))],
     ),
-    pytest.param(
-        t.deployment(replicas=2),
-        two_clusters(),
-        merge(own(0, "a", pods_scheduled="False", reason="PodsPending"), own(1, "a"), own(2, "b")),
-        [("a", ("p",)), ("b", ("p",))],
-        id="scale down takes replicas whose pods are not scheduled first",
+    Placement(
+        spec="scale down takes replicas whose pods are not scheduled first",
+        xr=t.deployment(replicas=2),
+        clusters=two_clusters(),
+        own=merge(
+            own(0, "a", pods_scheduled="False", reason="PodsPending"), own(1, "a"), own(2, "b")
+        ),
+        placed_on=[("a", ("p",)), ("b", ("p",))],
     ),
 ]
 
 
-@pytest.mark.parametrize(("xr", "clusters", "own_replicas", "expected"), PLACEMENT)
-def test_placement_rules(xr, clusters, own_replicas, expected):
-    plan = t.schedule(xr, clusters, own_replicas)
-    assert where(plan) == expected
+@pytest.mark.parametrize("case", PLACEMENT, ids=lambda case: case.spec)
+def test_placement_rules(case: Placement):
+    plan = t.schedule(case.xr, case.clusters, case.own)
+    assert where(plan) == case.placed_on
 
 
 def test_scale_down_removes_the_unscheduled_replica_by_index():

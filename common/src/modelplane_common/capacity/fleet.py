@@ -18,11 +18,12 @@ Vocabulary
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Iterable
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from enum import StrEnum
 
+from modelplane_common.devices import DeviceKind
 from modelplane_common.observation import DeviceKinds, ParsedObservation
 from modelplane_common.tolerations import Taint, Toleration
 
@@ -35,6 +36,18 @@ class Role(StrEnum):
     WORKER = "Worker"
 
 
+def is_gang(roles: Iterable[str]) -> bool:
+    """Rule "gang": an engine whose members are not one Standalone is a gang.
+
+    design/api.md allows one Standalone member, or one Leader and one Worker
+    member; for those shapes "has a Leader" and "has a member that is not
+    Standalone" agree. Where a replica read leniently breaks the shape (a
+    Worker without its Leader), the pods of one copy still need distinct
+    nodes, so the rule that errs towards a gang is the one kept.
+    """
+    return any(role != Role.STANDALONE for role in roles)
+
+
 # --- the fleet --------------------------------------------------------------------------------
 
 
@@ -43,8 +56,9 @@ class Pool:
     cluster: str
     name: str
     nodes: int  # the most nodes the pool can have (maxNodeCount else nodeCount)
-    # Declared device kinds, verbatim, for the matcher (it reads attributes and capacity).
-    devices: tuple[Mapping, ...] = field(hash=False, compare=False)
+    # Declared device kinds, in declared order (the matcher reads attributes and capacity).
+    devices: tuple[DeviceKind, ...] = field(hash=False, compare=False)
+    # The DRA kinds among them, as histograms count them.
     kinds: DeviceKinds = field(default_factory=lambda: DeviceKinds((), ()))
     # None when the cluster is Declared; else what parse_observation said.
     observation: ParsedObservation | None = None
@@ -115,7 +129,7 @@ class PlacedEngine:
 
     @property
     def is_gang(self) -> bool:
-        return any(m.role is not Role.STANDALONE for m in self.members)
+        return is_gang(m.role for m in self.members)
 
 
 @dataclass(frozen=True, slots=True)

@@ -36,6 +36,7 @@ from datetime import datetime
 from modelplane_common.capacity.diagnosis import Cause
 from modelplane_common.capacity.fit import Demand, Ledger
 from modelplane_common.capacity.fleet import Charge, Cluster, PlacedEngine, Pool, ResolvedRequest
+from modelplane_common.devices import DRA
 from modelplane_common.observation import Observation, growable_nodes
 
 
@@ -88,11 +89,7 @@ def demand_of(pool: Pool, requests: Iterable[ResolvedRequest]) -> Demand | None:
     """
     kinds = pool.kinds
     index = {name: i for i, name in enumerate(kinds.names)}
-    class_of = {
-        str(d.get("name")): str(d.get("deviceClassName", ""))
-        for d in pool.devices
-        if d.get("claim", "DRA") == "DRA"
-    }
+    class_of = {k.name: k.device_class for k in pool.devices if k.claim == DRA}
     demand = [0] * len(kinds.names)
     for request in requests:
         if request.kind is not None and request.kind in index:

@@ -24,6 +24,7 @@ from modelplane_common.capacity.fleet import (
     ResolvedRequest,
     Role,
 )
+from modelplane_common.devices import read_device_kinds
 from modelplane_common.inputs import (
     InvalidInput,
     find_condition,
@@ -86,7 +87,8 @@ def read_cluster(obj: Mapping) -> tuple[Cluster, list[str]]:
     pools: list[Pool] = []
     for raw in sorted(spec.get("nodePools") or (), key=lambda p: str(p.get("name"))):
         devices = tuple(raw.get("devices") or ())
-        kinds = DeviceKinds.from_declared(devices)
+        device_kinds = read_device_kinds(devices)
+        kinds = DeviceKinds.of(device_kinds)
         max_nodes = raw.get("maxNodeCount")
         nodes = declared_nodes(
             int(raw.get("nodeCount", 0)), int(max_nodes) if max_nodes is not None else None
@@ -109,7 +111,9 @@ def read_cluster(obj: Mapping) -> tuple[Cluster, list[str]]:
             notes.append(
                 f"cluster {name} pool {raw.get('name')}: {distrust}; whole-node accounting"
             )
-        pools.append(Pool(name, str(raw.get("name")), nodes, devices, kinds, observation, distrust))
+        pools.append(
+            Pool(name, str(raw.get("name")), nodes, device_kinds, kinds, observation, distrust)
+        )
     taints = tuple(
         Taint(str(t.get("key", "")), str(t.get("value", "")), str(t.get("effect", "")))
         for t in spec.get("taints") or ()

@@ -1,14 +1,14 @@
 """Evaluate DRA device selectors on devices, and match requests to pool device kinds.
 
 A *device* here is anything CEL can see as ``device``: a pool's declared
-device KIND (``nodePools[].devices[]``: ``{name, claim, driver,
-deviceClassName, count, attributes, capacity}``) when the scheduler places
-work, or a device a ResourceSlice publishes (``{driver, attributes,
-capacity}``) when the agent counts free devices. Either is reduced to a
-hashable :data:`DeviceView`, so identical devices share one evaluation.
+device kind (a :class:`~modelplane_common.devices.DeviceKind`, read from
+``nodePools[].devices[]``) when the scheduler places work, or a device a
+ResourceSlice publishes (``{driver, attributes, capacity}``) when the agent
+counts free devices. Either is reduced to a hashable :data:`DeviceView`
+(``modelplane_common.devices``), so identical devices share one evaluation.
 
-A ModelDeployment member requests devices (``nodeSelector.devices[]``:
-``{name, count, selectors[].cel.expression}``); :func:`match_requests` decides
+A member requests devices (typed :class:`~modelplane_common.devices.DeviceRequest`
+values, read from ``nodeSelector.devices[]``); :func:`match_requests` decides
 which kind satisfies each request, evaluating selectors the way Kubernetes DRA
 does (see the package docstring for the CEL model).
 
@@ -20,7 +20,7 @@ re-exported from their modules.
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass
 from functools import lru_cache
 from typing import Any
@@ -34,7 +34,11 @@ from modelplane_common.cel.library import category
 from modelplane_common.cel.quantity import Quantity
 from modelplane_common.cel.semver import Semver
 
+# DeviceView and device_view are defined with the device types; re-exported for the agent.
+from modelplane_common.devices import DeviceKind, DeviceRequest, DeviceView, device_view
+
 __all__ = [
+    "DeviceView",
     "KindMatch",
     "SelectorError",
     "all_selectors_match",
@@ -59,53 +63,6 @@ class KindMatch:
 
 
 # --------------------------------------------------------------------------- devices
-
-# A hashable, order-independent view of what a selector can see of a kind: the
-# driver, (name, type, value) attribute triples and (name, value) capacity pairs.
-# A kind's name, count and claim mode are not visible to CEL and are not part of it,
-# so identical device kinds in different pools or clusters share cache entries.
-DeviceView = tuple[str, tuple[tuple[str, str, Any], ...], tuple[tuple[str, str], ...]]
-
-_ATTRIBUTE_TYPES = ("string", "int", "bool", "version")
-
-
-def _attribute_entry(name: str, raw: Any) -> tuple[str, str, Any]:
-    if isinstance(raw, Mapping):
-        present = [t for t in _ATTRIBUTE_TYPES if raw.get(t) is not None]
-        if len(present) != 1 or len(raw) != 1:
-            return (name, "invalid", repr(sorted(raw)))
-        kind = present[0]
-        value = raw[kind]
-    elif isinstance(raw, bool):  # lenient: a bare scalar carries its own type
-        kind, value = "bool", raw
-    elif isinstance(raw, int):
-        kind, value = "int", raw
-    elif isinstance(raw, str):
-        kind, value = "string", raw
-    else:
-        return (name, "invalid", repr(raw))
-    expected = {"string": str, "version": str, "bool": bool, "int": int}[kind]
-    if not isinstance(value, expected) or (kind == "int" and isinstance(value, bool)):
-        return (name, "invalid", repr(value))
-    return (name, kind, value)
-
-
-def _capacity_entry(name: str, raw: Any) -> tuple[str, str]:
-    value = raw.get("value") if isinstance(raw, Mapping) else raw  # lenient: bare quantity
-    if isinstance(value, bool) or not isinstance(value, (int, float, str)):
-        return (name, f"invalid:{value!r}")
-    return (name, str(value) if not isinstance(value, float) else repr(value))
-
-
-def device_view(kind: Mapping) -> DeviceView:
-    """The part of a pool device kind a selector can see, frozen and hashable."""
-    attributes = kind.get("attributes") or {}
-    capacity = kind.get("capacity") or {}
-    return (
-        str(kind.get("driver") or ""),
-        tuple(sorted(_attribute_entry(str(n), v) for n, v in dict(attributes).items())),
-        tuple(sorted(_capacity_entry(str(n), v) for n, v in dict(capacity).items())),
-    )
 
 
 class _DomainMap(ct.MapType):
@@ -221,13 +178,13 @@ def _evaluate(expression: str, view: DeviceView) -> tuple[str, str]:
     return (_MATCH, "") if result else (_NO_MATCH, "evaluated to false")
 
 
-def selector_matches(expression: str, kind: Mapping) -> bool:
+def selector_matches(expression: str, kind: DeviceKind) -> bool:
     """Whether one selector is true for one pool device kind (cached).
 
     False when it is false or fails with a "no such key" error; raises
     :class:`SelectorError` when it does not compile or fails with a type error.
     """
-    outcome, reason = _evaluate(expression, device_view(kind))
+    outcome, reason = _evaluate(expression, kind.view)
     if outcome == _ERROR:
         raise SelectorError(expression, reason)
     return outcome == _MATCH
@@ -248,28 +205,8 @@ def clear_caches() -> None:
 # --------------------------------------------------------------------------- matching
 
 
-def _expressions(request: Mapping) -> tuple[str, ...]:
-    expressions = []
-    for selector in request.get("selectors") or ():
-        # DRA's own shape, the only one the XRDs accept (design/api.md).
-        cel = selector.get("cel") if isinstance(selector, Mapping) else None
-        expression = cel.get("expression") if isinstance(cel, Mapping) else None
-        if not isinstance(expression, str):
-            raise SelectorError(repr(selector), "a selector needs cel.expression (a string)")
-        expressions.append(expression)
-    return tuple(expressions)
-
-
-def _int(value: Any, default: int) -> int:
-    if value is None:
-        return default
-    if isinstance(value, bool) or not isinstance(value, int):
-        return 0
-    return value
-
-
 def match_requests(
-    requests: Sequence[Mapping], kinds: Sequence[Mapping]
+    requests: Sequence[DeviceRequest], kinds: Sequence[DeviceKind]
 ) -> tuple[KindMatch, ...] | None:
     """Which pool device kind satisfies each of one pod's device requests.
 
@@ -291,31 +228,24 @@ def match_requests(
     with a type error on some kind. A selector reading a missing attribute or
     capacity simply does not match that kind.
     """
-    slots = [
-        (str(k.get("name", "")), _int(k.get("count"), 0), k.get("claim", "DRA") != "Synthetic")
-        for k in kinds
-    ]
-    views = [device_view(k) for k in kinds]
     wanted: list[tuple[str, int, list[int]]] = []
     for request in requests:
-        name = str(request.get("name", ""))
-        count = _int(request.get("count"), 1)
-        expressions = _expressions(request)
+        name, count = request.name, request.count
         candidates = []
-        for index, view in enumerate(views):
-            if all_selectors_match(expressions, view) and count >= 1 and slots[index][1] >= count:
+        for index, kind in enumerate(kinds):
+            if all_selectors_match(request.selectors, kind.view) and 1 <= count <= kind.count:
                 candidates.append(index)
-        same_name = [i for i in candidates if slots[i][0] == name][:1]
+        same_name = [i for i in candidates if kinds[i].name == name][:1]
         ordered = same_name + [i for i in candidates if i not in same_name]
         if not ordered:
             return None
         wanted.append((name, count, ordered))
 
-    assignment = _assign(wanted, [count for _, count, _ in slots])
+    assignment = _assign(wanted, [k.count for k in kinds])
     if assignment is None:
         return None
     return tuple(
-        KindMatch(request=name, kind=slots[index][0], count=count, claimed=slots[index][2])
+        KindMatch(request=name, kind=kinds[index].name, count=count, claimed=kinds[index].claimed)
         for (name, count, _), index in zip(wanted, assignment, strict=True)
     )
 

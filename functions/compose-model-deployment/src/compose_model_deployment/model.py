@@ -15,26 +15,11 @@ from __future__ import annotations
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 
-from modelplane_common.capacity.fleet import PlacedEngine, PoolKey, Role
+from modelplane_common.capacity.fleet import PlacedEngine, PoolKey, Role, is_gang
+from modelplane_common.devices import DeviceRequest
 from modelplane_common.tolerations import Toleration
 
 # --- what the deployment asks for -----------------------------------------------------------
-
-
-@dataclass(frozen=True, slots=True)
-class DeviceRequest:
-    """What ONE pod of a member claims: `count` devices matching every selector."""
-
-    name: str
-    count: int
-    selectors: tuple[str, ...] = ()
-
-    def to_wire(self) -> dict:
-        """The request as the matcher and the XRDs spell it."""
-        wire: dict = {"name": self.name, "count": self.count}
-        if self.selectors:
-            wire["selectors"] = [{"cel": {"expression": e}} for e in self.selectors]
-        return wire
 
 
 @dataclass(frozen=True, slots=True)
@@ -53,7 +38,7 @@ class EngineShape:
 
     @property
     def is_gang(self) -> bool:
-        return any(m.role is not Role.STANDALONE for m in self.members)
+        return is_gang(m.role for m in self.members)
 
 
 @dataclass(frozen=True, slots=True)

@@ -85,6 +85,7 @@ from modelplane_common.capacity.pools import (
     place_engine,
     shortage,
 )
+from modelplane_common.devices import DeviceKind, DeviceRequest
 
 from compose_model_deployment.model import (
     DeploymentSpec,
@@ -108,7 +109,8 @@ class KindMatchLike(Protocol):
     def claimed(self) -> bool: ...
 
 
-Matcher = Callable[[Sequence[Mapping], Sequence[Mapping]], Sequence[KindMatchLike] | None]
+# Which pool device kind satisfies each of one pod's requests, or None (cel.devices.match_requests).
+Matcher = Callable[[Sequence[DeviceRequest], Sequence[DeviceKind]], Sequence[KindMatchLike] | None]
 ChargesFor = Callable[[str], Sequence[Charge]]
 
 
@@ -300,13 +302,13 @@ class Matching:
             requests: list[ResolvedRequest] = []
             if member.requests:
                 try:
-                    matches = self._matcher([r.to_wire() for r in member.requests], pool.devices)
+                    matches = self._matcher(member.requests, pool.devices)
                 except ValueError as err:
                     raise InvalidSelector(f"engine {engine.name}: {err}") from err
                 if matches is None:
                     break
                 by_name = {r.name: r for r in member.requests}
-                declared = {str(d.get("name")): d for d in pool.devices}
+                declared = {k.name: k for k in pool.devices}
                 for match in matches:
                     if not match.claimed:
                         continue
@@ -314,7 +316,7 @@ class Matching:
                     requests.append(
                         ResolvedRequest(
                             name=request.name,
-                            device_class=str(declared[match.kind].get("deviceClassName", "")),
+                            device_class=declared[match.kind].device_class,
                             count=request.count,
                             selectors=request.selectors,
                             kind=match.kind,

@@ -1,7 +1,9 @@
 """Wire to domain: read the request's resources into the core's small types.
 
 Small inputs (the deployment, its own replicas, the selected clusters) are
-converted to dicts first. The required ModelReplicas can number thousands
+converted to dicts first; the deployment and its own replicas are then read
+through their generated models (modelplane_schemas, design/tooling.md), the
+clusters through `capacity.readers.read_cluster`. The required ModelReplicas can number thousands
 (an 11 MB request at 8,000), and `struct_to_dict` on them costs seconds, so
 `ReplicaIndex` reads them straight from the protobuf Structs: one pass reads
 only `spec.clusterName` and groups the Structs by cluster; a cluster's
@@ -38,6 +40,7 @@ from modelplane_common.capacity.readers import (
     read_charge,
     read_cluster,
 )
+from modelplane_common.devices import DeviceRequest
 from modelplane_common.inputs import (
     InvalidInput,
     find_condition,
@@ -53,7 +56,6 @@ from pydantic import ValidationError
 
 from compose_model_deployment.model import (
     DeploymentSpec,
-    DeviceRequest,
     EngineShape,
     FailedPlacement,
     MemberShape,
@@ -139,7 +141,11 @@ def read_deployment(xr: Mapping) -> DeploymentInput:
         for member in engine.members:
             devices = member.nodeSelector.devices if member.nodeSelector else None
             requests = tuple(
-                DeviceRequest(d.name, d.count, tuple(s.cel.expression for s in d.selectors or ()))
+                DeviceRequest(
+                    name=d.name,
+                    count=d.count,
+                    selectors=tuple(s.cel.expression for s in d.selectors or ()),
+                )
                 for d in devices or ()
             )
             pods = member.worker.nodes if member.role.value == "Worker" and member.worker else 1
@@ -233,36 +239,34 @@ def _condition(obj: Mapping, typ: str) -> Mapping:
 # --- replicas ---------------------------------------------------------------------------------
 
 
-def _engines_from_dicts(engines: Iterable[Mapping]) -> tuple[PlacedEngine, ...]:
-    out = []
-    for engine in engines:
-        members = []
-        for m in engine.get("members") or ():
-            requests = tuple(
-                ResolvedRequest(
-                    str(r.get("name", "")),
-                    str(r.get("deviceClassName", "")),
-                    int(r.get("count", 1)),
-                    tuple(
-                        str((s.get("cel") or {}).get("expression", ""))
-                        for s in r.get("selectors") or ()
-                    ),
-                )
-                for r in m.get("deviceRequests") or ()
-            )
-            pods = int((m.get("worker") or {}).get("nodes", 1)) if m.get("role") == "Worker" else 1
-            members.append(
+def _placed_engines(spec: ReplicaSpec) -> tuple[PlacedEngine, ...]:
+    """A validated ModelReplica spec's engines as placed engines (the slow, typed path:
+    only the deployment's own replicas are read this way; the fleet's are read
+    straight from their Structs by capacity.readers.read_charge)."""
+    return tuple(
+        PlacedEngine(
+            engine.name,
+            engine.copies if engine.copies is not None else 1,
+            tuple(
                 PlacedMember(
-                    Role(m.get("role", "Standalone")),
-                    str(m.get("nodePoolName", "")),
-                    requests,
-                    pods,
+                    Role(member.role.value),
+                    member.nodePoolName,
+                    tuple(
+                        ResolvedRequest(
+                            r.name,
+                            r.deviceClassName,
+                            r.count,
+                            tuple(s.cel.expression for s in r.selectors or ()),
+                        )
+                        for r in member.deviceRequests or ()
+                    ),
+                    member.worker.nodes if member.role.value == "Worker" and member.worker else 1,
                 )
-            )
-        out.append(
-            PlacedEngine(str(engine.get("name", "")), int(engine.get("copies", 1)), tuple(members))
+                for member in engine.members
+            ),
         )
-    return tuple(out)
+        for engine in spec.engines
+    )
 
 
 def was_ready(xr: Mapping) -> bool:
@@ -291,14 +295,13 @@ def read_own_replica(
     if not isinstance(meta, Mapping):
         raise InvalidInput(f"{key}.metadata", "must be an object", meta)
     try:
-        ReplicaSpec.model_validate(obj.get("spec"))
+        replica_spec = ReplicaSpec.model_validate(obj.get("spec"))
     except ValidationError as err:
         raise ValueError(
             "; ".join(f"{key}.spec.{line}" for line in validation_problems(err))
         ) from err
-    rspec = obj["spec"]
     name = str(meta.get("name") or spec.replica_name(index))
-    cluster = str(rspec.get("clusterName", ""))
+    cluster = replica_spec.clusterName
     found: Mapping = meta["labels"] if isinstance(meta.get("labels"), Mapping) else {}
     expected = {
         labels.DEPLOYMENT: spec.name,
@@ -311,11 +314,7 @@ def read_own_replica(
         for k, v in expected.items()
         if found.get(k) != v
     ]
-    try:
-        engines = _engines_from_dicts(rspec.get("engines") or ())
-    except (TypeError, ValueError) as err:
-        notes.append(f"replica {name}: spec.engines unreadable ({err})")
-        engines = ()
+    engines = _placed_engines(replica_spec)
     ps = _condition(obj, "PodsScheduled")
     status = _status(obj)
     pods_scheduled = PodsScheduled(

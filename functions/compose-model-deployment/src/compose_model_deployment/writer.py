@@ -91,6 +91,22 @@ def failed_placements_wire(failures: tuple[FailedPlacement, ...]) -> list[dict]:
     return out
 
 
+def kept_status(observed: Mapping, desired: int | None, kept: int, ready: int) -> dict:
+    """The status of a pass that planned nothing: counts of the kept replicas, and the
+    memories (failedPlacements, missingClusters) passed through as they are."""
+    status: dict = {
+        "replicas": {
+            "desired": desired if desired is not None else kept,
+            "scheduled": kept,
+            "ready": ready,
+        }
+    }
+    for memory in ("failedPlacements", "missingClusters"):
+        if isinstance(observed.get(memory), list):
+            status[memory] = list(observed[memory])
+    return status
+
+
 def status(plan: Plan) -> dict:
     return {
         "replicas": {"desired": plan.desired, "scheduled": plan.scheduled, "ready": plan.ready},

@@ -24,6 +24,8 @@ import re
 from collections.abc import Mapping
 from dataclasses import dataclass
 
+from modelplane_common.capacity.fleet import is_gang
+from modelplane_common.devices import DeviceRequest
 from modelplane_common.inputs import InvalidInput, enum, problem
 from modelplane_common.observation import as_count
 
@@ -34,16 +36,6 @@ ROLES = (STANDALONE, LEADER, WORKER)
 
 _DNS_LABEL = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?$")
 _ENGINE_NAME_MAX = 40
-
-
-@dataclass(frozen=True, slots=True)
-class DeviceRequest:
-    """What one pod claims of one device class."""
-
-    name: str
-    device_class: str
-    count: int
-    selectors: tuple[str, ...]
 
 
 @dataclass(frozen=True, slots=True)
@@ -73,7 +65,7 @@ class Engine:
 
     @property
     def is_gang(self) -> bool:
-        return any(m.role == LEADER for m in self.members)
+        return is_gang(m.role for m in self.members)
 
     def member(self, role: str) -> Member:
         return next(m for m in self.members if m.role == role)
@@ -164,7 +156,12 @@ def _device_requests(raw: object, where: str, defects: list[str]) -> tuple[Devic
         ]
         if isinstance(device_class, str) and device_class and count and count >= 1:
             requests.append(
-                DeviceRequest(name, device_class, count, tuple(s for s in selectors if s))
+                DeviceRequest(
+                    name=name,
+                    count=count,
+                    selectors=tuple(s for s in selectors if s),
+                    device_class=device_class,
+                )
             )
     return tuple(requests)
 
