@@ -295,6 +295,36 @@ def test_a_replica_turning_scheduled_makes_its_pool_publish_a_newer_observation(
     asyncio.run(scenario())
 
 
+def test_an_event_handled_while_a_status_is_being_written_is_published_after_it():
+    # The write carries the state from before the event; the event's own mark must
+    # survive the write, or the report stays one event behind until the heartbeat.
+    async def scenario():
+        objects = world()
+        objects[REPLICAS] = [t.replica_observation()]
+        objects[PODS] = [t.pod("r-0", node_name="n1"), t.pod("r-1", node_name="n2")]
+        api, clock = FakeApi(objects), Clock()
+        controller, task = await started(api, clock)
+        real_patch = api.patch_status
+
+        async def slow_patch(kind: str, namespace: str, name: str, status: Mapping) -> None:
+            await real_patch(kind, namespace, name, status)
+            if kind == REPLICAS and status["pods"] == 1:
+                api.send(PODS, "DELETED", t.pod("r-0", node_name="n1"))
+                await asyncio.sleep(SETTINGS.tick * 5)  # the watch handles it meanwhile
+
+        api.patch_status = slow_patch  # type: ignore[method-assign]
+        clock.now += timedelta(seconds=3)
+        api.send(PODS, "DELETED", t.pod("r-1", node_name="n2"))
+        await settle(controller)
+        clock.now += timedelta(seconds=3)
+        await settle(controller)
+        replica_writes = [s for k, _, s in api.patches if k == REPLICAS]
+        assert [(w["pods"], w["scheduledPods"]) for w in replica_writes] == [(2, 2), (1, 1), (0, 0)]
+        await stopped(controller, task)
+
+    asyncio.run(scenario())
+
+
 BEFORE = NOW - timedelta(seconds=1)
 REASONS = {
     "a first status is a change": (None, None, None, "change"),

@@ -263,6 +263,10 @@ class Controller:
                 and not self._heartbeat_due(now, current)
             ):
                 continue
+            # Clean from here: an event handled while the write below is awaited marks
+            # the key dirty again, and that mark must survive the write (the write
+            # carries the state as it was before the event).
+            self.dirty.discard(key)
             started = time.perf_counter()
             new = self._status(key, now, current)
             metrics.RECOMPUTE.labels(kind).observe(time.perf_counter() - started)
@@ -270,16 +274,18 @@ class Controller:
                 now, new, current, self.last_write.get(key), self.settings, newer_than
             )
             if reason is None:
-                if content(new) == content(current):
-                    self.dirty.discard(key)
-                    if newer_than is not None and _observed_at(current) >= newer_than:
-                        self.refresh.pop(name, None)
+                if content(new) != content(current):
+                    self.dirty.add(key)  # changed, but written too recently: next tick
+                elif newer_than is not None and _observed_at(current) >= newer_than:
+                    self.refresh.pop(name, None)
                 continue
             if await self._write(key, new, reason, now):
                 writes += 1
                 problem = warning(current, new)
                 if problem is not None:
                     await self._warn(key, *problem, now)
+            else:
+                self.dirty.add(key)  # retried after min_interval
         return writes
 
     def _heartbeat_due(self, now: datetime, current: Mapping | None) -> bool:
@@ -314,7 +320,6 @@ class Controller:
             return False
         metrics.WRITES.labels(kind, reason, "ok").inc()
         self.written[key] = status
-        self.dirty.discard(key)
         condition = status["conditions"][0]
         if kind == POOLS:
             metrics.LAST_PUBLISH.labels(name).set(now.timestamp())
