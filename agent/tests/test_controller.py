@@ -15,7 +15,7 @@ from modelplane_devtools import agent_builders as t
 NOW = datetime(2026, 11, 30, 12, 0, tzinfo=UTC)
 SETTINGS = Settings(
     min_interval=timedelta(seconds=2),
-    heartbeat=timedelta(seconds=60),
+    max_age=timedelta(minutes=5),  # pools heartbeat every 45-60 s, replicas every 90-120 s
     tick=0.01,
     backoff_initial=0.01,
     backoff_max=0.02,
@@ -149,6 +149,28 @@ def test_the_heartbeat_rewrites_observed_at_only():
         assert {k: v for k, v in second.items() if k != "observedAt"} == {
             k: v for k, v in first.items() if k != "observedAt"
         }
+        await stopped(controller, task)
+
+    asyncio.run(scenario())
+
+
+def test_an_idle_replica_heartbeats_at_twice_a_pools_interval():
+    async def scenario():
+        objects = world()
+        objects[REPLICAS] = [t.replica_observation()]
+        objects[PODS] = [t.pod("r-0", node_name="n1")]
+        api, clock = FakeApi(objects), Clock()
+        controller, task = await started(api, clock)
+        clock.now += timedelta(seconds=61)  # pools: 45-60 s; replicas: 90-120 s
+        await settle(controller)
+        assert sorted(k for k, _, _ in api.patches) == [POOLS, POOLS, REPLICAS]
+        clock.now += timedelta(seconds=60)
+        await settle(controller)
+        replica_writes = [s for k, _, s in api.patches if k == REPLICAS]
+        assert [w["observedAt"] for w in replica_writes] == [
+            "2026-11-30T12:00:00Z",
+            "2026-11-30T12:02:01Z",
+        ]
         await stopped(controller, task)
 
     asyncio.run(scenario())
@@ -372,4 +394,8 @@ REASONS = {
 )
 def test_write_reason(current, last_write, newer_than, reason):
     new = {"observedAt": "2026-11-30T12:00:00Z", "observedNodes": 1}
-    assert write_reason(NOW, new, current, last_write, SETTINGS, newer_than) == reason
+    heartbeat = timedelta(seconds=60)
+    assert (
+        write_reason(NOW, new, current, last_write, SETTINGS.min_interval, heartbeat, newer_than)
+        == reason
+    )
