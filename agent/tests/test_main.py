@@ -12,6 +12,13 @@ from modelplane_agent.controller import POOLS, REPLICAS, Settings
 
 KUBECONFIG_WITHOUT_CLUSTERS = "apiVersion: v1\nkind: Config\n"
 NOT_YAML = "clusters: [\n"
+NO_CONTEXT = """apiVersion: v1
+kind: Config
+clusters: [{name: c, cluster: {server: "https://127.0.0.1:1"}}]
+users: [{name: u, user: {token: t}}]
+contexts: [{name: x, context: {cluster: c, user: u}}]
+current-context: nope
+"""
 # Where a pod would have its service account; empty here, even on a CI runner in a pod.
 SERVICE_ACCOUNT = "{home}/serviceaccount/token"
 
@@ -46,6 +53,12 @@ REFUSALS = {
         "modelplane-agent: KUBECONFIG {home}/no-clusters: not a usable kubeconfig: "
         "clusters is not set",
     ),
+    "a kubeconfig whose current context does not exist": (
+        ["--kubeconfig={home}/no-context"],
+        {},
+        "modelplane-agent: --kubeconfig {home}/no-context: not a usable kubeconfig: "
+        "Context 'nope' not found",
+    ),
     "--max-age that is not a duration": (
         ["--max-age=soon"],
         {},
@@ -69,6 +82,7 @@ def test_it_refuses_in_one_line_and_exits_1(tmp_path: Path, monkeypatch, args, e
     monkeypatch.setattr(main, "SERVICE_ACCOUNT", str(tmp_path / "serviceaccount"))
     (tmp_path / "not-yaml").write_text(NOT_YAML)
     (tmp_path / "no-clusters").write_text(KUBECONFIG_WITHOUT_CLUSTERS)
+    (tmp_path / "no-context").write_text(NO_CONTEXT)
     environment = {"HOME": str(tmp_path), "KUBECONFIG": None}
     environment |= {k: v.format(home=tmp_path) for k, v in env.items()}
     result = CliRunner().invoke(

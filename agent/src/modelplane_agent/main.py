@@ -11,7 +11,6 @@ from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
 import click
-import yaml
 from lightkube import AsyncClient
 from lightkube.config.kubeconfig import DEFAULT_KUBECONFIG, SERVICE_ACCOUNT, KubeConfig
 from lightkube.core.exceptions import ConfigError
@@ -39,9 +38,9 @@ class NoConfiguration(Exception):
     """The agent cannot reach any cluster: said in one line, and the process exits 1."""
 
 
-# What reading a configuration can raise: a missing file, unreadable YAML, a document
-# that is not a kubeconfig, a service account without the Service's environment.
-_BROKEN = (ConfigError, OSError, yaml.YAMLError, KeyError, TypeError, ValueError)
+# What reading the pod's service account can raise: no token (not in a pod), or no
+# KUBERNETES_SERVICE_HOST (a pod without the Service's environment).
+_NOT_IN_A_POD = (ConfigError, OSError, KeyError)
 
 
 def kube_config(kubeconfig: str | None) -> KubeConfig:
@@ -50,7 +49,7 @@ def kube_config(kubeconfig: str | None) -> KubeConfig:
         return _from_file(kubeconfig, "--kubeconfig")
     try:
         return KubeConfig.from_service_account(service_account=SERVICE_ACCOUNT)
-    except _BROKEN as error:
+    except _NOT_IN_A_POD as error:
         in_cluster = _why(error)
     path = os.environ.get("KUBECONFIG") or DEFAULT_KUBECONFIG
     if not Path(path).expanduser().is_file():
@@ -65,17 +64,19 @@ def _from_file(path: str, what: str) -> KubeConfig:
     if not Path(path).expanduser().is_file():
         raise NoConfiguration(f"{what} {path}: no such file")
     try:
-        return KubeConfig.from_file(path)
-    except _BROKEN as error:
+        config = KubeConfig.from_file(path)
+        config.get()  # its current context resolves (else the client would fail later)
+        return config
+    except Exception as error:  # unreadable, not YAML, not a kubeconfig: all say the same
         raise NoConfiguration(f"{what} {path}: not a usable kubeconfig: {_why(error)}") from None
 
 
 def _why(error: BaseException) -> str:
-    cause = error.__cause__ or error
-    if isinstance(cause, FileNotFoundError):
-        return f"no {cause.filename}"
-    if isinstance(cause, KeyError):
-        return f"{cause.args[0]} is not set" if cause.args else "a key is missing"
+    missing = error.__cause__ if isinstance(error.__cause__, FileNotFoundError) else error
+    if isinstance(missing, FileNotFoundError):  # lightkube wraps it in a ConfigError
+        return f"no {missing.filename}"
+    if isinstance(error, KeyError):
+        return f"{error.args[0]} is not set" if error.args else "a key is missing"
     return " ".join(str(error).split()) or type(error).__name__
 
 
