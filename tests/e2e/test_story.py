@@ -417,10 +417,33 @@ def test_g_an_agent_stopped_for_longer_than_max_age_falls_back_without_deleting_
     maxAge the pools fall back to whole-node accounting and nothing running is deleted.
     Started again, it reports within seconds and the pools are observed again."""
     control, workload = planes
-    assert e2e_stack.agent
+    running = e2e_stack.agent
+    assert running
     replicas = {n: r["metadata"]["uid"] for n, r in _replicas(control).items()}
     uids = _workload_uids(workload)
-    assert e2e_stack.agent.stop() == 0, "the agent exits 0 on SIGTERM"
+    stopped = running.stop()
+    try:
+        assert stopped == 0, "the agent exits 0 on SIGTERM"
+        _stopped_agent_falls_back(control, workload, replicas, uids)
+    finally:
+        running.start()  # also when the step failed: later modules need the agent
+
+    def observed_again() -> dict:
+        c = condition(control.get("inferencecluster", CLUSTER), "CapacityObserved")
+        assert c and (c["status"], c["reason"]) == ("True", "AllPoolsObserved"), c
+        return c
+
+    eventually(observed_again, "CapacityObserved=True once the agent reports again")
+    for name in replicas:
+        eventually(
+            lambda n=name: _true(control, "modelreplica", n, "PodsScheduled", TEAM),
+            f"ModelReplica {name} PodsScheduled=True again",
+        )
+
+
+def _stopped_agent_falls_back(
+    control: Kube, workload: Kube, replicas: dict[str, str], uids: dict[str, str]
+) -> None:
     last = {
         p.name: workload.get("poolobservations.agent.modelplane.ai", p.name)["status"]["observedAt"]
         for p in POOLS
@@ -445,17 +468,3 @@ def test_g_an_agent_stopped_for_longer_than_max_age_falls_back_without_deleting_
     assert _workload_uids(workload) == uids
     counted = Counter(bool(p["spec"].get("nodeName")) for p in _pods(workload).values())
     assert counted == {True: 2 * PODS_PER_REPLICA}
-
-    e2e_stack.agent.start()
-
-    def observed_again() -> dict:
-        c = condition(control.get("inferencecluster", CLUSTER), "CapacityObserved")
-        assert c and (c["status"], c["reason"]) == ("True", "AllPoolsObserved"), c
-        return c
-
-    eventually(observed_again, "CapacityObserved=True once the agent reports again")
-    for name in replicas:
-        eventually(
-            lambda n=name: _true(control, "modelreplica", n, "PodsScheduled", TEAM),
-            f"ModelReplica {name} PodsScheduled=True again",
-        )
