@@ -24,10 +24,12 @@ e2e-tools:
 	bash scripts/e2e-tools.sh
 
 # Set up, build the Function packages and the e2e binaries, then run the
-# end-to-end story on a real control plane and workload cluster with the
-# functions installed from their packages (tests/e2e; logs in out/e2e/).
+# agent against a real API server and kube-scheduler (agent/tests/live, its
+# own cluster, torn down before the next starts) and the end-to-end story on
+# a real control plane and workload cluster, with the functions installed
+# from their packages and the real agent (tests/e2e; logs in out/e2e/).
 e2e: setup packages e2e-tools
-	MODELPLANE_E2E_PACKAGES=dist/xpkg uv run --frozen pytest tests/e2e -m e2e
+	MODELPLANE_E2E_PACKAGES=dist/xpkg uv run --frozen pytest agent/tests/live tests/e2e -m e2e
 
 # The admission burst alone (tests/e2e/test_admission_burst.py, 30 deployments
 # at once on a fleet at 90% use), functions served from this workspace; prints
@@ -61,8 +63,7 @@ bench-admission:
 	uv run --frozen python tests/bench/bench_admission.py
 
 # The agent against a real kube-apiserver, kube-controller-manager and kube-scheduler
-# (binaries in .tools/bin from the e2e tooling). Not in CI yet: one run of
-# five failed its "one pod left" step under heavy load (design/agent.md).
+# (binaries in .tools/bin from the e2e tooling) alone; CI runs it in make e2e.
 agent-live: setup e2e-tools
 	uv run --frozen pytest -m e2e agent/tests/live -q
 

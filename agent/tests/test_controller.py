@@ -15,7 +15,7 @@ from modelplane_devtools import agent_builders as t
 NOW = datetime(2026, 11, 30, 12, 0, tzinfo=UTC)
 SETTINGS = Settings(
     min_interval=timedelta(seconds=2),
-    heartbeat=timedelta(seconds=60),
+    max_age=timedelta(minutes=5),  # pools heartbeat every 45-60 s, replicas every 90-120 s
     tick=0.01,
     backoff_initial=0.01,
     backoff_max=0.02,
@@ -149,6 +149,28 @@ def test_the_heartbeat_rewrites_observed_at_only():
         assert {k: v for k, v in second.items() if k != "observedAt"} == {
             k: v for k, v in first.items() if k != "observedAt"
         }
+        await stopped(controller, task)
+
+    asyncio.run(scenario())
+
+
+def test_an_idle_replica_heartbeats_at_twice_a_pools_interval():
+    async def scenario():
+        objects = world()
+        objects[REPLICAS] = [t.replica_observation()]
+        objects[PODS] = [t.pod("r-0", node_name="n1")]
+        api, clock = FakeApi(objects), Clock()
+        controller, task = await started(api, clock)
+        clock.now += timedelta(seconds=61)  # pools: 45-60 s; replicas: 90-120 s
+        await settle(controller)
+        assert sorted(k for k, _, _ in api.patches) == [POOLS, POOLS, REPLICAS]
+        clock.now += timedelta(seconds=60)
+        await settle(controller)
+        replica_writes = [s for k, _, s in api.patches if k == REPLICAS]
+        assert [w["observedAt"] for w in replica_writes] == [
+            "2026-11-30T12:00:00Z",
+            "2026-11-30T12:02:01Z",
+        ]
         await stopped(controller, task)
 
     asyncio.run(scenario())
@@ -295,6 +317,36 @@ def test_a_replica_turning_scheduled_makes_its_pool_publish_a_newer_observation(
     asyncio.run(scenario())
 
 
+def test_an_event_handled_while_a_status_is_being_written_is_published_after_it():
+    # The write carries the state from before the event; the event's own mark must
+    # survive the write, or the report stays one event behind until the heartbeat.
+    async def scenario():
+        objects = world()
+        objects[REPLICAS] = [t.replica_observation()]
+        objects[PODS] = [t.pod("r-0", node_name="n1"), t.pod("r-1", node_name="n2")]
+        api, clock = FakeApi(objects), Clock()
+        controller, task = await started(api, clock)
+        real_patch = api.patch_status
+
+        async def slow_patch(kind: str, namespace: str, name: str, status: Mapping) -> None:
+            await real_patch(kind, namespace, name, status)
+            if kind == REPLICAS and status["pods"] == 1:
+                api.send(PODS, "DELETED", t.pod("r-0", node_name="n1"))
+                await asyncio.sleep(SETTINGS.tick * 5)  # the watch handles it meanwhile
+
+        api.patch_status = slow_patch  # type: ignore[method-assign]
+        clock.now += timedelta(seconds=3)
+        api.send(PODS, "DELETED", t.pod("r-1", node_name="n2"))
+        await settle(controller)
+        clock.now += timedelta(seconds=3)
+        await settle(controller)
+        replica_writes = [s for k, _, s in api.patches if k == REPLICAS]
+        assert [(w["pods"], w["scheduledPods"]) for w in replica_writes] == [(2, 2), (1, 1), (0, 0)]
+        await stopped(controller, task)
+
+    asyncio.run(scenario())
+
+
 BEFORE = NOW - timedelta(seconds=1)
 REASONS = {
     "a first status is a change": (None, None, None, "change"),
@@ -342,4 +394,8 @@ REASONS = {
 )
 def test_write_reason(current, last_write, newer_than, reason):
     new = {"observedAt": "2026-11-30T12:00:00Z", "observedNodes": 1}
-    assert write_reason(NOW, new, current, last_write, SETTINGS, newer_than) == reason
+    heartbeat = timedelta(seconds=60)
+    assert (
+        write_reason(NOW, new, current, last_write, SETTINGS.min_interval, heartbeat, newer_than)
+        == reason
+    )

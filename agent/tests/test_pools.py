@@ -365,26 +365,32 @@ def hist(**buckets: int) -> Histogram:
 
 COARSEN_CASES = {
     "a histogram within the bound is unchanged": (hist(v8_2=3, v4_1=1), 2, hist(v8_2=3, v4_1=1)),
-    "the rarest vector rounds down onto the bucket it dominates that loses least": (
+    "a rare vector rounds down onto the kept vector it dominates that loses least": (
         hist(v8_2=5, v4_1=3, v6_2=1, v2_0=4),
         3,
         hist(v8_2=5, v4_1=4, v2_0=4),
     ),
-    "a vector dominating no bucket rounds down to the empty vector, then the next rarest": (
+    "between equally good targets, the lexicographically greatest": (
+        hist(v2_1=3, v1_2=3, v3_3=1),
+        2,
+        hist(v2_1=4, v1_2=3),
+    ),
+    "a vector dominating no kept one goes to the empty vector, which takes a kept one's place": (
         hist(v8_0=5, v0_2=5, v0_8=4, v4_1=1),
         3,
         hist(v8_0=5, v0_2=9, v0_0=1),
     ),
-    "among equally rare vectors the most free moves first": (
+    "among equally common vectors the least free are kept": (
         hist(v8_2=1, v4_2=1, v0_0=9),
         2,
         hist(v4_2=2, v0_0=9),
     ),
-    "coarsening repeats until the bound holds": (
+    "every vector beyond the bound moves, in one pass": (
         hist(v8_2=1, v6_2=1, v4_2=1, v2_2=1, v0_0=9),
         2,
         hist(v2_2=4, v0_0=9),
     ),
+    "a bound of one leaves the empty vector": (hist(v8_2=3, v4_1=1), 1, hist(v0_0=4)),
 }
 
 

@@ -1,8 +1,12 @@
-"""The e2e session: both clusters, Crossplane, provider-kubernetes and the functions.
+"""The e2e session: both clusters, Crossplane, provider-kubernetes, the functions, the agent.
 
 The stack starts once per session in `out/e2e/<time>/` and is stopped by
 PID at the end; its logs stay there. A failing test's report names that
-folder and shows the last lines of every server that died.
+folder, shows the last lines of every server that died and the agent's log.
+
+The agent runs with `--max-age` `agent.MAX_AGE`: an InferenceCluster of
+this suite may set `spec.observation.maxAge` to that or longer, never
+shorter (its pools would go stale between two heartbeats).
 """
 
 from __future__ import annotations
@@ -11,7 +15,7 @@ import time
 from collections.abc import Iterator
 
 import pytest
-from modelplane_devtools.e2e import functions, stack
+from modelplane_devtools.e2e import agent, functions, stack
 
 _workdirs: list = []
 
@@ -24,7 +28,11 @@ def e2e_stack() -> Iterator[stack.Stack]:
     began = time.monotonic()
     running = stack.start(workdir)
     try:
-        assert running.control_plane and running.root_ca
+        assert running.control_plane and running.root_ca and running.workload
+        running.agent = agent.start(
+            running.workload.kube, running.supervisor, workdir, agent.MAX_AGE
+        )
+        running.timings["agent"] = time.monotonic() - began
         functions.install(
             running.control_plane.kube,
             running.supervisor,
@@ -44,7 +52,8 @@ def e2e_stack() -> Iterator[stack.Stack]:
                     cluster.kube,
                     ["managed", "composite", "objects.kubernetes.m.crossplane.io", "pods",
                      "nodes", "resourceclaims", "resourceslices", "functions",
-                     "functionrevisions", "events"],
+                     "functionrevisions", "events", "poolobservations.agent.modelplane.ai",
+                     "replicaobservations.agent.modelplane.ai"],
                     workdir / "dump" / cluster.name,
                 )  # fmt: skip
         running.supervisor.stop()
@@ -63,4 +72,6 @@ def pytest_runtest_makereport(item, call):
         if running is not None:
             for process in running.supervisor.exited():
                 lines.append(f"{process.name} exited:\n{process.tail()}")
+            if running.agent is not None:
+                lines.append(f"the agent's log, last lines:\n{running.agent.tail()}")
         report.sections.append(("e2e", "\n".join(lines)))

@@ -1,7 +1,7 @@
-"""The agent stand-in's histogram: nodes grouped by free-device vector, most free first.
+"""The e2e suite's ground truth: nodes grouped by free-device vector, most free first.
 
-Pure, so it runs in `make test` too (no e2e marker): the e2e story trusts it
-to say what the real agent would.
+Pure, so it runs in `make test` too (no e2e marker): the e2e story compares
+the real agent's published histograms with it (`fleet.expected_histogram`).
 """
 
 from __future__ import annotations

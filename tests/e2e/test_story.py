@@ -4,9 +4,12 @@ The functions run as installed Function packages behind Crossplane core;
 provider-kubernetes carries their Objects to a second API server whose
 kube-scheduler places the pods on fake GPU nodes (see
 `modelplane_devtools.e2e`). Each step is asserted through the API servers
-only. The agent's reports are written by the test in the agent's place
-(`fleet.Agent`), and LeaderWorkerSet pods by a stand-in for its controller.
-Later steps build on earlier ones: when one fails, the rest fail with it.
+only. Every PoolObservation and ReplicaObservation status is the real
+agent's (`modelplane_devtools.e2e.agent`, installed by the session with its
+CRDs and RBAC and run with its service account's token); LeaderWorkerSet
+pods come from a stand-in for its controller, and pods being deleted are
+finished by a stand-in for their kubelets. Later steps build on earlier
+ones: when one fails, the rest fail with it.
 """
 
 from __future__ import annotations
@@ -15,10 +18,9 @@ import subprocess
 import time
 from collections import Counter
 from collections.abc import Iterator
-from datetime import UTC, datetime, timedelta
 
 import pytest
-from modelplane_devtools.e2e import fleet
+from modelplane_devtools.e2e import agent, fleet
 from modelplane_devtools.e2e.kube import Kube, condition, eventually
 from modelplane_devtools.e2e.stack import ROOT, Stack
 
@@ -76,7 +78,9 @@ INFERENCE_CLUSTER = {
             {"name": p.name, "nodeCount": p.nodes, "devices": [_device(k) for k in p.devices]}
             for p in POOLS
         ],
-        "observation": {"mode": "Observed", "maxAge": "2m"},
+        # The suite's agent heartbeats well inside this; short, so that the stale step
+        # waits one minute, not five.
+        "observation": {"mode": "Observed", "maxAge": agent.MAX_AGE},
     },
 }
 
@@ -134,7 +138,7 @@ def planes(e2e_stack: Stack) -> tuple[Kube, Kube]:
 
 @pytest.fixture(scope="module")
 def stand_ins(planes: tuple[Kube, Kube]) -> Iterator[fleet.StandIns]:
-    """The agent's, LWS's and the kubelets' stand-ins on the workload cluster, every 2 s."""
+    """LWS's and the kubelets' stand-ins on the workload cluster, every 2 s."""
     running = fleet.StandIns(planes[1], POOLS).start()
     try:
         yield running
@@ -159,10 +163,9 @@ def _pods(workload: Kube) -> dict[str, dict]:
 
 def test_a_cluster_in_observed_mode_gets_its_provider_config_and_pool_observations(planes):
     control, workload = planes
-    # The platform's part: the tenant namespace and the agent's CRDs on the
-    # workload cluster (LeaderWorkerSet's API too), GPU nodes with their devices.
+    # The platform's part: the tenant namespace on the workload cluster, LeaderWorkerSet's
+    # API, GPU nodes with their devices (the session installed and started the agent).
     workload.kubectl("create", "namespace", TEAM)
-    workload.apply_files(ROOT / "apis" / "agent")
     workload.apply(fleet.LWS_CRD)
     fleet.add_nodes(workload, POOLS)
 
@@ -274,6 +277,21 @@ def test_c_three_replicas_are_placed_and_their_pods_bound_gangs_on_distinct_node
         assert all(n.startswith("h100-") for n in nodes)
     claims = workload.list("resourceclaims.resource.k8s.io", TEAM)
     assert len(claims) == 9 and all((c.get("status") or {}).get("allocation") for c in claims)
+
+    # The agent's histograms, relayed to the control plane, hold what kube-scheduler
+    # allocated: 12 GPUs of the H100 pool, 3 of the L40S pool (routers may land there).
+    def histograms_hold_the_allocations() -> bool:
+        status = (control.get("inferencecluster", CLUSTER) or {}).get("status") or {}
+        published = {p["name"]: p.get("nodesByFreeDevices") for p in status.get("gpuPools") or []}
+        expected = {p.name: fleet.expected_histogram(workload, p) for p in POOLS}
+        assert published == expected, f"published {published}, allocations say {expected}"
+        return True
+
+    eventually(
+        histograms_hold_the_allocations,
+        "InferenceCluster.status.gpuPools equal to the workload cluster's allocations",
+        timeout=120,
+    )
 
     for name in replicas:
         eventually(
@@ -392,23 +410,59 @@ def test_f_a_malformed_selector_keeps_running_replicas_and_names_the_defect(plan
     )
 
 
-def test_g_a_stale_observation_falls_back_without_deleting_running_work(planes, stand_ins):
+def test_g_an_agent_stopped_for_longer_than_max_age_falls_back_without_deleting_work(
+    e2e_stack, planes, stand_ins
+):
+    """The agent stops (a crash, an eviction): its last reports stay; once older than
+    maxAge the pools fall back to whole-node accounting and nothing running is deleted.
+    Started again, it reports within seconds and the pools are observed again."""
     control, workload = planes
+    running = e2e_stack.agent
+    assert running
     replicas = {n: r["metadata"]["uid"] for n, r in _replicas(control).items()}
     uids = _workload_uids(workload)
-    stand_ins.pause_reports()
-    stale = (datetime.now(UTC) - timedelta(minutes=10)).strftime("%Y-%m-%dT%H:%M:%SZ")
-    fleet.report_pools(workload, POOLS, observed_at=stale)
+    stopped = running.stop()
+    try:
+        assert stopped == 0, "the agent exits 0 on SIGTERM"
+        _stopped_agent_falls_back(control, workload, replicas, uids)
+    finally:
+        running.start()  # also when the step failed: later modules need the agent
+
+    def observed_again() -> dict:
+        c = condition(control.get("inferencecluster", CLUSTER), "CapacityObserved")
+        assert c and (c["status"], c["reason"]) == ("True", "AllPoolsObserved"), c
+        return c
+
+    eventually(observed_again, "CapacityObserved=True once the agent reports again")
+    for name in replicas:
+        eventually(
+            lambda n=name: _true(control, "modelreplica", n, "PodsScheduled", TEAM),
+            f"ModelReplica {name} PodsScheduled=True again",
+        )
+
+
+def _stopped_agent_falls_back(
+    control: Kube, workload: Kube, replicas: dict[str, str], uids: dict[str, str]
+) -> None:
+    last = {
+        p.name: workload.get("poolobservations.agent.modelplane.ai", p.name)["status"]["observedAt"]
+        for p in POOLS
+    }
 
     def fell_back() -> dict:
         c = condition(control.get("inferencecluster", CLUSTER), "CapacityObserved")
         assert c and (c["status"], c["reason"]) == ("False", "NoPoolObserved"), c
         return c
 
-    observed = eventually(fell_back, "CapacityObserved=False/NoPoolObserved once reports are stale")
+    observed = eventually(
+        fell_back,
+        f"CapacityObserved=False/NoPoolObserved once the last reports are {agent.MAX_AGE} old",
+        timeout=180,
+    )
     assert "h100" in observed["message"] and "l40s" in observed["message"], observed["message"]
     pools = {p["name"]: p for p in control.get("inferencecluster", CLUSTER)["status"]["gpuPools"]}
-    assert pools["h100"]["observedAt"] == stale  # still published: what the agent last said
+    # Still published: what the agent last said.
+    assert {name: pools[name]["observedAt"] for name in last} == last
     time.sleep(15)
     assert {n: r["metadata"]["uid"] for n, r in _replicas(control).items()} == replicas
     assert _workload_uids(workload) == uids

@@ -124,11 +124,11 @@ def test_without_any_configuration_it_exits_naming_the_missing_kubeconfig(agent_
         check=False,
     )
     assert done.returncode == 1, done.stdout + done.stderr
-    last = done.stderr.strip().splitlines()[-1]
-    assert last == (
-        "lightkube.core.exceptions.ConfigError: Configuration file ~/.kube/config not found"
-    )
-    assert "/var/run/secrets/kubernetes.io/serviceaccount/token" in done.stderr
+    assert done.stderr.splitlines() == [
+        "modelplane-agent: no Kubernetes configuration: not in a cluster (no "
+        "/var/run/secrets/kubernetes.io/serviceaccount/token) and no kubeconfig at "
+        "~/.kube/config; pass --kubeconfig"
+    ]
 
 
 # ---------------------------------------------------------------- the agent, running

@@ -12,8 +12,9 @@ consistent snapshot: `observedAt` is the clock then), computes the dirty
 observations and writes a status through the status subresource when
 - its content (everything but `observedAt`) differs from the last status
   written or seen, at most once per observation per `min_interval`; or
-- its `observedAt` is `heartbeat` old, so a live agent's report never goes
-  stale (keep `heartbeat` well inside the clusters' `maxAge`, default 5m).
+- its `observedAt` is as old as the observation's heartbeat, so a live
+  agent's report never goes stale (`Settings`: derived from the clusters'
+  `maxAge`, spread per observation).
 An unchanged status is never written otherwise. A failed write is retried
 on the next tick after `min_interval`.
 
@@ -29,6 +30,7 @@ import gc
 import logging
 import random
 import time
+import zlib
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
@@ -47,13 +49,32 @@ log = logging.getLogger("modelplane_agent")
 Key = tuple[str, str, str]  # (kind, namespace, name)
 
 
+# A report older than the cluster's maxAge is stale (design/observation.md). Heartbeats
+# rewrite an unchanged report's observedAt well inside it: a pool at maxAge/5 (its
+# staleness sends the whole pool to whole-node accounting, and pools are few), a
+# replica at 2 x maxAge/5 (a stale one only makes its PodsScheduled Unknown, and
+# replicas are many: 1,000 of them heartbeat at about 10 writes/s instead of 17).
+POOL_HEARTBEAT_SHARE = 0.2
+REPLICA_HEARTBEAT_SHARE = 0.4
+# Each observation heartbeats at its own fraction of that, between 75% and 100%, fixed
+# by its name: observations written together at start do not all come due in one tick.
+HEARTBEAT_SPREAD = 0.25
+
+
 @dataclass(frozen=True, slots=True)
 class Settings:
     min_interval: timedelta = timedelta(seconds=2)
-    heartbeat: timedelta = timedelta(seconds=60)
+    # The smallest `spec.observation.maxAge` of the InferenceClusters of this cluster.
+    max_age: timedelta = timedelta(minutes=5)
     tick: float = 0.5  # seconds between publisher passes
     backoff_initial: float = 0.5
     backoff_max: float = 30.0
+
+    def heartbeat(self, key: Key) -> timedelta:
+        """How old this observation's `observedAt` may grow before it is rewritten."""
+        share = POOL_HEARTBEAT_SHARE if key[0] == POOLS else REPLICA_HEARTBEAT_SHARE
+        spread = zlib.crc32("/".join(key).encode()) / 2**32  # stable, in [0, 1)
+        return self.max_age * share * (1 - HEARTBEAT_SPREAD * spread)
 
 
 _KIND_NAMES = {POOLS: "PoolObservation", REPLICAS: "ReplicaObservation"}
@@ -71,16 +92,17 @@ def write_reason(
     new: Mapping,
     current: Mapping | None,
     last_write: datetime | None,
-    settings: Settings,
+    min_interval: timedelta,
+    heartbeat: timedelta,
     newer_than: datetime | None = None,
 ) -> str | None:
     """Why to write `new` now, or None to leave the status alone.
 
     "change" when the content differs; "heartbeat" when `observedAt` is as old
-    as the heartbeat; "refresh" when it is older than `newer_than` (a replica
+    as `heartbeat`; "refresh" when it is older than `newer_than` (a replica
     of the pool turned scheduled since). Never twice within `min_interval`.
     """
-    if last_write is not None and now - last_write < settings.min_interval:
+    if last_write is not None and now - last_write < min_interval:
         return None
     if content(new) != content(current):
         return "change"
@@ -88,7 +110,7 @@ def write_reason(
         observed_at = parse_time((current or {}).get("observedAt"))
     except ValueError:
         return "heartbeat"
-    if now - observed_at >= settings.heartbeat:
+    if now - observed_at >= heartbeat:
         return "heartbeat"
     if newer_than is not None and observed_at < newer_than:
         return "refresh"
@@ -260,30 +282,39 @@ class Controller:
             if (
                 key not in self.dirty
                 and newer_than is None
-                and not self._heartbeat_due(now, current)
+                and now - _observed_at(current) < self.settings.heartbeat(key)
             ):
                 continue
+            # Clean from here: an event handled while the write below is awaited marks
+            # the key dirty again, and that mark must survive the write (the write
+            # carries the state as it was before the event).
+            self.dirty.discard(key)
             started = time.perf_counter()
             new = self._status(key, now, current)
             metrics.RECOMPUTE.labels(kind).observe(time.perf_counter() - started)
             reason = write_reason(
-                now, new, current, self.last_write.get(key), self.settings, newer_than
+                now,
+                new,
+                current,
+                self.last_write.get(key),
+                self.settings.min_interval,
+                self.settings.heartbeat(key),
+                newer_than,
             )
             if reason is None:
-                if content(new) == content(current):
-                    self.dirty.discard(key)
-                    if newer_than is not None and _observed_at(current) >= newer_than:
-                        self.refresh.pop(name, None)
+                if content(new) != content(current):
+                    self.dirty.add(key)  # changed, but written too recently: next tick
+                elif newer_than is not None and _observed_at(current) >= newer_than:
+                    self.refresh.pop(name, None)
                 continue
             if await self._write(key, new, reason, now):
                 writes += 1
                 problem = warning(current, new)
                 if problem is not None:
                     await self._warn(key, *problem, now)
+            else:
+                self.dirty.add(key)  # retried after min_interval
         return writes
-
-    def _heartbeat_due(self, now: datetime, current: Mapping | None) -> bool:
-        return now - _observed_at(current) >= self.settings.heartbeat
 
     def _status(self, key: Key, now: datetime, previous: Mapping | None) -> dict:
         kind, namespace, name = key
@@ -314,7 +345,6 @@ class Controller:
             return False
         metrics.WRITES.labels(kind, reason, "ok").inc()
         self.written[key] = status
-        self.dirty.discard(key)
         condition = status["conditions"][0]
         if kind == POOLS:
             metrics.LAST_PUBLISH.labels(name).set(now.timestamp())

@@ -4,12 +4,16 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import os
 import signal
-from datetime import UTC, datetime
+import sys
+from datetime import UTC, datetime, timedelta
+from pathlib import Path
 
 import click
 from lightkube import AsyncClient
-from lightkube.config.kubeconfig import KubeConfig
+from lightkube.config.kubeconfig import DEFAULT_KUBECONFIG, SERVICE_ACCOUNT, KubeConfig
+from lightkube.core.exceptions import ConfigError
 from modelplane_common.timeutil import parse_duration
 
 from modelplane_agent.controller import Controller, Settings
@@ -30,6 +34,67 @@ def _now() -> datetime:
     return datetime.now(UTC)
 
 
+class NoConfiguration(Exception):
+    """The agent cannot reach any cluster: said in one line, and the process exits 1."""
+
+
+# What reading the pod's service account can raise: no token (not in a pod), or no
+# KUBERNETES_SERVICE_HOST (a pod without the Service's environment).
+_NOT_IN_A_POD = (ConfigError, OSError, KeyError)
+
+
+def kube_config(kubeconfig: str | None) -> KubeConfig:
+    """`--kubeconfig`, else the pod's service account, else $KUBECONFIG or ~/.kube/config."""
+    if kubeconfig:
+        return _from_file(kubeconfig, "--kubeconfig")
+    try:
+        return KubeConfig.from_service_account(service_account=SERVICE_ACCOUNT)
+    except _NOT_IN_A_POD as error:
+        in_cluster = _why(error)
+    path = os.environ.get("KUBECONFIG") or DEFAULT_KUBECONFIG
+    if not Path(path).expanduser().is_file():
+        raise NoConfiguration(
+            f"no Kubernetes configuration: not in a cluster ({in_cluster}) and no kubeconfig "
+            f"at {path}; pass --kubeconfig"
+        )
+    return _from_file(path, "KUBECONFIG" if os.environ.get("KUBECONFIG") else "kubeconfig")
+
+
+def _from_file(path: str, what: str) -> KubeConfig:
+    if not Path(path).expanduser().is_file():
+        raise NoConfiguration(f"{what} {path}: no such file")
+    try:
+        config = KubeConfig.from_file(path)
+        config.get()  # its current context resolves (else the client would fail later)
+        return config
+    except Exception as error:  # unreadable, not YAML, not a kubeconfig: all say the same
+        raise NoConfiguration(f"{what} {path}: not a usable kubeconfig: {_why(error)}") from None
+
+
+def _why(error: BaseException) -> str:
+    missing = error.__cause__ if isinstance(error.__cause__, FileNotFoundError) else error
+    if isinstance(missing, FileNotFoundError):  # lightkube wraps it in a ConfigError
+        return f"no {missing.filename}"
+    if isinstance(error, KeyError):
+        return f"{error.args[0]} is not set" if error.args else "a key is missing"
+    return " ".join(str(error).split()) or type(error).__name__
+
+
+def settings_from(max_age: str, min_interval: str) -> Settings:
+    """The publisher's settings from the command line; ValueError says which flag is wrong."""
+    try:
+        age = parse_duration(max_age)
+    except ValueError as error:
+        raise ValueError(f"--max-age: {error} (got {max_age})") from None
+    if age < timedelta(seconds=10):
+        raise ValueError(f"--max-age must be at least 10s (got {max_age})")
+    try:
+        interval = parse_duration(min_interval)
+    except ValueError as error:
+        raise ValueError(f"--min-interval: {error} (got {min_interval})") from None
+    return Settings(max_age=age, min_interval=interval)
+
+
 async def _run(controller: Controller, api: LightkubeApi) -> None:
     loop = asyncio.get_running_loop()
     for sig in (signal.SIGTERM, signal.SIGINT):
@@ -44,24 +109,31 @@ async def _run(controller: Controller, api: LightkubeApi) -> None:
 @click.option("--kubeconfig", default=None, help="Kubeconfig file; in-cluster config if unset.")
 @click.option("--listen", default="0.0.0.0:8080", show_default=True, help="host:port for probes.")
 @click.option(
-    "--heartbeat", default="60s", show_default=True, help="Rewrite observedAt this often."
+    "--max-age",
+    default="5m",
+    show_default=True,
+    help="The InferenceCluster's spec.observation.maxAge (the smallest, if several clusters "
+    "point here): heartbeats rewrite a pool's report every maxAge/5, a replica's every "
+    "2 x maxAge/5, less a stable spread of up to 25% per observation.",
 )
 @click.option(
     "--min-interval", default="2s", show_default=True, help="Least time between two writes."
 )
 @click.option("--log-level", default="INFO", show_default=True)
-def cli(kubeconfig: str | None, listen: str, heartbeat: str, min_interval: str, log_level: str):
+def cli(kubeconfig: str | None, listen: str, max_age: str, min_interval: str, log_level: str):
     """Publish every PoolObservation's histogram and every ReplicaObservation's pod state."""
+    try:
+        settings = settings_from(max_age, min_interval)
+        config = kube_config(kubeconfig)
+    except (ValueError, NoConfiguration) as error:
+        click.echo(f"modelplane-agent: {error}", err=True)
+        sys.exit(1)
     handler = logging.StreamHandler()
     handler.addFilter(_ResourceDefault())
     handler.setFormatter(logging.Formatter("%(asctime)s %(levelname)s %(resource)s %(message)s"))
     logging.basicConfig(level=log_level.upper(), handlers=[handler])
     for chatty in ("httpx", "httpx2"):  # one line per request, watches included
         logging.getLogger(chatty).setLevel(max(logging.WARNING, logging.root.level))
-    settings = Settings(
-        heartbeat=parse_duration(heartbeat), min_interval=parse_duration(min_interval)
-    )
-    config = KubeConfig.from_file(kubeconfig) if kubeconfig else KubeConfig.from_env()
     api = LightkubeApi(AsyncClient(config=config, field_manager="modelplane-agent"))
     controller = Controller(api, _now, settings)
     host, _, port = listen.rpartition(":")

@@ -2,8 +2,9 @@
 
 Its report must equal the ground truth computed here from what the API
 server holds (nodes, slices, the allocations kube-scheduler made) after
-every step: pods bound, a pod unschedulable, pods deleted, a node cordoned,
-a node tainted, a node added, a node removed.
+every step: pods bound, a pod unschedulable, pods deleted, a pod marked for
+deletion (counted until gone), a node cordoned, a node tainted, a node
+added, a node removed.
 """
 
 from __future__ import annotations
@@ -319,6 +320,20 @@ def test_the_agent_reports_the_ground_truth_after_every_step(cluster):
     eventually(matches(), "delete: r-1's claim released")
     eventually(lambda: replica(client)[:4] == (1, 1, "True", "AllPodsBound"), "one pod left")
     eventually(lambda: agent_view(client)[1].get((4,)) == 1, "r-1's device is free again")
+
+    # Deleted with a grace period, a bound pod is only marked (no kubelet stops it here):
+    # it still holds its node and device, so it still counts.
+    client.delete(Pod, "r-0", namespace="team", grace_period=30)
+    eventually(
+        lambda: bool(client.get(Pod, "r-0", namespace="team")["metadata"].get("deletionTimestamp")),
+        "r-0 marked for deletion",
+    )
+    time.sleep(3)  # six publisher ticks
+    assert replica(client)[:4] == (1, 1, "True", "AllPodsBound")
+    eventually(matches((2, {(4,): 1, (3,): 1})), "a terminating pod's device is still taken")
+    client.delete(Pod, "r-0", namespace="team", grace_period=0)  # as its kubelet would
+    eventually(lambda: replica(client)[:4] == (0, 0, "False", "Pending"), "r-0 gone")
+    eventually(matches((2, {(4,): 2})), "r-0's device free once its claim is released")
 
     client.patch(Node, "n2", {"spec": {"unschedulable": True}}, patch_type=PatchType.MERGE)
     eventually(matches(), "cordon n2")

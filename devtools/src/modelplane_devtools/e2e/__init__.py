@@ -4,6 +4,7 @@ The pieces, each in its own module: `pki` makes the certificates (openssl),
 `processes` starts binaries with a log each and stops them by PID, `kube`
 talks to an API server through kubectl, `stack` assembles the two clusters,
 Crossplane and provider-kubernetes, `functions` runs the three composition
-functions as Crossplane's External package runtime, and `fleet` plays the
-workload cluster's hardware (fake GPU nodes) and the agent's reports.
+functions as Crossplane's External package runtime, `agent` installs and
+runs the real agent on the workload cluster, and `fleet` plays the workload
+cluster's hardware (fake GPU nodes) and stands in for LWS and the kubelets.
 """

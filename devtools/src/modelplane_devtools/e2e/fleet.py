@@ -1,4 +1,4 @@
-"""The workload cluster's hardware and the agent's reports, played by the test.
+"""The workload cluster's hardware, and stand-ins for what cannot run here.
 
 No kubelet runs: GPU nodes are Node objects whose status the harness writes
 once (Ready, with CPU, memory and pod capacity) and which nothing else
@@ -9,12 +9,12 @@ DeviceClasses selecting by driver. The real kube-scheduler allocates
 ResourceClaims against those slices and binds pods; the pods then stay
 bound and Pending, which is all PodsScheduled needs.
 
-Stand-ins keep the places of components that do not run here, each in
-one function so the real component can replace it:
+The agent is the real one (`modelplane_devtools.e2e.agent`); `histogram`
+and `free_devices` compute, from what the API server holds (published
+slices minus allocated claims), what it must report, for the tests to
+compare. Stand-ins keep the places of components that do not run here, each
+in one function so the real component can replace it:
 
-- `report_pools` and `report_replicas` write PoolObservation and
-  ReplicaObservation status as the agent would, computed from what the
-  workload cluster's API server holds (nodes, slices, allocated claims, pods);
 - `run_leader_worker_sets` creates the leader and worker pods of each
   LeaderWorkerSet, with the group-key label LWS's webhook would add, because
   LeaderWorkerSet's controller cannot be built here (its module is not
@@ -30,7 +30,7 @@ from collections import Counter
 from dataclasses import dataclass
 from datetime import UTC, datetime
 
-from modelplane_devtools.e2e.kube import Kube, condition
+from modelplane_devtools.e2e.kube import Kube
 
 POOL_LABEL = "modelplane.ai/pool"
 
@@ -169,79 +169,10 @@ def histogram(free: dict[str, dict[str, int]], order: list[str]) -> list[dict]:
     ]
 
 
-def report_pools(kube: Kube, pools: list[Pool], observed_at: str | None = None) -> None:
-    """The agent's PoolObservation status, for every pool (the agent's stand-in)."""
-    for pool in pools:
-        order = [k.name for k in pool.devices]
-        kube.patch(
-            "poolobservations.agent.modelplane.ai",
-            pool.name,
-            {
-                "status": {
-                    "observedAt": observed_at or _now(),
-                    "observedNodes": pool.nodes,
-                    "nodesByFreeDevices": histogram(free_devices(kube, pool), order),
-                    "conditions": [
-                        {
-                            "type": "Observing",
-                            "status": "True",
-                            "reason": "Observing",
-                            "lastTransitionTime": "2026-01-01T00:00:00Z",
-                        }
-                    ],
-                }
-            },
-            subresource="status",
-        )
-
-
-def report_replicas(kube: Kube) -> None:
-    """The agent's ReplicaObservation status, for every one on the cluster."""
-    for observation in kube.list("replicaobservations.agent.modelplane.ai"):
-        namespace = observation["metadata"]["namespace"]
-        labels = observation["spec"]["selector"]["matchLabels"]
-        selector = ",".join(f"{k}={v}" for k, v in sorted(labels.items()))
-        pods = kube.list("pods", namespace, selector)
-        bound = [p for p in pods if p["spec"].get("nodeName")]
-        unschedulable = [
-            c
-            for p in pods
-            if (c := condition(p, "PodScheduled")) and c.get("reason") == "Unschedulable"
-        ]
-        if unschedulable:
-            status, reason, message = "False", "Unschedulable", unschedulable[0].get("message", "")
-        elif pods and len(bound) == len(pods):
-            status, reason, message = "True", "AllPodsScheduled", "every pod is bound to a node"
-        else:
-            status, reason, message = "False", "Pending", "some pods are not bound to a node"
-        previous = condition(observation, "Scheduled")
-        since = (
-            previous["lastTransitionTime"]
-            if previous and previous.get("status") == status and previous.get("lastTransitionTime")
-            else _now()
-        )
-        kube.patch(
-            "replicaobservations.agent.modelplane.ai",
-            observation["metadata"]["name"],
-            {
-                "status": {
-                    "observedAt": _now(),
-                    "pods": len(pods),
-                    "scheduledPods": len(bound),
-                    "conditions": [
-                        {
-                            "type": "Scheduled",
-                            "status": status,
-                            "reason": reason,
-                            "message": message,
-                            "lastTransitionTime": since,
-                        }
-                    ],
-                }
-            },
-            namespace=namespace,
-            subresource="status",
-        )
+def expected_histogram(kube: Kube, pool: Pool) -> list[dict]:
+    """The pool's `nodesByFreeDevices` as the agent must report it right now (every node of
+    the pool schedulable, as `add_nodes` leaves them)."""
+    return histogram(free_devices(kube, pool), [k.name for k in pool.devices])
 
 
 # The LeaderWorkerSet API as far as the stand-in needs it: its CRD is ours
@@ -359,11 +290,11 @@ def release_deleted_pods(kube: Kube) -> None:
 
 
 class StandIns:
-    """The stand-ins above, run every few seconds in a thread: the agent, LWS, kubelets.
+    """The stand-ins above, run every few seconds in a thread: LWS and the kubelets.
 
-    `pause_reports()` stops the agent's reports only (the agent crashed, its
-    last status stays in place); errors are kept for the test to show, never
-    swallowed silently.
+    Errors are kept for the test to show, never swallowed silently. `pools`
+    is kept for callers written when the agent was a stand-in too; the real
+    agent reports on every PoolObservation of the cluster.
     """
 
     def __init__(self, kube: Kube, pools: list[Pool], every: float = 2.0) -> None:
@@ -372,10 +303,6 @@ class StandIns:
         self.kube, self.pools, self.every = kube, pools, every
         self.errors: list[str] = []
         self._stop = threading.Event()
-        self._reporting = threading.Event()
-        self._reporting.set()
-        # Held for a whole pass, so a pause never races a report in flight.
-        self._pass = threading.Lock()
         self._thread = threading.Thread(target=self._loop, name="e2e-stand-ins", daemon=True)
 
     def start(self) -> StandIns:
@@ -386,31 +313,10 @@ class StandIns:
         self._stop.set()
         self._thread.join(timeout=30)
 
-    def pause_reports(self) -> None:
-        """Stop the agent's reports; returns once no report is being written."""
-        with self._pass:
-            self._reporting.clear()
-
-    def resume_reports(self) -> None:
-        self._reporting.set()
-
     def _loop(self) -> None:
         while not self._stop.wait(self.every):
-            with self._pass:
-                try:
-                    self._one_pass()
-                except Exception as error:  # kept for the test's failure message
-                    self.errors = [*self.errors[-9:], f"{type(error).__name__}: {error}"]
-
-    def _one_pass(self) -> None:
-        run_leader_worker_sets(self.kube)
-        release_deleted_pods(self.kube)
-        if self._reporting.is_set():
-            report_pools(self.kube, self._observed_pools())
-            report_replicas(self.kube)
-
-    def _observed_pools(self) -> list[Pool]:
-        present = {
-            p["metadata"]["name"] for p in self.kube.list("poolobservations.agent.modelplane.ai")
-        }
-        return [p for p in self.pools if p.name in present]
+            try:
+                run_leader_worker_sets(self.kube)
+                release_deleted_pods(self.kube)
+            except Exception as error:  # kept for the test's failure message
+                self.errors = [*self.errors[-9:], f"{type(error).__name__}: {error}"]

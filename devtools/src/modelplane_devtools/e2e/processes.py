@@ -103,17 +103,26 @@ class Supervisor:
         )
 
     def stop(self, timeout: float = 15) -> None:
-        for process in reversed(self.processes):
-            if process.popen.poll() is None:
+        for process in reversed(list(self.processes)):
+            self.stop_process(process, timeout)
+
+    def stop_process(self, process: Process, timeout: float = 15) -> int:
+        """SIGTERM to its PID, SIGKILL after `timeout`; returns its exit status.
+
+        It leaves the stack's list (so `exited` no longer reports it); its log stays.
+        """
+        if process.popen.poll() is None:
+            with contextlib.suppress(ProcessLookupError):
+                os.kill(process.pid, signal.SIGTERM)
+            try:
+                process.popen.wait(timeout=timeout)
+            except subprocess.TimeoutExpired:
                 with contextlib.suppress(ProcessLookupError):
-                    os.kill(process.pid, signal.SIGTERM)
-                try:
-                    process.popen.wait(timeout=timeout)
-                except subprocess.TimeoutExpired:
-                    with contextlib.suppress(ProcessLookupError):
-                        os.kill(process.pid, signal.SIGKILL)
-                    process.popen.wait(timeout=timeout)
-        self.processes.clear()
+                    os.kill(process.pid, signal.SIGKILL)
+                process.popen.wait(timeout=timeout)
+        if process in self.processes:
+            self.processes.remove(process)
+        return process.popen.returncode
 
     def exited(self) -> list[Process]:
         """Processes that died while the stack was supposed to be up."""

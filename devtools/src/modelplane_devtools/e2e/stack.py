@@ -4,7 +4,8 @@ Control plane: etcd, kube-apiserver, kube-controller-manager (garbage
 collection of composed resources), Crossplane core v2.3.4 with the package
 manager's External runtime, provider-kubernetes v1.2.1 and an OCI registry
 serving the function packages. Workload cluster: etcd, kube-apiserver,
-kube-controller-manager and kube-scheduler (no kubelet: see `fleet`).
+kube-controller-manager and kube-scheduler (no kubelet: see `fleet`), and
+the agent (`agent`, started by the session fixture once the stack is up).
 
 Everything listens on 127.0.0.1 on a free port, except what the binaries
 fix themselves (provider-kubernetes: 8080 metrics and 9443 webhooks on all
@@ -25,12 +26,16 @@ import subprocess
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import yaml
 
 from modelplane_devtools.e2e import pki
 from modelplane_devtools.e2e.kube import Kube, KubectlFailed, eventually
 from modelplane_devtools.e2e.processes import Supervisor, free_port, listening
+
+if TYPE_CHECKING:
+    from modelplane_devtools.e2e.agent import Agent
 
 ROOT = Path(__file__).resolve().parents[4]
 TOOLS = ROOT / ".tools" / "bin"
@@ -120,6 +125,7 @@ class Stack:
     workload: Cluster | None = None
     registry: str = ""
     root_ca: Path | None = None
+    agent: Agent | None = None
     timings: dict[str, float] = field(default_factory=dict)
 
     @property

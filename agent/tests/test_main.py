@@ -1,0 +1,108 @@
+"""The command line: what it refuses, in one line and exit status 1, before it starts."""
+
+from __future__ import annotations
+
+from datetime import timedelta
+from pathlib import Path
+
+import pytest
+from click.testing import CliRunner
+from modelplane_agent import main
+from modelplane_agent.controller import POOLS, REPLICAS, Settings
+
+KUBECONFIG_WITHOUT_CLUSTERS = "apiVersion: v1\nkind: Config\n"
+NOT_YAML = "clusters: [\n"
+NO_CONTEXT = """apiVersion: v1
+kind: Config
+clusters: [{name: c, cluster: {server: "https://127.0.0.1:1"}}]
+users: [{name: u, user: {token: t}}]
+contexts: [{name: x, context: {cluster: c, user: u}}]
+current-context: nope
+"""
+# Where a pod would have its service account; empty here, even on a CI runner in a pod.
+SERVICE_ACCOUNT = "{home}/serviceaccount/token"
+
+REFUSALS = {
+    "no flag, not in a cluster and no ~/.kube/config": (
+        [],
+        {},
+        "modelplane-agent: no Kubernetes configuration: not in a cluster "
+        f"(no {SERVICE_ACCOUNT}) and no kubeconfig at ~/.kube/config; pass --kubeconfig",
+    ),
+    "$KUBECONFIG naming a missing file": (
+        [],
+        {"KUBECONFIG": "{home}/missing"},
+        "modelplane-agent: no Kubernetes configuration: not in a cluster "
+        f"(no {SERVICE_ACCOUNT}) and no kubeconfig at {{home}}/missing; pass --kubeconfig",
+    ),
+    "--kubeconfig naming a missing file": (
+        ["--kubeconfig={home}/missing"],
+        {},
+        "modelplane-agent: --kubeconfig {home}/missing: no such file",
+    ),
+    "--kubeconfig that is not YAML": (
+        ["--kubeconfig={home}/not-yaml"],
+        {},
+        "modelplane-agent: --kubeconfig {home}/not-yaml: not a usable kubeconfig: while "
+        "parsing a flow node expected the node content, but found '<stream end>' in "
+        '"<unicode string>", line 2, column 1: ^',
+    ),
+    "a kubeconfig without clusters": (
+        [],
+        {"KUBECONFIG": "{home}/no-clusters"},
+        "modelplane-agent: KUBECONFIG {home}/no-clusters: not a usable kubeconfig: "
+        "clusters is not set",
+    ),
+    "a kubeconfig whose current context does not exist": (
+        ["--kubeconfig={home}/no-context"],
+        {},
+        "modelplane-agent: --kubeconfig {home}/no-context: not a usable kubeconfig: "
+        "Context 'nope' not found",
+    ),
+    "--max-age that is not a duration": (
+        ["--max-age=soon"],
+        {},
+        "modelplane-agent: --max-age: not a duration such as 5m, 90s or 1h30m (got soon)",
+    ),
+    "--max-age too short for a heartbeat inside it": (
+        ["--max-age=5s"],
+        {},
+        "modelplane-agent: --max-age must be at least 10s (got 5s)",
+    ),
+    "--min-interval that is not a duration": (
+        ["--min-interval=2"],
+        {},
+        "modelplane-agent: --min-interval: not a duration such as 5m, 90s or 1h30m (got 2)",
+    ),
+}
+
+
+@pytest.mark.parametrize(("args", "env", "line"), REFUSALS.values(), ids=REFUSALS)
+def test_it_refuses_in_one_line_and_exits_1(tmp_path: Path, monkeypatch, args, env, line):
+    monkeypatch.setattr(main, "SERVICE_ACCOUNT", str(tmp_path / "serviceaccount"))
+    (tmp_path / "not-yaml").write_text(NOT_YAML)
+    (tmp_path / "no-clusters").write_text(KUBECONFIG_WITHOUT_CLUSTERS)
+    (tmp_path / "no-context").write_text(NO_CONTEXT)
+    environment = {"HOME": str(tmp_path), "KUBECONFIG": None}
+    environment |= {k: v.format(home=tmp_path) for k, v in env.items()}
+    result = CliRunner().invoke(
+        main.cli, [a.format(home=tmp_path) for a in args], env=environment, catch_exceptions=False
+    )
+    assert result.exit_code == 1
+    assert result.stderr.splitlines() == [line.format(home=tmp_path)]
+    assert result.stdout == ""
+
+
+def test_heartbeats_fall_well_inside_max_age_spread_per_observation():
+    settings = Settings(max_age=timedelta(minutes=5))
+    pools = [settings.heartbeat((POOLS, "", f"pool-{i}")) for i in range(100)]
+    replicas = [settings.heartbeat((REPLICAS, f"ns-{i % 40}", f"r-{i}")) for i in range(1000)]
+    assert all(timedelta(seconds=45) <= h <= timedelta(seconds=60) for h in pools)
+    assert all(timedelta(seconds=90) <= h <= timedelta(seconds=120) for h in replicas)
+    assert settings.heartbeat((POOLS, "", "pool-7")) == pools[7]  # stable: fixed by the name
+    # Spread: no tenth of the range holds more than a fifth of the replicas ...
+    tenths = [int((h.total_seconds() - 90) / 3) for h in replicas]
+    assert max(tenths.count(t) for t in set(tenths)) < 200
+    # ... and 1,000 idle replicas cost about 10 writes/s, not the 17 of a 60 s heartbeat.
+    per_second = sum(1 / h.total_seconds() for h in replicas)
+    assert 8 < per_second < 11

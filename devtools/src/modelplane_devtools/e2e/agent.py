@@ -1,0 +1,134 @@
+"""The real agent on the workload cluster: installed as the README says, run as a process.
+
+`install` applies what README's install step 4 applies, from the
+repository: the agent's CRDs (`apis/agent`) and `deploy/agent` except the
+Deployment (the Namespace, the ServiceAccount, the ClusterRole and its
+binding). In the Deployment's place, `modelplane-agent` from this
+workspace's virtualenv runs as a process (`Agent`), with the service
+account's identity: its kubeconfig holds a token the API server issued for
+`modelplane-system/modelplane-agent`, so the agent can read and write
+exactly what the ClusterRole grants, as in a cluster.
+
+`Agent.stop()` and `Agent.start()` stop it by its PID and start it again,
+as a crash or a rescheduled pod would; its log (one file across restarts)
+stays in the stack's log folder, and a failing e2e test shows its tail.
+"""
+
+from __future__ import annotations
+
+import sys
+import urllib.error
+import urllib.request
+from dataclasses import dataclass
+from pathlib import Path
+
+import yaml
+
+from modelplane_devtools.e2e.kube import Kube
+from modelplane_devtools.e2e.processes import Process, Supervisor, free_port
+
+ROOT = Path(__file__).resolve().parents[4]
+NAMESPACE = "modelplane-system"
+SERVICE_ACCOUNT = "modelplane-agent"
+CRDS = ("poolobservations.agent.modelplane.ai", "replicaobservations.agent.modelplane.ai")
+# The suite's agent runs with `--max-age=MAX_AGE` (heartbeats: pools every 9-12 s,
+# replicas every 18-24 s); its InferenceClusters' maxAge must be no shorter.
+MAX_AGE = "1m"
+
+
+class AgentMissing(RuntimeError):
+    pass
+
+
+def command() -> Path:
+    """The workspace's `modelplane-agent` console script (installed by `uv sync`)."""
+    path = Path(sys.executable).parent / "modelplane-agent"
+    if not path.is_file():
+        raise AgentMissing(f"{path} is missing: run `uv sync --frozen` (the agent package)")
+    return path
+
+
+def install(kube: Kube, workdir: Path) -> Path:
+    """CRDs and RBAC as README step 4 applies them; returns the agent's kubeconfig."""
+    kube.apply_files(ROOT / "apis" / "agent")
+    kube.kubectl(
+        "wait", "--for=condition=Established", "--timeout=60s", *(f"crd/{c}" for c in CRDS)
+    )
+    manifests = []
+    for path in sorted((ROOT / "deploy" / "agent").glob("*.yaml")):
+        manifests += [d for d in yaml.safe_load_all(path.read_text()) if d]
+    kube.apply([d for d in manifests if d["kind"] != "Deployment"])
+    token = kube.kubectl(
+        "create", "token", SERVICE_ACCOUNT, "-n", NAMESPACE, "--duration=24h"
+    ).strip()
+    admin = yaml.safe_load(kube.kubeconfig.read_text())
+    config = {
+        **admin,
+        "users": [{"name": SERVICE_ACCOUNT, "user": {"token": token}}],
+        "contexts": [
+            {
+                "name": SERVICE_ACCOUNT,
+                "context": {
+                    "cluster": admin["clusters"][0]["name"],
+                    "user": SERVICE_ACCOUNT,
+                    "namespace": NAMESPACE,
+                },
+            }
+        ],
+        "current-context": SERVICE_ACCOUNT,
+    }
+    path = workdir / "modelplane-agent.kubeconfig"
+    path.write_text(yaml.safe_dump(config, sort_keys=False))
+    return path
+
+
+@dataclass
+class Agent:
+    """One `modelplane-agent` process at a time, started and stopped by its PID."""
+
+    supervisor: Supervisor
+    kubeconfig: Path
+    max_age: str
+    process: Process | None = None
+    port: int = 0
+
+    def start(self, timeout: float = 120) -> Agent:
+        """Start it and wait until it is ready (every kind listed, so it publishes)."""
+        assert self.process is None, "the agent is already running"
+        self.port = free_port()
+        self.process = self.supervisor.start(
+            "modelplane-agent",
+            [
+                command(),
+                f"--kubeconfig={self.kubeconfig}",
+                f"--listen=127.0.0.1:{self.port}",
+                f"--max-age={self.max_age}",
+            ],
+        )
+        self.supervisor.wait_until(self.process, self.ready, "ready (every kind listed)", timeout)
+        return self
+
+    def stop(self) -> int:
+        """SIGTERM by PID; returns the exit status (0 for a clean stop)."""
+        assert self.process is not None, "the agent is not running"
+        code = self.supervisor.stop_process(self.process)
+        self.process = None
+        return code
+
+    def ready(self) -> bool:
+        try:
+            url = f"http://127.0.0.1:{self.port}/readyz"
+            with urllib.request.urlopen(url, timeout=2) as response:
+                return response.status == 200
+        except (urllib.error.URLError, OSError):
+            return False
+
+    def tail(self, lines: int = 40) -> str:
+        log = self.supervisor.logs / "modelplane-agent.log"
+        text = log.read_text(errors="replace").splitlines() if log.exists() else []
+        return "\n".join(text[-lines:])
+
+
+def start(kube: Kube, supervisor: Supervisor, workdir: Path, max_age: str) -> Agent:
+    """Install the agent on the cluster and start it."""
+    return Agent(supervisor, install(kube, workdir), max_age).start()
