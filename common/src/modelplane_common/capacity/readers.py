@@ -61,8 +61,9 @@ def _normal_devices(devices: object) -> list[dict] | None:
 
 def read_cluster(obj: Mapping) -> tuple[Cluster, list[str]]:
     """An InferenceCluster: pools from spec (the truth about what exists), observations
-    from status.gpuPools (published by compose-inference-cluster)."""
-    """Raises UnreadableCluster when the spec breaks the XRD's schema, and
+    from status.gpuPools (published by compose-inference-cluster).
+
+    Raises UnreadableCluster when the spec breaks the XRD's schema, and
     InvalidInput when the cluster has no name at all."""
     meta = obj.get("metadata")
     name = meta.get("name") if isinstance(meta, Mapping) else None
