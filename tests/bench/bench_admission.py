@@ -35,11 +35,7 @@ NOW = t.NOW
 def cluster(rnd: random.Random) -> dict:
     pools = []
     for p in range(POOLS):
-        weights = [rnd.randint(0, 10) for _ in range(9)]
-        total = sum(weights) or 1
-        counts = [NODES * w // total for w in weights]
-        counts[0] += NODES - sum(counts)
-        histogram = [({"gpu": free}, n) for free, n in enumerate(counts) if n]
+        histogram = t.random_histogram(NODES, rnd)
         pools.append(
             t.pool(
                 f"pool-{p}",

@@ -34,12 +34,7 @@ def fleet(nodes_per_pool: int, rnd: random.Random) -> list[dict]:
     for c in range(CLUSTERS):
         pools = []
         for p in range(POOLS):
-            # Bounded by devices per node, not by nodes: 9 free-GPU vectors at most.
-            weights = [rnd.randint(0, 10) for _ in range(9)]
-            total = sum(weights) or 1
-            counts = [nodes_per_pool * w // total for w in weights]
-            counts[0] += nodes_per_pool - sum(counts)
-            histogram = [({"gpu": free}, n) for free, n in enumerate(counts) if n]
+            histogram = t.random_histogram(nodes_per_pool, rnd)
             pools.append(
                 t.pool(
                     f"pool-{p}",

@@ -9,6 +9,7 @@ RunFunctionRequest Crossplane sends, so tests exercise the real readers.
 
 from __future__ import annotations
 
+import random
 import re
 from collections.abc import Iterable, Mapping, Sequence
 from datetime import UTC, datetime, timedelta
@@ -117,6 +118,16 @@ def pool(
             nodesByFreeDevices=buckets,
         )
     return spec, status
+
+
+def random_histogram(nodes: int, rnd: random.Random) -> list[tuple[dict, int]]:
+    """A benchmark pool's histogram: `nodes` nodes of 8 GPUs spread at random over
+    0-8 free GPUs (9 vectors at most, bounded by devices per node, not by nodes)."""
+    weights = [rnd.randint(0, 10) for _ in range(9)]
+    total = sum(weights) or 1
+    counts = [nodes * w // total for w in weights]
+    counts[0] += nodes - sum(counts)
+    return [({"gpu": free}, n) for free, n in enumerate(counts) if n]
 
 
 def cluster(
