@@ -51,42 +51,6 @@ PLACED_AT = "modelplane.ai/placed-at"
 REPLICA_LABEL = "modelplane.ai/replica"
 
 
-def inference_cluster() -> dict:
-    return {
-        "apiVersion": "modelplane.ai/v1alpha1",
-        "kind": "InferenceCluster",
-        "metadata": {"name": CLUSTER, "labels": {"modelplane.ai/e2e": "burst"}},
-        "spec": {
-            "credentials": {
-                "secretRef": {
-                    "namespace": SECRETS,
-                    "name": f"{CLUSTER}-kubeconfig",
-                    "key": "kubeconfig",
-                }
-            },
-            "nodePools": [
-                {
-                    "name": POOL.name,
-                    "nodeCount": NODES,
-                    "devices": [
-                        {
-                            "name": GPU.name,
-                            "driver": GPU.driver,
-                            "deviceClassName": GPU.driver,
-                            "count": GPU.count,
-                            "attributes": {
-                                f"{GPU.driver}/{k}": v for k, v in GPU.attributes.items()
-                            },
-                            "capacity": {f"{GPU.driver}/{k}": v for k, v in GPU.capacity.items()},
-                        }
-                    ],
-                }
-            ],
-            "observation": {"mode": "Observed", "maxAge": "2m"},
-        },
-    }
-
-
 def deployment(index: int) -> dict:
     """One replica taking a whole 8-GPU node."""
     return {
@@ -220,7 +184,11 @@ def set_up_the_fleet(control: Kube, workload: Kube) -> None:
     for api in apis:
         eventually(lambda a=api: _established(control, a), f"XRD {api}s Established")
     control.apply_files(*(ROOT / "apis" / a / "composition.yaml" for a in apis))
-    control.apply(inference_cluster())
+    control.apply(
+        fleet.inference_cluster(
+            CLUSTER, [POOL], labels={"modelplane.ai/e2e": "burst"}, secrets=SECRETS, max_age="2m"
+        )
+    )
 
 
 def _free_nodes(control: Kube) -> int:

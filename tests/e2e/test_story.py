@@ -51,38 +51,15 @@ POOLS = [
 ]  # fmt: skip
 
 
-def _device(kind: fleet.DeviceKind) -> dict:
-    return {
-        "name": kind.name,
-        "driver": kind.driver,
-        "deviceClassName": kind.driver,
-        "count": kind.count,
-        "attributes": {f"{kind.driver}/{k}": v for k, v in kind.attributes.items()},
-        "capacity": {f"{kind.driver}/{k}": v for k, v in kind.capacity.items()},
-    }
-
-
-INFERENCE_CLUSTER = {
-    "apiVersion": "modelplane.ai/v1alpha1",
-    "kind": "InferenceCluster",
-    "metadata": {"name": CLUSTER, "labels": {"modelplane.ai/tier": "production"}},
-    "spec": {
-        "credentials": {
-            "secretRef": {
-                "namespace": SECRETS,
-                "name": f"{CLUSTER}-kubeconfig",
-                "key": "kubeconfig",
-            }
-        },
-        "nodePools": [
-            {"name": p.name, "nodeCount": p.nodes, "devices": [_device(k) for k in p.devices]}
-            for p in POOLS
-        ],
-        # The suite's agent heartbeats well inside this; short, so that the stale step
-        # waits one minute, not five.
-        "observation": {"mode": "Observed", "maxAge": agent.MAX_AGE},
-    },
-}
+# The suite's agent heartbeats well inside maxAge; short, so that the stale step
+# waits one minute, not five.
+INFERENCE_CLUSTER = fleet.inference_cluster(
+    CLUSTER,
+    POOLS,
+    labels={"modelplane.ai/tier": "production"},
+    secrets=SECRETS,
+    max_age=agent.MAX_AGE,
+)
 
 H100_ONLY = 'device.attributes["gpu.nvidia.com"].productName == "NVIDIA-H100-80GB-HBM3"'
 BIG_ENOUGH = 'device.capacity["gpu.nvidia.com"].memory.compareTo(quantity("40Gi")) >= 0'

@@ -96,6 +96,45 @@ def resource_slices(pool: Pool, node: str) -> list[dict]:
     ]
 
 
+def inference_cluster(
+    name: str, pools: list[Pool], *, labels: dict, secrets: str, max_age: str
+) -> dict:
+    """The InferenceCluster that declares these pools, reached through the
+    kubeconfig Secret `<name>-kubeconfig` in namespace `secrets`, observed by
+    the agent with `max_age`."""
+    return {
+        "apiVersion": "modelplane.ai/v1alpha1",
+        "kind": "InferenceCluster",
+        "metadata": {"name": name, "labels": labels},
+        "spec": {
+            "credentials": {
+                "secretRef": {
+                    "namespace": secrets,
+                    "name": f"{name}-kubeconfig",
+                    "key": "kubeconfig",
+                }
+            },
+            "nodePools": [
+                {"name": p.name, "nodeCount": p.nodes, "devices": [_declared(k) for k in p.devices]}
+                for p in pools
+            ],
+            "observation": {"mode": "Observed", "maxAge": max_age},
+        },
+    }
+
+
+def _declared(kind: DeviceKind) -> dict:
+    """A device kind as a pool declares it; attributes and capacity are qualified by driver."""
+    return {
+        "name": kind.name,
+        "driver": kind.driver,
+        "deviceClassName": kind.driver,
+        "count": kind.count,
+        "attributes": {f"{kind.driver}/{k}": v for k, v in kind.attributes.items()},
+        "capacity": {f"{kind.driver}/{k}": v for k, v in kind.capacity.items()},
+    }
+
+
 def add_nodes(kube: Kube, pools: list[Pool]) -> None:
     """Nodes labelled into pools, Ready, with their devices published."""
     kube.apply(device_classes(pools))
