@@ -16,6 +16,7 @@ from collections.abc import Iterator
 
 import pytest
 from modelplane_devtools.e2e import agent, functions, stack
+from modelplane_devtools.e2e.kube import Kube
 
 _workdirs: list = []
 
@@ -57,6 +58,13 @@ def e2e_stack() -> Iterator[stack.Stack]:
                     workdir / "dump" / cluster.name,
                 )  # fmt: skip
         running.supervisor.stop()
+
+
+@pytest.fixture(scope="session")
+def planes(e2e_stack: stack.Stack) -> tuple[Kube, Kube]:
+    """The control plane's and the workload cluster's API clients."""
+    assert e2e_stack.control_plane and e2e_stack.workload
+    return e2e_stack.control_plane.kube, e2e_stack.workload.kube
 
 
 @pytest.hookimpl(hookwrapper=True)

@@ -141,12 +141,6 @@ def namespace(name: str) -> dict:
 
 
 @pytest.fixture(scope="module")
-def planes(e2e_stack: Stack) -> tuple[Kube, Kube]:
-    assert e2e_stack.control_plane and e2e_stack.workload
-    return e2e_stack.control_plane.kube, e2e_stack.workload.kube
-
-
-@pytest.fixture(scope="module")
 def stand_ins(planes: tuple[Kube, Kube]) -> Iterator[fleet.StandIns]:
     running = fleet.StandIns(planes[1], [POOL]).start()
     try:

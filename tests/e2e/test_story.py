@@ -22,7 +22,7 @@ from collections.abc import Iterator
 import pytest
 from modelplane_devtools.e2e import agent, fleet
 from modelplane_devtools.e2e.kube import Kube, condition, eventually
-from modelplane_devtools.e2e.stack import ROOT, Stack
+from modelplane_devtools.e2e.stack import ROOT
 
 pytestmark = pytest.mark.e2e
 
@@ -105,12 +105,6 @@ MODEL_DEPLOYMENT = {
     },
 }
 PODS_PER_REPLICA = 3
-
-
-@pytest.fixture(scope="module")
-def planes(e2e_stack: Stack) -> tuple[Kube, Kube]:
-    assert e2e_stack.control_plane and e2e_stack.workload
-    return e2e_stack.control_plane.kube, e2e_stack.workload.kube
 
 
 @pytest.fixture(scope="module")
