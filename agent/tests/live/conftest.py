@@ -240,6 +240,41 @@ def cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Cluster]:
         running.stop()
 
 
+@dataclass
+class ApiServer:
+    """The cluster's kube-apiserver, to stop by its PID and start again as a restart does."""
+
+    cluster: Cluster
+
+    def _running(self) -> Process:
+        return next(
+            p
+            for p in reversed(self.cluster.processes)
+            if p.name.startswith("kube-apiserver") and p.popen.poll() is None
+        )
+
+    def stop(self) -> list[str]:
+        """SIGKILL to its PID, as a crash (SIGTERM drains requests for tens of seconds);
+        returns its command line, to start it with."""
+        process = self._running()
+        process.popen.kill()
+        process.popen.wait(10)
+        return list(process.popen.args)
+
+    def start(self, command: list[str]) -> Process:
+        """The same command: the same port, etcd and certificates. Waits until ready."""
+        port = int(next(a for a in command if a.startswith("--secure-port=")).partition("=")[2])
+        starts = sum(p.name.startswith("kube-apiserver") for p in self.cluster.processes)
+        process = self.cluster.start(f"kube-apiserver-{starts + 1}", command)
+        self.cluster.wait(process, _apiserver_ready(port, self.cluster.workdir / "pki"), 120)
+        return process
+
+
+@pytest.fixture
+def apiserver(cluster: Cluster) -> ApiServer:
+    return ApiServer(cluster)
+
+
 @pytest.hookimpl(hookwrapper=True)
 def pytest_runtest_makereport(item, call):
     outcome = yield

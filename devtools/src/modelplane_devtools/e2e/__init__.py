@@ -6,5 +6,7 @@ talks to an API server through kubectl, `stack` assembles the two clusters,
 Crossplane and provider-kubernetes, `functions` runs the three composition
 functions as Crossplane's External package runtime, `agent` installs and
 runs the real agent on the workload cluster, and `fleet` plays the workload
-cluster's hardware (fake GPU nodes) and stands in for LWS and the kubelets.
+cluster's hardware (fake GPU nodes) and stands in for LWS and the kubelets;
+`faultproxy` sits between a client and an API server to stall, cut or
+throttle its requests (the agent's fault tests).
 """

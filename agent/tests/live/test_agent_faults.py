@@ -1,0 +1,595 @@
+"""The agent under faults, against a real API server and the real kube-scheduler.
+
+Each test runs one `modelplane-agent` process with the identity the README
+installs (the ServiceAccount bound to deploy/agent's ClusterRole), breaks
+something between it and the API server while kube-scheduler allocates a
+device, heals it, and checks what the agent published meanwhile (every
+PoolObservation status, read every 0.2 s on a thread):
+
+- honest freshness: a status stamped `observedAt` at or after the moment an
+  allocation was visible on the API server (plus `SLACK`, for the event to
+  reach the agent) holds that allocation; and while a kind's watch fails,
+  or is stalled beyond the agent's bound, `observedAt` stops advancing and a
+  condition names the kind;
+- recovery without a restart: the process started is still running (same
+  PID) and, once healed, publishes a fresh status equal to the ground truth
+  (`fleet.expected_histogram`: published devices minus kube-scheduler's
+  allocations), allocations made during the fault included: no event lost.
+
+The faults: a watch stalled by a proxy (its bytes stop, its connection stays
+open), RBAC revoked for one kind, the API server restarted (same port, same
+etcd), 429 answers with Retry-After to status writes, and observations
+deleted in the middle of a write pass. The proxied faults go through
+`modelplane_devtools.e2e.faultproxy`.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import itertools
+import threading
+import time
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass, field
+from datetime import UTC, datetime, timedelta
+from pathlib import Path
+
+import pytest
+import yaml
+from lightkube import Client
+from lightkube.config.kubeconfig import KubeConfig
+from modelplane_agent.kube import _resource
+from modelplane_agent.state import POOLS, REPLICAS
+from modelplane_common.timeutil import parse_time
+from modelplane_devtools import agent_builders
+from modelplane_devtools.e2e import agent, fleet
+from modelplane_devtools.e2e.faultproxy import FaultProxy, read_of, status_write_of, watch_of
+from modelplane_devtools.e2e.kube import Kube, KubectlFailed, eventually
+
+pytestmark = pytest.mark.e2e
+
+ROOT = Path(__file__).resolve().parents[3]
+DRIVER = "gpu.example.com"
+GPU = fleet.DeviceKind("gpu", DRIVER, 4, attributes={"index": {"int": 0}}, capacity={})
+NAMESPACE = "team"
+# The agent's flags: heartbeats every 1.5-2 s (maxAge/5 less the spread), so a
+# freshness it does not have shows within seconds; writes never held back.
+AGENT_FLAGS = ["--max-age=10s", "--min-interval=0s"]
+# How long an event or a status may take to cross between the API server and the
+# agent, and the second `observedAt` is truncated to.
+SLACK = timedelta(seconds=2)
+PoolObservation, ReplicaObservation = _resource(POOLS), _resource(REPLICAS)
+# The agent's bound on a silent watch: it may claim to be current that long after the
+# last byte of a stalled one. And its client's timeout on a request that gets no answer.
+SILENCE = timedelta(seconds=5)
+LIST_TIMEOUT = timedelta(seconds=10)
+# What the agent lists and watches (`_KINDS` of modelplane_agent.kube), by plural.
+AGENT_KINDS = (
+    "nodes",
+    "pods",
+    "resourceslices",
+    "resourceclaims",
+    "deviceclasses",
+    "poolobservations",
+    "replicaobservations",
+)
+RETRY_AFTER = 3  # seconds, in the proxy's 429 answers
+CHURN_REPLICAS = 400  # ReplicaObservations written in one pass, deleted in its middle
+NEW_STATUS_BOUND = 10  # seconds for a new PoolObservation's first status
+Histogram = tuple[tuple[tuple[tuple[str, int], ...], int], ...]
+
+
+def now() -> datetime:
+    return datetime.now(UTC)
+
+
+def canonical(buckets: list[dict] | None) -> Histogram | None:
+    """A histogram compared as a set of (free vector, nodes), whatever its order."""
+    if buckets is None:
+        return None
+    return tuple(sorted((tuple(sorted(b["free"].items())), b["nodes"]) for b in buckets))
+
+
+# ---------------------------------------------------------------------- what the agent says
+
+
+@dataclass(frozen=True)
+class Report:
+    """One PoolObservation status as read, and when."""
+
+    read_at: datetime
+    observed_at: datetime | None
+    histogram: Histogram | None
+    conditions: tuple[dict, ...]
+
+    def current(self) -> bool:
+        """No condition says the agent is behind (Current=False)."""
+        return not any(
+            (c.get("type"), c.get("status")) == ("Current", "False") for c in self.conditions
+        )
+
+    def __str__(self) -> str:
+        stamp = self.observed_at.strftime("%H:%M:%S") if self.observed_at else None
+        said = [(c.get("type"), c.get("status"), c.get("reason")) for c in self.conditions]
+        return f"[read {self.read_at:%H:%M:%S.%f} observedAt {stamp} {self.histogram} {said}]"
+
+
+def read_report(client: Client, pool: str) -> Report:
+    status = client.get(PoolObservation, pool).get("status") or {}
+    try:
+        observed_at: datetime | None = parse_time(status.get("observedAt"))
+    except ValueError:
+        observed_at = None
+    return Report(
+        now(),
+        observed_at,
+        canonical(status.get("nodesByFreeDevices")) if status else None,
+        tuple(status.get("conditions") or ()),
+    )
+
+
+@dataclass
+class Reports:
+    """Every status of one PoolObservation, read every 0.2 s on a thread (its own client)."""
+
+    kubeconfig: Path
+    pool: str
+    seen: list[Report] = field(default_factory=list)
+    _stop: threading.Event = field(default_factory=threading.Event)
+
+    def __enter__(self) -> Reports:
+        client = Client(KubeConfig.from_file(self.kubeconfig))
+
+        def loop() -> None:
+            while not self._stop.wait(0.2):
+                # Nothing to read while the API server restarts, or before the pool exists.
+                with contextlib.suppress(Exception):
+                    self.seen.append(read_report(client, self.pool))
+
+        self._thread = threading.Thread(target=loop, name=f"reports-{self.pool}", daemon=True)
+        self._thread.start()
+        return self
+
+    def __exit__(self, *_: object) -> None:
+        self._stop.set()
+        self._thread.join(10)
+
+    def latest(self) -> Report:
+        assert self.seen, f"no status of {self.pool} read yet"
+        return self.seen[-1]
+
+    def between(self, start: datetime, end: datetime) -> list[Report]:
+        return [r for r in list(self.seen) if start <= r.read_at <= end]
+
+
+def until(check: Callable[[], bool], within: timedelta) -> None:
+    """Wait for `check` at most `within`; what it means is asserted afterwards."""
+    deadline = time.monotonic() + within.total_seconds()
+    while time.monotonic() < deadline:
+        with contextlib.suppress(AssertionError):
+            if check():
+                return
+        time.sleep(0.2)
+
+
+def claims_no_freshness_it_lacks(
+    reports: list[Report],
+    allocated_at: datetime,
+    truth: Histogram | None,
+    tolerance: timedelta = timedelta(),
+) -> None:
+    """A report stamped after an allocation was visible (plus SLACK, plus the agent's
+    stated `tolerance`) holds the allocation."""
+    since = allocated_at + SLACK + tolerance
+    false = [r for r in reports if r.observed_at and r.observed_at >= since]
+    false = [r for r in false if r.histogram != truth]
+    if false:
+        pytest.fail(
+            f"{len(false)} reports claim an observedAt after the allocation seen at "
+            f"{allocated_at:%H:%M:%S.%f} (+{(since - allocated_at).total_seconds():.0f}s) "
+            f"without it (truth {truth}); first: {false[0]}, last: {false[-1]}"
+        )
+
+
+def frozen_since(reports: list[Report], last_current: datetime, why: str = "") -> None:
+    """No report read in the fault claims to be current later than `last_current` (+SLACK)."""
+    assert reports, "no report read during the fault"
+    late = [r for r in reports if r.observed_at and r.observed_at > last_current + SLACK]
+    if late:
+        pytest.fail(
+            f"observedAt kept advancing past {last_current:%H:%M:%S}, when the agent last "
+            f"could know the cluster{f' ({why})' if why else ''}: {len(late)} of "
+            f"{len(reports)} reports, first {late[0]}, last {late[-1]}"
+        )
+
+
+def named(reports: list[Report], kind: str, reasons: tuple[str, ...], error: str) -> None:
+    """Some report read during the fault says Current=False for one of `reasons`, in a
+    message naming the kind and the error (design/api.md, PoolObservation)."""
+    assert reports, "no report read during the fault"
+    for report in reports:
+        for c in report.conditions:
+            message = str(c.get("message", ""))
+            if (
+                (c.get("type"), c.get("status")) == ("Current", "False")
+                and c.get("reason") in reasons
+                and kind in message
+                and error.lower() in message.lower()
+            ):
+                return
+    pytest.fail(
+        f"no Current=False {'/'.join(reasons)} condition naming {kind} and {error!r}; "
+        f"last report: {reports[-1]} {list(reports[-1].conditions)}"
+    )
+
+
+# ---------------------------------------------------------------------- the cluster's side
+
+
+@dataclass(frozen=True)
+class World:
+    kube: Kube  # the admin, through kubectl
+    client: Client  # the admin, through lightkube
+    admin_kubeconfig: Path
+    agent_kubeconfig: Path  # the agent's ServiceAccount token, straight to the API server
+    agent_kube: Kube
+
+
+@pytest.fixture(scope="module")
+def world(cluster) -> World:
+    kube = Kube("workload", ROOT / ".tools" / "bin" / "kubectl", cluster.kubeconfig)
+    agent_kubeconfig = agent.install(kube, cluster.workdir)
+    kube.apply({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": NAMESPACE}})
+    eventually(
+        lambda: kube.get("serviceaccount", "default", NAMESPACE), "team's default ServiceAccount"
+    )
+    kube.apply(
+        {
+            "apiVersion": "resource.k8s.io/v1",
+            "kind": "ResourceClaimTemplate",
+            "metadata": {"name": "one-gpu", "namespace": NAMESPACE},
+            "spec": {
+                "spec": {
+                    "devices": {
+                        "requests": [{"name": "gpu", "exactly": {"deviceClassName": DRIVER}}]
+                    }
+                }
+            },
+        }
+    )
+    return World(
+        kube,
+        Client(KubeConfig.from_file(cluster.kubeconfig), field_manager="agent-faults"),
+        cluster.kubeconfig,
+        agent_kubeconfig,
+        Kube("agent", kube.kubectl_path, agent_kubeconfig),
+    )
+
+
+def add_pool(world: World, name: str, nodes: int = 2) -> fleet.Pool:
+    """Nodes with 4 GPUs each, labelled into pool `name`, and its PoolObservation."""
+    pool = fleet.Pool(name, nodes, (GPU,))
+    fleet.add_nodes(world.kube, [pool])
+    world.kube.apply(agent_builders.pool_observation(name, [("gpu", DRIVER, DRIVER)]))
+    return pool
+
+
+def grant_claims(world: World, granted: bool) -> None:
+    """deploy/agent's ClusterRole as it is, or without resourceclaims; waits until the
+    agent's identity is allowed (or forbidden) to list them."""
+    role = yaml.safe_load((ROOT / "deploy" / "agent" / "clusterrole.yaml").read_text())
+    if not granted:
+        for rule in role["rules"]:
+            rule["resources"] = [r for r in rule["resources"] if r != "resourceclaims"]
+    world.kube.apply(role)
+
+    def effective() -> bool:
+        try:
+            world.agent_kube.list("resourceclaims.resource.k8s.io")
+        except KubectlFailed as error:
+            return not granted and "forbidden" in str(error).lower()
+        return granted
+
+    eventually(effective, f"claims {'granted' if granted else 'forbidden'}", timeout=20, every=0.2)
+
+
+def truth(world: World, pool: fleet.Pool) -> Histogram | None:
+    return canonical(fleet.expected_histogram(world.kube, pool))
+
+
+def allocate_one(world: World, pool: fleet.Pool, pod: str) -> datetime:
+    """A pod claiming one GPU of the pool; returns when its claim was seen allocated."""
+    world.kube.apply(
+        {
+            "apiVersion": "v1",
+            "kind": "Pod",
+            "metadata": {"name": pod, "namespace": NAMESPACE},
+            "spec": {
+                "nodeSelector": {fleet.POOL_LABEL: pool.name},
+                "resourceClaims": [{"name": "gpu", "resourceClaimTemplateName": "one-gpu"}],
+                "containers": [
+                    {
+                        "name": "engine",
+                        "image": "example.invalid/engine:1",
+                        "resources": {"claims": [{"name": "gpu"}]},
+                    }
+                ],
+            },
+        }
+    )
+
+    def allocated() -> bool:
+        claims = world.kube.list("resourceclaims.resource.k8s.io", NAMESPACE)
+        return any(
+            c["metadata"].get("annotations", {}).get("resource.kubernetes.io/pod-claim-name")
+            == "gpu"
+            and (c.get("status") or {}).get("allocation")
+            and any(o.get("name") == pod for o in c["metadata"].get("ownerReferences", []))
+            for c in claims
+        )
+
+    eventually(allocated, f"kube-scheduler allocates a GPU to {pod}", timeout=60, every=0.2)
+    return now()
+
+
+# ---------------------------------------------------------------------- the agent
+
+
+@dataclass
+class Agent:
+    process: object  # conftest's Process
+    port: int
+
+    @property
+    def pid(self) -> int:
+        return self.process.popen.pid  # type: ignore[attr-defined]
+
+    def running(self) -> bool:
+        return self.process.popen.poll() is None  # type: ignore[attr-defined]
+
+    def stop(self) -> int:
+        popen = self.process.popen  # type: ignore[attr-defined]
+        popen.terminate()
+        return popen.wait(20)
+
+
+def start_agent(cluster, kubeconfig: Path, name: str) -> Agent:
+    port = cluster.free_port()
+    process = cluster.start(
+        f"modelplane-agent-{name}",
+        [
+            str(agent.command()),
+            f"--kubeconfig={kubeconfig}",
+            f"--listen=127.0.0.1:{port}",
+            *AGENT_FLAGS,
+        ],
+    )
+    started = Agent(process, port)
+    cluster.wait(process, lambda: agent.Agent.ready(started), 60)  # type: ignore[arg-type]
+    return started
+
+
+@pytest.fixture
+def run_agent(cluster) -> Iterator[Callable[[Path, str], Agent]]:
+    """Start the agent (at most one per test); it is stopped by its PID afterwards."""
+    started: list[Agent] = []
+
+    def run(kubeconfig: Path, name: str) -> Agent:
+        started.append(start_agent(cluster, kubeconfig, name))
+        return started[-1]
+
+    yield run
+    for running in started:
+        if running.running():
+            running.stop()
+
+
+@pytest.fixture
+def proxy(cluster, world: World) -> Iterator[tuple[FaultProxy, Path]]:
+    """A fault proxy in front of the API server, and the agent's kubeconfig through it."""
+    pki = cluster.workdir / "pki"
+    api_port = int(
+        yaml.safe_load(world.admin_kubeconfig.read_text())["clusters"][0]["cluster"][
+            "server"
+        ].rpartition(":")[2]
+    )
+    running = FaultProxy(api_port, pki / "apiserver.crt", pki / "apiserver.key", pki / "ca.crt")
+    running.start()
+    config = yaml.safe_load(world.agent_kubeconfig.read_text())
+    config["clusters"][0]["cluster"]["server"] = f"https://127.0.0.1:{running.port}"
+    path = cluster.workdir / f"agent-via-proxy-{running.port}.kubeconfig"
+    path.write_text(yaml.safe_dump(config))
+    try:
+        yield running, path
+    finally:
+        running.stop()
+
+
+def settled(
+    world: World, reports: Reports, pool: fleet.Pool, since: datetime
+) -> Callable[[], bool]:
+    """The latest report equals the truth, is stamped after `since`, and names no fault."""
+
+    def check() -> bool:
+        expected, latest = truth(world, pool), reports.latest()
+        assert latest.histogram == expected, f"agent {latest} != ground truth {expected}"
+        assert latest.observed_at and latest.observed_at >= since, f"not fresh: {latest}"
+        assert latest.current(), f"still says Current=False: {latest}"
+        return True
+
+    return check
+
+
+def reread_all(faults: FaultProxy, since: datetime, until: datetime) -> tuple[datetime, str]:
+    """When the agent had read every kind again since `since` (the first list or watch
+    of each that the API server answered 200; `until` for a kind not read again by
+    then), and the kind read last: the agent cannot be current before."""
+    first = {}
+    for plural in AGENT_KINDS:
+        answered = [
+            s.at
+            for s in faults.count(read_of(plural), "forwarded", since=since.timestamp())
+            if s.status == 200
+        ]
+        first[plural] = min(answered, default=until.timestamp())
+    last = max(first, key=first.__getitem__)
+    return datetime.fromtimestamp(first[last], UTC), last
+
+
+def stopped_cleanly(running: Agent, pid: int) -> None:
+    assert running.running() and running.pid == pid, "the agent is not the process started"
+    assert running.stop() == 0
+
+
+# ---------------------------------------------------------------------- the faults
+
+
+def test_a_stalled_claims_watch_freezes_observed_at_and_loses_no_allocation(
+    cluster, world, proxy, run_agent
+):
+    """The path to the API server stalls for claims: the open watch stops mid-stream,
+    and the lists and watches the agent asks instead stall too (no byte, no close)."""
+    faults, via_proxy = proxy
+    pool = add_pool(world, "stall")
+    with Reports(world.admin_kubeconfig, pool.name) as reports:
+        running = run_agent(via_proxy, "stall")
+        pid = running.pid
+        eventually(settled(world, reports, pool, now()), "settled before the fault", timeout=30)
+
+        faults.stall(read_of("resourceclaims"))
+        stalled_at = now()
+        allocated_at = allocate_one(world, pool, "stall-0")
+        after = truth(world, pool)
+        # Silent past the bound, the agent relists; that list stalls until the client's
+        # read timeout (10 s) fails it; a few heartbeats more show observedAt frozen.
+        until(lambda: not reports.latest().current(), SILENCE + LIST_TIMEOUT + 5)
+        time.sleep(4)
+        in_fault = reports.between(stalled_at, now())
+        faults.release()
+        healed_at = now()
+        eventually(settled(world, reports, pool, healed_at), "recovered", timeout=40, every=0.5)
+
+    claims_no_freshness_it_lacks(reports.seen, allocated_at, after, SILENCE)
+    last_current = stalled_at + SILENCE
+    frozen_since([r for r in in_fault if r.read_at > last_current + SLACK], last_current)
+    named(in_fault, "ResourceClaim", ("WatchSilent", "WatchFailing"), "")
+    stopped_cleanly(running, pid)
+
+
+def test_claims_forbidden_to_the_agent_freeze_observed_at_until_rbac_is_restored(
+    cluster, world, proxy, run_agent
+):
+    faults, via_proxy = proxy
+    pool = add_pool(world, "rbac")
+    with Reports(world.admin_kubeconfig, pool.name) as reports:
+        running = run_agent(via_proxy, "rbac")
+        pid = running.pid
+        eventually(settled(world, reports, pool, now()), "settled before the fault", timeout=30)
+
+        grant_claims(world, False)
+        # An open watch outlives the RBAC change; it ends when its connection drops, as
+        # connections do, and the agent must ask again under the new rules.
+        assert faults.cut(watch_of("resourceclaims")) == 1, "the agent watched no claims"
+        revoked_at = now()
+        allocated_at = allocate_one(world, pool, "rbac-0")
+        after = truth(world, pool)
+        time.sleep(max(0.0, 17 - (now() - revoked_at).total_seconds()))
+        in_fault = reports.between(revoked_at, now())
+        grant_claims(world, True)
+        restored_at = now()
+        eventually(settled(world, reports, pool, restored_at), "recovered", timeout=45, every=0.5)
+
+    claims_no_freshness_it_lacks(reports.seen, allocated_at, after)
+    frozen_since([r for r in in_fault if r.read_at > revoked_at + SLACK], revoked_at)
+    named(in_fault, "ResourceClaim", ("WatchFailing",), "forbidden")
+    stopped_cleanly(running, pid)
+
+
+def test_an_api_server_restart_loses_no_allocation(cluster, world, apiserver, proxy, run_agent):
+    faults, via_proxy = proxy  # no fault: it only tells when the agent read each kind again
+    pool = add_pool(world, "restart")
+    with Reports(world.admin_kubeconfig, pool.name) as reports:
+        running = run_agent(via_proxy, "restart")
+        pid = running.pid
+        eventually(settled(world, reports, pool, now()), "settled before the fault", timeout=30)
+
+        down_at = now()
+        command = apiserver.stop()
+        time.sleep(3)  # the agent's watches fail and back off
+        apiserver.start(command)
+        # Made before the agent is back, or just after: it must be in the report either way.
+        allocated_at = allocate_one(world, pool, "restart-0")
+        after = truth(world, pool)
+        eventually(settled(world, reports, pool, allocated_at), "recovered", timeout=60, every=0.5)
+        recovered_at = now()
+
+    claims_no_freshness_it_lacks(reports.seen, allocated_at, after)
+    current_again, last_kind = reread_all(faults, down_at, recovered_at)
+    frozen_since(
+        [r for r in reports.between(down_at, recovered_at) if r.read_at <= current_again],
+        down_at,
+        f"{last_kind} read again at {current_again:%H:%M:%S}",
+    )
+    stopped_cleanly(running, pid)
+
+
+def test_429_answers_to_status_writes_are_retried_after_retry_after(
+    cluster, world, proxy, run_agent
+):
+    faults, via_proxy = proxy
+    pool = add_pool(world, "throttle")
+    writes = status_write_of("poolobservations", pool.name)
+    with Reports(world.admin_kubeconfig, pool.name) as reports:
+        running = run_agent(via_proxy, "throttle")
+        pid = running.pid
+        eventually(settled(world, reports, pool, now()), "settled before the fault", timeout=30)
+
+        faults.throttle(writes, RETRY_AFTER)
+        throttled_since = time.time()
+        allocated_at = allocate_one(world, pool, "throttle-0")
+        after = truth(world, pool)
+        time.sleep(3 * RETRY_AFTER)
+        faults.unthrottle()
+        lifted_at = now()
+        eventually(settled(world, reports, pool, lifted_at), "recovered", timeout=30, every=0.5)
+
+    attempts = [s.at for s in faults.count(writes, "throttled", since=throttled_since)]
+    assert len(attempts) >= 2, f"the agent tried {len(attempts)} writes in the throttle"
+    gaps = [round(b - a, 2) for a, b in itertools.pairwise(attempts)]
+    assert min(gaps) >= RETRY_AFTER - 0.1, (
+        f"writes answered 429 with Retry-After: {RETRY_AFTER} were retried after {gaps} s"
+    )
+    claims_no_freshness_it_lacks(reports.seen, allocated_at, after)
+    stopped_cleanly(running, pid)
+
+
+def test_observations_deleted_during_a_write_pass_leave_the_publisher_running(
+    cluster, world, run_agent
+):
+    world.kube.apply({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": "churn"}})
+    replicas = [agent_builders.replica_observation(f"r{i}", "churn") for i in range(CHURN_REPLICAS)]
+    old_pool = agent_builders.pool_observation("churn-old", [("gpu", DRIVER, DRIVER)])
+    world.kube.apply([*replicas, old_pool])
+    running = run_agent(world.agent_kubeconfig, "churn")
+    pid = running.pid
+
+    def written() -> int:
+        listed = world.client.list(ReplicaObservation, namespace="churn")
+        return sum(1 for r in listed if r.get("status"))
+
+    # The agent's first pass writes every status, one request each: delete in its middle.
+    done = eventually(written, "the first replica statuses written", timeout=30, every=0.05)
+    world.client.deletecollection(ReplicaObservation, namespace="churn")
+    world.client.delete(PoolObservation, "churn-old")
+    assert done < CHURN_REPLICAS, f"the pass was over ({done} written) before the deletion"
+
+    pool = add_pool(world, "churn", nodes=1)
+    created_at = now()
+    with Reports(world.admin_kubeconfig, pool.name) as reports:
+        eventually(
+            settled(world, reports, pool, created_at),
+            "a PoolObservation created after the deletions gets its status",
+            timeout=NEW_STATUS_BOUND,
+            every=0.2,
+        )
+    stopped_cleanly(running, pid)
