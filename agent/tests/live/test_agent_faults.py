@@ -38,12 +38,12 @@ import pytest
 import yaml
 from lightkube import Client
 from lightkube.config.kubeconfig import KubeConfig
-from modelplane_agent.kube import _resource
+from modelplane_agent.kube import _KINDS, _resource
 from modelplane_agent.state import POOLS, REPLICAS
 from modelplane_common.timeutil import parse_time
 from modelplane_devtools import agent_builders
 from modelplane_devtools.e2e import agent, fleet
-from modelplane_devtools.e2e.faultproxy import FaultProxy, read_of, status_write_of, watch_of
+from modelplane_devtools.e2e.faultproxy import FaultProxy, read_of, status_write_of
 from modelplane_devtools.e2e.kube import Kube, KubectlFailed, eventually
 
 pytestmark = pytest.mark.e2e
@@ -63,16 +63,9 @@ PoolObservation, ReplicaObservation = _resource(POOLS), _resource(REPLICAS)
 # last byte of a stalled one. And its client's timeout on a request that gets no answer.
 SILENCE = timedelta(seconds=5)
 LIST_TIMEOUT = timedelta(seconds=10)
-# What the agent lists and watches (`_KINDS` of modelplane_agent.kube), by plural.
-AGENT_KINDS = (
-    "nodes",
-    "pods",
-    "resourceslices",
-    "resourceclaims",
-    "deviceclasses",
-    "poolobservations",
-    "replicaobservations",
-)
+# What a PoolObservation's report reads (design/api.md, `status.observedAt`), by plural:
+# it is current only once every one of them is.
+POOL_READS = tuple(k.plural for kind, k in _KINDS.items() if kind != REPLICAS)
 RETRY_AFTER = 3  # seconds, in the proxy's 429 answers
 CHURN_REPLICAS = 400  # ReplicaObservations written in one pass, deleted in its middle
 NEW_STATUS_BOUND = 10  # seconds for a new PoolObservation's first status
@@ -420,18 +413,18 @@ def settled(
     return check
 
 
-def reread_all(faults: FaultProxy, since: datetime, until: datetime) -> tuple[datetime, str]:
-    """When the agent had read every kind again since `since` (the first list or watch
-    of each that the API server answered 200; `until` for a kind not read again by
-    then), and the kind read last: the agent cannot be current before."""
+def reread_all(faults: FaultProxy, since: datetime, end: datetime) -> tuple[datetime, str]:
+    """When the agent had read every kind a pool reads again since `since` (the first
+    list or watch of each that the API server answered 200; `end` for a kind not read
+    again by then), and the kind read last: its pools cannot be current before."""
     first = {}
-    for plural in AGENT_KINDS:
+    for plural in POOL_READS:
         answered = [
             s.at
             for s in faults.count(read_of(plural), "forwarded", since=since.timestamp())
             if s.status == 200
         ]
-        first[plural] = min(answered, default=until.timestamp())
+        first[plural] = min(answered, default=end.timestamp())
     last = max(first, key=first.__getitem__)
     return datetime.fromtimestamp(first[last], UTC), last
 
@@ -462,7 +455,7 @@ def test_a_stalled_claims_watch_freezes_observed_at_and_loses_no_allocation(
         after = truth(world, pool)
         # Silent past the bound, the agent relists; that list stalls until the client's
         # read timeout (10 s) fails it; a few heartbeats more show observedAt frozen.
-        until(lambda: not reports.latest().current(), SILENCE + LIST_TIMEOUT + 5)
+        until(lambda: not reports.latest().current(), SILENCE + LIST_TIMEOUT + SLACK * 3)
         time.sleep(4)
         in_fault = reports.between(stalled_at, now())
         faults.release()
@@ -488,8 +481,9 @@ def test_claims_forbidden_to_the_agent_freeze_observed_at_until_rbac_is_restored
 
         grant_claims(world, False)
         # An open watch outlives the RBAC change; it ends when its connection drops, as
-        # connections do, and the agent must ask again under the new rules.
-        assert faults.cut(watch_of("resourceclaims")) == 1, "the agent watched no claims"
+        # connections do, and the agent must ask again under the new rules. (Whether the
+        # fault bit is the condition's to say: WatchFailing, forbidden.)
+        faults.cut(read_of("resourceclaims"))
         revoked_at = now()
         allocated_at = allocate_one(world, pool, "rbac-0")
         after = truth(world, pool)
