@@ -7,6 +7,7 @@ from collections.abc import AsyncIterator, Mapping
 from datetime import UTC, datetime, timedelta
 
 import pytest
+from modelplane_agent import metrics
 from modelplane_agent.controller import Controller, Settings, write_reason
 from modelplane_agent.kube import Gone
 from modelplane_agent.state import CLAIMS, CLASSES, KINDS, NODES, PODS, POOLS, REPLICAS, SLICES
@@ -398,4 +399,101 @@ def test_write_reason(current, last_write, newer_than, reason):
     assert (
         write_reason(NOW, new, current, last_write, SETTINGS.min_interval, heartbeat, newer_than)
         == reason
+    )
+
+
+def test_observations_deleted_while_a_write_is_awaited_are_dropped_and_publishing_goes_on():
+    # The fresh-machine e2e failure: a cleanup deleted observations while the publisher
+    # was writing; the pass then computed a status for one that was gone (KeyError) and
+    # the publisher task ended, so a PoolObservation created later never got a status.
+    async def scenario():
+        objects = world()
+        objects[POOLS].append(t.pool_observation("b200", [("gpu", t.NVIDIA, "gpu.nvidia.com")]))
+        objects[REPLICAS] = [t.replica_observation("r"), t.replica_observation("s")]
+        api, clock = FakeApi(objects), Clock()
+        real_patch = api.patch_status
+
+        async def deleting_patch(kind: str, namespace: str, name: str, status: Mapping) -> None:
+            await real_patch(kind, namespace, name, status)
+            if name == "a100" and len(api.patches) == 1:
+                api.send(POOLS, "DELETED", objects[POOLS][1])
+                api.send(REPLICAS, "DELETED", objects[REPLICAS][1])
+                await asyncio.sleep(SETTINGS.tick * 5)  # the watches handle both meanwhile
+
+        api.patch_status = deleting_patch  # type: ignore[method-assign]
+        controller, task = await started(api, clock)
+        assert [n for _, n, _ in api.patches] == ["a100", "r"]
+        api.send(POOLS, "ADDED", t.pool_observation("c300", [("gpu", t.NVIDIA, "gpu.nvidia.com")]))
+        await settle(controller)
+        assert [n for _, n, _ in api.patches] == ["a100", "r", "c300"]
+        await stopped(controller, task)
+
+    asyncio.run(scenario())
+
+
+def test_one_observation_whose_status_cannot_be_computed_is_logged_and_retried(caplog):
+    async def scenario():
+        objects = world()
+        objects[POOLS].append(t.pool_observation("b200", [("gpu", t.NVIDIA, "gpu.nvidia.com")]))
+        api, clock = FakeApi(objects), Clock()
+        controller = Controller(api, clock, SETTINGS)
+        real_report = controller.state.pool_report
+        failures = iter([RuntimeError("a bug in the rules")])
+
+        def failing_once(pool: str):
+            if pool == "a100":
+                error = next(failures, None)
+                if error is not None:
+                    raise error
+            return real_report(pool)
+
+        controller.state.pool_report = failing_once  # type: ignore[method-assign]
+        task = asyncio.create_task(controller.run())
+        await settle(controller)
+        assert [n for _, n, _ in api.patches] == ["b200"]  # the pass went on past a100
+        clock.now += timedelta(seconds=3)
+        await settle(controller)
+        assert [n for _, n, _ in api.patches] == ["b200", "a100"]  # retried
+        await stopped(controller, task)
+
+    before = failures_of(POOLS)
+    with caplog.at_level("ERROR", logger="modelplane_agent"):
+        asyncio.run(scenario())
+    assert failures_of(POOLS) == before + 1
+    lines = [(r.resource, r.getMessage()) for r in caplog.records]  # type: ignore[attr-defined]
+    assert lines == [
+        ("PoolObservation/a100", "status not published: RuntimeError: a bug in the rules")
+    ]
+
+
+def test_a_task_that_dies_is_logged_and_started_again(caplog):
+    async def scenario():
+        api, clock = FakeApi(world()), Clock()
+        controller = Controller(api, clock, SETTINGS)
+        real_publish = controller._publish_forever
+        deaths = iter([KeyError("gone")])
+
+        async def dying_once() -> None:
+            error = next(deaths, None)
+            if error is not None:
+                raise error
+            await real_publish()
+
+        controller._publish_forever = dying_once  # type: ignore[method-assign]
+        task = asyncio.create_task(controller.run())
+        await settle(controller)
+        assert [n for _, n, _ in api.patches] == ["a100"]
+        await stopped(controller, task)
+
+    with caplog.at_level("ERROR", logger="modelplane_agent"):
+        asyncio.run(scenario())
+    assert [r.getMessage() for r in caplog.records] == [
+        "task publish ended (KeyError: 'gone'); restarting it in 0.0s"
+    ]
+
+
+def failures_of(kind: str) -> float:
+    return (
+        metrics.REGISTRY.get_sample_value("modelplane_agent_status_failures_total", {"kind": kind})
+        or 0.0
     )

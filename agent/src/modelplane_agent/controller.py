@@ -26,14 +26,16 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import functools
 import gc
 import logging
 import random
 import time
 import zlib
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Coroutine, Mapping
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
+from typing import Any
 
 from modelplane_common.labels import AGENT_API_VERSION
 from modelplane_common.timeutil import format_time, parse_time
@@ -148,14 +150,39 @@ class Controller:
         self._stopping.set()
 
     async def run(self) -> None:
-        """Watch and publish until `stop()`; then cancel everything and return."""
-        tasks = [asyncio.create_task(self._watch(kind), name=f"watch-{kind}") for kind in KINDS]
-        tasks.append(asyncio.create_task(self._publish_forever(), name="publish"))
-        await self._stopping.wait()
+        """Watch and publish until `stop()`; then cancel everything and return.
+
+        A task that ends while the agent is not stopping (an exception no handler
+        caught, which is a bug) is logged with its traceback, counted in
+        `modelplane_agent_task_restarts_total` and started again after a backoff:
+        a dead publisher must never leave a live process that writes nothing.
+        """
+        factories: dict[str, Callable[[], Coroutine[Any, Any, None]]] = {
+            f"watch-{kind}": functools.partial(self._watch, kind) for kind in KINDS
+        }
+        factories["publish"] = self._publish_forever
+        tasks: dict[asyncio.Task, str] = {
+            asyncio.create_task(start(), name=name): name for name, start in factories.items()
+        }
+        stopping: asyncio.Task = asyncio.create_task(self._stopping.wait(), name="stopping")
+        restarts = dict.fromkeys(factories, 0)
+        while not self._stopping.is_set():
+            done, _ = await asyncio.wait({*tasks, stopping}, return_when=asyncio.FIRST_COMPLETED)
+            for task in done - {stopping}:
+                name = tasks.pop(task)
+                delay = self._restart_delay(restarts[name])
+                restarts[name] += 1
+                _log_ended(task, delay)
+                metrics.TASK_RESTARTS.labels(name).inc()
+                restarted = _after(delay, factories[name])
+                tasks[asyncio.create_task(restarted, name=name)] = name
         log.info("stopping", extra={"resource": "-"})
         for task in tasks:
             task.cancel()
-        await asyncio.gather(*tasks, return_exceptions=True)
+        await asyncio.gather(*tasks, stopping, return_exceptions=True)
+
+    def _restart_delay(self, restarts: int) -> float:
+        return min(self.settings.backoff_max, self.settings.backoff_initial * 2**restarts)
 
     # ------------------------------------------------------------------ watches
 
@@ -259,62 +286,99 @@ class Controller:
         ]
 
     async def publish_once(self) -> int:
-        """One publisher pass; returns how many statuses it wrote."""
+        """One publisher pass; returns how many statuses it wrote.
+
+        The watches run while a write is awaited, so an observation listed at the
+        start of the pass may be deleted before its turn: it is then dropped from
+        the pass. A failure to compute or write one observation's status is
+        logged on its logger, counted, and retried after `min_interval`; it never
+        ends the pass, nor the publisher.
+        """
         now = self.clock()
         writes = 0
         known = self._known()
-        gone = (set(self.written) | set(self.last_write) | self.dirty) - set(known)
-        for key in gone:  # observations deleted since: forget them
+        self._forget(set(known))
+        for key in known:
+            if not self._exists(key):
+                continue  # deleted while an earlier write of this pass was awaited
+            try:
+                writes += await self._publish(key, now)
+            except asyncio.CancelledError:
+                raise
+            except Exception as error:
+                self._failed(key, error, now)
+        return writes
+
+    def _forget(self, known: set[Key]) -> None:
+        """Drop the bookkeeping of observations deleted since the last pass."""
+        gone = (set(self.written) | set(self.last_write) | self.dirty) - known
+        for key in gone:
             if key[0] == POOLS:
                 self.refresh.pop(key[2], None)
             self.written.pop(key, None)
             self.last_write.pop(key, None)
             self.dirty.discard(key)
-        for key in known:
-            kind, namespace, name = key
-            seen = (
-                self.state.pool_status.get(name)
-                if kind == POOLS
-                else self.state.replica_status.get((namespace, name))
-            )
-            current = self.written.get(key, seen)
-            newer_than = self.refresh.get(name) if kind == POOLS else None
-            if (
-                key not in self.dirty
-                and newer_than is None
-                and now - _observed_at(current) < self.settings.heartbeat(key)
-            ):
-                continue
-            # Clean from here: an event handled while the write below is awaited marks
-            # the key dirty again, and that mark must survive the write (the write
-            # carries the state as it was before the event).
-            self.dirty.discard(key)
-            started = time.perf_counter()
-            new = self._status(key, now, current)
-            metrics.RECOMPUTE.labels(kind).observe(time.perf_counter() - started)
-            reason = write_reason(
-                now,
-                new,
-                current,
-                self.last_write.get(key),
-                self.settings.min_interval,
-                self.settings.heartbeat(key),
-                newer_than,
-            )
-            if reason is None:
-                if content(new) != content(current):
-                    self.dirty.add(key)  # changed, but written too recently: next tick
-                elif newer_than is not None and _observed_at(current) >= newer_than:
-                    self.refresh.pop(name, None)
-                continue
-            if await self._write(key, new, reason, now):
-                writes += 1
-                problem = warning(current, new)
-                if problem is not None:
-                    await self._warn(key, *problem, now)
-            else:
-                self.dirty.add(key)  # retried after min_interval
-        return writes
+
+    def _exists(self, key: Key) -> bool:
+        kind, namespace, name = key
+        if kind == POOLS:
+            return name in self.state.pools
+        return (namespace, name) in self.state.replicas
+
+    def _failed(self, key: Key, error: Exception, now: datetime) -> None:
+        kind, namespace, name = key
+        metrics.STATUS_FAILURES.labels(kind).inc()
+        bound_logger(kind, namespace, name).exception(
+            "status not published: %s: %s", type(error).__name__, error
+        )
+        self.last_write[key] = now  # retried after min_interval, like a failed write
+        self.dirty.add(key)
+
+    async def _publish(self, key: Key, now: datetime) -> int:
+        """Compute `key`'s status and write it if it is due; 1 if it was written."""
+        kind, namespace, name = key
+        seen = (
+            self.state.pool_status.get(name)
+            if kind == POOLS
+            else self.state.replica_status.get((namespace, name))
+        )
+        current = self.written.get(key, seen)
+        newer_than = self.refresh.get(name) if kind == POOLS else None
+        if (
+            key not in self.dirty
+            and newer_than is None
+            and now - _observed_at(current) < self.settings.heartbeat(key)
+        ):
+            return 0
+        # Clean from here: an event handled while the write below is awaited marks
+        # the key dirty again, and that mark must survive the write (the write
+        # carries the state as it was before the event).
+        self.dirty.discard(key)
+        started = time.perf_counter()
+        new = self._status(key, now, current)
+        metrics.RECOMPUTE.labels(kind).observe(time.perf_counter() - started)
+        reason = write_reason(
+            now,
+            new,
+            current,
+            self.last_write.get(key),
+            self.settings.min_interval,
+            self.settings.heartbeat(key),
+            newer_than,
+        )
+        if reason is None:
+            if content(new) != content(current):
+                self.dirty.add(key)  # changed, but written too recently: next tick
+            elif newer_than is not None and _observed_at(current) >= newer_than:
+                self.refresh.pop(name, None)
+            return 0
+        if not await self._write(key, new, reason, now):
+            self.dirty.add(key)  # retried after min_interval
+            return 0
+        problem = warning(current, new)
+        if problem is not None:
+            await self._warn(key, *problem, now)
+        return 1
 
     def _status(self, key: Key, now: datetime, previous: Mapping | None) -> dict:
         kind, namespace, name = key
@@ -395,6 +459,24 @@ class Controller:
             bound_logger(kind, namespace, name).warning(
                 "event not created: %s: %s", type(error).__name__, error
             )
+
+
+def _log_ended(task: asyncio.Task, delay: float) -> None:
+    error = None if task.cancelled() else task.exception()
+    how = f"{type(error).__name__}: {error}" if error else "returned"
+    log.error(
+        "task %s ended (%s); restarting it in %.1fs",
+        task.get_name(),
+        "cancelled" if task.cancelled() else how,
+        delay,
+        exc_info=error,
+        extra={"resource": "-"},
+    )
+
+
+async def _after(delay: float, start: Callable[[], Coroutine[Any, Any, None]]) -> None:
+    await asyncio.sleep(delay)
+    await start()
 
 
 def settle_heap() -> None:
