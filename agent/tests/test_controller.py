@@ -4,13 +4,17 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import AsyncIterator, Mapping
+from dataclasses import replace
 from datetime import UTC, datetime, timedelta
 
+import httpx2
 import pytest
+from lightkube.core.exceptions import ApiError
 from modelplane_agent import metrics
-from modelplane_agent.controller import Controller, Settings, write_reason
+from modelplane_agent.controller import Controller, Settings
 from modelplane_agent.kube import Gone
 from modelplane_agent.state import CLAIMS, CLASSES, KINDS, NODES, PODS, POOLS, REPLICAS, SLICES
+from modelplane_agent.writes import write_reason
 from modelplane_devtools import agent_builders as t
 
 NOW = datetime(2026, 11, 30, 12, 0, tzinfo=UTC)
@@ -64,11 +68,27 @@ class FakeApi:
 
 
 class Clock:
+    """The wall clock (call it) and a monotonic clock that moves with it, unless the
+    wall clock is stepped (`step`), as NTP or a resumed VM would."""
+
     def __init__(self) -> None:
         self.now = NOW
+        self.stepped = timedelta(0)
 
     def __call__(self) -> datetime:
         return self.now
+
+    def monotonic(self) -> float:
+        return (self.now - self.stepped - NOW).total_seconds()
+
+    def step(self, by: timedelta) -> None:
+        self.now += by
+        self.stepped += by
+
+
+def controller_for(api: FakeApi, clock: Clock, settings: Settings = SETTINGS) -> Controller:
+    # Jitter 0.5: every backoff is its nominal delay.
+    return Controller(api, clock, settings, monotonic=clock.monotonic, jitter=lambda: 0.5)
 
 
 async def settle(controller: Controller, ticks: int = 5) -> None:
@@ -93,7 +113,7 @@ def histogram(patch: tuple[str, str, dict]) -> list:
 
 
 async def started(api: FakeApi, clock: Clock) -> tuple[Controller, asyncio.Task]:
-    controller = Controller(api, clock, SETTINGS)
+    controller = controller_for(api, clock)
     task = asyncio.create_task(controller.run())
     await settle(controller)
     return controller, task
@@ -349,10 +369,12 @@ def test_an_event_handled_while_a_status_is_being_written_is_published_after_it(
 
 
 BEFORE = NOW - timedelta(seconds=1)
+# (current status, seconds since the last attempt, age of our last write, newer_than, reason)
 REASONS = {
-    "a first status is a change": (None, None, None, "change"),
+    "a first status is a change": (None, None, None, None, "change"),
     "an equal status younger than the heartbeat is left alone": (
         {"observedAt": "2026-11-30T11:59:30Z", "observedNodes": 1},
+        None,
         None,
         None,
         None,
@@ -361,10 +383,40 @@ REASONS = {
         {"observedAt": "2026-11-30T11:59:00Z", "observedNodes": 1},
         None,
         None,
+        None,
         "heartbeat",
+    ),
+    "an equal status we wrote a heartbeat ago is a heartbeat, whatever the wall clock says": (
+        {"observedAt": "2026-11-30T12:00:30Z", "observedNodes": 1},
+        60.0,
+        60.0,
+        None,
+        "heartbeat",
+    ),
+    "an equal status we wrote recently is left alone though its observedAt looks old": (
+        {"observedAt": "2026-11-30T11:50:00Z", "observedNodes": 1},
+        30.0,
+        30.0,
+        None,
+        None,
+    ),
+    "an equal status seen with an observedAt in the future is rewritten at once": (
+        {"observedAt": "2026-11-30T12:10:00Z", "observedNodes": 1},
+        None,
+        None,
+        None,
+        "heartbeat",
+    ),
+    "an equal status carrying the same observedAt is never a heartbeat": (
+        {"observedAt": "2026-11-30T12:00:00Z", "observedNodes": 1},
+        600.0,
+        600.0,
+        None,
+        None,
     ),
     "an equal status older than a replica's turn to scheduled is refreshed": (
         {"observedAt": "2026-11-30T11:59:58Z", "observedNodes": 1},
+        None,
         None,
         BEFORE,
         "refresh",
@@ -372,18 +424,21 @@ REASONS = {
     "an equal status as recent as a replica's turn to scheduled is left alone": (
         {"observedAt": "2026-11-30T11:59:59Z", "observedNodes": 1},
         None,
+        None,
         BEFORE,
         None,
     ),
     "a changed status within the min interval waits": (
         {"observedAt": "2026-11-30T11:59:59Z", "observedNodes": 2},
-        NOW - timedelta(seconds=1),
+        1.0,
+        1.0,
         None,
         None,
     ),
     "a changed status after the min interval is a change": (
         {"observedAt": "2026-11-30T11:59:59Z", "observedNodes": 2},
-        NOW - timedelta(seconds=2),
+        2.0,
+        2.0,
         None,
         "change",
     ),
@@ -391,13 +446,22 @@ REASONS = {
 
 
 @pytest.mark.parametrize(
-    ("current", "last_write", "newer_than", "reason"), list(REASONS.values()), ids=list(REASONS)
+    ("current", "since_attempt", "written_age", "newer_than", "reason"),
+    list(REASONS.values()),
+    ids=list(REASONS),
 )
-def test_write_reason(current, last_write, newer_than, reason):
+def test_write_reason(current, since_attempt, written_age, newer_than, reason):
     new = {"observedAt": "2026-11-30T12:00:00Z", "observedNodes": 1}
-    heartbeat = timedelta(seconds=60)
     assert (
-        write_reason(NOW, new, current, last_write, SETTINGS.min_interval, heartbeat, newer_than)
+        write_reason(
+            new,
+            current,
+            since_attempt=since_attempt,
+            written_age=written_age,
+            min_interval=2.0,
+            heartbeat=60.0,
+            newer_than=newer_than,
+        )
         == reason
     )
 
@@ -436,7 +500,7 @@ def test_one_observation_whose_status_cannot_be_computed_is_logged_and_retried(c
         objects = world()
         objects[POOLS].append(t.pool_observation("b200", [("gpu", t.NVIDIA, "gpu.nvidia.com")]))
         api, clock = FakeApi(objects), Clock()
-        controller = Controller(api, clock, SETTINGS)
+        controller = controller_for(api, clock)
         real_report = controller.state.pool_report
         failures = iter([RuntimeError("a bug in the rules")])
 
@@ -462,14 +526,17 @@ def test_one_observation_whose_status_cannot_be_computed_is_logged_and_retried(c
     assert failures_of(POOLS) == before + 1
     lines = [(r.resource, r.getMessage()) for r in caplog.records]  # type: ignore[attr-defined]
     assert lines == [
-        ("PoolObservation/a100", "status not published: RuntimeError: a bug in the rules")
+        (
+            "PoolObservation/a100",
+            "status not published: RuntimeError: a bug in the rules; retrying in 2.0s",
+        )
     ]
 
 
 def test_a_task_that_dies_is_logged_and_started_again(caplog):
     async def scenario():
         api, clock = FakeApi(world()), Clock()
-        controller = Controller(api, clock, SETTINGS)
+        controller = controller_for(api, clock)
         real_publish = controller._publish_forever
         deaths = iter([KeyError("gone")])
 
@@ -497,3 +564,148 @@ def failures_of(kind: str) -> float:
         metrics.REGISTRY.get_sample_value("modelplane_agent_status_failures_total", {"kind": kind})
         or 0.0
     )
+
+
+def two_pools() -> dict[str, list[dict]]:
+    objects = world()
+    objects[POOLS].append(t.pool_observation("b200", [("gpu", t.NVIDIA, "gpu.nvidia.com")]))
+    return objects
+
+
+async def tick_by(clock: Clock, controller: Controller, seconds: int) -> None:
+    for _ in range(seconds):
+        clock.now += timedelta(seconds=1)
+        await settle(controller, ticks=2)
+
+
+def throttled(seconds: int) -> ApiError:
+    request = httpx2.Request("PATCH", "https://apiserver.test/status")
+    response = httpx2.Response(
+        429,
+        headers={"Retry-After": str(seconds), "Content-Type": "application/json"},
+        json={"kind": "Status", "code": 429, "message": "the server is handling too many requests"},
+        request=request,
+    )
+    return ApiError(request=request, response=response)
+
+
+def test_a_failing_write_backs_off_exponentially_per_observation_up_to_the_cap():
+    async def scenario():
+        api, clock = FakeApi(two_pools()), Clock()
+        attempts: list[float] = []
+        real_patch = api.patch_status
+
+        async def failing_a100(kind: str, namespace: str, name: str, status: Mapping) -> None:
+            if name == "a100":
+                attempts.append(clock.monotonic())
+                raise ConnectionError("reset by peer")
+            await real_patch(kind, namespace, name, status)
+
+        api.patch_status = failing_a100  # type: ignore[method-assign]
+        controller = controller_for(api, clock, replace(SETTINGS, write_backoff_max=8.0))
+        task = asyncio.create_task(controller.run())
+        await settle(controller)
+        await tick_by(clock, controller, 31)
+        assert attempts == [0, 2, 6, 14, 22, 30]  # 2 s doubling, capped at 8 s
+        assert [n for _, n, _ in api.patches] == ["b200"]  # the other pool is not held back
+        await stopped(controller, task)
+
+    asyncio.run(scenario())
+
+
+def test_a_retry_after_holds_every_write_until_it_has_passed():
+    async def scenario():
+        api, clock = FakeApi(two_pools()), Clock()
+        answers = iter([throttled(7)])
+        real_patch = api.patch_status
+
+        async def throttling_once(kind: str, namespace: str, name: str, status: Mapping) -> None:
+            error = next(answers, None)
+            if error is not None:
+                raise error
+            await real_patch(kind, namespace, name, status)
+
+        api.patch_status = throttling_once  # type: ignore[method-assign]
+        controller, task = await started(api, clock)
+        await tick_by(clock, controller, 6)
+        assert api.patches == []  # b200 waits too: the API server is overloaded
+        await tick_by(clock, controller, 2)
+        assert sorted(n for _, n, _ in api.patches) == ["a100", "b200"]
+        await stopped(controller, task)
+
+    asyncio.run(scenario())
+
+
+def test_a_wall_clock_stepped_back_does_not_suppress_a_change():
+    async def scenario():
+        api, clock = FakeApi(world()), Clock()
+        controller, task = await started(api, clock)
+        clock.step(-timedelta(seconds=30))  # NTP steps the clock back ...
+        clock.now += timedelta(seconds=3)  # ... and 3 s pass
+        api.send(CLAIMS, "ADDED", t.claim("c", [("n1", "g0")]))
+        await settle(controller)
+        assert len(api.patches) == 2
+        assert api.patches[1][2]["observedAt"] == "2026-11-30T11:59:33Z"
+        await stopped(controller, task)
+
+    asyncio.run(scenario())
+
+
+def test_liveness_is_progress_within_a_pass_not_the_start_of_one():
+    async def scenario():
+        objects = two_pools()
+        objects[POOLS].append(t.pool_observation("c300", [("gpu", t.NVIDIA, "gpu.nvidia.com")]))
+        api, clock = FakeApi(objects), Clock()
+        hang = asyncio.Event()
+        alive_during: list[bool] = []
+        real_patch = api.patch_status
+
+        async def slow_patch(kind: str, namespace: str, name: str, status: Mapping) -> None:
+            if name == "c300":
+                await hang.wait()  # a write that never returns
+            alive_during.append(controller.alive(35))
+            clock.now += timedelta(seconds=20)  # a slow API server: 20 s per write
+            await real_patch(kind, namespace, name, status)
+
+        api.patch_status = slow_patch  # type: ignore[method-assign]
+        controller = controller_for(api, clock)
+        task = asyncio.create_task(controller.run())
+        await settle(controller)
+        assert [n for _, n, _ in api.patches] == ["a100", "b200"]
+        assert alive_during == [True, True]  # 40 s into the pass, but each write advanced
+        assert controller.alive(35)
+        clock.now += timedelta(seconds=36)
+        await settle(controller)
+        assert not controller.alive(35)  # stuck in c300's write for 36 s
+        hang.set()
+        await settle(controller)
+        assert controller.alive(35)
+        await stopped(controller, task)
+
+    asyncio.run(scenario())
+
+
+def test_an_event_the_state_cannot_apply_relists_its_kind():
+    async def scenario():
+        api, clock = FakeApi(world()), Clock()
+        controller, task = await started(api, clock)
+        real_apply = controller.state.apply
+        failures = iter([ValueError("unexpected shape")])
+
+        def failing_once(kind: str, event: str, obj: Mapping):
+            if kind == NODES and event == "MODIFIED":
+                error = next(failures, None)
+                if error is not None:
+                    raise error
+            return real_apply(kind, event, obj)
+
+        controller.state.apply = failing_once  # type: ignore[method-assign]
+        api.objects[NODES] = [t.node("n1"), t.node("n2", cordoned=True)]
+        api.send(NODES, "MODIFIED", t.node("n2", cordoned=True))
+        clock.now += timedelta(seconds=3)
+        await settle(controller)
+        assert api.lists.count(NODES) == 2  # not skipped for good: relisted
+        assert api.patches[-1][2]["nodesByFreeDevices"] == [{"free": {"gpu": 2}, "nodes": 1}]
+        await stopped(controller, task)
+
+    asyncio.run(scenario())

@@ -9,7 +9,9 @@ import httpx2
 import pytest
 from lightkube import AsyncClient
 from lightkube.config.kubeconfig import KubeConfig
-from modelplane_agent.kube import Gone, Idle, LightkubeApi
+from lightkube.core.exceptions import ApiError
+from lightkube.models.meta_v1 import Status
+from modelplane_agent.kube import Gone, Idle, LightkubeApi, retry_after
 from modelplane_agent.state import NODES, PODS, POOLS, REPLICAS
 from modelplane_devtools import agent_builders as t
 
@@ -160,3 +162,42 @@ def test_an_event_is_created_in_its_namespace():
     request = server.requests[0]
     assert (request.method, request.url.path) == ("POST", "/api/v1/namespaces/default/events")
     assert json.loads(request.content)["reason"] == "DeviceClassNotFound"
+
+
+def api_error(code: int, headers: dict[str, str], details: dict | None = None) -> ApiError:
+    request = httpx2.Request("PATCH", "https://apiserver.test/x")
+    body = {"kind": "Status", "code": code, "message": "slow down"}
+    if details is not None:
+        body["details"] = details
+    headers = {"Content-Type": "application/json", **headers}
+    response = httpx2.Response(code, headers=headers, json=body, request=request)
+    return ApiError(request=request, response=response)
+
+
+RETRY_AFTER = {
+    "429 with a Retry-After header": (api_error(429, {"Retry-After": "7"}), 7.0),
+    "503 with a Retry-After header": (api_error(503, {"Retry-After": "1"}), 1.0),
+    "429 with retryAfterSeconds in the Status only": (
+        api_error(429, {}, {"retryAfterSeconds": 3}),
+        3.0,
+    ),
+    "the header wins over the Status": (
+        api_error(429, {"Retry-After": "5"}, {"retryAfterSeconds": 3}),
+        5.0,
+    ),
+    "an HTTP-date Retry-After is not read": (
+        api_error(503, {"Retry-After": "Wed, 21 Oct 2026 07:28:00 GMT"}),
+        None,
+    ),
+    "a 403 asks nothing": (api_error(403, {}), None),
+    "an error in the watch stream (no response) asks nothing": (
+        ApiError(status=Status(code=500, message="internal error")),
+        None,
+    ),
+    "a connection error asks nothing": (ConnectionError("reset by peer"), None),
+}
+
+
+@pytest.mark.parametrize(("error", "seconds"), RETRY_AFTER.values(), ids=RETRY_AFTER)
+def test_retry_after_is_what_the_api_server_asked(error, seconds):
+    assert retry_after(error) == seconds

@@ -3,23 +3,27 @@
 One asyncio task per kind lists (paged), replaces that kind in the state in
 one step, then watches from the list's resourceVersion. A watch that breaks
 resumes from the last resourceVersion it delivered, after an exponential
-backoff with jitter; a 410 Gone (that version is compacted away) relists,
+backoff with jitter (never sooner than a Retry-After); a 410 Gone (that
+version is compacted away), or an event the state could not apply, relists,
 and the relist deletes from the state whatever is gone. Each event asks the
 state which observations it touches and marks only those dirty.
 
 The publisher wakes every `tick` and, once every kind has been listed (a
 consistent snapshot: `observedAt` is the clock then), computes the dirty
 observations and writes a status through the status subresource when
-- its content (everything but `observedAt`) differs from the last status
-  written or seen, at most once per observation per `min_interval`; or
-- its `observedAt` is as old as the observation's heartbeat, so a live
-  agent's report never goes stale (`Settings`: derived from the clusters'
-  `maxAge`, spread per observation).
-An unchanged status is never written otherwise. A failed write is retried
-on the next tick after `min_interval`.
+(`modelplane_agent.writes`) its content differs from the last status written
+or seen, when its heartbeat is due, or when a pool must refresh its
+`observedAt` for a replica that turned scheduled; never twice per
+observation within `min_interval` (monotonic). An observation deleted during
+a pass is dropped from it; one whose status fails (computed or written) is
+logged, counted and retried after a jittered exponential backoff of its own;
+a Retry-After holds every write until it has passed.
 
-Stopping (SIGTERM) cancels the watches and the publisher and closes the
-client; nothing is left half-written, since each write is one request.
+`run` supervises the tasks: one that ends unexpectedly is logged and
+restarted. Liveness (`alive`) is progress: a pass, or one observation of a
+pass, finished recently. Stopping (SIGTERM) cancels the watches and the
+publisher and closes the client; nothing is left half-written, since each
+write is one request.
 """
 
 from __future__ import annotations
@@ -29,6 +33,7 @@ import contextlib
 import functools
 import gc
 import logging
+import math
 import random
 import time
 import zlib
@@ -41,9 +46,10 @@ from modelplane_common.labels import AGENT_API_VERSION
 from modelplane_common.timeutil import format_time, parse_time
 
 from modelplane_agent import metrics
-from modelplane_agent.kube import Api, Gone, Idle
+from modelplane_agent.kube import Api, Gone, Idle, retry_after
 from modelplane_agent.state import KINDS, POOLS, REPLICAS, ClusterState, ReplicaKey, Touched
 from modelplane_agent.status import content, pool_status, replica_status, warning
+from modelplane_agent.writes import heartbeat_due, observed_at, retry_delay, write_reason
 
 log = logging.getLogger("modelplane_agent")
 
@@ -69,8 +75,10 @@ class Settings:
     # The smallest `spec.observation.maxAge` of the InferenceClusters of this cluster.
     max_age: timedelta = timedelta(minutes=5)
     tick: float = 0.5  # seconds between publisher passes
-    backoff_initial: float = 0.5
+    backoff_initial: float = 0.5  # watch and task restarts
     backoff_max: float = 30.0
+    write_backoff_max: float = 60.0  # a failed write: min_interval doubling to this
+    retry_after_max: float = 300.0  # the longest Retry-After honoured
 
     def heartbeat(self, key: Key) -> timedelta:
         """How old this observation's `observedAt` may grow before it is rewritten."""
@@ -89,34 +97,8 @@ def bound_logger(kind: str, namespace: str, name: str) -> logging.LoggerAdapter:
     return logging.LoggerAdapter(log, {"resource": resource})
 
 
-def write_reason(
-    now: datetime,
-    new: Mapping,
-    current: Mapping | None,
-    last_write: datetime | None,
-    min_interval: timedelta,
-    heartbeat: timedelta,
-    newer_than: datetime | None = None,
-) -> str | None:
-    """Why to write `new` now, or None to leave the status alone.
-
-    "change" when the content differs; "heartbeat" when `observedAt` is as old
-    as `heartbeat`; "refresh" when it is older than `newer_than` (a replica
-    of the pool turned scheduled since). Never twice within `min_interval`.
-    """
-    if last_write is not None and now - last_write < min_interval:
-        return None
-    if content(new) != content(current):
-        return "change"
-    try:
-        observed_at = parse_time((current or {}).get("observedAt"))
-    except ValueError:
-        return "heartbeat"
-    if now - observed_at >= heartbeat:
-        return "heartbeat"
-    if newer_than is not None and observed_at < newer_than:
-        return "refresh"
-    return None
+class Unapplied(Exception):
+    """A watch event the state could not apply: its kind is relisted."""
 
 
 class Controller:
@@ -126,18 +108,32 @@ class Controller:
         clock: Callable[[], datetime],
         settings: Settings = Settings(),
         state: ClusterState | None = None,
+        *,
+        monotonic: Callable[[], float] = time.monotonic,
+        jitter: Callable[[], float] = random.random,
     ) -> None:
+        """`clock`: the wall clock (`observedAt`, transition times); `monotonic`: the
+        clock of every interval; `jitter`: uniform in [0, 1), spreads retries."""
         self.api = api
         self.clock = clock
+        self.monotonic = monotonic
+        self.jitter = jitter
         self.settings = settings
         self.state = state or ClusterState()
         self.synced: dict[str, bool] = dict.fromkeys(KINDS, False)
         self.dirty: set[Key] = set()
         self.written: dict[Key, Mapping] = {}
-        self.last_write: dict[Key, datetime] = {}
+        # Per observation, on the monotonic clock: the last write attempt (the rate
+        # limit), the last successful write (the heartbeat), and after failures in a
+        # row, when to try again and how many there were.
+        self.last_attempt: dict[Key, float] = {}
+        self.last_written: dict[Key, float] = {}
+        self.retries: dict[Key, tuple[float, int]] = {}
+        # A Retry-After holds every write until then: the API server is overloaded.
+        self.paused_until = -math.inf
         # Pools that must publish an observedAt no older than this (see _write).
         self.refresh: dict[str, datetime] = {}
-        self.last_tick = time.monotonic()
+        self.last_progress = monotonic()
         self._stopping = asyncio.Event()
 
     # ------------------------------------------------------------------ lifecycle
@@ -145,6 +141,12 @@ class Controller:
     @property
     def ready(self) -> bool:
         return all(self.synced.values())
+
+    def alive(self, allowance: float) -> bool:
+        """Whether the publisher made progress within `allowance` seconds: it finished
+        a pass, or one observation of a pass (a long pass on a slow API server is
+        progress; a write that hangs, or a publisher that died, is not)."""
+        return self.monotonic() - self.last_progress <= allowance
 
     def stop(self) -> None:
         self._stopping.set()
@@ -199,7 +201,7 @@ class Controller:
                         continue  # BOOKMARK: only the version matters
                     metrics.EVENTS.labels(kind, event).inc()
                     started = time.perf_counter()
-                    self._mark(kind, self.state.apply(kind, event, obj), [obj])
+                    self._mark(kind, self._apply(kind, event, obj), [obj])
                     metrics.RECOMPUTE.labels("event").observe(time.perf_counter() - started)
                     backoff = self.settings.backoff_initial
             except asyncio.CancelledError:
@@ -210,9 +212,24 @@ class Controller:
                 metrics.WATCH_RESTARTS.labels(kind, "gone").inc()
                 log.info("%s watch expired (410 Gone): relisting", kind, extra={"resource": "-"})
                 version = None
+            except Unapplied as error:
+                # Its resourceVersion is already behind us: resuming would skip it for
+                # good. A relist folds the object as it is now.
+                metrics.WATCH_RESTARTS.labels(kind, "unapplied").inc()
+                log.error(
+                    "%s watch event not applied (%s): relisting",
+                    kind,
+                    error,
+                    exc_info=error.__cause__,
+                    extra={"resource": "-"},
+                )
+                version = None
             except Exception as error:  # network, API server restarts, auth refresh ...
                 metrics.WATCH_RESTARTS.labels(kind, "error").inc()
-                delay = backoff * (0.5 + random.random())
+                delay = backoff * (0.5 + self.jitter())
+                asked = retry_after(error)
+                if asked is not None:
+                    delay = max(delay, min(asked, self.settings.retry_after_max))
                 log.warning(
                     "%s watch failed (%s: %s); resuming in %.1fs",
                     kind,
@@ -223,6 +240,14 @@ class Controller:
                 )
                 await asyncio.sleep(delay)
                 backoff = min(backoff * 2, self.settings.backoff_max)
+
+    def _apply(self, kind: str, event: str, obj: Mapping) -> Touched:
+        try:
+            return self.state.apply(kind, event, obj)
+        except Exception as error:
+            meta = obj.get("metadata") or {}
+            name = "/".join(str(meta.get(k)) for k in ("namespace", "name") if meta.get(k))
+            raise Unapplied(f"{event} {name}: {type(error).__name__}: {error}") from error
 
     async def _relist(self, kind: str) -> str:
         """Fold a full list of `kind` into the state, page by page; return its version.
@@ -274,9 +299,9 @@ class Controller:
 
     async def _publish_forever(self) -> None:
         while not self._stopping.is_set():
-            self.last_tick = time.monotonic()
             if self.ready:
                 await self.publish_once()
+            self.last_progress = self.monotonic()
             with contextlib.suppress(TimeoutError):
                 await asyncio.wait_for(self._stopping.wait(), self.settings.tick)
 
@@ -291,14 +316,16 @@ class Controller:
         The watches run while a write is awaited, so an observation listed at the
         start of the pass may be deleted before its turn: it is then dropped from
         the pass. A failure to compute or write one observation's status is
-        logged on its logger, counted, and retried after `min_interval`; it never
-        ends the pass, nor the publisher.
+        logged on its logger, counted, and retried after a backoff (`writes`); it
+        never ends the pass, nor the publisher. A Retry-After ends the pass.
         """
         now = self.clock()
         writes = 0
         known = self._known()
         self._forget(set(known))
         for key in known:
+            if self.monotonic() < self.paused_until:
+                break  # the rest stays dirty for a later pass
             if not self._exists(key):
                 continue  # deleted while an earlier write of this pass was awaited
             try:
@@ -306,17 +333,19 @@ class Controller:
             except asyncio.CancelledError:
                 raise
             except Exception as error:
-                self._failed(key, error, now)
+                self._failed(key, error)
+            self.last_progress = self.monotonic()
         return writes
 
     def _forget(self, known: set[Key]) -> None:
         """Drop the bookkeeping of observations deleted since the last pass."""
-        gone = (set(self.written) | set(self.last_write) | self.dirty) - known
+        books = (self.written, self.last_attempt, self.last_written, self.retries)
+        gone = set().union(self.dirty, *books) - known
         for key in gone:
             if key[0] == POOLS:
                 self.refresh.pop(key[2], None)
-            self.written.pop(key, None)
-            self.last_write.pop(key, None)
+            for book in books:
+                book.pop(key, None)
             self.dirty.discard(key)
 
     def _exists(self, key: Key) -> bool:
@@ -325,18 +354,45 @@ class Controller:
             return name in self.state.pools
         return (namespace, name) in self.state.replicas
 
-    def _failed(self, key: Key, error: Exception, now: datetime) -> None:
+    def _failed(self, key: Key, error: Exception) -> None:
         kind, namespace, name = key
         metrics.STATUS_FAILURES.labels(kind).inc()
+        delay = self._retry_later(key, error)
         bound_logger(kind, namespace, name).exception(
-            "status not published: %s: %s", type(error).__name__, error
+            "status not published: %s: %s; retrying in %.1fs", type(error).__name__, error, delay
         )
-        self.last_write[key] = now  # retried after min_interval, like a failed write
+
+    def _retry_later(self, key: Key, error: Exception) -> float:
+        """Back `key` off after a failure; returns the delay. A Retry-After holds all writes."""
+        failures = self.retries.get(key, (0.0, 0))[1] + 1
+        asked = retry_after(error)
+        delay = retry_delay(
+            failures,
+            self.jitter(),
+            asked,
+            initial=self.settings.min_interval.total_seconds(),
+            backoff_max=self.settings.write_backoff_max,
+            retry_after_max=self.settings.retry_after_max,
+        )
+        now = self.monotonic()
+        self.retries[key] = (now + delay, failures)
+        if asked is not None:
+            self.paused_until = max(
+                self.paused_until, now + min(asked, self.settings.retry_after_max)
+            )
         self.dirty.add(key)
+        return delay
+
+    def _age(self, book: dict[Key, float], key: Key) -> float | None:
+        at = book.get(key)
+        return None if at is None else self.monotonic() - at
 
     async def _publish(self, key: Key, now: datetime) -> int:
         """Compute `key`'s status and write it if it is due; 1 if it was written."""
         kind, namespace, name = key
+        retry = self.retries.get(key)
+        if retry is not None and self.monotonic() < retry[0]:
+            return 0  # backing off; still dirty
         seen = (
             self.state.pool_status.get(name)
             if kind == POOLS
@@ -344,10 +400,12 @@ class Controller:
         )
         current = self.written.get(key, seen)
         newer_than = self.refresh.get(name) if kind == POOLS else None
+        heartbeat = self.settings.heartbeat(key).total_seconds()
+        written_age = self._age(self.last_written, key)
         if (
             key not in self.dirty
             and newer_than is None
-            and now - _observed_at(current) < self.settings.heartbeat(key)
+            and not heartbeat_due(now, observed_at(current), written_age, heartbeat)
         ):
             return 0
         # Clean from here: an event handled while the write below is awaited marks
@@ -358,13 +416,13 @@ class Controller:
         new = self._status(key, now, current)
         metrics.RECOMPUTE.labels(kind).observe(time.perf_counter() - started)
         reason = write_reason(
-            now,
             new,
             current,
-            self.last_write.get(key),
-            self.settings.min_interval,
-            self.settings.heartbeat(key),
-            newer_than,
+            since_attempt=self._age(self.last_attempt, key),
+            written_age=written_age,
+            min_interval=self.settings.min_interval.total_seconds(),
+            heartbeat=heartbeat,
+            newer_than=newer_than,
         )
         if reason is None:
             if content(new) != content(current):
@@ -373,8 +431,7 @@ class Controller:
                 self.refresh.pop(name, None)
             return 0
         if not await self._write(key, new, reason, now):
-            self.dirty.add(key)  # retried after min_interval
-            return 0
+            return 0  # backed off in _write
         problem = warning(current, new)
         if problem is not None:
             await self._warn(key, *problem, now)
@@ -398,16 +455,21 @@ class Controller:
     async def _write(self, key: Key, status: dict, reason: str, now: datetime) -> bool:
         kind, namespace, name = key
         logger = bound_logger(kind, namespace, name)
-        self.last_write[key] = now
+        self.last_attempt[key] = self.monotonic()
         try:
             await self.api.patch_status(kind, namespace, name, status)
         except asyncio.CancelledError:
             raise
         except Exception as error:
             metrics.WRITES.labels(kind, reason, "error").inc()
-            logger.warning("status write failed: %s: %s", type(error).__name__, error)
+            delay = self._retry_later(key, error)
+            logger.warning(
+                "status write failed: %s: %s; retrying in %.1fs", type(error).__name__, error, delay
+            )
             return False
         metrics.WRITES.labels(kind, reason, "ok").inc()
+        self.retries.pop(key, None)
+        self.last_written[key] = self.monotonic()
         self.written[key] = status
         condition = status["conditions"][0]
         if kind == POOLS:

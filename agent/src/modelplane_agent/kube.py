@@ -14,6 +14,7 @@ from dataclasses import dataclass
 from functools import cache
 from typing import Any, Protocol
 
+import httpx2
 from lightkube import AsyncClient
 from lightkube.core.exceptions import ApiError
 from lightkube.generic_resource import create_global_resource, create_namespaced_resource
@@ -29,6 +30,26 @@ class Gone(Exception):
 class Idle(Exception):
     """Nothing arrived on a watch for longer than the server should stay quiet: the
     connection may be half-open, so resume on a new one."""
+
+
+def retry_after(error: BaseException) -> float | None:
+    """The seconds the API server asked a client to wait before trying again, if it did.
+
+    Kubernetes says so on 429 (API Priority and Fairness, max-in-flight) and on
+    some 5xx answers, in the `Retry-After` header (whole seconds) and in the
+    Status' `details.retryAfterSeconds`; lightkube raises both as an ApiError.
+    """
+    if not isinstance(error, ApiError):
+        return None
+    response = error.response if isinstance(error.response, httpx2.Response) else None
+    header = response.headers.get("Retry-After") if response is not None else None
+    try:
+        seconds = float(header) if header is not None else None
+    except ValueError:
+        seconds = None  # an HTTP date: the API server never sends one
+    if seconds is None and error.status.details is not None:
+        seconds = error.status.details.retryAfterSeconds
+    return float(seconds) if seconds is not None and seconds >= 0 else None
 
 
 class Api(Protocol):

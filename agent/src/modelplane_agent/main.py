@@ -18,7 +18,7 @@ from modelplane_common.timeutil import parse_duration
 
 from modelplane_agent.controller import Controller, Settings
 from modelplane_agent.kube import LightkubeApi
-from modelplane_agent.server import loop_alive, serve
+from modelplane_agent.server import serve
 
 
 class _ResourceDefault(logging.Filter):
@@ -141,7 +141,7 @@ def cli(kubeconfig: str | None, listen: str, max_age: str, min_interval: str, lo
     server = serve(
         host or "0.0.0.0",
         int(port),
-        loop_alive(lambda: controller.last_tick, allowance),
+        lambda: controller.alive(allowance),
         lambda: controller.ready,
     )
     try:
