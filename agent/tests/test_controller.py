@@ -12,7 +12,7 @@ import pytest
 from lightkube.core.exceptions import ApiError
 from modelplane_agent import metrics
 from modelplane_agent.controller import Controller, Settings
-from modelplane_agent.kube import Gone
+from modelplane_agent.kube import Gone, Idle
 from modelplane_agent.state import CLAIMS, CLASSES, KINDS, NODES, PODS, POOLS, REPLICAS, SLICES
 from modelplane_agent.writes import write_reason
 from modelplane_devtools import agent_builders as t
@@ -61,6 +61,13 @@ class FakeApi:
     async def create_event(self, event: Mapping) -> None:
         self.events.append(dict(event))
 
+    def bookmark(self, *kinds: str) -> None:
+        """A BOOKMARK on each watch (every kind by default), as the API server sends
+        about every minute."""
+        for kind in kinds or KINDS:
+            meta = {"resourceVersion": str(self.version)}
+            self.queues[kind].put_nowait(("BOOKMARK", {"kind": kind, "metadata": meta}))
+
     def send(self, kind: str, event: str, obj: dict) -> None:
         self.version += 1
         obj = {**obj, "metadata": {**obj["metadata"], "resourceVersion": str(self.version)}}
@@ -94,6 +101,15 @@ def controller_for(api: FakeApi, clock: Clock, settings: Settings = SETTINGS) ->
 async def settle(controller: Controller, ticks: int = 5) -> None:
     for _ in range(ticks):
         await asyncio.sleep(SETTINGS.tick * 2)
+
+
+async def eventually(done, timeout: float = 5.0) -> None:
+    """Wait until `done()` holds (a loaded machine runs the tasks late), or fail."""
+    for _ in range(int(timeout / SETTINGS.tick)):
+        if done():
+            return
+        await asyncio.sleep(SETTINGS.tick)
+    assert done()
 
 
 def world() -> dict[str, list[dict]]:
@@ -185,6 +201,7 @@ def test_an_idle_replica_heartbeats_at_twice_a_pools_interval():
         clock.now += timedelta(seconds=61)  # pools: 45-60 s; replicas: 90-120 s
         await settle(controller)
         assert sorted(k for k, _, _ in api.patches) == [POOLS, POOLS, REPLICAS]
+        api.bookmark()  # the API server's, about every minute
         clock.now += timedelta(seconds=60)
         await settle(controller)
         replica_writes = [s for k, _, s in api.patches if k == REPLICAS]
@@ -548,7 +565,7 @@ def test_a_task_that_dies_is_logged_and_started_again(caplog):
 
         controller._publish_forever = dying_once  # type: ignore[method-assign]
         task = asyncio.create_task(controller.run())
-        await settle(controller)
+        await eventually(lambda: api.patches)
         assert [n for _, n, _ in api.patches] == ["a100"]
         await stopped(controller, task)
 
@@ -706,6 +723,94 @@ def test_an_event_the_state_cannot_apply_relists_its_kind():
         await settle(controller)
         assert api.lists.count(NODES) == 2  # not skipped for good: relisted
         assert api.patches[-1][2]["nodesByFreeDevices"] == [{"free": {"gpu": 2}, "nodes": 1}]
+        await stopped(controller, task)
+
+    asyncio.run(scenario())
+
+
+def forbidden() -> ApiError:
+    request = httpx2.Request("GET", "https://apiserver.test/apis/resource.k8s.io/v1/resourceclaims")
+    response = httpx2.Response(
+        403,
+        headers={"Content-Type": "application/json"},
+        json={"kind": "Status", "code": 403, "message": "resourceclaims is forbidden"},
+        request=request,
+    )
+    return ApiError(request=request, response=response)
+
+
+def current(status: Mapping) -> dict:
+    return next(c for c in status["conditions"] if c["type"] == "Current")
+
+
+def test_a_failing_watch_freezes_observed_at_and_says_which_kind_and_why():
+    async def scenario():
+        objects = world()
+        objects[REPLICAS] = [t.replica_observation()]
+        objects[PODS] = [t.pod("r-0", node_name="n1")]
+        api, clock = FakeApi(objects), Clock()
+        controller, task = await started(api, clock)
+        assert current(api.patches[0][2])["reason"] == "WatchesCurrent"
+        clock.now += timedelta(seconds=10)
+        api.queues[CLAIMS].put_nowait(forbidden())  # RBAC revoked: resumes, hears nothing
+        await settle(controller)
+        pool = [s for k, _, s in api.patches if k == POOLS]
+        assert len(pool) == 2 and pool[1]["observedAt"] == "2026-11-30T12:00:00Z"
+        assert {k: v for k, v in current(pool[1]).items() if k != "observedGeneration"} == {
+            "type": "Current",
+            "status": "False",
+            "reason": "WatchFailing",
+            "message": "ResourceClaim watch failing since 2026-11-30T12:00:10Z: ApiError: "
+            "resourceclaims is forbidden; the report is as of 2026-11-30T12:00:00Z",
+            "lastTransitionTime": "2026-11-30T12:00:10Z",
+        }
+        assert pool[1]["conditions"][0]["reason"] == "Observed"  # the accounting is unchanged
+        assert [k for k, _, _ in api.patches].count(REPLICAS) == 1  # replicas read no claims
+        clock.now += timedelta(seconds=61)
+        api.bookmark(NODES, PODS, SLICES, CLASSES, POOLS, REPLICAS)
+        await settle(controller)
+        assert len([k for k, _, _ in api.patches if k == POOLS]) == 2  # no fresh heartbeat
+        api.bookmark(CLAIMS)  # the watch is heard from again
+        await settle(controller)
+        pool = [s for k, _, s in api.patches if k == POOLS]
+        assert pool[-1]["observedAt"] == "2026-11-30T12:01:11Z"
+        assert current(pool[-1])["reason"] == "WatchesCurrent"
+        await stopped(controller, task)
+
+    asyncio.run(scenario())
+
+
+def test_a_watch_silent_beyond_the_bound_freezes_observed_at_and_relists_when_idle():
+    async def scenario():
+        api, clock = FakeApi(world()), Clock()
+        controller, task = await started(api, clock)
+        clock.now += timedelta(seconds=50)
+        api.bookmark()
+        await settle(controller)
+        clock.now += timedelta(seconds=50)  # nodes heard at 12:00:50, the rest bookmark again
+        api.bookmark(PODS, SLICES, CLAIMS, CLASSES, POOLS, REPLICAS)
+        await settle(controller)
+        # Nodes were heard 50 s ago: current, so the heartbeat is fresh.
+        assert [p[2]["observedAt"] for p in api.patches] == [
+            "2026-11-30T12:00:00Z",
+            "2026-11-30T12:01:40Z",
+        ]
+        clock.now += timedelta(seconds=45)  # nodes silent for 95 s
+        api.bookmark(PODS, SLICES, CLAIMS, CLASSES, POOLS, REPLICAS)
+        await settle(controller)
+        last = api.patches[-1][2]
+        assert last["observedAt"] == "2026-11-30T12:00:50Z"
+        assert (current(last)["reason"], current(last)["message"]) == (
+            "WatchSilent",
+            "Node watch silent for more than 90s (no event or bookmark since "
+            "2026-11-30T12:00:50Z); the report is as of 2026-11-30T12:00:50Z",
+        )
+        clock.now += timedelta(seconds=3)
+        api.queues[NODES].put_nowait(Idle("no event for 90s"))  # kube.py's own timer
+        await settle(controller)
+        assert api.lists.count(NODES) == 2
+        last = api.patches[-1][2]
+        assert (last["observedAt"], current(last)["status"]) == ("2026-11-30T12:02:28Z", "True")
         await stopped(controller, task)
 
     asyncio.run(scenario())

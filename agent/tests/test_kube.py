@@ -28,6 +28,18 @@ class Server:
         if request.method in ("PATCH", "POST"):
             return httpx2.Response(200, json=json.loads(request.content))
         if params.get("watch") == "true":
+            if params.get("resourceVersion") == "9":
+                bookmark = {
+                    "kind": "Node",
+                    "apiVersion": "v1",
+                    "metadata": {
+                        "resourceVersion": "12",
+                        "annotations": {"k8s.io/initial-events-end": "false"},
+                    },
+                }
+                return httpx2.Response(
+                    200, content=json.dumps({"type": "BOOKMARK", "object": bookmark}) + "\n"
+                )
             if params.get("resourceVersion") == "1":
                 gone = {
                     "type": "ERROR",
@@ -103,6 +115,20 @@ def test_a_watch_resumes_from_the_given_version():
     event, obj = asyncio.run(first_event())  # type: ignore[misc]
     assert (event, obj["metadata"]["name"]) == ("ADDED", "n9")
     assert server.requests[0].url.params["resourceVersion"] == "7"
+
+
+def test_a_watch_asks_for_bookmarks_and_yields_them():
+    server = Server()
+
+    async def first_event():
+        async for event in api_for(server).watch(NODES, "9"):
+            return event
+        return None
+
+    event, obj = asyncio.run(first_event())  # type: ignore[misc]
+    assert (event, obj["metadata"]["resourceVersion"]) == ("BOOKMARK", "12")
+    params = server.requests[0].url.params
+    assert (params["watch"], params["allowWatchBookmarks"]) == ("true", "true")
 
 
 def test_a_410_in_the_watch_stream_is_gone():

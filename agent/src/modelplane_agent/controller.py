@@ -43,11 +43,25 @@ from datetime import UTC, datetime, timedelta
 from typing import Any
 
 from modelplane_common.labels import AGENT_API_VERSION
+from modelplane_common.outcome import Condition
 from modelplane_common.timeutil import format_time, parse_time
 
 from modelplane_agent import metrics
-from modelplane_agent.kube import Api, Gone, Idle, retry_after
-from modelplane_agent.state import KINDS, POOLS, REPLICAS, ClusterState, ReplicaKey, Touched
+from modelplane_agent.freshness import Currency, Freshness, freshness, with_freshness
+from modelplane_agent.kube import Api, Gone, Idle, kind_name, retry_after
+from modelplane_agent.state import (
+    CLAIMS,
+    CLASSES,
+    KINDS,
+    NODES,
+    PODS,
+    POOLS,
+    REPLICAS,
+    SLICES,
+    ClusterState,
+    ReplicaKey,
+    Touched,
+)
 from modelplane_agent.status import content, pool_status, replica_status, warning
 from modelplane_agent.writes import heartbeat_due, observed_at, retry_delay, write_reason
 
@@ -75,6 +89,9 @@ class Settings:
     # The smallest `spec.observation.maxAge` of the InferenceClusters of this cluster.
     max_age: timedelta = timedelta(minutes=5)
     tick: float = 0.5  # seconds between publisher passes
+    # A watch heard from (event, bookmark) less recently is not current, and is
+    # relisted: the API server sends a bookmark about every 60 s.
+    silence: float = 90.0
     backoff_initial: float = 0.5  # watch and task restarts
     backoff_max: float = 30.0
     write_backoff_max: float = 60.0  # a failed write: min_interval doubling to this
@@ -88,6 +105,14 @@ class Settings:
 
 
 _KIND_NAMES = {POOLS: "PoolObservation", REPLICAS: "ReplicaObservation"}
+
+# The kinds each kind of report reads, so the kinds whose freshness bounds its
+# observedAt. A pool reads pods too: the pods bound to its nodes (the requests
+# that use up a node, the replicas it is refreshed for).
+REPORT_INPUTS = {
+    POOLS: (NODES, PODS, SLICES, CLAIMS, CLASSES, POOLS),
+    REPLICAS: (PODS, REPLICAS),
+}
 
 
 def bound_logger(kind: str, namespace: str, name: str) -> logging.LoggerAdapter:
@@ -121,6 +146,9 @@ class Controller:
         self.settings = settings
         self.state = state or ClusterState()
         self.synced: dict[str, bool] = dict.fromkeys(KINDS, False)
+        self.currency: dict[str, Currency] = {kind: Currency() for kind in KINDS}
+        # What each kind of report last said of its freshness: a change rewrites them all.
+        self.freshness_said: dict[str, Condition] = {}
         self.dirty: set[Key] = set()
         self.written: dict[Key, Mapping] = {}
         # Per observation, on the monotonic clock: the last write attempt (the rate
@@ -170,7 +198,9 @@ class Controller:
         restarts = dict.fromkeys(factories, 0)
         while not self._stopping.is_set():
             done, _ = await asyncio.wait({*tasks, stopping}, return_when=asyncio.FIRST_COMPLETED)
-            for task in done - {stopping}:
+            if self._stopping.is_set():
+                break  # tasks that end now are ending because of it
+            for task in done:
                 name = tasks.pop(task)
                 delay = self._restart_delay(restarts[name])
                 restarts[name] += 1
@@ -197,17 +227,22 @@ class Controller:
                     version = await self._relist(kind)
                 async for event, obj in self.api.watch(kind, version):
                     version = _resource_version(obj) or version
-                    if event not in ("ADDED", "MODIFIED", "DELETED"):
-                        continue  # BOOKMARK: only the version matters
-                    metrics.EVENTS.labels(kind, event).inc()
-                    started = time.perf_counter()
-                    self._mark(kind, self._apply(kind, event, obj), [obj])
-                    metrics.RECOMPUTE.labels("event").observe(time.perf_counter() - started)
+                    if event in ("ADDED", "MODIFIED", "DELETED"):
+                        metrics.EVENTS.labels(kind, event).inc()
+                        started = time.perf_counter()
+                        self._mark(kind, self._apply(kind, event, obj), [obj])
+                        metrics.RECOMPUTE.labels("event").observe(time.perf_counter() - started)
+                    # An event, or a BOOKMARK (only its version matters): current up to now.
+                    self.currency[kind].heard(self.clock(), self.monotonic())
                     backoff = self.settings.backoff_initial
             except asyncio.CancelledError:
                 raise
-            except Idle:
-                log.debug("%s watch idle: resuming on a new connection", kind)
+            except Idle as silence:
+                # No event nor bookmark for that long: the stream may be half-open, or
+                # the server sends no bookmarks. A list proves the kind current again.
+                metrics.WATCH_RESTARTS.labels(kind, "silent").inc()
+                log.info("%s watch silent (%s): relisting", kind, silence, extra={"resource": "-"})
+                version = None
             except Gone:
                 metrics.WATCH_RESTARTS.labels(kind, "gone").inc()
                 log.info("%s watch expired (410 Gone): relisting", kind, extra={"resource": "-"})
@@ -224,8 +259,9 @@ class Controller:
                     extra={"resource": "-"},
                 )
                 version = None
-            except Exception as error:  # network, API server restarts, auth refresh ...
+            except Exception as error:  # network, API server restarts, 403, 5xx ...
                 metrics.WATCH_RESTARTS.labels(kind, "error").inc()
+                self.currency[kind].failed(self.clock(), f"{type(error).__name__}: {error}")
                 delay = backoff * (0.5 + self.jitter())
                 asked = retry_after(error)
                 if asked is not None:
@@ -269,6 +305,7 @@ class Controller:
             if kind in (POOLS, REPLICAS):
                 observations.append(obj)
 
+        asked_at, asked_mono = self.clock(), self.monotonic()
         started = time.perf_counter()
         version = await self.api.list(kind, fold)
         touched |= self.state.delete_missing(kind, seen)
@@ -276,6 +313,7 @@ class Controller:
         metrics.RECOMPUTE.labels("relist").observe(time.perf_counter() - started)
         self.synced[kind] = True
         metrics.SYNCED.labels(kind).set(1)
+        self.currency[kind].heard(asked_at, asked_mono)  # the list is at least that recent
         if first_sync and self.ready:
             settle_heap()
         log.info("listed %d %s", len(seen), kind, extra={"resource": "-"})
@@ -323,19 +361,36 @@ class Controller:
         writes = 0
         known = self._known()
         self._forget(set(known))
+        fresh = self._freshness(now, known)
         for key in known:
             if self.monotonic() < self.paused_until:
                 break  # the rest stays dirty for a later pass
             if not self._exists(key):
                 continue  # deleted while an earlier write of this pass was awaited
             try:
-                writes += await self._publish(key, now)
+                writes += await self._publish(key, now, fresh[key[0]])
             except asyncio.CancelledError:
                 raise
             except Exception as error:
                 self._failed(key, error)
             self.last_progress = self.monotonic()
         return writes
+
+    def _freshness(self, now: datetime, known: list[Key]) -> dict[str, Freshness]:
+        """Each kind of report's freshness this pass; a change marks all of them dirty."""
+        mono = self.monotonic()
+        fresh = {
+            report: freshness(inputs, self.currency, now, mono, self.settings.silence, kind_name)
+            for report, inputs in REPORT_INPUTS.items()
+        }
+        for report, this in fresh.items():
+            if self.freshness_said.get(report) != this.condition:
+                self.dirty.update(key for key in known if key[0] == report)
+                self.freshness_said[report] = this.condition
+        for kind in KINDS:
+            lagging = freshness((kind,), self.currency, now, mono, self.settings.silence, kind_name)
+            metrics.CURRENT.labels(kind).set(lagging.condition.status == "True")
+        return fresh
 
     def _forget(self, known: set[Key]) -> None:
         """Drop the bookkeeping of observations deleted since the last pass."""
@@ -387,7 +442,7 @@ class Controller:
         at = book.get(key)
         return None if at is None else self.monotonic() - at
 
-    async def _publish(self, key: Key, now: datetime) -> int:
+    async def _publish(self, key: Key, now: datetime, fresh: Freshness) -> int:
         """Compute `key`'s status and write it if it is due; 1 if it was written."""
         kind, namespace, name = key
         retry = self.retries.get(key)
@@ -402,10 +457,12 @@ class Controller:
         newer_than = self.refresh.get(name) if kind == POOLS else None
         heartbeat = self.settings.heartbeat(key).total_seconds()
         written_age = self._age(self.last_written, key)
+        # A refresh waits for an observedAt that reaches it (not while frozen).
+        refresh_due = newer_than is not None and fresh.observed_at >= newer_than
         if (
             key not in self.dirty
-            and newer_than is None
-            and not heartbeat_due(now, observed_at(current), written_age, heartbeat)
+            and not refresh_due
+            and not heartbeat_due(fresh.observed_at, observed_at(current), written_age, heartbeat)
         ):
             return 0
         # Clean from here: an event handled while the write below is awaited marks
@@ -413,7 +470,7 @@ class Controller:
         # carries the state as it was before the event).
         self.dirty.discard(key)
         started = time.perf_counter()
-        new = self._status(key, now, current)
+        new = self._status(key, now, current, fresh)
         metrics.RECOMPUTE.labels(kind).observe(time.perf_counter() - started)
         reason = write_reason(
             new,
@@ -437,20 +494,19 @@ class Controller:
             await self._warn(key, *problem, now)
         return 1
 
-    def _status(self, key: Key, now: datetime, previous: Mapping | None) -> dict:
+    def _status(self, key: Key, now: datetime, previous: Mapping | None, fresh: Freshness) -> dict:
         kind, namespace, name = key
         if kind == POOLS:
             spec = self.state.pools[name]
-            return pool_status(
-                self.state.pool_report(name), spec.kind_names, now, previous, spec.generation
+            generation = spec.generation
+            status = pool_status(
+                self.state.pool_report(name), spec.kind_names, now, previous, generation
             )
-        replica: ReplicaKey = (namespace, name)
-        return replica_status(
-            self.state.replica_report(replica),
-            now,
-            previous,
-            self.state.replicas[replica].generation,
-        )
+        else:
+            replica: ReplicaKey = (namespace, name)
+            generation = self.state.replicas[replica].generation
+            status = replica_status(self.state.replica_report(replica), now, previous, generation)
+        return with_freshness(status, fresh, previous, now, generation)
 
     async def _write(self, key: Key, status: dict, reason: str, now: datetime) -> bool:
         kind, namespace, name = key

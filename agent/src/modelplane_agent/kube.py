@@ -1,4 +1,4 @@
-"""The Kubernetes API, as the three calls the controller needs, over lightkube.
+"""The Kubernetes API, as the four calls the controller needs, over lightkube.
 
 Every kind is read as a generic resource, so objects arrive as plain JSON
 mappings (decoded by msgspec inside lightkube) and are turned into the
@@ -62,8 +62,9 @@ class Api(Protocol):
         ...
 
     def watch(self, kind: str, resource_version: str) -> AsyncIterator[tuple[str, Mapping]]:
-        """(event type, object) from `resource_version` on; raises Gone on 410, Idle
-        when the stream has been silent too long."""
+        """(event type, object) from `resource_version` on, BOOKMARK events included
+        (an object holding only the version it vouches for); raises Gone on 410,
+        Idle when the stream has been silent too long."""
         ...
 
     async def patch_status(self, kind: str, namespace: str, name: str, status: Mapping) -> None:
@@ -97,6 +98,11 @@ _KINDS = {
 }
 
 
+def kind_name(kind: str) -> str:
+    """The API kind of one of the agent's watched kinds ("ResourceClaim" for resourceclaims)."""
+    return _KINDS[kind].kind
+
+
 @cache
 def _resource(kind: str) -> Any:
     # Once per process: lightkube's registry refuses a second generic class for a core
@@ -119,11 +125,15 @@ class LightkubeApi:
         client: AsyncClient,
         page_size: int = 500,
         server_timeout: int = 300,
-        idle: float = 360.0,
+        idle: float = 90.0,
     ) -> None:
         """`server_timeout`: the API server ends each watch request after that many
         seconds (lightkube then re-requests from the last version); `idle`: a watch
-        quiet for longer raises Idle, which catches connections that died silently."""
+        quiet for longer raises Idle, which catches connections that died silently.
+        Watches ask for bookmarks (`allowWatchBookmarks`): the API server's watch
+        cache sends one about every minute and before it ends a request, so a
+        healthy stream is never silent for long, and each one proves the kind
+        current (design/agent.md, "Freshness")."""
         self._client = client
         self._page_size = page_size
         self._server_timeout = server_timeout
@@ -141,15 +151,7 @@ class LightkubeApi:
     async def watch(self, kind: str, resource_version: str) -> AsyncIterator[tuple[str, Mapping]]:
         res = self._resources[kind]
         namespace = "*" if _KINDS[kind].namespaced else None
-        stream = aiter(
-            self._client.watch(
-                res,
-                namespace=namespace,
-                resource_version=resource_version,
-                server_timeout=self._server_timeout,
-                on_error=on_error_raise,
-            )
-        )
+        stream = aiter(self._watch_stream(res, namespace, resource_version))
         try:
             while True:
                 try:
@@ -167,6 +169,25 @@ class LightkubeApi:
             close = getattr(stream, "aclose", None)  # an async generator's
             if close is not None:
                 await close()
+
+    def _watch_stream(
+        self, res: Any, namespace: str | None, resource_version: str
+    ) -> AsyncIterator[tuple[str, Any]]:
+        # lightkube's public watch() takes no allowWatchBookmarks; its generic client,
+        # which that watch() calls, takes any query parameter (lightkube 1.0.1, pinned).
+        generic = self._client._client
+        request = generic.prepare_request(
+            "list",
+            res=res,
+            namespace=namespace,
+            watch=True,
+            params={
+                "timeoutSeconds": self._server_timeout,
+                "resourceVersion": resource_version,
+                "allowWatchBookmarks": "true",
+            },
+        )
+        return generic.watch(request, on_error=on_error_raise)
 
     async def patch_status(self, kind: str, namespace: str, name: str, status: Mapping) -> None:
         res = self._resources[kind]

@@ -134,7 +134,9 @@ def cli(kubeconfig: str | None, listen: str, max_age: str, min_interval: str, lo
     logging.basicConfig(level=log_level.upper(), handlers=[handler])
     for chatty in ("httpx", "httpx2"):  # one line per request, watches included
         logging.getLogger(chatty).setLevel(max(logging.WARNING, logging.root.level))
-    api = LightkubeApi(AsyncClient(config=config, field_manager="modelplane-agent"))
+    api = LightkubeApi(
+        AsyncClient(config=config, field_manager="modelplane-agent"), idle=settings.silence
+    )
     controller = Controller(api, _now, settings)
     host, _, port = listen.rpartition(":")
     allowance = 10 * settings.tick + 30

@@ -58,3 +58,10 @@ TASK_RESTARTS = Counter(
     ["task"],
     registry=REGISTRY,
 )
+CURRENT = Gauge(
+    "modelplane_agent_current",
+    "1 while a kind is current (heard from within the silence bound, nothing failing "
+    "since), as of the last publisher pass.",
+    ["kind"],
+    registry=REGISTRY,
+)
