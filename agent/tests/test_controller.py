@@ -814,3 +814,49 @@ def test_a_watch_silent_beyond_the_bound_freezes_observed_at_and_relists_when_id
         await stopped(controller, task)
 
     asyncio.run(scenario())
+
+
+def test_a_relist_that_fails_republishes_the_last_report_frozen_and_other_reports_go_on():
+    async def scenario():
+        objects = world()
+        objects[REPLICAS] = [t.replica_observation()]
+        objects[PODS] = [t.pod("r-0")]
+        api, clock = FakeApi(objects), Clock()
+        controller, task = await started(api, clock)
+        real_list = api.list
+
+        async def claims_forbidden(kind: str, each):
+            if kind == CLAIMS:
+                raise forbidden()
+            return await real_list(kind, each)
+
+        api.list = claims_forbidden  # type: ignore[method-assign]
+        clock.now += timedelta(seconds=10)
+        api.queues[CLAIMS].put_nowait(Gone("too old resource version"))
+        api.send(PODS, "MODIFIED", t.pod("r-0", node_name="n1"))
+        await settle(controller)
+        assert not controller.ready
+        pools = [s for k, _, s in api.patches if k == POOLS]
+        replicas = [s for k, _, s in api.patches if k == REPLICAS]
+        assert replicas[-1]["observedAt"] == "2026-11-30T12:00:10Z"  # pods are current
+        assert replicas[-1]["conditions"][0]["reason"] == "AllPodsBound"
+        assert len(pools) == 2
+        assert pools[1]["observedAt"] == "2026-11-30T12:00:00Z"
+        assert (current(pools[1])["reason"], current(pools[1])["message"]) == (
+            "WatchFailing",
+            "ResourceClaim watch failing since 2026-11-30T12:00:10Z: ApiError: resourceclaims "
+            "is forbidden; the report is as of 2026-11-30T12:00:00Z",
+        )
+        unchanged = ("observedNodes", "nodesByFreeDevices")
+        assert [pools[1][k] for k in unchanged] == [pools[0][k] for k in unchanged]
+        assert pools[1]["conditions"][0] == pools[0]["conditions"][0]
+        api.list = real_list  # type: ignore[method-assign]
+        clock.now += timedelta(seconds=3)
+        await eventually(lambda: controller.ready)
+        await settle(controller)
+        pools = [s for k, _, s in api.patches if k == POOLS]
+        assert pools[-1]["observedAt"] == "2026-11-30T12:00:13Z"
+        assert current(pools[-1])["status"] == "True"
+        await stopped(controller, task)
+
+    asyncio.run(scenario())

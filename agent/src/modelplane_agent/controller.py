@@ -47,7 +47,7 @@ from modelplane_common.outcome import Condition
 from modelplane_common.timeutil import format_time, parse_time
 
 from modelplane_agent import metrics
-from modelplane_agent.freshness import Currency, Freshness, freshness, with_freshness
+from modelplane_agent.freshness import Currency, Freshness, freshness, frozen, with_freshness
 from modelplane_agent.kube import Api, Gone, Idle, kind_name, retry_after
 from modelplane_agent.state import (
     CLAIMS,
@@ -146,6 +146,7 @@ class Controller:
         self.settings = settings
         self.state = state or ClusterState()
         self.synced: dict[str, bool] = dict.fromkeys(KINDS, False)
+        self.listed_once = False  # every kind listed at least once: reports can be computed
         self.currency: dict[str, Currency] = {kind: Currency() for kind in KINDS}
         # What each kind of report last said of its freshness: a change rewrites them all.
         self.freshness_said: dict[str, Condition] = {}
@@ -291,7 +292,7 @@ class Controller:
         The kind is not synced while this runs (the state is part old, part new),
         so the publisher holds its writes until the list is complete.
         """
-        first_sync = not self.ready
+        first_sync = not self.listed_once
         self.synced[kind] = False
         metrics.SYNCED.labels(kind).set(0)
         seen: set[object] = set()
@@ -315,6 +316,7 @@ class Controller:
         metrics.SYNCED.labels(kind).set(1)
         self.currency[kind].heard(asked_at, asked_mono)  # the list is at least that recent
         if first_sync and self.ready:
+            self.listed_once = True
             settle_heap()
         log.info("listed %d %s", len(seen), kind, extra={"resource": "-"})
         return version
@@ -337,7 +339,7 @@ class Controller:
 
     async def _publish_forever(self) -> None:
         while not self._stopping.is_set():
-            if self.ready:
+            if self.listed_once:
                 await self.publish_once()
             self.last_progress = self.monotonic()
             with contextlib.suppress(TimeoutError):
@@ -362,13 +364,16 @@ class Controller:
         known = self._known()
         self._forget(set(known))
         fresh = self._freshness(now, known)
+        # A report is computed only from kinds that are not being relisted (a relist
+        # folds page by page: the state is part old, part new until it completes).
+        whole = {report: all(self.synced[k] for k in REPORT_INPUTS[report]) for report in fresh}
         for key in known:
             if self.monotonic() < self.paused_until:
                 break  # the rest stays dirty for a later pass
             if not self._exists(key):
                 continue  # deleted while an earlier write of this pass was awaited
             try:
-                writes += await self._publish(key, now, fresh[key[0]])
+                writes += await self._publish(key, now, fresh[key[0]], whole[key[0]])
             except asyncio.CancelledError:
                 raise
             except Exception as error:
@@ -442,18 +447,21 @@ class Controller:
         at = book.get(key)
         return None if at is None else self.monotonic() - at
 
-    async def _publish(self, key: Key, now: datetime, fresh: Freshness) -> int:
-        """Compute `key`'s status and write it if it is due; 1 if it was written."""
-        kind, namespace, name = key
+    async def _publish(self, key: Key, now: datetime, fresh: Freshness, whole: bool) -> int:
+        """Compute `key`'s status and write it if it is due; 1 if it was written.
+
+        While a kind the report reads is being relisted (`whole` is False) the report
+        cannot be computed: nothing is written while that relist goes well, and once
+        it fails (the kind is then not current) the last status is written again as
+        it was, with the frozen `observedAt` and the `Current` condition saying why.
+        """
+        kind, _, name = key
         retry = self.retries.get(key)
         if retry is not None and self.monotonic() < retry[0]:
             return 0  # backing off; still dirty
-        seen = (
-            self.state.pool_status.get(name)
-            if kind == POOLS
-            else self.state.replica_status.get((namespace, name))
-        )
-        current = self.written.get(key, seen)
+        current = self._current(key)
+        if not whole and (current is None or fresh.condition.status == "True"):
+            return 0  # a relist under way: wait for it (still dirty)
         newer_than = self.refresh.get(name) if kind == POOLS else None
         heartbeat = self.settings.heartbeat(key).total_seconds()
         written_age = self._age(self.last_written, key)
@@ -470,7 +478,7 @@ class Controller:
         # carries the state as it was before the event).
         self.dirty.discard(key)
         started = time.perf_counter()
-        new = self._status(key, now, current, fresh)
+        new = self._status(key, now, current, fresh) if whole else frozen(current, fresh, now)
         metrics.RECOMPUTE.labels(kind).observe(time.perf_counter() - started)
         reason = write_reason(
             new,
@@ -493,6 +501,16 @@ class Controller:
         if problem is not None:
             await self._warn(key, *problem, now)
         return 1
+
+    def _current(self, key: Key) -> Mapping | None:
+        """The status last written, else the one seen on the object."""
+        kind, namespace, name = key
+        seen = (
+            self.state.pool_status.get(name)
+            if kind == POOLS
+            else self.state.replica_status.get((namespace, name))
+        )
+        return self.written.get(key, seen)
 
     def _status(self, key: Key, now: datetime, previous: Mapping | None, fresh: Freshness) -> dict:
         kind, namespace, name = key

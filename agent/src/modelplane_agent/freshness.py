@@ -19,6 +19,11 @@ accounting (a replica's PodsScheduled turns Unknown). Meanwhile the fleet
 scheduler already charges every replica scheduled after that `observedAt`,
 so the report is honest about what it includes.
 
+While a kind a report reads is being relisted the report is not computed
+(the state is part old, part new); if that relist fails, the last status is
+published again as it was (`frozen`), with the frozen `observedAt` and the
+condition.
+
 The `Current` condition says which: True/`WatchesCurrent`, or
 False/`WatchFailing` (some kind's watch or list is failing; the message names
 each kind, since when, and the error) or False/`WatchSilent` (no kind failing,
@@ -39,6 +44,7 @@ from modelplane_common.outcome import Condition
 from modelplane_common.timeutil import format_time
 
 from modelplane_agent.conditions import stamp
+from modelplane_agent.writes import observed_at
 
 CURRENT = "Current"
 WATCHES_CURRENT = "WatchesCurrent"
@@ -115,4 +121,21 @@ def with_freshness(
     previous_conditions = (previous or {}).get("conditions")
     status["observedAt"] = format_time(fresh.observed_at)
     status["conditions"].append(stamp(fresh.condition, previous_conditions, now, generation))
+    return status
+
+
+def frozen(current: Mapping | None, fresh: Freshness, now: datetime) -> dict:
+    """The last status again, when the report cannot be computed (a relist that fails):
+    its content as it was, `observedAt` no later than it was nor than `fresh` allows,
+    and the `Current` condition of `fresh`."""
+    status = dict(current or {})
+    conditions = [
+        c for c in status.get("conditions") or [] if isinstance(c, Mapping) and c.get("type")
+    ]
+    mine = [c for c in conditions if c.get("type") != CURRENT]
+    generation = next((c.get("observedGeneration") for c in mine), None)
+    was = observed_at(status)
+    status["observedAt"] = format_time(min(fresh.observed_at, was or fresh.observed_at))
+    condition = stamp(fresh.condition, conditions, now, int(generation or 0))
+    status["conditions"] = [*mine, condition]
     return status
