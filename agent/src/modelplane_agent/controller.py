@@ -89,8 +89,11 @@ class Settings:
     # The smallest `spec.observation.maxAge` of the InferenceClusters of this cluster.
     max_age: timedelta = timedelta(minutes=5)
     tick: float = 0.5  # seconds between publisher passes
-    # A watch heard from (event, bookmark) less recently is not current, and is
-    # relisted: the API server sends a bookmark about every 60 s.
+    # The API server's watch cache sends a bookmark about every 60 s, once the kind
+    # has had an event since it started. A stream silent for `idle` seconds is
+    # relisted (a list proves the kind current); a kind not heard from for
+    # `silence` seconds is not current (design/agent.md, "Freshness").
+    idle: float = 75.0
     silence: float = 90.0
     backoff_initial: float = 0.5  # watch and task restarts
     backoff_max: float = 30.0
@@ -460,7 +463,7 @@ class Controller:
         if retry is not None and self.monotonic() < retry[0]:
             return 0  # backing off; still dirty
         current = self._current(key)
-        if not whole and (current is None or fresh.condition.status == "True"):
+        if not whole and (current is None or not self._relist_failing(kind)):
             return 0  # a relist under way: wait for it (still dirty)
         newer_than = self.refresh.get(name) if kind == POOLS else None
         heartbeat = self.settings.heartbeat(key).total_seconds()
@@ -501,6 +504,12 @@ class Controller:
         if problem is not None:
             await self._warn(key, *problem, now)
         return 1
+
+    def _relist_failing(self, report: str) -> bool:
+        """Whether a kind this report reads is unlisted and its list failed."""
+        return any(
+            not self.synced[k] and self.currency[k].error is not None for k in REPORT_INPUTS[report]
+        )
 
     def _current(self, key: Key) -> Mapping | None:
         """The status last written, else the one seen on the object."""

@@ -125,15 +125,16 @@ class LightkubeApi:
         client: AsyncClient,
         page_size: int = 500,
         server_timeout: int = 300,
-        idle: float = 90.0,
+        idle: float = 75.0,
     ) -> None:
         """`server_timeout`: the API server ends each watch request after that many
         seconds (lightkube then re-requests from the last version); `idle`: a watch
         quiet for longer raises Idle, which catches connections that died silently.
         Watches ask for bookmarks (`allowWatchBookmarks`): the API server's watch
-        cache sends one about every minute and before it ends a request, so a
-        healthy stream is never silent for long, and each one proves the kind
-        current (design/agent.md, "Freshness")."""
+        cache sends one about every minute and before it ends a request, once the
+        kind has had an event since the server started (or etcd's progress
+        notification came), and each one proves the kind current (design/agent.md,
+        "Freshness")."""
         self._client = client
         self._page_size = page_size
         self._server_timeout = server_timeout

@@ -135,7 +135,7 @@ def cli(kubeconfig: str | None, listen: str, max_age: str, min_interval: str, lo
     for chatty in ("httpx", "httpx2"):  # one line per request, watches included
         logging.getLogger(chatty).setLevel(max(logging.WARNING, logging.root.level))
     api = LightkubeApi(
-        AsyncClient(config=config, field_manager="modelplane-agent"), idle=settings.silence
+        AsyncClient(config=config, field_manager="modelplane-agent"), idle=settings.idle
     )
     controller = Controller(api, _now, settings)
     host, _, port = listen.rpartition(":")
