@@ -860,3 +860,33 @@ def test_a_relist_that_fails_republishes_the_last_report_frozen_and_other_report
         await stopped(controller, task)
 
     asyncio.run(scenario())
+
+
+def test_a_slow_relist_that_has_not_failed_writes_nothing_frozen():
+    async def scenario():
+        api, clock = FakeApi(world()), Clock()
+        controller, task = await started(api, clock)
+        resume = asyncio.Event()
+        real_list = api.list
+
+        async def slow_nodes(kind: str, each):
+            if kind != NODES:
+                return await real_list(kind, each)
+            await resume.wait()
+            return await real_list(kind, each)
+
+        api.list = slow_nodes  # type: ignore[method-assign]
+        api.queues[NODES].put_nowait(Idle("no event for 75s"))
+        clock.now += timedelta(seconds=100)  # the relist outlasts the 90 s bound
+        api.bookmark(PODS, SLICES, CLAIMS, CLASSES, POOLS, REPLICAS)
+        await settle(controller)
+        assert len(api.patches) == 1  # nothing frozen: the relist is going well
+        resume.set()
+        await settle(controller)
+        assert [(p[2]["observedAt"], current(p[2])["status"]) for p in api.patches] == [
+            ("2026-11-30T12:00:00Z", "True"),
+            ("2026-11-30T12:01:40Z", "True"),
+        ]
+        await stopped(controller, task)
+
+    asyncio.run(scenario())
