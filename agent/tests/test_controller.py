@@ -733,7 +733,12 @@ def forbidden() -> ApiError:
     response = httpx2.Response(
         403,
         headers={"Content-Type": "application/json"},
-        json={"kind": "Status", "code": 403, "message": "resourceclaims is forbidden"},
+        json={
+            "kind": "Status",
+            "code": 403,
+            "reason": "Forbidden",
+            "message": "resourceclaims is forbidden",
+        },
         request=request,
     )
     return ApiError(request=request, response=response)
@@ -760,7 +765,7 @@ def test_a_failing_watch_freezes_observed_at_and_says_which_kind_and_why():
             "type": "Current",
             "status": "False",
             "reason": "WatchFailing",
-            "message": "ResourceClaim watch failing since 2026-11-30T12:00:10Z: ApiError: "
+            "message": "ResourceClaim watch failing since 2026-11-30T12:00:10Z: 403 Forbidden: "
             "resourceclaims is forbidden; the report is as of 2026-11-30T12:00:00Z",
             "lastTransitionTime": "2026-11-30T12:00:10Z",
         }
@@ -844,8 +849,8 @@ def test_a_relist_that_fails_republishes_the_last_report_frozen_and_other_report
         assert pools[1]["observedAt"] == "2026-11-30T12:00:00Z"
         assert (current(pools[1])["reason"], current(pools[1])["message"]) == (
             "WatchFailing",
-            "ResourceClaim watch failing since 2026-11-30T12:00:10Z: ApiError: resourceclaims "
-            "is forbidden; the report is as of 2026-11-30T12:00:00Z",
+            "ResourceClaim watch failing since 2026-11-30T12:00:10Z: 403 Forbidden: "
+            "resourceclaims is forbidden; the report is as of 2026-11-30T12:00:00Z",
         )
         unchanged = ("observedNodes", "nodesByFreeDevices")
         assert [pools[1][k] for k in unchanged] == [pools[0][k] for k in unchanged]

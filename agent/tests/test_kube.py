@@ -11,7 +11,7 @@ from lightkube import AsyncClient
 from lightkube.config.kubeconfig import KubeConfig
 from lightkube.core.exceptions import ApiError
 from lightkube.models.meta_v1 import Status
-from modelplane_agent.kube import Gone, Idle, LightkubeApi, retry_after
+from modelplane_agent.kube import Gone, Idle, LightkubeApi, describe, retry_after
 from modelplane_agent.state import NODES, PODS, POOLS, REPLICAS
 from modelplane_devtools import agent_builders as t
 
@@ -227,3 +227,42 @@ RETRY_AFTER = {
 @pytest.mark.parametrize(("error", "seconds"), RETRY_AFTER.values(), ids=RETRY_AFTER)
 def test_retry_after_is_what_the_api_server_asked(error, seconds):
     assert retry_after(error) == seconds
+
+
+DESCRIBED = {
+    "an API answer: its code, reason and message": (
+        ApiError(status=Status(code=403, reason="Forbidden", message="pods is forbidden")),
+        "403 Forbidden: pods is forbidden",
+    ),
+    "a watch request refused before its stream (body unread): its status line": (
+        httpx2.HTTPStatusError(
+            "Client error '403 Forbidden' for url 'https://apiserver.test/api/v1/pods'",
+            request=httpx2.Request("GET", "https://apiserver.test/api/v1/pods"),
+            response=httpx2.Response(403),
+        ),
+        "403 Forbidden",
+    ),
+    "anything else: its type and text on one line": (
+        ConnectionError("connection\n reset"),
+        "ConnectionError: connection reset",
+    ),
+}
+
+
+@pytest.mark.parametrize(("error", "line"), DESCRIBED.values(), ids=DESCRIBED)
+def test_describe_says_an_error_in_one_line(error, line):
+    assert describe(error) == line
+
+
+def test_a_410_refusing_the_watch_request_is_gone():
+    class Expired(Server):
+        def __call__(self, request):
+            self.requests.append(request)
+            return httpx2.Response(410, json={"kind": "Status", "code": 410})
+
+    async def drain():
+        async for _ in api_for(Expired()).watch(NODES, "7"):
+            pass
+
+    with pytest.raises(Gone):
+        asyncio.run(drain())

@@ -48,7 +48,7 @@ from modelplane_common.timeutil import format_time, parse_time
 
 from modelplane_agent import metrics
 from modelplane_agent.freshness import Currency, Freshness, freshness, frozen, with_freshness
-from modelplane_agent.kube import Api, Gone, Idle, kind_name, retry_after
+from modelplane_agent.kube import Api, Gone, Idle, describe, kind_name, retry_after
 from modelplane_agent.state import (
     CLAIMS,
     CLASSES,
@@ -265,16 +265,15 @@ class Controller:
                 version = None
             except Exception as error:  # network, API server restarts, 403, 5xx ...
                 metrics.WATCH_RESTARTS.labels(kind, "error").inc()
-                self.currency[kind].failed(self.clock(), f"{type(error).__name__}: {error}")
+                self.currency[kind].failed(self.clock(), describe(error))
                 delay = backoff * (0.5 + self.jitter())
                 asked = retry_after(error)
                 if asked is not None:
                     delay = max(delay, min(asked, self.settings.retry_after_max))
                 log.warning(
-                    "%s watch failed (%s: %s); resuming in %.1fs",
+                    "%s watch failed (%s); resuming in %.1fs",
                     kind,
-                    type(error).__name__,
-                    error,
+                    describe(error),
                     delay,
                     extra={"resource": "-"},
                 )
@@ -422,7 +421,7 @@ class Controller:
         metrics.STATUS_FAILURES.labels(kind).inc()
         delay = self._retry_later(key, error)
         bound_logger(kind, namespace, name).exception(
-            "status not published: %s: %s; retrying in %.1fs", type(error).__name__, error, delay
+            "status not published: %s; retrying in %.1fs", describe(error), delay
         )
 
     def _retry_later(self, key: Key, error: Exception) -> float:
@@ -546,9 +545,7 @@ class Controller:
         except Exception as error:
             metrics.WRITES.labels(kind, reason, "error").inc()
             delay = self._retry_later(key, error)
-            logger.warning(
-                "status write failed: %s: %s; retrying in %.1fs", type(error).__name__, error, delay
-            )
+            logger.warning("status write failed: %s; retrying in %.1fs", describe(error), delay)
             return False
         metrics.WRITES.labels(kind, reason, "ok").inc()
         self.retries.pop(key, None)

@@ -37,9 +37,11 @@ def retry_after(error: BaseException) -> float | None:
 
     Kubernetes says so on 429 (API Priority and Fairness, max-in-flight) and on
     some 5xx answers, in the `Retry-After` header (whole seconds) and in the
-    Status' `details.retryAfterSeconds`; lightkube raises both as an ApiError.
+    Status' `details.retryAfterSeconds`. lightkube raises an ApiError for an
+    answer it read, and httpx's HTTPStatusError for a watch request refused
+    before its stream began (its body unread): both carry the response.
     """
-    if not isinstance(error, ApiError):
+    if not isinstance(error, httpx2.HTTPStatusError):
         return None
     response = error.response if isinstance(error.response, httpx2.Response) else None
     header = response.headers.get("Retry-After") if response is not None else None
@@ -47,9 +49,24 @@ def retry_after(error: BaseException) -> float | None:
         seconds = float(header) if header is not None else None
     except ValueError:
         seconds = None  # an HTTP date: the API server never sends one
-    if seconds is None and error.status.details is not None:
-        seconds = error.status.details.retryAfterSeconds
+    details = error.status.details if isinstance(error, ApiError) else None
+    if seconds is None and details is not None:
+        seconds = details.retryAfterSeconds
     return float(seconds) if seconds is not None and seconds >= 0 else None
+
+
+def describe(error: BaseException) -> str:
+    """An API error in one line, for logs and conditions: the HTTP status and the
+    API server's message when it sent one ("403 Forbidden: pods is forbidden: ...")."""
+    if isinstance(error, ApiError):
+        status = error.status
+        head = " ".join(str(part) for part in (status.code, status.reason) if part)
+        message = " ".join(str(status.message or "").split())
+        return f"{head}: {message}" if head and message else head or message or "ApiError"
+    if isinstance(error, httpx2.HTTPStatusError):
+        return f"{error.response.status_code} {error.response.reason_phrase}".strip()
+    text = " ".join(str(error).split())
+    return f"{type(error).__name__}: {text}" if text else type(error).__name__
 
 
 class Api(Protocol):
@@ -165,6 +182,10 @@ class LightkubeApi:
         except ApiError as error:
             if error.status.code == 410:
                 raise Gone(str(error)) from error
+            raise
+        except httpx2.HTTPStatusError as error:  # the watch request itself was refused
+            if error.response.status_code == 410:
+                raise Gone(describe(error)) from error
             raise
         finally:
             close = getattr(stream, "aclose", None)  # an async generator's
