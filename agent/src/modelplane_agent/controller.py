@@ -8,9 +8,11 @@ version is compacted away), or an event the state could not apply, relists,
 and the relist deletes from the state whatever is gone. Each event asks the
 state which observations it touches and marks only those dirty.
 
-The publisher wakes every `tick` and, once every kind has been listed (a
-consistent snapshot: `observedAt` is the clock then), computes the dirty
-observations and writes a status through the status subresource when
+The publisher wakes every `tick` and, once every kind has been listed,
+computes the dirty observations (a report only from kinds not being
+relisted; its `observedAt` bounded by what is known current,
+`modelplane_agent.freshness`) and writes a status through the status
+subresource when
 (`modelplane_agent.writes`) its content differs from the last status written
 or seen, when its heartbeat is due, or when a pool must refresh its
 `observedAt` for a replica that turned scheduled; never twice per
@@ -554,8 +556,9 @@ class Controller:
         condition = status["conditions"][0]
         if kind == POOLS:
             metrics.LAST_PUBLISH.labels(name).set(now.timestamp())
-            if self.refresh.get(name, now) <= now:
-                self.refresh.pop(name, None)
+            published = observed_at(status) or now
+            if self.refresh.get(name, published) <= published:
+                self.refresh.pop(name, None)  # done only by an observedAt that reaches it
         elif condition["status"] == "True" and condition["lastTransitionTime"] == format_time(now):
             # The replica just turned scheduled, at `now` on our clock. The scheduler charges
             # it until its pools publish an observation at least that recent (the histogram
