@@ -74,6 +74,16 @@ REFUSALS = {
         {},
         "modelplane-agent: --min-interval: not a duration such as 5m, 90s or 1h30m (got 2)",
     ),
+    "--watch-silence that is not a duration": (
+        ["--watch-silence=forever"],
+        {},
+        "modelplane-agent: --watch-silence: not a duration such as 5m, 90s or 1h30m (got forever)",
+    ),
+    "--watch-silence under a second": (
+        ["--watch-silence=500ms"],
+        {},
+        "modelplane-agent: --watch-silence must be at least 1s (got 500ms)",
+    ),
 }
 
 
@@ -91,6 +101,19 @@ def test_it_refuses_in_one_line_and_exits_1(tmp_path: Path, monkeypatch, args, e
     assert result.exit_code == 1
     assert result.stderr.splitlines() == [line.format(home=tmp_path)]
     assert result.stdout == ""
+
+
+@pytest.mark.parametrize(
+    ("flag", "silence", "idle"),
+    [
+        pytest.param("90s", 90.0, 75.0, id="the default: relisted at 75 s, not current at 90 s"),
+        pytest.param("6s", 6.0, 5.0, id="a short bound keeps the same share"),
+    ],
+)
+def test_watch_silence_sets_when_a_kind_is_not_current_and_when_it_is_relisted(flag, silence, idle):
+    settings = main.settings_from("5m", "2s", flag)
+    assert (settings.silence, settings.idle) == pytest.approx((silence, idle))
+    assert main.settings_from("5m", "2s") == Settings()  # the defaults are the Settings'
 
 
 def test_heartbeats_fall_well_inside_max_age_spread_per_observation():

@@ -80,19 +80,32 @@ def _why(error: BaseException) -> str:
     return " ".join(str(error).split()) or type(error).__name__
 
 
-def settings_from(max_age: str, min_interval: str) -> Settings:
+def settings_from(max_age: str, min_interval: str, watch_silence: str = "90s") -> Settings:
     """The publisher's settings from the command line; ValueError says which flag is wrong."""
-    try:
-        age = parse_duration(max_age)
-    except ValueError as error:
-        raise ValueError(f"--max-age: {error} (got {max_age})") from None
+    age = _duration("--max-age", max_age)
     if age < timedelta(seconds=10):
         raise ValueError(f"--max-age must be at least 10s (got {max_age})")
+    silence = _duration("--watch-silence", watch_silence)
+    if silence < timedelta(seconds=1):
+        raise ValueError(f"--watch-silence must be at least 1s (got {watch_silence})")
+    return Settings(
+        max_age=age,
+        min_interval=_duration("--min-interval", min_interval),
+        silence=silence.total_seconds(),
+        # A silent stream is relisted a little before its kind stops being current (75 s
+        # of the default 90 s), so a quiet but healthy kind never freezes a report.
+        idle=silence.total_seconds() * IDLE_SHARE,
+    )
+
+
+IDLE_SHARE = 75 / 90
+
+
+def _duration(flag: str, text: str) -> timedelta:
     try:
-        interval = parse_duration(min_interval)
+        return parse_duration(text)
     except ValueError as error:
-        raise ValueError(f"--min-interval: {error} (got {min_interval})") from None
-    return Settings(max_age=age, min_interval=interval)
+        raise ValueError(f"{flag}: {error} (got {text})") from None
 
 
 async def _run(controller: Controller, api: LightkubeApi) -> None:
@@ -119,11 +132,26 @@ async def _run(controller: Controller, api: LightkubeApi) -> None:
 @click.option(
     "--min-interval", default="2s", show_default=True, help="Least time between two writes."
 )
+@click.option(
+    "--watch-silence",
+    default="90s",
+    show_default=True,
+    help="A kind heard of (event, bookmark, list) less recently is not current: reports "
+    "that read it stop advancing observedAt. Its watch is relisted at 5/6 of it. The API "
+    "server sends a bookmark about every 60 s; under that, quiet kinds are relisted.",
+)
 @click.option("--log-level", default="INFO", show_default=True)
-def cli(kubeconfig: str | None, listen: str, max_age: str, min_interval: str, log_level: str):
+def cli(
+    kubeconfig: str | None,
+    listen: str,
+    max_age: str,
+    min_interval: str,
+    watch_silence: str,
+    log_level: str,
+):
     """Publish every PoolObservation's histogram and every ReplicaObservation's pod state."""
     try:
-        settings = settings_from(max_age, min_interval)
+        settings = settings_from(max_age, min_interval, watch_silence)
         config = kube_config(kubeconfig)
     except (ValueError, NoConfiguration) as error:
         click.echo(f"modelplane-agent: {error}", err=True)

@@ -53,15 +53,16 @@ DRIVER = "gpu.example.com"
 GPU = fleet.DeviceKind("gpu", DRIVER, 4, attributes={"index": {"int": 0}}, capacity={})
 NAMESPACE = "team"
 # The agent's flags: heartbeats every 1.5-2 s (maxAge/5 less the spread), so a
-# freshness it does not have shows within seconds; writes never held back.
-AGENT_FLAGS = ["--max-age=10s", "--min-interval=0s"]
+# freshness it does not have shows within seconds; writes never held back; a kind
+# not heard of for 6 s is not current (a stalled watch is relisted after 5 s).
+AGENT_FLAGS = ["--max-age=10s", "--min-interval=0s", "--watch-silence=6s"]
 # How long an event or a status may take to cross between the API server and the
 # agent, and the second `observedAt` is truncated to.
 SLACK = timedelta(seconds=2)
 PoolObservation, ReplicaObservation = _resource(POOLS), _resource(REPLICAS)
 # The agent's bound on a silent watch: it may claim to be current that long after the
 # last byte of a stalled one. And its client's timeout on a request that gets no answer.
-SILENCE = timedelta(seconds=5)
+SILENCE = timedelta(seconds=6)
 LIST_TIMEOUT = timedelta(seconds=10)
 # What a PoolObservation's report reads (design/api.md, `status.observedAt`), by plural:
 # it is current only once every one of them is.
