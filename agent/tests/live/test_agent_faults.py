@@ -186,8 +186,8 @@ def claims_no_freshness_it_lacks(
 
 
 def frozen_since(reports: list[Report], last_current: datetime, why: str = "") -> None:
-    """No report read in the fault claims to be current later than `last_current` (+SLACK)."""
-    assert reports, "no report read during the fault"
+    """No report read in the fault claims to be current later than `last_current` (+SLACK).
+    (An agent back before any report was read leaves nothing to judge here.)"""
     late = [r for r in reports if r.observed_at and r.observed_at > last_current + SLACK]
     if late:
         pytest.fail(
