@@ -11,8 +11,9 @@ PoolObservation status, read every 0.2 s on a thread):
   reach the agent) holds that allocation; and while a kind's watch fails,
   or is stalled beyond the agent's bound, `observedAt` stops advancing and a
   condition names the kind;
-- recovery without a restart: the process started is still running (same
-  PID) and, once healed, publishes a fresh status equal to the ground truth
+- recovery without a restart: the process started is still running, its
+  liveness probe passing, and, once healed, publishes a fresh status equal
+  to the ground truth
   (`fleet.expected_histogram`: published devices minus kube-scheduler's
   allocations), allocations made during the fault included: no event lost.
 
@@ -27,8 +28,10 @@ from __future__ import annotations
 
 import contextlib
 import itertools
+import subprocess
 import threading
 import time
+import urllib.request
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
@@ -331,20 +334,30 @@ def allocate_one(world: World, pool: fleet.Pool, pod: str) -> datetime:
 
 @dataclass
 class Agent:
-    process: object  # conftest's Process
+    popen: subprocess.Popen
     port: int
 
-    @property
-    def pid(self) -> int:
-        return self.process.popen.pid  # type: ignore[attr-defined]
+    def ready(self) -> bool:
+        return self._probe("/readyz")
+
+    def alive(self) -> bool:
+        """What the kubelet's liveness probe would see (a 503 gets the pod restarted)."""
+        return self._probe("/healthz")
+
+    def _probe(self, path: str) -> bool:
+        try:
+            with urllib.request.urlopen(f"http://127.0.0.1:{self.port}{path}", timeout=2) as r:
+                return r.status == 200
+        except OSError:
+            return False
 
     def running(self) -> bool:
-        return self.process.popen.poll() is None  # type: ignore[attr-defined]
+        return self.popen.poll() is None
 
     def stop(self) -> int:
-        popen = self.process.popen  # type: ignore[attr-defined]
-        popen.terminate()
-        return popen.wait(20)
+        """SIGTERM by its PID; its exit status."""
+        self.popen.terminate()
+        return self.popen.wait(20)
 
 
 def start_agent(cluster, kubeconfig: Path, name: str) -> Agent:
@@ -358,8 +371,8 @@ def start_agent(cluster, kubeconfig: Path, name: str) -> Agent:
             *AGENT_FLAGS,
         ],
     )
-    started = Agent(process, port)
-    cluster.wait(process, lambda: agent.Agent.ready(started), 60)  # type: ignore[arg-type]
+    started = Agent(process.popen, port)
+    cluster.wait(process, started.ready, 60)
     return started
 
 
@@ -382,14 +395,10 @@ def run_agent(cluster) -> Iterator[Callable[[Path, str], Agent]]:
 def proxy(cluster, world: World) -> Iterator[tuple[FaultProxy, Path]]:
     """A fault proxy in front of the API server, and the agent's kubeconfig through it."""
     pki = cluster.workdir / "pki"
-    api_port = int(
-        yaml.safe_load(world.admin_kubeconfig.read_text())["clusters"][0]["cluster"][
-            "server"
-        ].rpartition(":")[2]
-    )
+    config = yaml.safe_load(world.agent_kubeconfig.read_text())
+    api_port = int(config["clusters"][0]["cluster"]["server"].rpartition(":")[2])
     running = FaultProxy(api_port, pki / "apiserver.crt", pki / "apiserver.key", pki / "ca.crt")
     running.start()
-    config = yaml.safe_load(world.agent_kubeconfig.read_text())
     config["clusters"][0]["cluster"]["server"] = f"https://127.0.0.1:{running.port}"
     path = cluster.workdir / f"agent-via-proxy-{running.port}.kubeconfig"
     path.write_text(yaml.safe_dump(config))
@@ -430,8 +439,11 @@ def reread_all(faults: FaultProxy, since: datetime, end: datetime) -> tuple[date
     return datetime.fromtimestamp(first[last], UTC), last
 
 
-def stopped_cleanly(running: Agent, pid: int) -> None:
-    assert running.running() and running.pid == pid, "the agent is not the process started"
+def stopped_cleanly(running: Agent) -> None:
+    """The process started is still running, live to its probe (so nothing would have
+    restarted it), and it stops cleanly on SIGTERM."""
+    assert running.running(), f"the agent exited {running.popen.returncode}"
+    assert running.alive(), "the agent's /healthz fails: its pod would be restarted"
     assert running.stop() == 0
 
 
@@ -447,7 +459,6 @@ def test_a_stalled_claims_watch_freezes_observed_at_and_loses_no_allocation(
     pool = add_pool(world, "stall")
     with Reports(world.admin_kubeconfig, pool.name) as reports:
         running = run_agent(via_proxy, "stall")
-        pid = running.pid
         eventually(settled(world, reports, pool, now()), "settled before the fault", timeout=30)
 
         faults.stall(read_of("resourceclaims"))
@@ -467,7 +478,7 @@ def test_a_stalled_claims_watch_freezes_observed_at_and_loses_no_allocation(
     last_current = stalled_at + SILENCE
     frozen_since([r for r in in_fault if r.read_at > last_current + SLACK], last_current)
     named(in_fault, "ResourceClaim", ("WatchSilent", "WatchFailing"), "")
-    stopped_cleanly(running, pid)
+    stopped_cleanly(running)
 
 
 def test_claims_forbidden_to_the_agent_freeze_observed_at_until_rbac_is_restored(
@@ -477,7 +488,6 @@ def test_claims_forbidden_to_the_agent_freeze_observed_at_until_rbac_is_restored
     pool = add_pool(world, "rbac")
     with Reports(world.admin_kubeconfig, pool.name) as reports:
         running = run_agent(via_proxy, "rbac")
-        pid = running.pid
         eventually(settled(world, reports, pool, now()), "settled before the fault", timeout=30)
 
         grant_claims(world, False)
@@ -497,7 +507,7 @@ def test_claims_forbidden_to_the_agent_freeze_observed_at_until_rbac_is_restored
     claims_no_freshness_it_lacks(reports.seen, allocated_at, after)
     frozen_since([r for r in in_fault if r.read_at > revoked_at + SLACK], revoked_at)
     named(in_fault, "ResourceClaim", ("WatchFailing",), "forbidden")
-    stopped_cleanly(running, pid)
+    stopped_cleanly(running)
 
 
 def test_an_api_server_restart_loses_no_allocation(cluster, world, apiserver, proxy, run_agent):
@@ -505,7 +515,6 @@ def test_an_api_server_restart_loses_no_allocation(cluster, world, apiserver, pr
     pool = add_pool(world, "restart")
     with Reports(world.admin_kubeconfig, pool.name) as reports:
         running = run_agent(via_proxy, "restart")
-        pid = running.pid
         eventually(settled(world, reports, pool, now()), "settled before the fault", timeout=30)
 
         down_at = now()
@@ -525,7 +534,7 @@ def test_an_api_server_restart_loses_no_allocation(cluster, world, apiserver, pr
         down_at,
         f"{last_kind} read again at {current_again:%H:%M:%S}",
     )
-    stopped_cleanly(running, pid)
+    stopped_cleanly(running)
 
 
 def test_429_answers_to_status_writes_are_retried_after_retry_after(
@@ -536,7 +545,6 @@ def test_429_answers_to_status_writes_are_retried_after_retry_after(
     writes = status_write_of("poolobservations", pool.name)
     with Reports(world.admin_kubeconfig, pool.name) as reports:
         running = run_agent(via_proxy, "throttle")
-        pid = running.pid
         eventually(settled(world, reports, pool, now()), "settled before the fault", timeout=30)
 
         faults.throttle(writes, RETRY_AFTER)
@@ -555,7 +563,7 @@ def test_429_answers_to_status_writes_are_retried_after_retry_after(
         f"writes answered 429 with Retry-After: {RETRY_AFTER} were retried after {gaps} s"
     )
     claims_no_freshness_it_lacks(reports.seen, allocated_at, after)
-    stopped_cleanly(running, pid)
+    stopped_cleanly(running)
 
 
 def test_observations_deleted_during_a_write_pass_leave_the_publisher_running(
@@ -566,7 +574,6 @@ def test_observations_deleted_during_a_write_pass_leave_the_publisher_running(
     old_pool = agent_builders.pool_observation("churn-old", [("gpu", DRIVER, DRIVER)])
     world.kube.apply([*replicas, old_pool])
     running = run_agent(world.agent_kubeconfig, "churn")
-    pid = running.pid
 
     def written() -> int:
         listed = world.client.list(ReplicaObservation, namespace="churn")
@@ -587,4 +594,4 @@ def test_observations_deleted_during_a_write_pass_leave_the_publisher_running(
             timeout=NEW_STATUS_BOUND,
             every=0.2,
         )
-    stopped_cleanly(running, pid)
+    stopped_cleanly(running)
