@@ -590,9 +590,11 @@ def two_pools() -> dict[str, list[dict]]:
 
 
 async def tick_by(clock: Clock, controller: Controller, seconds: int) -> None:
+    """Advance the clocks a second at a time, each followed by a whole publisher pass."""
     for _ in range(seconds):
         clock.now += timedelta(seconds=1)
-        await settle(controller, ticks=2)
+        passes = controller.passes
+        await eventually(lambda p=passes: controller.passes >= p + 2)
 
 
 def throttled(seconds: int) -> ApiError:

@@ -168,6 +168,7 @@ class Controller:
         # Pools that must publish an observedAt no older than this (see _write).
         self.refresh: dict[str, datetime] = {}
         self.last_progress = monotonic()
+        self.passes = 0  # publisher passes finished
         self._stopping = asyncio.Event()
 
     # ------------------------------------------------------------------ lifecycle
@@ -346,6 +347,8 @@ class Controller:
             if self.listed_once:
                 await self.publish_once()
             self.last_progress = self.monotonic()
+            self.passes += 1
+            metrics.PASSES.inc()
             with contextlib.suppress(TimeoutError):
                 await asyncio.wait_for(self._stopping.wait(), self.settings.tick)
 

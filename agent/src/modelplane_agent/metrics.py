@@ -65,3 +65,8 @@ CURRENT = Gauge(
     ["kind"],
     registry=REGISTRY,
 )
+PASSES = Counter(
+    "modelplane_agent_publish_passes",
+    "Publisher passes finished (one every tick while the agent is healthy).",
+    registry=REGISTRY,
+)

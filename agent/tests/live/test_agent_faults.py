@@ -336,6 +336,7 @@ def allocate_one(world: World, pool: fleet.Pool, pod: str) -> datetime:
 class Agent:
     popen: subprocess.Popen
     port: int
+    log: Path
 
     def ready(self) -> bool:
         return self._probe("/readyz")
@@ -371,7 +372,7 @@ def start_agent(cluster, kubeconfig: Path, name: str) -> Agent:
             *AGENT_FLAGS,
         ],
     )
-    started = Agent(process.popen, port)
+    started = Agent(process.popen, port, process.log)
     cluster.wait(process, started.ready, 60)
     return started
 
@@ -594,4 +595,6 @@ def test_observations_deleted_during_a_write_pass_leave_the_publisher_running(
             timeout=NEW_STATUS_BOUND,
             every=0.2,
         )
+    log = running.log.read_text()
+    assert "Traceback" not in log and "task publish ended" not in log, log[-3000:]
     stopped_cleanly(running)
