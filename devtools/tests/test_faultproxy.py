@@ -149,7 +149,7 @@ def test_a_throttled_request_gets_429_with_retry_after_and_never_reaches_the_ser
     assert (response.status, response.getheader("Retry-After")) == (429, "3")
     assert (status["code"], status["details"]["retryAfterSeconds"]) == (429, 3)
     assert setup.upstream.headers == []
-    assert len(setup.proxy.count(status_write_of("poolobservations"), "throttled")) == 1
+    assert len(setup.proxy.recorded(status_write_of("poolobservations"), "throttled")) == 1
 
 
 def test_a_stalled_response_holds_its_bytes_on_an_open_connection_until_released(setup):

@@ -432,7 +432,7 @@ def reread_all(faults: FaultProxy, since: datetime, end: datetime) -> tuple[date
     for plural in POOL_READS:
         answered = [
             s.at
-            for s in faults.count(read_of(plural), "forwarded", since=since.timestamp())
+            for s in faults.recorded(read_of(plural), "forwarded", since=since.timestamp())
             if s.status == 200
         ]
         first[plural] = min(answered, default=end.timestamp())
@@ -557,7 +557,7 @@ def test_429_answers_to_status_writes_are_retried_after_retry_after(
         lifted_at = now()
         eventually(settled(world, reports, pool, lifted_at), "recovered", timeout=30, every=0.5)
 
-    attempts = [s.at for s in faults.count(writes, "throttled", since=throttled_since)]
+    attempts = [s.at for s in faults.recorded(writes, "throttled", since=throttled_since)]
     assert len(attempts) >= 2, f"the agent tried {len(attempts)} writes in the throttle"
     gaps = [round(b - a, 2) for a, b in itertools.pairwise(attempts)]
     assert min(gaps) >= RETRY_AFTER - 0.1, (

@@ -173,7 +173,7 @@ class FaultProxy:
 
         return self._call(cut())
 
-    def count(self, match: Match, action: str, since: float = 0.0) -> list[Seen]:
+    def recorded(self, match: Match, action: str, since: float = 0.0) -> list[Seen]:
         """The requests recorded since `since` that match, which the proxy gave `action`."""
         seen = list(self.seen)
         return [s for s in seen if s.at >= since and s.action == action and match(s.request)]
