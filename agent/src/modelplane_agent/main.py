@@ -18,7 +18,7 @@ from modelplane_common.timeutil import parse_duration
 
 from modelplane_agent.controller import Controller, Settings
 from modelplane_agent.kube import LightkubeApi
-from modelplane_agent.server import loop_alive, serve
+from modelplane_agent.server import serve
 
 
 class _ResourceDefault(logging.Filter):
@@ -134,14 +134,16 @@ def cli(kubeconfig: str | None, listen: str, max_age: str, min_interval: str, lo
     logging.basicConfig(level=log_level.upper(), handlers=[handler])
     for chatty in ("httpx", "httpx2"):  # one line per request, watches included
         logging.getLogger(chatty).setLevel(max(logging.WARNING, logging.root.level))
-    api = LightkubeApi(AsyncClient(config=config, field_manager="modelplane-agent"))
+    api = LightkubeApi(
+        AsyncClient(config=config, field_manager="modelplane-agent"), idle=settings.idle
+    )
     controller = Controller(api, _now, settings)
     host, _, port = listen.rpartition(":")
     allowance = 10 * settings.tick + 30
     server = serve(
         host or "0.0.0.0",
         int(port),
-        loop_alive(lambda: controller.last_tick, allowance),
+        lambda: controller.alive(allowance),
         lambda: controller.ready,
     )
     try:
