@@ -140,3 +140,104 @@ def test_a_claim_event_touches_only_the_pool_of_its_node():
     )
     touched = state.apply(CLAIMS, "ADDED", t.claim("c", [("h", "g0")]))
     assert touched.pools == {"h100"} and not touched.replicas
+
+
+# --------------------------------------------------------------------------- slice churn
+
+
+def four_gpus(name: str, generation: int = 1, devices=range(4), count: int = 1) -> dict:
+    return t.resource_slice(
+        "n1",
+        [t.device(f"g{j}") for j in devices],
+        name=name,
+        generation=generation,
+        slice_count=count,
+    )
+
+
+def all_four_claimed() -> list:
+    return [("apply", CLAIMS, t.claim(f"c{j}", [("n1", f"g{j}")])) for j in range(4)]
+
+
+def fold(state: ClusterState, steps) -> list[tuple[str, dict]]:
+    """Feed `steps` to `state`; return the objects that exist at the end.
+
+    ("apply", kind, obj) is an ADDED/MODIFIED event, ("delete", kind, obj) a
+    DELETED one, ("relist", kind, objs) a relist folded object by object and
+    then what it lacked deleted, as the shell does. Every pool is reported after
+    each step, as the publisher would between events, so cached vectors are in play.
+    """
+    world: dict[tuple[str, object], tuple[str, dict]] = {}
+    for action, kind, payload in steps:
+        if action == "apply":
+            state.apply(kind, "MODIFIED", payload)
+            world[(kind, state.key_of(kind, payload))] = (kind, payload)
+        elif action == "delete":
+            state.apply(kind, "DELETED", payload)
+            world.pop((kind, state.key_of(kind, payload)), None)
+        else:
+            seen = set()
+            for obj in payload:
+                seen.add(state.key_of(kind, obj))
+                state.apply(kind, "MODIFIED", obj)
+            state.delete_missing(kind, seen)
+            world = {k: v for k, v in world.items() if k[0] != kind}
+            world.update({(kind, state.key_of(kind, o)): (kind, o) for o in payload})
+        for pool in state.pools:
+            state.pool_report(pool)
+    return list(world.values())
+
+
+CHURN = [
+    pytest.param(
+        [
+            ("apply", SLICES, four_gpus("old")),
+            ("apply", SLICES, four_gpus("new", 2)),
+            ("delete", SLICES, four_gpus("old")),
+            *all_four_claimed(),
+        ],
+        (0,),
+        id="a slice republished under a new name before the old one is deleted keeps its devices",
+    ),
+    pytest.param(
+        [
+            ("apply", SLICES, four_gpus("old")),
+            ("relist", SLICES, [four_gpus("new", 2)]),
+            *all_four_claimed(),
+        ],
+        (0,),
+        id="a relist folding the new slice then deleting the old one keeps the devices",
+    ),
+    pytest.param(
+        [
+            ("apply", SLICES, four_gpus("a", devices=range(2), count=2)),
+            ("apply", SLICES, four_gpus("b", devices=range(2, 4), count=2)),
+            ("apply", SLICES, four_gpus("b", devices=range(1, 4), count=2)),
+            ("apply", SLICES, four_gpus("a", devices=range(1), count=2)),
+            ("apply", CLAIMS, t.claim("c", [("n1", "g1")])),
+        ],
+        (3,),
+        id="a device moved to the other slice of its pool, added there first, keeps its node",
+    ),
+    pytest.param(
+        [
+            ("apply", SLICES, four_gpus("a", devices=range(2), count=2)),
+            ("apply", SLICES, four_gpus("b", devices=range(2, 4), count=2)),
+            ("apply", SLICES, four_gpus("a", devices=range(1), count=2)),
+            ("apply", SLICES, four_gpus("b", devices=range(1, 4), count=2)),
+            ("apply", CLAIMS, t.claim("c", [("n1", "g1")])),
+        ],
+        (3,),
+        id="a device moved to the other slice of its pool, removed first, keeps its node",
+    ),
+]
+
+
+@pytest.mark.parametrize(("steps", "free"), CHURN)
+def test_slice_churn_keeps_every_device_on_its_node(steps, free):
+    start = [*FIXED, (NODES, t.node("n1", "a100"))]
+    state = build(start)
+    final = fold(state, steps)
+    report = state.pool_report("a100")
+    assert report.histogram is not None and report.histogram.buckets == ((free, 1),)
+    assert reports(state) == reports(build([*start, *final]))

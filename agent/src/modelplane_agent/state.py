@@ -9,9 +9,8 @@ computed on demand from the indexes by the pure rules of `pools` and
 
 Indexes and what invalidates them
     node -> pools whose selector it matches   node labels, pool specs
-    node -> devices (newest slice generation)  ResourceSlices
-    device -> node                             ResourceSlices
-    device -> allocated (claim count)          ResourceClaims
+    node -> devices, device -> node,           ResourceSlices, ResourceClaims
+      device -> allocated                      (`devices.DeviceIndex`)
     (kind rule, projected device) -> matches   DeviceClasses (all dropped)
     node -> pool -> free vector                the node's slices, claims on its
                                                devices, the pool's rules
@@ -29,15 +28,14 @@ touches nothing.
 
 from __future__ import annotations
 
-from collections import Counter
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
-from fractions import Fraction
 
 from modelplane_common.cel.devices import DeviceView
 from modelplane_common.cel.errors import SelectorError
 from modelplane_common.observation import FreeVector
 
+from modelplane_agent.devices import DeviceIndex
 from modelplane_agent.pools import (
     Contribution,
     KindRule,
@@ -53,7 +51,6 @@ from modelplane_agent.pools import (
 from modelplane_agent.pools import free_vector as compute_free_vector
 from modelplane_agent.replicas import ReplicaReport, observe_replica
 from modelplane_agent.snapshot import (
-    CounterKey,
     Device,
     DeviceClass,
     DeviceKey,
@@ -105,13 +102,7 @@ class Touched:
 class ClusterState:
     def __init__(self) -> None:
         self.nodes: dict[str, Node] = {}
-        self.slices: dict[str, Slice] = {}
-        self.slices_by_node: dict[str, set[str]] = {}
-        self.slices_by_pool: dict[tuple[str, str], set[str]] = {}
-        self.newest: dict[tuple[str, str], int] = {}
-        self.device_node: dict[DeviceKey, str] = {}
-        self.claims: dict[str, frozenset[DeviceKey]] = {}
-        self.allocated: Counter[DeviceKey] = Counter()
+        self.devices = DeviceIndex()
         self.classes: dict[str, DeviceClass] = {}
         self.pools: dict[str, PoolSpec] = {}
         self.pool_status: dict[str, Mapping] = {}
@@ -178,9 +169,9 @@ class ClusterState:
         if kind == NODES:
             return set(self.nodes)
         if kind == SLICES:
-            return set(self.slices)
+            return set(self.devices.slices)
         if kind == CLAIMS:
-            return {tuple(k.split("/", 1)) for k in self.claims}
+            return {tuple(k.split("/", 1)) for k in self.devices.claims}
         if kind == CLASSES:
             return set(self.classes)
         if kind == POOLS:
@@ -239,58 +230,10 @@ class ClusterState:
         return not spec.problem and selects(spec.match_labels, node.labels)
 
     def _slice(self, name: str, new: Slice | None) -> Touched:
-        old = self.slices.get(name)
-        if old == new:
-            return Touched()
-        nodes: set[str] = set()
-        for current in (old, new):
-            if current is not None:
-                nodes |= self._pool_nodes((current.driver, current.pool))
-        if old is not None:
-            self.slices.pop(name)
-            self.slices_by_node.get(old.node, set()).discard(name)
-            self.slices_by_pool.get((old.driver, old.pool), set()).discard(name)
-            for device in old.devices:
-                if self.device_node.get(device.key) == old.node:
-                    del self.device_node[device.key]
-        if new is not None:
-            self.slices[name] = new
-            self.slices_by_node.setdefault(new.node, set()).add(name)
-            self.slices_by_pool.setdefault((new.driver, new.pool), set()).add(name)
-            for device in new.devices:
-                self.device_node[device.key] = new.node
-        for current in (old, new):
-            if current is not None:
-                resource_pool = (current.driver, current.pool)
-                generations = [
-                    self.slices[s].generation for s in self.slices_by_pool[resource_pool]
-                ]
-                if generations:
-                    self.newest[resource_pool] = max(generations)
-                else:
-                    self.newest.pop(resource_pool, None)
-                nodes |= self._pool_nodes(resource_pool)
-        return self._invalidate(nodes)
-
-    def _pool_nodes(self, resource_pool: tuple[str, str]) -> set[str]:
-        return {self.slices[s].node for s in self.slices_by_pool.get(resource_pool, ())}
+        return self._invalidate(self.devices.put_slice(name, new))
 
     def _claim(self, key: str, devices: frozenset[DeviceKey]) -> Touched:
-        old = self.claims.get(key, frozenset())
-        if old == devices:
-            return Touched()
-        if devices:
-            self.claims[key] = devices
-        else:
-            self.claims.pop(key, None)
-        for device in old - devices:
-            self.allocated[device] -= 1
-            if self.allocated[device] <= 0:
-                del self.allocated[device]
-        for device in devices - old:
-            self.allocated[device] += 1
-        nodes = {self.device_node[d] for d in old ^ devices if d in self.device_node}
-        return self._invalidate(nodes)
+        return self._invalidate(self.devices.put_claim(key, devices))
 
     def _invalidate(self, nodes: Iterable[str]) -> Touched:
         touched = Touched()
@@ -483,30 +426,16 @@ class ClusterState:
             return vector
         rules = self.rules[pool]
         assert not isinstance(rules, Unobservable)
-        devices, counters = self._devices(node)
+        devices, counters = self.devices.node_devices(node)
         vector = compute_free_vector(
             devices,
             lambda device: [i for i, rule in enumerate(rules) if self._matches(rule, device)],
             len(rules),
-            self.allocated.__contains__,
+            self.devices.is_allocated,
             counters,
         )
         cached[pool] = vector
         return vector
-
-    def _devices(self, node: str) -> tuple[list[Device], dict[CounterKey, Fraction | None]]:
-        """A node's devices and shared counters, from the newest generation of each pool."""
-        devices: list[Device] = []
-        counters: dict[CounterKey, Fraction | None] = {}
-        for name in sorted(self.slices_by_node.get(node, ())):
-            current = self.slices[name]
-            if not current.node or current.generation < self.newest.get(
-                (current.driver, current.pool), 0
-            ):
-                continue
-            devices.extend(current.devices)
-            counters.update(current.counters)
-        return devices, counters
 
     def _matches(self, rule: KindRule, device: Device) -> bool:
         key = (rule, rule.view_of(device))

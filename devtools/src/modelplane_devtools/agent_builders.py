@@ -70,13 +70,18 @@ def resource_slice(
     name: str | None = None,
     pool: str | None = None,
     generation: int = 1,
+    slice_count: int = 1,
     shared_counters: Mapping[str, Mapping[str, str]] | None = None,
 ) -> dict:
-    """A ResourceSlice; `node_name=None` is a network-attached slice (allNodes)."""
+    """A ResourceSlice; `node_name=None` is a network-attached slice (allNodes).
+
+    `slice_count` is the pool's `resourceSliceCount`: how many slices of this
+    generation the driver publishes for the pool.
+    """
     pool_name = pool or node_name or "fabric"
     spec: dict = {
         "driver": driver,
-        "pool": {"name": pool_name, "generation": generation, "resourceSliceCount": 1},
+        "pool": {"name": pool_name, "generation": generation, "resourceSliceCount": slice_count},
         "devices": list(devices),
     }
     if node_name is None:

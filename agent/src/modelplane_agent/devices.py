@@ -1,0 +1,118 @@
+"""The DRA half of the agent's state: which devices each node has, and which are taken.
+
+`DeviceIndex` is fed ResourceSlices and ResourceClaims and answers, for a
+node, the devices kube-scheduler's allocator would consider there and what
+the claims already hold. Each update returns the nodes whose answer may have
+changed; nothing here knows about pools or observations.
+
+Invariants
+    - `device_node[d]` is the node of the newest-generation slice that
+      publishes `d`, and exists exactly while some slice publishes `d`. It is
+      a function of the slices of `d`'s resource pool (a device is named by
+      driver, pool and name, so only they can publish it) and is rebuilt
+      from them whenever one of them changes: a device republished under a
+      new slice name before the old one is deleted, or moved between two
+      slices, keeps its node whatever order the events come in.
+    - `allocated[d]` counts the claims whose allocation holds `d` (never 0:
+      a device no claim holds is absent). Claims are indexed whether or not
+      their devices' slices have been seen.
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+from fractions import Fraction
+
+from modelplane_agent.snapshot import CounterKey, Device, DeviceKey, Slice
+
+ResourcePoolKey = tuple[str, str]  # driver, pool name
+
+
+class DeviceIndex:
+    def __init__(self) -> None:
+        self.slices: dict[str, Slice] = {}
+        self.by_node: dict[str, set[str]] = {}
+        self.by_pool: dict[ResourcePoolKey, set[str]] = {}
+        self.newest: dict[ResourcePoolKey, int] = {}
+        self.device_node: dict[DeviceKey, str] = {}
+        self.claims: dict[str, frozenset[DeviceKey]] = {}
+        self.allocated: Counter[DeviceKey] = Counter()
+
+    # ------------------------------------------------------------------ updates
+
+    def put_slice(self, name: str, new: Slice | None) -> set[str]:
+        """Store (or, with None, delete) one slice; return the nodes it may change."""
+        old = self.slices.get(name)
+        if old == new:
+            return set()
+        pools = {(s.driver, s.pool) for s in (old, new) if s is not None}
+        nodes = set().union(*(self._pool_nodes(p) for p in pools))
+        if old is not None:
+            del self.slices[name]
+            self.by_node.get(old.node, set()).discard(name)
+            self.by_pool.get((old.driver, old.pool), set()).discard(name)
+        if new is not None:
+            self.slices[name] = new
+            self.by_node.setdefault(new.node, set()).add(name)
+            self.by_pool.setdefault((new.driver, new.pool), set()).add(name)
+        for pool in pools:
+            self._reindex(pool, old)
+            nodes |= self._pool_nodes(pool)
+        return nodes
+
+    def _reindex(self, pool: ResourcePoolKey, old: Slice | None) -> None:
+        """Rebuild the pool's newest generation and its devices' nodes from its slices."""
+        held = sorted(
+            (self.slices[s] for s in self.by_pool.get(pool, ())), key=lambda s: s.generation
+        )
+        if old is not None:
+            for device in old.devices:
+                self.device_node.pop(device.key, None)
+        for current in held:  # oldest first: the newest generation's node wins
+            for device in current.devices:
+                self.device_node[device.key] = current.node
+        if held:
+            self.newest[pool] = held[-1].generation
+        else:
+            self.newest.pop(pool, None)
+            self.by_pool.pop(pool, None)
+
+    def _pool_nodes(self, pool: ResourcePoolKey) -> set[str]:
+        return {self.slices[s].node for s in self.by_pool.get(pool, ())}
+
+    def put_claim(self, key: str, devices: frozenset[DeviceKey]) -> set[str]:
+        """Store the devices a claim holds (none: deallocated or deleted); return the
+        nodes of the devices that changed hands."""
+        old = self.claims.get(key, frozenset())
+        if old == devices:
+            return set()
+        if devices:
+            self.claims[key] = devices
+        else:
+            self.claims.pop(key, None)
+        for device in old - devices:
+            self.allocated[device] -= 1
+            if self.allocated[device] <= 0:
+                del self.allocated[device]
+        for device in devices - old:
+            self.allocated[device] += 1
+        return {self.device_node[d] for d in old ^ devices if d in self.device_node}
+
+    # ------------------------------------------------------------------ queries
+
+    def is_allocated(self, device: DeviceKey) -> bool:
+        return device in self.allocated
+
+    def node_devices(self, node: str) -> tuple[list[Device], dict[CounterKey, Fraction | None]]:
+        """A node's devices and shared counters, from the newest generation of each pool."""
+        devices: list[Device] = []
+        counters: dict[CounterKey, Fraction | None] = {}
+        for name in sorted(self.by_node.get(node, ())):
+            current = self.slices[name]
+            if not current.node or current.generation < self.newest.get(
+                (current.driver, current.pool), 0
+            ):
+                continue
+            devices.extend(current.devices)
+            counters.update(current.counters)
+        return devices, counters
