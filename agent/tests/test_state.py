@@ -3,12 +3,24 @@
 from __future__ import annotations
 
 import random
+from datetime import UTC, datetime
 
 import pytest
 from modelplane_agent.pools import observe_pool
-from modelplane_agent.state import CLAIMS, NODES, PODS, POOLS, REPLICAS, SLICES, ClusterState
+from modelplane_agent.state import (
+    CLAIMS,
+    CLASSES,
+    NODES,
+    PODS,
+    POOLS,
+    REPLICAS,
+    SLICES,
+    ClusterState,
+)
+from modelplane_agent.status import pool_status
 from modelplane_devtools import agent_builders as t
 
+NOW = datetime(2026, 12, 1, 12, 0, tzinfo=UTC)
 GPU_CLASS = t.device_class("gpu", 'device.attributes["gpu.nvidia.com"].type == "gpu"')
 POOLS_OBJS = [
     t.pool_observation("a100", [("gpu", t.NVIDIA, "gpu")]),
@@ -241,3 +253,46 @@ def test_slice_churn_keeps_every_device_on_its_node(steps, free):
     report = state.pool_report("a100")
     assert report.histogram is not None and report.histogram.buckets == ((free, 1),)
     assert reports(state) == reports(build([*start, *final]))
+
+
+# --------------------------------------------------------------------------- rejoining a pool
+
+ANY_GPU = t.device_class("gpu", "true")
+NIC_CLASS = t.device_class("nic", 'device.driver == "nic.example.com"')
+MIXED = t.resource_slice("n1", [t.device("g0"), t.device("vf0", "virtual")])
+NICS = t.resource_slice("n1", [t.device("nic0", "nic")], driver=t.NIC_DRIVER)
+GPU_AND_NIC = t.pool_observation("a100", [("gpu", t.NVIDIA, "gpu"), ("nic", t.NIC_DRIVER, "nic")])
+
+REJOIN = [
+    pytest.param(
+        [("apply", CLASSES, GPU_CLASS)],
+        ((1,), ("gpu",)),
+        id="a node away while its pool's DeviceClass narrowed rejoins with the narrowed count",
+    ),
+    pytest.param(
+        [("apply", CLASSES, NIC_CLASS), ("apply", POOLS, GPU_AND_NIC)],
+        ((2, 1), ("gpu", "nic")),
+        id="a node away while its pool gained a kind rejoins with a count of every kind",
+    ),
+]
+
+
+@pytest.mark.parametrize(("while_away", "expected"), REJOIN)
+def test_a_node_rejoining_its_pool_is_counted_afresh(while_away, expected):
+    free, kinds = expected
+    state = build([*FIXED, (CLASSES, ANY_GPU), (NODES, t.node("n1", "a100"))])
+    fold(
+        state,
+        [
+            ("apply", SLICES, MIXED),
+            ("apply", SLICES, NICS),
+            ("apply", NODES, t.node("n1", None)),
+            *while_away,
+            ("apply", NODES, t.node("n1", "a100")),
+        ],
+    )
+    report = state.pool_report("a100")
+    assert report.histogram is not None and report.histogram.buckets == ((free, 1),)
+    status = pool_status(report, state.pools["a100"].kind_names, NOW, None, 1)
+    by_kind = dict(zip(kinds, free, strict=True))
+    assert status["nodesByFreeDevices"] == [{"free": by_kind, "nodes": 1}]

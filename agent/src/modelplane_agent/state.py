@@ -213,7 +213,13 @@ class ClusterState:
         return Touched(pools=before | after)
 
     def _forget(self, pool: str, node: str) -> None:
-        """Take a node's contribution out of a pool's tally."""
+        """Take a node's contribution out of a pool's tally, and its cached vector.
+
+        Invariant: only a member of a pool has a cached vector for it, so a change
+        of the pool's rules (which drops its members' vectors) reaches every vector
+        computed under the old rules, and a node rejoining is counted afresh.
+        """
+        self.vectors.get(node, {}).pop(pool, None)
         part = self.parts.get(pool, {}).pop(node, None)
         if part is not None:
             self.tallies[pool].add(part, -1)
