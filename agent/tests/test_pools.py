@@ -45,6 +45,7 @@ MIG = ("mig", t.NVIDIA, "mig-1g.nvidia.com")
 NIC = ("nic", t.NIC_DRIVER, "nic.example.com")
 POOL = t.pool_observation("a100", [GPU])
 CLASSES_ALL = [GPU_CLASS, MIG_CLASS, NIC_CLASS]
+GPUS_4 = tuple(f"gpu-{i}" for i in range(4))
 
 
 def gpus(node: str, count: int = 4, **kwargs) -> dict:
@@ -124,6 +125,21 @@ CASES = {
             deleted(held("c", "n1", "gpu-0")),
         ],
         (1, {(4,): 1}, "True", "Observed"),
+    ),
+    "a device held only through adminAccess stays free": (
+        [*CLASSES_ALL, POOL, t.node("n1"), gpus("n1"), held("m", "n1", *GPUS_4, admin_access=True)],
+        (1, {(4,): 1}, "True", "Observed"),
+    ),
+    "a device held by an ordinary claim and an adminAccess one is taken": (
+        [
+            *CLASSES_ALL,
+            POOL,
+            t.node("n1"),
+            gpus("n1"),
+            held("m", "n1", *GPUS_4, admin_access=True),
+            held("c", "n1", "gpu-1"),
+        ],
+        (1, {(3,): 1}, "True", "Observed"),
     ),
     "a claim allocated before its slice is seen still takes the device": (
         [*CLASSES_ALL, POOL, t.node("n1"), held("c", "n1", "gpu-0"), gpus("n1")],

@@ -179,11 +179,16 @@ def slice_from(obj: Mapping) -> Slice:
 
 
 def allocated_devices(claim: Mapping) -> frozenset[DeviceKey]:
-    """The devices a ResourceClaim's status.allocation holds (none once deallocated)."""
+    """The devices a ResourceClaim's status.allocation takes (none once deallocated).
+
+    A result with `adminAccess: true` takes nothing: kube-scheduler does not count
+    it as allocated (a monitoring claim shares the device with whoever holds it).
+    """
     allocation = _map(_map(claim.get("status")).get("allocation"))
     return frozenset(
         (_str(_map(r).get("driver")), _str(_map(r).get("pool")), _str(_map(r).get("device")))
         for r in _list(_map(allocation.get("devices")).get("results"))
+        if _map(r).get("adminAccess") is not True
     )
 
 

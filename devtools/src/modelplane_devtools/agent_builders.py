@@ -108,10 +108,15 @@ def claim(
     namespace: str = "default",
     driver: str = NVIDIA,
     owner_labels: Mapping[str, str] | None = None,
+    admin_access: bool = False,
 ) -> dict:
-    """A ResourceClaim; `devices` are (pool, device) pairs it has been allocated (none: pending)."""
+    """A ResourceClaim; `devices` are (pool, device) pairs it has been allocated (none: pending).
+
+    `admin_access` marks every result `adminAccess: true` (a monitoring claim).
+    """
     results = [
         {"request": "devices", "driver": driver, "pool": pool, "device": dev}
+        | ({"adminAccess": True} if admin_access else {})
         for pool, dev in devices
     ]
     status = {"allocation": {"devices": {"results": results}}} if results else {}
