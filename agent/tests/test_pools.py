@@ -289,6 +289,63 @@ CASES = {
         ],
         (1, {(2,): 1}, "True", "Observed"),
     ),
+    "a resource pool with fewer slices seen than it declares is skipped": (
+        [*CLASSES_ALL, POOL, t.node("n1"), gpus("n1", slice_count=2)],
+        (1, {(0,): 1}, "True", "Observed"),
+    ),
+    "a resource pool counts once every slice it declares is seen": (
+        [
+            *CLASSES_ALL,
+            POOL,
+            t.node("n1"),
+            gpus("n1", slice_count=2, name="n1-a"),
+            t.resource_slice("n1", [t.device("gpu-9")], slice_count=2, name="n1-b"),
+        ],
+        (1, {(5,): 1}, "True", "Observed"),
+    ),
+    "a newer generation seen in part hides the complete older one": (
+        [
+            *CLASSES_ALL,
+            POOL,
+            t.node("n1"),
+            gpus("n1", slice_count=1, generation=1),
+            gpus("n1", slice_count=2, generation=2),
+        ],
+        (1, {(0,): 1}, "True", "Observed"),
+    ),
+    "a resource pool publishing a device name twice is skipped": (
+        [
+            *CLASSES_ALL,
+            POOL,
+            t.node("n1"),
+            gpus("n1", slice_count=2, name="n1-a"),
+            t.resource_slice("n1", [t.device("gpu-0")], slice_count=2, name="n1-b"),
+        ],
+        (1, {(0,): 1}, "True", "Observed"),
+    ),
+    "a resource pool declaring a counter set twice is skipped": (
+        [
+            *CLASSES_ALL,
+            POOL,
+            t.node("n1"),
+            gpus("n1", slice_count=2, name="n1-a", shared_counters={"c": {"m": "1"}}),
+            t.resource_slice(
+                "n1", [], slice_count=2, name="n1-b", shared_counters={"c": {"m": "1"}}
+            ),
+        ],
+        (1, {(0,): 1}, "True", "Observed"),
+    ),
+    "a device consuming an undeclared counter makes its whole resource pool skipped": (
+        [
+            *CLASSES_ALL,
+            POOL,
+            t.node("n1"),
+            t.resource_slice(
+                "n1", [t.device("gpu-0"), t.device("gpu-1", consumes={"c": {"m": "1"}})]
+            ),
+        ],
+        (1, {(0,): 1}, "True", "Observed"),
+    ),
     "network-attached slices count on no node": (
         [*CLASSES_ALL, POOL, t.node("n1"), gpus("n1"), gpus(None, 8)],  # type: ignore[arg-type]
         (1, {(4,): 1}, "True", "Observed"),
@@ -361,6 +418,15 @@ PARTITION_CASES = {
 def test_partitionable_devices(allocated, vector):
     state = run([*CLASSES_ALL, BOTH_KINDS, t.node("n1"), PARTITIONED, t.claim("c", allocated)])
     assert outcome(state)[1] == {vector: 1}
+
+
+def test_counter_sets_published_in_a_slice_of_their_own_serve_the_nodes_devices():
+    devices = t.resource_slice("n1", [WHOLE, *PARTITIONS], slice_count=2, name="n1-devices")
+    counters = t.resource_slice(
+        None, [], pool="n1", slice_count=2, name="n1-counters", shared_counters=COUNTERS
+    )
+    state = run([*CLASSES_ALL, BOTH_KINDS, t.node("n1"), devices, counters])
+    assert outcome(state)[1] == {(1, 4): 1}
 
 
 def test_a_partition_whose_counter_set_is_not_published_is_not_free():

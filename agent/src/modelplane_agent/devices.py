@@ -13,6 +13,14 @@ Invariants
       from them whenever one of them changes: a device republished under a
       new slice name before the old one is deleted, or moved between two
       slices, keeps its node whatever order the events come in.
+    - a resource pool counts only at its newest generation, and only while
+      that generation is complete (as many slices seen as each says the pool
+      has: `resourceSliceCount`) and valid (`pool_problem`); otherwise its
+      devices are on no node's list, as kube-scheduler v1.35's allocator
+      skips incomplete and invalid pools. `unusable` holds why, per pool.
+    - `counters[p]` holds the shared counters of every slice of pool `p`'s
+      newest generation, node-local or not (v1.35 publishes counter sets in
+      slices of their own).
     - `allocated[d]` counts the claims whose allocation holds `d` (never 0:
       a device no claim holds is absent). Claims are indexed whether or not
       their devices' slices have been seen.
@@ -34,6 +42,8 @@ class DeviceIndex:
         self.by_node: dict[str, set[str]] = {}
         self.by_pool: dict[ResourcePoolKey, set[str]] = {}
         self.newest: dict[ResourcePoolKey, int] = {}
+        self.unusable: dict[ResourcePoolKey, str] = {}
+        self.counters: dict[ResourcePoolKey, dict[CounterKey, Fraction | None]] = {}
         self.device_node: dict[DeviceKey, str] = {}
         self.claims: dict[str, frozenset[DeviceKey]] = {}
         self.allocated: Counter[DeviceKey] = Counter()
@@ -71,11 +81,20 @@ class DeviceIndex:
         for current in held:  # oldest first: the newest generation's node wins
             for device in current.devices:
                 self.device_node[device.key] = current.node
-        if held:
-            self.newest[pool] = held[-1].generation
-        else:
+        self.unusable.pop(pool, None)
+        self.counters.pop(pool, None)
+        if not held:
             self.newest.pop(pool, None)
             self.by_pool.pop(pool, None)
+            return
+        self.newest[pool] = held[-1].generation
+        current = [s for s in held if s.generation == held[-1].generation]
+        problem = pool_problem(current)
+        if problem:
+            self.unusable[pool] = problem
+        counters = {key: value for s in current for key, value in s.counters}
+        if counters:
+            self.counters[pool] = counters
 
     def _pool_nodes(self, pool: ResourcePoolKey) -> set[str]:
         return {self.slices[s].node for s in self.by_pool.get(pool, ())}
@@ -104,15 +123,48 @@ class DeviceIndex:
         return device in self.allocated
 
     def node_devices(self, node: str) -> tuple[list[Device], dict[CounterKey, Fraction | None]]:
-        """A node's devices and shared counters, from the newest generation of each pool."""
+        """A node's devices the allocator would consider, and their pools' shared counters:
+        its slices of the newest generation of each complete, valid resource pool."""
         devices: list[Device] = []
-        counters: dict[CounterKey, Fraction | None] = {}
+        pools: set[ResourcePoolKey] = set()
         for name in sorted(self.by_node.get(node, ())):
             current = self.slices[name]
-            if not current.node or current.generation < self.newest.get(
-                (current.driver, current.pool), 0
+            pool = (current.driver, current.pool)
+            if (
+                not current.node
+                or current.generation < self.newest.get(pool, 0)
+                or pool in self.unusable
             ):
                 continue
             devices.extend(current.devices)
-            counters.update(current.counters)
+            pools.add(pool)
+        counters: dict[CounterKey, Fraction | None] = {}
+        for pool in pools:
+            counters.update(self.counters.get(pool, {}))
         return devices, counters
+
+
+def pool_problem(current: list[Slice]) -> str:
+    """Why the allocator would skip a resource pool, given its newest generation's slices
+    ("" when it would not): incomplete, or invalid (a device name or counter set name
+    twice, a device consuming a counter no counter set of the pool declares)."""
+    if any(s.slice_count != len(current) for s in current):
+        stated = sorted({s.slice_count for s in current})
+        return f"incomplete: {len(current)} of {stated[-1]} slices seen"
+    names: set[str] = set()
+    sets: set[str] = set()
+    declared = {key for s in current for key, _ in s.counters}
+    for s in current:
+        for counter_set in s.counter_sets:
+            if counter_set in sets:
+                return f"invalid: counter set {counter_set} declared twice"
+            sets.add(counter_set)
+        for device in s.devices:
+            name = device.key[2]
+            if name in names:
+                return f"invalid: device {name} published twice"
+            names.add(name)
+            missing = next((key for key, _ in device.consumes if key not in declared), None)
+            if missing is not None:
+                return f"invalid: device {name} consumes {missing[2]}/{missing[3]}, not declared"
+    return ""

@@ -130,7 +130,13 @@ class Device:
 
 @dataclass(frozen=True, slots=True)
 class Slice:
-    """One ResourceSlice. `node` is empty for network-attached slices (out of scope)."""
+    """One ResourceSlice. `node` is empty for network-attached slices (out of scope) and
+    for slices that only publish counter sets (which serve every node of their pool).
+
+    `slice_count` is the pool's `resourceSliceCount` as this slice states it;
+    `counter_sets` names its `sharedCounters` entries in order (a repeated name
+    makes the pool invalid).
+    """
 
     name: str
     node: str
@@ -139,6 +145,8 @@ class Slice:
     generation: int
     devices: tuple[Device, ...] = ()
     counters: tuple[tuple[CounterKey, Fraction | None], ...] = ()
+    slice_count: int = 1
+    counter_sets: tuple[str, ...] = ()
 
 
 def slice_from(obj: Mapping) -> Slice:
@@ -175,6 +183,8 @@ def slice_from(obj: Mapping) -> Slice:
         generation=_int(pool.get("generation")),
         devices=tuple(devices),
         counters=counters,
+        slice_count=_int(pool.get("resourceSliceCount")),
+        counter_sets=tuple(_str(_map(s).get("name")) for s in _list(spec.get("sharedCounters"))),
     )
 
 
