@@ -78,9 +78,9 @@ class DeviceIndex:
         if old is not None:
             for device in old.devices:
                 self.device_node.pop(device.key, None)
-        for current in held:  # oldest first: the newest generation's node wins
-            for device in current.devices:
-                self.device_node[device.key] = current.node
+        for each in held:  # oldest first: the newest generation's node wins
+            for device in each.devices:
+                self.device_node[device.key] = each.node
         self.unusable.pop(pool, None)
         self.counters.pop(pool, None)
         if not held:
