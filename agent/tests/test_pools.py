@@ -58,6 +58,22 @@ def nics(node: str, count: int = 2) -> dict:
     )
 
 
+def tainted(effect: str) -> dict:
+    """n1's four GPUs, gpu-0 carrying one device taint of `effect`."""
+    taint = {"key": "gpu.nvidia.com/xid", "value": "79", "effect": effect}
+    return t.resource_slice(
+        "n1", [t.device("gpu-0", taints=[taint]), *(t.device(f"gpu-{i}") for i in range(1, 4))]
+    )
+
+
+def shared(claim: dict) -> dict:
+    """`claim` holding shares of its devices (consumable capacity: a shareID per result)."""
+    for i, result in enumerate(claim["status"]["allocation"]["devices"]["results"]):
+        result["shareID"] = f"00000000-0000-0000-0000-00000000000{i}"
+        result["consumedCapacity"] = {"memory": "10Gi"}
+    return claim
+
+
 def held(name: str, node: str, *devices: str, **kwargs) -> dict:
     return t.claim(name, [(node, d) for d in devices], **kwargs)
 
@@ -138,6 +154,46 @@ CASES = {
             gpus("n1"),
             held("m", "n1", *GPUS_4, admin_access=True),
             held("c", "n1", "gpu-1"),
+        ],
+        (1, {(3,): 1}, "True", "Observed"),
+    ),
+    "a device with a NoSchedule device taint is never free": (
+        [*CLASSES_ALL, POOL, t.node("n1"), tainted("NoSchedule")],
+        (1, {(3,): 1}, "True", "Observed"),
+    ),
+    "a device with a NoExecute device taint stays not free once its claim is gone": (
+        [
+            *CLASSES_ALL,
+            POOL,
+            t.node("n1"),
+            tainted("NoExecute"),
+            held("evicted", "n1", "gpu-0"),
+            deleted(held("evicted", "n1", "gpu-0")),
+        ],
+        (1, {(3,): 1}, "True", "Observed"),
+    ),
+    "a device taint of effect None leaves the device free": (
+        [*CLASSES_ALL, POOL, t.node("n1"), tainted("None")],
+        (1, {(4,): 1}, "True", "Observed"),
+    ),
+    "a device waiting on binding conditions is not counted free": (
+        [
+            *CLASSES_ALL,
+            POOL,
+            t.node("n1"),
+            t.resource_slice(
+                "n1", [t.device("gpu-0", binding_conditions=["attached"]), t.device("gpu-1")]
+            ),
+        ],
+        (1, {(1,): 1}, "True", "Observed"),
+    ),
+    "a device allowing multiple allocations is taken by one share of it": (
+        [
+            *CLASSES_ALL,
+            POOL,
+            t.node("n1"),
+            gpus("n1"),
+            shared(held("share", "n1", "gpu-0")),
         ],
         (1, {(3,): 1}, "True", "Observed"),
     ),

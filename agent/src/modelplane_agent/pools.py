@@ -173,7 +173,7 @@ def free_vector(
                     used[counter] = used.get(counter, Fraction(0)) + amount
     free = [0] * kind_count
     for device in devices:
-        if allocated(device.key):
+        if allocated(device.key) or not device.allocatable:
             continue
         if not _counters_allow(device, used, exhausted, counters):
             continue

@@ -123,9 +123,28 @@ def toleration_from(raw: Any) -> Toleration:
 
 @dataclass(frozen=True, slots=True)
 class Device:
+    """One device of a ResourceSlice.
+
+    `tainted`: it carries a NoSchedule or NoExecute device taint (effect None,
+    or any other, does not count: the allocator ignores it). `binding_conditions`:
+    its allocation waits on conditions a controller must report (KEP-5007).
+    """
+
     key: DeviceKey
     view: DeviceView  # what a CEL selector sees: driver, attributes, capacity
     consumes: tuple[tuple[CounterKey, Fraction | None], ...] = ()
+    tainted: bool = False
+    binding_conditions: bool = False
+
+    @property
+    def allocatable(self) -> bool:
+        """Whether a claim of modelplane's may get it at all, free or not.
+
+        A tainted device only goes to a request that tolerates the taint, and
+        modelplane's claims carry no device tolerations; a device with binding
+        conditions is left out, conservatively, since its binding may fail.
+        """
+        return not (self.tainted or self.binding_conditions)
 
 
 @dataclass(frozen=True, slots=True)
@@ -169,7 +188,19 @@ def slice_from(obj: Mapping) -> Slice:
                 "capacity": _map(raw.get("capacity")),
             }
         )
-        devices.append(Device((driver, pool_name, _str(raw.get("name"))), view, consumes))
+        tainted = any(
+            _map(taint).get("effect") in ("NoSchedule", "NoExecute")
+            for taint in _list(raw.get("taints"))
+        )
+        devices.append(
+            Device(
+                (driver, pool_name, _str(raw.get("name"))),
+                view,
+                consumes,
+                tainted=tainted,
+                binding_conditions=bool(_list(raw.get("bindingConditions"))),
+            )
+        )
     counters = tuple(
         ((driver, pool_name, _str(_map(s).get("name")), str(name)), _quantity(value))
         for s in _list(spec.get("sharedCounters"))

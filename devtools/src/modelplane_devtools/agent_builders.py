@@ -46,7 +46,12 @@ def node(
 
 
 def device(
-    name: str, type_: str = "gpu", *, consumes: Mapping[str, Mapping[str, str]] | None = None
+    name: str,
+    type_: str = "gpu",
+    *,
+    consumes: Mapping[str, Mapping[str, str]] | None = None,
+    taints: Sequence[Mapping] = (),
+    binding_conditions: Sequence[str] = (),
 ) -> dict:
     """A ResourceSlice device with a `type` attribute (and a uuid, unique like real GPUs)."""
     out: dict = {
@@ -54,6 +59,11 @@ def device(
         "attributes": {"type": {"string": type_}, "uuid": {"string": f"uuid-{name}"}},
         "capacity": {"memory": {"value": "80Gi"}},
     }
+    if taints:
+        out["taints"] = [dict(taint) for taint in taints]
+    if binding_conditions:
+        out["bindingConditions"] = list(binding_conditions)
+        out["bindingFailureConditions"] = ["failed"]
     if consumes:
         out["consumesCounters"] = [
             {"counterSet": counter_set, "counters": {k: {"value": v} for k, v in counters.items()}}
