@@ -455,25 +455,110 @@ PARTITIONS = [
     for i in range(4)
 ]
 PARTITIONED = t.resource_slice("n1", [WHOLE, *PARTITIONS], shared_counters=COUNTERS)
-BOTH_KINDS = t.pool_observation("a100", [GPU, MIG])
+GPU_ONLY = t.pool_observation("a100", [GPU])
+MIG_ONLY = t.pool_observation("a100", [MIG])
+ANY_PART = t.device_class("any-part.nvidia.com", "true")
+ANY = ("part", t.NVIDIA, "any-part.nvidia.com")
 
-PARTITION_CASES = {
-    "MIG-like partitions are their own kind, all free with the GPU": ([], (1, 4)),
-    "an allocated partition leaves the whole GPU not free": ([("n1", "gpu-0-mig-0")], (0, 3)),
-    "an allocated whole GPU leaves no partition free": ([("n1", "gpu-0")], (0, 0)),
-    "partitions are free while their counters last": (
-        [("n1", "gpu-0-mig-0"), ("n1", "gpu-0-mig-1"), ("n1", "gpu-0-mig-2")],
-        (0, 1),
+
+def a100_layout() -> dict:
+    """An A100's MIG placements as a partitionable driver publishes them: eight memory
+    slices and 98 multiprocessors; 1g at 0-6, 2g at 0/2/4, 3g at 0/4, 4g at 0, 7g at 0,
+    each consuming its memory slices and its share of multiprocessors (19 devices)."""
+    counters = {f"slice-{i}": "1" for i in range(8)} | {"multiprocessors": "98"}
+    profiles = [(1, 1, range(7)), (2, 2, (0, 2, 4)), (3, 4, (0, 4)), (4, 4, (0,)), (7, 8, (0,))]
+    devices = [
+        t.device(
+            f"mig-{g}g-{start}",
+            "mig",
+            consumes={
+                "gpu-0": {f"slice-{i}": "1" for i in range(start, start + width)}
+                | {"multiprocessors": str(14 * g)}
+            },
+        )
+        for g, width, starts in profiles
+        for start in starts
+    ]
+    return t.resource_slice("n1", devices, shared_counters={"gpu-0": counters})
+
+
+def halves(*sizes: str) -> dict:
+    """Partitions of one 40Gi counter, of the given sizes, named p0, p1, ..."""
+    devices = [
+        t.device(f"p{i}", "mig", consumes={"gpu-0-counters": {"memory": size}})
+        for i, size in enumerate(sizes)
+    ]
+    return t.resource_slice("n1", devices, shared_counters=COUNTERS)
+
+
+PARTITION_CASES = [
+    pytest.param(MIG_ONLY, PARTITIONED, [], (4,), id="MIG-like partitions all fit an idle GPU"),
+    pytest.param(
+        GPU_ONLY,
+        PARTITIONED,
+        [("n1", "gpu-0-mig-0")],
+        (0,),
+        id="an allocated partition leaves the whole GPU not free",
     ),
-}
+    pytest.param(
+        MIG_ONLY,
+        PARTITIONED,
+        [("n1", "gpu-0")],
+        (0,),
+        id="an allocated whole GPU leaves no partition free",
+    ),
+    pytest.param(
+        MIG_ONLY,
+        PARTITIONED,
+        [("n1", "gpu-0-mig-0"), ("n1", "gpu-0-mig-1"), ("n1", "gpu-0-mig-2")],
+        (1,),
+        id="partitions are free while their counters last",
+    ),
+    pytest.param(
+        t.pool_observation("a100", [ANY]),
+        halves("20Gi", "20Gi", "20Gi"),
+        [],
+        (2,),
+        id="overlapping placements count as many as fit together",
+    ),
+    pytest.param(
+        t.pool_observation("a100", [ANY]),
+        halves("40Gi", "20Gi", "20Gi"),
+        [],
+        (2,),
+        id="one class over the whole GPU and its halves counts the halves that fit together",
+    ),
+    pytest.param(
+        t.pool_observation("a100", [ANY]),
+        a100_layout(),
+        [],
+        (7,),
+        id="a generic MIG class over every A100 placement counts the seven that fit",
+    ),
+    pytest.param(
+        t.pool_observation("a100", [ANY]),
+        a100_layout(),
+        [("n1", "mig-3g-0")],
+        (3,),
+        id="the placements that fit beside an allocated one are counted together",
+    ),
+]
 
 
-@pytest.mark.parametrize(
-    ("allocated", "vector"), list(PARTITION_CASES.values()), ids=list(PARTITION_CASES)
-)
-def test_partitionable_devices(allocated, vector):
-    state = run([*CLASSES_ALL, BOTH_KINDS, t.node("n1"), PARTITIONED, t.claim("c", allocated)])
+@pytest.mark.parametrize(("pool", "slice_", "allocated", "vector"), PARTITION_CASES)
+def test_partitionable_devices(pool, slice_, allocated, vector):
+    state = run([*CLASSES_ALL, ANY_PART, pool, t.node("n1"), slice_, t.claim("c", allocated)])
     assert outcome(state)[1] == {vector: 1}
+
+
+def test_two_kinds_drawing_on_the_same_counters_refuse_the_pool():
+    state = run([*CLASSES_ALL, t.pool_observation("a100", [GPU, MIG]), t.node("n1"), PARTITIONED])
+    report = state.pool_report("a100")
+    assert outcome(state) == (1, None, "False", "KindsShareCounters")
+    assert report.condition.message == (
+        "device kinds gpu and mig draw on the same shared counter gpu-0-counters/memory "
+        "of resource pool n1: their free devices cannot be counted apart"
+    )
 
 
 def test_counter_sets_published_in_a_slice_of_their_own_serve_the_nodes_devices():
@@ -481,14 +566,14 @@ def test_counter_sets_published_in_a_slice_of_their_own_serve_the_nodes_devices(
     counters = t.resource_slice(
         None, [], pool="n1", slice_count=2, name="n1-counters", shared_counters=COUNTERS
     )
-    state = run([*CLASSES_ALL, BOTH_KINDS, t.node("n1"), devices, counters])
-    assert outcome(state)[1] == {(1, 4): 1}
+    state = run([*CLASSES_ALL, MIG_ONLY, t.node("n1"), devices, counters])
+    assert outcome(state)[1] == {(4,): 1}
 
 
 def test_a_partition_whose_counter_set_is_not_published_is_not_free():
     bare = t.resource_slice("n1", [WHOLE, *PARTITIONS])
-    state = run([*CLASSES_ALL, BOTH_KINDS, t.node("n1"), bare])
-    assert outcome(state)[1] == {(0, 0): 1}
+    state = run([*CLASSES_ALL, MIG_ONLY, t.node("n1"), bare])
+    assert outcome(state)[1] == {(0,): 1}
 
 
 # --------------------------------------------------------------------------- coarsening

@@ -13,10 +13,14 @@ Model (design/observation.md, "What the agent counts")
       CEL selector of the kind's DeviceClass is true for it (evaluated by the
       shared `modelplane_common.cel` matcher);
     - a device is FREE unless some ResourceClaim's `status.allocation` holds it
-      (whoever owns the claim) or, for a partitionable device, the shared
-      counters it consumes are already used up by allocated devices of the
-      same resource pool (a whole GPU allocated leaves none of its partitions
-      free, a partition allocated leaves the whole GPU not free).
+      (whoever owns the claim; `adminAccess` results hold nothing), it carries
+      a NoSchedule/NoExecute device taint or binding conditions
+      (`Device.allocatable`), or its resource pool is incomplete or invalid
+      (`devices.DeviceIndex` never lists such a pool's devices);
+    - partitionable devices (shared counters) of a kind count as the largest
+      set of its free ones that fit together in what allocated devices left
+      of the counters (`partitions`); two kinds drawing on one counter make
+      the pool unobservable (`KindsShareCounters`), never a double count.
 
     A node's FREE VECTOR counts its free devices per kind, in declared order;
     a device matching two kinds counts in both. Schedulable nodes are grouped
@@ -27,7 +31,7 @@ Invariants
     - at most `MAX_BUCKETS` buckets: beyond, the rarest vectors are rounded
       DOWN onto a bucket they dominate (`coarsen`), which only under-promises;
     - a pool that cannot be observed (a DeviceClass missing or with a bad
-      selector, an unreadable spec) is reported `Observing=False` with the
+      selector, an unreadable spec, kinds sharing counters) is reported `Observing=False` with the
       reason, and no histogram, so the scheduler falls back to whole-node
       accounting for it instead of trusting a guess.
 
@@ -51,6 +55,7 @@ from modelplane_common.cel.reads import Read, device_reads, project
 from modelplane_common.observation import MAX_BUCKETS, FreeVector, Histogram
 from modelplane_common.outcome import Condition
 
+from modelplane_agent.partitions import largest_fitting
 from modelplane_agent.snapshot import (
     CounterKey,
     Device,
@@ -65,6 +70,7 @@ OBSERVING = "Observing"
 CORDONED = "cordoned"
 NOT_READY = "NotReady"
 UNTOLERATED_TAINT = "untolerated taint"
+KINDS_SHARE_COUNTERS = "KindsShareCounters"
 
 
 @dataclass(frozen=True, slots=True)
@@ -153,6 +159,23 @@ def left_out(node: Node, tolerations: Sequence[Toleration]) -> str | None:
     return None
 
 
+class CountersShared(Exception):
+    """Devices of two declared kinds draw on one shared counter of a node: counted
+    each alone, the kinds would promise the same capacity twice."""
+
+    def __init__(self, first: int, second: int, counter: CounterKey) -> None:
+        super().__init__(first, second, counter)
+        self.first, self.second, self.counter = first, second, counter
+
+    def message(self, kind_names: Sequence[str]) -> str:
+        _, pool, counter_set, name = self.counter
+        return (
+            f"device kinds {kind_names[self.first]} and {kind_names[self.second]} draw on "
+            f"the same shared counter {counter_set}/{name} of resource pool {pool}: "
+            "their free devices cannot be counted apart"
+        )
+
+
 def free_vector(
     devices: Iterable[Device],
     kinds_of: Callable[[Device], Sequence[int]],
@@ -160,42 +183,60 @@ def free_vector(
     allocated: Callable[[DeviceKey], bool],
     counters: Mapping[CounterKey, Fraction | None],
 ) -> FreeVector:
-    """Free devices of one node per kind (indices from `kinds_of`, in declared order)."""
+    """Free devices of one node per kind (indices from `kinds_of`, in declared order).
+
+    A device consuming no counter counts when free; those that do count as the
+    largest set of the kind's free ones that fit together in what allocated
+    devices left of the counters (`partitions.largest_fitting`). Raises
+    CountersShared when two kinds' devices consume the same counter.
+    """
     devices = tuple(devices)
-    used: dict[CounterKey, Fraction] = {}
-    exhausted: set[CounterKey] = set()
-    for device in devices:
-        if allocated(device.key):
-            for counter, amount in device.consumes:
-                if amount is None:
-                    exhausted.add(counter)
-                else:
-                    used[counter] = used.get(counter, Fraction(0)) + amount
+    left = counters_left(devices, allocated, counters)
     free = [0] * kind_count
+    partitioned: list[list[Device]] = [[] for _ in range(kind_count)]
+    drawn: dict[CounterKey, int] = {}
     for device in devices:
-        if allocated(device.key) or not device.allocatable:
+        taken = allocated(device.key) or not device.allocatable
+        if not device.consumes:
+            if not taken:
+                for index in kinds_of(device):
+                    free[index] += 1
             continue
-        if not _counters_allow(device, used, exhausted, counters):
-            continue
-        for index in kinds_of(device):
-            free[index] += 1
+        kinds = kinds_of(device)
+        _draw(device, kinds, drawn)
+        if not taken and all(a is not None and k in left for k, a in device.consumes):
+            for index in kinds:
+                partitioned[index].append(device)
+    for index, candidates in enumerate(partitioned):
+        if candidates:
+            free[index] += largest_fitting(candidates, left)
     return tuple(free)
 
 
-def _counters_allow(
-    device: Device,
-    used: Mapping[CounterKey, Fraction],
-    exhausted: set[CounterKey],
+def _draw(device: Device, kinds: Sequence[int], drawn: dict[CounterKey, int]) -> None:
+    """Record which kind draws on each counter `device` consumes; refuse a second kind."""
+    for counter, _ in device.consumes:
+        for index in kinds:
+            owner = drawn.setdefault(counter, index)
+            if owner != index:
+                raise CountersShared(min(owner, index), max(owner, index), counter)
+
+
+def counters_left(
+    devices: Sequence[Device],
+    allocated: Callable[[DeviceKey], bool],
     counters: Mapping[CounterKey, Fraction | None],
-) -> bool:
-    # An unpublished or unreadable counter is treated as used up: under-promise.
-    for counter, amount in device.consumes:
-        capacity = counters.get(counter)
-        if amount is None or capacity is None or counter in exhausted:
-            return False
-        if used.get(counter, Fraction(0)) + amount > capacity:
-            return False
-    return True
+) -> dict[CounterKey, Fraction]:
+    """Each readable counter less what allocated devices consume of it (an unreadable
+    amount consumed uses the counter up; an unreadable counter is not listed, so no
+    device consuming it is ever free: under-promise)."""
+    left = {key: value for key, value in counters.items() if value is not None}
+    for device in devices:
+        if device.consumes and allocated(device.key):
+            for counter, amount in device.consumes:
+                if counter in left:
+                    left[counter] = Fraction(0) if amount is None else left[counter] - amount
+    return left
 
 
 def coarsen(histogram: Histogram, max_buckets: int = MAX_BUCKETS) -> Histogram:
@@ -323,6 +364,13 @@ def report_from_tally(observed: int, tally: Tally, max_buckets: int = MAX_BUCKET
     return PoolReport(observed, histogram, condition)
 
 
+def counters_shared(observed: int, error: CountersShared, kind_names: Sequence[str]) -> PoolReport:
+    """Two kinds drawing on one counter make the pool unobservable: the fleet then
+    counts it whole-node rather than trust either kind's count."""
+    why = Unobservable(KINDS_SHARE_COUNTERS, error.message(kind_names))
+    return unobservable_report(observed, why)
+
+
 def selector_failed(observed: int, error: SelectorError) -> PoolReport:
     """A DeviceClass selector failing with a type error on some device makes the pool
     unobservable, as it makes the DRA allocator fail the claim."""
@@ -346,6 +394,8 @@ def observe_pool(
             tally.add(contribution(node, spec.tolerations, free_of))
     except SelectorError as error:
         return selector_failed(len(members), error)
+    except CountersShared as error:
+        return counters_shared(len(members), error, spec.kind_names)
     return report_from_tally(len(members), tally, max_buckets)
 
 

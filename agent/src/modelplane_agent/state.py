@@ -38,11 +38,13 @@ from modelplane_common.observation import FreeVector
 from modelplane_agent.devices import DeviceIndex
 from modelplane_agent.pools import (
     Contribution,
+    CountersShared,
     KindRule,
     PoolReport,
     Tally,
     Unobservable,
     contribution,
+    counters_shared,
     kind_rules,
     report_from_tally,
     selector_failed,
@@ -396,6 +398,8 @@ class ClusterState:
                 stale.discard(name)
         except SelectorError as error:
             return selector_failed(observed, error)
+        except CountersShared as error:
+            return counters_shared(observed, error, self.pools[pool].kind_names)
         return report_from_tally(observed, tally)
 
     def invalidate_reports(self, matches: bool = False) -> None:
