@@ -21,6 +21,9 @@ Invariants
     - `counters[p]` holds the shared counters of every slice of pool `p`'s
       newest generation, node-local or not (v1.35 publishes counter sets in
       slices of their own).
+    - `allocated_claims` holds the key (namespace/name) of every claim with an
+      allocation, whether or not it takes a device (adminAccess results take
+      none); `claims` only those that take some.
     - `allocated[d]` counts the claims whose allocation holds `d` (never 0:
       a device no claim holds is absent). Claims are indexed whether or not
       their devices' slices have been seen.
@@ -46,6 +49,7 @@ class DeviceIndex:
         self.counters: dict[ResourcePoolKey, dict[CounterKey, Fraction | None]] = {}
         self.device_node: dict[DeviceKey, str] = {}
         self.claims: dict[str, frozenset[DeviceKey]] = {}
+        self.allocated_claims: set[str] = set()
         self.allocated: Counter[DeviceKey] = Counter()
 
     # ------------------------------------------------------------------ updates
@@ -99,9 +103,13 @@ class DeviceIndex:
     def _pool_nodes(self, pool: ResourcePoolKey) -> set[str]:
         return {self.slices[s].node for s in self.by_pool.get(pool, ())}
 
-    def put_claim(self, key: str, devices: frozenset[DeviceKey]) -> set[str]:
-        """Store the devices a claim holds (none: deallocated or deleted); return the
-        nodes of the devices that changed hands."""
+    def put_claim(self, key: str, devices: frozenset[DeviceKey], allocated: bool) -> set[str]:
+        """Store whether a claim is allocated and the devices it takes (none: deallocated
+        or deleted); return the nodes of the devices that changed hands."""
+        if allocated:
+            self.allocated_claims.add(key)
+        else:
+            self.allocated_claims.discard(key)
         old = self.claims.get(key, frozenset())
         if old == devices:
             return set()

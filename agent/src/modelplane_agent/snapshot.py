@@ -233,6 +233,11 @@ def allocated_devices(claim: Mapping) -> frozenset[DeviceKey]:
     )
 
 
+def is_allocated(claim: Mapping) -> bool:
+    """Whether a ResourceClaim has an allocation (even one that takes no device)."""
+    return isinstance(_map(claim.get("status")).get("allocation"), Mapping)
+
+
 @dataclass(frozen=True, slots=True)
 class DeviceClass:
     name: str
@@ -314,12 +319,48 @@ def pool_spec_from(obj: Mapping) -> PoolSpec:
 
 @dataclass(frozen=True, slots=True)
 class Pod:
+    """A pod. `claims` names the ResourceClaims (in its namespace) it references;
+    `claims_unresolved` names the `spec.resourceClaims` entries made from a template
+    whose claim the pod's status does not name yet."""
+
     namespace: str
     name: str
     labels: Mapping[str, str]
     node_name: str
     terminal: bool  # Succeeded or Failed: will never run again
     unschedulable: str = ""  # the scheduler's message while PodScheduled=False/Unschedulable
+    claims: tuple[str, ...] = ()
+    claims_unresolved: tuple[str, ...] = ()
+
+
+def pod_claims(spec: Mapping, status: Mapping) -> tuple[tuple[str, ...], tuple[str, ...]]:
+    """(claim names, unresolved entries) of a pod.
+
+    An entry naming `resourceClaimName` is that claim; one naming a template is
+    the claim `status.resourceClaimStatuses` gives for it (an entry there without
+    a claim name means none was needed), unresolved until the status has it. The
+    claim of extended resources (`status.extendedResourceClaimStatus`) counts too.
+    """
+    resolved = {
+        _str(_map(entry).get("name")): _map(entry).get("resourceClaimName")
+        for entry in _list(status.get("resourceClaimStatuses"))
+    }
+    claims: list[str] = []
+    unresolved: list[str] = []
+    for entry in _list(spec.get("resourceClaims")):
+        entry = _map(entry)
+        name = _str(entry.get("name"))
+        direct = _str(entry.get("resourceClaimName"))
+        if direct:
+            claims.append(direct)
+        elif name not in resolved:
+            unresolved.append(name)
+        elif _str(resolved[name]):
+            claims.append(_str(resolved[name]))
+    extended = _str(_map(status.get("extendedResourceClaimStatus")).get("resourceClaimName"))
+    if extended:
+        claims.append(extended)
+    return tuple(claims), tuple(unresolved)
 
 
 def pod_from(obj: Mapping) -> Pod:
@@ -333,6 +374,7 @@ def pod_from(obj: Mapping) -> Pod:
             and condition.get("reason") == "Unschedulable"
         ):
             unschedulable = _str(condition.get("message")) or "the pod is unschedulable"
+    claims, unresolved = pod_claims(spec, status)
     return Pod(
         namespace=namespace_of(obj),
         name=name_of(obj),
@@ -340,6 +382,8 @@ def pod_from(obj: Mapping) -> Pod:
         node_name=_str(spec.get("nodeName")),
         terminal=status.get("phase") in ("Succeeded", "Failed"),
         unschedulable=unschedulable,
+        claims=claims,
+        claims_unresolved=unresolved,
     )
 
 

@@ -63,6 +63,7 @@ from modelplane_agent.snapshot import (
     Slice,
     allocated_devices,
     device_class_from,
+    is_allocated,
     name_of,
     namespace_of,
     node_from,
@@ -121,6 +122,7 @@ class ClusterState:
         self.replica_status: dict[ReplicaKey, Mapping] = {}
         self.replica_index: dict[tuple[str, str, str], set[ReplicaKey]] = {}
         self.replica_pods: dict[ReplicaKey, set[str]] = {}
+        self.claim_pods: dict[str, set[str]] = {}  # namespace/claim -> pods referencing it
         self.uids: dict[tuple[str, str, str], str] = {}  # (kind, namespace, name) -> uid
 
     # ------------------------------------------------------------------ events
@@ -134,7 +136,9 @@ class ClusterState:
             return self._slice(name_of(obj), None if deleted else slice_from(obj))
         if kind == CLAIMS:
             key = f"{namespace_of(obj)}/{name_of(obj)}"
-            return self._claim(key, frozenset() if deleted else allocated_devices(obj))
+            if deleted:
+                return self._claim(key, frozenset(), False)
+            return self._claim(key, allocated_devices(obj), is_allocated(obj))
         if kind == CLASSES:
             return self._class(name_of(obj), None if deleted else device_class_from(obj))
         if kind == POOLS:
@@ -173,7 +177,8 @@ class ClusterState:
         if kind == SLICES:
             return set(self.devices.slices)
         if kind == CLAIMS:
-            return {tuple(k.split("/", 1)) for k in self.devices.claims}
+            keys = self.devices.claims.keys() | self.devices.allocated_claims
+            return {tuple(k.split("/", 1)) for k in keys}
         if kind == CLASSES:
             return set(self.classes)
         if kind == POOLS:
@@ -240,8 +245,30 @@ class ClusterState:
     def _slice(self, name: str, new: Slice | None) -> Touched:
         return self._invalidate(self.devices.put_slice(name, new))
 
-    def _claim(self, key: str, devices: frozenset[DeviceKey]) -> Touched:
-        return self._invalidate(self.devices.put_claim(key, devices))
+    def _claim(self, key: str, devices: frozenset[DeviceKey], allocated: bool) -> Touched:
+        was = key in self.devices.allocated_claims
+        touched = self._invalidate(self.devices.put_claim(key, devices, allocated))
+        if was != allocated:
+            touched.replicas |= self._replicas_of_claim(key)
+        return touched
+
+    def _unreference(self, claim: str, pod: str) -> None:
+        pods = self.claim_pods.get(claim)
+        if pods is not None:
+            pods.discard(pod)
+            if not pods:
+                del self.claim_pods[claim]
+
+    def _replicas_of_claim(self, key: str) -> set[ReplicaKey]:
+        """The replicas selecting a pod that references the claim `key`."""
+        namespace = key.split("/", 1)[0]
+        pods = self.pods.get(namespace, {})
+        found: set[ReplicaKey] = set()
+        for name in self.claim_pods.get(key, ()):
+            for replica in self._candidates(namespace, pods.get(name)):
+                if name in self.replica_pods.get(replica, ()):
+                    found.add(replica)
+        return found
 
     def _invalidate(self, nodes: Iterable[str]) -> Touched:
         touched = Touched()
@@ -312,6 +339,10 @@ class ClusterState:
             in_namespace.pop(name, None)
         else:
             in_namespace[name] = pod
+        for claim in () if old is None else old.claims:
+            self._unreference(f"{namespace}/{claim}", name)
+        for claim in () if pod is None else pod.claims:
+            self.claim_pods.setdefault(f"{namespace}/{claim}", set()).add(name)
         touched = Touched()
         for key in self._candidates(namespace, old) | self._candidates(namespace, pod):
             selector = self.replicas[key].match_labels
@@ -417,7 +448,12 @@ class ClusterState:
     def replica_report(self, key: ReplicaKey) -> ReplicaReport:
         pods = self.pods.get(key[0], {})
         names = self.replica_pods.get(key, set())
-        return observe_replica(self.replicas[key], (pods[n] for n in names if n in pods))
+        return observe_replica(
+            self.replicas[key], (pods[n] for n in names if n in pods), self._claim_allocated
+        )
+
+    def _claim_allocated(self, namespace: str, name: str) -> bool:
+        return f"{namespace}/{name}" in self.devices.allocated_claims
 
     def pools_of_replica(self, key: ReplicaKey) -> set[str]:
         """The pools of the nodes the replica's pods are bound to."""

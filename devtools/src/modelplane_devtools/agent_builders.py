@@ -183,7 +183,12 @@ def pod(
     node_name: str | None = None,
     unschedulable: str | None = None,
     phase: str = "Pending",
+    claims: Sequence[str] = (),
+    template_claims: Mapping[str, str | None] | None = None,
 ) -> dict:
+    """A pod. `claims` are ResourceClaims it names directly; `template_claims` maps
+    each entry made from a template to the claim its status names for it (None: the
+    status does not list it yet)."""
     conditions = []
     if unschedulable is not None:
         conditions.append(
@@ -194,6 +199,23 @@ def pod(
                 "message": unschedulable,
             }
         )
+    entries = [{"name": f"claim-{i}", "resourceClaimName": c} for i, c in enumerate(claims)]
+    entries += [
+        {"name": entry, "resourceClaimTemplateName": f"{entry}-template"}
+        for entry in template_claims or {}
+    ]
+    spec: dict = {"nodeName": node_name} if node_name else {}
+    if entries:
+        spec["resourceClaims"] = entries
+    status: dict = {"phase": "Running" if node_name and phase == "Pending" else phase}
+    status["conditions"] = conditions
+    resolved = [
+        {"name": entry, "resourceClaimName": claim}
+        for entry, claim in (template_claims or {}).items()
+        if claim is not None
+    ]
+    if resolved:
+        status["resourceClaimStatuses"] = resolved
     return {
         "apiVersion": "v1",
         "kind": "Pod",
@@ -202,9 +224,8 @@ def pod(
             "namespace": namespace,
             "labels": {labels.REPLICA: replica, labels.REPLICA_NAMESPACE: namespace},
         },
-        "spec": {"nodeName": node_name} if node_name else {},
-        "status": {"phase": "Running" if node_name and phase == "Pending" else phase}
-        | {"conditions": conditions},
+        "spec": spec,
+        "status": status,
     }
 
 
