@@ -9,6 +9,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 from modelplane_agent.pools import coarsen
+from modelplane_agent.snapshot import Resources, pod_requests
 from modelplane_agent.state import (
     CLAIMS,
     CLASSES,
@@ -442,6 +443,161 @@ CASES = {
 @pytest.mark.parametrize(("steps", "expected"), list(CASES.values()), ids=list(CASES))
 def test_pool_report(steps, expected):
     assert outcome(run(steps)) == expected
+
+
+# --------------------------------------------------------------------------- non-device capacity
+
+SMALLEST_8_CPU = t.pool_observation("a100", [GPU], min_pod_requests={"cpu": "8", "memory": "64Gi"})
+
+
+def bound(name: str, node: str = "n1", **requests: str) -> dict:
+    return t.pod(name, replica="other", namespace="batch", node_name=node, requests=requests)
+
+
+ROOMY = {"cpu": "64", "memory": "512Gi", "pods": "110"}
+CAPACITY_CASES = [
+    pytest.param(
+        [POOL, t.node("n1", allocatable=ROOMY | {"pods": "2"}), bound("a"), bound("b")],
+        (1, {(0,): 1}, "1/1 nodes schedulable; 1 without room for a pod: 1 pods"),
+        id="a node whose pod slots are all taken has no free devices",
+    ),
+    pytest.param(
+        [POOL, t.node("n1", allocatable=ROOMY | {"pods": "2"}), bound("a")],
+        (1, {(4,): 1}, "1/1 nodes schedulable"),
+        id="a node with one pod slot left keeps its devices free",
+    ),
+    pytest.param(
+        [POOL, t.node("n1", allocatable=ROOMY | {"cpu": "4"}), bound("a", cpu="4")],
+        (1, {(4,): 1}, "1/1 nodes schedulable"),
+        id="without a declared pod shape, cpu used up leaves the devices free",
+    ),
+    pytest.param(
+        [SMALLEST_8_CPU, t.node("n1"), bound("a", cpu="50"), bound("b", cpu="6500m")],
+        (1, {(0,): 1}, "1/1 nodes schedulable; 1 without room for a pod: 1 cpu"),
+        id="a node whose cpu other pods use up has no free devices for the smallest pod",
+    ),
+    pytest.param(
+        [SMALLEST_8_CPU, t.node("n1"), bound("a", cpu="56")],
+        (1, {(4,): 1}, "1/1 nodes schedulable"),
+        id="the smallest pod fitting exactly leaves the devices free",
+    ),
+    pytest.param(
+        [SMALLEST_8_CPU, t.node("n1"), bound("a", memory="480Gi")],
+        (1, {(0,): 1}, "1/1 nodes schedulable; 1 without room for a pod: 1 memory"),
+        id="a node whose memory other pods use up has no free devices for the smallest pod",
+    ),
+    pytest.param(
+        [SMALLEST_8_CPU, t.node("n1"), bound("a", cpu="60"), deleted(bound("a", cpu="60"))],
+        (1, {(4,): 1}, "1/1 nodes schedulable"),
+        id="a deleted pod gives its requests back",
+    ),
+    pytest.param(
+        [
+            SMALLEST_8_CPU,
+            t.node("n1"),
+            t.pod(
+                "done", namespace="batch", node_name="n1", phase="Succeeded", requests={"cpu": "60"}
+            ),
+        ],
+        (1, {(4,): 1}, "1/1 nodes schedulable"),
+        id="a finished pod takes nothing of its node",
+    ),
+    pytest.param(
+        [SMALLEST_8_CPU, t.node("n1"), bound("a", cpu="60", node="n2")],
+        (1, {(4,): 1}, "1/1 nodes schedulable"),
+        id="a pod bound to another node takes nothing of this one",
+    ),
+    pytest.param(
+        [POOL, t.node("n1", allocatable={})],
+        (1, {(0,): 1}, "1/1 nodes schedulable; 1 without room for a pod: 1 pods"),
+        id="a node that has not reported its allocatable has room for no pod",
+    ),
+    pytest.param(
+        [
+            SMALLEST_8_CPU,
+            t.node("n1"),
+            t.node("n2"),
+            gpus("n2"),
+            bound("a", cpu="60"),
+            modified(t.node("n1", allocatable=ROOMY | {"cpu": "96"})),
+        ],
+        (2, {(4,): 2}, "2/2 nodes schedulable"),
+        id="a node whose allocatable grows gets room again",
+    ),
+]
+
+
+@pytest.mark.parametrize(("steps", "expected"), CAPACITY_CASES)
+def test_non_device_capacity(steps, expected):
+    state = run([*CLASSES_ALL, gpus("n1"), *steps])
+    report = state.pool_report("a100")
+    buckets = None if report.histogram is None else dict(report.histogram.buckets)
+    assert (report.observed_nodes, buckets, report.condition.message) == expected
+
+
+@pytest.mark.parametrize(
+    ("requests", "message"),
+    [
+        pytest.param(
+            {"cpu": "lots"},
+            "spec.minPodRequests.cpu must be a Kubernetes quantity, got 'lots'",
+            id="an unreadable cpu quantity is an invalid spec naming it",
+        ),
+        pytest.param(
+            "8 cpus",
+            "spec.minPodRequests must be a map, got '8 cpus'",
+            id="minPodRequests that is not a map is an invalid spec",
+        ),
+    ],
+)
+def test_an_unreadable_pod_shape_makes_the_pool_unobservable(requests, message):
+    pool = t.pool_observation("a100", [GPU], min_pod_requests={})
+    pool["spec"]["minPodRequests"] = requests
+    report = run([*CLASSES_ALL, pool, t.node("n1"), gpus("n1")]).pool_report("a100")
+    assert (report.condition.reason, report.condition.message) == ("InvalidSpec", message)
+
+
+def container(cpu: str, memory: str = "1Gi", **extra) -> dict:
+    return {"name": "c", "resources": {"requests": {"cpu": cpu, "memory": memory}}, **extra}
+
+
+GI = 1024**3
+POD_REQUEST_CASES = [
+    pytest.param(
+        {"containers": [container("1"), container("500m")]}, (1500, 2 * GI), id="containers add up"
+    ),
+    pytest.param(
+        {"containers": [container("1")], "initContainers": [container("4", "8Gi")]},
+        (4000, 8 * GI),
+        id="a larger init container raises the request to its own",
+    ),
+    pytest.param(
+        {
+            "containers": [container("1")],
+            "initContainers": [container("2", restartPolicy="Always"), container("3")],
+        },
+        (5000, 2 * GI),
+        id="a sidecar runs beside the containers and the init containers after it",
+    ),
+    pytest.param(
+        {"containers": [container("1")], "resources": {"requests": {"cpu": "6"}}},
+        (6000, GI),
+        id="pod-level requests replace the containers' sum for what they set",
+    ),
+    pytest.param(
+        {"containers": [container("1")], "overhead": {"cpu": "250m", "memory": "1Gi"}},
+        (1250, 2 * GI),
+        id="the pod overhead is added",
+    ),
+    pytest.param(
+        {"containers": [{"name": "c"}]}, (0, 0), id="a container without requests asks nothing"
+    ),
+]
+
+
+@pytest.mark.parametrize(("spec", "expected"), POD_REQUEST_CASES)
+def test_pod_requests(spec, expected):
+    assert pod_requests(spec) == Resources(*expected, pods=1)
 
 
 # --------------------------------------------------------------------------- partitions

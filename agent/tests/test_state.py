@@ -23,7 +23,7 @@ from modelplane_devtools import agent_builders as t
 NOW = datetime(2026, 12, 1, 12, 0, tzinfo=UTC)
 GPU_CLASS = t.device_class("gpu", 'device.attributes["gpu.nvidia.com"].type == "gpu"')
 POOLS_OBJS = [
-    t.pool_observation("a100", [("gpu", t.NVIDIA, "gpu")]),
+    t.pool_observation("a100", [("gpu", t.NVIDIA, "gpu")], min_pod_requests={"cpu": "8"}),
     t.pool_observation("h100", [("gpu", t.NVIDIA, "gpu")]),
 ]
 
@@ -49,6 +49,7 @@ def random_node(rng: random.Random, name: str) -> dict:
         ready=rng.choice([True, True, False, None]),
         cordoned=rng.random() < 0.2,
         taints=[{"key": "k", "effect": "NoSchedule"}] if rng.random() < 0.2 else [],
+        allocatable={"cpu": rng.choice(["4", "16"]), "memory": "64Gi", "pods": "3"},
     )
 
 
@@ -62,8 +63,10 @@ def random_pod(rng: random.Random, name: str) -> dict:
     return t.pod(
         name,
         replica=rng.choice(["r", "s"]),
-        node_name=rng.choice([None, "n1"]),
+        node_name=rng.choice([None, "n1", "n2"]),
         unschedulable=rng.choice([None, "no room"]),
+        requests={"cpu": rng.choice(["1", "6"])},
+        phase=rng.choice(["Pending", "Pending", "Succeeded"]),
     )
 
 
@@ -82,6 +85,7 @@ def reports(state: ClusterState):
             state.rules[pool],
             [state.nodes[n] for n in sorted(state.members.get(pool, ()))],
             lambda node, pool=pool: state._free(pool, node.name),
+            lambda node, pool=pool: state._room(pool, node.name),
         )
         assert state.pool_report(pool) == afresh
     return (
@@ -138,6 +142,21 @@ def test_an_event_that_changes_nothing_the_rules_read_touches_nothing():
     heartbeat = {**node, "status": {**node["status"], "images": ["x"]}}
     heartbeat["metadata"] = {**node["metadata"], "resourceVersion": "42"}
     assert not state.apply(NODES, "MODIFIED", heartbeat)
+
+
+def test_a_pod_bound_to_a_node_with_room_left_touches_no_pool():
+    state = build([*FIXED, (NODES, t.node("n1", "a100")), (SLICES, t.resource_slice("n1", []))])
+    state.pool_report("a100")
+    touched = state.apply(PODS, "ADDED", t.pod("p", replica="x", node_name="n1"))
+    assert not touched.pools
+
+
+def test_a_pod_taking_the_last_room_of_its_node_touches_its_pool():
+    state = build([*FIXED, (NODES, t.node("n1", "a100")), (SLICES, t.resource_slice("n1", []))])
+    touched = state.apply(
+        PODS, "ADDED", t.pod("p", replica="x", node_name="n1", requests={"cpu": "60"})
+    )
+    assert touched.pools == {"a100"}
 
 
 def test_a_claim_event_touches_only_the_pool_of_its_node():

@@ -63,6 +63,7 @@ from modelplane_agent.snapshot import (
     DeviceKey,
     Node,
     PoolSpec,
+    Resources,
     Toleration,
 )
 
@@ -318,16 +319,50 @@ class PoolReport:
     condition: Condition
 
 
-# What one node of a pool adds to its report: its free vector when schedulable, else why not.
-Contribution = FreeVector | str
+@dataclass(frozen=True, slots=True)
+class NoRoom:
+    """A schedulable node where the pool's smallest pod would not fit: it counts with
+    no free devices (`kinds` zeros), for want of `resource`."""
+
+    resource: str
+    kinds: int
+
+    @property
+    def vector(self) -> FreeVector:
+        return (0,) * self.kinds
+
+
+# What one node of a pool adds to its report: its free vector when schedulable and a
+# pod fits, NoRoom when none does, else why it is left out.
+Contribution = FreeVector | str | NoRoom
+
+
+def lacking(shape: Resources, allocatable: Resources, used: Resources) -> str | None:
+    """What a node lacks for a pod of `shape`, given the requests `used` of the pods bound
+    to it, as NodeResourcesFit judges it: a pod slot always, cpu and memory only when the
+    shape asks for them; None when the pod fits."""
+    if used.pods + shape.pods > allocatable.pods:
+        return "pods"
+    if shape.cpu and used.cpu + shape.cpu > allocatable.cpu:
+        return "cpu"
+    if shape.memory and used.memory + shape.memory > allocatable.memory:
+        return "memory"
+    return None
 
 
 def contribution(
-    node: Node, tolerations: Sequence[Toleration], free_of: Callable[[Node], FreeVector]
+    node: Node,
+    tolerations: Sequence[Toleration],
+    free_of: Callable[[Node], FreeVector],
+    lacking_of: Callable[[Node], NoRoom | None] = lambda _: None,
 ) -> Contribution:
-    """One node's part of the report; `free_of` is only asked about schedulable nodes."""
+    """One node's part of the report; `free_of` is only asked about schedulable nodes
+    with room for a pod."""
     reason = left_out(node, tolerations)
-    return reason if reason is not None else free_of(node)
+    if reason is not None:
+        return reason
+    no_room = lacking_of(node)
+    return no_room if no_room is not None else free_of(node)
 
 
 @dataclass
@@ -336,12 +371,22 @@ class Tally:
 
     vectors: Counter[FreeVector] = field(default_factory=Counter)
     reasons: Counter[str] = field(default_factory=Counter)
+    no_room: Counter[str] = field(default_factory=Counter)
 
     def add(self, part: Contribution, sign: int = 1) -> None:
-        counter: Counter = self.reasons if isinstance(part, str) else self.vectors
-        counter[part] += sign
-        if counter[part] <= 0:
-            del counter[part]
+        if isinstance(part, NoRoom):
+            _count(self.no_room, part.resource, sign)
+            _count(self.vectors, part.vector, sign)
+        elif isinstance(part, str):
+            _count(self.reasons, part, sign)
+        else:
+            _count(self.vectors, part, sign)
+
+
+def _count(counter: Counter, key: object, sign: int) -> None:
+    counter[key] += sign
+    if counter[key] <= 0:
+        del counter[key]
 
 
 def unobservable_report(observed: int, why: Unobservable) -> PoolReport:
@@ -352,7 +397,7 @@ def report_from_tally(observed: int, tally: Tally, max_buckets: int = MAX_BUCKET
     """The report of an observable pool of `observed` nodes, from its tally."""
     exact = Histogram.of(tally.vectors.items())
     histogram = coarsen(exact, max_buckets)
-    message = _explain(observed, tally.reasons)
+    message = _explain(observed, tally.reasons, tally.no_room)
     if histogram is not exact:
         message += (
             f"; {len(exact.buckets)} distinct free vectors exceed the bound of {max_buckets}: "
@@ -382,6 +427,7 @@ def observe_pool(
     rules: tuple[KindRule, ...] | Unobservable,
     members: Iterable[Node],
     free_of: Callable[[Node], FreeVector],
+    lacking_of: Callable[[Node], NoRoom | None] = lambda _: None,
     max_buckets: int = MAX_BUCKETS,
 ) -> PoolReport:
     """The report on one pool, given the nodes its selector matches, computed afresh."""
@@ -391,7 +437,7 @@ def observe_pool(
     tally = Tally()
     try:
         for node in members:
-            tally.add(contribution(node, spec.tolerations, free_of))
+            tally.add(contribution(node, spec.tolerations, free_of, lacking_of))
     except SelectorError as error:
         return selector_failed(len(members), error)
     except CountersShared as error:
@@ -399,11 +445,17 @@ def observe_pool(
     return report_from_tally(len(members), tally, max_buckets)
 
 
-def _explain(observed: int, reasons: Counter[str]) -> str:
+def _explain(observed: int, reasons: Counter[str], no_room: Counter[str]) -> str:
     """One line, kube-scheduler style: counted per cause, most frequent first."""
     schedulable = observed - sum(reasons.values())
     text = f"{schedulable}/{observed} nodes schedulable"
     if reasons:
-        causes = sorted(reasons.items(), key=lambda item: (-item[1], item[0]))
-        text += ": " + ", ".join(f"{n} {cause}" for cause, n in causes)
+        text += ": " + _causes(reasons)
+    if no_room:
+        text += f"; {sum(no_room.values())} without room for a pod: " + _causes(no_room)
     return text
+
+
+def _causes(counts: Counter[str]) -> str:
+    ordered = sorted(counts.items(), key=lambda item: (-item[1], item[0]))
+    return ", ".join(f"{n} {cause}" for cause, n in ordered)

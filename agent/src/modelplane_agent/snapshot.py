@@ -14,9 +14,11 @@ PoolObservations and ReplicaObservations.
 
 from __future__ import annotations
 
+import math
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from fractions import Fraction
+from functools import lru_cache
 from typing import Any
 
 from modelplane_common.cel.devices import DeviceView, device_view
@@ -64,6 +66,47 @@ def _quantity(raw: Any) -> Fraction | None:
         return None
 
 
+@dataclass(frozen=True, slots=True)
+class Resources:
+    """Non-device capacity as kube-scheduler's NodeResourcesFit counts it: cpu in
+    millicores, memory in bytes (both rounded up, as `MilliValue`/`Value` do), pods."""
+
+    cpu: int = 0
+    memory: int = 0
+    pods: int = 0
+
+    def plus(self, other: Resources, sign: int = 1) -> Resources:
+        return Resources(
+            self.cpu + sign * other.cpu,
+            self.memory + sign * other.memory,
+            self.pods + sign * other.pods,
+        )
+
+
+@lru_cache(maxsize=4096)
+def _scaled(text: str, scale: int) -> int | None:
+    try:
+        return math.ceil(Quantity.parse(text).value * scale)
+    except CelValueError:
+        return None
+
+
+def amount(raw: Any, scale: int = 1) -> int | None:
+    """A quantity (a string, or a number) times `scale`, rounded up; None if unreadable."""
+    if isinstance(raw, bool) or not isinstance(raw, int | float | str):
+        return None
+    if isinstance(raw, float) and raw.is_integer():
+        raw = int(raw)
+    return _scaled(str(raw), scale)
+
+
+def resources_from(raw: Any, pods: int | None = None) -> Resources:
+    """cpu, memory (and pods, unless given) of a resource list; unreadable or absent: 0."""
+    raw = _map(raw)
+    count = pods if pods is not None else amount(raw.get("pods")) or 0
+    return Resources(amount(raw.get("cpu"), 1000) or 0, amount(raw.get("memory")) or 0, count)
+
+
 def name_of(obj: Mapping) -> str:
     return _str(_map(obj.get("metadata")).get("name"))
 
@@ -82,11 +125,15 @@ def selects(match_labels: Mapping[str, str], labels: Mapping[str, str]) -> bool:
 
 @dataclass(frozen=True, slots=True)
 class Node:
+    """A node; `allocatable` is its `status.allocatable` (absent: none, so nothing fits,
+    as kube-scheduler sees a node that has not reported it)."""
+
     name: str
     labels: Mapping[str, str]
     unschedulable: bool
     ready: bool
     taints: tuple[Taint, ...] = ()
+    allocatable: Resources = Resources()
 
 
 def node_from(obj: Mapping) -> Node:
@@ -105,6 +152,7 @@ def node_from(obj: Mapping) -> Node:
         unschedulable=spec.get("unschedulable") is True,
         ready=ready,
         taints=taints,
+        allocatable=resources_from(status.get("allocatable")),
     )
 
 
@@ -279,6 +327,9 @@ class PoolSpec:
     kinds: tuple[Kind, ...]
     tolerations: tuple[Toleration, ...] = ()
     problem: str = ""
+    # What the smallest pod placed on the pool needs of a node: `spec.minPodRequests`
+    # (cpu, memory; 0 when not declared) and always one pod slot.
+    min_pod: Resources = Resources(pods=1)
 
     @property
     def kind_names(self) -> tuple[str, ...]:
@@ -304,14 +355,34 @@ def pool_spec_from(obj: Mapping) -> PoolSpec:
                 f"got {dict(raw)!r}"
             )
         kinds.append(kind)
+    min_pod, unreadable = _min_pod(spec.get("minPodRequests"))
     return PoolSpec(
         name=name_of(obj),
         generation=_int(_map(obj.get("metadata")).get("generation")),
         match_labels=_labels(match_labels),
         kinds=tuple(kinds),
         tolerations=tuple(toleration_from(t) for t in _list(spec.get("tolerations"))),
-        problem=problem,
+        problem=problem or unreadable,
+        min_pod=min_pod,
     )
+
+
+def _min_pod(raw: Any) -> tuple[Resources, str]:
+    """The pool's smallest pod (one pod slot, plus the declared cpu and memory), and the
+    first unreadable field of `spec.minPodRequests`, if any."""
+    if raw is None:
+        return Resources(pods=1), ""
+    if not isinstance(raw, Mapping):
+        return Resources(pods=1), f"spec.minPodRequests must be a map, got {raw!r}"
+    values = {}
+    for name, scale in (("cpu", 1000), ("memory", 1)):
+        value = raw.get(name)
+        values[name] = 0 if value is None else amount(value, scale)
+        if values[name] is None:
+            return Resources(pods=1), (
+                f"spec.minPodRequests.{name} must be a Kubernetes quantity, got {value!r}"
+            )
+    return Resources(values["cpu"] or 0, values["memory"] or 0, 1), ""
 
 
 # --------------------------------------------------------------------------- replicas
@@ -331,6 +402,46 @@ class Pod:
     unschedulable: str = ""  # the scheduler's message while PodScheduled=False/Unschedulable
     claims: tuple[str, ...] = ()
     claims_unresolved: tuple[str, ...] = ()
+    requests: Resources = Resources(pods=1)  # what it takes of its node (`pod_requests`)
+
+
+def pod_requests(spec: Mapping) -> Resources:
+    """The cpu and memory a pod requests, as kube-scheduler's NodeResourcesFit reckons
+    them (`resource.PodRequests`), and its one pod slot.
+
+    The pod-level `spec.resources.requests`, for each of cpu and memory it sets
+    (PodLevelResources, on by default since v1.34); otherwise the containers'
+    sum, raised to what any init container needs while it runs (a regular one
+    beside the sidecars started before it; a sidecar, `restartPolicy: Always`,
+    runs on beside everything after it). Plus `spec.overhead`. Requests of a
+    pod being resized in place are read from the spec (an approximation).
+    """
+    total = Resources()
+    for container in _list(spec.get("containers")):
+        total = total.plus(_container_requests(container))
+    sidecars = Resources()
+    peak = Resources()
+    for container in _list(spec.get("initContainers")):
+        own = _container_requests(container)
+        if _map(container).get("restartPolicy") == "Always":
+            total = total.plus(own)
+            sidecars = sidecars.plus(own)
+            running = sidecars
+        else:
+            running = sidecars.plus(own)
+        peak = Resources(max(peak.cpu, running.cpu), max(peak.memory, running.memory))
+    total = Resources(max(total.cpu, peak.cpu), max(total.memory, peak.memory))
+    pod_level = _map(_map(spec.get("resources")).get("requests"))
+    level = resources_from(pod_level, pods=0)
+    total = Resources(
+        level.cpu if "cpu" in pod_level else total.cpu,
+        level.memory if "memory" in pod_level else total.memory,
+    )
+    return total.plus(resources_from(spec.get("overhead"), pods=0)).plus(Resources(pods=1))
+
+
+def _container_requests(container: Any) -> Resources:
+    return resources_from(_map(_map(_map(container).get("resources")).get("requests")), pods=0)
 
 
 def pod_claims(spec: Mapping, status: Mapping) -> tuple[tuple[str, ...], tuple[str, ...]]:
@@ -384,6 +495,7 @@ def pod_from(obj: Mapping) -> Pod:
         unschedulable=unschedulable,
         claims=claims,
         claims_unresolved=unresolved,
+        requests=pod_requests(spec),
     )
 
 

@@ -36,16 +36,19 @@ from modelplane_common.cel.errors import SelectorError
 from modelplane_common.observation import FreeVector
 
 from modelplane_agent.devices import DeviceIndex
+from modelplane_agent.loads import NodeLoads
 from modelplane_agent.pools import (
     Contribution,
     CountersShared,
     KindRule,
+    NoRoom,
     PoolReport,
     Tally,
     Unobservable,
     contribution,
     counters_shared,
     kind_rules,
+    lacking,
     report_from_tally,
     selector_failed,
     unobservable_report,
@@ -106,6 +109,7 @@ class ClusterState:
     def __init__(self) -> None:
         self.nodes: dict[str, Node] = {}
         self.devices = DeviceIndex()
+        self.loads = NodeLoads()
         self.classes: dict[str, DeviceClass] = {}
         self.pools: dict[str, PoolSpec] = {}
         self.pool_status: dict[str, Mapping] = {}
@@ -252,6 +256,31 @@ class ClusterState:
             touched.replicas |= self._replicas_of_claim(key)
         return touched
 
+    def _load_changed(self, old: Pod | None, new: Pod | None) -> Touched:
+        """Fold a pod's requests into its node's load; touch the pools of a node where
+        their smallest pod stopped or started fitting (only those: pods are many)."""
+        nodes = self.loads.affected(old, new)
+        before = {
+            (pool, node): self._room(pool, node) is None
+            for node in nodes
+            for pool in self.node_pools.get(node, ())
+        }
+        self.loads.put(old, new)
+        touched = Touched()
+        for (pool, node), fitted in before.items():
+            if (self._room(pool, node) is None) != fitted:
+                self.stale.setdefault(pool, set()).add(node)
+                touched.pools.add(pool)
+        return touched
+
+    def _room(self, pool: str, name: str) -> NoRoom | None:
+        """Why the pool's smallest pod would not fit on node `name`, or None if it does."""
+        node, spec = self.nodes.get(name), self.pools[pool]
+        if node is None:
+            return None
+        what = lacking(spec.min_pod, node.allocatable, self.loads.of(name))
+        return None if what is None else NoRoom(what, len(spec.kinds))
+
     def _unreference(self, claim: str, pod: str) -> None:
         pods = self.claim_pods.get(claim)
         if pods is not None:
@@ -343,7 +372,7 @@ class ClusterState:
             self._unreference(f"{namespace}/{claim}", name)
         for claim in () if pod is None else pod.claims:
             self.claim_pods.setdefault(f"{namespace}/{claim}", set()).add(name)
-        touched = Touched()
+        touched = self._load_changed(old, pod)
         for key in self._candidates(namespace, old) | self._candidates(namespace, pod):
             selector = self.replicas[key].match_labels
             was = old is not None and selects(selector, old.labels)
@@ -419,7 +448,10 @@ class ClusterState:
             while stale:
                 name = next(iter(stale))
                 part = contribution(
-                    self.nodes[name], tolerations, lambda node: self._free(pool, node.name)
+                    self.nodes[name],
+                    tolerations,
+                    lambda node: self._free(pool, node.name),
+                    lambda node: self._room(pool, node.name),
                 )
                 old = parts.get(name)
                 if old is not None:

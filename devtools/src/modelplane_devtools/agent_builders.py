@@ -23,8 +23,12 @@ def node(
     cordoned: bool = False,
     taints: Sequence[Mapping] = (),
     extra_labels: Mapping[str, str] | None = None,
+    allocatable: Mapping[str, str] | None = None,
 ) -> dict:
-    """A Node; `ready=None` is a booting node that has not posted a Ready condition yet."""
+    """A Node; `ready=None` is a booting node that has not posted a Ready condition yet.
+
+    `allocatable` defaults to a roomy GPU node's (64 cpu, 512Gi, 110 pods).
+    """
     node_labels = {"kubernetes.io/hostname": name, **(extra_labels or {})}
     if pool is not None:
         node_labels[labels.POOL] = pool
@@ -41,7 +45,14 @@ def node(
         "kind": "Node",
         "metadata": {"name": name, "labels": node_labels},
         "spec": spec,
-        "status": {"conditions": conditions},
+        "status": {
+            "conditions": conditions,
+            "allocatable": dict(
+                allocatable
+                if allocatable is not None
+                else {"cpu": "64", "memory": "512Gi", "pods": "110"}
+            ),
+        },
     }
 
 
@@ -155,6 +166,7 @@ def pool_observation(
     tolerations: Sequence[Mapping] = (),
     status: Mapping | None = None,
     generation: int = 1,
+    min_pod_requests: Mapping[str, object] | None = None,
 ) -> dict:
     """A PoolObservation; `kinds` are (name, driver, deviceClassName)."""
     spec: dict = {
@@ -166,6 +178,8 @@ def pool_observation(
     }
     if tolerations:
         spec["tolerations"] = list(tolerations)
+    if min_pod_requests is not None:
+        spec["minPodRequests"] = dict(min_pod_requests)
     return {
         "apiVersion": labels.AGENT_API_VERSION,
         "kind": "PoolObservation",
@@ -185,10 +199,11 @@ def pod(
     phase: str = "Pending",
     claims: Sequence[str] = (),
     template_claims: Mapping[str, str | None] | None = None,
+    requests: Mapping[str, str] | None = None,
 ) -> dict:
     """A pod. `claims` are ResourceClaims it names directly; `template_claims` maps
     each entry made from a template to the claim its status names for it (None: the
-    status does not list it yet)."""
+    status does not list it yet); `requests` are its one container's requests."""
     conditions = []
     if unschedulable is not None:
         conditions.append(
@@ -205,6 +220,8 @@ def pod(
         for entry in template_claims or {}
     ]
     spec: dict = {"nodeName": node_name} if node_name else {}
+    if requests:
+        spec["containers"] = [{"name": "main", "resources": {"requests": dict(requests)}}]
     if entries:
         spec["resourceClaims"] = entries
     status: dict = {"phase": "Running" if node_name and phase == "Pending" else phase}
