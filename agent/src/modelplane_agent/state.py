@@ -2,28 +2,35 @@
 
 `ClusterState` is fed objects as the API server serves them (`apply` for a
 watch event; `replace`, or `apply` then `delete_missing`, for a full list)
-and answers, for each, which
-PoolObservations and ReplicaObservations the change can affect. Reports are
-computed on demand from the indexes by the pure rules of `pools` and
-`replicas`; nothing here does I/O or reads a clock.
+and answers, for each, which PoolObservations and ReplicaObservations the
+change can affect. Reports are computed on demand from the indexes by the
+pure rules of `pools`, `partitions` and `replicas`; nothing here does I/O or
+reads a clock.
 
-Indexes and what invalidates them
+It is split by concept, each part with its invariants in its docstring:
+    `devices.DeviceIndex`     slices and claims: each node's devices (complete,
+                              valid resource pools of the newest generation),
+                              device -> node, which devices and claims are
+                              allocated
+    `loads.NodeLoads`         node -> requests of the pods bound to it
+    `replica_view.ReplicaView` pods and ReplicaObservations: who selects whom,
+                              which pods reference which claims
+and the pool view, here:
     node -> pools whose selector it matches   node labels, pool specs
-    node -> devices, device -> node,           ResourceSlices, ResourceClaims
-      device -> allocated                      (`devices.DeviceIndex`)
     (kind rule, projected device) -> matches   DeviceClasses (all dropped)
     node -> pool -> free vector                the node's slices, claims on its
-                                               devices, the pool's rules
+                                               devices, the pool's rules; held
+                                               only while the node is a member
     pool -> tally of its nodes' contributions  a stale node is recomputed on the
                                                next report, the rest is kept
-    (namespace, label) -> replicas             replica selectors
-    replica -> its pods                        pod labels, replica selectors
 
 An event on a node, a slice or a claim touches the pools of the nodes it
 concerns; a DeviceClass touches the pools that count it; a pod touches the
-replicas that select it (before or after the change). A change that alters
-nothing the rules read (a node's heartbeat, a pod's container status)
-touches nothing.
+replicas that select it (before or after the change) and the pools of its
+node when it makes their smallest pod start or stop fitting there; a claim
+turning allocated or not touches the replicas of the pods referencing it. A
+change that alters nothing the rules read (a node's heartbeat, a pod's
+container status) touches nothing.
 """
 
 from __future__ import annotations
@@ -54,7 +61,8 @@ from modelplane_agent.pools import (
     unobservable_report,
 )
 from modelplane_agent.pools import free_vector as compute_free_vector
-from modelplane_agent.replicas import ReplicaReport, observe_replica
+from modelplane_agent.replica_view import ReplicaKey, ReplicaView
+from modelplane_agent.replicas import ReplicaReport
 from modelplane_agent.snapshot import (
     Device,
     DeviceClass,
@@ -72,7 +80,6 @@ from modelplane_agent.snapshot import (
     node_from,
     pod_from,
     pool_spec_from,
-    replica_spec_from,
     selects,
     slice_from,
 )
@@ -85,8 +92,6 @@ CLASSES = "deviceclasses"
 POOLS = "poolobservations"
 REPLICAS = "replicaobservations"
 KINDS = (NODES, PODS, SLICES, CLAIMS, CLASSES, POOLS, REPLICAS)
-
-ReplicaKey = tuple[str, str]  # namespace, name
 
 
 @dataclass
@@ -121,13 +126,17 @@ class ClusterState:
         self.parts: dict[str, dict[str, Contribution]] = {}  # pool -> node -> contribution
         self.stale: dict[str, set[str]] = {}  # pool -> nodes whose contribution is unknown
         self.match_cache: dict[tuple[KindRule, DeviceView], bool] = {}
-        self.pods: dict[str, dict[str, Pod]] = {}  # namespace -> name -> pod
-        self.replicas: dict[ReplicaKey, ReplicaSpec] = {}
-        self.replica_status: dict[ReplicaKey, Mapping] = {}
-        self.replica_index: dict[tuple[str, str, str], set[ReplicaKey]] = {}
-        self.replica_pods: dict[ReplicaKey, set[str]] = {}
-        self.claim_pods: dict[str, set[str]] = {}  # namespace/claim -> pods referencing it
+        self.replica_view = ReplicaView()
         self.uids: dict[tuple[str, str, str], str] = {}  # (kind, namespace, name) -> uid
+
+    # What the shell reads: the ReplicaObservations' specs and last statuses seen.
+    @property
+    def replicas(self) -> dict[ReplicaKey, ReplicaSpec]:
+        return self.replica_view.replicas
+
+    @property
+    def replica_status(self) -> dict[ReplicaKey, Mapping]:
+        return self.replica_view.status
 
     # ------------------------------------------------------------------ events
 
@@ -188,7 +197,8 @@ class ClusterState:
         if kind == POOLS:
             return set(self.pools)
         if kind == PODS:
-            return {(ns, name) for ns, pods in self.pods.items() for name in pods}
+            pods = self.replica_view.pods
+            return {(ns, name) for ns, in_namespace in pods.items() for name in in_namespace}
         return set(self.replicas)
 
     @staticmethod
@@ -253,7 +263,7 @@ class ClusterState:
         was = key in self.devices.allocated_claims
         touched = self._invalidate(self.devices.put_claim(key, devices, allocated))
         if was != allocated:
-            touched.replicas |= self._replicas_of_claim(key)
+            touched.replicas |= self.replica_view.replicas_of_claim(key)
         return touched
 
     def _load_changed(self, old: Pod | None, new: Pod | None) -> Touched:
@@ -280,24 +290,6 @@ class ClusterState:
             return None
         what = lacking(spec.min_pod, node.allocatable, self.loads.of(name))
         return None if what is None else NoRoom(what, len(spec.kinds))
-
-    def _unreference(self, claim: str, pod: str) -> None:
-        pods = self.claim_pods.get(claim)
-        if pods is not None:
-            pods.discard(pod)
-            if not pods:
-                del self.claim_pods[claim]
-
-    def _replicas_of_claim(self, key: str) -> set[ReplicaKey]:
-        """The replicas selecting a pod that references the claim `key`."""
-        namespace = key.split("/", 1)[0]
-        pods = self.pods.get(namespace, {})
-        found: set[ReplicaKey] = set()
-        for name in self.claim_pods.get(key, ()):
-            for replica in self._candidates(namespace, pods.get(name)):
-                if name in self.replica_pods.get(replica, ()):
-                    found.add(replica)
-        return found
 
     def _invalidate(self, nodes: Iterable[str]) -> Touched:
         touched = Touched()
@@ -360,76 +352,19 @@ class ClusterState:
         return Touched(pools={name})
 
     def _pod(self, namespace: str, name: str, pod: Pod | None) -> Touched:
-        in_namespace = self.pods.setdefault(namespace, {})
-        old = in_namespace.get(name)
+        old = self.replica_view.pod(namespace, name)
         if old == pod:
             return Touched()
-        if pod is None:
-            in_namespace.pop(name, None)
-        else:
-            in_namespace[name] = pod
-        for claim in () if old is None else old.claims:
-            self._unreference(f"{namespace}/{claim}", name)
-        for claim in () if pod is None else pod.claims:
-            self.claim_pods.setdefault(f"{namespace}/{claim}", set()).add(name)
         touched = self._load_changed(old, pod)
-        for key in self._candidates(namespace, old) | self._candidates(namespace, pod):
-            selector = self.replicas[key].match_labels
-            was = old is not None and selects(selector, old.labels)
-            now = pod is not None and selects(selector, pod.labels)
-            if now:
-                self.replica_pods[key].add(name)
-            elif was:
-                self.replica_pods[key].discard(name)
-            if was or now:
-                touched.replicas.add(key)
+        touched.replicas |= self.replica_view.put_pod(namespace, name, pod)
         return touched
-
-    def _candidates(self, namespace: str, pod: Pod | None) -> set[ReplicaKey]:
-        """Replicas that may select `pod`: those indexed under one of its labels."""
-        found: set[ReplicaKey] = set()
-        if pod is not None:
-            for pair in pod.labels.items():
-                found |= self.replica_index.get((namespace, *pair), set())
-        return found
-
-    @staticmethod
-    def _index_pair(spec: ReplicaSpec) -> tuple[str, str, str] | None:
-        # Every pair of a selector must be on a selected pod, so indexing a replica under
-        # one pair (the least, for determinism) finds it from any pod it selects.
-        if spec.problem or not spec.match_labels:
-            return None
-        return (spec.namespace, *min(spec.match_labels.items()))
-
-    def _unindex(self, key: ReplicaKey) -> None:
-        spec = self.replicas.get(key)
-        pair = None if spec is None else self._index_pair(spec)
-        if pair is not None:
-            self.replica_index.get(pair, set()).discard(key)
 
     def _replica(self, key: ReplicaKey, obj: Mapping | None) -> Touched:
         if obj is None:
-            self._unindex(key)
-            existed = self.replicas.pop(key, None) is not None
-            self.replica_status.pop(key, None)
-            self.replica_pods.pop(key, None)
             self.uids.pop((REPLICAS, *key), None)
-            return Touched(replicas={key}) if existed else Touched()
-        self.replica_status[key] = obj.get("status") or {}
-        self.uids[(REPLICAS, *key)] = str((obj.get("metadata") or {}).get("uid") or "")
-        spec = replica_spec_from(obj)
-        if self.replicas.get(key) == spec:
-            return Touched()
-        self._unindex(key)
-        self.replicas[key] = spec
-        pair = self._index_pair(spec)
-        if pair is not None:
-            self.replica_index.setdefault(pair, set()).add(key)
-        pods = self.pods.get(key[0], {})
-        self.replica_pods[key] = {
-            n for n, p in pods.items() if not spec.problem and selects(spec.match_labels, p.labels)
-        }
-        return Touched(replicas={key})
+        else:
+            self.uids[(REPLICAS, *key)] = str((obj.get("metadata") or {}).get("uid") or "")
+        return Touched(replicas=self.replica_view.put_replica(key, obj))
 
     # ------------------------------------------------------------------ reports
 
@@ -478,23 +413,16 @@ class ClusterState:
             self.match_cache.clear()
 
     def replica_report(self, key: ReplicaKey) -> ReplicaReport:
-        pods = self.pods.get(key[0], {})
-        names = self.replica_pods.get(key, set())
-        return observe_replica(
-            self.replicas[key], (pods[n] for n in names if n in pods), self._claim_allocated
-        )
+        return self.replica_view.report(key, self._claim_allocated)
 
     def _claim_allocated(self, namespace: str, name: str) -> bool:
         return f"{namespace}/{name}" in self.devices.allocated_claims
 
     def pools_of_replica(self, key: ReplicaKey) -> set[str]:
         """The pools of the nodes the replica's pods are bound to."""
-        pods = self.pods.get(key[0], {})
         found: set[str] = set()
-        for name in self.replica_pods.get(key, ()):
-            pod = pods.get(name)
-            if pod is not None and pod.node_name:
-                found |= self.node_pools.get(pod.node_name, set())
+        for node in self.replica_view.bound_nodes(key):
+            found |= self.node_pools.get(node, set())
         return found
 
     def _free(self, pool: str, node: str) -> FreeVector:
