@@ -29,17 +29,46 @@ POOLS_OBJS = [
 
 
 def random_world(rng: random.Random) -> dict[tuple[str, str], dict]:
-    """Objects keyed by (kind, name): nodes, slices, claims, replica pods."""
+    """Objects keyed by (kind, name): nodes and their slices (two names per node, so
+    slices are replaced under new names and devices move), claims, replica pods, the
+    DeviceClass and a pool (modified, never deleted)."""
     world: dict[tuple[str, str], dict] = {}
     for i in range(12):
         name = f"n{i}"
         world[(NODES, name)] = random_node(rng, name)
-        world[(SLICES, name)] = t.resource_slice(name, [t.device(f"g{j}") for j in range(4)])
+        world[(SLICES, f"{name}-a")] = t.resource_slice(
+            name, [t.device(f"g{j}") for j in range(4)], name=f"{name}-a"
+        )
     for i in range(10):
         world[(CLAIMS, f"c{i}")] = random_claim(rng, f"c{i}")
     for i in range(6):
         world[(PODS, f"r-{i}")] = random_pod(rng, f"r-{i}")
+    world[(CLASSES, "gpu")] = GPU_CLASS
+    world[(POOLS, "a100")] = POOLS_OBJS[0]
     return world
+
+
+def random_slice(rng: random.Random, name: str) -> dict:
+    node = name.rsplit("-", 1)[0]
+    taint = [{"key": "xid", "effect": rng.choice(["NoSchedule", "NoExecute", "None"])}]
+    devices = [
+        t.device(
+            f"g{j}", rng.choice(["gpu", "gpu", "vf"]), taints=taint if rng.random() < 0.1 else ()
+        )
+        for j in rng.sample(range(6), rng.randrange(5))
+    ]
+    return t.resource_slice(
+        node, devices, name=name, generation=rng.choice([1, 2]), slice_count=rng.choice([1, 1, 2])
+    )
+
+
+def random_class(rng: random.Random, name: str) -> dict:
+    return rng.choice([GPU_CLASS, t.device_class(name, "true")])
+
+
+def random_pool(rng: random.Random, name: str) -> dict:
+    shape = rng.choice([None, {"cpu": "8"}, {"cpu": "2", "memory": "80Gi"}])
+    return t.pool_observation(name, [("gpu", t.NVIDIA, "gpu")], min_pod_requests=shape)
 
 
 def random_node(rng: random.Random, name: str) -> dict:
@@ -56,7 +85,7 @@ def random_node(rng: random.Random, name: str) -> dict:
 def random_claim(rng: random.Random, name: str) -> dict:
     node = f"n{rng.randrange(12)}"
     devices = rng.sample([f"g{j}" for j in range(4)], rng.randrange(3))
-    return t.claim(name, [(node, d) for d in devices])
+    return t.claim(name, [(node, d) for d in devices], admin_access=rng.random() < 0.1)
 
 
 def random_pod(rng: random.Random, name: str) -> dict:
@@ -100,26 +129,31 @@ FIXED = [(POOLS, p) for p in POOLS_OBJS] + [
 ]
 
 
-@pytest.mark.parametrize("seed", range(6))
+@pytest.mark.parametrize("seed", range(20))
 def test_after_random_events_the_state_equals_a_fresh_one(seed):
     rng = random.Random(seed)
     world = random_world(rng)
     state = build(FIXED + [(k, o) for (k, _), o in world.items()])
-    for _ in range(80):
+    for _ in range(120):
         kind, name = rng.choice(sorted(world))
-        if rng.random() < 0.15:
+        if kind == SLICES and rng.random() < 0.3:
+            name = name[:-1] + rng.choice("ab")  # the node's other slice name
+        if rng.random() < 0.15 and kind not in (CLASSES, POOLS) and (kind, name) in world:
             state.apply(kind, "DELETED", world.pop((kind, name)))
             continue
         new = {
             NODES: random_node,
             CLAIMS: random_claim,
             PODS: random_pod,
-            SLICES: lambda r, n: t.resource_slice(
-                n, [t.device(f"g{j}") for j in range(r.randrange(5))]
-            ),
+            SLICES: random_slice,
+            CLASSES: random_class,
+            POOLS: random_pool,
         }[kind](rng, name)
         world[(kind, name)] = new
         state.apply(kind, "MODIFIED", new)
+        if rng.random() < 0.5:  # as the publisher would between events: cached vectors
+            for pool in state.pools:
+                state.pool_report(pool)
     fresh = build(FIXED + [(k, o) for (k, _), o in world.items()])
     assert reports(state) == reports(fresh)
 
