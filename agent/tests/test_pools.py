@@ -726,6 +726,21 @@ def test_counter_sets_published_in_a_slice_of_their_own_serve_the_nodes_devices(
     assert outcome(state)[1] == {(4,): 1}
 
 
+def test_a_device_of_the_pool_on_another_node_uses_up_the_counters_it_shares():
+    # A resource pool spanning two nodes (unusual, but valid): the whole GPU's slice on
+    # n2, the partitions' on n1, one counter set; allocating the GPU after n1 was
+    # reported must leave n1 no partition.
+    whole = t.resource_slice(
+        "n2", [WHOLE], pool="shared", slice_count=2, name="n2", shared_counters=COUNTERS
+    )
+    parts = t.resource_slice("n1", PARTITIONS, pool="shared", slice_count=2, name="n1")
+    state = run([*CLASSES_ALL, MIG_ONLY, t.node("n1"), whole, parts])
+    assert outcome(state)[1] == {(4,): 1}
+    touched = state.apply(CLAIMS, "ADDED", t.claim("c", [("shared", "gpu-0")]))
+    assert touched.pools == {"a100"}
+    assert outcome(state)[1] == {(0,): 1}
+
+
 def test_a_partition_whose_counter_set_is_not_published_is_not_free():
     bare = t.resource_slice("n1", [WHOLE, *PARTITIONS])
     state = run([*CLASSES_ALL, MIG_ONLY, t.node("n1"), bare])

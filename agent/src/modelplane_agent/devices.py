@@ -32,6 +32,7 @@ Invariants
 from __future__ import annotations
 
 from collections import Counter
+from dataclasses import dataclass
 from fractions import Fraction
 
 from modelplane_agent.snapshot import CounterKey, Device, DeviceKey, Slice
@@ -123,14 +124,18 @@ class DeviceIndex:
                 del self.allocated[device]
         for device in devices - old:
             self.allocated[device] += 1
-        return {self.device_node[d] for d in old ^ devices if d in self.device_node}
+        nodes = {self.device_node[d] for d in old ^ devices if d in self.device_node}
+        for pool in {d[:2] for d in old ^ devices} & self.counters.keys():
+            # What it consumes of its pool's counters is gone for the pool's other nodes too.
+            nodes |= self._pool_nodes(pool)
+        return nodes
 
     # ------------------------------------------------------------------ queries
 
     def is_allocated(self, device: DeviceKey) -> bool:
         return device in self.allocated
 
-    def node_devices(self, node: str) -> tuple[list[Device], dict[CounterKey, Fraction | None]]:
+    def node_devices(self, node: str) -> NodeDevices:
         """A node's devices the allocator would consider, and their pools' shared counters:
         its slices of the newest generation of each complete, valid resource pool."""
         devices: list[Device] = []
@@ -147,9 +152,33 @@ class DeviceIndex:
             devices.extend(current.devices)
             pools.add(pool)
         counters: dict[CounterKey, Fraction | None] = {}
-        for pool in pools:
-            counters.update(self.counters.get(pool, {}))
-        return devices, counters
+        elsewhere: list[Device] = []
+        for pool in pools & self.counters.keys():
+            counters.update(self.counters[pool])
+            elsewhere.extend(self._consumers_elsewhere(pool, node))
+        return NodeDevices(devices, counters, elsewhere)
+
+    def _consumers_elsewhere(self, pool: ResourcePoolKey, node: str) -> list[Device]:
+        """Devices of the pool's newest generation published for other nodes that consume
+        its counters: allocated, they use them up for this node's devices too."""
+        return [
+            device
+            for name in self.by_pool.get(pool, ())
+            if (current := self.slices[name]).node != node
+            and current.generation == self.newest[pool]
+            for device in current.devices
+            if device.consumes
+        ]
+
+
+@dataclass(frozen=True, slots=True)
+class NodeDevices:
+    """What `free_vector` needs of a node: its devices, its pools' counters, and the
+    counter-consuming devices of those pools on other nodes."""
+
+    devices: list[Device]
+    counters: dict[CounterKey, Fraction | None]
+    elsewhere: list[Device]
 
 
 def pool_problem(current: list[Slice]) -> str:

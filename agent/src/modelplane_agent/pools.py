@@ -183,8 +183,12 @@ def free_vector(
     kind_count: int,
     allocated: Callable[[DeviceKey], bool],
     counters: Mapping[CounterKey, Fraction | None],
+    elsewhere: Sequence[Device] = (),
 ) -> FreeVector:
     """Free devices of one node per kind (indices from `kinds_of`, in declared order).
+
+    `elsewhere` are devices of the node's resource pools published for other nodes
+    that consume the same counters: only what they take, allocated, matters here.
 
     A device consuming no counter counts when free; those that do count as the
     largest set of the kind's free ones that fit together in what allocated
@@ -192,7 +196,7 @@ def free_vector(
     CountersShared when two kinds' devices consume the same counter.
     """
     devices = tuple(devices)
-    left = counters_left(devices, allocated, counters)
+    left = counters_left((*devices, *elsewhere), allocated, counters)
     free = [0] * kind_count
     partitioned: list[list[Device]] = [[] for _ in range(kind_count)]
     drawn: dict[CounterKey, int] = {}

@@ -432,13 +432,14 @@ class ClusterState:
             return vector
         rules = self.rules[pool]
         assert not isinstance(rules, Unobservable)
-        devices, counters = self.devices.node_devices(node)
+        offered = self.devices.node_devices(node)
         vector = compute_free_vector(
-            devices,
+            offered.devices,
             lambda device: [i for i, rule in enumerate(rules) if self._matches(rule, device)],
             len(rules),
             self.devices.is_allocated,
-            counters,
+            offered.counters,
+            offered.elsewhere,
         )
         cached[pool] = vector
         return vector
