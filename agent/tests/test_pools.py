@@ -445,6 +445,29 @@ def test_pool_report(steps, expected):
     assert outcome(run(steps)) == expected
 
 
+@pytest.mark.parametrize(
+    ("slices", "message"),
+    [
+        pytest.param(
+            [gpus("n1", slice_count=2), nics("n1")],
+            "1/1 nodes schedulable; devices not counted: 1 incomplete resource pool",
+            id="the message counts nodes whose devices an incomplete resource pool hides",
+        ),
+        pytest.param(
+            [
+                gpus("n1", slice_count=2, name="n1-a"),
+                t.resource_slice("n1", [t.device("gpu-0")], slice_count=2, name="n1-b"),
+            ],
+            "1/1 nodes schedulable; devices not counted: 1 invalid resource pool",
+            id="the message counts nodes whose devices an invalid resource pool hides",
+        ),
+    ],
+)
+def test_uncounted_devices_are_explained(slices, message):
+    state = run([*CLASSES_ALL, t.pool_observation("a100", [GPU, NIC]), t.node("n1"), *slices])
+    assert state.pool_report("a100").condition.message == message
+
+
 # --------------------------------------------------------------------------- non-device capacity
 
 SMALLEST_8_CPU = t.pool_observation("a100", [GPU], min_pod_requests={"cpu": "8", "memory": "64Gi"})

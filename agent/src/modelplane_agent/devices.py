@@ -140,14 +140,14 @@ class DeviceIndex:
         its slices of the newest generation of each complete, valid resource pool."""
         devices: list[Device] = []
         pools: set[ResourcePoolKey] = set()
+        skipped: set[str] = set()
         for name in sorted(self.by_node.get(node, ())):
             current = self.slices[name]
             pool = (current.driver, current.pool)
-            if (
-                not current.node
-                or current.generation < self.newest.get(pool, 0)
-                or pool in self.unusable
-            ):
+            if not current.node or current.generation < self.newest.get(pool, 0):
+                continue
+            if pool in self.unusable:
+                skipped.add(f"{self.unusable[pool].split(':', 1)[0]} resource pool")
                 continue
             devices.extend(current.devices)
             pools.add(pool)
@@ -156,7 +156,7 @@ class DeviceIndex:
         for pool in pools & self.counters.keys():
             counters.update(self.counters[pool])
             elsewhere.extend(self._consumers_elsewhere(pool, node))
-        return NodeDevices(devices, counters, elsewhere)
+        return NodeDevices(devices, counters, elsewhere, tuple(sorted(skipped)))
 
     def _consumers_elsewhere(self, pool: ResourcePoolKey, node: str) -> list[Device]:
         """Devices of the pool's newest generation published for other nodes that consume
@@ -174,11 +174,13 @@ class DeviceIndex:
 @dataclass(frozen=True, slots=True)
 class NodeDevices:
     """What `free_vector` needs of a node: its devices, its pools' counters, and the
-    counter-consuming devices of those pools on other nodes."""
+    counter-consuming devices of those pools on other nodes; and why devices of its
+    other pools are not offered (`skipped`)."""
 
     devices: list[Device]
     counters: dict[CounterKey, Fraction | None]
     elsewhere: list[Device]
+    skipped: tuple[str, ...] = ()  # "incomplete resource pool", "invalid resource pool"
 
 
 def pool_problem(current: list[Slice]) -> str:

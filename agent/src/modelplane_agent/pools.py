@@ -336,9 +336,21 @@ class NoRoom:
         return (0,) * self.kinds
 
 
-# What one node of a pool adds to its report: its free vector when schedulable and a
+@dataclass(frozen=True, slots=True)
+class Uncounted:
+    """A node's free vector, and why some devices it publishes were not counted at all
+    (`causes`: "incomplete resource pool", "invalid resource pool"), for the message."""
+
+    vector: FreeVector
+    causes: tuple[str, ...]
+
+
+# What a node has free: its vector, with the causes of devices left uncounted if any.
+Free = FreeVector | Uncounted
+
+# What one node of a pool adds to its report: what it has free when schedulable and a
 # pod fits, NoRoom when none does, else why it is left out.
-Contribution = FreeVector | str | NoRoom
+Contribution = Free | str | NoRoom
 
 
 def lacking(shape: Resources, allocatable: Resources, used: Resources) -> str | None:
@@ -357,7 +369,7 @@ def lacking(shape: Resources, allocatable: Resources, used: Resources) -> str | 
 def contribution(
     node: Node,
     tolerations: Sequence[Toleration],
-    free_of: Callable[[Node], FreeVector],
+    free_of: Callable[[Node], Free],
     lacking_of: Callable[[Node], NoRoom | None] = lambda _: None,
 ) -> Contribution:
     """One node's part of the report; `free_of` is only asked about schedulable nodes
@@ -376,10 +388,15 @@ class Tally:
     vectors: Counter[FreeVector] = field(default_factory=Counter)
     reasons: Counter[str] = field(default_factory=Counter)
     no_room: Counter[str] = field(default_factory=Counter)
+    uncounted: Counter[str] = field(default_factory=Counter)
 
     def add(self, part: Contribution, sign: int = 1) -> None:
         if isinstance(part, NoRoom):
             _count(self.no_room, part.resource, sign)
+            _count(self.vectors, part.vector, sign)
+        elif isinstance(part, Uncounted):
+            for cause in part.causes:
+                _count(self.uncounted, cause, sign)
             _count(self.vectors, part.vector, sign)
         elif isinstance(part, str):
             _count(self.reasons, part, sign)
@@ -401,7 +418,7 @@ def report_from_tally(observed: int, tally: Tally, max_buckets: int = MAX_BUCKET
     """The report of an observable pool of `observed` nodes, from its tally."""
     exact = Histogram.of(tally.vectors.items())
     histogram = coarsen(exact, max_buckets)
-    message = _explain(observed, tally.reasons, tally.no_room)
+    message = _explain(observed, tally)
     if histogram is not exact:
         message += (
             f"; {len(exact.buckets)} distinct free vectors exceed the bound of {max_buckets}: "
@@ -430,7 +447,7 @@ def observe_pool(
     spec: PoolSpec,
     rules: tuple[KindRule, ...] | Unobservable,
     members: Iterable[Node],
-    free_of: Callable[[Node], FreeVector],
+    free_of: Callable[[Node], Free],
     lacking_of: Callable[[Node], NoRoom | None] = lambda _: None,
     max_buckets: int = MAX_BUCKETS,
 ) -> PoolReport:
@@ -449,14 +466,17 @@ def observe_pool(
     return report_from_tally(len(members), tally, max_buckets)
 
 
-def _explain(observed: int, reasons: Counter[str], no_room: Counter[str]) -> str:
+def _explain(observed: int, tally: Tally) -> str:
     """One line, kube-scheduler style: counted per cause, most frequent first."""
-    schedulable = observed - sum(reasons.values())
+    schedulable = observed - sum(tally.reasons.values())
     text = f"{schedulable}/{observed} nodes schedulable"
-    if reasons:
-        text += ": " + _causes(reasons)
-    if no_room:
-        text += f"; {sum(no_room.values())} without room for a pod: " + _causes(no_room)
+    if tally.reasons:
+        text += ": " + _causes(tally.reasons)
+    if tally.no_room:
+        text += f"; {sum(tally.no_room.values())} without room for a pod: "
+        text += _causes(tally.no_room)
+    if tally.uncounted:
+        text += "; devices not counted: " + _causes(tally.uncounted)
     return text
 
 

@@ -40,17 +40,18 @@ from dataclasses import dataclass, field
 
 from modelplane_common.cel.devices import DeviceView
 from modelplane_common.cel.errors import SelectorError
-from modelplane_common.observation import FreeVector
 
 from modelplane_agent.devices import DeviceIndex
 from modelplane_agent.loads import NodeLoads
 from modelplane_agent.pools import (
     Contribution,
     CountersShared,
+    Free,
     KindRule,
     NoRoom,
     PoolReport,
     Tally,
+    Uncounted,
     Unobservable,
     contribution,
     counters_shared,
@@ -121,7 +122,7 @@ class ClusterState:
         self.rules: dict[str, tuple[KindRule, ...] | Unobservable] = {}
         self.members: dict[str, set[str]] = {}
         self.node_pools: dict[str, set[str]] = {}
-        self.vectors: dict[str, dict[str, FreeVector]] = {}
+        self.vectors: dict[str, dict[str, Free]] = {}
         self.tallies: dict[str, Tally] = {}
         self.parts: dict[str, dict[str, Contribution]] = {}  # pool -> node -> contribution
         self.stale: dict[str, set[str]] = {}  # pool -> nodes whose contribution is unknown
@@ -425,7 +426,7 @@ class ClusterState:
             found |= self.node_pools.get(node, set())
         return found
 
-    def _free(self, pool: str, node: str) -> FreeVector:
+    def _free(self, pool: str, node: str) -> Free:
         cached = self.vectors.setdefault(node, {})
         vector = cached.get(pool)
         if vector is not None:
@@ -441,6 +442,8 @@ class ClusterState:
             offered.counters,
             offered.elsewhere,
         )
+        if offered.skipped:
+            vector = Uncounted(vector, offered.skipped)
         cached[pool] = vector
         return vector
 
