@@ -640,11 +640,13 @@ ANY_PART = t.device_class("any-part.nvidia.com", "true")
 ANY = ("part", t.NVIDIA, "any-part.nvidia.com")
 
 
-def a100_layout() -> dict:
+def a100_layout(multiprocessors: bool = True) -> dict:
     """An A100's MIG placements as a partitionable driver publishes them: eight memory
-    slices and 98 multiprocessors; 1g at 0-6, 2g at 0/2/4, 3g at 0/4, 4g at 0, 7g at 0,
-    each consuming its memory slices and its share of multiprocessors (19 devices)."""
-    counters = {f"slice-{i}": "1" for i in range(8)} | {"multiprocessors": "98"}
+    slices (and 98 multiprocessors); 1g at 0-6, 2g at 0/2/4, 3g at 0/4, 4g at 0, 7g at
+    0, each consuming its memory slices (and its share of multiprocessors): 19 devices."""
+    counters = {f"slice-{i}": "1" for i in range(8)}
+    if multiprocessors:
+        counters["multiprocessors"] = "98"
     profiles = [(1, 1, range(7)), (2, 2, (0, 2, 4)), (3, 4, (0, 4)), (4, 4, (0,)), (7, 8, (0,))]
     devices = [
         t.device(
@@ -652,7 +654,7 @@ def a100_layout() -> dict:
             "mig",
             consumes={
                 "gpu-0": {f"slice-{i}": "1" for i in range(start, start + width)}
-                | {"multiprocessors": str(14 * g)}
+                | ({"multiprocessors": str(14 * g)} if multiprocessors else {})
             },
         )
         for g, width, starts in profiles
@@ -713,6 +715,13 @@ PARTITION_CASES = [
         [],
         (7,),
         id="a generic MIG class over every A100 placement counts the seven that fit",
+    ),
+    pytest.param(
+        t.pool_observation("a100", [ANY]),
+        a100_layout(multiprocessors=False),
+        [],
+        (7,),
+        id="the seven that fit are counted with memory slice counters alone",
     ),
     pytest.param(
         t.pool_observation("a100", [ANY]),
