@@ -31,9 +31,9 @@ Invariants
     - at most `MAX_BUCKETS` buckets: beyond, the rarest vectors are rounded
       DOWN onto a bucket they dominate (`coarsen`), which only under-promises;
     - a pool that cannot be observed (a DeviceClass missing or with a bad
-      selector, an unreadable spec, kinds sharing counters) is reported `Observing=False` with the
-      reason, and no histogram, so the scheduler falls back to whole-node
-      accounting for it instead of trusting a guess.
+      selector, an unreadable spec, kinds sharing counters) is reported
+      `Observing=False` with the reason, and no histogram, so the scheduler
+      falls back to whole-node accounting for it instead of trusting a guess.
 
 Only ResourceSlices of the newest generation of each resource pool count,
 as in the DRA allocator. Network-attached slices (no `nodeName`) are out of
@@ -198,24 +198,47 @@ def free_vector(
     devices = tuple(devices)
     left = counters_left((*devices, *elsewhere), allocated, counters)
     free = [0] * kind_count
-    partitioned: list[list[Device]] = [[] for _ in range(kind_count)]
-    drawn: dict[CounterKey, int] = {}
     for device in devices:
-        taken = allocated(device.key) or not device.allocatable
-        if not device.consumes:
-            if not taken:
-                for index in kinds_of(device):
-                    free[index] += 1
-            continue
-        kinds = kinds_of(device)
-        _draw(device, kinds, drawn)
-        if not taken and all(a is not None and k in left for k, a in device.consumes):
-            for index in kinds:
-                partitioned[index].append(device)
+        # kinds_of only for a free device: an allocated one costs no CEL match.
+        if not device.consumes and _free_at_all(device, allocated):
+            for index in kinds_of(device):
+                free[index] += 1
+    partitioned = _partition_candidates(
+        [d for d in devices if d.consumes], kinds_of, kind_count, allocated, left
+    )
     for index, candidates in enumerate(partitioned):
         if candidates:
             free[index] += largest_fitting(candidates, left)
     return tuple(free)
+
+
+def _free_at_all(device: Device, allocated: Callable[[DeviceKey], bool]) -> bool:
+    return device.allocatable and not allocated(device.key)
+
+
+def _partition_candidates(
+    devices: Sequence[Device],
+    kinds_of: Callable[[Device], Sequence[int]],
+    kind_count: int,
+    allocated: Callable[[DeviceKey], bool],
+    left: Mapping[CounterKey, Fraction],
+) -> list[list[Device]]:
+    """Per kind, its free counter-consuming devices that could fit; raises CountersShared
+    when devices of two kinds (free or not) consume the same counter."""
+    partitioned: list[list[Device]] = [[] for _ in range(kind_count)]
+    drawn: dict[CounterKey, int] = {}
+    for device in devices:
+        kinds = kinds_of(device)
+        _draw(device, kinds, drawn)
+        if _free_at_all(device, allocated) and _may_fit(device, left):
+            for index in kinds:
+                partitioned[index].append(device)
+    return partitioned
+
+
+def _may_fit(device: Device, left: Mapping[CounterKey, Fraction]) -> bool:
+    """Whether every amount it consumes is readable, of a counter that is."""
+    return all(amount is not None and key in left for key, amount in device.consumes)
 
 
 def _draw(device: Device, kinds: Sequence[int], drawn: dict[CounterKey, int]) -> None:

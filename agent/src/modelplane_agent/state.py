@@ -35,7 +35,7 @@ container status) touches nothing.
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 
 from modelplane_common.cel.devices import DeviceView
@@ -129,6 +129,15 @@ class ClusterState:
         self.match_cache: dict[tuple[KindRule, DeviceView], bool] = {}
         self.replica_view = ReplicaView()
         self.uids: dict[tuple[str, str, str], str] = {}  # (kind, namespace, name) -> uid
+        self._readers: dict[str, Callable[[Mapping, bool], Touched]] = {
+            NODES: self._on_node,
+            SLICES: self._on_slice,
+            CLAIMS: self._on_claim,
+            CLASSES: self._on_class,
+            POOLS: self._on_pool,
+            PODS: self._on_pod,
+            REPLICAS: self._on_replica,
+        }
 
     # What the shell reads: the ReplicaObservations' specs and last statuses seen.
     @property
@@ -143,25 +152,36 @@ class ClusterState:
 
     def apply(self, kind: str, event: str, obj: Mapping) -> Touched:
         """One watch event (ADDED, MODIFIED or DELETED) on one object of `kind`."""
-        deleted = event == "DELETED"
-        if kind == NODES:
-            return self._node(name_of(obj), None if deleted else node_from(obj))
-        if kind == SLICES:
-            return self._slice(name_of(obj), None if deleted else slice_from(obj))
-        if kind == CLAIMS:
-            key = f"{namespace_of(obj)}/{name_of(obj)}"
-            if deleted:
-                return self._claim(key, frozenset(), False)
-            return self._claim(key, allocated_devices(obj), is_allocated(obj))
-        if kind == CLASSES:
-            return self._class(name_of(obj), None if deleted else device_class_from(obj))
-        if kind == POOLS:
-            return self._pool(name_of(obj), None if deleted else obj)
-        if kind == PODS:
-            return self._pod(namespace_of(obj), name_of(obj), None if deleted else pod_from(obj))
-        if kind == REPLICAS:
-            return self._replica((namespace_of(obj), name_of(obj)), None if deleted else obj)
-        raise ValueError(f"unknown kind {kind!r}")
+        read = self._readers.get(kind)
+        if read is None:
+            raise ValueError(f"unknown kind {kind!r}")
+        return read(obj, event == "DELETED")
+
+    # Each reads one object at the edge (None when deleted) and hands it to its index.
+
+    def _on_node(self, obj: Mapping, deleted: bool) -> Touched:
+        return self._node(name_of(obj), None if deleted else node_from(obj))
+
+    def _on_slice(self, obj: Mapping, deleted: bool) -> Touched:
+        return self._slice(name_of(obj), None if deleted else slice_from(obj))
+
+    def _on_claim(self, obj: Mapping, deleted: bool) -> Touched:
+        key = f"{namespace_of(obj)}/{name_of(obj)}"
+        if deleted:
+            return self._claim(key, frozenset(), False)
+        return self._claim(key, allocated_devices(obj), is_allocated(obj))
+
+    def _on_class(self, obj: Mapping, deleted: bool) -> Touched:
+        return self._class(name_of(obj), None if deleted else device_class_from(obj))
+
+    def _on_pool(self, obj: Mapping, deleted: bool) -> Touched:
+        return self._pool(name_of(obj), None if deleted else obj)
+
+    def _on_pod(self, obj: Mapping, deleted: bool) -> Touched:
+        return self._pod(namespace_of(obj), name_of(obj), None if deleted else pod_from(obj))
+
+    def _on_replica(self, obj: Mapping, deleted: bool) -> Touched:
+        return self._replica((namespace_of(obj), name_of(obj)), None if deleted else obj)
 
     def replace(self, kind: str, objs: Iterable[Mapping]) -> Touched:
         """A full list of `kind` (after a relist): upsert all, delete what is gone."""
