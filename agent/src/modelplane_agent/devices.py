@@ -64,7 +64,7 @@ class DeviceIndex:
         nodes = set().union(*(self._pool_nodes(p) for p in pools))
         if old is not None:
             del self.slices[name]
-            self.by_node.get(old.node, set()).discard(name)
+            _discard(self.by_node, old.node, name)
             self.by_pool.get((old.driver, old.pool), set()).discard(name)
         if new is not None:
             self.slices[name] = new
@@ -169,6 +169,15 @@ class DeviceIndex:
             for device in current.devices
             if device.consumes
         ]
+
+
+def _discard(index: dict[str, set[str]], key: str, name: str) -> None:
+    """Take `name` out of `index[key]`, and the key out once its set is empty."""
+    names = index.get(key)
+    if names is not None:
+        names.discard(name)
+        if not names:
+            del index[key]
 
 
 @dataclass(frozen=True, slots=True)
