@@ -216,6 +216,51 @@ def bench_coarsening(rng: random.Random) -> None:
         )
 
 
+def a100_slice(node: str, gpus: int, aggregate: bool) -> dict:
+    """One slice of `gpus` A100s published as MIG placements (19 per GPU: 1g at 0-6,
+    2g at 0/2/4, 3g at 0/4, 4g and 7g at 0), each GPU its own counter set of eight
+    memory slices, and of 98 multiprocessors when `aggregate`."""
+    profiles = [(1, 1, range(7)), (2, 2, (0, 2, 4)), (3, 4, (0, 4)), (4, 4, (0,)), (7, 8, (0,))]
+    counters, devices = {}, []
+    for gpu in range(gpus):
+        counters[f"gpu-{gpu}"] = {f"slice-{i}": "1" for i in range(8)}
+        if aggregate:
+            counters[f"gpu-{gpu}"]["multiprocessors"] = "98"
+        for g, width, starts in profiles:
+            for start in starts:
+                consumes = {f"slice-{i}": "1" for i in range(start, start + width)}
+                if aggregate:
+                    consumes["multiprocessors"] = str(14 * g)
+                devices.append(
+                    t.device(f"gpu-{gpu}-{g}g-{start}", "mig", consumes={f"gpu-{gpu}": consumes})
+                )
+    return t.resource_slice(node, devices, shared_counters=counters)
+
+
+def bench_partitions(count: int) -> None:
+    """Free vectors of nodes whose GPUs are published as MIG placements, one MIG kind."""
+    print(f"partitionable devices: {count} nodes of 8 A100s as MIG placements (152 devices each):")
+    for aggregate in (True, False):
+        state = ClusterState()
+        state.apply(
+            CLASSES,
+            "ADDED",
+            t.device_class("mig", 'device.attributes["gpu.nvidia.com"].type == "mig"'),
+        )
+        state.apply(POOLS, "ADDED", t.pool_observation("mig", [("mig", t.NVIDIA, "mig")]))
+        for i in range(count):
+            state.apply(NODES, "ADDED", t.node(f"m-{i}", "mig"))
+            state.apply(SLICES, "ADDED", a100_slice(f"m-{i}", 8, aggregate))
+        seconds = timed(lambda state=state: state.pool_report("mig"))
+        report = state.pool_report("mig")
+        free = report.histogram.buckets if report.histogram else None
+        counters = "memory slices and multiprocessors" if aggregate else "memory slices only"
+        print(
+            f"  counters of {counters}: full recompute {seconds * 1000:.0f} ms "
+            f"({seconds / count * 1000:.2f} ms a node), free vectors {free}"
+        )
+
+
 def main() -> None:
     parser = argparse.ArgumentParser()
     parser.add_argument("--nodes", type=int, default=5000)
@@ -362,6 +407,7 @@ def main() -> None:
         "before the cluster was built)"
     )
     bench_coarsening(rng)
+    bench_partitions(500)
 
 
 if __name__ == "__main__":

@@ -67,9 +67,13 @@ def _in_units(
     for need in exact:
         for key, amount in need:
             scale[key] = math.lcm(scale[key], amount.denominator)
-    needs = [tuple((key, int(amount * scale[key])) for key, amount in need) for need in exact]
-    room = {key: math.floor(value * scale[key]) for key, value in left.items()}
+    needs = [tuple((key, _units(amount, scale[key])) for key, amount in need) for need in exact]
+    room = {key: _units(value, scale[key]) for key, value in left.items()}
     return needs, room
+
+
+def _units(value: Fraction, scale: int) -> int:
+    return value.numerator * (scale // value.denominator)  # exact: scale is a multiple
 
 
 def _groups(needs: list[Need]) -> list[list[Need]]:
@@ -77,8 +81,9 @@ def _groups(needs: list[Need]) -> list[list[Need]]:
     parent: dict[CounterKey, CounterKey] = {}
 
     def root(key: CounterKey) -> CounterKey:
-        while parent.setdefault(key, key) != key:
-            key = parent[key]
+        while (up := parent.setdefault(key, key)) != key:
+            parent[key] = parent.setdefault(up, up)  # path halving
+            key = up
         return key
 
     for need in needs:
@@ -102,23 +107,19 @@ def _add(used: dict[CounterKey, int], need: Need, sign: int) -> None:
 def _solve(needs: list[Need], left: Mapping[CounterKey, int]) -> int:
     if not needs or not needs[0]:
         return len(needs)  # consuming nothing: every one fits
-    order = sorted((n for n in needs if _fits(n, {}, left)), key=lambda n: _weight(n, left))
+    weighed = sorted((_weight(n, left), n) for n in needs if _fits(n, {}, left))
+    order = [need for _, need in weighed]
     greedy = _greedy(order, left)
-    bound = min(_bound(order, left), _weighted_bound(order, left))
+    bound = min(_bound(order, left), _weighted_bound([w for w, _ in weighed], order))
     if greedy >= bound:
         return greedy
     return _search(order, left, greedy, bound)
 
 
-def _weight(need: Need, left: Mapping[CounterKey, int]) -> Fraction:
-    """The share of what is left that a device takes, summed over its counters."""
-    return sum(
-        (
-            Fraction(amount, left[key]) if left[key] > 0 else Fraction(len(need) + 1)
-            for key, amount in need
-        ),
-        Fraction(0),
-    )
+def _weight(need: Need, left: Mapping[CounterKey, int]) -> float:
+    """The share of what is left that a device takes, summed over its counters (only
+    devices that fit alone are weighed: a counter it consumes has room for it)."""
+    return sum(amount / left[key] for key, amount in need if amount)
 
 
 def _greedy(order: list[Need], left: Mapping[CounterKey, int]) -> int:
@@ -134,30 +135,32 @@ def _greedy(order: list[Need], left: Mapping[CounterKey, int]) -> int:
 def _bound(order: list[Need], left: Mapping[CounterKey, int]) -> int:
     """No feasible set is larger: for each counter, the devices that do not consume it
     plus the most of those that do which fit it alone (least consuming first)."""
+    amounts: dict[CounterKey, list[int]] = {}
+    for need in order:
+        for key, amount in need:
+            amounts.setdefault(key, []).append(amount)
     best = len(order)
-    for key, room in left.items():
-        amounts = sorted(amount for need in order for k, amount in need if k == key)
-        if not amounts:
-            continue
+    for key, consumed in amounts.items():
         fitting, total = 0, 0
-        for amount in amounts:
-            if total + amount > room:
+        for amount in sorted(consumed):
+            if total + amount > left[key]:
                 break
             total += amount
             fitting += 1
-        best = min(best, len(order) - len(amounts) + fitting)
+        best = min(best, len(order) - len(consumed) + fitting)
     return best
 
 
-def _weighted_bound(order: list[Need], left: Mapping[CounterKey, int]) -> int:
+def _weighted_bound(weights: list[float], order: list[Need]) -> int:
     """No feasible set is larger: each fits every counter, so the shares of what is left
     its devices take (`_weight`), summed, stay within the number of counters; at most
-    as many devices as the least weighty whose shares add up to that. `order` holds
-    only devices that fit alone, lightest first."""
-    counters = {key for need in order for key, _ in need}
-    room, total, count = Fraction(len(counters)), Fraction(0), 0
-    for need in order:
-        total += _weight(need, left)
+    as many devices as the lightest whose shares add up to that. `weights` are in
+    ascending order. Floating point: the slack only ever loosens the bound, which is
+    used to stop early, so the answer stays exact."""
+    room = len({key for need in order for key, _ in need}) * (1 + 1e-9) + 1e-9
+    total, count = 0.0, 0
+    for weight in weights:
+        total += weight
         if total > room:
             break
         count += 1

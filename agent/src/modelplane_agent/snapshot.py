@@ -60,8 +60,14 @@ def _quantity(raw: Any) -> Fraction | None:
     value = raw.get("value") if isinstance(raw, Mapping) else raw
     if isinstance(value, bool) or not isinstance(value, int | str):
         return None
+    return _parsed(str(value))
+
+
+@lru_cache(maxsize=4096)
+def _parsed(text: str) -> Fraction | None:
+    # Slices repeat a few values thousands of times (every partition's "1", "14").
     try:
-        return Quantity.parse(str(value)).value
+        return Quantity.parse(text).value
     except CelValueError:
         return None
 
