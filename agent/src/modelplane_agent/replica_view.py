@@ -22,7 +22,7 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping
 
 from modelplane_agent.replicas import ReplicaReport, observe_replica
-from modelplane_agent.snapshot import Pod, ReplicaSpec, replica_spec_from, selects
+from modelplane_agent.snapshot import Pod, ReplicaSpec, replica_spec_from, selects, status_of
 
 ReplicaKey = tuple[str, str]  # namespace, name
 
@@ -81,7 +81,7 @@ class ReplicaView:
             self.status.pop(key, None)
             self.selected.pop(key, None)
             return {key} if existed else set()
-        self.status[key] = obj.get("status") or {}
+        self.status[key] = status_of(obj)
         spec = replica_spec_from(obj)
         if self.replicas.get(key) == spec:
             return set()

@@ -121,6 +121,15 @@ def namespace_of(obj: Mapping) -> str:
     return _str(_map(obj.get("metadata")).get("namespace"))
 
 
+def uid_of(obj: Mapping) -> str:
+    return _str(_map(obj.get("metadata")).get("uid"))
+
+
+def status_of(obj: Mapping) -> Mapping:
+    """An observation's status as last seen (not a map: none)."""
+    return _map(obj.get("status"))
+
+
 def selects(match_labels: Mapping[str, str], labels: Mapping[str, str]) -> bool:
     """A matchLabels selector: every pair present (an empty selector selects everything)."""
     return all(labels.get(k) == v for k, v in match_labels.items())

@@ -83,6 +83,8 @@ from modelplane_agent.snapshot import (
     pool_spec_from,
     selects,
     slice_from,
+    status_of,
+    uid_of,
 )
 
 NODES = "nodes"
@@ -356,8 +358,8 @@ class ClusterState:
                 self.node_pools.get(node, set()).discard(name)
                 self.vectors.get(node, {}).pop(name, None)
             return Touched() if spec is None else Touched(pools={name})
-        self.pool_status[name] = obj.get("status") or {}
-        self.uids[(POOLS, "", name)] = str((obj.get("metadata") or {}).get("uid") or "")
+        self.pool_status[name] = status_of(obj)
+        self.uids[(POOLS, "", name)] = uid_of(obj)
         spec = pool_spec_from(obj)
         if self.pools.get(name) == spec:
             return Touched()
@@ -384,7 +386,7 @@ class ClusterState:
         if obj is None:
             self.uids.pop((REPLICAS, *key), None)
         else:
-            self.uids[(REPLICAS, *key)] = str((obj.get("metadata") or {}).get("uid") or "")
+            self.uids[(REPLICAS, *key)] = uid_of(obj)
         return Touched(replicas=self.replica_view.put_replica(key, obj))
 
     # ------------------------------------------------------------------ reports
