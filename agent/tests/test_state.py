@@ -111,10 +111,10 @@ def reports(state: ClusterState):
     for pool in ("a100", "h100"):
         afresh = observe_pool(
             state.pools[pool],
-            state.rules[pool],
-            [state.nodes[n] for n in sorted(state.members.get(pool, ()))],
-            lambda node, pool=pool: state._free(pool, node.name),
-            lambda node, pool=pool: state._room(pool, node.name),
+            state.pool_view.rules[pool],
+            [state.nodes[n] for n in sorted(state.pool_view.members.get(pool, ()))],
+            lambda node, pool=pool: state.pool_view.free(pool, node.name),
+            lambda node, pool=pool: state.pool_view.room(pool, node.name),
         )
         assert state.pool_report(pool) == afresh
     return (
