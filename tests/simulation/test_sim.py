@@ -20,7 +20,7 @@ from modelplane_devtools.sim import cli
 from modelplane_devtools.sim.arrivals import ArrivalError, Workload, read_model
 from modelplane_devtools.sim.binder import NodeChoice
 from modelplane_devtools.sim.fleet import FleetError, from_fleet_file, load
-from modelplane_devtools.sim.policies import HISTOGRAMS, WHOLE_NODE, all_policies
+from modelplane_devtools.sim.policies import DEVICE_COUNT, HISTOGRAMS, WHOLE_NODE, all_policies
 from modelplane_devtools.sim.world import Settings
 
 GPU8 = [
@@ -133,10 +133,17 @@ OVER_PROMISE = [
     ),
     pytest.param(
         small_fleet(),
+        DEVICE_COUNT,
+        NodeChoice.SPREAD,
+        "1m",
+        id="device-count accounting over-promises when the free devices are scattered over nodes",
+    ),
+    pytest.param(
+        small_fleet(),
         HISTOGRAMS,
         NodeChoice.PACK,
-        "10m",
-        id="stale histograms and a packing cluster over-promise",
+        "4m",
+        id="histograms up to 4 minutes old over-promise when the cluster packs, not spreads",
     ),
 ]
 
@@ -183,7 +190,8 @@ def test_the_command_prints_the_table_and_writes_the_report(tmp_path, capsys):
     out = tmp_path / "report"
     assert cli.main(["--fleet", str(fleet), "--arrivals", str(model), "--out", str(out)]) == 0
     printed = capsys.readouterr()
-    assert "| whole-node" in printed.out and "| histograms" in printed.out
+    for policy in all_policies():
+        assert f"| {policy.name}" in printed.out
     assert "41/41 steps" in printed.err
     assert (out / "report.html").is_file()
 

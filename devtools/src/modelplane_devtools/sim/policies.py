@@ -8,9 +8,10 @@ would in the function.
 
     whole-node   `mode: Declared`, nothing published: every claiming pod is
                  charged a whole empty node (upstream Modelplane's rule).
-    device-count no fresh observation either, but the pool's declared
-                 devices minus what the fleet's replicas claim (issue 24,
-                 item 2); see `device_count`.
+    device-count `mode: Declared` with `fallback: DeviceCount`, nothing
+                 published: the pool's declared devices minus what the
+                 fleet's replicas claim, one total per kind; a pod fits when
+                 it claims at most one node's devices (capacity/devicecount.py).
     histograms   `mode: Observed` and the agent's histogram republished
                  every `--republish` (stale in between: replicas placed
                  since are charged by the assumed node choice).
@@ -35,16 +36,18 @@ WHOLE_NODE = Policy("whole-node", {"mode": "Declared"})
 HISTOGRAMS = Policy("histograms", {"mode": "Observed"}, publishes=True)
 
 
-def device_count() -> Policy | None:
-    """Device-count accounting, or None while the core has no such setting.
+def device_count() -> Policy:
+    """Device-count accounting: no agent, and `spec.observation.fallback: DeviceCount`.
 
-    The one place that knows how item 2's setting is spelled: a pool without
-    a fresh observation (here: no agent publishes) counts declared devices,
-    not nodes.
+    The one place that spells item 2's setting (design/api.md): a Declared
+    cluster is counted by its fallback, here the pool's declared devices
+    minus what the fleet's replicas claim, one total per kind.
     """
-    return None
+    return Policy("device-count", {"mode": "Declared", "fallback": "DeviceCount"})
+
+
+DEVICE_COUNT = device_count()
 
 
 def all_policies() -> tuple[Policy, ...]:
-    counted = device_count()
-    return (WHOLE_NODE, *((counted,) if counted else ()), HISTOGRAMS)
+    return (WHOLE_NODE, DEVICE_COUNT, HISTOGRAMS)
