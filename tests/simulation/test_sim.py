@@ -65,8 +65,9 @@ MODEL = {
 }
 
 
-def run(fleet: dict, choice: NodeChoice, republish: str, seed: int = 3, policies=None):
-    workload = Workload(read_model(MODEL).arrivals(timedelta(hours=3), seed), timedelta(hours=3))
+def run(fleet: dict, choice: NodeChoice, republish: str, seed: int = 3, policies=None, hours=3):
+    length = timedelta(hours=hours)
+    workload = Workload(read_model(MODEL).arrivals(length, seed), length)
     settings = Settings(
         step=timedelta(minutes=1),
         republish=timedelta(minutes=int(republish.rstrip("m"))),
@@ -158,9 +159,9 @@ def test_the_over_promise_detector_fires_where_over_promise_is_possible(
 
 
 def test_the_same_seed_replays_the_same_run_and_another_seed_does_not():
-    first = run(small_fleet(), NodeChoice.RANDOM, "3m", 5)
-    again = run(small_fleet(), NodeChoice.RANDOM, "3m", 5)
-    other = run(small_fleet(), NodeChoice.RANDOM, "3m", 6)
+    first = run(small_fleet(), NodeChoice.RANDOM, "3m", 5, hours=1)
+    again = run(small_fleet(), NodeChoice.RANDOM, "3m", 5, hours=1)
+    other = run(small_fleet(), NodeChoice.RANDOM, "3m", 6, hours=1)
     for name in first.worlds:
         assert first.worlds[name].samples == again.worlds[name].samples
     assert first.bound == again.bound != other.bound
@@ -303,7 +304,19 @@ def test_a_bad_arrival_model_is_one_line_naming_the_field(raw, message):
     assert str(err.value).startswith(message)
 
 
-def test_the_default_profile_files_load(tmp_path):
+def test_the_example_fleet_as_the_control_plane_sees_it_replays():
+    """examples/fleet/clusters.yaml: InferenceClusters with their published status
+    (one fresh, one Declared, one rejected and stale)."""
+    root = Path(__file__).resolve().parents[2]
+    fleet = load(root / "examples/fleet/clusters.yaml")
+    assert [c.name for c in fleet.clusters] == ["gpu-east", "gpu-west", "gpu-lab"]
+    length = timedelta(hours=1)
+    workload = Workload(read_model(MODEL).arrivals(length, 1), length)
+    result = cli.simulate(fleet, workload, Settings(), (HISTOGRAMS,))
+    assert max(s.allocated for s in result.worlds[HISTOGRAMS.name].samples) > 0
+
+
+def test_the_default_profile_files_load():
     root = Path(__file__).resolve().parents[2]
     fleet = load(root / "examples/sim/fleet.yaml")
     workload = cli.arrival_input.load(root / "examples/sim/arrivals.yaml", seed=1)

@@ -12,8 +12,8 @@ Two inputs give the same `Fleet`:
                     `metricKinds` (default `[gpu]`) names the device kinds
                     counted as GPUs in the report, `maxAge` the clusters'
                     `spec.observation.maxAge` (default 5m).
-    InferenceClusters  `kubectl get inferenceclusters -o yaml` (a List, or
-                    one object): pools and devices from spec, and the start
+    InferenceClusters  `kubectl get inferenceclusters -o yaml` (a List, one
+                    object or a stream of them): pools and devices from spec, and the start
                     state of each pool's nodes from status.gpuPools when a
                     histogram is published there (read by the same
                     `parse_observation` the functions use); a pool without
@@ -93,17 +93,20 @@ class Fleet:
 
 
 def load(path: Path) -> Fleet:
-    """A fleet file or a `kubectl get inferenceclusters -o yaml` output. Raises FleetError."""
+    """A fleet file, or InferenceClusters: `kubectl get inferenceclusters -o yaml` (a List),
+    one object, or a stream of them. Raises FleetError."""
     try:
-        raw = yaml.safe_load(path.read_text())
+        documents = [d for d in yaml.safe_load_all(path.read_text()) if d is not None]
     except (OSError, yaml.YAMLError) as err:
         raise FleetError(f"{path}: cannot be read as YAML: {err}") from err
-    if not isinstance(raw, Mapping):
-        raise FleetError(problem(str(path), "must be a YAML object", raw))
-    if raw.get("kind") == "List" or raw.get("kind") == "InferenceCluster":
-        items = raw.get("items") if raw.get("kind") == "List" else [raw]
-        return from_inference_clusters(items, metric_kinds=("gpu",))
-    return from_fleet_file(raw)
+    if not documents or not all(isinstance(d, Mapping) for d in documents):
+        raise FleetError(problem(str(path), "must hold YAML objects", documents))
+    first = documents[0]
+    if len(documents) == 1 and first.get("kind") == "List":
+        return from_inference_clusters(first.get("items"), metric_kinds=("gpu",))
+    if first.get("kind") == "InferenceCluster":
+        return from_inference_clusters(documents, metric_kinds=("gpu",))
+    return from_fleet_file(first)
 
 
 def _count(value: object, path: str, minimum: int = 0) -> int:
