@@ -178,6 +178,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     path = write_report(out, result, facts)
     for key, value in facts.items():
         print(f"{key}: {value}")
+    for name, world in result.worlds.items():
+        for note in sorted(world.notes):
+            print(f"note ({name}): {note}")
     print(table(result.rows))
     print(f"report: {path}")
     return 0

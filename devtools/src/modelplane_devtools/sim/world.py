@@ -182,6 +182,8 @@ class World:
         self.epoch = 0
         self.allocated = 0
         self.published_at: datetime | None = None
+        # What the real reader said about the InferenceClusters (a policy misspelled shows here).
+        self.notes: set[str] = set()
         self.clusters: tuple[Cluster, ...] = self._read_clusters(None)
 
     # -- the InferenceClusters the core reads ---------------------------------------------
@@ -191,7 +193,8 @@ class World:
         out = []
         for shape in self.fleet.clusters:
             gpu_pools = [] if now is None else self._published(shape.name, shape.spec, now)
-            cluster, _ = read_cluster(shape.inference_cluster(observation, gpu_pools))
+            cluster, notes = read_cluster(shape.inference_cluster(observation, gpu_pools))
+            self.notes.update(notes)
             out.append(cluster)
         return tuple(out)
 
@@ -313,11 +316,8 @@ class World:
         live.stuck_at_epoch = None if placed else self.epoch
 
     def _place(self, live: Live, planned: PlannedReplica, now: datetime) -> None:
-        pods = sum(
-            copy_pods
-            for e in planned.engines
-            for copy_pods in [len(p) for p, _ in pod_demands(e, self._kinds(planned.cluster, e))]
-        )
+        pools = self.nodes[planned.cluster]
+        pods = sum(len(p) for e in planned.engines for p, _ in pod_demands(e, pools[e.pool].kinds))
         replica = Replica(planned.name, planned.index, planned.cluster, planned.engines, now, pods)
         live.replicas[planned.index] = replica
         self.tally.placements += 1
@@ -326,9 +326,6 @@ class World:
             self.tally.overpromised += 1
             self.tally.overpromised_pods += pods
         self.charges[replica.cluster][replica.name] = replica.charge()
-
-    def _kinds(self, cluster: str, engine: PlacedEngine):
-        return self.nodes[cluster][engine.pool].kinds
 
     def _bind(self, live: Live, replica: Replica, at: datetime) -> bool:
         bound = bind(self.nodes[replica.cluster], replica.engines, self.settings.choice, self.rnd)
@@ -408,7 +405,7 @@ class World:
             for p in c.pools
         )
 
-    def used_never_exceeds(self) -> Iterator[str]:
+    def negative_free_counts(self) -> Iterator[str]:
         """Every node whose free count went negative (the binder's invariant), as a message."""
         for cluster, pools in self.nodes.items():
             for pool, nodes in pools.items():
