@@ -322,3 +322,7 @@ def test_the_default_profile_files_load():
     fleet = load(root / "examples/sim/fleet.yaml")
     workload = cli.arrival_input.load(root / "examples/sim/arrivals.yaml", seed=1)
     assert len(fleet.clusters) >= 2 and len(workload.arrivals) > 100
+    listed = cli.arrival_input.load(root / "examples/sim/arrivals.csv", seed=1)
+    assert any(a.gang for a in listed.arrivals) and all(
+        a.selector or a.name == "embed" for a in listed.arrivals
+    )

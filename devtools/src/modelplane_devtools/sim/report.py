@@ -20,6 +20,7 @@ import matplotlib
 matplotlib.use("Agg")
 import matplotlib.pyplot as plt
 
+from modelplane_devtools.sim import summary
 from modelplane_devtools.sim.summary import HEADER, Row, cells
 from modelplane_devtools.sim.world import Sample
 
@@ -113,6 +114,8 @@ the upper bound: <code>sim/bound.py</code>.</p>
 <table>{settings}</table>
 <h2>Summary</h2>
 <table><tr>{head}</tr>{body}</table>
+<h2>Definitions</h2>
+<pre>{html.escape(summary.__doc__ or "")}</pre>
 <h2>Over time</h2>
 {figures}
 </body></html>

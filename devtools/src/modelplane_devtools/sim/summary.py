@@ -96,7 +96,9 @@ HEADER = (
 def _minutes(value: float | None) -> str:
     if value is None:
         return "-"
-    return "never" if math.isinf(value) else f"{value:.0f} min"
+    if math.isinf(value):
+        return "never"
+    return f"{value:.1f} min" if value < 10 else f"{value:.0f} min"
 
 
 def cells(row: Row) -> tuple[str, ...]:
