@@ -24,7 +24,8 @@ Deliberate choices
       (the ModelReplica wire form keeps only the class): it is charged to
       the first declared DRA kind of that class with enough devices per
       node, else the first of that class; a class the pool does not declare
-      at all makes the pod take a whole node (safe).
+      at all makes the pod take a whole node (safe; under DeviceCount, a
+      whole node's devices).
     - A charged replica that does not fit (over-committed by someone else,
       or pending for good) is charged for the pods that fit; the rest hold
       nothing in the cluster either.
