@@ -269,6 +269,14 @@ BAD_FLEETS = [
         "clusters[0] (a): ",
         id="a device the InferenceCluster schema rejects, through the real reader",
     ),
+    pytest.param(
+        {**small_fleet(), "maxAge": "often"}, "maxAge: ", id="an unreadable observation maxAge"
+    ),
+    pytest.param(
+        {**small_fleet(), "metricKinds": "gpu"},
+        "metricKinds: must be a non-empty list of kind names",
+        id="metric kinds that are not a list",
+    ),
 ]
 
 
@@ -294,6 +302,11 @@ BAD_MODELS = [
     ),
     pytest.param(
         {**MODEL, "lifetime": {"median": "soon"}}, "lifetime.median: ", id="an unreadable lifetime"
+    ),
+    pytest.param(
+        {**MODEL, "selectors": [{"weight": 1, "expression": "device.driver =="}]},
+        "selectors[0].expression: ",
+        id="a selector the scheduler's CEL compiler rejects",
     ),
 ]
 

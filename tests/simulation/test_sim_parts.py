@@ -15,7 +15,7 @@ from modelplane_devtools.sim import cli
 from modelplane_devtools.sim.arrivals import Arrival
 from modelplane_devtools.sim.binder import NodeChoice, PoolNodes, bind, release
 from modelplane_devtools.sim.bound import RelaxedBound
-from modelplane_devtools.sim.fleet import from_fleet_file
+from modelplane_devtools.sim.fleet import FleetError, from_fleet_file, load
 from modelplane_devtools.sim.policies import WHOLE_NODE
 from modelplane_devtools.sim.world import Settings, World
 
@@ -222,3 +222,32 @@ def test_the_command_rejects_bad_input_in_one_line_with_status_2(
     assert code == 2
     assert err.startswith(message) and err.count("\n") == 1
     assert not (tmp_path / "out").exists()
+
+
+def test_a_selector_that_fails_on_a_device_is_kept_unplaced_as_the_function_keeps_it():
+    failing = wanting(1, 1, 'device.attributes["gpu.nvidia.com"].productName > 3')
+    fleet = from_fleet_file(FLEET)
+    world = World(fleet, WHOLE_NODE, default_matcher(), Settings(), cli.START)
+    world.step(cli.START, [failing, wanting(1, 2)])
+    assert world.allocated == 2  # the other deployment is placed and bound
+    assert world.live[failing.name].replicas == {}
+    (note,) = world.notes
+    assert (
+        note.startswith(f"{failing.name}: engine engine: CEL selector") and "never placed" in note
+    )
+    bound = RelaxedBound(fleet, world.clusters, default_matcher())
+    assert bound.at([failing, wanting(1, 2)]) == 2
+
+
+def test_inference_clusters_whose_spec_breaks_the_schema_are_one_line(tmp_path):
+    cluster = {
+        "kind": "InferenceCluster",
+        "metadata": {"name": "east"},
+        "spec": {"nodePools": [{"name": "h100", "nodeCount": "many", "devices": [H100]}]},
+    }
+    path = tmp_path / "clusters.yaml"
+    path.write_text(yaml.safe_dump(cluster))
+    with pytest.raises(FleetError) as err:
+        load(path)
+    assert str(err.value).startswith("items[0]: spec.")
+    assert "\n" not in str(err.value)

@@ -32,6 +32,7 @@ from datetime import timedelta
 from pathlib import Path
 
 import yaml
+from modelplane_common.cel import SelectorError, compile_selector
 from modelplane_common.inputs import problem
 from modelplane_common.timeutil import parse_duration
 
@@ -126,6 +127,17 @@ def _duration(raw: object, path: str) -> timedelta:
         raise ArrivalError(problem(path, str(err), raw)) from err
 
 
+def _selector(raw: object, path: str) -> str:
+    """A CEL selector that compiles (the scheduler's own compiler), or "" for any device."""
+    expression = "" if raw is None else str(raw).strip()
+    if expression:
+        try:
+            compile_selector(expression)
+        except SelectorError as err:
+            raise ArrivalError(problem(path, str(err), expression)) from err
+    return expression
+
+
 @dataclass(frozen=True, slots=True)
 class Lifetime:
     """Lognormal lifetimes: heavy-tailed, like job durations in GPU cluster traces."""
@@ -212,7 +224,10 @@ def read_model(raw: Mapping) -> Model:
             _duration(life.get("max", "24h"), "lifetime.max"),
         ),
         selectors=(
-            [str(s.get("expression") or "") for s in selectors],
+            [
+                _selector(s.get("expression"), f"selectors[{i}].expression")
+                for i, s in enumerate(selectors)
+            ],
             [float(s.get("weight", 1)) for s in selectors],
         ),
     )
@@ -287,5 +302,5 @@ def _row(row: Mapping[str, str], line: int) -> Arrival:
         pods_per_copy=number("pods_per_copy", 1),
         gpus_per_pod=number("gpus_per_pod", 1),
         lifetime=timedelta(minutes=number("lifetime_minutes", 1, float)),
-        selector=(row.get("selector") or "").strip(),
+        selector=_selector(row.get("selector"), f"line {line} selector"),
     )

@@ -21,7 +21,7 @@ from __future__ import annotations
 from collections.abc import Iterable
 from itertools import combinations
 
-from compose_model_deployment.placement import Matcher, Matching
+from compose_model_deployment.placement import InvalidSelector, Matcher, Matching
 from compose_model_deployment.readers import read_deployment
 from modelplane_common.capacity.fleet import Cluster, Pool
 
@@ -52,11 +52,15 @@ class RelaxedBound:
         if arrival.name not in self._groups:
             spec = read_deployment(arrival.deployment()).spec
             matching = Matching(self._matcher)
-            self._groups[arrival.name] = frozenset(
-                key
-                for key, pool in self._classes.items()
-                if all(matching.resolve(e, pool) is not None for e in spec.engines)
-            )
+            try:
+                group = frozenset(
+                    key
+                    for key, pool in self._classes.items()
+                    if all(matching.resolve(e, pool) is not None for e in spec.engines)
+                )
+            except InvalidSelector:
+                group = frozenset()  # no scheduler may place it (decision.py keeps it)
+            self._groups[arrival.name] = group
         return self._groups[arrival.name]
 
     def at(self, live: Iterable[Arrival]) -> int:

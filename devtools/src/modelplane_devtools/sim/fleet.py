@@ -35,13 +35,14 @@ from typing import Any
 
 import yaml
 from modelplane_common.capacity.readers import UnreadableCluster, read_cluster
-from modelplane_common.inputs import InvalidInput, problem
+from modelplane_common.inputs import InvalidInput, inference_cluster_problems, problem
 from modelplane_common.observation import (
     DeviceKinds,
     FreeVector,
     Observation,
     parse_observation,
 )
+from modelplane_common.timeutil import parse_duration
 
 from modelplane_devtools.sim.binder import PoolNodes
 
@@ -184,7 +185,14 @@ def from_fleet_file(raw: Mapping) -> Fleet:
         )
         clusters.append(_checked(shape, path))
     kinds = raw.get("metricKinds", ["gpu"])
-    return Fleet(tuple(clusters), frozenset(kinds), str(raw.get("maxAge", "5m")))
+    if not isinstance(kinds, list) or not kinds or not all(isinstance(k, str) for k in kinds):
+        raise FleetError(problem("metricKinds", "must be a non-empty list of kind names", kinds))
+    max_age = raw.get("maxAge", "5m")
+    try:
+        parse_duration(max_age)
+    except ValueError as err:
+        raise FleetError(problem("maxAge", str(err), max_age)) from err
+    return Fleet(tuple(clusters), frozenset(kinds), str(max_age))
 
 
 def _checked(shape: ClusterShape, path: str) -> ClusterShape:
@@ -221,6 +229,9 @@ def _live_cluster(obj: object, path: str) -> ClusterShape:
     """One InferenceCluster as it is now: its spec, and its nodes as last published."""
     if not isinstance(obj, Mapping) or not isinstance(obj.get("spec"), Mapping):
         raise FleetError(problem(path, "must be an InferenceCluster with a spec", obj))
+    defects = inference_cluster_problems(obj["spec"])
+    if defects:
+        raise FleetError(f"{path}: {defects[0]}")
     meta = obj.get("metadata") or {}
     published = _published_pools(obj)
     spec_pools: list[dict] = []

@@ -123,6 +123,7 @@ class Live:
     replicas: dict[int, Replica] = field(default_factory=dict)
     failed: tuple[FailedPlacement, ...] = ()
     stuck_at_epoch: int | None = None  # the epoch of a pass that found no room
+    invalid: str | None = None  # why the core keeps it as it is (a selector that fails)
     first_bound: dict[int, datetime] = field(default_factory=dict)
 
     @property
@@ -280,6 +281,8 @@ class World:
     # -- the core ---------------------------------------------------------------------------
 
     def _needs_pass(self, live: Live, now: datetime) -> bool:
+        if live.invalid is not None:
+            return False
         grace = live.spec.unschedulable_grace
         pending = [r for r in live.replicas.values() if r.bound is None]
         if any(r.pending_since is not None and now - r.pending_since > grace for r in pending):
@@ -299,12 +302,18 @@ class World:
 
     def _reconcile(self, live: Live, now: datetime) -> None:
         own = tuple(r.own() for r in live.replicas.values())
-        plan = placement.plan(
-            Inputs(live.spec, self.clusters, own, live.failed, now),
-            self._charges_for(live),
-            self.matcher,
-        )
         self.tally.passes += 1
+        try:
+            plan = placement.plan(
+                Inputs(live.spec, self.clusters, own, live.failed, now),
+                self._charges_for(live),
+                self.matcher,
+            )
+        except placement.InvalidSelector as err:
+            # The function keeps such a deployment as it is (decision.py, InvalidSelector).
+            live.invalid = str(err)
+            self.notes.add(f"{live.arrival.name}: {err}; never placed")
+            return
         live.failed = plan.failed_placements
         for removed in plan.removed:
             self._drop(live, removed.index)
@@ -375,7 +384,7 @@ class World:
         """Per pool, the pod demands of every waiting replica that could run there."""
         wanted: dict[tuple[str, str], set[tuple[int, ...]]] = {}
         for live in self.live.values():
-            if live.bound >= live.spec.replicas:
+            if live.bound >= live.spec.replicas or live.invalid is not None:
                 continue
             for cluster in self.clusters:
                 for pool in cluster.pools:
