@@ -213,6 +213,28 @@ def test_a_csv_of_arrivals_is_replayed_as_written(tmp_path):
     assert max(s.allocated for s in result.worlds[HISTOGRAMS.name].samples) == 18
 
 
+BAD_ROWS = [
+    pytest.param(
+        "0,a,0,1,1,1,30,\n", "line 2 replicas: must be a number of at least 1", id="no replicas"
+    ),
+    pytest.param("inf,a,1,1,1,1,30,\n", "line 2 minute: must be a number", id="an endless minute"),
+    pytest.param(
+        "0,a,1,1,1,1,30,device.driver ==\n",
+        "line 2 selector: ",
+        id="a selector that does not compile",
+    ),
+]
+
+
+@pytest.mark.parametrize(("row", "message"), BAD_ROWS)
+def test_a_bad_csv_row_is_one_line_naming_the_line_and_column(tmp_path, row, message):
+    path = tmp_path / "arrivals.csv"
+    path.write_text(CSV + row)
+    with pytest.raises(ArrivalError) as err:
+        cli.arrival_input.load(path, seed=1)
+    assert str(err.value).startswith(message)
+
+
 def test_inference_clusters_from_kubectl_start_from_their_published_histograms(tmp_path):
     cluster = {
         "apiVersion": "modelplane.ai/v1alpha1",

@@ -288,9 +288,11 @@ def _row(row: Mapping[str, str], line: int) -> Arrival:
             value = kind(row[column])
         except (TypeError, ValueError):
             value = None
-        if value is None or value < minimum:
+        if value is None or not math.isfinite(value) or value < minimum:
             raise ArrivalError(
-                problem(f"line {line} {column}", f"must be at least {minimum}", row[column])
+                problem(
+                    f"line {line} {column}", f"must be a number of at least {minimum}", row[column]
+                )
             )
         return value
 
