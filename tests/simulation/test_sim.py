@@ -65,7 +65,15 @@ MODEL = {
 }
 
 
-def run(fleet: dict, choice: NodeChoice, republish: str, seed: int = 3, policies=None, hours=3):
+def run(
+    fleet: dict,
+    choice: NodeChoice,
+    republish: str,
+    seed: int = 3,
+    policies=None,
+    hours=3,
+    skip=True,
+):
     length = timedelta(hours=hours)
     workload = Workload(read_model(MODEL).arrivals(length, seed), length)
     settings = Settings(
@@ -73,6 +81,7 @@ def run(fleet: dict, choice: NodeChoice, republish: str, seed: int = 3, policies
         republish=timedelta(minutes=int(republish.rstrip("m"))),
         choice=choice,
         seed=seed,
+        skip_unchanged=skip,
     )
     return cli.simulate(from_fleet_file(fleet), workload, settings, policies)
 
@@ -166,6 +175,14 @@ def test_the_same_seed_replays_the_same_run_and_another_seed_does_not():
     for name in first.worlds:
         assert first.worlds[name].samples == again.worlds[name].samples
     assert first.bound == again.bound != other.bound
+
+
+def test_skipping_the_passes_of_deployments_nothing_could_unblock_changes_nothing():
+    skipped = run(BUSY, NodeChoice.RANDOM, "4m", 2, hours=2)
+    planned = run(BUSY, NodeChoice.RANDOM, "4m", 2, hours=2, skip=False)
+    for name, world in skipped.worlds.items():
+        assert world.samples == planned.worlds[name].samples, name
+        assert world.tally.passes < planned.worlds[name].tally.passes, name
 
 
 def test_the_report_is_written_with_every_plot_and_the_table_names_every_policy(tmp_path):

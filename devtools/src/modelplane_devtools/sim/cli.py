@@ -153,6 +153,9 @@ def _facts(
         f"in steps of {format_duration(settings.step)}",
         "histograms republished every": format_duration(settings.republish),
         "cluster scheduler (binder)": settings.choice.value,
+        "placement.plan passes": ", ".join(
+            f"{name} {world.tally.passes}" for name, world in result.worlds.items()
+        ),
     }
 
 
