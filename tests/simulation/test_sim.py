@@ -312,11 +312,31 @@ BAD_FLEETS = [
         {**small_fleet(), "maxAge": "often"}, "maxAge: ", id="an unreadable observation maxAge"
     ),
     pytest.param(
+        {
+            "shapes": {"h100": GPU8},
+            "clusters": [{"name": "a", "pools": [{"name": "p", "nodes": 1, "shape": "a100"}]}],
+        },
+        "clusters[0].pools[0].shape: must name one of ['h100'] (got \"a100\")",
+        id="a pool naming a shape the fleet does not define",
+    ),
+    pytest.param(
         {**small_fleet(), "metricKinds": "gpu"},
         "metricKinds: must be a non-empty list of kind names",
         id="metric kinds that are not a list",
     ),
 ]
+
+
+def test_pools_that_name_a_shape_share_its_devices():
+    fleet = from_fleet_file(
+        {
+            "shapes": {"h100": GPU8},
+            "clusters": [{"name": "a", "pools": [{"name": "p", "nodes": 2, "shape": "h100"}]}],
+        }
+    )
+    (cluster,) = fleet.clusters
+    assert cluster.spec["nodePools"] == [{"name": "p", "nodeCount": 2, "devices": GPU8}]
+    assert cluster.pools[0].start == (((8,), 2),)
 
 
 @pytest.mark.parametrize(("raw", "message"), BAD_FLEETS)

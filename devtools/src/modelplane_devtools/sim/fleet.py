@@ -2,10 +2,11 @@
 
 Two inputs give the same `Fleet`:
 
-    a fleet file    `clusters[]`, each with `name`, `labels` and `pools[]`;
-                    a pool has `name`, `nodes` (its node count), `devices`
-                    (an InferenceCluster `nodePools[].devices[]` list, the
-                    node shape: YAML anchors let pools share one) and
+    a fleet file    `shapes` (node shapes by name: each an InferenceCluster
+                    `nodePools[].devices[]` list) and `clusters[]`, each with
+                    `name`, `labels` and `pools[]`; a pool has `name`,
+                    `nodes` (its node count), `shape` (a name in `shapes`)
+                    or its own `devices` list, and
                     `background` (work outside the fleet, held for the whole
                     run: a list of `{nodes: N, used: {kind: count}}`, taken
                     from the first nodes of the pool). Top-level
@@ -146,21 +147,33 @@ def _background(
     return tuple(start)
 
 
-def _pool(raw: object, path: str) -> tuple[dict, PoolStart]:
+def _devices(raw: Mapping, shapes: Mapping, path: str) -> list:
+    """The pool's node shape: its own `devices`, or the named entry of `shapes`."""
+    if "shape" in raw:
+        shape = raw["shape"]
+        if not isinstance(shape, str) or shape not in shapes:
+            raise FleetError(problem(f"{path}.shape", f"must name one of {sorted(shapes)}", shape))
+        devices = shapes[shape]
+        where = f"shapes.{shape}"
+    else:
+        devices = raw.get("devices")
+        where = f"{path}.devices"
+    if not isinstance(devices, list) or not devices:
+        raise FleetError(problem(where, "must be a non-empty list of devices", devices))
+    return list(devices)
+
+
+def _pool(raw: object, shapes: Mapping, path: str) -> tuple[dict, PoolStart]:
     if not isinstance(raw, Mapping):
         raise FleetError(problem(path, "must be an object", raw))
     name = raw.get("name")
     if not isinstance(name, str) or not name:
         raise FleetError(problem(f"{path}.name", "must be a non-empty string", name))
     nodes = _count(raw.get("nodes"), f"{path}.nodes", 1)
-    devices = raw.get("devices")
-    if not isinstance(devices, list) or not devices:
-        raise FleetError(problem(f"{path}.devices", "must be a non-empty list", devices))
+    devices = _devices(raw, shapes, path)
     kinds = DeviceKinds.from_declared(devices)
     start = _background(raw.get("background"), kinds, nodes, f"{path}.background")
-    return {"name": name, "nodeCount": nodes, "devices": list(devices)}, PoolStart(
-        name, kinds, start
-    )
+    return {"name": name, "nodeCount": nodes, "devices": devices}, PoolStart(name, kinds, start)
 
 
 def _credentials(name: str) -> dict:
@@ -168,6 +181,9 @@ def _credentials(name: str) -> dict:
 
 
 def from_fleet_file(raw: Mapping) -> Fleet:
+    shapes = raw.get("shapes") or {}
+    if not isinstance(shapes, Mapping):
+        raise FleetError(problem("shapes", "must map a shape name to its devices", shapes))
     clusters_raw = raw.get("clusters")
     if not isinstance(clusters_raw, list) or not clusters_raw:
         raise FleetError(problem("clusters", "must be a non-empty list", clusters_raw))
@@ -176,7 +192,9 @@ def from_fleet_file(raw: Mapping) -> Fleet:
         path = f"clusters[{c}]"
         if not isinstance(cluster, Mapping) or not isinstance(cluster.get("name"), str):
             raise FleetError(problem(path, "must be an object with a name", cluster))
-        pools = [_pool(p, f"{path}.pools[{i}]") for i, p in enumerate(cluster.get("pools") or [])]
+        pools = [
+            _pool(p, shapes, f"{path}.pools[{i}]") for i, p in enumerate(cluster.get("pools") or [])
+        ]
         if not pools:
             raise FleetError(problem(f"{path}.pools", "must be a non-empty list", None))
         spec = {"credentials": _credentials(cluster["name"]), "nodePools": [s for s, _ in pools]}
