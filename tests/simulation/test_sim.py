@@ -21,6 +21,7 @@ from modelplane_devtools.sim.arrivals import ArrivalError, Workload, read_model
 from modelplane_devtools.sim.binder import NodeChoice
 from modelplane_devtools.sim.fleet import FleetError, from_fleet_file, load
 from modelplane_devtools.sim.policies import DEVICE_COUNT, HISTOGRAMS, WHOLE_NODE, all_policies
+from modelplane_devtools.sim.run import simulate
 from modelplane_devtools.sim.world import Settings
 
 GPU8 = [
@@ -83,7 +84,7 @@ def run(
         seed=seed,
         skip_unchanged=skip,
     )
-    return cli.simulate(from_fleet_file(fleet), workload, settings, policies)
+    return simulate(from_fleet_file(fleet), workload, settings, policies)
 
 
 PROFILES = [
@@ -226,7 +227,7 @@ def test_a_csv_of_arrivals_is_replayed_as_written(tmp_path):
         ("big", 2, 16),
         ("small", 2, 2),
     ]
-    result = cli.simulate(from_fleet_file(small_fleet()), workload, Settings(), (HISTOGRAMS,))
+    result = simulate(from_fleet_file(small_fleet()), workload, Settings(), (HISTOGRAMS,))
     assert max(s.allocated for s in result.worlds[HISTOGRAMS.name].samples) == 18
 
 
@@ -385,7 +386,7 @@ def test_the_example_fleet_as_the_control_plane_sees_it_replays():
     assert [c.name for c in fleet.clusters] == ["gpu-east", "gpu-west", "gpu-lab"]
     length = timedelta(hours=1)
     workload = Workload(read_model(MODEL).arrivals(length, 1), length)
-    result = cli.simulate(fleet, workload, Settings(), (HISTOGRAMS,))
+    result = simulate(fleet, workload, Settings(), (HISTOGRAMS,))
     assert max(s.allocated for s in result.worlds[HISTOGRAMS.name].samples) > 0
 
 

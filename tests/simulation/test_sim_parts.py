@@ -17,6 +17,7 @@ from modelplane_devtools.sim.binder import NodeChoice, PoolNodes, bind, release
 from modelplane_devtools.sim.bound import RelaxedBound
 from modelplane_devtools.sim.fleet import FleetError, from_fleet_file, load
 from modelplane_devtools.sim.policies import WHOLE_NODE
+from modelplane_devtools.sim.run import START
 from modelplane_devtools.sim.world import Settings, World
 
 GPU_NIC = DeviceKinds(("gpu", "nic"), (8, 2))
@@ -182,7 +183,7 @@ BOUNDS = [
 @pytest.mark.parametrize(("live", "expected"), BOUNDS)
 def test_the_relaxed_bound_is_the_max_flow_to_the_pools_each_deployment_matches(live, expected):
     fleet = from_fleet_file(FLEET)
-    world = World(fleet, WHOLE_NODE, default_matcher(), Settings(), cli.START)
+    world = World(fleet, WHOLE_NODE, default_matcher(), Settings(), START)
     assert RelaxedBound(fleet, world.clusters, default_matcher()).at(live) == expected
 
 
@@ -227,8 +228,8 @@ def test_the_command_rejects_bad_input_in_one_line_with_status_2(
 def test_a_selector_that_fails_on_a_device_is_kept_unplaced_as_the_function_keeps_it():
     failing = wanting(1, 1, 'device.attributes["gpu.nvidia.com"].productName > 3')
     fleet = from_fleet_file(FLEET)
-    world = World(fleet, WHOLE_NODE, default_matcher(), Settings(), cli.START)
-    world.step(cli.START, [failing, wanting(1, 2)])
+    world = World(fleet, WHOLE_NODE, default_matcher(), Settings(), START)
+    world.step(START, [failing, wanting(1, 2)])
     assert world.allocated == 2  # the other deployment is placed and bound
     assert world.live[failing.name].replicas == {}
     (note,) = world.notes

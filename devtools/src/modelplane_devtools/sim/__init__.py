@@ -12,7 +12,8 @@ assumed. The upper bound (bound.py) is a relaxed optimum no policy can beat.
     arrivals.py  the arrival model (YAML) or a CSV of arrivals
     summary.py   one row per policy: the metrics, defined once
     report.py    PNG plots and report.html
-    cli.py       the command: runs, prints the table, writes the report
+    run.py       one simulation: every policy's world on the same steps, and the bound
+    cli.py       the command: reads the inputs, prints the table, writes the report
 
 Time is simulated (an input to every step) and every random choice is
 drawn from a seeded generator: the same inputs give the same report.

@@ -13,83 +13,21 @@ from __future__ import annotations
 
 import argparse
 import sys
-from collections.abc import Callable, Sequence
-from dataclasses import dataclass
+from collections.abc import Sequence
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
-from compose_model_deployment.fn import default_matcher
 from modelplane_common.timeutil import format_duration, parse_duration
 
 from modelplane_devtools.sim import arrivals as arrival_input
 from modelplane_devtools.sim import fleet as fleet_input
 from modelplane_devtools.sim import report
-from modelplane_devtools.sim.arrivals import Arrival, ArrivalError, Workload
+from modelplane_devtools.sim.arrivals import ArrivalError, Workload
 from modelplane_devtools.sim.binder import NodeChoice
-from modelplane_devtools.sim.bound import RelaxedBound
 from modelplane_devtools.sim.fleet import Fleet, FleetError
-from modelplane_devtools.sim.policies import Policy, all_policies
-from modelplane_devtools.sim.summary import Row, bound_row, policy_row, table
-from modelplane_devtools.sim.world import Settings, World
-
-START = datetime(2026, 1, 1, tzinfo=UTC)
-Progress = Callable[[str, int, int], None]
-
-
-@dataclass(frozen=True, slots=True)
-class Result:
-    rows: tuple[Row, ...]
-    runs: dict[str, report.Run]
-    bound: tuple[int, ...]
-    worlds: dict[str, World]
-
-
-def _steps(workload: Workload, settings: Settings) -> list[tuple[datetime, list[Arrival]]]:
-    """Each step's time and the arrivals since the step before."""
-    count = int(workload.duration / settings.step)
-    pending = sorted(workload.arrivals, key=lambda a: (a.at, a.name))
-    steps, i = [], 0
-    for n in range(count + 1):
-        offset = n * settings.step
-        batch = []
-        while i < len(pending) and pending[i].at <= offset:
-            batch.append(pending[i])
-            i += 1
-        steps.append((START + offset, batch))
-    return steps
-
-
-def simulate(
-    fleet: Fleet,
-    workload: Workload,
-    settings: Settings,
-    policies: Sequence[Policy] | None = None,
-    progress: Progress | None = None,
-) -> Result:
-    matcher = default_matcher()
-    steps = _steps(workload, settings)
-    worlds: dict[str, World] = {}
-    for policy in policies or all_policies():
-        world = World(fleet, policy, matcher, settings, START)
-        for n, (now, batch) in enumerate(steps):
-            world.step(now, batch)
-            if progress is not None:
-                progress(policy.name, n + 1, len(steps))
-        world.finish()
-        worlds[policy.name] = world
-    first = next(iter(worlds.values()))
-    relaxed = RelaxedBound(fleet, first.clusters, matcher)
-    bound = tuple(
-        relaxed.at(a for a in workload.arrivals if a.at <= now - START < a.at + a.lifetime)
-        for now, _ in steps
-    )
-    mean = sum(bound) / len(bound)
-    rows = (
-        *(policy_row(name, w.samples, w.tally, mean) for name, w in worlds.items()),
-        bound_row(bound),
-    )
-    runs = {name: report.Run(w.samples, w.tally.waits) for name, w in worlds.items()}
-    return Result(rows, runs, bound, worlds)
+from modelplane_devtools.sim.run import Progress, Result, simulate
+from modelplane_devtools.sim.summary import table
+from modelplane_devtools.sim.world import Settings
 
 
 def write_report(out: Path, result: Result, facts: dict[str, str]) -> Path:
