@@ -20,7 +20,7 @@ import matplotlib
 matplotlib.use("Agg")
 import matplotlib.pyplot as plt
 
-from modelplane_devtools.sim import summary
+from modelplane_devtools.sim import bound, policies, summary
 from modelplane_devtools.sim.summary import HEADER, Row, cells
 from modelplane_devtools.sim.world import Sample
 
@@ -99,6 +99,9 @@ def page(out: Path, rows: Sequence[Row], images: Sequence[Path], facts: Mapping[
     settings = "".join(
         f"<tr><th>{html.escape(k)}</th><td>{html.escape(v)}</td></tr>" for k, v in facts.items()
     )
+    definitions = "".join(
+        f"<pre>{html.escape(module.__doc__ or '')}</pre>" for module in (policies, bound, summary)
+    )
     figures = "".join(f'<p><img src="{html.escape(p.name)}" alt="{p.stem}"></p>' for p in images)
     text = f"""<!doctype html>
 <html><head><meta charset="utf-8"><title>modelplane-sim report</title>
@@ -115,7 +118,7 @@ the upper bound: <code>sim/bound.py</code>.</p>
 <h2>Summary</h2>
 <table><tr>{head}</tr>{body}</table>
 <h2>Definitions</h2>
-<pre>{html.escape(summary.__doc__ or "")}</pre>
+{definitions}
 <h2>Over time</h2>
 {figures}
 </body></html>
