@@ -260,7 +260,15 @@ def test_inference_clusters_from_kubectl_start_from_their_published_histograms(t
         "metadata": {"name": "east"},
         "spec": {
             "credentials": {"secretRef": {"namespace": "x", "name": "east", "key": "kubeconfig"}},
-            "nodePools": [{"name": "h100", "nodeCount": 3, "maxNodeCount": 9, "devices": GPU8}],
+            "nodePools": [
+                {
+                    "name": "h100",
+                    "nodeCount": 3,
+                    "maxNodeCount": 9,
+                    "fallback": "DeviceCount",
+                    "devices": GPU8,
+                }
+            ],
         },
         "status": {
             "gpuPools": [
@@ -278,7 +286,8 @@ def test_inference_clusters_from_kubectl_start_from_their_published_histograms(t
     fleet = load(path)
     (shape,) = fleet.clusters
     assert shape.pools[0].start == (((2,), 2), ((8,), 1))
-    assert "maxNodeCount" not in shape.spec["nodePools"][0]
+    assert "maxNodeCount" not in shape.spec["nodePools"][0]  # no autoscaler is simulated
+    assert "fallback" not in shape.spec["nodePools"][0]  # the policy decides for every pool
 
 
 BAD_FLEETS = [

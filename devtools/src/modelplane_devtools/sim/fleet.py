@@ -22,7 +22,8 @@ Two inputs give the same `Fleet`:
 
 The simulator has no autoscaler: a pool has `nodeCount` nodes for the whole
 run and `maxNodeCount` is dropped from the spec the core reads, so no policy
-is credited with nodes that never join. Every spec is checked by the real
+is credited with nodes that never join. A pool's own `fallback` is dropped
+too: each policy sets how every pool is counted. Every spec is checked by the real
 reader (`capacity.readers.read_cluster`); a defect is one line naming the
 field and value.
 """
@@ -243,6 +244,11 @@ def _published_pools(obj: Mapping) -> dict[str, Mapping]:
     return {str(p.get("name")): p for p in entries or () if isinstance(p, Mapping)}
 
 
+# Dropped from a live pool's spec: no autoscaler is simulated, and each policy's
+# cluster-wide observation settings must decide for every pool.
+_NOT_SIMULATED = ("maxNodeCount", "fallback")
+
+
 def _live_cluster(obj: object, path: str) -> ClusterShape:
     """One InferenceCluster as it is now: its spec, and its nodes as last published."""
     if not isinstance(obj, Mapping) or not isinstance(obj.get("spec"), Mapping):
@@ -259,7 +265,7 @@ def _live_cluster(obj: object, path: str) -> ClusterShape:
         kinds = DeviceKinds.from_declared(pool.get("devices") or [])
         start = _observed_start(pool, published.get(name), nodes)
         starts.append(PoolStart(name, kinds, start or ((kinds.per_node, nodes),)))
-        spec_pools.append({k: v for k, v in pool.items() if k != "maxNodeCount"})
+        spec_pools.append({k: v for k, v in pool.items() if k not in _NOT_SIMULATED})
     spec = {k: v for k, v in obj["spec"].items() if k != "observation"}
     spec["nodePools"] = spec_pools
     shape = ClusterShape(
