@@ -16,7 +16,7 @@ from modelplane_devtools.sim.arrivals import Arrival
 from modelplane_devtools.sim.binder import NodeChoice, PoolNodes, bind, release
 from modelplane_devtools.sim.bound import RelaxedBound
 from modelplane_devtools.sim.fleet import FleetError, from_fleet_file, load
-from modelplane_devtools.sim.policies import WHOLE_NODE
+from modelplane_devtools.sim.policies import HISTOGRAMS, WHOLE_NODE
 from modelplane_devtools.sim.run import START
 from modelplane_devtools.sim.world import Settings, World
 
@@ -252,3 +252,26 @@ def test_inference_clusters_whose_spec_breaks_the_schema_are_one_line(tmp_path):
         load(path)
     assert str(err.value).startswith("items[0]: spec.")
     assert "\n" not in str(err.value)
+
+
+ONE_NODE = {"clusters": [{"name": "a", "pools": [{"name": "p", "nodes": 1, "devices": [H100]}]}]}
+
+
+@pytest.mark.parametrize(
+    ("republish", "bound_at_minute"),
+    [
+        pytest.param(5, 10, id="a histogram 5 minutes apart hides a departure until the next one"),
+        pytest.param(1, 7, id="a histogram republished every minute shows it at once"),
+    ],
+)
+def test_histograms_are_stale_between_republishes(republish, bound_at_minute):
+    first = Arrival(timedelta(0), "first", 1, 1, 1, 8, timedelta(minutes=6))
+    second = Arrival(timedelta(minutes=7), "second", 1, 1, 1, 8, timedelta(hours=1))
+    settings = Settings(republish=timedelta(minutes=republish))
+    world = World(from_fleet_file(ONE_NODE), HISTOGRAMS, default_matcher(), settings, START)
+    for minute in range(13):
+        now = START + timedelta(minutes=minute)
+        world.step(now, [a for a in (first, second) if a.at == timedelta(minutes=minute)])
+    bound = world.live["second"].first_bound[0]
+    assert bound - START == timedelta(minutes=bound_at_minute, seconds=5)
+    assert world.tally.overpromised == 0
