@@ -16,7 +16,7 @@ from modelplane_devtools.sim.arrivals import Arrival
 from modelplane_devtools.sim.binder import NodeChoice, PoolNodes, bind, release
 from modelplane_devtools.sim.bound import RelaxedBound
 from modelplane_devtools.sim.fleet import FleetError, from_fleet_file, load
-from modelplane_devtools.sim.policies import HISTOGRAMS, WHOLE_NODE
+from modelplane_devtools.sim.policies import DEVICE_COUNT, HISTOGRAMS, WHOLE_NODE
 from modelplane_devtools.sim.run import START
 from modelplane_devtools.sim.world import Settings, World
 
@@ -275,3 +275,36 @@ def test_histograms_are_stale_between_republishes(republish, bound_at_minute):
     bound = world.live["second"].first_bound[0]
     assert bound - START == timedelta(minutes=bound_at_minute, seconds=5)
     assert world.tally.overpromised == 0
+
+
+FRAGMENTED = {
+    "clusters": [
+        {
+            "name": "a",
+            "pools": [
+                {
+                    "name": "p",
+                    "nodes": 2,
+                    "devices": [H100],
+                    "background": [{"nodes": 2, "used": {"gpu": 5}}],
+                }
+            ],
+        },
+        {"name": "b", "pools": [{"name": "p", "nodes": 1, "devices": [H100]}]},
+    ]
+}
+
+
+def test_an_over_promise_is_healed_by_the_core_after_the_grace_period():
+    """Device-count on cluster a sees 16 GPUs; its nodes have 3 free each, so a 4-GPU
+    pod cannot bind. The core moves the replica after the 2-minute grace period and
+    remembers the pool in failedPlacements."""
+    wants = Arrival(timedelta(0), "w", 1, 1, 1, 4, timedelta(hours=1))
+    world = World(from_fleet_file(FRAGMENTED), DEVICE_COUNT, default_matcher(), Settings(), START)
+    for minute in range(5):
+        world.step(START + timedelta(minutes=minute), [wants] if minute == 0 else [])
+    live = world.live["w"]
+    assert world.tally.overpromised == 1 and world.tally.never_bound_pods == 1
+    assert live.replicas[0].cluster == "b" and live.replicas[0].bound is not None
+    assert live.first_bound[0] - START == timedelta(minutes=3, seconds=5)
+    assert [(f.cluster, f.pool) for f in live.failed] == [("a", "p")]
