@@ -1,5 +1,5 @@
 # The two commands the README promises, and the helpers around them.
-.PHONY: setup render test packages e2e-tools e2e e2e-admission e2e-admission-baseline bench-admission schemas schemas-check bench bench-agent agent-live lint fuzz
+.PHONY: setup render test packages e2e-tools e2e e2e-admission e2e-admission-baseline bench-admission schemas schemas-check bench bench-agent agent-live lint fuzz sim
 
 setup:
 	bash scripts/setup.sh
@@ -61,6 +61,12 @@ bench-agent:
 
 bench-admission:
 	uv run --frozen python tests/bench/bench_admission.py
+
+# The fleet simulator on the default fleet and arrivals (examples/sim): every
+# accounting policy through the real placement core; prints the summary table
+# and writes out/sim/<time>/report.html with its plots.
+sim:
+	uv run --frozen modelplane-sim
 
 # The agent against a real kube-apiserver, kube-controller-manager and kube-scheduler
 # (binaries in .tools/bin from the e2e tooling) alone; CI runs it in make e2e.

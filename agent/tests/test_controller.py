@@ -772,7 +772,11 @@ def test_a_failing_watch_freezes_observed_at_and_says_which_kind_and_why():
             "lastTransitionTime": "2026-11-30T12:00:10Z",
         }
         assert pool[1]["conditions"][0]["reason"] == "Observed"  # the accounting is unchanged
-        assert [k for k, _, _ in api.patches].count(REPLICAS) == 1  # replicas read no claims
+        # A replica reads claims too (its pods count as scheduled once their claims are seen
+        # allocated): its report is frozen with the same condition.
+        replica = [s for k, _, s in api.patches if k == REPLICAS]
+        assert len(replica) == 2 and replica[1]["observedAt"] == "2026-11-30T12:00:00Z"
+        assert current(replica[1])["reason"] == "WatchFailing"
         clock.now += timedelta(seconds=61)
         api.bookmark(NODES, PODS, SLICES, CLASSES, POOLS, REPLICAS)
         await settle(controller)
@@ -823,7 +827,7 @@ def test_a_watch_silent_beyond_the_bound_freezes_observed_at_and_relists_when_id
     asyncio.run(scenario())
 
 
-def test_a_relist_that_fails_republishes_the_last_report_frozen_and_other_reports_go_on():
+def test_a_relist_that_fails_republishes_the_reports_that_read_its_kind_frozen():
     async def scenario():
         objects = world()
         objects[REPLICAS] = [t.replica_observation()]
@@ -845,8 +849,11 @@ def test_a_relist_that_fails_republishes_the_last_report_frozen_and_other_report
         assert not controller.ready
         pools = [s for k, _, s in api.patches if k == POOLS]
         replicas = [s for k, _, s in api.patches if k == REPLICAS]
-        assert replicas[-1]["observedAt"] == "2026-11-30T12:00:10Z"  # pods are current
-        assert replicas[-1]["conditions"][0]["reason"] == "AllPodsBound"
+        # The replica reads claims too: the pod bound meanwhile is not published while the
+        # claims that would say whether it holds its devices cannot be listed.
+        assert replicas[-1]["observedAt"] == "2026-11-30T12:00:00Z"
+        assert replicas[-1]["conditions"][0] == replicas[0]["conditions"][0]
+        assert current(replicas[-1])["reason"] == "WatchFailing"
         assert len(pools) == 2
         assert pools[1]["observedAt"] == "2026-11-30T12:00:00Z"
         assert (current(pools[1])["reason"], current(pools[1])["message"]) == (
@@ -864,6 +871,9 @@ def test_a_relist_that_fails_republishes_the_last_report_frozen_and_other_report
         pools = [s for k, _, s in api.patches if k == POOLS]
         assert pools[-1]["observedAt"] == "2026-11-30T12:00:13Z"
         assert current(pools[-1])["status"] == "True"
+        replicas = [s for k, _, s in api.patches if k == REPLICAS]
+        assert replicas[-1]["observedAt"] == "2026-11-30T12:00:13Z"
+        assert replicas[-1]["conditions"][0]["reason"] == "AllPodsBound"
         await stopped(controller, task)
 
     asyncio.run(scenario())

@@ -5,13 +5,19 @@
   published histograms never finds a node short of devices (no over-promise).
 - The pods of one gang copy always land on distinct nodes (same replay).
 - A healthy replica never moves.
+- A pool counted by devices (fallback DeviceCount, no fresh observation)
+  never gets more devices placed on it than it declares, and no gang copy
+  with more pods than it has nodes. Pools are counted by devices at random,
+  so every property above also holds with them in the fleet (they keep no
+  per-node trace, so the replay checks only the other pools).
 """
 
 from __future__ import annotations
 
+from collections import Counter
 from datetime import timedelta
 
-from hypothesis import HealthCheck, given, settings
+from hypothesis import HealthCheck, event, given, settings
 from hypothesis import strategies as st
 from modelplane_common.capacity.fit import fits
 from modelplane_common.timeutil import format_time
@@ -24,14 +30,20 @@ SETTINGS = settings(
 )
 
 
+MIXED = {"kinds": ("fresh", "fresh", "stale", "none"), "fallbacks": (None, None, "DeviceCount")}
+# Every pool unobserved and counted by devices: the fleet the device-count property needs.
+BY_DEVICES = {"kinds": ("stale", "none"), "fallbacks": ("DeviceCount",)}
+
+
 @st.composite
-def pools(draw, cluster: str, index: int):
+def pools(draw, cluster: str, index: int, mix: dict):
     name = f"p{index}"
     per_node = draw(st.sampled_from([4, 8]))
     with_nic = draw(st.booleans())
     devices = [t.device("gpu", per_node)] + ([t.device("nic", 2)] if with_nic else [])
     nodes = draw(st.integers(0, 8))
-    kind = draw(st.sampled_from(["fresh", "fresh", "stale", "none"]))
+    kind = draw(st.sampled_from(mix["kinds"]))
+    fallback = draw(st.sampled_from(mix["fallbacks"]))
     entry = {
         "name": name,
         "per_node": per_node,
@@ -39,9 +51,10 @@ def pools(draw, cluster: str, index: int):
         "nodes": nodes,
         "kind": kind,
         "histogram": [],
+        "by_devices": fallback == "DeviceCount" and kind != "fresh",
     }
     if kind == "none":
-        return t.pool(name, nodes, devices), entry
+        return t.pool(name, nodes, devices, fallback=fallback), entry
     observed_nodes = draw(st.integers(0, nodes + 1))
     schedulable = draw(st.integers(0, observed_nodes))
     histogram = []
@@ -59,15 +72,16 @@ def pools(draw, cluster: str, index: int):
         histogram=histogram,
         observed_at=observed_at,
         observed_nodes=observed_nodes,
+        fallback=fallback,
     ), entry
 
 
 @st.composite
-def fleets(draw):
+def fleets(draw, mix: dict):
     clusters, described = [], {}
     for c in range(draw(st.integers(1, 3))):
         name = f"c{c}"
-        built = [draw(pools(name, i)) for i in range(draw(st.integers(1, 2)))]
+        built = [draw(pools(name, i, mix)) for i in range(draw(st.integers(1, 2)))]
         taints = draw(
             st.sampled_from(
                 [
@@ -137,8 +151,8 @@ STATES = [
 
 
 @st.composite
-def scenarios(draw):
-    clusters, described = draw(fleets())
+def scenarios(draw, mix: dict = MIXED):
+    clusters, described = draw(fleets(mix))
     shape = draw(engines())
     xr = t.deployment(replicas=draw(st.integers(0, 5)), engines=shape)
     names = [*described, "gone"]
@@ -301,3 +315,71 @@ def test_a_plan_is_a_function_of_now(scenario):
     for r in later.replicas:
         if r.change.value in ("Placed", "Moved"):
             assert format_time(r.placed_at) == format_time(t.NOW + timedelta(seconds=1))
+
+
+def wire_pods(engines: list[dict]) -> list[int]:
+    """The GPUs of each pod of a ModelReplica's engines, read from the wire here
+    independently of the readers."""
+    pods: list[int] = []
+    for engine in engines:
+        for _ in range(engine["copies"]):
+            for member in engine["members"]:
+                worker = member.get("worker", {}) if member["role"] == "Worker" else {}
+                gpus = sum(r["count"] for r in member.get("deviceRequests", ()))
+                pods.extend([gpus] * worker.get("nodes", 1))
+    return pods
+
+
+def planned_pods(replica) -> list[tuple[int, tuple | None]]:
+    """(GPUs, gang copy or None) per pod of a planned replica; a gang copy is named by
+    (replica, engine, copy) so that copies of different replicas stay apart."""
+    pods: list[tuple[int, tuple | None]] = []
+    for engine in replica.engines:
+        for copy_index in range(engine.copies):
+            gang = (replica.name, engine.name, copy_index) if engine.is_gang else None
+            for member in engine.members:
+                gpus = sum(r.count for r in member.requests)
+                pods.extend([(gpus, gang)] * member.pods_per_copy)
+    return pods
+
+
+def pods_on(plan, others, cluster: str, pool: str) -> tuple[list[int], list]:
+    """The GPUs of every pod already on the pool (other replicas, kept ones), and the
+    pods this pass places there."""
+    held = [
+        gpus
+        for o in others
+        if o["spec"]["clusterName"] == cluster
+        and o["spec"]["engines"][0]["members"][0]["nodePoolName"] == pool
+        for gpus in wire_pods(o["spec"]["engines"])
+    ]
+    new: list[tuple[int, tuple | None]] = []
+    for r in plan.replicas:
+        if r.cluster != cluster or pool not in r.pools:
+            continue
+        if r.change.value in ("Placed", "Moved"):
+            new.extend(planned_pods(r))
+        elif r.change.value in ("Kept", "Reshaped"):
+            held.extend(gpus for gpus, _ in planned_pods(r))
+    return held, new
+
+
+@SETTINGS
+@given(scenarios(BY_DEVICES))
+def test_pools_counted_by_devices_never_promise_more_than_they_declare(scenario):
+    xr, clusters, described, own, others = scenario
+    plan = t.schedule(xr, clusters, own, others)
+    for cluster, about in described.items():
+        for pool, entry in about["pools"].items():
+            if not entry["by_devices"]:
+                continue
+            held, new = pods_on(plan, others, cluster, pool)
+            declared = entry["nodes"] * entry["per_node"]
+            if any(g > entry["per_node"] for g in held) or sum(held) > declared:
+                event("a pool counted by devices is over-committed already")
+                continue  # some existing pods hold nothing: outside what the rule promises
+            event(f"a pool counted by devices takes {'some' if new else 'no'} new pods")
+            assert sum(held) + sum(g for g, _ in new) <= declared, (cluster, pool)
+            assert all(g <= entry["per_node"] for g, _ in new), (cluster, pool)
+            gangs = Counter(gang for _, gang in new if gang is not None)
+            assert all(pods <= entry["nodes"] for pods in gangs.values()), (cluster, pool)

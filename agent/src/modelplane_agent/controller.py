@@ -113,10 +113,12 @@ _KIND_NAMES = {POOLS: "PoolObservation", REPLICAS: "ReplicaObservation"}
 
 # The kinds each kind of report reads, so the kinds whose freshness bounds its
 # observedAt. A pool reads pods too: the pods bound to its nodes (the requests
-# that use up a node, the replicas it is refreshed for).
+# that use up a node, the replicas it is refreshed for). A replica reads claims:
+# a bound pod counts as scheduled only once every claim it references is seen
+# allocated.
 REPORT_INPUTS = {
     POOLS: (NODES, PODS, SLICES, CLAIMS, CLASSES, POOLS),
-    REPLICAS: (PODS, REPLICAS),
+    REPLICAS: (PODS, CLAIMS, REPLICAS),
 }
 
 

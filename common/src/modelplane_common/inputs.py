@@ -20,6 +20,13 @@ The rules
       a malformed one falls back to that default with a warning (freshness
       only chooses between observed and whole-node accounting, never
       deletes).
+    - `observation.fallback` and `nodePools[].fallback` of an InferenceCluster
+      are the exception to the enum rule: a value outside the enum reads as
+      WholeNode with a warning (`capacity.readers.read_fallbacks`), and the
+      schema check leaves them to that reader. The fallback only chooses how
+      an unobserved pool is counted, never what is composed, and WholeNode
+      is the choice that never over-promises; holding every replica of the
+      cluster for a mistyped accounting rule would cost far more.
     - Conditions are looked up by type with `find_condition`; their times
       are parsed with `timeutil.parse_time`, never with the SDK's helpers
       (which use datetime.fromisoformat and reject valid RFC 3339 times such
@@ -29,7 +36,7 @@ The rules
 from __future__ import annotations
 
 import json
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from datetime import datetime, timedelta
 
 from modelplane_schemas.inferencecluster import Spec as InferenceClusterSpec
@@ -189,13 +196,18 @@ def condition_since(condition: Mapping) -> datetime | None:
     return parse_time_or_none(condition.get("lastTransitionTime"))
 
 
-def validation_problems(error: object) -> list[str]:
-    """A pydantic ValidationError as `field.path: reason (got value)` lines, no URLs."""
+def validation_problems(
+    error: object, lenient: Callable[[tuple], bool] = lambda loc: False
+) -> list[str]:
+    """A pydantic ValidationError as `field.path: reason (got value)` lines, no URLs;
+    a defect at a location `lenient` accepts is left to that field's own reader."""
     errors = getattr(error, "errors", None)
     if not callable(errors):
         return [str(error)]
     lines = []
     for item in errors(include_url=False):
+        if lenient(tuple(item.get("loc", ()))):
+            continue
         path = field_path(item.get("loc", ()))
         if item.get("type") == "missing":
             lines.append(f"{path}: is required (got no value)")
@@ -215,6 +227,13 @@ def field_path(loc: Sequence[object]) -> str:
     return path or "(the object)"
 
 
+def _read_leniently(loc: tuple) -> bool:
+    """The InferenceCluster fields whose reader takes any value (see the rules above)."""
+    return loc == ("observation", "fallback") or (
+        len(loc) == 3 and loc[0] == "nodePools" and loc[2] == "fallback"
+    )
+
+
 def inference_cluster_problems(spec: object) -> list[str]:
     """Everything the InferenceCluster XRD's schema forbids in a spec, one line each.
 
@@ -227,5 +246,5 @@ def inference_cluster_problems(spec: object) -> list[str]:
     try:
         InferenceClusterSpec.model_validate(spec)
     except ValidationError as err:
-        return [f"spec.{line}" for line in validation_problems(err)]
+        return [f"spec.{line}" for line in validation_problems(err, _read_leniently)]
     return []

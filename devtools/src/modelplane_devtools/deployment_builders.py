@@ -99,12 +99,16 @@ def pool(
     histogram: Iterable[tuple[Mapping[str, int], int]] | None = None,
     observed_at: str | None = None,
     observed_nodes: int | None = None,
+    fallback: object = None,
 ) -> tuple[dict, dict]:
-    """(spec.nodePools entry, status.gpuPools entry). A histogram makes the pool observed."""
+    """(spec.nodePools entry, status.gpuPools entry). A histogram makes the pool observed;
+    `fallback` (any value, to test lenient reading) is the pool's own override."""
     devices = list(devices or [device()])
     spec: dict = {"name": name, "nodeCount": nodes, "devices": devices}
     if max_nodes is not None:
         spec["maxNodeCount"] = max_nodes
+    if fallback is not None:
+        spec["fallback"] = fallback
     status: dict = {
         "name": name,
         "nodes": max_nodes if max_nodes is not None else nodes,
@@ -139,7 +143,9 @@ def cluster(
     ready: bool | None = True,
     mode: str = "Observed",
     max_age: str = "5m",
+    fallback: object = None,
 ) -> dict:
+    """An InferenceCluster; `fallback` (any value) is spec.observation.fallback."""
     obj: dict = {
         "apiVersion": labels.API_VERSION,
         "kind": "InferenceCluster",
@@ -151,6 +157,8 @@ def cluster(
         },
         "status": {"gpuPools": [status for _, status in pools]},
     }
+    if fallback is not None:
+        obj["spec"]["observation"]["fallback"] = fallback
     if taints:
         obj["spec"]["taints"] = [dict(t) for t in taints]
     if ready is not None:

@@ -198,6 +198,16 @@ def test_the_fleet_taints_reach_the_agent_as_every_pool_tolerations():
         ]
 
 
+def test_a_pools_min_pod_requests_reach_its_pool_observation_and_only_its_own():
+    body = xr()
+    body["spec"]["nodePools"][0]["minPodRequests"] = {"cpu": 8, "memory": "64Gi"}
+    resources = desired(render(body, OBSERVED_ALL))
+    h100 = resources["pool-h100"]["spec"]["forProvider"]["manifest"]["spec"]
+    l40s = resources["pool-l40s"]["spec"]["forProvider"]["manifest"]["spec"]
+    assert h100["minPodRequests"] == {"cpu": "8", "memory": "64Gi"}
+    assert "minPodRequests" not in l40s
+
+
 FALLBACKS = {
     "a cluster without the agent composes no pool observation and publishes nothing observed": (
         {"provider-config": PROVIDER_CONFIG, "agent-crd": AGENT_CRD_NOT_SEEN},
@@ -314,6 +324,99 @@ def test_declared_mode_composes_no_observation_and_publishes_nothing_observed():
     for pool in pools(rsp).values():
         assert not OBSERVED_KEYS & pool.keys()
     assert conditions(rsp)["CapacityObserved"][:2] == ("False", "Declared")
+
+
+def with_fallbacks(cluster_wide=None, h100=None, **spec_changes):
+    body = xr(**spec_changes)
+    if cluster_wide is not None:
+        body["spec"].setdefault("observation", {})["fallback"] = cluster_wide
+    if h100 is not None:
+        body["spec"]["nodePools"][0]["fallback"] = h100
+    return body
+
+
+CAPACITY_MESSAGES = [
+    pytest.param(
+        with_fallbacks(h100="DeviceCount"),
+        {**OBSERVED_ALL, "pool-h100": pool_object({**H100_REPORT, "observedAt": STALE})},
+        (
+            "False",
+            "SomePoolsUnobserved",
+            "observed: l40s; DeviceCount fallback: h100 (observation is older than 5m)",
+        ),
+        id="a stale pool counted by devices is named under DeviceCount with its reason",
+    ),
+    pytest.param(
+        with_fallbacks("DeviceCount", h100="WholeNode"),
+        {"provider-config": PROVIDER_CONFIG, "agent-crd": AGENT_CRD_NOT_SEEN},
+        (
+            "False",
+            "NoPoolObserved",
+            "WholeNode fallback: h100 (the agent is not installed on "
+            "the cluster); DeviceCount fallback: l40s (the agent is not installed on the cluster)",
+        ),
+        id="without the agent each pool is listed under its own fallback",
+    ),
+    pytest.param(
+        with_fallbacks("DeviceCount", observation={"mode": "Declared"}),
+        {"provider-config": PROVIDER_CONFIG},
+        (
+            "False",
+            "Declared",
+            "observation.mode is Declared: the scheduler counts every pool "
+            "by its fallback; DeviceCount fallback: h100, l40s",
+        ),
+        id="a Declared cluster counted by devices says so",
+    ),
+    pytest.param(
+        xr(observation={"mode": "Declared"}),
+        {"provider-config": PROVIDER_CONFIG},
+        (
+            "False",
+            "Declared",
+            "observation.mode is Declared: the scheduler counts every pool "
+            "by its fallback; WholeNode fallback: h100, l40s",
+        ),
+        id="a Declared cluster without a fallback counts whole nodes",
+    ),
+    pytest.param(
+        with_fallbacks("DeviceCount"),
+        OBSERVED_ALL,
+        ("True", "AllPoolsObserved", "observed: h100, l40s"),
+        id="observed pools never mention their fallback",
+    ),
+]
+
+
+@pytest.mark.parametrize(("body", "observed", "expected"), CAPACITY_MESSAGES)
+def test_capacity_observed_names_each_pools_fallback(body, observed, expected):
+    assert conditions(render(body, observed))["CapacityObserved"] == expected
+
+
+def test_an_unknown_fallback_is_whole_node_with_a_warning_and_the_spec_stays_valid():
+    rsp = render(
+        with_fallbacks("Sometimes"),
+        {"provider-config": PROVIDER_CONFIG, "agent-crd": AGENT_CRD_NOT_SEEN},
+    )
+    assert conditions(rsp)["Configured"][:2] == ("True", "ValidSpec")
+    assert "WholeNode fallback: h100" in conditions(rsp)["CapacityObserved"][2]
+    assert (
+        "Warning",
+        "spec.observation.fallback: must be one of WholeNode, DeviceCount; using WholeNode "
+        '(got "Sometimes")',
+    ) in events(rsp)
+
+
+def test_a_rejected_report_warns_with_the_pools_fallback():
+    bad = {**H100_REPORT, "nodesByFreeDevices": [{"free": {"gpu": 9}, "nodes": 1}]}
+    rsp = render(
+        with_fallbacks(h100="DeviceCount"), {**OBSERVED_ALL, "pool-h100": pool_object(bad)}
+    )
+    warnings = [m for severity, m in events(rsp) if severity == "Warning"]
+    assert any(
+        m.startswith("pool h100: observation rejected, falling back to DeviceCount accounting")
+        for m in warnings
+    ), warnings
 
 
 def test_switching_to_declared_removes_the_observation_objects():

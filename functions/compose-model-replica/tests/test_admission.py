@@ -36,12 +36,18 @@ def one_free_node(**kwargs) -> dict:
     )
 
 
-def stale_two_nodes() -> dict:
-    """east/h100: two 8-GPU nodes, its report 20 minutes old: whole-node accounting."""
+def stale_two_nodes(fallback: str | None = None) -> dict:
+    """east/h100: two 8-GPU nodes, its report 20 minutes old: counted by its fallback
+    (whole-node accounting unless `fallback` says otherwise)."""
     return t.cluster(
         "east",
-        [t.pool("h100", 2, histogram=[({"gpu": 8}, 2)], observed_at=t.ago(20))],
+        [t.pool("h100", 2, histogram=[({"gpu": 8}, 2)], observed_at=t.ago(20), fallback=fallback)],
     )
+
+
+def declared_by_devices() -> dict:
+    """east/h100: two 8-GPU nodes, Declared, counted by devices: 16 GPUs minus claims."""
+    return t.cluster("east", [t.pool("h100", 2)], mode="Declared", fallback="DeviceCount")
 
 
 def verdict_of(name, bodies, cluster=None, now=NOW):
@@ -159,6 +165,39 @@ CASES = [
         id="whole-node accounting: the third 1-GPU replica on two nodes is overcommitted",
     ),
     pytest.param(
+        "z-0",
+        [
+            a.in_flight("x-0", OLDER, gpus=1, verdict=ADMITTED),
+            a.in_flight("y-0", OLDER, gpus=1),
+            a.in_flight("z-0", OLD, gpus=1),
+        ],
+        stale_two_nodes("DeviceCount"),
+        ADMITTED,
+        id="device-count accounting: the third 1-GPU replica on two stale nodes is admitted",
+    ),
+    pytest.param(
+        "z-0",
+        [
+            a.in_flight("x-0", OLDER, gpus=8, verdict=ADMITTED),
+            a.in_flight("y-0", OLDER, gpus=4),
+            a.in_flight("z-0", OLD, gpus=4),
+        ],
+        declared_by_devices(),
+        ADMITTED,
+        id="device-count accounting: 8 + 4 + 4 GPUs are the 16 declared",
+    ),
+    pytest.param(
+        "z-0",
+        [
+            a.in_flight("x-0", OLDER, gpus=8, verdict=ADMITTED),
+            a.in_flight("y-0", OLDER, gpus=4),
+            a.in_flight("z-0", OLD, gpus=6),
+        ],
+        declared_by_devices(),
+        OVERCOMMITTED,
+        id="device-count accounting: 6 more GPUs behind 8 + 4 of 16 are overcommitted",
+    ),
+    pytest.param(
         "x-0",
         [a.in_flight("x-0", NOW - timedelta(seconds=3))],
         None,
@@ -201,6 +240,32 @@ def test_a_gang_short_of_nodes_says_how_many_nodes_have_room():
         "its 3 pod(s) need nodes with room, 1 node(s) have room for the largest "
         "(too few nodes with room)"
     )
+
+
+DEVICE_COUNT_SHORTFALLS = [
+    pytest.param(
+        [
+            a.in_flight("w-0", OLDER, gpus=8, verdict=ADMITTED),
+            a.in_flight("x-0", OLDER, gpus=4, verdict=ADMITTED),
+            a.in_flight("y-0", OLD, gpus=6),
+        ],
+        "engine serve does not fit pool h100 on the cluster's admitted replicas: "
+        "it claims 6 gpu device(s), 4 free (too few free devices)",
+        id="the shortfall counts the declared devices minus the admitted claims",
+    ),
+    pytest.param(
+        [a.in_flight("y-0", OLD, role="Gang", gpus=1, workers=2)],
+        "engine serve does not fit pool h100 on the cluster's admitted replicas: its 3 pod(s) "
+        "need nodes with room, 2 node(s) have room for the largest (too few nodes with room)",
+        id="a gang of three on two nodes is short of nodes, not of devices",
+    ),
+]
+
+
+@pytest.mark.parametrize(("bodies", "message"), DEVICE_COUNT_SHORTFALLS)
+def test_device_count_shortfalls_say_what_was_counted(bodies, message):
+    verdict = verdict_of("y-0", bodies, declared_by_devices())
+    assert (verdict.reason, verdict.message) == (OVERCOMMITTED, message)
 
 
 def test_settling_replica_is_asked_back_when_the_settle_time_is_over():

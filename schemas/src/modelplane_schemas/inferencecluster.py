@@ -90,6 +90,19 @@ class Device(BaseModel):
     ]
 
 
+class Fallback(StrEnum):
+    WHOLE_NODE = "WholeNode"
+    DEVICE_COUNT = "DeviceCount"
+
+
+class MinPodRequests(BaseModel):
+    model_config = ConfigDict(
+        extra="allow",
+    )
+    cpu: Any | None = None
+    memory: Any | None = None
+
+
 class NodePool(BaseModel):
     model_config = ConfigDict(
         extra="allow",
@@ -102,12 +115,24 @@ class NodePool(BaseModel):
             min_length=1,
         ),
     ]
+    fallback: Annotated[
+        Fallback | None,
+        Field(
+            description="How this pool is counted when it has no fresh observation; overrides observation.fallback for this pool."
+        ),
+    ] = None
     maxNodeCount: Annotated[
         int | None,
         Field(
             description="The most nodes an autoscaler may grow the pool to.",
             ge=0,
             le=100000,
+        ),
+    ] = None
+    minPodRequests: Annotated[
+        MinPodRequests | None,
+        Field(
+            description="The cpu and memory requests of the smallest pod modelplane places on this pool. The agent counts a node whose allocatable cpu or memory, less the requests of the pods bound there, cannot hold such a pod as having no free devices. Unset, only a free pod slot is required."
         ),
     ] = None
     name: Annotated[
@@ -132,17 +157,23 @@ class Observation(BaseModel):
     model_config = ConfigDict(
         extra="allow",
     )
+    fallback: Annotated[
+        Fallback | None,
+        Field(
+            description="How a pool without a fresh observation (Declared mode, no agent, a stale or rejected report) is counted. WholeNode: every pod that claims a device takes a whole node, never over-promising. DeviceCount: the pool's declared devices minus what its replicas claim, ignoring how they are spread over nodes; a replica the pool cannot really hold stays Unschedulable and is re-placed elsewhere. A pool's own fallback overrides this."
+        ),
+    ] = "WholeNode"
     maxAge: Annotated[
         str | None,
         Field(
-            description="An observation older than this is stale and the scheduler falls back to whole-node accounting.",
+            description="An observation older than this is stale and the scheduler falls back to the pool's fallback accounting.",
             pattern="^([0-9]+(\\.[0-9]+)?(ms|s|m|h))+$",
         ),
     ] = "5m"
     mode: Annotated[
         Mode | None,
         Field(
-            description="Observed asks the in-cluster agent for per-pool histograms; Declared always uses whole-node accounting."
+            description="Observed asks the in-cluster agent for per-pool histograms; Declared never asks and always uses each pool's fallback accounting."
         ),
     ] = "Observed"
 

@@ -1,10 +1,11 @@
 """The capacity model the scheduler and admission share.
 
-    fleet.py      pools, clusters, placed engines and charges (the types)
-    readers.py    InferenceCluster and ModelReplica wire forms into those types
-    fit.py        a pool's free capacity as a ledger of node classes
-    pools.py      a pool's ledger from its status, and charging replicas to it
-    diagnosis.py  why a pool refused an engine, counted per cause
+    fleet.py        pools, clusters, placed engines and charges (the types)
+    readers.py      InferenceCluster and ModelReplica wire forms into those types
+    fit.py          a pool's free capacity: PoolLedger, and Ledger (node classes)
+    devicecount.py  DeviceCountLedger: an unobserved pool counted by its devices
+    pools.py        a pool's ledger from its status and fallback; charging replicas
+    diagnosis.py    why a pool refused an engine, counted per cause
 
 One home for each rule: compose-model-deployment places new replicas on
 these ledgers and compose-model-replica admits a replica on them, so the

@@ -34,12 +34,15 @@ class Cause(StrEnum):
     TAINT_NOT_TOLERATED = "taint not tolerated"
     RECENTLY_FAILED = "failed recently"
     SELECTOR_MISMATCH = "selector does not match"
-    # The pool's free devices of some claimed kind, summed over all its nodes,
-    # are fewer than the engine claims in all.
+    # The pool's free devices of some claimed kind, summed over all its nodes
+    # (under DeviceCount: declared minus claimed), are fewer than the engine
+    # claims in all.
     TOO_FEW_DEVICES = "too few free devices"
     # Enough devices in all, but not on enough nodes: a gang needs distinct
     # nodes, a pod needs one node holding all it claims, or whole-node
-    # accounting rounds every claiming pod up to an empty node.
+    # accounting rounds every claiming pod up to an empty node. Under
+    # DeviceCount: a gang copy has more pods than the pool has nodes, or a
+    # pod claims more than one node declares.
     TOO_FEW_NODES = "too few nodes with room"
 
 

@@ -8,9 +8,12 @@ Model
     node. A pod fits a node when the node's free vector is at least the
     demand in every kind (rule 3).
 
-Whole-node accounting (rule 2) is the same ledger with every claiming pod's
-demand rounded up to a whole empty node (`Ledger.whole_node`); a pod that
-claims nothing still needs a node, but any node, full or not.
+Whole-node accounting (rule 2, `fallback: WholeNode`) is the same ledger
+with every claiming pod's demand rounded up to a whole empty node
+(`Ledger.whole_node`); a pod that claims nothing still needs a node, but any
+node, full or not. Device-count accounting (`fallback: DeviceCount`) keeps no
+nodes at all: `devicecount.DeviceCountLedger`. Both are a `PoolLedger`, the
+one interface placement, charging, admission and diagnosis use.
 
 Invariants
     - Counts never go negative; placing decrements the node a pod takes and
@@ -48,9 +51,11 @@ Assumed node choice (design/scheduler.md)
 
 from __future__ import annotations
 
+from abc import ABC, abstractmethod
 from collections.abc import Sequence
 from dataclasses import dataclass
 from itertools import combinations
+from typing import Self
 
 from modelplane_common.observation import FreeVector
 
@@ -78,7 +83,57 @@ def _preference(node: FreeVector, demand: Demand) -> tuple:
     return (sum(node), node)
 
 
-class Ledger:
+class PoolLedger(ABC):
+    """A pool's mutable free capacity, whatever rule counts it.
+
+    Every placement is all or nothing: a method that returns False leaves
+    the ledger as it was.
+    """
+
+    __slots__ = ()
+    per_node: FreeVector  # what one empty node of the pool declares, per DRA kind
+    reservations: list[Reservation]  # the per-node trace, where the rule has nodes
+
+    @abstractmethod
+    def copy(self) -> Self: ...
+
+    @abstractmethod
+    def adopt(self, trial: Self) -> None:
+        """Take over a trial copy's state once the whole attempt succeeded."""
+
+    @abstractmethod
+    def free_devices(self) -> tuple[int, ...]:
+        """Free devices per kind, summed over the pool."""
+
+    @abstractmethod
+    def effective(self, demand: Demand) -> Demand:
+        """What a pod of this demand really takes here."""
+
+    @abstractmethod
+    def nodes_with_room(self, demand: Demand) -> int:
+        """How many nodes could take one more pod of this (effective) demand."""
+
+    @abstractmethod
+    def place_shared(self, demand: Demand, pods: int) -> bool:
+        """Place `pods` pods that may share nodes; all or nothing."""
+
+    @abstractmethod
+    def place_gang(self, pods: Sequence[Demand]) -> bool:
+        """Place one gang copy, every pod on a distinct node; all or nothing."""
+
+    def place_best_effort(self, pods: Sequence[Demand], *, gang: bool) -> int:
+        """Charge what fits of a replica that may not fit (it exists already);
+        returns the pods that fit nowhere (they hold nothing in the cluster either)."""
+        if gang and self.place_gang(pods):
+            return 0
+        missing = 0
+        for demand in pods:
+            if not self.place_shared(demand, 1):
+                missing += 1
+        return missing
+
+
+class Ledger(PoolLedger):
     """Mutable free capacity of one pool, by node class."""
 
     __slots__ = ("_gangs", "counts", "per_node", "reservations", "whole_node")
@@ -96,12 +151,11 @@ class Ledger:
         self.reservations: list[Reservation] = []
         self._gangs = 0
 
-    def adopt(self, trial: Ledger) -> None:
-        """Take over a trial copy's state once the whole attempt succeeded."""
+    def adopt(self, trial: Self) -> None:
         self.counts, self.reservations, self._gangs = trial.counts, trial.reservations, trial._gangs
 
-    def copy(self) -> Ledger:
-        twin = Ledger(self.counts, self.per_node, whole_node=self.whole_node)
+    def copy(self) -> Self:
+        twin = type(self)(self.counts, self.per_node, whole_node=self.whole_node)
         twin.reservations = list(self.reservations)
         twin._gangs = self._gangs
         return twin
@@ -120,10 +174,13 @@ class Ledger:
         return tuple(totals)
 
     def effective(self, demand: Demand) -> Demand:
-        """What a pod really takes here: a whole node under whole-node accounting."""
+        """A whole node under whole-node accounting, else the demand itself."""
         if self.whole_node and any(demand):
             return self.per_node
         return demand
+
+    def nodes_with_room(self, demand: Demand) -> int:
+        return sum(n for vector, n in self.counts.items() if fits(vector, demand))
 
     # -- placing --------------------------------------------------------------------------
 
@@ -144,7 +201,6 @@ class Ledger:
         return min(candidates, key=lambda v: _preference(v, demand))
 
     def place_shared(self, demand: Demand, pods: int) -> bool:
-        """Place `pods` pods that may share nodes; all or nothing."""
         need = self.effective(demand)
         snapshot = (dict(self.counts), len(self.reservations))
         for _ in range(pods):
@@ -157,7 +213,6 @@ class Ledger:
         return True
 
     def place_gang(self, pods: Sequence[Demand]) -> bool:
-        """Place one gang copy, every pod on a distinct node; all or nothing."""
         chosen = self._choose_distinct([self.effective(d) for d in pods])
         if chosen is None:
             return False
@@ -165,17 +220,6 @@ class Ledger:
         for node, demand in chosen:
             self._take(node, demand, self._gangs)
         return True
-
-    def place_best_effort(self, pods: Sequence[Demand], *, gang: bool) -> int:
-        """Charge what fits of a replica that may not fit (it exists already);
-        returns the pods that fit nowhere (they hold nothing in the cluster either)."""
-        if gang and self.place_gang(pods):
-            return 0
-        missing = 0
-        for demand in pods:
-            if not self.place_shared(demand, 1):
-                missing += 1
-        return missing
 
     def _choose_distinct(self, pods: list[Demand]) -> list[tuple[FreeVector, Demand]] | None:
         types = sorted(set(pods), key=lambda d: (-sum(d), tuple(-x for x in d)))

@@ -14,6 +14,8 @@ Vocabulary
                   (deviceClassName and count per claimed request)
     charge        a replica pinned to pools that capacity must subtract
                   unless the pool's observation already contains it
+    fallback      how a pool without a fresh observation is counted
+                  (`Fallback`, rule 2 of design/api.md section 6)
 """
 
 from __future__ import annotations
@@ -48,6 +50,20 @@ def is_gang(roles: Iterable[str]) -> bool:
     return any(role != Role.STANDALONE for role in roles)
 
 
+class Fallback(StrEnum):
+    """How a pool without a fresh observation is counted (`spec.observation.fallback`,
+    overridden per pool by `spec.nodePools[].fallback`).
+
+    WHOLE_NODE    every claiming pod takes a whole empty node: never over-promises.
+    DEVICE_COUNT  the pool's declared devices minus what its replicas claim, one
+                  total per kind (capacity/devicecount.py): may over-promise when
+                  the free devices are fragmented over nodes; healing catches it.
+    """
+
+    WHOLE_NODE = "WholeNode"
+    DEVICE_COUNT = "DeviceCount"
+
+
 # --- the fleet --------------------------------------------------------------------------------
 
 
@@ -64,6 +80,8 @@ class Pool:
     observation: ParsedObservation | None = None
     # Why the published observation is not used even if it parsed (e.g. devices drifted).
     distrust: str | None = None
+    # How the pool is counted whenever it has no fresh observation (rule 2).
+    fallback: Fallback = Fallback.WHOLE_NODE
 
     @property
     def key(self) -> PoolKey:

@@ -6,9 +6,12 @@ Rules (design/api.md section 6)
        replica pinned to it is charged only while the histogram cannot
        contain it yet: PodsScheduled is not True, or scheduledAt is later
        than the pool's observedAt (both on the agent's clock).
-    2. A pool with no, stale, rejected, blind or Declared observation starts
-       from `nodes` empty nodes, every claiming pod takes a whole node, and
-       every replica pinned to it is charged.
+    2. A pool with no, stale, rejected, blind or Declared observation falls
+       back to its `Pool.fallback`, and every replica pinned to it is charged:
+       WholeNode    `nodes` empty nodes; every claiming pod takes a whole node.
+       DeviceCount  `nodes` x the declared devices per node, one total per
+                    kind; every pod takes the devices it claims
+                    (devicecount.py says what fits and what it cannot see).
 
 Deliberate choices
     - A booting node (counted in observedNodes but not yet schedulable)
@@ -21,7 +24,8 @@ Deliberate choices
       (the ModelReplica wire form keeps only the class): it is charged to
       the first declared DRA kind of that class with enough devices per
       node, else the first of that class; a class the pool does not declare
-      at all makes the pod take a whole node (safe).
+      at all makes the pod take a whole node (safe; under DeviceCount, a
+      whole node's devices).
     - A charged replica that does not fit (over-committed by someone else,
       or pending for good) is charged for the pods that fit; the rest hold
       nothing in the cluster either.
@@ -33,9 +37,17 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from datetime import datetime
 
+from modelplane_common.capacity.devicecount import DeviceCountLedger
 from modelplane_common.capacity.diagnosis import Cause
-from modelplane_common.capacity.fit import Demand, Ledger
-from modelplane_common.capacity.fleet import Charge, Cluster, PlacedEngine, Pool, ResolvedRequest
+from modelplane_common.capacity.fit import Demand, Ledger, PoolLedger
+from modelplane_common.capacity.fleet import (
+    Charge,
+    Cluster,
+    Fallback,
+    PlacedEngine,
+    Pool,
+    ResolvedRequest,
+)
 from modelplane_common.devices import DRA
 from modelplane_common.observation import Observation, growable_nodes
 
@@ -45,28 +57,35 @@ class Basis:
     """Why a ledger looks the way it does."""
 
     observed_at: datetime | None  # set only when a fresh observation is used
-    fallback: str = ""  # why whole-node accounting, when it is used
+    reason: str = ""  # why the pool falls back, when it does
+    fallback: Fallback = Fallback.WHOLE_NODE  # how it is counted when it does
 
     @property
     def observed(self) -> bool:
         return self.observed_at is not None
 
+    @property
+    def accounting(self) -> str:
+        """`Observed`, or the fallback's name (`WholeNode`, `DeviceCount`)."""
+        return "Observed" if self.observed else str(self.fallback)
+
 
 def basis_of(pool: Pool, cluster: Cluster, now: datetime) -> Basis:
     observation = pool.observation
     if observation is None:
-        return Basis(None, "the cluster declares its capacity (observation mode Declared)")
-    if pool.distrust:
-        return Basis(None, pool.distrust)
-    if not isinstance(observation, Observation):
-        return Basis(None, observation.message)
-    stale = observation.staleness(now, cluster.max_age)
-    if stale is not None:
-        return Basis(None, f"the observation is {stale}")
-    return Basis(observation.observed_at)
+        why = "the cluster declares its capacity (observation mode Declared)"
+    elif pool.distrust:
+        why = pool.distrust
+    elif not isinstance(observation, Observation):
+        why = observation.message
+    elif (stale := observation.staleness(now, cluster.max_age)) is not None:
+        why = f"the observation is {stale}"
+    else:
+        return Basis(observation.observed_at)
+    return Basis(None, why, pool.fallback)
 
 
-def empty_ledger(pool: Pool, cluster: Cluster, now: datetime) -> tuple[Ledger, Basis]:
+def empty_ledger(pool: Pool, cluster: Cluster, now: datetime) -> tuple[PoolLedger, Basis]:
     """The pool's capacity before any replica is charged."""
     basis = basis_of(pool, cluster, now)
     per_node = pool.kinds.empty_node
@@ -78,6 +97,8 @@ def empty_ledger(pool: Pool, cluster: Cluster, now: datetime) -> tuple[Ledger, B
         if grow:
             counts[per_node] = counts.get(per_node, 0) + grow
         return Ledger(counts, per_node, whole_node=False), basis
+    if basis.fallback is Fallback.DEVICE_COUNT:
+        return DeviceCountLedger(per_node, pool.nodes), basis
     return Ledger({per_node: pool.nodes}, per_node, whole_node=True), basis
 
 
@@ -116,7 +137,7 @@ def engine_pods(pool: Pool, engine: PlacedEngine) -> list[tuple[list[Demand], bo
     return [(list(copy), engine.is_gang) for _ in range(engine.copies)]
 
 
-def place_engine(ledger: Ledger, pool: Pool, engine: PlacedEngine) -> bool:
+def place_engine(ledger: PoolLedger, pool: Pool, engine: PlacedEngine) -> bool:
     """Place every copy of an engine on the ledger; all or nothing."""
     trial = ledger.copy()
     for pods, gang in engine_pods(pool, engine):
@@ -131,8 +152,13 @@ def place_engine(ledger: Ledger, pool: Pool, engine: PlacedEngine) -> bool:
     return True
 
 
-def shortage(ledger: Ledger, pool: Pool, engine: PlacedEngine) -> Cause:
-    """Why `place_engine` refused: too few devices in all, or too few nodes holding them."""
+def shortage(ledger: PoolLedger, pool: Pool, engine: PlacedEngine) -> Cause:
+    """Why `place_engine` refused: too few devices in all, or too few nodes holding them.
+
+    The same two causes under every rule. Under DeviceCount "too few nodes"
+    means a gang copy has more pods than the pool has nodes, or a pod claims
+    more than one node declares: the totals would have held it.
+    """
     need = [0] * len(ledger.per_node)
     for pods, _ in engine_pods(pool, engine):
         for demand in pods:
@@ -144,7 +170,7 @@ def shortage(ledger: Ledger, pool: Pool, engine: PlacedEngine) -> Cause:
 
 
 def charge_replicas(
-    ledger: Ledger, pool: Pool, basis: Basis, charges: Sequence[Charge]
+    ledger: PoolLedger, pool: Pool, basis: Basis, charges: Sequence[Charge]
 ) -> tuple[str, ...]:
     """Subtract the replicas pinned to this pool that the ledger does not contain yet.
 

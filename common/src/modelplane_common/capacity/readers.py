@@ -6,7 +6,9 @@ replica's charge the same way. The ModelReplicas can number thousands (an
 `read_charge` reads one straight from its protobuf Struct.
 
 Readers never raise on malformed replicas: they read what they can. A
-cluster whose spec breaks its schema raises `UnreadableCluster`.
+cluster whose spec breaks its schema raises `UnreadableCluster`, except for
+its fallback fields: `read_fallbacks` reads a value outside the enum as
+WholeNode and says so (modelplane_common.inputs states why).
 """
 
 from __future__ import annotations
@@ -18,6 +20,7 @@ from google.protobuf import struct_pb2
 from modelplane_common.capacity.fleet import (
     Charge,
     Cluster,
+    Fallback,
     PlacedEngine,
     PlacedMember,
     Pool,
@@ -30,6 +33,7 @@ from modelplane_common.inputs import (
     find_condition,
     inference_cluster_problems,
     observation_mode,
+    problem,
     status_of,
 )
 from modelplane_common.inputs import max_age as read_max_age
@@ -51,6 +55,44 @@ class UnreadableCluster(ValueError):
     def __init__(self, name: str, defects: list[str]) -> None:
         super().__init__("; ".join(defects))
         self.name = name
+
+
+FALLBACKS = tuple(str(f) for f in Fallback)
+
+
+def _fallback(raw: object, path: str, inherited: Fallback) -> tuple[Fallback, str | None]:
+    if raw is None:
+        return inherited, None
+    if isinstance(raw, str) and raw in FALLBACKS:
+        return Fallback(raw), None
+    return Fallback.WHOLE_NODE, problem(
+        path, f"must be one of {', '.join(FALLBACKS)}; using {Fallback.WHOLE_NODE}", raw
+    )
+
+
+def read_fallbacks(spec: Mapping) -> tuple[dict[str, Fallback], list[str]]:
+    """Each pool's fallback by pool name, and one line per value read as WholeNode.
+
+    A pool's own `nodePools[].fallback` wins; without one it inherits
+    `observation.fallback`, whose absence is WholeNode. A value outside the
+    enum, at either level, is WholeNode for whoever would have used it.
+    """
+    observation = spec.get("observation")
+    raw = observation.get("fallback") if isinstance(observation, Mapping) else None
+    cluster_wide, defect = _fallback(raw, "spec.observation.fallback", Fallback.WHOLE_NODE)
+    defects = [defect] if defect else []
+    chosen: dict[str, Fallback] = {}
+    pools = spec.get("nodePools")
+    for i, pool in enumerate(pools if isinstance(pools, list) else ()):
+        if not isinstance(pool, Mapping):
+            continue
+        value, defect = _fallback(
+            pool.get("fallback"), f"spec.nodePools[{i}].fallback", cluster_wide
+        )
+        chosen[str(pool.get("name"))] = value
+        if defect:
+            defects.append(defect)
+    return chosen, defects
 
 
 def _normal_devices(devices: object) -> list[dict] | None:
@@ -77,8 +119,10 @@ def read_cluster(obj: Mapping) -> tuple[Cluster, list[str]]:
     notes: list[str] = []
     declared = observation_mode(spec.get("observation")) == "Declared"
     max_age, max_age_defect = read_max_age(spec.get("observation"))
-    if max_age_defect:
-        notes.append(f"cluster {name}: {max_age_defect}")
+    fallbacks, fallback_defects = read_fallbacks(spec)
+    notes.extend(
+        f"cluster {name}: {defect}" for defect in [max_age_defect, *fallback_defects] if defect
+    )
     gpu_pools = status_of(obj).get("gpuPools")
     published = {
         str(p.get("name")): p
@@ -94,13 +138,15 @@ def read_cluster(obj: Mapping) -> tuple[Cluster, list[str]]:
         nodes = declared_nodes(
             int(raw.get("nodeCount", 0)), int(max_nodes) if max_nodes is not None else None
         )
-        entry = published.get(str(raw.get("name")))
+        pool_name = str(raw.get("name"))
+        fallback = fallbacks[pool_name]
+        entry = published.get(pool_name)
         observation = None if declared else parse_observation(entry, kinds)
         distrust = None
         if isinstance(observation, Rejected):
             notes.append(
-                f"cluster {name} pool {raw.get('name')}: histogram rejected, "
-                f"whole-node accounting: {observation.message}"
+                f"cluster {name} pool {pool_name}: histogram rejected, "
+                f"{fallback} accounting: {observation.message}"
             )
         elif (
             not declared
@@ -109,11 +155,9 @@ def read_cluster(obj: Mapping) -> tuple[Cluster, list[str]]:
             and _normal_devices(entry["devices"]) != _normal_devices(list(devices))
         ):
             distrust = "the published devices differ from the declared ones (status lags spec)"
-            notes.append(
-                f"cluster {name} pool {raw.get('name')}: {distrust}; whole-node accounting"
-            )
+            notes.append(f"cluster {name} pool {pool_name}: {distrust}; {fallback} accounting")
         pools.append(
-            Pool(name, str(raw.get("name")), nodes, device_kinds, kinds, observation, distrust)
+            Pool(name, pool_name, nodes, device_kinds, kinds, observation, distrust, fallback)
         )
     taints = tuple(
         Taint(str(t.get("key", "")), str(t.get("value", "")), str(t.get("effect", "")))

@@ -12,7 +12,8 @@ workload cluster, three things:
    (`name`, `nodes`, `devices`), the observed fields (`observedAt`,
    `observedNodes`, `nodesByFreeDevices`) only when the agent's report passes
    `modelplane_common.observation.parse_observation`. Absence of the observed
-   fields is the scheduler's signal to fall back to whole-node accounting.
+   fields is the scheduler's signal to fall back to the pool's fallback
+   accounting (`WholeNode` or `DeviceCount`, `read_fallbacks`).
 3. Which conditions and events tell a platform engineer what happened.
 4. Whether the cluster itself is Ready (`ready`; the shell states it as the
    XR's `Ready` instead of letting Crossplane derive it): when this pass
@@ -20,8 +21,8 @@ workload cluster, three things:
    and every pool Object it composes or keeps is Ready. Ready says the
    control plane can compose on the cluster; it says nothing about
    capacity. `CapacityObserved=False` (Declared mode, no agent, a stale or
-   rejected report) leaves it Ready: the scheduler counts those pools whole
-   nodes, and only a cluster whose Ready is False gets no new replicas.
+   rejected report) leaves it Ready: the scheduler counts those pools by
+   their fallback, and only a cluster whose Ready is False gets no new replicas.
 
 Invariants
     - A spec that breaks the XRD's schema (checked against the generated
@@ -41,10 +42,12 @@ Invariants
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from datetime import datetime, timedelta
 
 from modelplane_common import labels
+from modelplane_common.capacity.fleet import Fallback
+from modelplane_common.capacity.readers import read_fallbacks
 from modelplane_common.inputs import inference_cluster_problems, observation_mode
 from modelplane_common.inputs import max_age as read_max_age
 from modelplane_common.observation import (
@@ -91,6 +94,8 @@ class PoolVerdict:
     observation: Observation | None
     reason: str  # Observed, NotReported, Blind, Rejected, Stale, Declared, NoAgent
     message: str
+    # How the scheduler counts the pool whenever this verdict is not Observed.
+    fallback: Fallback = Fallback.WHOLE_NODE
 
 
 @dataclass(frozen=True, slots=True)
@@ -188,6 +193,13 @@ def pool_observation_object(
     }
     if tolerations:
         spec["tolerations"] = [dict(t) for t in tolerations]
+    requests = pool.get("minPodRequests")
+    if isinstance(requests, Mapping):
+        # The smallest pod's requests: the agent counts a node that cannot hold one
+        # as having no free devices (design/observation.md, "Non-device capacity").
+        spec["minPodRequests"] = {
+            k: _quantity_text(requests[k]) for k in ("cpu", "memory") if requests.get(k) is not None
+        }
     manifest = {
         "apiVersion": labels.AGENT_API_VERSION,
         "kind": "PoolObservation",
@@ -199,6 +211,13 @@ def pool_observation_object(
     # seconds instead of at the provider's poll interval.
     obj["spec"]["watch"] = True
     return obj
+
+
+def _quantity_text(value: object) -> str:
+    """A quantity as Kubernetes writes it; numbers arrive from protobuf as floats."""
+    if isinstance(value, float) and value.is_integer():
+        return str(int(value))
+    return str(value)
 
 
 def _verdict(
@@ -285,8 +304,10 @@ def decide(
     conditions: list[Condition] = [Condition("Configured", "True", "ValidSpec", "")]
     events: list[Event] = []
     max_age, max_age_problem = read_max_age(spec.get("observation"))
-    if max_age_problem:
-        events.append(Event("Warning", max_age_problem))
+    fallbacks, fallback_problems = read_fallbacks(spec)
+    events.extend(
+        Event("Warning", problem) for problem in [max_age_problem, *fallback_problems] if problem
+    )
     secret_ref = spec["credentials"]["secretRef"]
     pc = provider_config(xr_name, secret_ref)
     # Objects live beside the kubeconfig Secret: the namespace the platform
@@ -306,7 +327,10 @@ def decide(
                 )
 
     verdicts = tuple(
-        _verdict(p, mode, observed.agent_crd_seen, observed.pool_reports, now, max_age)
+        replace(
+            _verdict(p, mode, observed.agent_crd_seen, observed.pool_reports, now, max_age),
+            fallback=fallbacks[p["name"]],
+        )
         for p in pools
     )
 
@@ -345,13 +369,29 @@ def decide(
     )
 
 
+def _fallbacks(verdicts: Sequence[PoolVerdict], *, why: bool) -> list[str]:
+    """`<Fallback> fallback: <pools>` once per fallback in use, each pool with its reason."""
+    parts = []
+    for fallback in Fallback:
+        pools = [v for v in verdicts if v.fallback is fallback]
+        if pools:
+            listed = (
+                "; ".join(f"{v.pool} ({v.message})" for v in pools)
+                if why
+                else ", ".join(v.pool for v in pools)
+            )
+            parts.append(f"{fallback} fallback: {listed}")
+    return parts
+
+
 def _capacity_condition(mode: str, verdicts: tuple[PoolVerdict, ...]) -> Condition:
     if mode == "Declared":
         return Condition(
             "CapacityObserved",
             "False",
             "Declared",
-            "observation.mode is Declared: the scheduler counts whole nodes in every pool",
+            "observation.mode is Declared: the scheduler counts every pool by its fallback; "
+            + "; ".join(_fallbacks(verdicts, why=False)),
         )
     observed = [v.pool for v in verdicts if v.reason == "Observed"]
     fallback = [v for v in verdicts if v.reason != "Observed"]
@@ -362,7 +402,7 @@ def _capacity_condition(mode: str, verdicts: tuple[PoolVerdict, ...]) -> Conditi
     parts = []
     if observed:
         parts.append("observed: " + ", ".join(observed))
-    parts.append("whole-node fallback: " + "; ".join(f"{v.pool} ({v.message})" for v in fallback))
+    parts.extend(_fallbacks(fallback, why=True))
     reason = "NoPoolObserved" if not observed else "SomePoolsUnobserved"
     return Condition("CapacityObserved", "False", reason, "; ".join(parts))
 
@@ -377,8 +417,8 @@ def _verdict_events(
             events.append(
                 Event(
                     "Warning",
-                    f"pool {verdict.pool}: observation rejected, falling back to whole-node "
-                    f"accounting: {verdict.message}",
+                    f"pool {verdict.pool}: observation rejected, falling back to "
+                    f"{verdict.fallback} accounting: {verdict.message}",
                 )
             )
         elif published and verdict.pool not in previously_observed:
@@ -388,7 +428,7 @@ def _verdict_events(
                 Event(
                     "Warning",
                     f"pool {verdict.pool}: observation withdrawn ({verdict.message}), "
-                    "falling back to whole-node accounting",
+                    f"falling back to {verdict.fallback} accounting",
                 )
             )
     return events

@@ -91,7 +91,7 @@ class FunctionRunner(grpcv1.FunctionRunnerServiceServicer):
             observed = req.observed.resources.get(resource_name)
             if resource_name in (core.PROVIDER_CONFIG, core.AGENT_CRD):
                 # Neither has a workload to wait for; a missing agent CRD is
-                # a legitimate state (whole-node fallback), not an outage.
+                # a legitimate state (pools counted by their fallback), not an outage.
                 desired.ready = fnv1.READY_TRUE
             elif observed is not None and _is_ready(observed):
                 desired.ready = fnv1.READY_TRUE

@@ -68,7 +68,7 @@ from typing import Protocol
 
 from modelplane_common.capacity.admission import OVERCOMMITTED, WAITING
 from modelplane_common.capacity.diagnosis import NOTHING_CHECKED, Cause, Diagnosis, Verdict
-from modelplane_common.capacity.fit import Ledger, Reservation
+from modelplane_common.capacity.fit import PoolLedger, Reservation
 from modelplane_common.capacity.fleet import (
     Charge,
     Cluster,
@@ -368,11 +368,11 @@ class Capacity:
         self._now = now
         self._charges_for = charges_for
         self._kept = kept
-        self._ledgers: dict[PoolKey, Ledger] = {}
+        self._ledgers: dict[PoolKey, PoolLedger] = {}
         self.bases: dict[PoolKey, Basis] = {}
         self.notes: list[str] = []
 
-    def ledger(self, cluster: Cluster, pool: Pool) -> Ledger:
+    def ledger(self, cluster: Cluster, pool: Pool) -> PoolLedger:
         if pool.key not in self._ledgers:
             ledger, basis = empty_ledger(pool, cluster, self._now)
             charges = [
@@ -385,7 +385,7 @@ class Capacity:
             self.bases[pool.key] = basis
         return self._ledgers[pool.key]
 
-    def commit(self, trials: Mapping[PoolKey, Ledger]) -> None:
+    def commit(self, trials: Mapping[PoolKey, PoolLedger]) -> None:
         for key, trial in trials.items():
             self._ledgers[key].adopt(trial)
 
@@ -574,7 +574,7 @@ class _Filler:
     ) -> dict[str, PlacedEngine] | list[Verdict]:
         """Place these engines on one cluster, each on one pool (rule "pool order");
         charge only if all fit. On failure, why each pool refused the engine that did not."""
-        trials: dict[PoolKey, Ledger] = {}
+        trials: dict[PoolKey, PoolLedger] = {}
         placed: dict[str, PlacedEngine] = {}
         for engine in engines:
             refused: list[Verdict] = []

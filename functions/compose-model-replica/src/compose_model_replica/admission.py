@@ -48,7 +48,7 @@ from modelplane_common.capacity.admission import (
     queue_order,
 )
 from modelplane_common.capacity.diagnosis import Cause
-from modelplane_common.capacity.fit import Ledger, fits
+from modelplane_common.capacity.fit import PoolLedger
 from modelplane_common.capacity.fleet import Charge, Cluster, PlacedEngine, Pool, PoolKey
 from modelplane_common.capacity.pools import (
     Basis,
@@ -114,13 +114,13 @@ class _Pools:
         self._cluster = cluster
         self._admitted = admitted
         self._now = now
-        self._ledgers: dict[PoolKey, Ledger] = {}
+        self._ledgers: dict[PoolKey, PoolLedger] = {}
         self.bases: dict[PoolKey, Basis] = {}
 
     def pool(self, name: str) -> Pool | None:
         return self._cluster.pool(name)
 
-    def ledger(self, pool: Pool) -> Ledger:
+    def ledger(self, pool: Pool) -> PoolLedger:
         if pool.key not in self._ledgers:
             ledger, basis = empty_ledger(pool, self._cluster, self._now)
             pinned = [c for c in self._admitted if any(e.pool == pool.name for e in c.engines)]
@@ -137,7 +137,7 @@ class _Pools:
 
     def take(self, charge: Charge) -> PlacedEngine | None:
         """Charge a replica's engines all or nothing; the first engine that does not fit."""
-        trials: dict[PoolKey, Ledger] = {}
+        trials: dict[PoolKey, PoolLedger] = {}
         for engine in charge.engines:
             pool = self.pool(engine.pool)
             if pool is None or self.contains(charge, pool):
@@ -167,7 +167,7 @@ def ahead_of(mine: Queued, others: Sequence[Queued]) -> list[Queued]:
     )
 
 
-def _detail(ledger: Ledger, pool: Pool, engine: PlacedEngine, cause: Cause) -> str:
+def _detail(ledger: PoolLedger, pool: Pool, engine: PlacedEngine, cause: Cause) -> str:
     names = pool.kinds.names
     need = [0] * len(ledger.per_node)
     largest: tuple[int, ...] = tuple(0 for _ in ledger.per_node)
@@ -187,7 +187,7 @@ def _detail(ledger: Ledger, pool: Pool, engine: PlacedEngine, cause: Cause) -> s
             if n > f
         ]
         return "; ".join(short)
-    roomy = sum(count for vector, count in ledger.counts.items() if fits(vector, largest))
+    roomy = ledger.nodes_with_room(largest)
     return f"its {pods} pod(s) need nodes with room, {roomy} node(s) have room for the largest"
 
 

@@ -1,0 +1,131 @@
+"""`modelplane-sim`: replay a workload on a fleet under each policy, report side by side.
+
+    modelplane-sim [--fleet examples/sim/fleet.yaml] [--arrivals examples/sim/arrivals.yaml]
+                   [--duration 8h] [--step 1m] [--republish 3m]
+                   [--binder spread|pack|random] [--seed 1] [--out DIR]
+
+Prints the summary table and writes DIR/report.html with its PNGs
+(default out/sim/<UTC time>/). Input errors are one line on stderr and
+exit status 2.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from collections.abc import Sequence
+from datetime import UTC, datetime, timedelta
+from pathlib import Path
+
+from modelplane_common.timeutil import format_duration, parse_duration
+
+from modelplane_devtools.sim import arrivals as arrival_input
+from modelplane_devtools.sim import fleet as fleet_input
+from modelplane_devtools.sim import report
+from modelplane_devtools.sim.arrivals import ArrivalError, Workload
+from modelplane_devtools.sim.binder import NodeChoice
+from modelplane_devtools.sim.fleet import Fleet, FleetError
+from modelplane_devtools.sim.run import Progress, Result, simulate
+from modelplane_devtools.sim.summary import table
+from modelplane_devtools.sim.world import Settings
+
+
+def write_report(out: Path, result: Result, facts: dict[str, str]) -> Path:
+    out.mkdir(parents=True, exist_ok=True)
+    images = report.plots(out, result.runs, result.bound)
+    return report.page(out, result.rows, images, facts)
+
+
+def stderr_progress() -> Progress:
+    """A progress bar on stderr, redrawn in place."""
+
+    def show(policy: str, done: int, total: int) -> None:
+        width = 30
+        filled = width * done // total
+        if done not in (1, total) and filled == width * (done - 1) // total:
+            return  # redraw only when the bar grows
+        bar = "#" * filled + "." * (width - filled)
+        end = "\n" if done == total else ""
+        sys.stderr.write(f"\rsim {policy:12s} [{bar}] {done}/{total} steps{end}")
+        sys.stderr.flush()
+
+    return show
+
+
+def _parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog="modelplane-sim", description=__doc__.split("\n")[0])
+    parser.add_argument("--fleet", type=Path, default=Path("examples/sim/fleet.yaml"))
+    parser.add_argument("--arrivals", type=Path, default=Path("examples/sim/arrivals.yaml"))
+    parser.add_argument("--duration", help="simulated time (default: the arrival model's)")
+    parser.add_argument("--step", default="1m", help="simulated time per step")
+    parser.add_argument("--republish", default="3m", help="histogram republish interval")
+    parser.add_argument("--binder", choices=[c.value for c in NodeChoice], default="spread")
+    parser.add_argument("--seed", type=int, default=1)
+    parser.add_argument("--out", type=Path, help="report directory (default out/sim/<time>)")
+    return parser
+
+
+def _duration(text: str | None, flag: str) -> timedelta | None:
+    if text is None:
+        return None
+    try:
+        value = parse_duration(text)
+    except ValueError as err:
+        raise SystemExit(f"modelplane-sim: {flag} {text!r}: {err}") from err
+    if value <= timedelta(0):
+        raise SystemExit(f"modelplane-sim: {flag} {text!r}: must be positive")
+    return value
+
+
+def _facts(
+    args: argparse.Namespace, fleet: Fleet, workload: Workload, settings: Settings, result: Result
+) -> dict[str, str]:
+    """What the run was, for the terminal and the report's head."""
+    pools = sum(len(c.pools) for c in fleet.clusters)
+    gpus = next(iter(result.worlds.values())).capacity()
+    return {
+        "fleet": f"{args.fleet} ({len(fleet.clusters)} clusters, {pools} pools, "
+        f"{gpus} GPUs free for the fleet)",
+        "arrivals": f"{args.arrivals} ({len(workload.arrivals)} deployments, seed {args.seed})",
+        "simulated": f"{format_duration(workload.duration)} "
+        f"in steps of {format_duration(settings.step)}",
+        "histograms republished every": format_duration(settings.republish),
+        "cluster scheduler (binder)": settings.choice.value,
+        "placement.plan passes": ", ".join(
+            f"{name} {world.tally.passes}" for name, world in result.worlds.items()
+        ),
+    }
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    args = _parser().parse_args(argv)
+    settings = Settings(
+        step=_duration(args.step, "--step") or timedelta(minutes=1),
+        republish=_duration(args.republish, "--republish") or timedelta(minutes=3),
+        choice=NodeChoice(args.binder),
+        seed=args.seed,
+    )
+    try:
+        fleet = fleet_input.load(args.fleet)
+        workload = arrival_input.load(
+            args.arrivals, args.seed, _duration(args.duration, "--duration")
+        )
+    except (FleetError, ArrivalError) as err:
+        print(f"modelplane-sim: {err}", file=sys.stderr)
+        return 2
+    result = simulate(fleet, workload, settings, progress=stderr_progress())
+    out = args.out or Path("out/sim") / datetime.now(UTC).strftime("%Y%m%dT%H%M%SZ")
+    facts = _facts(args, fleet, workload, settings, result)
+    path = write_report(out, result, facts)
+    for key, value in facts.items():
+        print(f"{key}: {value}")
+    for name, world in result.worlds.items():
+        for note in sorted(world.notes):
+            print(f"note ({name}): {note}")
+    print(table(result.rows))
+    print(f"report: {path}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
