@@ -4,7 +4,9 @@ Each test runs one `modelplane-agent` process with the identity the README
 installs (the ServiceAccount bound to deploy/agent's ClusterRole), breaks
 something between it and the API server while kube-scheduler allocates a
 device, heals it, and checks what the agent published meanwhile (every
-PoolObservation status, read every 0.2 s on a thread):
+status of the pool's PoolObservation, and for the claims faults of the
+ReplicaObservation whose pod got the device too, read every 0.2 s on a
+thread):
 
 - honest freshness: a status stamped `observedAt` at or after the moment an
   allocation was visible on the API server (plus `SLACK`, for the event to
@@ -43,6 +45,7 @@ from lightkube import Client
 from lightkube.config.kubeconfig import KubeConfig
 from modelplane_agent.kube import _KINDS, _resource
 from modelplane_agent.state import POOLS, REPLICAS
+from modelplane_common import labels
 from modelplane_common.timeutil import parse_time
 from modelplane_devtools import agent_builders
 from modelplane_devtools.e2e import agent, fleet
@@ -92,11 +95,12 @@ def canonical(buckets: list[dict] | None) -> Histogram | None:
 
 @dataclass(frozen=True)
 class Report:
-    """One PoolObservation status as read, and when."""
+    """One observation's status as read, and when: its content is a pool's histogram
+    or a replica's (pods, scheduledPods)."""
 
     read_at: datetime
     observed_at: datetime | None
-    histogram: Histogram | None
+    content: object
     conditions: tuple[dict, ...]
 
     def current(self) -> bool:
@@ -108,29 +112,26 @@ class Report:
     def __str__(self) -> str:
         stamp = self.observed_at.strftime("%H:%M:%S") if self.observed_at else None
         said = [(c.get("type"), c.get("status"), c.get("reason")) for c in self.conditions]
-        return f"[read {self.read_at:%H:%M:%S.%f} observedAt {stamp} {self.histogram} {said}]"
+        return f"[read {self.read_at:%H:%M:%S.%f} observedAt {stamp} {self.content} {said}]"
 
 
-def read_report(client: Client, pool: str) -> Report:
-    status = client.get(PoolObservation, pool).get("status") or {}
+def report_of(status: dict, content: object) -> Report:
     try:
         observed_at: datetime | None = parse_time(status.get("observedAt"))
     except ValueError:
         observed_at = None
-    return Report(
-        now(),
-        observed_at,
-        canonical(status.get("nodesByFreeDevices")) if status else None,
-        tuple(status.get("conditions") or ()),
-    )
+    return Report(now(), observed_at, content, tuple(status.get("conditions") or ()))
 
 
 @dataclass
 class Reports:
-    """Every status of one PoolObservation, read every 0.2 s on a thread (its own client)."""
+    """Every status of one observation, read every 0.2 s on a thread (its own client),
+    and the ground truth to hold them against."""
 
+    name: str
+    read: Callable[[Client], Report]
+    truth: Callable[[], object]
     kubeconfig: Path
-    pool: str
     seen: list[Report] = field(default_factory=list)
     _stop: threading.Event = field(default_factory=threading.Event)
 
@@ -139,11 +140,11 @@ class Reports:
 
         def loop() -> None:
             while not self._stop.wait(0.2):
-                # Nothing to read while the API server restarts, or before the pool exists.
+                # Nothing to read while the API server restarts, or before the object exists.
                 with contextlib.suppress(Exception):
-                    self.seen.append(read_report(client, self.pool))
+                    self.seen.append(self.read(client))
 
-        self._thread = threading.Thread(target=loop, name=f"reports-{self.pool}", daemon=True)
+        self._thread = threading.Thread(target=loop, name=f"reports-{self.name}", daemon=True)
         self._thread.start()
         return self
 
@@ -152,7 +153,7 @@ class Reports:
         self._thread.join(10)
 
     def latest(self) -> Report:
-        assert self.seen, f"no status of {self.pool} read yet"
+        assert self.seen, f"no status of {self.name} read yet"
         return self.seen[-1]
 
     def between(self, start: datetime, end: datetime) -> list[Report]:
@@ -172,14 +173,14 @@ def until(check: Callable[[], bool], within: timedelta) -> None:
 def claims_no_freshness_it_lacks(
     reports: list[Report],
     allocated_at: datetime,
-    truth: Histogram | None,
+    truth: object,
     tolerance: timedelta = timedelta(),
 ) -> None:
     """A report stamped after an allocation was visible (plus SLACK, plus the agent's
     stated `tolerance`) holds the allocation."""
     since = allocated_at + SLACK + tolerance
     false = [r for r in reports if r.observed_at and r.observed_at >= since]
-    false = [r for r in false if r.histogram != truth]
+    false = [r for r in false if r.content != truth]
     if false:
         pytest.fail(
             f"{len(false)} reports claim an observedAt after the allocation seen at "
@@ -290,17 +291,46 @@ def grant_claims(world: World, granted: bool) -> None:
     eventually(effective, f"claims {'granted' if granted else 'forbidden'}", timeout=20, every=0.2)
 
 
-def truth(world: World, pool: fleet.Pool) -> Histogram | None:
-    return canonical(fleet.expected_histogram(world.kube, pool))
+def pool_reports(world: World, pool: fleet.Pool) -> Reports:
+    """The pool's reports, held against `fleet.expected_histogram`."""
+
+    def read(client: Client) -> Report:
+        status = client.get(PoolObservation, pool.name).get("status") or {}
+        return report_of(status, canonical(status.get("nodesByFreeDevices")) if status else None)
+
+    return Reports(
+        f"PoolObservation/{pool.name}",
+        read,
+        lambda: canonical(fleet.expected_histogram(world.kube, pool)),
+        world.admin_kubeconfig,
+    )
 
 
-def allocate_one(world: World, pool: fleet.Pool, pod: str) -> datetime:
-    """A pod claiming one GPU of the pool; returns when its claim was seen allocated."""
+def replica_reports(world: World, name: str) -> Reports:
+    """A ReplicaObservation's reports (created here), held against its pods on the API
+    server: how many, and how many kube-scheduler bound."""
+    world.kube.apply(agent_builders.replica_observation(name, NAMESPACE))
+
+    def read(client: Client) -> Report:
+        status = client.get(ReplicaObservation, name, namespace=NAMESPACE).get("status") or {}
+        return report_of(status, (status.get("pods"), status.get("scheduledPods")))
+
+    def truth() -> tuple[int, int]:
+        pods = world.kube.list("pods", NAMESPACE, f"{labels.REPLICA}={name}")
+        return len(pods), sum(1 for p in pods if p["spec"].get("nodeName"))
+
+    return Reports(f"ReplicaObservation/{name}", read, truth, world.admin_kubeconfig)
+
+
+def allocate_one(world: World, pool: fleet.Pool, pod: str, replica: str = "none") -> datetime:
+    """A pod of `replica` claiming one GPU of the pool; returns when it was seen bound,
+    its claim allocated."""
+    replica_labels = {labels.REPLICA: replica, labels.REPLICA_NAMESPACE: NAMESPACE}
     world.kube.apply(
         {
             "apiVersion": "v1",
             "kind": "Pod",
-            "metadata": {"name": pod, "namespace": NAMESPACE},
+            "metadata": {"name": pod, "namespace": NAMESPACE, "labels": replica_labels},
             "spec": {
                 "nodeSelector": {fleet.POOL_LABEL: pool.name},
                 "resourceClaims": [{"name": "gpu", "resourceClaimTemplateName": "one-gpu"}],
@@ -316,6 +346,8 @@ def allocate_one(world: World, pool: fleet.Pool, pod: str) -> datetime:
     )
 
     def allocated() -> bool:
+        if not (world.kube.get("pod", pod, NAMESPACE) or {}).get("spec", {}).get("nodeName"):
+            return False
         claims = world.kube.list("resourceclaims.resource.k8s.io", NAMESPACE)
         return any(
             c["metadata"].get("annotations", {}).get("resource.kubernetes.io/pod-claim-name")
@@ -325,7 +357,7 @@ def allocate_one(world: World, pool: fleet.Pool, pod: str) -> datetime:
             for c in claims
         )
 
-    eventually(allocated, f"kube-scheduler allocates a GPU to {pod}", timeout=60, every=0.2)
+    eventually(allocated, f"kube-scheduler binds {pod} with a GPU", timeout=60, every=0.2)
     return now()
 
 
@@ -409,14 +441,16 @@ def proxy(cluster, world: World) -> Iterator[tuple[FaultProxy, Path]]:
         running.stop()
 
 
-def settled(
-    world: World, reports: Reports, pool: fleet.Pool, since: datetime
-) -> Callable[[], bool]:
-    """The latest report equals the truth, is stamped after `since`, and names no fault."""
+def settled(*watched: Reports, since: datetime) -> Callable[[], bool]:
+    """Each one's latest report equals the truth, is stamped after `since`, and says
+    Current."""
 
     def check() -> bool:
-        expected, latest = truth(world, pool), reports.latest()
-        assert latest.histogram == expected, f"agent {latest} != ground truth {expected}"
+        return all(one(reports) for reports in watched)
+
+    def one(reports: Reports) -> bool:
+        expected, latest = reports.truth(), reports.latest()
+        assert latest.content == expected, f"agent {latest} != ground truth {expected}"
         assert latest.observed_at and latest.observed_at >= since, f"not fresh: {latest}"
         assert latest.current(), f"still says Current=False: {latest}"
         return True
@@ -455,30 +489,32 @@ def test_a_stalled_claims_watch_freezes_observed_at_and_loses_no_allocation(
     cluster, world, proxy, run_agent
 ):
     """The path to the API server stalls for claims: the open watch stops mid-stream,
-    and the lists and watches the agent asks instead stall too (no byte, no close)."""
+    and the lists and watches the agent asks instead stall too (no byte, no close).
+    Pools and replicas both read claims: both freeze."""
     faults, via_proxy = proxy
     pool = add_pool(world, "stall")
-    with Reports(world.admin_kubeconfig, pool.name) as reports:
+    with pool_reports(world, pool) as pools, replica_reports(world, "stall-r") as replicas:
         running = run_agent(via_proxy, "stall")
-        eventually(settled(world, reports, pool, now()), "settled before the fault", timeout=30)
+        eventually(settled(pools, replicas, since=now()), "settled before the fault", timeout=30)
 
         faults.stall(read_of("resourceclaims"))
         stalled_at = now()
-        allocated_at = allocate_one(world, pool, "stall-0")
-        after = truth(world, pool)
+        allocated_at = allocate_one(world, pool, "stall-0", replica="stall-r")
+        after = {pools.name: pools.truth(), replicas.name: replicas.truth()}
         # Silent past the bound, the agent relists; that list stalls until the client's
         # read timeout (10 s) fails it; a few heartbeats more show observedAt frozen.
-        until(lambda: not reports.latest().current(), SILENCE + LIST_TIMEOUT + SLACK * 3)
+        until(lambda: not pools.latest().current(), SILENCE + LIST_TIMEOUT + SLACK * 3)
         time.sleep(4)
-        in_fault = reports.between(stalled_at, now())
+        released_at = now()
         faults.release()
-        healed_at = now()
-        eventually(settled(world, reports, pool, healed_at), "recovered", timeout=40, every=0.5)
+        eventually(settled(pools, replicas, since=released_at), "recovered", timeout=40, every=0.5)
 
-    claims_no_freshness_it_lacks(reports.seen, allocated_at, after, SILENCE)
     last_current = stalled_at + SILENCE
-    frozen_since([r for r in in_fault if r.read_at > last_current + SLACK], last_current)
-    named(in_fault, "ResourceClaim", ("WatchSilent", "WatchFailing"), "")
+    for reports in (pools, replicas):
+        in_fault = reports.between(stalled_at, released_at)
+        claims_no_freshness_it_lacks(reports.seen, allocated_at, after[reports.name], SILENCE)
+        frozen_since([r for r in in_fault if r.read_at > last_current + SLACK], last_current)
+        named(in_fault, "ResourceClaim", ("WatchSilent", "WatchFailing"), "")
     stopped_cleanly(running)
 
 
@@ -487,9 +523,9 @@ def test_claims_forbidden_to_the_agent_freeze_observed_at_until_rbac_is_restored
 ):
     faults, via_proxy = proxy
     pool = add_pool(world, "rbac")
-    with Reports(world.admin_kubeconfig, pool.name) as reports:
+    with pool_reports(world, pool) as pools, replica_reports(world, "rbac-r") as replicas:
         running = run_agent(via_proxy, "rbac")
-        eventually(settled(world, reports, pool, now()), "settled before the fault", timeout=30)
+        eventually(settled(pools, replicas, since=now()), "settled before the fault", timeout=30)
 
         grant_claims(world, False)
         # An open watch outlives the RBAC change; it ends when its connection drops, as
@@ -497,26 +533,27 @@ def test_claims_forbidden_to_the_agent_freeze_observed_at_until_rbac_is_restored
         # fault bit is the condition's to say: WatchFailing, forbidden.)
         faults.cut(read_of("resourceclaims"))
         revoked_at = now()
-        allocated_at = allocate_one(world, pool, "rbac-0")
-        after = truth(world, pool)
+        allocated_at = allocate_one(world, pool, "rbac-0", replica="rbac-r")
+        after = {pools.name: pools.truth(), replicas.name: replicas.truth()}
         time.sleep(max(0.0, 17 - (now() - revoked_at).total_seconds()))
-        in_fault = reports.between(revoked_at, now())
-        grant_claims(world, True)
         restored_at = now()
-        eventually(settled(world, reports, pool, restored_at), "recovered", timeout=45, every=0.5)
+        grant_claims(world, True)
+        eventually(settled(pools, replicas, since=restored_at), "recovered", timeout=45, every=0.5)
 
-    claims_no_freshness_it_lacks(reports.seen, allocated_at, after)
-    frozen_since([r for r in in_fault if r.read_at > revoked_at + SLACK], revoked_at)
-    named(in_fault, "ResourceClaim", ("WatchFailing",), "forbidden")
+    for reports in (pools, replicas):
+        in_fault = reports.between(revoked_at, restored_at)
+        claims_no_freshness_it_lacks(reports.seen, allocated_at, after[reports.name])
+        frozen_since([r for r in in_fault if r.read_at > revoked_at + SLACK], revoked_at)
+        named(in_fault, "ResourceClaim", ("WatchFailing",), "forbidden")
     stopped_cleanly(running)
 
 
 def test_an_api_server_restart_loses_no_allocation(cluster, world, apiserver, proxy, run_agent):
     faults, via_proxy = proxy  # no fault: it only tells when the agent read each kind again
     pool = add_pool(world, "restart")
-    with Reports(world.admin_kubeconfig, pool.name) as reports:
+    with pool_reports(world, pool) as reports:
         running = run_agent(via_proxy, "restart")
-        eventually(settled(world, reports, pool, now()), "settled before the fault", timeout=30)
+        eventually(settled(reports, since=now()), "settled before the fault", timeout=30)
 
         down_at = now()
         command = apiserver.stop()
@@ -524,8 +561,8 @@ def test_an_api_server_restart_loses_no_allocation(cluster, world, apiserver, pr
         apiserver.start(command)
         # Made before the agent is back, or just after: it must be in the report either way.
         allocated_at = allocate_one(world, pool, "restart-0")
-        after = truth(world, pool)
-        eventually(settled(world, reports, pool, allocated_at), "recovered", timeout=60, every=0.5)
+        after = reports.truth()
+        eventually(settled(reports, since=allocated_at), "recovered", timeout=60, every=0.5)
         recovered_at = now()
 
     claims_no_freshness_it_lacks(reports.seen, allocated_at, after)
@@ -544,18 +581,18 @@ def test_429_answers_to_status_writes_are_retried_after_retry_after(
     faults, via_proxy = proxy
     pool = add_pool(world, "throttle")
     writes = status_write_of("poolobservations", pool.name)
-    with Reports(world.admin_kubeconfig, pool.name) as reports:
+    with pool_reports(world, pool) as reports:
         running = run_agent(via_proxy, "throttle")
-        eventually(settled(world, reports, pool, now()), "settled before the fault", timeout=30)
+        eventually(settled(reports, since=now()), "settled before the fault", timeout=30)
 
         faults.throttle(writes, RETRY_AFTER)
         throttled_since = time.time()
         allocated_at = allocate_one(world, pool, "throttle-0")
-        after = truth(world, pool)
+        after = reports.truth()
         time.sleep(3 * RETRY_AFTER)
         faults.unthrottle()
         lifted_at = now()
-        eventually(settled(world, reports, pool, lifted_at), "recovered", timeout=30, every=0.5)
+        eventually(settled(reports, since=lifted_at), "recovered", timeout=30, every=0.5)
 
     attempts = [s.at for s in faults.recorded(writes, "throttled", since=throttled_since)]
     assert len(attempts) >= 2, f"the agent tried {len(attempts)} writes in the throttle"
@@ -588,9 +625,9 @@ def test_observations_deleted_during_a_write_pass_leave_the_publisher_running(
 
     pool = add_pool(world, "churn", nodes=1)
     created_at = now()
-    with Reports(world.admin_kubeconfig, pool.name) as reports:
+    with pool_reports(world, pool) as reports:
         eventually(
-            settled(world, reports, pool, created_at),
+            settled(reports, since=created_at),
             "a PoolObservation created after the deletions gets its status",
             timeout=NEW_STATUS_BOUND,
             every=0.2,
