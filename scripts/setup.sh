@@ -54,8 +54,13 @@ build tools/crossplane-cli github.com/crossplane/cli/v2/cmd/crossplane crossplan
 cli=$!
 build tools/crossplane-core github.com/crossplane/crossplane/v2/cmd/crossplane crossplane-core v2.3.4 &
 core=$!
+# The CEL parity oracle (tools/cel-oracle: Kubernetes' DRA CEL, k8s.io/dynamic-resource-allocation
+# v0.35.4 as the e2e's control plane) that common/tests/cel/test_parity.py runs.
+build tools/cel-oracle modelplane.ai/tools/cel-oracle cel-oracle &
+oracle=$!
 wait "${cli}"
 wait "${core}"
+wait "${oracle}"
 
 # Third-party CRDs (provider-kubernetes, LeaderWorkerSet) for offline
 # validation: copied out of the Go modules that tools/third-party-crds pins,
@@ -75,4 +80,4 @@ crds() {
 }
 crds
 .tools/bin/crossplane version --client >/dev/null 2>&1 || true
-echo "setup: ready ($(uv run --frozen python --version), crossplane CLI in .tools/bin, CRDs in .tools/crds)"
+echo "setup: ready ($(uv run --frozen python --version), crossplane CLI and cel-oracle in .tools/bin, CRDs in .tools/crds)"

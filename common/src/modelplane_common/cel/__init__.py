@@ -10,7 +10,7 @@ Kubernetes DRA selects devices with CEL expressions over one variable,
 * an unknown domain reads as an empty map, an unknown id inside a domain is an
   evaluation error ("no such key"): the device does not match;
 * ``quantity()``/``isQuantity()`` and capacity values are Kubernetes quantities
-  (``compareTo``, ``isGreaterThan``, ``isLessThan``, ``add``, ``sub``, ``mul``,
+  (``compareTo``, ``isGreaterThan``, ``isLessThan``, ``add``, ``sub``,
   ``sign``, ``asInteger``, ``isInteger``, ``asApproximateFloat``);
 * ``semver()``/``isSemver()`` and version attributes are semantic versions
   (``compareTo``, ``isGreaterThan``, ``isLessThan``, ``major``, ``minor``,

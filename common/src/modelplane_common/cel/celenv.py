@@ -12,10 +12,11 @@ from functools import lru_cache
 from typing import Any
 
 import celpy
+import celpy.celtypes as ct
 import lark
 from celpy.evaluation import CELEvalError, Evaluator
 
-from modelplane_common.cel.check import check, ident_name, is_cel_bind
+from modelplane_common.cel.check import check, ident_name, is_cel_bind, is_empty_list_literal
 from modelplane_common.cel.errors import SelectorError
 from modelplane_common.cel.library import FUNCTIONS
 
@@ -25,10 +26,20 @@ _COMPILE_CACHE_SIZE = 1024
 
 
 class _Evaluator(Evaluator):
-    """celpy's interpreter plus the ``cel.bind(var, init, body)`` macro Kubernetes enables."""
+    """celpy's interpreter plus the ``cel.bind(var, init, body)`` macro Kubernetes enables,
+    and cel-go's ``x in []``: false without evaluating ``x`` (so even an error is false)."""
 
     def sub_evaluator(self, ast: lark.Tree) -> Evaluator:
         return _Evaluator(ast, activation=self.activation)
+
+    def relation(self, tree: lark.Tree) -> Any:
+        if (
+            len(tree.children) == 2
+            and getattr(tree.children[0], "data", None) == "relation_in"
+            and is_empty_list_literal(tree.children[1])
+        ):
+            return ct.BoolType(False)
+        return super().relation(tree)
 
     def member_dot_arg(self, tree: lark.Tree) -> Any:
         if not is_cel_bind(tree):

@@ -34,6 +34,18 @@ def ident_name(tree: Any) -> str | None:
     return None
 
 
+def is_empty_list_literal(tree: Any) -> bool:
+    """Whether a subtree is only the literal ``[]``."""
+    node = tree
+    while isinstance(node, lark.Tree):
+        if node.data == "list_lit":
+            return not node.children
+        if len(node.children) != 1:
+            return False
+        node = node.children[0]
+    return False
+
+
 def is_cel_bind(tree: lark.Tree) -> bool:
     return (
         len(tree.children) >= 2

@@ -13,9 +13,9 @@ which kind satisfies each request, evaluating selectors the way Kubernetes DRA
 does (see the package docstring for the CEL model).
 
 Public interface: :class:`KindMatch`, :func:`match_requests`,
-:func:`selector_matches`, :func:`all_selectors_match`, :func:`device_view`, :func:`cache_info` and
-:func:`clear_caches`; :class:`SelectorError` and :func:`compile_selector` are
-re-exported from their modules.
+:func:`selector_matches`, :func:`all_selectors_match`, :func:`evaluate`,
+:func:`device_view`, :func:`cache_info` and :func:`clear_caches`;
+:class:`SelectorError` and :func:`compile_selector` are re-exported from their modules.
 """
 
 from __future__ import annotations
@@ -46,6 +46,7 @@ __all__ = [
     "clear_caches",
     "compile_selector",
     "device_view",
+    "evaluate",
     "match_requests",
     "selector_matches",
 ]
@@ -129,7 +130,12 @@ def _activation(view: DeviceView) -> dict[str, Any] | str:
 
 # --------------------------------------------------------------------------- evaluation
 
-_MATCH, _NO_MATCH, _ERROR = "match", "no-match", "error"
+# The outcomes of one selector on one device. MISSING (a "no such key" on a
+# missing attribute or capacity) and UNUSABLE (the device's own data is invalid)
+# decide like FALSE: the device does not match. ERROR is a selector that is wrong
+# (does not compile, or a type error): the caller fails loudly.
+MATCH, FALSE, MISSING, UNUSABLE, ERROR = "match", "false", "missing", "unusable", "error"
+_DOES_NOT_MATCH = frozenset({FALSE, MISSING, UNUSABLE})
 
 
 def _is_missing_key(error: CELEvalError) -> bool:
@@ -154,28 +160,31 @@ def _describe(error: CELEvalError) -> str:
 
 
 @lru_cache(maxsize=_EVAL_CACHE_SIZE)
-def _evaluate(expression: str, view: DeviceView) -> tuple[str, str]:
-    """(outcome, reason) of one selector on one device view, cached. Never raises."""
+def evaluate(expression: str, view: DeviceView) -> tuple[str, str]:
+    """(outcome, reason) of one selector on one device view, cached. Never raises.
+
+    The outcome is one of MATCH, FALSE, MISSING, UNUSABLE, ERROR (see above).
+    """
     try:
         program = compile_selector(expression)
     except SelectorError as error:
-        return (_ERROR, error.cause)
+        return (ERROR, error.cause)
     activation = _activation(view)
     if isinstance(activation, str):
-        return (_NO_MATCH, activation)  # the kind's own data is unusable: no match
+        return (UNUSABLE, activation)
     try:
         result = program.evaluate(activation)
     except CELEvalError as error:
         if _is_missing_key(error):
-            return (_NO_MATCH, _describe(error))
-        return (_ERROR, _describe(error))
+            return (MISSING, _describe(error))
+        return (ERROR, _describe(error))
     except RecursionError:
-        return (_ERROR, "nested too deeply")
+        return (ERROR, "nested too deeply")
     except Exception as error:  # a celpy internal error or an unsupported feature
-        return (_ERROR, f"{type(error).__name__}: {error}")
+        return (ERROR, f"{type(error).__name__}: {error}")
     if not isinstance(result, ct.BoolType):
-        return (_ERROR, f"must evaluate to bool, not {category(result)}")
-    return (_MATCH, "") if result else (_NO_MATCH, "evaluated to false")
+        return (ERROR, f"must evaluate to bool, not {category(result)}")
+    return (MATCH, "") if result else (FALSE, "evaluated to false")
 
 
 def selector_matches(expression: str, kind: DeviceKind) -> bool:
@@ -184,21 +193,21 @@ def selector_matches(expression: str, kind: DeviceKind) -> bool:
     False when it is false or fails with a "no such key" error; raises
     :class:`SelectorError` when it does not compile or fails with a type error.
     """
-    outcome, reason = _evaluate(expression, kind.view)
-    if outcome == _ERROR:
+    outcome, reason = evaluate(expression, kind.view)
+    if outcome == ERROR:
         raise SelectorError(expression, reason)
-    return outcome == _MATCH
+    return outcome == MATCH
 
 
 def cache_info() -> dict[str, Any]:
     """Hit/miss counters of the compile and evaluation caches (``functools`` CacheInfo)."""
-    return {"compile": compile_selector.cache_info(), "evaluate": _evaluate.cache_info()}
+    return {"compile": compile_selector.cache_info(), "evaluate": evaluate.cache_info()}
 
 
 def clear_caches() -> None:
     """Drop every compiled program and evaluation result (for tests)."""
     compile_selector.cache_clear()
-    _evaluate.cache_clear()
+    evaluate.cache_clear()
     _activation.cache_clear()
 
 
@@ -258,10 +267,10 @@ def all_selectors_match(expressions: tuple[str, ...], view: DeviceView) -> bool:
     with a type error.
     """
     for expression in expressions:
-        outcome, reason = _evaluate(expression, view)
-        if outcome == _ERROR:
+        outcome, reason = evaluate(expression, view)
+        if outcome == ERROR:
             raise SelectorError(expression, reason)
-        if outcome == _NO_MATCH:
+        if outcome in _DOES_NOT_MATCH:
             return False
     return True
 

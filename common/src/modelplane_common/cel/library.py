@@ -118,21 +118,20 @@ def _quantity_operand(name: str, q: Any, other: Any) -> Fraction:
     raise no_overload(name, q, other)
 
 
+def _whole_sum(q: Quantity, other: Any) -> bool:
+    """Kubernetes adds two int64-held quantities at the smaller scale (an int counts as
+    scale 0), so a sum is whole when both operands are; otherwise it is not."""
+    return q.whole and (not isinstance(other, Quantity) or other.whole)
+
+
 def _add(q: Any, other: Any) -> Quantity:
     q = _need_quantity("add", q)
-    return Quantity(q.value + _quantity_operand("add", q, other))
+    return Quantity(q.value + _quantity_operand("add", q, other), _whole_sum(q, other))
 
 
 def _sub(q: Any, other: Any) -> Quantity:
     q = _need_quantity("sub", q)
-    return Quantity(q.value - _quantity_operand("sub", q, other))
-
-
-def _mul(q: Any, factor: Any) -> Quantity:
-    q = _need_quantity("mul", q)
-    if not isinstance(factor, ct.IntType) or isinstance(factor, ct.BoolType):
-        raise no_overload("mul", q, factor)
-    return Quantity(q.value * int(factor))
+    return Quantity(q.value - _quantity_operand("sub", q, other), _whole_sum(q, other))
 
 
 def _sign(q: Any) -> ct.IntType:
@@ -143,12 +142,12 @@ def _sign(q: Any) -> ct.IntType:
 def _is_integer(q: Any) -> ct.BoolType:
     q = _need_quantity("isInteger", q)
     v = q.value
-    return ct.BoolType(v.denominator == 1 and _INT64_MIN <= v.numerator <= _INT64_MAX)
+    return ct.BoolType(q.whole and _INT64_MIN <= v.numerator <= _INT64_MAX)
 
 
 def _as_integer(q: Any) -> ct.IntType:
     q = _need_quantity("asInteger", q)
-    if q.value.denominator != 1:
+    if not q.whole:
         raise CelValueError("cannot convert value to integer")
     return _cel_int(q.value.numerator)
 
@@ -226,12 +225,88 @@ def _cel_eq(a: Any, b: Any) -> Any:
         return a
     if isinstance(b, CELEvalError):
         return b
+    # Kubernetes' Quantity and Semver refuse to be compared with anything else (but
+    # null): cel-go asks the left operand, so `quantity == 1` is an error while
+    # `1 == quantity` is false.
+    if isinstance(a, (Quantity, Semver)) and b is not None and type(b) is not type(a):
+        raise no_overload("_==_", a, b)
     return ct.BoolType(_equal(a, b))
 
 
 def _cel_ne(a: Any, b: Any) -> Any:
-    result = _cel_eq(a, b)
-    return result if isinstance(result, CELEvalError) else ct.BoolType(not result)
+    """cel-go's ``!=`` is "not equal to true": where ``==`` is an error between two
+    values (a quantity or version against another type), ``!=`` is true."""
+    for v in (a, b):
+        if isinstance(v, CELEvalError):
+            return v
+    try:
+        return ct.BoolType(not _cel_eq(a, b))
+    except TypeError:
+        return ct.BoolType(True)
+
+
+def _ordering(name: str) -> Any:
+    """CEL's ``<``/``<=``/``>``/``>=``: only between values of one kind (numbers of any
+    width count as one); celpy alone would order a bool against an int."""
+    base = base_functions[name]
+
+    def operator(a: Any, b: Any) -> Any:
+        for v in (a, b):
+            if isinstance(v, CELEvalError):
+                return v
+        if isinstance(a, (Quantity, Semver)) or category(a) != category(b):
+            raise no_overload(name, a, b)
+        return base(a, b)
+
+    operator.__name__ = name
+    return operator
+
+
+def _cel_add(a: Any, b: Any) -> Any:
+    """CEL's ``+``: numbers, strings, bytes, lists (and time) of one kind; celpy alone adds
+    two bools as ints and returns a plain Python str that has no CEL methods."""
+    for v in (a, b):
+        if isinstance(v, CELEvalError):
+            return v
+    timed = isinstance(a, ct.TimestampType) or isinstance(b, ct.TimestampType)
+    mixed = isinstance(a, (ct.BoolType, Quantity, Semver)) or category(a) != category(b)
+    if mixed and not timed:
+        raise no_overload("_+_", a, b)
+    result = a + b
+    return ct.StringType(result) if type(result) is str else result
+
+
+def _arithmetic(name: str) -> Any:
+    """CEL's ``-``/``*``/``/``/``%``: an error operand is the result (the left one
+    first), and bools are not numbers (celpy alone would compute ``true - false``)."""
+    base = base_functions[name]
+
+    def operator(a: Any, b: Any) -> Any:
+        for v in (a, b):
+            if isinstance(v, CELEvalError):
+                return v
+        if isinstance(a, (ct.BoolType, Quantity, Semver)) or isinstance(b, ct.BoolType):
+            raise no_overload(name, a, b)
+        return base(a, b)
+
+    operator.__name__ = name
+    return operator
+
+
+def _cel_in(item: Any, container: Any) -> Any:
+    """CEL's ``in``: list membership by CEL equality (so `1 in ["a"]` is false, and a
+    quantity or version against anything else is an error), map membership by key."""
+    for v in (item, container):
+        if isinstance(v, CELEvalError):
+            return v
+    if isinstance(container, ct.MapType):
+        return ct.BoolType(any(_equal(item, key) for key in container))
+    if not isinstance(container, ct.ListType):
+        raise no_overload("@in", item, container)
+    for element in container:
+        if _cel_eq(item, element):
+            return ct.BoolType(True)
+    return ct.BoolType(False)
 
 
 def _logical(name: str, absorbing: bool) -> Any:
@@ -267,6 +342,16 @@ FUNCTIONS: dict[str, Any] = {
     "_||_": _logical("_||_", absorbing=True),
     "_==_": _cel_eq,
     "_!=_": _cel_ne,
+    "_<_": _ordering("_<_"),
+    "_<=_": _ordering("_<=_"),
+    "_>_": _ordering("_>_"),
+    "_>=_": _ordering("_>=_"),
+    "_in_": _cel_in,
+    "_+_": _cel_add,
+    "_-_": _arithmetic("_-_"),
+    "_*_": _arithmetic("_*_"),
+    "_/_": _arithmetic("_/_"),
+    "_%_": _arithmetic("_%_"),
     "quantity": _quantity,
     "isQuantity": _is_quantity,
     "semver": _semver,
@@ -279,7 +364,6 @@ FUNCTIONS: dict[str, Any] = {
     "patch": _semver_part("patch"),
     "add": _add,
     "sub": _sub,
-    "mul": _mul,
     "sign": _sign,
     "isInteger": _is_integer,
     "asInteger": _as_integer,
