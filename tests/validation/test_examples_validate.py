@@ -10,11 +10,15 @@ from modelplane_devtools import render
 EXAMPLES = render.ROOT / "examples"
 # Not resources: the render case list, and Function packages (no schema offline).
 NOT_RESOURCES = {"renders.yaml", "functions.yaml"}
+# Not resources either: the simulator's fleet and arrival models (examples/sim), which
+# its own reader checks (tests/simulation).
+NOT_RESOURCE_FOLDERS = {"invalid", "sim"}
 
 VALID = sorted(
     p
     for p in EXAMPLES.rglob("*.yaml")
-    if p.name not in NOT_RESOURCES and "invalid" not in p.relative_to(EXAMPLES).parts
+    if p.name not in NOT_RESOURCES
+    and not NOT_RESOURCE_FOLDERS.intersection(p.relative_to(EXAMPLES).parts)
 )
 INVALID = sorted((EXAMPLES / "invalid").glob("*.yaml"))
 
