@@ -7,7 +7,7 @@ import logging
 import os
 import signal
 import sys
-from datetime import UTC, datetime, timedelta
+from datetime import UTC, datetime
 from pathlib import Path
 
 import click
@@ -16,7 +16,7 @@ from lightkube.config.kubeconfig import DEFAULT_KUBECONFIG, SERVICE_ACCOUNT, Kub
 from lightkube.core.exceptions import ConfigError
 from modelplane_common.timeutil import parse_duration
 
-from modelplane_agent.controller import Controller, Settings
+from modelplane_agent.controller import MIN_MAX_AGE, Controller, Settings
 from modelplane_agent.kube import LightkubeApi
 from modelplane_agent.server import serve
 
@@ -80,14 +80,16 @@ def _why(error: BaseException) -> str:
     return " ".join(str(error).split()) or type(error).__name__
 
 
-def settings_from(max_age: str, min_interval: str) -> Settings:
+def settings_from(max_age: str | None, min_interval: str) -> Settings:
     """The publisher's settings from the command line; ValueError says which flag is wrong."""
-    try:
-        age = parse_duration(max_age)
-    except ValueError as error:
-        raise ValueError(f"--max-age: {error} (got {max_age})") from None
-    if age < timedelta(seconds=10):
-        raise ValueError(f"--max-age must be at least 10s (got {max_age})")
+    age = None
+    if max_age is not None:
+        try:
+            age = parse_duration(max_age)
+        except ValueError as error:
+            raise ValueError(f"--max-age: {error} (got {max_age})") from None
+        if age < MIN_MAX_AGE:
+            raise ValueError(f"--max-age must be at least 10s (got {max_age})")
     try:
         interval = parse_duration(min_interval)
     except ValueError as error:
@@ -110,17 +112,20 @@ async def _run(controller: Controller, api: LightkubeApi) -> None:
 @click.option("--listen", default="0.0.0.0:8080", show_default=True, help="host:port for probes.")
 @click.option(
     "--max-age",
-    default="5m",
-    show_default=True,
-    help="The InferenceCluster's spec.observation.maxAge (the smallest, if several clusters "
-    "point here): heartbeats rewrite a pool's report every maxAge/5, a replica's every "
-    "2 x maxAge/5, less a stable spread of up to 25% per observation.",
+    default=None,
+    help="Override the maxAge heartbeats follow. Unset (the default), they follow the "
+    "smallest spec.maxAge of the PoolObservations (each its InferenceCluster's "
+    "spec.observation.maxAge), 5m while none declares one: a pool's report is rewritten "
+    "every maxAge/5, a replica's every 2 x maxAge/5, less a stable spread of up to 25% "
+    "per observation.",
 )
 @click.option(
     "--min-interval", default="2s", show_default=True, help="Least time between two writes."
 )
 @click.option("--log-level", default="INFO", show_default=True)
-def cli(kubeconfig: str | None, listen: str, max_age: str, min_interval: str, log_level: str):
+def cli(
+    kubeconfig: str | None, listen: str, max_age: str | None, min_interval: str, log_level: str
+):
     """Publish every PoolObservation's histogram and every ReplicaObservation's pod state."""
     try:
         settings = settings_from(max_age, min_interval)

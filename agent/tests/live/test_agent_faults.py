@@ -94,7 +94,7 @@ def has_status(client: Client, res, name: str, namespace: str | None = None) -> 
 
 def test_observations_deleted_during_a_write_pass_leave_the_publisher_alive(cluster):
     client = Client(KubeConfig.from_file(cluster.kubeconfig), field_manager="agent-faults-test")
-    for path in sorted((ROOT / "apis" / "agent").glob("*.yaml")):
+    for path in sorted((ROOT / "deploy" / "agent" / "crds").glob("*.yaml")):
         client.create(CRD(yaml.safe_load(path.read_text())))
     eventually(lambda: list(client.list(PoolObservation)) == [], "the agent CRDs are served")
     client.create(Namespace(metadata=ObjectMeta(name="team")))
