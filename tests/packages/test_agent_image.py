@@ -128,7 +128,8 @@ FUNCTION_ONLY = {
 def test_the_venv_carries_no_function_sdk_grpcio_or_protobuf(agent_runtime):
     site = agent_runtime.rootfs / "venv" / "lib" / "python3.11" / "site-packages"
     installed = {
-        p.name.rpartition("-")[0].replace("_", "-").lower() for p in site.glob("*.dist-info")
+        p.name.removesuffix(".dist-info").rpartition("-")[0].replace("_", "-").lower()
+        for p in site.glob("*.dist-info")
     }
     assert {"lightkube", "prometheus-client", "modelplane-common"} <= installed, sorted(installed)
     assert installed & FUNCTION_ONLY == set()
