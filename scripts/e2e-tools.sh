@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Build the binaries the e2e suite runs (tests/e2e) into .tools/bin: Kubernetes
-# v1.35.4 (kube-apiserver, kube-controller-manager, kube-scheduler, kubectl),
-# etcd v3.6.16, provider-kubernetes v1.2.1 and an OCI registry. Each comes from
+# v1.35.4 (kube-apiserver, kube-controller-manager, kube-scheduler, kubectl:
+# scripts/setup.sh builds it first, for the tests), etcd v3.6.16,
+# provider-kubernetes v1.2.1 and an OCI registry. Each comes from
 # a pinned module in tools/ (go.sum committed). A binary already present is
 # skipped; Crossplane core comes from scripts/setup.sh. openssl is installed
 # with apt-get when missing.

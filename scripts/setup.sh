@@ -32,18 +32,24 @@ uv sync --frozen --python 3.11 --quiet
 
 # `crossplane` is the CLI (github.com/crossplane/cli/v2 v2.5.0); it renders
 # through `crossplane-core` (github.com/crossplane/crossplane/v2 v2.3.4)
-# given with --crossplane-binary. The modules in tools/ pin both with
-# go.sum; the binaries go to the git-ignored .tools/bin.
+# given with --crossplane-binary; `helm` and `kubectl` test the agent's chart
+# and kustomization. The modules in tools/ pin them with go.sum; the binaries
+# go to the git-ignored .tools/bin.
 mkdir -p .tools/bin
-build() {  # build <module dir> <package> <binary name> [version to stamp]
-  local dir=$1 pkg=$2 out=$3 version=${4:-}
+stamped() {  # stamped <binary name>: the version the binary says it is
+  case $1 in
+    helm) ".tools/bin/helm" version --template '{{.Version}}' ;;
+    *) ".tools/bin/$1" --version ;;
+  esac
+}
+build() {  # build <module dir> <package> <binary name> [<version variable>=<version>]
+  local dir=$1 pkg=$2 out=$3 stamp=${4:-}
   local flags=()
-  if [ -n "${version}" ]; then
-    # Crossplane core checks each package's `spec.crossplane.version`
-    # constraint against its own version, which release builds stamp here; an
-    # unstamped core refuses every package that has a constraint.
-    flags=(-ldflags "-X github.com/crossplane/crossplane-runtime/v2/pkg/version.version=${version}")
-    if [ -x ".tools/bin/${out}" ] && [ "$(".tools/bin/${out}" --version)" = "${version}" ]; then return 0; fi
+  if [ -n "${stamp}" ]; then
+    # A binary's version, stamped the way its release builds stamp it (`-X`): an
+    # unstamped one says a placeholder, and what checks versions against it fails.
+    flags=(-ldflags "-X ${stamp}")
+    if [ -x ".tools/bin/${out}" ] && [ "$(stamped "${out}")" = "${stamp#*=}" ]; then return 0; fi
   elif [ -x ".tools/bin/${out}" ]; then
     return 0
   fi
@@ -52,15 +58,28 @@ build() {  # build <module dir> <package> <binary name> [version to stamp]
 }
 build tools/crossplane-cli github.com/crossplane/cli/v2/cmd/crossplane crossplane &
 cli=$!
-build tools/crossplane-core github.com/crossplane/crossplane/v2/cmd/crossplane crossplane-core v2.3.4 &
+# Crossplane core checks each package's `spec.crossplane.version` constraint against
+# its own version: an unstamped core refuses every package that has a constraint.
+build tools/crossplane-core github.com/crossplane/crossplane/v2/cmd/crossplane crossplane-core \
+  github.com/crossplane/crossplane-runtime/v2/pkg/version.version=v2.3.4 &
 core=$!
 # The CEL parity oracle (tools/cel-oracle: Kubernetes' DRA CEL, k8s.io/dynamic-resource-allocation
 # v0.35.4 as the e2e's control plane) that common/tests/cel/test_parity.py runs.
 build tools/cel-oracle modelplane.ai/tools/cel-oracle cel-oracle &
 oracle=$!
+# Helm (helm.sh/helm/v3 v3.20.2) for the chart's tests: `helm lint`, `helm template`.
+# Unstamped it says v3.20, and a chart's kubeVersion or Capabilities read that.
+build tools/helm helm.sh/helm/v3/cmd/helm helm helm.sh/helm/v3/internal/version.version=v3.20.2 &
+helm=$!
+# kubectl (k8s.io/kubernetes v1.35.4, the module of the e2e's Kubernetes): the
+# tests render deploy/agent with its built-in kustomize. make e2e-tools skips it.
+build tools/kubernetes k8s.io/kubernetes/cmd/kubectl kubectl &
+kubectl=$!
 wait "${cli}"
 wait "${core}"
 wait "${oracle}"
+wait "${helm}"
+wait "${kubectl}"
 
 # Third-party CRDs (provider-kubernetes, LeaderWorkerSet) for offline
 # validation: copied out of the Go modules that tools/third-party-crds pins,
@@ -80,4 +99,4 @@ crds() {
 }
 crds
 .tools/bin/crossplane version --client >/dev/null 2>&1 || true
-echo "setup: ready ($(uv run --frozen python --version), crossplane CLI and cel-oracle in .tools/bin, CRDs in .tools/crds)"
+echo "setup: ready ($(uv run --frozen python --version), crossplane, cel-oracle, helm and kubectl in .tools/bin, CRDs in .tools/crds)"

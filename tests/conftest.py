@@ -19,7 +19,7 @@ def api_extensions() -> list[Path]:
     """
     render.crossplane()
     ours = sorted((ROOT / "apis").rglob("definition.yaml")) + sorted(
-        (ROOT / "apis" / "agent").glob("*.yaml")
+        (ROOT / "deploy" / "agent" / "crds").glob("*.yaml")
     )
     theirs = render.third_party_crds()
     return ours + theirs

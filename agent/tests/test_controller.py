@@ -11,8 +11,9 @@ import httpx2
 import pytest
 from lightkube.core.exceptions import ApiError
 from modelplane_agent import metrics
-from modelplane_agent.controller import Controller, Settings
+from modelplane_agent.controller import Controller, Settings, heartbeat_age
 from modelplane_agent.kube import Gone, Idle
+from modelplane_agent.snapshot import pool_spec_from
 from modelplane_agent.state import CLAIMS, CLASSES, KINDS, NODES, PODS, POOLS, REPLICAS, SLICES
 from modelplane_agent.writes import write_reason
 from modelplane_devtools import agent_builders as t
@@ -209,6 +210,61 @@ def test_an_idle_replica_heartbeats_at_twice_a_pools_interval():
             "2026-11-30T12:00:00Z",
             "2026-11-30T12:02:01Z",
         ]
+        await stopped(controller, task)
+
+    asyncio.run(scenario())
+
+
+def pool_with_max_age(max_age: str | None, name: str = "a100", generation: int = 1) -> dict:
+    gpu = [("gpu", t.NVIDIA, "gpu.nvidia.com")]
+    return t.pool_observation(name, gpu, max_age=max_age, generation=generation)
+
+
+@pytest.mark.parametrize(
+    ("declared", "override", "expected"),
+    [
+        pytest.param(["1m"], None, timedelta(minutes=1), id="one pool's maxAge is the cluster's"),
+        pytest.param(
+            ["5m", "90s", None], None, timedelta(seconds=90), id="several: the smallest declared"
+        ),
+        pytest.param([], None, timedelta(minutes=5), id="no pool: the InferenceCluster default"),
+        pytest.param([None], None, timedelta(minutes=5), id="pools that declare none: the default"),
+        pytest.param(
+            ["1m"], timedelta(minutes=3), timedelta(minutes=3), id="--max-age overrides them"
+        ),
+        pytest.param(["2s"], None, timedelta(seconds=10), id="never below 10s"),
+    ],
+)
+def test_heartbeats_follow_the_smallest_max_age_the_pool_observations_declare(
+    declared, override, expected
+):
+    pools = [pool_spec_from(pool_with_max_age(a, f"p{i}")) for i, a in enumerate(declared)]
+    assert heartbeat_age(pools, override) == expected
+
+
+def test_a_pool_heartbeats_at_its_spec_max_age_and_follows_a_change_of_it():
+    async def scenario():
+        objects = {**world(), POOLS: [pool_with_max_age("1m")]}
+        api, clock = FakeApi(objects), Clock()
+        controller = controller_for(api, clock, replace(SETTINGS, max_age=None))
+        task = asyncio.create_task(controller.run())
+        await settle(controller)
+        clock.now += timedelta(seconds=13)  # maxAge 1m: a pool heartbeats every 9-12 s
+        await settle(controller)
+        assert [s["observedAt"] for _, _, s in api.patches] == [
+            "2026-11-30T12:00:00Z",
+            "2026-11-30T12:00:13Z",
+        ]
+        api.send(POOLS, "MODIFIED", pool_with_max_age("5m", generation=2))
+        clock.now += timedelta(seconds=3)
+        await eventually(lambda: len(api.patches) == 3)  # the new generation, said once
+        clock.now += timedelta(seconds=13)
+        await settle(controller)
+        assert len(api.patches) == 3  # maxAge 5m: the next heartbeat is 45-60 s away
+        api.bookmark()
+        clock.now += timedelta(seconds=47)
+        await settle(controller)
+        assert [s["observedAt"] for _, _, s in api.patches[3:]] == ["2026-11-30T12:01:16Z"]
         await stopped(controller, task)
 
     asyncio.run(scenario())

@@ -2,12 +2,18 @@
 
 from __future__ import annotations
 
+import copy
 import re
+import shutil
+import subprocess
+import tomllib
 import urllib.request
 from pathlib import Path
 
+import pytest
 import yaml
 from modelplane_agent.server import serve
+from modelplane_devtools import render
 
 ROOT = Path(__file__).resolve().parents[2]
 DEPLOY = ROOT / "deploy" / "agent"
@@ -62,3 +68,227 @@ def test_the_probes_ask_paths_the_agent_answers():
     finally:
         server.shutdown()
     assert answers == {"/healthz": 200, "/readyz": 503, "/metrics": 200}
+
+
+# ---------------------------------------------------------------- the kustomization
+
+KINDS = [
+    ("ClusterRole", "modelplane-agent"),
+    ("ClusterRoleBinding", "modelplane-agent"),
+    ("CustomResourceDefinition", "poolobservations.agent.modelplane.ai"),
+    ("CustomResourceDefinition", "replicaobservations.agent.modelplane.ai"),
+    ("Deployment", "modelplane-agent"),
+    ("Namespace", "modelplane-system"),
+    ("ServiceAccount", "modelplane-agent"),
+]
+
+
+def by_kind_and_name(docs: list[dict]) -> list[dict]:
+    return sorted(docs, key=lambda d: (d["kind"], d["metadata"]["name"]))
+
+
+def names(docs: list[dict]) -> list[tuple[str, str]]:
+    return [(d["kind"], d["metadata"]["name"]) for d in by_kind_and_name(docs)]
+
+
+def kustomize(directory: Path) -> list[dict]:
+    """`kubectl kustomize <directory>`: what `kubectl apply -k` would apply."""
+    done = subprocess.run(
+        [str(render.kubectl()), "kustomize", str(directory)],
+        capture_output=True,
+        text=True,
+        check=False,
+    )
+    assert done.returncode == 0, done.stderr
+    return render.load_all(done.stdout)
+
+
+def manifests() -> list[dict]:
+    """Every object the files of deploy/agent hold, as written."""
+    paths = sorted(DEPLOY.glob("*.yaml")) + sorted((DEPLOY / "crds").glob("*.yaml"))
+    return [
+        d for p in paths if p.name != "kustomization.yaml" for d in render.load_all(p.read_text())
+    ]
+
+
+def container_of(docs: list[dict]) -> dict:
+    (deployment,) = [d for d in docs if d["kind"] == "Deployment"]
+    (container,) = deployment["spec"]["template"]["spec"]["containers"]
+    return container
+
+
+def test_the_kustomization_applies_every_manifest_of_deploy_agent_as_written():
+    rendered = kustomize(DEPLOY)
+    assert names(rendered) == KINDS
+    assert by_kind_and_name(rendered) == by_kind_and_name(manifests())
+
+
+def test_an_image_entry_points_the_deployment_at_another_registry(tmp_path):
+    # What `kustomize edit set image modelplane/agent=<ref>` writes, in an overlay.
+    shutil.copytree(DEPLOY, tmp_path / "agent")
+    (tmp_path / "overlay").mkdir()
+    (tmp_path / "overlay" / "kustomization.yaml").write_text(
+        yaml.safe_dump(
+            {
+                "resources": ["../agent"],
+                "images": [
+                    {
+                        "name": "modelplane/agent",
+                        "newName": "registry.example.com/modelplane-agent",
+                        "newTag": "v9.9.9",
+                    }
+                ],
+            }
+        )
+    )
+    (entry,) = yaml.safe_load((DEPLOY / "kustomization.yaml").read_text())["images"]
+    assert container_of(manifests())["image"].partition(":")[0] == entry["name"]
+    rendered = container_of(kustomize(tmp_path / "overlay"))
+    assert rendered["image"] == "registry.example.com/modelplane-agent:v9.9.9"
+
+
+def test_the_deployment_leaves_max_age_to_the_pool_observations():
+    args = container_of(manifests())["args"]
+    assert not [a for a in args if a.startswith("--max-age")], args
+
+
+# ---------------------------------------------------------------- the Helm chart
+
+CHART = ROOT / "deploy" / "helm" / "modelplane-agent"
+# The Kubernetes version the e2e runs (helm template assumes v1.20 without it, below
+# the chart's kubeVersion floor).
+KUBE_VERSION = "1.35.4"
+
+
+def helm(tmp_path: Path, *args: str) -> subprocess.CompletedProcess:
+    # Helm's cache, config and data in the test's folder: nothing read from or written
+    # to the machine's home.
+    env = {
+        "PATH": "/usr/bin:/bin",
+        "HOME": str(tmp_path),
+        **{f"HELM_{d}_HOME": str(tmp_path / d.lower()) for d in ("CACHE", "CONFIG", "DATA")},
+    }
+    return subprocess.run(
+        [str(render.helm()), *args], capture_output=True, text=True, check=False, env=env
+    )
+
+
+def helm_template(tmp_path: Path, *settings: str) -> list[dict]:
+    done = helm(
+        tmp_path,
+        "template",
+        "modelplane-agent",
+        str(CHART),
+        "--namespace=modelplane-system",
+        "--include-crds",
+        f"--kube-version={KUBE_VERSION}",
+        *(f"--set={s}" for s in settings),
+    )
+    assert done.returncode == 0, done.stderr
+    return render.load_all(done.stdout)
+
+
+def test_helm_lint_finds_nothing_wrong_with_the_chart(tmp_path):
+    for values in ([], ["--set=podMonitor.enabled=true", "--set=maxAge=2m"]):
+        done = helm(tmp_path, "lint", "--strict", str(CHART), *values)
+        assert done.returncode == 0, done.stdout + done.stderr
+        assert "1 chart(s) linted, 0 chart(s) failed" in done.stdout
+
+
+def test_the_chart_renders_what_the_kustomization_applies_for_default_values(tmp_path):
+    # One normalisation: the kustomization's Namespace is left out, since Helm makes
+    # the release namespace itself (`--create-namespace`); a chart that templated it
+    # too could not be installed into it. Nothing else differs, labels included
+    # (the chart adds no per-release labels; templates/_helpers.tpl says why).
+    applied = [d for d in kustomize(DEPLOY) if d["kind"] != "Namespace"]
+    assert by_kind_and_name(helm_template(tmp_path)) == by_kind_and_name(applied)
+
+
+def test_the_charts_crds_are_deploy_agents_and_its_app_version_the_workspaces():
+    assert (CHART / "crds").resolve() == (DEPLOY / "crds").resolve()
+    chart = yaml.safe_load((CHART / "Chart.yaml").read_text())
+    workspace = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]["version"]
+    assert (chart["version"], chart["appVersion"]) == (workspace, workspace)
+
+
+VALUES = [
+    pytest.param(
+        ["image.repository=registry.example.com/modelplane-agent", "image.tag=v9.9.9"],
+        {"image": "registry.example.com/modelplane-agent:v9.9.9"},
+        {},
+        id="image repository and tag name the container's image",
+    ),
+    pytest.param(
+        ["image.pullPolicy=Always"], {"imagePullPolicy": "Always"}, {}, id="image pull policy"
+    ),
+    pytest.param(
+        ["logLevel=DEBUG", "minInterval=5s"],
+        {"args": ["--listen=0.0.0.0:8080", "--min-interval=5s", "--log-level=DEBUG"]},
+        {},
+        id="log level and min interval are the agent's arguments",
+    ),
+    pytest.param(
+        ["maxAge=2m", "extraArgs[0]=--kubeconfig=/etc/kube/config"],
+        {
+            "args": [
+                "--listen=0.0.0.0:8080",
+                "--min-interval=2s",
+                "--log-level=INFO",
+                "--max-age=2m",
+                "--kubeconfig=/etc/kube/config",
+            ]
+        },
+        {},
+        id="maxAge overrides the pools' only when set, extra arguments follow",
+    ),
+    pytest.param(
+        ["resources.requests.cpu=1", "resources.limits.memory=4Gi"],
+        {"resources": {"requests": {"cpu": 1, "memory": "256Mi"}, "limits": {"memory": "4Gi"}}},
+        {},
+        id="resources merge over the defaults",
+    ),
+    pytest.param(
+        [
+            "tolerations[0].key=dedicated",
+            "tolerations[0].operator=Exists",
+            "nodeSelector.pool=system",
+            "priorityClassName=system-cluster-critical",
+        ],
+        {},
+        {
+            "tolerations": [{"key": "dedicated", "operator": "Exists"}],
+            "nodeSelector": {"pool": "system"},
+            "priorityClassName": "system-cluster-critical",
+        },
+        id="tolerations, node selector and priority class reach the pod",
+    ),
+]
+
+
+@pytest.mark.parametrize(("settings", "container", "pod"), VALUES)
+def test_values_change_only_what_they_name(tmp_path, settings, container, pod):
+    default = helm_template(tmp_path)
+    changed = helm_template(tmp_path, *settings)
+    (before,) = [d for d in default if d["kind"] == "Deployment"]
+    (after,) = [d for d in changed if d["kind"] == "Deployment"]
+    expected = copy.deepcopy(before)
+    expected["spec"]["template"]["spec"].update(pod)
+    expected["spec"]["template"]["spec"]["containers"][0].update(container)
+    assert after == expected
+    assert [d for d in changed if d["kind"] != "Deployment"] == [
+        d for d in default if d["kind"] != "Deployment"
+    ]
+
+
+def test_a_pod_monitor_scrapes_the_agents_metrics_only_when_enabled(tmp_path):
+    assert "PodMonitor" not in {d["kind"] for d in helm_template(tmp_path)}
+    docs = helm_template(tmp_path, "podMonitor.enabled=true", "podMonitor.labels.release=prom")
+    (monitor,) = [d for d in docs if d["kind"] == "PodMonitor"]
+    (deployment,) = [d for d in docs if d["kind"] == "Deployment"]
+    pod = deployment["spec"]["template"]
+    assert monitor["metadata"]["namespace"] == "modelplane-system"
+    assert monitor["metadata"]["labels"]["release"] == "prom"
+    assert monitor["spec"]["selector"]["matchLabels"].items() <= pod["metadata"]["labels"].items()
+    (endpoint,) = monitor["spec"]["podMetricsEndpoints"]
+    (port,) = pod["spec"]["containers"][0]["ports"]
+    assert (endpoint["port"], endpoint["path"]) == (port["name"], "/metrics")

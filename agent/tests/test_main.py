@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 from click.testing import CliRunner
 from modelplane_agent import main
-from modelplane_agent.controller import POOLS, REPLICAS, Settings
+from modelplane_agent.controller import POOLS, REPLICAS, Settings, heartbeat
 
 KUBECONFIG_WITHOUT_CLUSTERS = "apiVersion: v1\nkind: Config\n"
 NOT_YAML = "clusters: [\n"
@@ -113,16 +113,16 @@ def test_it_refuses_in_one_line_and_exits_1(tmp_path: Path, monkeypatch, args, e
 def test_watch_silence_sets_when_a_kind_is_not_current_and_when_it_is_relisted(flag, silence, idle):
     settings = main.settings_from("5m", "2s", flag)
     assert (settings.silence, settings.idle) == pytest.approx((silence, idle))
-    assert main.settings_from("5m", "2s") == Settings()  # the defaults are the Settings'
+    assert main.settings_from(None, "2s") == Settings()  # the defaults are the Settings'
 
 
 def test_heartbeats_fall_well_inside_max_age_spread_per_observation():
-    settings = Settings(max_age=timedelta(minutes=5))
-    pools = [settings.heartbeat((POOLS, "", f"pool-{i}")) for i in range(100)]
-    replicas = [settings.heartbeat((REPLICAS, f"ns-{i % 40}", f"r-{i}")) for i in range(1000)]
+    age = timedelta(minutes=5)
+    pools = [heartbeat((POOLS, "", f"pool-{i}"), age) for i in range(100)]
+    replicas = [heartbeat((REPLICAS, f"ns-{i % 40}", f"r-{i}"), age) for i in range(1000)]
     assert all(timedelta(seconds=45) <= h <= timedelta(seconds=60) for h in pools)
     assert all(timedelta(seconds=90) <= h <= timedelta(seconds=120) for h in replicas)
-    assert settings.heartbeat((POOLS, "", "pool-7")) == pools[7]  # stable: fixed by the name
+    assert heartbeat((POOLS, "", "pool-7"), age) == pools[7]  # stable: fixed by the name
     # Spread: no tenth of the range holds more than a fifth of the replicas ...
     tenths = [int((h.total_seconds() - 90) / 3) for h in replicas]
     assert max(tenths.count(t) for t in set(tenths)) < 200

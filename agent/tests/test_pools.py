@@ -580,6 +580,15 @@ def test_an_unreadable_pod_shape_makes_the_pool_unobservable(requests, message):
     assert (report.condition.reason, report.condition.message) == ("InvalidSpec", message)
 
 
+def test_an_unreadable_max_age_makes_the_pool_unobservable_naming_it():
+    pool = t.pool_observation("a100", [GPU], max_age="soon")
+    report = run([*CLASSES_ALL, pool, t.node("n1"), gpus("n1")]).pool_report("a100")
+    assert (report.condition.reason, report.condition.message) == (
+        "InvalidSpec",
+        "spec.maxAge: not a duration such as 5m, 90s or 1h30m, got 'soon'",
+    )
+
+
 def container(cpu: str, memory: str = "1Gi", **extra) -> dict:
     return {"name": "c", "resources": {"requests": {"cpu": cpu, "memory": memory}}, **extra}
 

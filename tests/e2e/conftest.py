@@ -4,9 +4,10 @@ The stack starts once per session in `out/e2e/<time>/` and is stopped by
 PID at the end; its logs stay there. A failing test's report names that
 folder, shows the last lines of every server that died and the agent's log.
 
-The agent runs with `--max-age` `agent.MAX_AGE`: an InferenceCluster of
-this suite may set `spec.observation.maxAge` to that or longer, never
-shorter (its pools would go stale between two heartbeats).
+The agent is installed with `kubectl apply -k deploy/agent` and run as a
+process with the Deployment's arguments (`modelplane_devtools.e2e.agent`);
+its heartbeats follow the suite's InferenceClusters' `spec.observation.maxAge`
+(`agent.MAX_AGE`), which reaches it on every PoolObservation.
 """
 
 from __future__ import annotations
@@ -30,9 +31,7 @@ def e2e_stack() -> Iterator[stack.Stack]:
     running = stack.start(workdir)
     try:
         assert running.control_plane and running.root_ca and running.workload
-        running.agent = agent.start(
-            running.workload.kube, running.supervisor, workdir, agent.MAX_AGE
-        )
+        running.agent = agent.start(running.workload.kube, running.supervisor, workdir)
         running.timings["agent"] = time.monotonic() - began
         functions.install(
             running.control_plane.kube,

@@ -158,7 +158,7 @@ def _established(control: Kube, api: str) -> bool:
 def set_up_the_fleet(control: Kube, workload: Kube) -> None:
     """The platform's part, idempotent: it may follow the story in one session."""
     workload.apply([namespace(TEAM), namespace(FILLER)])
-    workload.apply_files(ROOT / "apis" / "agent")
+    workload.apply_files(ROOT / "deploy" / "agent" / "crds")
     workload.apply(fleet.LWS_CRD)  # the stand-ins' LWS pass lists them
     fleet.add_nodes(workload, [POOL])
     workload.apply(filler())

@@ -51,8 +51,8 @@ POOLS = [
 ]  # fmt: skip
 
 
-# The suite's agent heartbeats well inside maxAge; short, so that the stale step
-# waits one minute, not five.
+# The suite's agent heartbeats well inside maxAge, which it reads from the
+# PoolObservations; short, so that the stale step waits one minute, not five.
 INFERENCE_CLUSTER = fleet.inference_cluster(
     CLUSTER,
     POOLS,
@@ -166,6 +166,10 @@ def test_a_cluster_in_observed_mode_gets_its_provider_config_and_pool_observatio
             f"PoolObservation {pool.name} on the workload cluster",
             timeout=180,
         )
+    for pool in POOLS:
+        # The cluster's maxAge reaches the agent on each PoolObservation: no --max-age.
+        observation = workload.get("poolobservations.agent.modelplane.ai", pool.name)
+        assert observation["spec"]["maxAge"] == agent.MAX_AGE
     objects = control.list("objects.kubernetes.m.crossplane.io", SECRETS)
     assert {o["spec"]["forProvider"]["manifest"]["kind"] for o in objects} >= {
         "CustomResourceDefinition",
@@ -183,7 +187,7 @@ def test_a_cluster_in_observed_mode_gets_its_provider_config_and_pool_observatio
     assert present is True
 
 
-def test_b_the_agents_reports_reach_the_inference_cluster_status(planes, stand_ins):
+def test_b_the_agents_reports_reach_the_inference_cluster_status(planes, stand_ins, e2e_stack):
     control, _ = planes
 
     def published() -> dict:
@@ -201,6 +205,8 @@ def test_b_the_agents_reports_reach_the_inference_cluster_status(planes, stand_i
     assert pools["l40s"]["nodesByFreeDevices"] == [{"free": {"gpu": 4, "nic": 2}, "nodes": 2}]
     assert pools["h100"]["observedNodes"] == 4
     _true(control, "inferencecluster", CLUSTER, "CapacityObserved")
+    followed = f"heartbeats follow maxAge {agent.MAX_AGE} (from PoolObservations)"
+    assert followed in e2e_stack.agent.tail(lines=100_000), e2e_stack.agent.tail()
 
 
 def test_c_three_replicas_are_placed_and_their_pods_bound_gangs_on_distinct_nodes(

@@ -114,6 +114,27 @@ def test_the_deployments_image_tag_is_the_workspace_version():
     assert CONTAINER["image"] == f"modelplane/agent:v{WORKSPACE_VERSION}"
 
 
+# What only the functions need (the `function` extra of modelplane-common): about
+# 22 MB the agent's image used to carry because modelplane_common.outcome imported it.
+FUNCTION_ONLY = {
+    "crossplane-function-sdk-python",
+    "grpcio",
+    "grpcio-reflection",
+    "protobuf",
+    "structlog",
+}
+
+
+def test_the_venv_carries_no_function_sdk_grpcio_or_protobuf(agent_runtime):
+    site = agent_runtime.rootfs / "venv" / "lib" / "python3.11" / "site-packages"
+    installed = {
+        p.name.removesuffix(".dist-info").rpartition("-")[0].replace("_", "-").lower()
+        for p in site.glob("*.dist-info")
+    }
+    assert {"lightkube", "prometheus-client", "modelplane-common"} <= installed, sorted(installed)
+    assert installed & FUNCTION_ONLY == set()
+
+
 def test_without_any_configuration_it_exits_naming_the_missing_kubeconfig(agent_runtime):
     # Outside a cluster (no service account token) and with no kubeconfig.
     done = subprocess.run(

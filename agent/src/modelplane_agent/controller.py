@@ -39,18 +39,20 @@ import math
 import random
 import time
 import zlib
-from collections.abc import Callable, Coroutine, Mapping
+from collections.abc import Callable, Coroutine, Iterable, Mapping
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
+from modelplane_common.inputs import DEFAULT_MAX_AGE
 from modelplane_common.labels import AGENT_API_VERSION
 from modelplane_common.outcome import Condition
-from modelplane_common.timeutil import format_time, parse_time
+from modelplane_common.timeutil import format_duration, format_time, parse_time
 
 from modelplane_agent import metrics
 from modelplane_agent.freshness import Currency, Freshness, freshness, frozen, with_freshness
 from modelplane_agent.kube import Api, Gone, Idle, describe, kind_name, retry_after
+from modelplane_agent.snapshot import PoolSpec
 from modelplane_agent.state import (
     CLAIMS,
     CLASSES,
@@ -83,13 +85,16 @@ REPLICA_HEARTBEAT_SHARE = 0.4
 # Each observation heartbeats at its own fraction of that, between 75% and 100%, fixed
 # by its name: observations written together at start do not all come due in one tick.
 HEARTBEAT_SPREAD = 0.25
+# The least maxAge heartbeats are derived from: below it they would come due at about
+# every write the rate limit allows (min_interval), for every observation.
+MIN_MAX_AGE = timedelta(seconds=10)
 
 
 @dataclass(frozen=True, slots=True)
 class Settings:
     min_interval: timedelta = timedelta(seconds=2)
-    # The smallest `spec.observation.maxAge` of the InferenceClusters of this cluster.
-    max_age: timedelta = timedelta(minutes=5)
+    # `--max-age`: overrides the maxAge the PoolObservations declare (None: follow them).
+    max_age: timedelta | None = None
     tick: float = 0.5  # seconds between publisher passes
     # The API server's watch cache sends a bookmark about every 60 s, once the kind
     # has had an event since it started. A stream silent for `idle` seconds is
@@ -102,11 +107,26 @@ class Settings:
     write_backoff_max: float = 60.0  # a failed write: min_interval doubling to this
     retry_after_max: float = 300.0  # the longest Retry-After honoured
 
-    def heartbeat(self, key: Key) -> timedelta:
-        """How old this observation's `observedAt` may grow before it is rewritten."""
-        share = POOL_HEARTBEAT_SHARE if key[0] == POOLS else REPLICA_HEARTBEAT_SHARE
-        spread = zlib.crc32("/".join(key).encode()) / 2**32  # stable, in [0, 1)
-        return self.max_age * share * (1 - HEARTBEAT_SPREAD * spread)
+
+def heartbeat_age(pools: Iterable[PoolSpec], override: timedelta | None) -> timedelta:
+    """The maxAge every heartbeat is derived from: `--max-age` when given, else the
+    smallest `spec.maxAge` of the PoolObservations watched (each carries its
+    InferenceCluster's `spec.observation.maxAge`; a workload cluster several
+    InferenceClusters point at must stay fresh for the strictest), else the
+    InferenceCluster's default; never below MIN_MAX_AGE.
+
+    ReplicaObservations carry no maxAge: the pools' is the cluster's, and so theirs.
+    """
+    declared = [p.max_age for p in pools if p.max_age is not None]
+    age = override if override is not None else min(declared, default=DEFAULT_MAX_AGE)
+    return max(age, MIN_MAX_AGE)
+
+
+def heartbeat(key: Key, max_age: timedelta) -> timedelta:
+    """How old this observation's `observedAt` may grow before it is rewritten."""
+    share = POOL_HEARTBEAT_SHARE if key[0] == POOLS else REPLICA_HEARTBEAT_SHARE
+    spread = zlib.crc32("/".join(key).encode()) / 2**32  # stable, in [0, 1)
+    return max_age * share * (1 - HEARTBEAT_SPREAD * spread)
 
 
 _KIND_NAMES = {POOLS: "PoolObservation", REPLICAS: "ReplicaObservation"}
@@ -157,6 +177,7 @@ class Controller:
         self.currency: dict[str, Currency] = {kind: Currency() for kind in KINDS}
         # What each kind of report last said of its freshness: a change rewrites them all.
         self.freshness_said: dict[str, Condition] = {}
+        self.heartbeat_age_said: timedelta | None = None  # the last one logged
         self.dirty: set[Key] = set()
         self.written: dict[Key, Mapping] = {}
         # Per observation, on the monotonic clock: the last write attempt (the rate
@@ -373,6 +394,7 @@ class Controller:
         known = self._known()
         self._forget(set(known))
         fresh = self._freshness(now, known)
+        max_age = self._heartbeat_age()
         # A report is computed only from kinds that are not being relisted (a relist
         # folds page by page: the state is part old, part new until it completes).
         whole = {report: all(self.synced[k] for k in REPORT_INPUTS[report]) for report in fresh}
@@ -382,13 +404,28 @@ class Controller:
             if not self._exists(key):
                 continue  # deleted while an earlier write of this pass was awaited
             try:
-                writes += await self._publish(key, now, fresh[key[0]], whole[key[0]])
+                writes += await self._publish(key, now, fresh[key[0]], whole[key[0]], max_age)
             except asyncio.CancelledError:
                 raise
             except Exception as error:
                 self._failed(key, error)
             self.last_progress = self.monotonic()
         return writes
+
+    def _heartbeat_age(self) -> timedelta:
+        """This pass's `heartbeat_age`, logged when it changes (a PoolObservation's
+        maxAge changed, or the pool that declared the smallest is gone)."""
+        age = heartbeat_age(self.state.pools.values(), self.settings.max_age)
+        if age != self.heartbeat_age_said:
+            source = "--max-age" if self.settings.max_age is not None else "PoolObservations"
+            log.info(
+                "heartbeats follow maxAge %s (from %s)",
+                format_duration(age),
+                source,
+                extra={"resource": "-"},
+            )
+            self.heartbeat_age_said = age
+        return age
 
     def _freshness(self, now: datetime, known: list[Key]) -> dict[str, Freshness]:
         """Each kind of report's freshness this pass; a change marks all of them dirty."""
@@ -456,8 +493,11 @@ class Controller:
         at = book.get(key)
         return None if at is None else self.monotonic() - at
 
-    async def _publish(self, key: Key, now: datetime, fresh: Freshness, whole: bool) -> int:
-        """Compute `key`'s status and write it if it is due; 1 if it was written.
+    async def _publish(
+        self, key: Key, now: datetime, fresh: Freshness, whole: bool, max_age: timedelta
+    ) -> int:
+        """Compute `key`'s status and write it if it is due (its heartbeat derived from
+        `max_age`); 1 if it was written.
 
         While a kind the report reads is being relisted (`whole` is False) the report
         cannot be computed: nothing is written while that relist goes well, and once
@@ -472,14 +512,16 @@ class Controller:
         if not whole and (current is None or not self._relist_failing(kind)):
             return 0  # a relist under way: wait for it (still dirty)
         newer_than = self.refresh.get(name) if kind == POOLS else None
-        heartbeat = self.settings.heartbeat(key).total_seconds()
+        heartbeat_seconds = heartbeat(key, max_age).total_seconds()
         written_age = self._age(self.last_written, key)
         # A refresh waits for an observedAt that reaches it (not while frozen).
         refresh_due = newer_than is not None and fresh.observed_at >= newer_than
         if (
             key not in self.dirty
             and not refresh_due
-            and not heartbeat_due(fresh.observed_at, observed_at(current), written_age, heartbeat)
+            and not heartbeat_due(
+                fresh.observed_at, observed_at(current), written_age, heartbeat_seconds
+            )
         ):
             return 0
         # Clean from here: an event handled while the write below is awaited marks
@@ -495,7 +537,7 @@ class Controller:
             since_attempt=self._age(self.last_attempt, key),
             written_age=written_age,
             min_interval=self.settings.min_interval.total_seconds(),
-            heartbeat=heartbeat,
+            heartbeat=heartbeat_seconds,
             newer_than=newer_than,
         )
         if reason is None:

@@ -16,7 +16,7 @@ from lightkube.config.kubeconfig import DEFAULT_KUBECONFIG, SERVICE_ACCOUNT, Kub
 from lightkube.core.exceptions import ConfigError
 from modelplane_common.timeutil import parse_duration
 
-from modelplane_agent.controller import Controller, Settings
+from modelplane_agent.controller import MIN_MAX_AGE, Controller, Settings
 from modelplane_agent.kube import LightkubeApi
 from modelplane_agent.server import serve
 
@@ -80,11 +80,13 @@ def _why(error: BaseException) -> str:
     return " ".join(str(error).split()) or type(error).__name__
 
 
-def settings_from(max_age: str, min_interval: str, watch_silence: str = "90s") -> Settings:
+def settings_from(max_age: str | None, min_interval: str, watch_silence: str = "90s") -> Settings:
     """The publisher's settings from the command line; ValueError says which flag is wrong."""
-    age = _duration("--max-age", max_age)
-    if age < timedelta(seconds=10):
-        raise ValueError(f"--max-age must be at least 10s (got {max_age})")
+    age = None
+    if max_age is not None:
+        age = _duration("--max-age", max_age)
+        if age < MIN_MAX_AGE:
+            raise ValueError(f"--max-age must be at least 10s (got {max_age})")
     silence = _duration("--watch-silence", watch_silence)
     if silence < timedelta(seconds=1):
         raise ValueError(f"--watch-silence must be at least 1s (got {watch_silence})")
@@ -123,11 +125,12 @@ async def _run(controller: Controller, api: LightkubeApi) -> None:
 @click.option("--listen", default="0.0.0.0:8080", show_default=True, help="host:port for probes.")
 @click.option(
     "--max-age",
-    default="5m",
-    show_default=True,
-    help="The InferenceCluster's spec.observation.maxAge (the smallest, if several clusters "
-    "point here): heartbeats rewrite a pool's report every maxAge/5, a replica's every "
-    "2 x maxAge/5, less a stable spread of up to 25% per observation.",
+    default=None,
+    help="Override the maxAge heartbeats follow. Unset (the default), they follow the "
+    "smallest spec.maxAge of the PoolObservations (each its InferenceCluster's "
+    "spec.observation.maxAge), 5m while none declares one: a pool's report is rewritten "
+    "every maxAge/5, a replica's every 2 x maxAge/5, less a stable spread of up to 25% "
+    "per observation.",
 )
 @click.option(
     "--min-interval", default="2s", show_default=True, help="Least time between two writes."
@@ -144,7 +147,7 @@ async def _run(controller: Controller, api: LightkubeApi) -> None:
 def cli(
     kubeconfig: str | None,
     listen: str,
-    max_age: str,
+    max_age: str | None,
     min_interval: str,
     watch_silence: str,
     log_level: str,

@@ -17,6 +17,7 @@ from __future__ import annotations
 import math
 from collections.abc import Mapping
 from dataclasses import dataclass, field
+from datetime import timedelta
 from fractions import Fraction
 from functools import lru_cache
 from typing import Any
@@ -24,6 +25,7 @@ from typing import Any
 from modelplane_common.cel.devices import DeviceView, device_view
 from modelplane_common.cel.errors import CelValueError
 from modelplane_common.cel.quantity import Quantity
+from modelplane_common.timeutil import parse_duration
 from modelplane_common.tolerations import Taint, Toleration
 
 # A device is named, cluster-wide, by its driver, its resource pool and its name: the
@@ -345,6 +347,9 @@ class PoolSpec:
     # What the smallest pod placed on the pool needs of a node: `spec.minPodRequests`
     # (cpu, memory; 0 when not declared) and always one pod slot.
     min_pod: Resources = Resources(pods=1)
+    # `spec.maxAge`, the InferenceCluster's observation.maxAge (None: not declared):
+    # the agent's heartbeats follow the smallest of its pools' (controller.heartbeat_age).
+    max_age: timedelta | None = None
 
     @property
     def kind_names(self) -> tuple[str, ...]:
@@ -371,15 +376,27 @@ def pool_spec_from(obj: Mapping) -> PoolSpec:
             )
         kinds.append(kind)
     min_pod, unreadable = _min_pod(spec.get("minPodRequests"))
+    max_age, unreadable_age = _max_age(spec.get("maxAge"))
     return PoolSpec(
         name=name_of(obj),
         generation=_int(_map(obj.get("metadata")).get("generation")),
         match_labels=_labels(match_labels),
         kinds=tuple(kinds),
         tolerations=tuple(toleration_from(t) for t in _list(spec.get("tolerations"))),
-        problem=problem or unreadable,
+        problem=problem or unreadable or unreadable_age,
         min_pod=min_pod,
+        max_age=max_age,
     )
+
+
+def _max_age(raw: Any) -> tuple[timedelta | None, str]:
+    """`spec.maxAge` (None when absent), and why it is unreadable, if it is."""
+    if raw is None:
+        return None, ""
+    try:
+        return parse_duration(raw), ""
+    except ValueError as error:
+        return None, f"spec.maxAge: {error}, got {raw!r}"
 
 
 def _min_pod(raw: Any) -> tuple[Resources, str]:

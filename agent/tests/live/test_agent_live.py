@@ -225,7 +225,7 @@ def replica(client: Client) -> tuple:
 
 def test_the_agent_reports_the_ground_truth_after_every_step(cluster):
     client = Client(KubeConfig.from_file(cluster.kubeconfig), field_manager="agent-live-test")
-    for path in sorted((ROOT / "apis" / "agent").glob("*.yaml")):
+    for path in sorted((ROOT / "deploy" / "agent" / "crds").glob("*.yaml")):
         client.create(CRD(yaml.safe_load(path.read_text())))
     eventually(lambda: list(client.list(PoolObservation)) == [], "the agent CRDs are served")
     client.create(NAMESPACE({"metadata": {"name": "team"}}))

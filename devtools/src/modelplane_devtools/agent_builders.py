@@ -167,6 +167,7 @@ def pool_observation(
     status: Mapping | None = None,
     generation: int = 1,
     min_pod_requests: Mapping[str, object] | None = None,
+    max_age: object = None,
 ) -> dict:
     """A PoolObservation; `kinds` are (name, driver, deviceClassName)."""
     spec: dict = {
@@ -180,6 +181,8 @@ def pool_observation(
         spec["tolerations"] = list(tolerations)
     if min_pod_requests is not None:
         spec["minPodRequests"] = dict(min_pod_requests)
+    if max_age is not None:
+        spec["maxAge"] = max_age
     return {
         "apiVersion": labels.AGENT_API_VERSION,
         "kind": "PoolObservation",

@@ -220,7 +220,10 @@ def digest(rsp: fnv1.RunFunctionResponse) -> str:
 
 def _schemas() -> dict[str, dict]:
     by_kind: dict[str, dict] = {}
-    for path in sorted((ROOT / "apis").glob("*/*.yaml")):
+    # The control plane's XRDs, and the agent's CRDs (installed on workload clusters).
+    paths = sorted((ROOT / "apis").glob("*/*.yaml"))
+    paths += sorted((ROOT / "deploy" / "agent" / "crds").glob("*.yaml"))
+    for path in paths:
         for doc in yaml.safe_load_all(path.read_text()):
             if not doc or doc.get("kind") not in (
                 "CompositeResourceDefinition",

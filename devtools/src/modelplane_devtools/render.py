@@ -12,7 +12,7 @@ freshness is judged against the real clock the functions read:
 `__NOW__` and `__NOW-<duration>__` (for example `__NOW-20m__`).
 
 The tools are looked up in `.tools/bin` of the repository (installed by
-`make setup`) unless CROSSPLANE and CROSSPLANE_CORE name them. A missing
+`make setup`) unless CROSSPLANE, CROSSPLANE_CORE, KUBECTL or HELM name them. A missing
 tool is an error, never a skip.
 """
 
@@ -66,7 +66,7 @@ class ToolMissing(RuntimeError):
 
 
 def tool(name: str, env: str) -> Path:
-    """The path of a Crossplane binary; raises ToolMissing with the fix."""
+    """The path of a binary `make setup` builds; raises ToolMissing with the fix."""
     path = Path(os.environ.get(env) or TOOLS / name)
     if not path.is_file():
         raise ToolMissing(f"{path} is missing: run `make setup` (or set {env})")
@@ -79,6 +79,16 @@ def crossplane() -> Path:
 
 def crossplane_core() -> Path:
     return tool("crossplane-core", "CROSSPLANE_CORE")
+
+
+def kubectl() -> Path:
+    """kubectl, whose built-in kustomize renders deploy/agent."""
+    return tool("kubectl", "KUBECTL")
+
+
+def helm() -> Path:
+    """Helm, which lints and renders deploy/helm/modelplane-agent."""
+    return tool("helm", "HELM")
 
 
 # The kinds our composed resources use from other projects; each must have a

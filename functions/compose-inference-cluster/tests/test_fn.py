@@ -177,6 +177,7 @@ def test_composes_provider_config_agent_crd_and_one_pool_observation_per_pool():
             {"name": "gpu", "driver": "gpu.nvidia.com", "deviceClassName": "gpu.nvidia.com"},
             {"name": "nic", "driver": "rdma.mellanox.com", "deviceClassName": "rdma.mellanox.com"},
         ],
+        "maxAge": "5m",
     }
 
 
@@ -206,6 +207,21 @@ def test_a_pools_min_pod_requests_reach_its_pool_observation_and_only_its_own():
     l40s = resources["pool-l40s"]["spec"]["forProvider"]["manifest"]["spec"]
     assert h100["minPodRequests"] == {"cpu": "8", "memory": "64Gi"}
     assert "minPodRequests" not in l40s
+
+
+@pytest.mark.parametrize(
+    ("observation", "composed"),
+    [
+        pytest.param({"maxAge": "90s"}, "90s", id="the declared maxAge, as spelt"),
+        pytest.param({}, "5m", id="none declared: the default the scheduler judges by"),
+    ],
+)
+def test_every_pool_observation_carries_the_clusters_max_age(observation, composed):
+    body = xr()
+    body["spec"]["observation"] = {"mode": "Observed", **observation}
+    resources = desired(render(body, OBSERVED_ALL))
+    for pool in ("pool-h100", "pool-l40s"):
+        assert resources[pool]["spec"]["forProvider"]["manifest"]["spec"]["maxAge"] == composed
 
 
 FALLBACKS = {

@@ -1,13 +1,18 @@
 """The real agent on the workload cluster: installed as the README says, run as a process.
 
-`install` applies what README's install step 4 applies, from the
-repository: the agent's CRDs (`apis/agent`) and `deploy/agent` except the
-Deployment (the Namespace, the ServiceAccount, the ClusterRole and its
-binding). In the Deployment's place, `modelplane-agent` from this
-workspace's virtualenv runs as a process (`Agent`), with the service
-account's identity: its kubeconfig holds a token the API server issued for
-`modelplane-system/modelplane-agent`, so the agent can read and write
-exactly what the ClusterRole grants, as in a cluster.
+`install` does what README's install step 4 does, from the repository:
+`kubectl apply -k deploy/agent` (the agent's CRDs, the Namespace, the
+ServiceAccount, the ClusterRole and its binding, the Deployment). No kubelet
+runs on the workload cluster, so the Deployment's pod never starts (it is
+bound to a fake node, or stays Pending); in its place `modelplane-agent` from
+this workspace's virtualenv runs as a process (`Agent`) with the container's
+arguments as the API server holds them (only `--listen` moved to a free port
+on 127.0.0.1, and `--kubeconfig` added), and with the service account's
+identity: its kubeconfig holds a token the API server issued for
+`modelplane-system/modelplane-agent`, so the agent can read and write exactly
+what the ClusterRole grants, as in a cluster. No `--max-age`: its heartbeats
+follow the `spec.maxAge` compose-inference-cluster writes on each
+PoolObservation.
 
 `Agent.stop()` and `Agent.start()` stop it by its PID and start it again,
 as a crash or a rescheduled pod would; its log (one file across restarts)
@@ -28,11 +33,13 @@ from modelplane_devtools.e2e.kube import Kube
 from modelplane_devtools.e2e.processes import Process, Supervisor, free_port
 
 ROOT = Path(__file__).resolve().parents[4]
+KUSTOMIZATION = ROOT / "deploy" / "agent"
 NAMESPACE = "modelplane-system"
 SERVICE_ACCOUNT = "modelplane-agent"
+DEPLOYMENT = "modelplane-agent"
 CRDS = ("poolobservations.agent.modelplane.ai", "replicaobservations.agent.modelplane.ai")
-# The suite's agent runs with `--max-age=MAX_AGE` (heartbeats: pools every 9-12 s,
-# replicas every 18-24 s); its InferenceClusters' maxAge must be no shorter.
+# The suite's InferenceClusters' spec.observation.maxAge, which reaches the agent on
+# every PoolObservation (heartbeats: pools every 9-12 s, replicas every 18-24 s).
 MAX_AGE = "1m"
 
 
@@ -48,16 +55,26 @@ def command() -> Path:
     return path
 
 
-def install(kube: Kube, workdir: Path) -> Path:
-    """CRDs and RBAC as README step 4 applies them; returns the agent's kubeconfig."""
-    kube.apply_files(ROOT / "apis" / "agent")
+@dataclass(frozen=True)
+class Installed:
+    kubeconfig: Path  # the ServiceAccount's identity
+    args: tuple[str, ...]  # the Deployment's container arguments, as applied
+
+
+def install(kube: Kube, workdir: Path) -> Installed:
+    """`kubectl apply -k deploy/agent`, as README step 4; then the agent's identity."""
+    kube.kubectl("apply", "-k", str(KUSTOMIZATION))
     kube.kubectl(
         "wait", "--for=condition=Established", "--timeout=60s", *(f"crd/{c}" for c in CRDS)
     )
-    manifests = []
-    for path in sorted((ROOT / "deploy" / "agent").glob("*.yaml")):
-        manifests += [d for d in yaml.safe_load_all(path.read_text()) if d]
-    kube.apply([d for d in manifests if d["kind"] != "Deployment"])
+    deployment = kube.get("deployment", DEPLOYMENT, NAMESPACE)
+    assert deployment is not None, f"kubectl apply -k {KUSTOMIZATION} made no {DEPLOYMENT}"
+    (container,) = deployment["spec"]["template"]["spec"]["containers"]
+    return Installed(_identity(kube, workdir), tuple(container.get("args") or ()))
+
+
+def _identity(kube: Kube, workdir: Path) -> Path:
+    """A kubeconfig holding a token the API server issued for the agent's ServiceAccount."""
     token = kube.kubectl(
         "create", "token", SERVICE_ACCOUNT, "-n", NAMESPACE, "--duration=24h"
     ).strip()
@@ -87,8 +104,7 @@ class Agent:
     """One `modelplane-agent` process at a time, started and stopped by its PID."""
 
     supervisor: Supervisor
-    kubeconfig: Path
-    max_age: str
+    installed: Installed
     process: Process | None = None
     port: int = 0
 
@@ -100,9 +116,9 @@ class Agent:
             "modelplane-agent",
             [
                 command(),
-                f"--kubeconfig={self.kubeconfig}",
+                f"--kubeconfig={self.installed.kubeconfig}",
+                *(a for a in self.installed.args if not a.startswith("--listen=")),
                 f"--listen=127.0.0.1:{self.port}",
-                f"--max-age={self.max_age}",
             ],
         )
         self.supervisor.wait_until(self.process, self.ready, "ready (every kind listed)", timeout)
@@ -129,6 +145,6 @@ class Agent:
         return "\n".join(text[-lines:])
 
 
-def start(kube: Kube, supervisor: Supervisor, workdir: Path, max_age: str) -> Agent:
+def start(kube: Kube, supervisor: Supervisor, workdir: Path) -> Agent:
     """Install the agent on the cluster and start it."""
-    return Agent(supervisor, install(kube, workdir), max_age).start()
+    return Agent(supervisor, install(kube, workdir)).start()

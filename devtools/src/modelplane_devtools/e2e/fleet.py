@@ -101,7 +101,7 @@ def inference_cluster(
 ) -> dict:
     """The InferenceCluster that declares these pools, reached through the
     kubeconfig Secret `<name>-kubeconfig` in namespace `secrets`, observed by
-    the agent with `max_age`."""
+    the agent; `max_age` reaches the agent on each PoolObservation."""
     return {
         "apiVersion": "modelplane.ai/v1alpha1",
         "kind": "InferenceCluster",

@@ -48,7 +48,11 @@ from datetime import datetime, timedelta
 from modelplane_common import labels
 from modelplane_common.capacity.fleet import Fallback
 from modelplane_common.capacity.readers import read_fallbacks
-from modelplane_common.inputs import inference_cluster_problems, observation_mode
+from modelplane_common.inputs import (
+    DEFAULT_MAX_AGE_TEXT,
+    inference_cluster_problems,
+    observation_mode,
+)
 from modelplane_common.inputs import max_age as read_max_age
 from modelplane_common.observation import (
     Blind,
@@ -175,8 +179,15 @@ def fleet_tolerations(taints: object) -> list[dict]:
 
 
 def pool_observation_object(
-    xr_name: str, namespace: str, pool: Mapping, tolerations: Sequence[Mapping] = ()
+    xr_name: str,
+    namespace: str,
+    pool: Mapping,
+    max_age: str,
+    tolerations: Sequence[Mapping] = (),
 ) -> dict:
+    """The Object of one pool's PoolObservation. `max_age` is the cluster's maxAge as
+    the scheduler reads it: the agent derives its heartbeats from it, so that no
+    flag on each workload cluster has to repeat it."""
     dra = DeviceKinds.from_declared(pool.get("devices") or [])
     by_name = {d["name"]: d for d in pool.get("devices") or []}
     spec: dict = {
@@ -190,6 +201,7 @@ def pool_observation_object(
             }
             for name in dra.names
         ],
+        "maxAge": max_age,
     }
     if tolerations:
         spec["tolerations"] = [dict(t) for t in tolerations]
@@ -323,7 +335,11 @@ def decide(
                 observed.agent_crd_seen or pool["name"] in observed.pool_reports
             ):
                 pool_objects[pool["name"]] = pool_observation_object(
-                    xr_name, namespace, pool, fleet_tolerations(spec.get("taints"))
+                    xr_name,
+                    namespace,
+                    pool,
+                    _max_age_text(spec.get("observation"), max_age_problem),
+                    fleet_tolerations(spec.get("taints")),
                 )
 
     verdicts = tuple(
@@ -367,6 +383,13 @@ def decide(
         events=tuple(events),
         verdicts=verdicts,
     )
+
+
+def _max_age_text(observation: object, problem: str | None) -> str:
+    """The maxAge the scheduler judges by, as the XRD spells it: the declared one, or
+    the default that replaced it (absent, or not a duration: `problem` says so)."""
+    raw = observation.get("maxAge") if isinstance(observation, Mapping) else None
+    return raw if isinstance(raw, str) and problem is None else DEFAULT_MAX_AGE_TEXT
 
 
 def _fallbacks(verdicts: Sequence[PoolVerdict], *, why: bool) -> list[str]:

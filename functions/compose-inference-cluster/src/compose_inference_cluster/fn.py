@@ -18,7 +18,8 @@ from crossplane.function.proto.v1 import run_function_pb2 as fnv1
 from crossplane.function.proto.v1 import run_function_pb2_grpc as grpcv1
 from modelplane_common import inputs, logs
 from modelplane_common.guard import guarded
-from modelplane_common.outcome import emit, log_fields, unchanged
+from modelplane_common.outcome import log_fields, unchanged
+from modelplane_common.respond import emit
 
 from compose_inference_cluster import core
 

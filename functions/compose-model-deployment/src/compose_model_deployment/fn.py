@@ -31,7 +31,7 @@ from crossplane.function.proto.v1 import run_function_pb2_grpc as grpcv1
 from modelplane_common import labels, logs
 from modelplane_common.guard import guarded
 from modelplane_common.inputs import status_of
-from modelplane_common.outcome import emit
+from modelplane_common.respond import emit
 from modelplane_common.timeutil import format_time
 
 from compose_model_deployment import readers, report, writer

@@ -3,7 +3,7 @@
 Pure like the other functions' `decide`: a `Report` is built from the plan
 (or, when nothing could be planned, from why) and the little the shell read
 from the composite's own status; `fn.py` only writes it onto the response
-(`modelplane_common.outcome.emit`, plus `desired.composite.ready`).
+(`modelplane_common.respond.emit`, plus `desired.composite.ready`).
 
 Conditions
     ReplicasScheduled  True/AllReplicasScheduled, False/WaitingForAdmission (placed

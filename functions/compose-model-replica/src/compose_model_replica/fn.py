@@ -27,7 +27,8 @@ from modelplane_common.capacity.admission import (
 from modelplane_common.capacity.fleet import Cluster
 from modelplane_common.capacity.readers import UnreadableCluster, get_str, get_struct, read_cluster
 from modelplane_common.guard import guarded
-from modelplane_common.outcome import emit, log_fields
+from modelplane_common.outcome import log_fields
+from modelplane_common.respond import emit
 from modelplane_common.timeutil import parse_time_or_none
 
 from compose_model_replica import core
