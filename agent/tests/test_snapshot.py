@@ -26,7 +26,7 @@ json_values = st.recursive(
     max_leaves=8,
 )
 
-# Well-formed objects of every kind, each with the fields issue 18 added.
+# Well-formed objects of every kind, each with the fields the allocation rules read.
 SAMPLES = [
     (NODES, t.node("n1")),
     (
