@@ -8,13 +8,15 @@ import pytest
 from modelplane_devtools import render
 
 EXAMPLES = render.ROOT / "examples"
-# Not resources: the render case list, and Function packages (no schema offline).
+# Not resources: the render case list, Function packages (no schema offline), and
+# the fleet simulator's inputs (examples/sim).
 NOT_RESOURCES = {"renders.yaml", "functions.yaml"}
+NOT_RESOURCE_FOLDERS = {"invalid", "sim"}
 
 VALID = sorted(
     p
     for p in EXAMPLES.rglob("*.yaml")
-    if p.name not in NOT_RESOURCES and "invalid" not in p.relative_to(EXAMPLES).parts
+    if p.name not in NOT_RESOURCES and not NOT_RESOURCE_FOLDERS & set(p.relative_to(EXAMPLES).parts)
 )
 INVALID = sorted((EXAMPLES / "invalid").glob("*.yaml"))
 
