@@ -17,6 +17,7 @@ from __future__ import annotations
 import json
 import os
 import subprocess
+import tempfile
 import time
 from collections import Counter
 from collections.abc import Iterator
@@ -301,6 +302,13 @@ def test_d_kubectl_wait_ready_on_the_deployment(planes):
 XR_KINDS = ("inferencecluster", "modelreplica", "modeldeployment")
 
 
+def _get(control: Kube, *args: str) -> str:
+    """`kubectl get` with its own discovery cache: shortNames and categories come from
+    discovery, which a cache filled before the XRDs existed would not know yet."""
+    with tempfile.TemporaryDirectory(prefix="modelplane-kubectl-cache-") as cache:
+        return control.kubectl("get", f"--cache-dir={cache}", *args)
+
+
 def _table(text: str) -> list[dict[str, str]]:
     """kubectl's table output as rows keyed by header (no cell here contains spaces)."""
     header, *rows = text.splitlines()
@@ -312,22 +320,19 @@ def test_d_kubectl_get_prints_each_levels_reason_for_the_stuck_deployment(planes
     """The printer columns as the real API server evaluates them: the deployment's
     counts and ReplicasScheduled reason, each replica's admission, pods and workloads."""
     control, _ = planes
-    (row,) = _table(control.kubectl("get", "mdep", DEPLOYMENT, "-n", TEAM))
+    (row,) = _table(_get(control, "mdep", DEPLOYMENT, "-n", TEAM))
     assert row["SCHEDULED"] == "3/3" and row["READY-REPLICAS"] == "0/3", row
     assert row["REASON"] == "AllReplicasScheduled" and row["READY"] == "False", row
-    replicas = _table(control.kubectl("get", "mrep", "-n", TEAM))
+    replicas = _table(_get(control, "mrep", "-n", TEAM))
     assert len(replicas) == 3, replicas
     for r in replicas:
         assert (r["CLUSTER"], r["ADMITTED"], r["SCHEDULED"]) == (
             CLUSTER, "Admitted", "AllPodsScheduled"
         ), r  # fmt: skip
         assert r["WORKLOADS"] == "WorkloadsNotReady", r
-    (cluster,) = _table(control.kubectl("get", "ic", CLUSTER))
+    (cluster,) = _table(_get(control, "ic", CLUSTER))
     assert (cluster["OBSERVED"], cluster["REASON"]) == ("2/2", "AllPoolsObserved"), cluster
-    kinds = {
-        line.split("/")[0]
-        for line in control.kubectl("get", "modelplane", "-A", "-o", "name").split()
-    }
+    kinds = {line.split("/")[0] for line in _get(control, "modelplane", "-A", "-o", "name").split()}
     assert kinds == {f"{k}.modelplane.ai" for k in XR_KINDS}, kinds
 
 
