@@ -338,7 +338,7 @@ def test_d_kubectl_get_prints_each_levels_reason_for_the_stuck_deployment(planes
 
 def _trace(control: Kube, *args: str) -> str:
     done = subprocess.run(
-        [str(binary("crossplane")), "beta", "trace", "modeldeployment", DEPLOYMENT,
+        [str(binary("crossplane")), "resource", "trace", "modeldeployment", DEPLOYMENT,
          "-n", TEAM, *args],
         env={**os.environ, "KUBECONFIG": str(control.kubeconfig)},
         capture_output=True, text=True, check=False,
@@ -352,9 +352,10 @@ def _reasons(node: dict) -> dict[str, str]:
 
 
 def test_d_crossplane_trace_walks_every_level_and_carries_each_reason(planes):
-    """Trace's STATUS column reads only Ready and Synced, which a function cannot
-    word (design/api.md, "What kubectl get shows"): the tree names every level, and
-    its JSON carries each level's own conditions."""
+    """`crossplane resource trace` (CLI v2.5.0's name for `beta trace`): its STATUS
+    column reads only Ready and Synced, which a function cannot word (design/api.md,
+    "What kubectl get shows"), so the tree names every level and its JSON carries
+    each level's own conditions."""
     control, _ = planes
     tree = _trace(control)
     names = set(_replicas(control))
