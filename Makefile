@@ -1,5 +1,5 @@
 # The two commands the README promises, and the helpers around them.
-.PHONY: setup render test packages e2e-tools e2e e2e-admission e2e-admission-baseline bench-admission schemas schemas-check bench bench-agent agent-live lint fuzz sim
+.PHONY: setup render test packages e2e-tools e2e e2e-admission e2e-admission-baseline bench-admission schemas schemas-check bench bench-agent agent-live lint fuzz sim version
 
 setup:
 	bash scripts/setup.sh
@@ -46,6 +46,11 @@ e2e-admission-baseline: setup e2e-tools
 	git archive $(ADMISSION_BASE) common functions schemas | tar -x -C out/admission-base
 	MODELPLANE_E2E_BASELINE=1 PYTHONPATH=$$(ls -d $(CURDIR)/out/admission-base/common/src $(CURDIR)/out/admission-base/schemas/src $(CURDIR)/out/admission-base/functions/*/src | paste -sd:) \
 		uv run --frozen pytest tests/e2e/test_admission_burst.py -m e2e -s
+
+# The one version (pyproject.toml's), which images, packages and the e2e read;
+# `make version SET=X.Y.Z` rewrites it and every file that repeats it.
+version:
+	uv run --frozen --no-sync python -m modelplane_devtools.version $(if $(SET),--set $(SET))
 
 schemas:
 	uv run --frozen python schemas/generate.py

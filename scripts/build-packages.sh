@@ -59,10 +59,12 @@ for tool in mmdebstrap bwrap umoci skopeo tar git; do
 done
 [ -x "$CROSSPLANE" ] || die "$CROSSPLANE is missing: run \`make setup\`"
 
-# One version for everything: the workspace's, in pyproject.toml.
-VERSION=$(uv run --frozen --no-sync python -c \
-  'import tomllib; print(tomllib.load(open("pyproject.toml", "rb"))["project"]["version"])')
+# One version for everything: the workspace's, in pyproject.toml
+# (modelplane_devtools.version, which also checks every copy of it).
+VERSION=$(uv run --frozen --no-sync python -m modelplane_devtools.version)
 TAG=v$VERSION
+# The SPDX expression of LICENSE, as every pyproject.toml and package declares it.
+LICENSE=Apache-2.0
 SOURCE_DATE_EPOCH=$(git log -1 --format=%ct)
 export SOURCE_DATE_EPOCH
 CREATED=$(date -u -d "@$SOURCE_DATE_EPOCH" +%Y-%m-%dT%H:%M:%SZ)
@@ -212,6 +214,7 @@ image() {  # image <package> <repository> <port>: base + venv layers, entrypoint
     --config.env=PATH=/venv/bin:/usr/bin \
     --config.label=org.opencontainers.image.title="$fn" \
     --config.label=org.opencontainers.image.version="$VERSION" \
+    --config.label=org.opencontainers.image.licenses="$LICENSE" \
     --config.label=org.opencontainers.image.revision="$REVISION" \
     --config.label=org.opencontainers.image.created="$CREATED"
   skopeo copy --quiet "oci:$OCI:$fn" "docker-archive:$DIST/images/$fn.tar:modelplane/$repository:$TAG"

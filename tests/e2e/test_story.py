@@ -14,7 +14,10 @@ ones: when one fails, the rest fail with it.
 
 from __future__ import annotations
 
+import json
+import os
 import subprocess
+import tempfile
 import time
 from collections import Counter
 from collections.abc import Iterator
@@ -22,7 +25,7 @@ from collections.abc import Iterator
 import pytest
 from modelplane_devtools.e2e import agent, fleet
 from modelplane_devtools.e2e.kube import Kube, condition, eventually
-from modelplane_devtools.e2e.stack import ROOT
+from modelplane_devtools.e2e.stack import ROOT, binary
 
 pytestmark = pytest.mark.e2e
 
@@ -302,6 +305,81 @@ def test_d_kubectl_wait_ready_on_the_deployment(planes):
     assert ready and ready["status"] == "False", ready
 
 
+XR_KINDS = ("inferencecluster", "modelreplica", "modeldeployment")
+
+
+def _get(control: Kube, *args: str) -> str:
+    """`kubectl get` with its own discovery cache: shortNames and categories come from
+    discovery, which a cache filled before the XRDs existed would not know yet."""
+    with tempfile.TemporaryDirectory(prefix="modelplane-kubectl-cache-") as cache:
+        return control.kubectl("get", f"--cache-dir={cache}", *args)
+
+
+def _table(text: str) -> list[dict[str, str]]:
+    """kubectl's table output as rows keyed by header (no cell here contains spaces)."""
+    header, *rows = text.splitlines()
+    names = header.split()
+    return [dict(zip(names, row.split(), strict=True)) for row in rows]
+
+
+def test_d_kubectl_get_prints_each_levels_reason_for_the_stuck_deployment(planes):
+    """The printer columns as the real API server evaluates them: the deployment's
+    counts and ReplicasScheduled reason, each replica's admission, pods and workloads."""
+    control, _ = planes
+    (row,) = _table(_get(control, "mdep", DEPLOYMENT, "-n", TEAM))
+    assert row["SCHEDULED"] == "3/3" and row["READY-REPLICAS"] == "0/3", row
+    assert row["REASON"] == "AllReplicasScheduled" and row["READY"] == "False", row
+    replicas = _table(_get(control, "mrep", "-n", TEAM))
+    assert len(replicas) == 3, replicas
+    for r in replicas:
+        assert (r["CLUSTER"], r["ADMITTED"], r["SCHEDULED"]) == (
+            CLUSTER, "Admitted", "AllPodsScheduled"
+        ), r  # fmt: skip
+        assert r["WORKLOADS"] == "WorkloadsNotReady", r
+    (cluster,) = _table(_get(control, "ic", CLUSTER))
+    assert (cluster["OBSERVED"], cluster["REASON"]) == ("2/2", "AllPoolsObserved"), cluster
+    kinds = {line.split("/")[0] for line in _get(control, "modelplane", "-A", "-o", "name").split()}
+    assert kinds == {f"{k}.modelplane.ai" for k in XR_KINDS}, kinds
+
+
+def _trace(control: Kube, *args: str) -> str:
+    done = subprocess.run(
+        [str(binary("crossplane")), "resource", "trace", "modeldeployment", DEPLOYMENT,
+         "-n", TEAM, *args],
+        env={**os.environ, "KUBECONFIG": str(control.kubeconfig)},
+        capture_output=True, text=True, check=False,
+    )  # fmt: skip
+    assert done.returncode == 0, done.stderr
+    return done.stdout
+
+
+def _reasons(node: dict) -> dict[str, str]:
+    return {c["type"]: c["reason"] for c in node["object"].get("status", {}).get("conditions", [])}
+
+
+def test_d_crossplane_trace_walks_every_level_and_carries_each_reason(planes):
+    """`crossplane resource trace` (CLI v2.5.0's name for `beta trace`): its STATUS
+    column reads only Ready and Synced, which a function cannot word (design/api.md,
+    "What kubectl get shows"), so the tree names every level and its JSON carries
+    each level's own conditions."""
+    control, _ = planes
+    tree = _trace(control)
+    names = set(_replicas(control))
+    assert all(f"ModelReplica/{n}" in tree for n in names), tree
+    root = json.loads(_trace(control, "-o", "json"))
+    assert _reasons(root)["ReplicasScheduled"] == "AllReplicasScheduled", _reasons(root)
+    children = {c["object"]["metadata"]["name"]: c for c in root.get("children", [])}
+    assert set(children) == names, set(children)
+    for child in children.values():
+        reasons = _reasons(child)
+        assert (
+            reasons["Admitted"] == "Admitted" and reasons["WorkloadsReady"] == "WorkloadsNotReady"
+        ), reasons
+        assert child.get("children"), f"{child['object']['metadata']['name']} has no composed level"
+        for grandchild in child["children"]:
+            assert "Ready" in _reasons(grandchild) or "Synced" in _reasons(grandchild), grandchild
+
+
 def _workload_uids(workload: Kube) -> dict[str, str]:
     kinds = ["deployments", f"leaderworkersets.{fleet.LWS_GROUP}", "pods"]
     return {
@@ -315,7 +393,16 @@ def test_e_scaling_to_two_removes_one_replica_and_only_its_workloads(planes, sta
     control, workload = planes
     before = _replicas(control)
     uids_before = _workload_uids(workload)
-    control.patch("modeldeployment", DEPLOYMENT, {"spec": {"replicas": 2}}, namespace=TEAM)
+    # Through the scale subresource, as `kubectl scale` and autoscalers do.
+    control.kubectl("scale", f"modeldeployment/{DEPLOYMENT}", "--replicas=2", "-n", TEAM)
+    scale = json.loads(
+        control.kubectl(
+            "get",
+            "--raw",
+            f"/apis/modelplane.ai/v1alpha1/namespaces/{TEAM}/modeldeployments/{DEPLOYMENT}/scale",
+        )
+    )
+    assert scale["spec"]["replicas"] == 2, scale
 
     after = eventually(
         lambda: len(found := _replicas(control)) == 2 and found, "2 ModelReplicas", timeout=120

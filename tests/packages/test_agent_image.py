@@ -26,11 +26,11 @@ from pathlib import Path
 import pytest
 import yaml
 from modelplane_agent.main import cli
-from modelplane_devtools import packages, render
+from modelplane_devtools import packages, render, version
 
 ROOT = render.ROOT
 AGENT = "modelplane-agent"
-WORKSPACE_VERSION = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]["version"]
+WORKSPACE_VERSION = version.version()
 DEPLOYMENT = yaml.safe_load((ROOT / "deploy" / "agent" / "deployment.yaml").read_text())
 POD = DEPLOYMENT["spec"]["template"]["spec"]
 (CONTAINER,) = POD["containers"]
@@ -85,6 +85,7 @@ def test_the_image_runs_modelplane_agent_as_a_non_root_user_on_its_listen_port(a
     assert gid.isdigit() and int(gid) != 0, config["User"]
     assert list(config["ExposedPorts"]) == [f"{LISTEN_PORT}/tcp"]
     assert config["Labels"]["org.opencontainers.image.version"] == WORKSPACE_VERSION
+    assert config["Labels"]["org.opencontainers.image.licenses"] == "Apache-2.0"
 
 
 def test_the_image_is_the_functions_debian_base_plus_the_agents_venv(agent_image):

@@ -13,11 +13,11 @@ import tomllib
 
 import pytest
 import yaml
-from modelplane_devtools import packages, render
+from modelplane_devtools import packages, render, version
 
 FUNCTIONS = render.FUNCTIONS
 ROOT = render.ROOT
-WORKSPACE_VERSION = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]["version"]
+WORKSPACE_VERSION = version.version()
 PACKAGE_LABEL = re.compile(r"^io\.crossplane\.xpkg:(sha256:[0-9a-f]{64})$")
 
 
@@ -78,6 +78,7 @@ def test_the_runtime_serves_as_a_non_root_user_on_9443(xpkgs, name):
     assert gid.isdigit() and int(gid) != 0, config["User"]
     assert list(config["ExposedPorts"]) == ["9443/tcp"]
     assert config["Labels"]["org.opencontainers.image.version"] == WORKSPACE_VERSION
+    assert config["Labels"]["org.opencontainers.image.licenses"] == "Apache-2.0"
 
 
 def test_every_version_is_the_workspace_version():

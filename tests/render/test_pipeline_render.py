@@ -15,6 +15,7 @@ from modelplane_devtools import render
 from modelplane_devtools.rendered import by_kind
 
 FLEET = [render.ROOT / "examples/fleet/clusters.yaml", render.ROOT / "examples/fleet/replicas.yaml"]
+# Deployments that place something; examples/deployments/unplaceable/ holds those that cannot.
 DEPLOYMENTS = sorted((render.ROOT / "examples/deployments").glob("*.yaml"))
 
 

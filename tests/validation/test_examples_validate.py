@@ -10,8 +10,8 @@ from modelplane_devtools import render
 EXAMPLES = render.ROOT / "examples"
 # Not resources: the render case list, and Function packages (no schema offline).
 NOT_RESOURCES = {"renders.yaml", "functions.yaml"}
-# Not resources either: the simulator's fleet and arrival models (examples/sim), which
-# its own reader checks (tests/simulation).
+# Not resources either: the invalid examples (checked below) and the simulator's fleet
+# and arrival models (examples/sim), which its own reader checks (tests/simulation).
 NOT_RESOURCE_FOLDERS = {"invalid", "sim"}
 
 VALID = sorted(

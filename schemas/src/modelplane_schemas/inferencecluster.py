@@ -336,6 +336,12 @@ class Status(BaseModel):
     observedPoolCount: Annotated[
         int | None, Field(description="Pools whose observation is published.")
     ] = None
+    observedPools: Annotated[
+        str | None,
+        Field(
+            description='observedPoolCount as text for the OBSERVED column: "<observed>/<declared pools>".'
+        ),
+    ] = None
     providerConfigRef: ProviderConfigRef | None = None
 
 

@@ -263,7 +263,19 @@ class Status(BaseModel):
             max_length=64,
         ),
     ] = None
+    ready: Annotated[
+        str | None,
+        Field(
+            description='status.replicas as text for the READY-REPLICAS column: "<ready>/<desired>".'
+        ),
+    ] = None
     replicas: Replicas | None = None
+    scheduled: Annotated[
+        str | None,
+        Field(
+            description='status.replicas as text for the SCHEDULED column: "<scheduled>/<desired>".'
+        ),
+    ] = None
 
 
 class ModelDeployment(BaseModel):

@@ -37,13 +37,14 @@ from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
 
+from modelplane_devtools import version
 from modelplane_devtools.e2e import pki
 from modelplane_devtools.e2e.kube import Kube, condition, eventually
 from modelplane_devtools.e2e.processes import Supervisor, free_port, listening
 from modelplane_devtools.e2e.stack import CROSSPLANE_NAMESPACE, ROOT, binary
 
 FUNCTIONS = ("compose-inference-cluster", "compose-model-replica", "compose-model-deployment")
-VERSION = "v0.1.0"
+VERSION = version.tag()
 PARENT_PACKAGE_LABEL = "pkg.crossplane.io/package"
 
 

@@ -364,10 +364,13 @@ def decide(
             entry.update(verdict.observation.to_wire(kinds))
         gpu_pools.append(entry)
 
+    observed_pools = sum(1 for v in verdicts if v.observation is not None)
     status: dict = {
         "gpuPools": gpu_pools,
         "agent": {"present": observed.agent_crd_seen},
-        "observedPoolCount": sum(1 for v in verdicts if v.observation is not None),
+        "observedPoolCount": observed_pools,
+        # The OBSERVED printer column: a column prints a field, it cannot compute one.
+        "observedPools": f"{observed_pools}/{len(gpu_pools)}",
     }
     if pc is not None:
         status["providerConfigRef"] = {"name": xr_name}

@@ -91,16 +91,20 @@ def failed_placements_wire(failures: tuple[FailedPlacement, ...]) -> list[dict]:
     return out
 
 
+def replica_counts(desired: int, scheduled: int, ready: int) -> dict:
+    """`status.replicas`, and the same counts as the `m/N` text the printer columns
+    show (a column can print a field, not compute one)."""
+    return {
+        "replicas": {"desired": desired, "scheduled": scheduled, "ready": ready},
+        "scheduled": f"{scheduled}/{desired}",
+        "ready": f"{ready}/{desired}",
+    }
+
+
 def kept_status(observed: Mapping, desired: int | None, kept: int, ready: int) -> dict:
     """The status of a pass that planned nothing: counts of the kept replicas, and the
     memories (failedPlacements, missingClusters) passed through as they are."""
-    status: dict = {
-        "replicas": {
-            "desired": desired if desired is not None else kept,
-            "scheduled": kept,
-            "ready": ready,
-        }
-    }
+    status = replica_counts(desired if desired is not None else kept, kept, ready)
     for memory in ("failedPlacements", "missingClusters"):
         if isinstance(observed.get(memory), list):
             status[memory] = list(observed[memory])
@@ -109,6 +113,6 @@ def kept_status(observed: Mapping, desired: int | None, kept: int, ready: int) -
 
 def status(plan: Plan) -> dict:
     return {
-        "replicas": {"desired": plan.desired, "scheduled": plan.scheduled, "ready": plan.ready},
+        **replica_counts(plan.desired, plan.scheduled, plan.ready),
         "failedPlacements": failed_placements_wire(plan.failed_placements),
     }
