@@ -236,7 +236,7 @@ class World:
 @pytest.fixture(scope="module")
 def world(cluster) -> World:
     kube = Kube("workload", ROOT / ".tools" / "bin" / "kubectl", cluster.kubeconfig)
-    agent_kubeconfig = agent.install(kube, cluster.workdir)
+    agent_kubeconfig = agent.install(kube, cluster.workdir).kubeconfig
     kube.apply({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": NAMESPACE}})
     eventually(
         lambda: kube.get("serviceaccount", "default", NAMESPACE), "team's default ServiceAccount"
