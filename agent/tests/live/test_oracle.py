@@ -1,27 +1,19 @@
 """kube-scheduler is the oracle: what the agent reports free on a node is exactly what
 kube-scheduler will allocate there.
 
-For each seeded random state (`oracle_states`) on one real cluster (kube-apiserver,
-kube-controller-manager, kube-scheduler with the DRA feature gates of conftest), the
-real `modelplane-agent` process observes the state's pool. Its per-node view
-(/debug/nodes) must add up to the histogram it publishes, and for every node of the
-pool kube-scheduler must agree with it:
+For each seeded random state (`modelplane_devtools.oracle_states`) on one real
+cluster (kube-apiserver, kube-controller-manager, kube-scheduler with the DRA feature
+gates of conftest), the real `modelplane-agent` process observes the state's pool.
+Its per-node view (/debug/nodes) must add up to the histogram it publishes, and for
+every node of the pool kube-scheduler must agree with it: a pod pinned there claiming
+exactly the node's free devices binds, one claiming one device more of any kind does
+not (`modelplane_devtools.oracle`). The expectations come from the agent's view and
+kube-scheduler's binding only; nothing here re-implements a counting rule.
 
-- a pod claiming exactly the node's free devices (one claim, an exact count per
-  device kind, the pool's tolerations and pod shape) binds;
-- a pod claiming one device more, of any kind, does not (for a node the agent
-  leaves out of the histogram: a pod claiming one device of any kind does not).
-
-Probes are pinned to their node by a required node affinity on the node's name, so
-kube-scheduler decides about that node alone; a probe is decided once it is bound
-or PodScheduled=False/Unschedulable (bounded waits). Probes of all nodes run at
-once: first every "one more" probe, then, once those are gone, every "exact" one.
-The expectations come from the agent's view and kube-scheduler's binding only;
-nothing here re-implements a counting rule.
-
-Every disagreement fails its state's test with the seed, the features it used, the
-agent's view, every probe's verdict with kube-scheduler's message, and the state
-itself. Environment:
+One cluster and one agent serve every state; a state's objects carry its own names
+and are deleted after it. Every disagreement fails its state's test with the seed,
+the features it used, the agent's view, every probe's verdict with kube-scheduler's
+message, and the state itself. Environment:
     MODELPLANE_ORACLE_STATES      how many states (default 30; make agent-oracle: 300)
     MODELPLANE_ORACLE_FIRST_SEED  the first seed (default 1); seeds are consecutive
     MODELPLANE_ORACLE_SEEDS       explicit seeds, comma-separated (replays a failure)
@@ -32,12 +24,10 @@ itself. Environment:
 from __future__ import annotations
 
 import dataclasses
-import json
 import os
 import sys
 import time
 import urllib.request
-from collections import Counter
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -45,10 +35,29 @@ from typing import Any
 
 import pytest
 import yaml
-from lightkube import ApiError, Client
+from lightkube import Client
 from lightkube.config.kubeconfig import KubeConfig
-from lightkube.generic_resource import create_global_resource, create_namespaced_resource
 from lightkube.types import PatchType
+from modelplane_devtools.oracle import (
+    CustomResourceDefinition,
+    DeviceClass,
+    DeviceTaintRule,
+    Namespace,
+    Node,
+    Oracle,
+    Pod,
+    PoolObservation,
+    Probe,
+    ResourceClaim,
+    ResourceSlice,
+    ServiceAccount,
+    claim_manifest,
+    delete,
+    exact_request,
+    pinned_pod,
+    settled_view,
+    verdict,
+)
 from modelplane_devtools.oracle_states import CLASSES, State, features_from, generate
 
 ROOT = Path(__file__).resolve().parents[3]
@@ -56,28 +65,8 @@ pytestmark = pytest.mark.e2e
 
 NAMESPACE = "oracle"
 STATE_LABEL = "oracle.modelplane.ai/state"
-PHASE_LABEL = "oracle.modelplane.ai/phase"
-DECIDE_SECONDS = 30  # kube-scheduler answers a pinned probe in well under a second
+ROLE_LABEL = "oracle.modelplane.ai/role"
 SETTLE_SECONDS = 60
-
-CRD = create_global_resource(
-    "apiextensions.k8s.io", "v1", "CustomResourceDefinition", "customresourcedefinitions"
-)
-Namespace = create_global_resource("", "v1", "Namespace", "namespaces")
-ServiceAccount = create_namespaced_resource("", "v1", "ServiceAccount", "serviceaccounts")
-Node = create_global_resource("", "v1", "Node", "nodes")
-Pod = create_namespaced_resource("", "v1", "Pod", "pods")
-DeviceClass = create_global_resource("resource.k8s.io", "v1", "DeviceClass", "deviceclasses")
-ResourceSlice = create_global_resource("resource.k8s.io", "v1", "ResourceSlice", "resourceslices")
-ResourceClaim = create_namespaced_resource(
-    "resource.k8s.io", "v1", "ResourceClaim", "resourceclaims"
-)
-DeviceTaintRule = create_global_resource(
-    "resource.k8s.io", "v1alpha3", "DeviceTaintRule", "devicetaintrules"
-)
-PoolObservation = create_global_resource(
-    "agent.modelplane.ai", "v1alpha1", "PoolObservation", "poolobservations"
-)
 
 
 def seeds() -> list[int]:
@@ -100,11 +89,6 @@ class World:
     agent_port: int
     timings: list[tuple[int, float]] = field(default_factory=list)
 
-    def debug_nodes(self) -> dict:
-        url = f"http://127.0.0.1:{self.agent_port}/debug/nodes"
-        with urllib.request.urlopen(url, timeout=10) as response:
-            return json.loads(response.read())
-
 
 def eventually(check: Callable[[], bool], what: str, seconds: float = 60) -> None:
     deadline = time.monotonic() + seconds
@@ -112,8 +96,8 @@ def eventually(check: Callable[[], bool], what: str, seconds: float = 60) -> Non
         try:
             if check():
                 return
-        except ApiError:
-            pass  # not served yet
+        except Exception:  # not served yet: lightkube raises ApiError or the HTTP error
+            pass
         time.sleep(0.2)
     pytest.fail(f"{what}: not within {seconds}s")
 
@@ -122,7 +106,7 @@ def eventually(check: Callable[[], bool], what: str, seconds: float = 60) -> Non
 def world(cluster) -> Iterator[World]:
     client = Client(KubeConfig.from_file(cluster.kubeconfig), field_manager="oracle-test")
     for path in sorted((ROOT / "apis" / "agent").glob("*.yaml")):
-        client.create(CRD(yaml.safe_load(path.read_text())))
+        client.create(CustomResourceDefinition(yaml.safe_load(path.read_text())))
     eventually(lambda: list(client.list(PoolObservation)) == [], "the agent CRDs are served")
     client.create(
         Namespace(
@@ -187,10 +171,11 @@ def test_kube_scheduler_binds_exactly_what_the_agent_reports_free(world: World, 
     probes: list[Probe] = []
     view: dict = {}
     try:
-        apply_state(world.client, state)
-        view, problems = settled_view(world, state)
+        apply_state(world, state)
+        view, problems = settled_view(world.client, world.agent_port, state.pool, state.members)
         if not problems:
-            probes = run_probes(world.client, state, view)
+            oracle = Oracle(world.client, NAMESPACE, labels(state.seed, role="probe"))
+            probes = oracle.judge(state.pool, view, f"s{seed}")
             problems = [p.disagreement() for p in probes if p.disagrees]
     finally:
         clean_up(world.client, state)
@@ -202,7 +187,8 @@ def test_kube_scheduler_binds_exactly_what_the_agent_reports_free(world: World, 
 # --------------------------------------------------------------------------- applying a state
 
 
-def apply_state(client: Client, state: State) -> None:
+def apply_state(world: World, state: State) -> None:
+    client = world.client
     client.create(PoolObservation(pool_manifest(state)))
     uids: dict[str, str] = {}
     for step in state.steps:
@@ -214,21 +200,24 @@ def apply_state(client: Client, state: State) -> None:
         elif op == "slice":
             client.create(ResourceSlice(slice_manifest(step, uids[step["node"]], state.seed)))
         elif op == "delete-slice":
-            _delete(client, ResourceSlice, step["name"])
+            delete(client, ResourceSlice, step["name"])
         elif op == "taint-rule":
             client.create(DeviceTaintRule(taint_rule_manifest(step, state.seed)))
         elif op == "hog":
             client.create(Pod(hog_manifest(step, state.seed)))
         elif op == "workload":
             create_workload(client, step, state.seed)
+        elif op == "observe":
+            # What the agent makes of the state so far is checked at the end, not here.
+            settled_view(client, world.agent_port, state.pool, state.members)
         elif op == "settle":
             settle(client, state)
         else:
             raise ValueError(f"unknown step {op!r}")
 
 
-def labels(seed: int, **more: str) -> dict[str, str]:
-    return {STATE_LABEL: f"s{seed}", **more}
+def labels(seed: int, role: str | None = None) -> dict[str, str]:
+    return {STATE_LABEL: f"s{seed}", **({ROLE_LABEL: role} if role else {})}
 
 
 def pool_manifest(state: State) -> dict:
@@ -238,8 +227,8 @@ def pool_manifest(state: State) -> dict:
         "devices": state.pool.devices,
         "tolerations": state.pool.tolerations,
     }
-    if state.pool.shape is not None:
-        spec["podShape"] = state.pool.shape
+    if state.pool.min_pod_requests is not None:
+        spec["minPodRequests"] = state.pool.min_pod_requests
     return {"metadata": {"name": state.pool.name, "labels": labels(state.seed)}, "spec": spec}
 
 
@@ -321,6 +310,7 @@ def slice_manifest(step: dict, node_uid: str, seed: int) -> dict:
             {"name": s["name"], "counters": _counters(s["counters"])}
             for s in step["sharedCounters"]
         ]
+    # As a driver does: the slice goes with its node.
     owner = {"apiVersion": "v1", "kind": "Node", "name": step["node"], "uid": node_uid}
     metadata = {"name": step["name"], "labels": labels(seed), "ownerReferences": [owner]}
     return {"metadata": metadata, "spec": spec}
@@ -342,70 +332,8 @@ def hog_manifest(step: dict, seed: int) -> dict:
     if step["requests"]:
         container["resources"] = {"requests": step["requests"]}
     return {
-        "metadata": {"name": step["name"], "namespace": NAMESPACE, "labels": labels(seed)},
+        "metadata": {"name": step["name"], "namespace": NAMESPACE, "labels": labels(seed, "hog")},
         "spec": {"nodeName": step["node"], "containers": [container]},
-    }
-
-
-def claim_manifest(name: str, requests: list[dict], seed: int, role: str) -> dict:
-    return {
-        "metadata": {
-            "name": name,
-            "namespace": NAMESPACE,
-            "labels": labels(seed, **{PHASE_LABEL: role}),
-        },
-        "spec": {"devices": {"requests": requests}},
-    }
-
-
-def exact_request(name: str, device_class: str, count: int, admin: bool = False) -> dict:
-    exactly: dict[str, Any] = {
-        "deviceClassName": device_class,
-        "allocationMode": "ExactCount",
-        "count": count,
-    }
-    if admin:
-        exactly["adminAccess"] = True
-    return {"name": name, "exactly": exactly}
-
-
-def pinned_pod(
-    name: str,
-    node: str,
-    claim: str,
-    seed: int,
-    role: str,
-    tolerations: list[dict] | None = None,
-    requests: dict[str, str] | None = None,
-) -> dict:
-    """A pod that may only go to `node` (required affinity on the node's name), using `claim`."""
-    container: dict[str, Any] = {
-        "name": "main",
-        "image": "example.invalid/main:1",
-        "resources": {"claims": [{"name": "devices"}]},
-    }
-    if requests:
-        container["resources"]["requests"] = requests
-    term = {"matchFields": [{"key": "metadata.name", "operator": "In", "values": [node]}]}
-    spec: dict[str, Any] = {
-        "affinity": {
-            "nodeAffinity": {
-                "requiredDuringSchedulingIgnoredDuringExecution": {"nodeSelectorTerms": [term]}
-            }
-        },
-        "resourceClaims": [{"name": "devices", "resourceClaimName": claim}],
-        "containers": [container],
-        "terminationGracePeriodSeconds": 0,
-    }
-    if tolerations:
-        spec["tolerations"] = tolerations
-    return {
-        "metadata": {
-            "name": name,
-            "namespace": NAMESPACE,
-            "labels": labels(seed, **{PHASE_LABEL: role}),
-        },
-        "spec": spec,
     }
 
 
@@ -414,206 +342,42 @@ def create_workload(client: Client, step: dict, seed: int) -> None:
         exact_request(f"r{i}", device_class, count, step["adminAccess"])
         for i, (device_class, count) in enumerate(sorted(step["requests"].items()))
     ]
-    client.create(ResourceClaim(claim_manifest(step["name"], requests, seed, "workload")))
+    workload = labels(seed, "workload")
+    client.create(ResourceClaim(claim_manifest(step["name"], NAMESPACE, requests, workload)))
     for i in range(step["pods"]):
-        client.create(
-            Pod(pinned_pod(f"{step['name']}-p{i}", step["node"], step["name"], seed, "workload"))
-        )
+        name = f"{step['name']}-p{i}"
+        client.create(Pod(pinned_pod(name, NAMESPACE, step["node"], step["name"], workload)))
 
 
 def settle(client: Client, state: State) -> None:
     """Wait until kube-scheduler has decided every workload; delete those it refused, so
     that nothing is placed later, while the agent is read or probed."""
-    selector = labels(state.seed, **{PHASE_LABEL: "workload"})
     deadline = time.monotonic() + SETTLE_SECONDS
     while True:
-        pods = list(client.list(Pod, namespace=NAMESPACE, labels=selector))
+        pods = client.list(Pod, namespace=NAMESPACE, labels=labels(state.seed, "workload"))
         verdicts = {p["metadata"]["name"]: verdict(p) for p in pods}
         if all(v is not None for v in verdicts.values()):
             break
         if time.monotonic() > deadline:
-            pytest.fail(
-                f"seed {state.seed}: workloads undecided after {SETTLE_SECONDS}s: {verdicts}"
-            )
+            pytest.fail(f"seed {state.seed}: workloads undecided in {SETTLE_SECONDS}s: {verdicts}")
         time.sleep(0.2)
     for name, decided in verdicts.items():
         if decided is not None and decided[0] != "bound":
-            _delete(client, Pod, name, namespace=NAMESPACE)
-
-
-def verdict(pod: dict) -> tuple[str, str] | None:
-    """("bound", node), ("refused", kube-scheduler's message), or None while undecided."""
-    node = (pod.get("spec") or {}).get("nodeName")
-    if node:
-        return ("bound", node)
-    for condition in (pod.get("status") or {}).get("conditions") or []:
-        if (
-            condition.get("type") == "PodScheduled"
-            and condition.get("status") == "False"
-            and condition.get("reason") == "Unschedulable"
-        ):
-            return ("refused", condition.get("message") or "")
-    return None
-
-
-def _delete(client: Client, resource: Any, name: str, namespace: str | None = None) -> None:
-    try:
-        client.delete(resource, name, namespace=namespace, grace_period=0)
-    except ApiError as error:
-        if error.status.code != 404:
-            raise
+            delete(client, Pod, name, NAMESPACE)
 
 
 def clean_up(client: Client, state: State) -> None:
     """Delete the state's objects without waiting: the next state uses other names."""
-    _delete(client, PoolObservation, state.pool.name)
+    delete(client, PoolObservation, state.pool.name)
     client.deletecollection(Pod, namespace=NAMESPACE, grace_period=0)
     client.deletecollection(ResourceClaim, namespace=NAMESPACE)
     for step in state.steps:
         if step["op"] == "taint-rule":
-            _delete(client, DeviceTaintRule, step["name"])
+            delete(client, DeviceTaintRule, step["name"])
         elif step["op"] == "slice":
-            _delete(client, ResourceSlice, step["name"])
+            delete(client, ResourceSlice, step["name"])
     for node in state.nodes:
-        _delete(client, Node, node)
-
-
-# --------------------------------------------------------------------------- the agent's view
-
-
-def settled_view(world: World, state: State) -> tuple[dict, list[str]]:
-    """The agent's per-node view of the state's pool once it covers every member and
-    holds still; and the problems if the view and the published status disagree."""
-    pool = state.pool.name
-    deadline = time.monotonic() + 30
-    previous: dict | None = None
-    while True:
-        view = pool_view(world.debug_nodes(), pool)
-        status = (world.client.get(PoolObservation, pool).get("status")) or {}
-        problems = view_problems(state, view, status)
-        if not problems and view == previous:
-            return view, []
-        if time.monotonic() > deadline:
-            return view, problems or ["the agent's view did not hold still for 0.5s"]
-        previous = view
-        time.sleep(0.5)
-
-
-def pool_view(debug: dict, pool: str) -> dict:
-    return {
-        node: pools[pool] for node, pools in sorted(debug.get("nodes", {}).items()) if pool in pools
-    }
-
-
-def view_problems(state: State, view: dict, status: dict) -> list[str]:
-    problems = []
-    if sorted(view) != sorted(state.members):
-        problems.append(f"the agent's view covers nodes {sorted(view)}, the pool {state.members}")
-    unobserved = {n: e["unobserved"] for n, e in view.items() if "unobserved" in e}
-    if unobserved:
-        problems.append(f"the agent does not observe the pool: {unobserved}")
-    kinds = [d["name"] for d in state.pool.devices]
-    from_view = Counter(tuple(e["free"][k] for k in kinds) for e in view.values() if "free" in e)
-    published = Counter(
-        {
-            tuple(b["free"].get(k, 0) for k in kinds): b["nodes"]
-            for b in status.get("nodesByFreeDevices") or []
-        }
-    )
-    if published != from_view or status.get("observedNodes") != len(view):
-        problems.append(
-            f"published histogram {dict(published)} over {status.get('observedNodes')} nodes "
-            f"is not the per-node view's {dict(from_view)} over {len(view)}"
-        )
-    return problems
-
-
-# --------------------------------------------------------------------------- probes
-
-
-@dataclass
-class Probe:
-    node: str
-    what: str  # "exact" or "one more <kind>"
-    counts: dict[str, int]  # device kind -> count
-    expect_bound: bool
-    name: str
-    outcome: tuple[str, str] | None = None  # verdict(), or ("undecided", "")
-
-    @property
-    def disagrees(self) -> bool:
-        bound = self.outcome is not None and self.outcome[0] == "bound"
-        return self.outcome is None or self.outcome[0] == "undecided" or bound != self.expect_bound
-
-    def disagreement(self) -> str:
-        expected = "binds" if self.expect_bound else "does not bind"
-        got = "undecided" if self.outcome is None else f"{self.outcome[0]}: {self.outcome[1]}"
-        claiming = f"a pod claiming {self.counts} ({self.what})"
-        return f"node {self.node}: {claiming} {expected}; kube-scheduler: {got}"
-
-
-def planned_probes(state: State, view: dict) -> tuple[list[Probe], list[Probe]]:
-    """("one more" probes, "exact" probes) for every node of the view."""
-    kinds = [d["name"] for d in state.pool.devices]
-    more, exact = [], []
-    for index, (node, entry) in enumerate(sorted(view.items())):
-        free = entry.get("free") or dict.fromkeys(kinds, 0)
-        for k, kind in enumerate(kinds):
-            counts = {**free, kind: free[kind] + 1}
-            more.append(
-                Probe(node, f"one more {kind}", counts, False, f"s{state.seed}-more{index}-{k}")
-            )
-        if "free" in entry and sum(free.values()) > 0:
-            exact.append(Probe(node, "exact", dict(free), True, f"s{state.seed}-exact{index}"))
-    return more, exact
-
-
-def run_probes(client: Client, state: State, view: dict) -> list[Probe]:
-    more, exact = planned_probes(state, view)
-    decide(client, state, more, "more")
-    for probe in more:
-        _delete(client, Pod, probe.name, namespace=NAMESPACE)
-        _delete(client, ResourceClaim, probe.name, namespace=NAMESPACE)
-    # A "one more" probe that bound holds devices of its node: that node already
-    # disagrees, and its exact probe would not be about the agent's view any more.
-    holding = {p.node for p in more if p.outcome and p.outcome[0] == "bound"}
-    exact = [p for p in exact if p.node not in holding]
-    decide(client, state, exact, "exact")
-    return more + exact
-
-
-def decide(client: Client, state: State, probes: list[Probe], phase: str) -> None:
-    classes = {d["name"]: d["deviceClassName"] for d in state.pool.devices}
-    for probe in probes:
-        requests = [exact_request(k, classes[k], n) for k, n in probe.counts.items() if n > 0]
-        client.create(ResourceClaim(claim_manifest(probe.name, requests, state.seed, phase)))
-        client.create(
-            Pod(
-                pinned_pod(
-                    probe.name,
-                    probe.node,
-                    probe.name,
-                    state.seed,
-                    phase,
-                    state.pool.tolerations,
-                    state.pool.shape,
-                )
-            )
-        )
-    pending = {p.name: p for p in probes}
-    deadline = time.monotonic() + DECIDE_SECONDS
-    while pending and time.monotonic() < deadline:
-        for pod in client.list(
-            Pod, namespace=NAMESPACE, labels=labels(state.seed, **{PHASE_LABEL: phase})
-        ):
-            probe = pending.get(pod["metadata"]["name"])
-            decided = verdict(pod)
-            if probe is not None and decided is not None:
-                probe.outcome = decided
-                del pending[probe.name]
-        time.sleep(0.2)
-    for probe in pending.values():
-        probe.outcome = ("undecided", f"neither bound nor Unschedulable after {DECIDE_SECONDS}s")
+        delete(client, Node, node)
 
 
 # --------------------------------------------------------------------------- the report
@@ -627,7 +391,7 @@ def failure_report(state: State, view: dict, probes: list[Probe], problems: list
         "the agent's view (/debug/nodes):",
         *[f"  {node}: {entry}" for node, entry in view.items()],
         "probes:",
-        *[f"  {p.node} {p.what} {p.counts} expect {_expected(p)}: {p.outcome}" for p in probes],
+        *[f"  {p.line()}" for p in probes],
         f"replay: MODELPLANE_ORACLE_SEEDS={state.seed} make agent-oracle",
         "state:",
         yaml.safe_dump(
@@ -635,7 +399,3 @@ def failure_report(state: State, view: dict, probes: list[Probe], problems: list
         ),
     ]
     return "\n".join(lines)
-
-
-def _expected(probe: Probe) -> str:
-    return "bound" if probe.expect_bound else "refused"

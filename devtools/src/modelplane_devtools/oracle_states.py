@@ -2,11 +2,14 @@
 (agent/tests/live/test_oracle.py), as plain data (no I/O).
 
 A state is a pool (its PoolObservation: device kinds, tolerations, maybe a pod
-shape) and a list of steps, each one API operation a driver, a user or an
+smallest pod's requests) and a list of steps, each one API operation a driver, a user or an
 operator would make, applied in order: nodes created, ResourceSlices
 published (and republished under new names and generations), device taints,
 workloads that kube-scheduler places, pods that take a node's cpu, memory or
-pod slots, nodes cordoned or tainted late. The same seed and features give the
+pod slots, nodes cordoned or tainted late. Steps come in phases: devices,
+"observe" (the agent has published them), workloads, "settle" (kube-scheduler
+decided every workload; the refused are deleted), then maybe late changes and a
+second wave of workloads the same way. The same seed and features give the
 same state; a failing state is printed as this data, so it can be read and
 replayed (`MODELPLANE_ORACLE_SEEDS=<seed>`).
 
@@ -30,7 +33,7 @@ Features (each can be left out, or chosen alone, by name: `features_from`):
                           NoSchedule or NoExecute, PreferNoSchedule
     not-ready-nodes       Ready=False with the not-ready taint its controller sets
     node-resources        pods bound to a node taking its cpu, memory or pod slots
-                          (up to or just short of the pool's pod shape)
+                          (up to or just short of the pool's minPodRequests)
 """
 
 from __future__ import annotations
@@ -66,7 +69,7 @@ GPU_COUNTERS = {"compute": "4", "memory": "20Gi"}
 PROFILES = (("1g", 4, "1", "5Gi"), ("2g", 2, "2", "10Gi"))
 
 NODE_CAPACITY = {"cpu": "8", "memory": "32Gi", "pods": "20"}
-POD_SHAPE = {"cpu": "1", "memory": "4Gi"}
+MIN_POD_REQUESTS = {"cpu": "1", "memory": "4Gi"}
 
 FEATURES = (
     "republished-slices",
@@ -102,7 +105,9 @@ class Pool:
     name: str
     devices: list[dict[str, str]]  # [{name, driver, deviceClassName}]
     tolerations: list[dict[str, str]]
-    shape: dict[str, str] | None  # the pool's declared minimum pod (cpu, memory), if any
+    # The requests (cpu, memory) of the smallest pod the fleet places on the pool, if
+    # declared (PoolObservation.spec.minPodRequests); every probe carries them.
+    min_pod_requests: dict[str, str] | None
 
 
 @dataclass
@@ -133,8 +138,12 @@ class _Builder:
         self.seed = seed
         self.features = features
         self.prefix = f"s{seed}"
-        self.steps: list[dict[str, Any]] = []
-        self.late: list[dict[str, Any]] = []
+        # The state's phases, in order; "observe" between them lets the agent publish
+        # what came before (a driver republishes long before the next pod arrives).
+        self.steps: list[dict[str, Any]] = []  # nodes, slices, taints, hogs
+        self.work: list[dict[str, Any]] = []  # workloads
+        self.late: list[dict[str, Any]] = []  # node changes, republications after workloads
+        self.late_work: list[dict[str, Any]] = []  # workloads after those
         self.published: dict[str, list[str]] = {}  # node -> its GPU pool's current slices
 
     def on(self, feature: str, chance: float) -> bool:
@@ -143,18 +152,17 @@ class _Builder:
 
     def state(self) -> State:
         rng = self.rng
-        gpu_class = "whole-gpu.example.com"
-        if "partitionable-devices" in self.features:
-            gpu_class = rng.choice(
-                ["whole-gpu.example.com", "mig-1g.example.com", "mig.example.com"]
-            )
+        gpu_class = rng.choice(["whole-gpu.example.com", "mig-1g.example.com", "mig.example.com"])
+        if "partitionable-devices" not in self.features:
+            gpu_class = "whole-gpu.example.com"
         devices = [{"name": "gpu", "driver": GPU_DRIVER, "deviceClassName": gpu_class}]
         if rng.random() < 0.5:
             devices.append(
                 {"name": "nic", "driver": NIC_DRIVER, "deviceClassName": "nic.example.com"}
             )
-        shaped = "node-resources" in self.features or rng.random() < 0.5
-        pool = Pool(self.prefix, devices, [FLEET_TOLERATION], dict(POD_SHAPE) if shaped else None)
+        declared = rng.random() < 0.5 or "node-resources" in self.features
+        smallest = dict(MIN_POD_REQUESTS) if declared else None
+        pool = Pool(self.prefix, devices, [FLEET_TOLERATION], smallest)
         count = rng.randint(3, 6)
         names = [f"{self.prefix}-n{i}" for i in range(count)]
         members = [n for n in names if n != names[-1] or rng.random() < 0.7]
@@ -165,11 +173,10 @@ class _Builder:
             partitioned.add(names[0])
         for name in names:
             self.node(name, name in members, name in partitioned)
-        self.steps.append({"op": "settle"})
-        if self.late:
-            self.steps.extend(self.late)
-            self.steps.append({"op": "settle"})
-        return State(self.seed, sorted(self.features), pool, names, members, self.steps)
+        steps = [*self.steps, {"op": "observe"}, *self.work, {"op": "settle"}]
+        if self.late or self.late_work:
+            steps += [*self.late, {"op": "observe"}, *self.late_work, {"op": "settle"}]
+        return State(self.seed, sorted(self.features), pool, names, members, steps)
 
     # ------------------------------------------------------------------ one node
 
@@ -200,13 +207,13 @@ class _Builder:
             self.steps.append(
                 _slice(f"{name}-nics", name, NIC_DRIVER, f"{name}-nics", 1, 1, nic_devices)
             )
-        self.steps.extend(self.workloads(name, gpus, partitioned, nics, wave=1))
+        self.work.extend(self.workloads(name, gpus, partitioned, nics, wave=1))
         if late and change:
             self.late.append({"op": "node-update", "name": name, **change})
         if self.on("republished-slices", 0.25):
             # Republished again after workloads ran: their allocations must stay counted.
             self.republish(name, inventory, partitioned, generation=3, into=self.late)
-            self.late.extend(self.workloads(name, gpus, partitioned, nics, wave=2))
+            self.late_work.extend(self.workloads(name, gpus, partitioned, nics, wave=2))
 
     def hogs(self) -> tuple[dict[str, str], list[dict[str, str]]]:
         """The node's capacity and the requests of the pods bound to it outside any pool."""
@@ -216,7 +223,7 @@ class _Builder:
             return capacity, [{}, {}]
         if self.on("node-resources", 0.4):
             resource = self.rng.choice(["cpu", "memory"])
-            short = self.rng.random() < 0.7  # else exactly the pod shape is left
+            short = self.rng.random() < 0.7  # else exactly the smallest pod fits
             return capacity, [{resource: _leave(resource, short)}]
         return capacity, []
 
@@ -352,7 +359,7 @@ class _Builder:
 
 
 def _leave(resource: str, short: bool) -> str:
-    """A request that leaves the pod shape's `resource` free on a node, or just short of it."""
+    """A request that leaves the pool's smallest pod's `resource` on a node, or just short."""
     if resource == "cpu":
         return "7500m" if short else "7"
     return "29Gi" if short else "28Gi"
