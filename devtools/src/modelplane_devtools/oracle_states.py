@@ -24,9 +24,14 @@ Features (each can be left out, or chosen alone, by name: `features_from`):
                           the middle of a republication
     invalid-pools         two slices of one pool publishing the same device name
     admin-access          workloads whose claims ask adminAccess
-    device-taints         NoSchedule, NoExecute and None taints in the slices
-    device-taint-rules    DeviceTaintRules (resource.k8s.io/v1alpha3) on devices
+    device-taints         NoSchedule, NoExecute and None taints in the slices (on
+                          devices that consume no counters)
+    device-taint-rules    DeviceTaintRules (resource.k8s.io/v1alpha3), the same way
     partitionable-devices GPUs whose whole device and partitions share counters
+    tainted-partitions    a taint or a DeviceTaintRule on such a device (kube-scheduler
+                          v1.35.4 leaks the counters of a tainted candidate during its
+                          search, kubernetes/kubernetes#140436: it may allocate less
+                          than fits)
     shared-claims         one claim used by two pods
     cordoned-nodes        nodes cordoned, at creation or after workloads ran
     tainted-nodes         node taints: tolerated by the pool, untolerated
@@ -79,6 +84,7 @@ FEATURES = (
     "device-taints",
     "device-taint-rules",
     "partitionable-devices",
+    "tainted-partitions",
     "shared-claims",
     "cordoned-nodes",
     "tainted-nodes",
@@ -253,24 +259,39 @@ class _Builder:
     # ------------------------------------------------------------------ devices
 
     def taint_devices(self, node: str, inventory: list[dict]) -> None:
-        if not inventory:
-            return
-        if self.on("device-taints", 0.5):
-            for device in self.rng.sample(inventory, min(len(inventory), self.rng.randint(1, 2))):
-                effect = self.rng.choice(["NoSchedule", "NoExecute", "None"])
-                device["taints"] = [{"key": "example.com/unhealthy", "effect": effect}]
-        if self.on("device-taint-rules", 0.4):
-            device = self.rng.choice(inventory)
-            self.steps.append(
-                {
-                    "op": "taint-rule",
-                    "name": f"{node}-rule",
-                    "driver": GPU_DRIVER,
-                    "pool": node,
-                    "device": device["name"],
-                    "effect": self.rng.choice(["NoSchedule", "NoExecute", "None"]),
-                }
-            )
+        """Taints in the slices, or DeviceTaintRules, on some devices: on devices that
+        consume no counters ("device-taints", "device-taint-rules"), or on devices that do
+        ("tainted-partitions")."""
+        plain = [d for d in inventory if "consumes" not in d]
+        shared = [d for d in inventory if "consumes" in d]
+        if self.on("device-taints", 0.5) and plain:
+            self.taint_in_slices(plain)
+        if self.on("device-taint-rules", 0.4) and plain:
+            self.taint_rule(node, plain)
+        if self.on("tainted-partitions", 0.6) and shared:
+            if self.rng.random() < 0.5:
+                self.taint_in_slices(shared)
+            else:
+                self.taint_rule(node, shared)
+
+    def taint_in_slices(self, devices: list[dict]) -> None:
+        for device in self.rng.sample(devices, min(len(devices), self.rng.randint(1, 2))):
+            effect = self.rng.choice(["NoSchedule", "NoExecute", "None"])
+            device["taints"] = [{"key": "example.com/unhealthy", "effect": effect}]
+
+    def taint_rule(self, node: str, devices: list[dict]) -> None:
+        device = self.rng.choice(devices)
+        self.steps.append(
+            {
+                "op": "taint-rule",
+                "name": f"{node}-{device['name']}",
+                "driver": GPU_DRIVER,
+                "pool": node,
+                "device": device["name"],
+                "effect": self.rng.choice(["NoSchedule", "NoExecute", "None"]),
+                "consumesCounters": "consumes" in device,
+            }
+        )
 
     def republish(
         self, node: str, inventory: list[dict], partitioned: bool, generation: int, into: list
