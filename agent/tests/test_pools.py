@@ -9,6 +9,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 from modelplane_agent.pools import coarsen
+from modelplane_agent.snapshot import Resources, pod_requests
 from modelplane_agent.state import (
     CLAIMS,
     CLASSES,
@@ -45,6 +46,7 @@ MIG = ("mig", t.NVIDIA, "mig-1g.nvidia.com")
 NIC = ("nic", t.NIC_DRIVER, "nic.example.com")
 POOL = t.pool_observation("a100", [GPU])
 CLASSES_ALL = [GPU_CLASS, MIG_CLASS, NIC_CLASS]
+GPUS_4 = tuple(f"gpu-{i}" for i in range(4))
 
 
 def gpus(node: str, count: int = 4, **kwargs) -> dict:
@@ -55,6 +57,22 @@ def nics(node: str, count: int = 2) -> dict:
     return t.resource_slice(
         node, [t.device(f"nic-{i}", "nic") for i in range(count)], driver=t.NIC_DRIVER
     )
+
+
+def tainted(effect: str) -> dict:
+    """n1's four GPUs, gpu-0 carrying one device taint of `effect`."""
+    taint = {"key": "gpu.nvidia.com/xid", "value": "79", "effect": effect}
+    return t.resource_slice(
+        "n1", [t.device("gpu-0", taints=[taint]), *(t.device(f"gpu-{i}") for i in range(1, 4))]
+    )
+
+
+def shared(claim: dict) -> dict:
+    """`claim` holding shares of its devices (consumable capacity: a shareID per result)."""
+    for i, result in enumerate(claim["status"]["allocation"]["devices"]["results"]):
+        result["shareID"] = f"00000000-0000-0000-0000-00000000000{i}"
+        result["consumedCapacity"] = {"memory": "10Gi"}
+    return claim
 
 
 def held(name: str, node: str, *devices: str, **kwargs) -> dict:
@@ -124,6 +142,61 @@ CASES = {
             deleted(held("c", "n1", "gpu-0")),
         ],
         (1, {(4,): 1}, "True", "Observed"),
+    ),
+    "a device held only through adminAccess stays free": (
+        [*CLASSES_ALL, POOL, t.node("n1"), gpus("n1"), held("m", "n1", *GPUS_4, admin_access=True)],
+        (1, {(4,): 1}, "True", "Observed"),
+    ),
+    "a device held by an ordinary claim and an adminAccess one is taken": (
+        [
+            *CLASSES_ALL,
+            POOL,
+            t.node("n1"),
+            gpus("n1"),
+            held("m", "n1", *GPUS_4, admin_access=True),
+            held("c", "n1", "gpu-1"),
+        ],
+        (1, {(3,): 1}, "True", "Observed"),
+    ),
+    "a device with a NoSchedule device taint is never free": (
+        [*CLASSES_ALL, POOL, t.node("n1"), tainted("NoSchedule")],
+        (1, {(3,): 1}, "True", "Observed"),
+    ),
+    "a device with a NoExecute device taint stays not free once its claim is gone": (
+        [
+            *CLASSES_ALL,
+            POOL,
+            t.node("n1"),
+            tainted("NoExecute"),
+            held("evicted", "n1", "gpu-0"),
+            deleted(held("evicted", "n1", "gpu-0")),
+        ],
+        (1, {(3,): 1}, "True", "Observed"),
+    ),
+    "a device taint of effect None leaves the device free": (
+        [*CLASSES_ALL, POOL, t.node("n1"), tainted("None")],
+        (1, {(4,): 1}, "True", "Observed"),
+    ),
+    "a device waiting on binding conditions is not counted free": (
+        [
+            *CLASSES_ALL,
+            POOL,
+            t.node("n1"),
+            t.resource_slice(
+                "n1", [t.device("gpu-0", binding_conditions=["attached"]), t.device("gpu-1")]
+            ),
+        ],
+        (1, {(1,): 1}, "True", "Observed"),
+    ),
+    "a device allowing multiple allocations is taken by one share of it": (
+        [
+            *CLASSES_ALL,
+            POOL,
+            t.node("n1"),
+            gpus("n1"),
+            shared(held("share", "n1", "gpu-0")),
+        ],
+        (1, {(3,): 1}, "True", "Observed"),
     ),
     "a claim allocated before its slice is seen still takes the device": (
         [*CLASSES_ALL, POOL, t.node("n1"), held("c", "n1", "gpu-0"), gpus("n1")],
@@ -273,6 +346,63 @@ CASES = {
         ],
         (1, {(2,): 1}, "True", "Observed"),
     ),
+    "a resource pool with fewer slices seen than it declares is skipped": (
+        [*CLASSES_ALL, POOL, t.node("n1"), gpus("n1", slice_count=2)],
+        (1, {(0,): 1}, "True", "Observed"),
+    ),
+    "a resource pool counts once every slice it declares is seen": (
+        [
+            *CLASSES_ALL,
+            POOL,
+            t.node("n1"),
+            gpus("n1", slice_count=2, name="n1-a"),
+            t.resource_slice("n1", [t.device("gpu-9")], slice_count=2, name="n1-b"),
+        ],
+        (1, {(5,): 1}, "True", "Observed"),
+    ),
+    "a newer generation seen in part hides the complete older one": (
+        [
+            *CLASSES_ALL,
+            POOL,
+            t.node("n1"),
+            gpus("n1", slice_count=1, generation=1),
+            gpus("n1", slice_count=2, generation=2),
+        ],
+        (1, {(0,): 1}, "True", "Observed"),
+    ),
+    "a resource pool publishing a device name twice is skipped": (
+        [
+            *CLASSES_ALL,
+            POOL,
+            t.node("n1"),
+            gpus("n1", slice_count=2, name="n1-a"),
+            t.resource_slice("n1", [t.device("gpu-0")], slice_count=2, name="n1-b"),
+        ],
+        (1, {(0,): 1}, "True", "Observed"),
+    ),
+    "a resource pool declaring a counter set twice is skipped": (
+        [
+            *CLASSES_ALL,
+            POOL,
+            t.node("n1"),
+            gpus("n1", slice_count=2, name="n1-a", shared_counters={"c": {"m": "1"}}),
+            t.resource_slice(
+                "n1", [], slice_count=2, name="n1-b", shared_counters={"c": {"m": "1"}}
+            ),
+        ],
+        (1, {(0,): 1}, "True", "Observed"),
+    ),
+    "a device consuming an undeclared counter makes its whole resource pool skipped": (
+        [
+            *CLASSES_ALL,
+            POOL,
+            t.node("n1"),
+            t.resource_slice(
+                "n1", [t.device("gpu-0"), t.device("gpu-1", consumes={"c": {"m": "1"}})]
+            ),
+        ],
+        (1, {(0,): 1}, "True", "Observed"),
+    ),
     "network-attached slices count on no node": (
         [*CLASSES_ALL, POOL, t.node("n1"), gpus("n1"), gpus(None, 8)],  # type: ignore[arg-type]
         (1, {(4,): 1}, "True", "Observed"),
@@ -315,6 +445,184 @@ def test_pool_report(steps, expected):
     assert outcome(run(steps)) == expected
 
 
+@pytest.mark.parametrize(
+    ("slices", "message"),
+    [
+        pytest.param(
+            [gpus("n1", slice_count=2), nics("n1")],
+            "1/1 nodes schedulable; devices not counted: 1 incomplete resource pool",
+            id="the message counts nodes whose devices an incomplete resource pool hides",
+        ),
+        pytest.param(
+            [
+                gpus("n1", slice_count=2, name="n1-a"),
+                t.resource_slice("n1", [t.device("gpu-0")], slice_count=2, name="n1-b"),
+            ],
+            "1/1 nodes schedulable; devices not counted: 1 invalid resource pool",
+            id="the message counts nodes whose devices an invalid resource pool hides",
+        ),
+    ],
+)
+def test_uncounted_devices_are_explained(slices, message):
+    state = run([*CLASSES_ALL, t.pool_observation("a100", [GPU, NIC]), t.node("n1"), *slices])
+    assert state.pool_report("a100").condition.message == message
+
+
+# --------------------------------------------------------------------------- non-device capacity
+
+SMALLEST_8_CPU = t.pool_observation("a100", [GPU], min_pod_requests={"cpu": "8", "memory": "64Gi"})
+
+
+def bound(name: str, node: str = "n1", **requests: str) -> dict:
+    return t.pod(name, replica="other", namespace="batch", node_name=node, requests=requests)
+
+
+ROOMY = {"cpu": "64", "memory": "512Gi", "pods": "110"}
+CAPACITY_CASES = [
+    pytest.param(
+        [POOL, t.node("n1", allocatable=ROOMY | {"pods": "2"}), bound("a"), bound("b")],
+        (1, {(0,): 1}, "1/1 nodes schedulable; 1 without room for a pod: 1 pods"),
+        id="a node whose pod slots are all taken has no free devices",
+    ),
+    pytest.param(
+        [POOL, t.node("n1", allocatable=ROOMY | {"pods": "2"}), bound("a")],
+        (1, {(4,): 1}, "1/1 nodes schedulable"),
+        id="a node with one pod slot left keeps its devices free",
+    ),
+    pytest.param(
+        [POOL, t.node("n1", allocatable=ROOMY | {"cpu": "4"}), bound("a", cpu="4")],
+        (1, {(4,): 1}, "1/1 nodes schedulable"),
+        id="without a declared pod shape, cpu used up leaves the devices free",
+    ),
+    pytest.param(
+        [SMALLEST_8_CPU, t.node("n1"), bound("a", cpu="50"), bound("b", cpu="6500m")],
+        (1, {(0,): 1}, "1/1 nodes schedulable; 1 without room for a pod: 1 cpu"),
+        id="a node whose cpu other pods use up has no free devices for the smallest pod",
+    ),
+    pytest.param(
+        [SMALLEST_8_CPU, t.node("n1"), bound("a", cpu="56")],
+        (1, {(4,): 1}, "1/1 nodes schedulable"),
+        id="the smallest pod fitting exactly leaves the devices free",
+    ),
+    pytest.param(
+        [SMALLEST_8_CPU, t.node("n1"), bound("a", memory="480Gi")],
+        (1, {(0,): 1}, "1/1 nodes schedulable; 1 without room for a pod: 1 memory"),
+        id="a node whose memory other pods use up has no free devices for the smallest pod",
+    ),
+    pytest.param(
+        [SMALLEST_8_CPU, t.node("n1"), bound("a", cpu="60"), deleted(bound("a", cpu="60"))],
+        (1, {(4,): 1}, "1/1 nodes schedulable"),
+        id="a deleted pod gives its requests back",
+    ),
+    pytest.param(
+        [
+            SMALLEST_8_CPU,
+            t.node("n1"),
+            t.pod(
+                "done", namespace="batch", node_name="n1", phase="Succeeded", requests={"cpu": "60"}
+            ),
+        ],
+        (1, {(4,): 1}, "1/1 nodes schedulable"),
+        id="a finished pod takes nothing of its node",
+    ),
+    pytest.param(
+        [SMALLEST_8_CPU, t.node("n1"), bound("a", cpu="60", node="n2")],
+        (1, {(4,): 1}, "1/1 nodes schedulable"),
+        id="a pod bound to another node takes nothing of this one",
+    ),
+    pytest.param(
+        [POOL, t.node("n1", allocatable={})],
+        (1, {(0,): 1}, "1/1 nodes schedulable; 1 without room for a pod: 1 pods"),
+        id="a node that has not reported its allocatable has room for no pod",
+    ),
+    pytest.param(
+        [
+            SMALLEST_8_CPU,
+            t.node("n1"),
+            t.node("n2"),
+            gpus("n2"),
+            bound("a", cpu="60"),
+            modified(t.node("n1", allocatable=ROOMY | {"cpu": "96"})),
+        ],
+        (2, {(4,): 2}, "2/2 nodes schedulable"),
+        id="a node whose allocatable grows gets room again",
+    ),
+]
+
+
+@pytest.mark.parametrize(("steps", "expected"), CAPACITY_CASES)
+def test_non_device_capacity(steps, expected):
+    state = run([*CLASSES_ALL, gpus("n1"), *steps])
+    report = state.pool_report("a100")
+    buckets = None if report.histogram is None else dict(report.histogram.buckets)
+    assert (report.observed_nodes, buckets, report.condition.message) == expected
+
+
+@pytest.mark.parametrize(
+    ("requests", "message"),
+    [
+        pytest.param(
+            {"cpu": "lots"},
+            "spec.minPodRequests.cpu must be a Kubernetes quantity, got 'lots'",
+            id="an unreadable cpu quantity is an invalid spec naming it",
+        ),
+        pytest.param(
+            "8 cpus",
+            "spec.minPodRequests must be a map, got '8 cpus'",
+            id="minPodRequests that is not a map is an invalid spec",
+        ),
+    ],
+)
+def test_an_unreadable_pod_shape_makes_the_pool_unobservable(requests, message):
+    pool = t.pool_observation("a100", [GPU], min_pod_requests={})
+    pool["spec"]["minPodRequests"] = requests
+    report = run([*CLASSES_ALL, pool, t.node("n1"), gpus("n1")]).pool_report("a100")
+    assert (report.condition.reason, report.condition.message) == ("InvalidSpec", message)
+
+
+def container(cpu: str, memory: str = "1Gi", **extra) -> dict:
+    return {"name": "c", "resources": {"requests": {"cpu": cpu, "memory": memory}}, **extra}
+
+
+GI = 1024**3
+POD_REQUEST_CASES = [
+    pytest.param(
+        {"containers": [container("1"), container("500m")]}, (1500, 2 * GI), id="containers add up"
+    ),
+    pytest.param(
+        {"containers": [container("1")], "initContainers": [container("4", "8Gi")]},
+        (4000, 8 * GI),
+        id="a larger init container raises the request to its own",
+    ),
+    pytest.param(
+        {
+            "containers": [container("1")],
+            "initContainers": [container("2", restartPolicy="Always"), container("3")],
+        },
+        (5000, 2 * GI),
+        id="a sidecar runs beside the containers and the init containers after it",
+    ),
+    pytest.param(
+        {"containers": [container("1")], "resources": {"requests": {"cpu": "6"}}},
+        (6000, GI),
+        id="pod-level requests replace the containers' sum for what they set",
+    ),
+    pytest.param(
+        {"containers": [container("1")], "overhead": {"cpu": "250m", "memory": "1Gi"}},
+        (1250, 2 * GI),
+        id="the pod overhead is added",
+    ),
+    pytest.param(
+        {"containers": [{"name": "c"}]}, (0, 0), id="a container without requests asks nothing"
+    ),
+]
+
+
+@pytest.mark.parametrize(("spec", "expected"), POD_REQUEST_CASES)
+def test_pod_requests(spec, expected):
+    assert pod_requests(spec) == Resources(*expected, pods=1)
+
+
 # --------------------------------------------------------------------------- partitions
 
 # One GPU publishing its whole self and four 1g partitions, all drawing on one counter
@@ -326,31 +634,149 @@ PARTITIONS = [
     for i in range(4)
 ]
 PARTITIONED = t.resource_slice("n1", [WHOLE, *PARTITIONS], shared_counters=COUNTERS)
-BOTH_KINDS = t.pool_observation("a100", [GPU, MIG])
+GPU_ONLY = t.pool_observation("a100", [GPU])
+MIG_ONLY = t.pool_observation("a100", [MIG])
+ANY_PART = t.device_class("any-part.nvidia.com", "true")
+ANY = ("part", t.NVIDIA, "any-part.nvidia.com")
 
-PARTITION_CASES = {
-    "MIG-like partitions are their own kind, all free with the GPU": ([], (1, 4)),
-    "an allocated partition leaves the whole GPU not free": ([("n1", "gpu-0-mig-0")], (0, 3)),
-    "an allocated whole GPU leaves no partition free": ([("n1", "gpu-0")], (0, 0)),
-    "partitions are free while their counters last": (
-        [("n1", "gpu-0-mig-0"), ("n1", "gpu-0-mig-1"), ("n1", "gpu-0-mig-2")],
-        (0, 1),
+
+def a100_layout(multiprocessors: bool = True) -> dict:
+    """An A100's MIG placements as a partitionable driver publishes them: eight memory
+    slices (and 98 multiprocessors); 1g at 0-6, 2g at 0/2/4, 3g at 0/4, 4g at 0, 7g at
+    0, each consuming its memory slices (and its share of multiprocessors): 19 devices."""
+    counters = {f"slice-{i}": "1" for i in range(8)}
+    if multiprocessors:
+        counters["multiprocessors"] = "98"
+    profiles = [(1, 1, range(7)), (2, 2, (0, 2, 4)), (3, 4, (0, 4)), (4, 4, (0,)), (7, 8, (0,))]
+    devices = [
+        t.device(
+            f"mig-{g}g-{start}",
+            "mig",
+            consumes={
+                "gpu-0": {f"slice-{i}": "1" for i in range(start, start + width)}
+                | ({"multiprocessors": str(14 * g)} if multiprocessors else {})
+            },
+        )
+        for g, width, starts in profiles
+        for start in starts
+    ]
+    return t.resource_slice("n1", devices, shared_counters={"gpu-0": counters})
+
+
+def halves(*sizes: str) -> dict:
+    """Partitions of one 40Gi counter, of the given sizes, named p0, p1, ..."""
+    devices = [
+        t.device(f"p{i}", "mig", consumes={"gpu-0-counters": {"memory": size}})
+        for i, size in enumerate(sizes)
+    ]
+    return t.resource_slice("n1", devices, shared_counters=COUNTERS)
+
+
+PARTITION_CASES = [
+    pytest.param(MIG_ONLY, PARTITIONED, [], (4,), id="MIG-like partitions all fit an idle GPU"),
+    pytest.param(
+        GPU_ONLY,
+        PARTITIONED,
+        [("n1", "gpu-0-mig-0")],
+        (0,),
+        id="an allocated partition leaves the whole GPU not free",
     ),
-}
+    pytest.param(
+        MIG_ONLY,
+        PARTITIONED,
+        [("n1", "gpu-0")],
+        (0,),
+        id="an allocated whole GPU leaves no partition free",
+    ),
+    pytest.param(
+        MIG_ONLY,
+        PARTITIONED,
+        [("n1", "gpu-0-mig-0"), ("n1", "gpu-0-mig-1"), ("n1", "gpu-0-mig-2")],
+        (1,),
+        id="partitions are free while their counters last",
+    ),
+    pytest.param(
+        t.pool_observation("a100", [ANY]),
+        halves("20Gi", "20Gi", "20Gi"),
+        [],
+        (2,),
+        id="overlapping placements count as many as fit together",
+    ),
+    pytest.param(
+        t.pool_observation("a100", [ANY]),
+        halves("40Gi", "20Gi", "20Gi"),
+        [],
+        (2,),
+        id="one class over the whole GPU and its halves counts the halves that fit together",
+    ),
+    pytest.param(
+        t.pool_observation("a100", [ANY]),
+        a100_layout(),
+        [],
+        (7,),
+        id="a generic MIG class over every A100 placement counts the seven that fit",
+    ),
+    pytest.param(
+        t.pool_observation("a100", [ANY]),
+        a100_layout(multiprocessors=False),
+        [],
+        (7,),
+        id="the seven that fit are counted with memory slice counters alone",
+    ),
+    pytest.param(
+        t.pool_observation("a100", [ANY]),
+        a100_layout(),
+        [("n1", "mig-3g-0")],
+        (3,),
+        id="the placements that fit beside an allocated one are counted together",
+    ),
+]
 
 
-@pytest.mark.parametrize(
-    ("allocated", "vector"), list(PARTITION_CASES.values()), ids=list(PARTITION_CASES)
-)
-def test_partitionable_devices(allocated, vector):
-    state = run([*CLASSES_ALL, BOTH_KINDS, t.node("n1"), PARTITIONED, t.claim("c", allocated)])
+@pytest.mark.parametrize(("pool", "slice_", "allocated", "vector"), PARTITION_CASES)
+def test_partitionable_devices(pool, slice_, allocated, vector):
+    state = run([*CLASSES_ALL, ANY_PART, pool, t.node("n1"), slice_, t.claim("c", allocated)])
     assert outcome(state)[1] == {vector: 1}
+
+
+def test_two_kinds_drawing_on_the_same_counters_refuse_the_pool():
+    state = run([*CLASSES_ALL, t.pool_observation("a100", [GPU, MIG]), t.node("n1"), PARTITIONED])
+    report = state.pool_report("a100")
+    assert outcome(state) == (1, None, "False", "KindsShareCounters")
+    assert report.condition.message == (
+        "device kinds gpu and mig draw on the same shared counter gpu-0-counters/memory "
+        "of resource pool n1: their free devices cannot be counted apart"
+    )
+
+
+def test_counter_sets_published_in_a_slice_of_their_own_serve_the_nodes_devices():
+    devices = t.resource_slice("n1", [WHOLE, *PARTITIONS], slice_count=2, name="n1-devices")
+    counters = t.resource_slice(
+        None, [], pool="n1", slice_count=2, name="n1-counters", shared_counters=COUNTERS
+    )
+    state = run([*CLASSES_ALL, MIG_ONLY, t.node("n1"), devices, counters])
+    assert outcome(state)[1] == {(4,): 1}
+
+
+def test_a_device_of_the_pool_on_another_node_uses_up_the_counters_it_shares():
+    # A resource pool spanning two nodes (unusual, but valid): the whole GPU's slice on
+    # n2, the partitions' on n1, one counter set; allocating the GPU after n1 was
+    # reported must leave n1 no partition.
+    whole = t.resource_slice(
+        "n2", [WHOLE], pool="shared", slice_count=2, name="n2", shared_counters=COUNTERS
+    )
+    parts = t.resource_slice("n1", PARTITIONS, pool="shared", slice_count=2, name="n1")
+    state = run([*CLASSES_ALL, MIG_ONLY, t.node("n1"), whole, parts])
+    assert outcome(state)[1] == {(4,): 1}
+    touched = state.apply(CLAIMS, "ADDED", t.claim("c", [("shared", "gpu-0")]))
+    assert touched.pools == {"a100"}
+    assert outcome(state)[1] == {(0,): 1}
 
 
 def test_a_partition_whose_counter_set_is_not_published_is_not_free():
     bare = t.resource_slice("n1", [WHOLE, *PARTITIONS])
-    state = run([*CLASSES_ALL, BOTH_KINDS, t.node("n1"), bare])
-    assert outcome(state)[1] == {(0, 0): 1}
+    state = run([*CLASSES_ALL, MIG_ONLY, t.node("n1"), bare])
+    assert outcome(state)[1] == {(0,): 1}
 
 
 # --------------------------------------------------------------------------- coarsening

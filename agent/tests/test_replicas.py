@@ -6,7 +6,7 @@ from datetime import UTC, datetime, timedelta
 
 import pytest
 from compose_model_replica.pods_scheduled import Previous, Report, judge, parse_report
-from modelplane_agent.state import PODS, REPLICAS, ClusterState
+from modelplane_agent.state import CLAIMS, PODS, REPLICAS, ClusterState
 from modelplane_agent.status import replica_status
 from modelplane_devtools import agent_builders as t
 
@@ -14,13 +14,24 @@ NOW = datetime(2026, 11, 30, 12, 0, tzinfo=UTC)
 KEY = ("team", "r")
 
 
+KIND_OF = {"Pod": PODS, "ReplicaObservation": REPLICAS, "ResourceClaim": CLAIMS}
+
+
 def run(*objects, events=()) -> ClusterState:
     state = ClusterState()
     for obj in objects:
-        state.apply(PODS if obj["kind"] == "Pod" else REPLICAS, "ADDED", obj)
+        state.apply(KIND_OF[obj["kind"]], "ADDED", obj)
     for event, obj in events:
-        state.apply(PODS if obj["kind"] == "Pod" else REPLICAS, event, obj)
+        state.apply(KIND_OF[obj["kind"]], event, obj)
     return state
+
+
+def allocated(name: str, namespace: str = "team") -> dict:
+    return t.claim(name, [("n1", "gpu-0")], namespace=namespace)
+
+
+def pending(name: str, namespace: str = "team") -> dict:
+    return t.claim(name, [], namespace=namespace)
 
 
 def outcome(state: ClusterState):
@@ -30,6 +41,7 @@ def outcome(state: ClusterState):
 
 
 R = t.replica_observation()
+HELD_BACK = "pod r-0 is bound; its ResourceClaim r-0-gpu is not seen allocated yet"
 CASES = {
     "no matching pod yet is Pending, saying so": (
         [R],
@@ -73,6 +85,40 @@ CASES = {
         [R, t.pod("r-0", node_name="n1"), t.pod("s-0", replica="s")],
         (1, 1, "True", "AllPodsBound", "every pod the selector matches is bound to a node"),
     ),
+    "a bound pod whose claim is not seen allocated yet is not counted scheduled": (
+        [R, t.pod("r-0", node_name="n1", claims=["r-0-gpu"]), pending("r-0-gpu")],
+        (1, 0, "False", "Pending", HELD_BACK),
+    ),
+    "a bound pod whose claim is not seen at all is not counted scheduled": (
+        [R, t.pod("r-0", node_name="n1", claims=["r-0-gpu"])],
+        (1, 0, "False", "Pending", HELD_BACK),
+    ),
+    "a bound pod whose every claim is seen allocated is scheduled": (
+        [R, t.pod("r-0", node_name="n1", claims=["r-0-gpu"]), allocated("r-0-gpu")],
+        (1, 1, "True", "AllPodsBound", "every pod the selector matches is bound to a node"),
+    ),
+    "a claim of the same name in another namespace does not count": (
+        [R, t.pod("r-0", node_name="n1", claims=["r-0-gpu"]), allocated("r-0-gpu", "other")],
+        (1, 0, "False", "Pending", HELD_BACK),
+    ),
+    "a template claim the pod's status names counts once allocated": (
+        [
+            R,
+            t.pod("r-0", node_name="n1", template_claims={"gpu": "r-0-gpu-x7"}),
+            allocated("r-0-gpu-x7"),
+        ],
+        (1, 1, "True", "AllPodsBound", "every pod the selector matches is bound to a node"),
+    ),
+    "a template claim the pod's status does not name yet holds the pod back": (
+        [R, t.pod("r-0", node_name="n1", template_claims={"gpu": None})],
+        (
+            1,
+            0,
+            "False",
+            "Pending",
+            "pod r-0 is bound; its ResourceClaim for gpu is not seen allocated yet",
+        ),
+    ),
     "pods created before the observation are found": (
         [t.pod("r-0", node_name="n1"), R],
         (1, 1, "True", "AllPodsBound", "every pod the selector matches is bound to a node"),
@@ -98,6 +144,19 @@ def test_a_pod_relabelled_away_is_no_longer_counted():
         events=[("MODIFIED", t.pod("r-1", replica="s"))],
     )
     assert outcome(state)[:2] == (1, 1)
+
+
+def test_a_claim_allocated_after_the_binding_touches_the_replica_and_schedules_it():
+    state = run(R, t.pod("r-0", node_name="n1", claims=["r-0-gpu"]), pending("r-0-gpu"))
+    touched = state.apply(CLAIMS, "MODIFIED", allocated("r-0-gpu"))
+    assert touched.replicas == {KEY}
+    assert outcome(state)[:4] == (1, 1, "True", "AllPodsBound")
+
+
+def test_a_claim_event_that_leaves_it_allocated_touches_no_replica():
+    state = run(R, t.pod("r-0", node_name="n1", claims=["r-0-gpu"]), allocated("r-0-gpu"))
+    moved = t.claim("r-0-gpu", [("n1", "gpu-1")], namespace="team")
+    assert not state.apply(CLAIMS, "MODIFIED", moved).replicas
 
 
 def test_a_selector_without_labels_is_an_invalid_spec():

@@ -33,6 +33,17 @@ def test_observed_cluster_publishes_a_histogram_for_each_pool(functions):
     assert len(by_kind(rendered, "ClusterProviderConfig")) == 1
 
 
+def test_a_pools_smallest_pod_reaches_its_pool_observation(functions):
+    rendered = render_case(functions, "cluster-observed")
+    objects = {o["metadata"]["name"]: o for o in by_kind(rendered, "Object")}
+    specs = {
+        pool: objects[f"gpu-east-pool-{pool}"]["spec"]["forProvider"]["manifest"]["spec"]
+        for pool in ("h100", "l40s")
+    }
+    assert specs["h100"]["minPodRequests"] == {"cpu": "8", "memory": "64Gi"}
+    assert "minPodRequests" not in specs["l40s"]
+
+
 def test_declared_cluster_publishes_no_observed_fields(functions):
     rendered = render_case(functions, "cluster-declared")
     for pool in gpu_pools(composite(rendered)).values():

@@ -13,10 +13,14 @@ Model (design/observation.md, "What the agent counts")
       CEL selector of the kind's DeviceClass is true for it (evaluated by the
       shared `modelplane_common.cel` matcher);
     - a device is FREE unless some ResourceClaim's `status.allocation` holds it
-      (whoever owns the claim) or, for a partitionable device, the shared
-      counters it consumes are already used up by allocated devices of the
-      same resource pool (a whole GPU allocated leaves none of its partitions
-      free, a partition allocated leaves the whole GPU not free).
+      (whoever owns the claim; `adminAccess` results hold nothing), it carries
+      a NoSchedule/NoExecute device taint or binding conditions
+      (`Device.allocatable`), or its resource pool is incomplete or invalid
+      (`devices.DeviceIndex` never lists such a pool's devices);
+    - partitionable devices (shared counters) of a kind count as the largest
+      set of its free ones that fit together in what allocated devices left
+      of the counters (`partitions`); two kinds drawing on one counter make
+      the pool unobservable (`KindsShareCounters`), never a double count.
 
     A node's FREE VECTOR counts its free devices per kind, in declared order;
     a device matching two kinds counts in both. Schedulable nodes are grouped
@@ -27,9 +31,9 @@ Invariants
     - at most `MAX_BUCKETS` buckets: beyond, the rarest vectors are rounded
       DOWN onto a bucket they dominate (`coarsen`), which only under-promises;
     - a pool that cannot be observed (a DeviceClass missing or with a bad
-      selector, an unreadable spec) is reported `Observing=False` with the
-      reason, and no histogram, so the scheduler falls back to whole-node
-      accounting for it instead of trusting a guess.
+      selector, an unreadable spec, kinds sharing counters) is reported
+      `Observing=False` with the reason, and no histogram, so the scheduler
+      falls back to whole-node accounting for it instead of trusting a guess.
 
 Only ResourceSlices of the newest generation of each resource pool count,
 as in the DRA allocator. Network-attached slices (no `nodeName`) are out of
@@ -51,6 +55,7 @@ from modelplane_common.cel.reads import Read, device_reads, project
 from modelplane_common.observation import MAX_BUCKETS, FreeVector, Histogram
 from modelplane_common.outcome import Condition
 
+from modelplane_agent.partitions import largest_fitting
 from modelplane_agent.snapshot import (
     CounterKey,
     Device,
@@ -58,6 +63,7 @@ from modelplane_agent.snapshot import (
     DeviceKey,
     Node,
     PoolSpec,
+    Resources,
     Toleration,
 )
 
@@ -65,6 +71,7 @@ OBSERVING = "Observing"
 CORDONED = "cordoned"
 NOT_READY = "NotReady"
 UNTOLERATED_TAINT = "untolerated taint"
+KINDS_SHARE_COUNTERS = "KindsShareCounters"
 
 
 @dataclass(frozen=True, slots=True)
@@ -153,49 +160,111 @@ def left_out(node: Node, tolerations: Sequence[Toleration]) -> str | None:
     return None
 
 
+class CountersShared(Exception):
+    """Devices of two declared kinds draw on one shared counter of a node: counted
+    each alone, the kinds would promise the same capacity twice."""
+
+    def __init__(self, first: int, second: int, counter: CounterKey) -> None:
+        super().__init__(first, second, counter)
+        self.first, self.second, self.counter = first, second, counter
+
+    def message(self, kind_names: Sequence[str]) -> str:
+        _, pool, counter_set, name = self.counter
+        return (
+            f"device kinds {kind_names[self.first]} and {kind_names[self.second]} draw on "
+            f"the same shared counter {counter_set}/{name} of resource pool {pool}: "
+            "their free devices cannot be counted apart"
+        )
+
+
 def free_vector(
     devices: Iterable[Device],
     kinds_of: Callable[[Device], Sequence[int]],
     kind_count: int,
     allocated: Callable[[DeviceKey], bool],
     counters: Mapping[CounterKey, Fraction | None],
+    elsewhere: Sequence[Device] = (),
 ) -> FreeVector:
-    """Free devices of one node per kind (indices from `kinds_of`, in declared order)."""
+    """Free devices of one node per kind (indices from `kinds_of`, in declared order).
+
+    `elsewhere` are devices of the node's resource pools published for other nodes
+    that consume the same counters: only what they take, allocated, matters here.
+
+    A device consuming no counter counts when free; those that do count as the
+    largest set of the kind's free ones that fit together in what allocated
+    devices left of the counters (`partitions.largest_fitting`). Raises
+    CountersShared when two kinds' devices consume the same counter.
+    """
     devices = tuple(devices)
-    used: dict[CounterKey, Fraction] = {}
-    exhausted: set[CounterKey] = set()
-    for device in devices:
-        if allocated(device.key):
-            for counter, amount in device.consumes:
-                if amount is None:
-                    exhausted.add(counter)
-                else:
-                    used[counter] = used.get(counter, Fraction(0)) + amount
+    left = counters_left((*devices, *elsewhere), allocated, counters)
     free = [0] * kind_count
     for device in devices:
-        if allocated(device.key):
-            continue
-        if not _counters_allow(device, used, exhausted, counters):
-            continue
-        for index in kinds_of(device):
-            free[index] += 1
+        # kinds_of only for a free device: an allocated one costs no CEL match.
+        if not device.consumes and _free_at_all(device, allocated):
+            for index in kinds_of(device):
+                free[index] += 1
+    partitioned = _partition_candidates(
+        [d for d in devices if d.consumes], kinds_of, kind_count, allocated, left
+    )
+    for index, candidates in enumerate(partitioned):
+        if candidates:
+            free[index] += largest_fitting(candidates, left)
     return tuple(free)
 
 
-def _counters_allow(
-    device: Device,
-    used: Mapping[CounterKey, Fraction],
-    exhausted: set[CounterKey],
+def _free_at_all(device: Device, allocated: Callable[[DeviceKey], bool]) -> bool:
+    return device.allocatable and not allocated(device.key)
+
+
+def _partition_candidates(
+    devices: Sequence[Device],
+    kinds_of: Callable[[Device], Sequence[int]],
+    kind_count: int,
+    allocated: Callable[[DeviceKey], bool],
+    left: Mapping[CounterKey, Fraction],
+) -> list[list[Device]]:
+    """Per kind, its free counter-consuming devices that could fit; raises CountersShared
+    when devices of two kinds (free or not) consume the same counter."""
+    partitioned: list[list[Device]] = [[] for _ in range(kind_count)]
+    drawn: dict[CounterKey, int] = {}
+    for device in devices:
+        kinds = kinds_of(device)
+        _draw(device, kinds, drawn)
+        if _free_at_all(device, allocated) and _may_fit(device, left):
+            for index in kinds:
+                partitioned[index].append(device)
+    return partitioned
+
+
+def _may_fit(device: Device, left: Mapping[CounterKey, Fraction]) -> bool:
+    """Whether every amount it consumes is readable, of a counter that is."""
+    return all(amount is not None and key in left for key, amount in device.consumes)
+
+
+def _draw(device: Device, kinds: Sequence[int], drawn: dict[CounterKey, int]) -> None:
+    """Record which kind draws on each counter `device` consumes; refuse a second kind."""
+    for counter, _ in device.consumes:
+        for index in kinds:
+            owner = drawn.setdefault(counter, index)
+            if owner != index:
+                raise CountersShared(min(owner, index), max(owner, index), counter)
+
+
+def counters_left(
+    devices: Sequence[Device],
+    allocated: Callable[[DeviceKey], bool],
     counters: Mapping[CounterKey, Fraction | None],
-) -> bool:
-    # An unpublished or unreadable counter is treated as used up: under-promise.
-    for counter, amount in device.consumes:
-        capacity = counters.get(counter)
-        if amount is None or capacity is None or counter in exhausted:
-            return False
-        if used.get(counter, Fraction(0)) + amount > capacity:
-            return False
-    return True
+) -> dict[CounterKey, Fraction]:
+    """Each readable counter less what allocated devices consume of it (an unreadable
+    amount consumed uses the counter up; an unreadable counter is not listed, so no
+    device consuming it is ever free: under-promise)."""
+    left = {key: value for key, value in counters.items() if value is not None}
+    for device in devices:
+        if device.consumes and allocated(device.key):
+            for counter, amount in device.consumes:
+                if counter in left:
+                    left[counter] = Fraction(0) if amount is None else left[counter] - amount
+    return left
 
 
 def coarsen(histogram: Histogram, max_buckets: int = MAX_BUCKETS) -> Histogram:
@@ -277,16 +346,62 @@ class PoolReport:
     condition: Condition
 
 
-# What one node of a pool adds to its report: its free vector when schedulable, else why not.
-Contribution = FreeVector | str
+@dataclass(frozen=True, slots=True)
+class NoRoom:
+    """A schedulable node where the pool's smallest pod would not fit: it counts with
+    no free devices (`kinds` zeros), for want of `resource`."""
+
+    resource: str
+    kinds: int
+
+    @property
+    def vector(self) -> FreeVector:
+        return (0,) * self.kinds
+
+
+@dataclass(frozen=True, slots=True)
+class Uncounted:
+    """A node's free vector, and why some devices it publishes were not counted at all
+    (`causes`: "incomplete resource pool", "invalid resource pool"), for the message."""
+
+    vector: FreeVector
+    causes: tuple[str, ...]
+
+
+# What a node has free: its vector, with the causes of devices left uncounted if any.
+Free = FreeVector | Uncounted
+
+# What one node of a pool adds to its report: what it has free when schedulable and a
+# pod fits, NoRoom when none does, else why it is left out.
+Contribution = Free | str | NoRoom
+
+
+def lacking(shape: Resources, allocatable: Resources, used: Resources) -> str | None:
+    """What a node lacks for a pod of `shape`, given the requests `used` of the pods bound
+    to it, as NodeResourcesFit judges it: a pod slot always, cpu and memory only when the
+    shape asks for them; None when the pod fits."""
+    if used.pods + shape.pods > allocatable.pods:
+        return "pods"
+    if shape.cpu and used.cpu + shape.cpu > allocatable.cpu:
+        return "cpu"
+    if shape.memory and used.memory + shape.memory > allocatable.memory:
+        return "memory"
+    return None
 
 
 def contribution(
-    node: Node, tolerations: Sequence[Toleration], free_of: Callable[[Node], FreeVector]
+    node: Node,
+    tolerations: Sequence[Toleration],
+    free_of: Callable[[Node], Free],
+    lacking_of: Callable[[Node], NoRoom | None] = lambda _: None,
 ) -> Contribution:
-    """One node's part of the report; `free_of` is only asked about schedulable nodes."""
+    """One node's part of the report; `free_of` is only asked about schedulable nodes
+    with room for a pod."""
     reason = left_out(node, tolerations)
-    return reason if reason is not None else free_of(node)
+    if reason is not None:
+        return reason
+    no_room = lacking_of(node)
+    return no_room if no_room is not None else free_of(node)
 
 
 @dataclass
@@ -295,12 +410,27 @@ class Tally:
 
     vectors: Counter[FreeVector] = field(default_factory=Counter)
     reasons: Counter[str] = field(default_factory=Counter)
+    no_room: Counter[str] = field(default_factory=Counter)
+    uncounted: Counter[str] = field(default_factory=Counter)
 
     def add(self, part: Contribution, sign: int = 1) -> None:
-        counter: Counter = self.reasons if isinstance(part, str) else self.vectors
-        counter[part] += sign
-        if counter[part] <= 0:
-            del counter[part]
+        if isinstance(part, NoRoom):
+            _count(self.no_room, part.resource, sign)
+            _count(self.vectors, part.vector, sign)
+        elif isinstance(part, Uncounted):
+            for cause in part.causes:
+                _count(self.uncounted, cause, sign)
+            _count(self.vectors, part.vector, sign)
+        elif isinstance(part, str):
+            _count(self.reasons, part, sign)
+        else:
+            _count(self.vectors, part, sign)
+
+
+def _count(counter: Counter, key: object, sign: int) -> None:
+    counter[key] += sign
+    if counter[key] <= 0:
+        del counter[key]
 
 
 def unobservable_report(observed: int, why: Unobservable) -> PoolReport:
@@ -311,7 +441,7 @@ def report_from_tally(observed: int, tally: Tally, max_buckets: int = MAX_BUCKET
     """The report of an observable pool of `observed` nodes, from its tally."""
     exact = Histogram.of(tally.vectors.items())
     histogram = coarsen(exact, max_buckets)
-    message = _explain(observed, tally.reasons)
+    message = _explain(observed, tally)
     if histogram is not exact:
         message += (
             f"; {len(exact.buckets)} distinct free vectors exceed the bound of {max_buckets}: "
@@ -321,6 +451,13 @@ def report_from_tally(observed: int, tally: Tally, max_buckets: int = MAX_BUCKET
     else:
         condition = Condition(OBSERVING, "True", "Observed", message)
     return PoolReport(observed, histogram, condition)
+
+
+def counters_shared(observed: int, error: CountersShared, kind_names: Sequence[str]) -> PoolReport:
+    """Two kinds drawing on one counter make the pool unobservable: the fleet then
+    counts it whole-node rather than trust either kind's count."""
+    why = Unobservable(KINDS_SHARE_COUNTERS, error.message(kind_names))
+    return unobservable_report(observed, why)
 
 
 def selector_failed(observed: int, error: SelectorError) -> PoolReport:
@@ -333,7 +470,8 @@ def observe_pool(
     spec: PoolSpec,
     rules: tuple[KindRule, ...] | Unobservable,
     members: Iterable[Node],
-    free_of: Callable[[Node], FreeVector],
+    free_of: Callable[[Node], Free],
+    lacking_of: Callable[[Node], NoRoom | None] = lambda _: None,
     max_buckets: int = MAX_BUCKETS,
 ) -> PoolReport:
     """The report on one pool, given the nodes its selector matches, computed afresh."""
@@ -343,17 +481,28 @@ def observe_pool(
     tally = Tally()
     try:
         for node in members:
-            tally.add(contribution(node, spec.tolerations, free_of))
+            tally.add(contribution(node, spec.tolerations, free_of, lacking_of))
     except SelectorError as error:
         return selector_failed(len(members), error)
+    except CountersShared as error:
+        return counters_shared(len(members), error, spec.kind_names)
     return report_from_tally(len(members), tally, max_buckets)
 
 
-def _explain(observed: int, reasons: Counter[str]) -> str:
+def _explain(observed: int, tally: Tally) -> str:
     """One line, kube-scheduler style: counted per cause, most frequent first."""
-    schedulable = observed - sum(reasons.values())
+    schedulable = observed - sum(tally.reasons.values())
     text = f"{schedulable}/{observed} nodes schedulable"
-    if reasons:
-        causes = sorted(reasons.items(), key=lambda item: (-item[1], item[0]))
-        text += ": " + ", ".join(f"{n} {cause}" for cause, n in causes)
+    if tally.reasons:
+        text += ": " + _causes(tally.reasons)
+    if tally.no_room:
+        text += f"; {sum(tally.no_room.values())} without room for a pod: "
+        text += _causes(tally.no_room)
+    if tally.uncounted:
+        text += "; devices not counted: " + _causes(tally.uncounted)
     return text
+
+
+def _causes(counts: Counter[str]) -> str:
+    ordered = sorted(counts.items(), key=lambda item: (-item[1], item[0]))
+    return ", ".join(f"{n} {cause}" for cause, n in ordered)

@@ -14,9 +14,11 @@ PoolObservations and ReplicaObservations.
 
 from __future__ import annotations
 
+import math
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from fractions import Fraction
+from functools import lru_cache
 from typing import Any
 
 from modelplane_common.cel.devices import DeviceView, device_view
@@ -58,10 +60,57 @@ def _quantity(raw: Any) -> Fraction | None:
     value = raw.get("value") if isinstance(raw, Mapping) else raw
     if isinstance(value, bool) or not isinstance(value, int | str):
         return None
+    return _parsed(str(value))
+
+
+@lru_cache(maxsize=4096)
+def _parsed(text: str) -> Fraction | None:
+    # Slices repeat a few values thousands of times (every partition's "1", "14").
     try:
-        return Quantity.parse(str(value)).value
+        return Quantity.parse(text).value
     except CelValueError:
         return None
+
+
+@dataclass(frozen=True, slots=True)
+class Resources:
+    """Non-device capacity as kube-scheduler's NodeResourcesFit counts it: cpu in
+    millicores, memory in bytes (both rounded up, as `MilliValue`/`Value` do), pods."""
+
+    cpu: int = 0
+    memory: int = 0
+    pods: int = 0
+
+    def plus(self, other: Resources, sign: int = 1) -> Resources:
+        return Resources(
+            self.cpu + sign * other.cpu,
+            self.memory + sign * other.memory,
+            self.pods + sign * other.pods,
+        )
+
+
+@lru_cache(maxsize=4096)
+def _scaled(text: str, scale: int) -> int | None:
+    try:
+        return math.ceil(Quantity.parse(text).value * scale)
+    except CelValueError:
+        return None
+
+
+def amount(raw: Any, scale: int = 1) -> int | None:
+    """A quantity (a string, or a number) times `scale`, rounded up; None if unreadable."""
+    if isinstance(raw, bool) or not isinstance(raw, int | float | str):
+        return None
+    if isinstance(raw, float) and raw.is_integer():
+        raw = int(raw)
+    return _scaled(str(raw), scale)
+
+
+def resources_from(raw: Any, pods: int | None = None) -> Resources:
+    """cpu, memory (and pods, unless given) of a resource list; unreadable or absent: 0."""
+    raw = _map(raw)
+    count = pods if pods is not None else amount(raw.get("pods")) or 0
+    return Resources(amount(raw.get("cpu"), 1000) or 0, amount(raw.get("memory")) or 0, count)
 
 
 def name_of(obj: Mapping) -> str:
@@ -70,6 +119,15 @@ def name_of(obj: Mapping) -> str:
 
 def namespace_of(obj: Mapping) -> str:
     return _str(_map(obj.get("metadata")).get("namespace"))
+
+
+def uid_of(obj: Mapping) -> str:
+    return _str(_map(obj.get("metadata")).get("uid"))
+
+
+def status_of(obj: Mapping) -> Mapping:
+    """An observation's status as last seen (not a map: none)."""
+    return _map(obj.get("status"))
 
 
 def selects(match_labels: Mapping[str, str], labels: Mapping[str, str]) -> bool:
@@ -82,11 +140,15 @@ def selects(match_labels: Mapping[str, str], labels: Mapping[str, str]) -> bool:
 
 @dataclass(frozen=True, slots=True)
 class Node:
+    """A node; `allocatable` is its `status.allocatable` (absent: none, so nothing fits,
+    as kube-scheduler sees a node that has not reported it)."""
+
     name: str
     labels: Mapping[str, str]
     unschedulable: bool
     ready: bool
     taints: tuple[Taint, ...] = ()
+    allocatable: Resources = Resources()
 
 
 def node_from(obj: Mapping) -> Node:
@@ -105,6 +167,7 @@ def node_from(obj: Mapping) -> Node:
         unschedulable=spec.get("unschedulable") is True,
         ready=ready,
         taints=taints,
+        allocatable=resources_from(status.get("allocatable")),
     )
 
 
@@ -123,14 +186,39 @@ def toleration_from(raw: Any) -> Toleration:
 
 @dataclass(frozen=True, slots=True)
 class Device:
+    """One device of a ResourceSlice.
+
+    `tainted`: it carries a NoSchedule or NoExecute device taint (effect None,
+    or any other, does not count: the allocator ignores it). `binding_conditions`:
+    its allocation waits on conditions a controller must report (KEP-5007).
+    """
+
     key: DeviceKey
     view: DeviceView  # what a CEL selector sees: driver, attributes, capacity
     consumes: tuple[tuple[CounterKey, Fraction | None], ...] = ()
+    tainted: bool = False
+    binding_conditions: bool = False
+
+    @property
+    def allocatable(self) -> bool:
+        """Whether a claim of modelplane's may get it at all, free or not.
+
+        A tainted device only goes to a request that tolerates the taint, and
+        modelplane's claims carry no device tolerations; a device with binding
+        conditions is left out, conservatively, since its binding may fail.
+        """
+        return not (self.tainted or self.binding_conditions)
 
 
 @dataclass(frozen=True, slots=True)
 class Slice:
-    """One ResourceSlice. `node` is empty for network-attached slices (out of scope)."""
+    """One ResourceSlice. `node` is empty for network-attached slices (out of scope) and
+    for slices that only publish counter sets (which serve every node of their pool).
+
+    `slice_count` is the pool's `resourceSliceCount` as this slice states it;
+    `counter_sets` names its `sharedCounters` entries in order (a repeated name
+    makes the pool invalid).
+    """
 
     name: str
     node: str
@@ -139,6 +227,8 @@ class Slice:
     generation: int
     devices: tuple[Device, ...] = ()
     counters: tuple[tuple[CounterKey, Fraction | None], ...] = ()
+    slice_count: int = 1
+    counter_sets: tuple[str, ...] = ()
 
 
 def slice_from(obj: Mapping) -> Slice:
@@ -161,7 +251,19 @@ def slice_from(obj: Mapping) -> Slice:
                 "capacity": _map(raw.get("capacity")),
             }
         )
-        devices.append(Device((driver, pool_name, _str(raw.get("name"))), view, consumes))
+        tainted = any(
+            _map(taint).get("effect") in ("NoSchedule", "NoExecute")
+            for taint in _list(raw.get("taints"))
+        )
+        devices.append(
+            Device(
+                (driver, pool_name, _str(raw.get("name"))),
+                view,
+                consumes,
+                tainted=tainted,
+                binding_conditions=bool(_list(raw.get("bindingConditions"))),
+            )
+        )
     counters = tuple(
         ((driver, pool_name, _str(_map(s).get("name")), str(name)), _quantity(value))
         for s in _list(spec.get("sharedCounters"))
@@ -175,16 +277,28 @@ def slice_from(obj: Mapping) -> Slice:
         generation=_int(pool.get("generation")),
         devices=tuple(devices),
         counters=counters,
+        slice_count=_int(pool.get("resourceSliceCount")),
+        counter_sets=tuple(_str(_map(s).get("name")) for s in _list(spec.get("sharedCounters"))),
     )
 
 
 def allocated_devices(claim: Mapping) -> frozenset[DeviceKey]:
-    """The devices a ResourceClaim's status.allocation holds (none once deallocated)."""
+    """The devices a ResourceClaim's status.allocation takes (none once deallocated).
+
+    A result with `adminAccess: true` takes nothing: kube-scheduler does not count
+    it as allocated (a monitoring claim shares the device with whoever holds it).
+    """
     allocation = _map(_map(claim.get("status")).get("allocation"))
     return frozenset(
         (_str(_map(r).get("driver")), _str(_map(r).get("pool")), _str(_map(r).get("device")))
         for r in _list(_map(allocation.get("devices")).get("results"))
+        if _map(r).get("adminAccess") is not True
     )
+
+
+def is_allocated(claim: Mapping) -> bool:
+    """Whether a ResourceClaim has an allocation (even one that takes no device)."""
+    return isinstance(_map(claim.get("status")).get("allocation"), Mapping)
 
 
 @dataclass(frozen=True, slots=True)
@@ -228,6 +342,9 @@ class PoolSpec:
     kinds: tuple[Kind, ...]
     tolerations: tuple[Toleration, ...] = ()
     problem: str = ""
+    # What the smallest pod placed on the pool needs of a node: `spec.minPodRequests`
+    # (cpu, memory; 0 when not declared) and always one pod slot.
+    min_pod: Resources = Resources(pods=1)
 
     @property
     def kind_names(self) -> tuple[str, ...]:
@@ -253,14 +370,34 @@ def pool_spec_from(obj: Mapping) -> PoolSpec:
                 f"got {dict(raw)!r}"
             )
         kinds.append(kind)
+    min_pod, unreadable = _min_pod(spec.get("minPodRequests"))
     return PoolSpec(
         name=name_of(obj),
         generation=_int(_map(obj.get("metadata")).get("generation")),
         match_labels=_labels(match_labels),
         kinds=tuple(kinds),
         tolerations=tuple(toleration_from(t) for t in _list(spec.get("tolerations"))),
-        problem=problem,
+        problem=problem or unreadable,
+        min_pod=min_pod,
     )
+
+
+def _min_pod(raw: Any) -> tuple[Resources, str]:
+    """The pool's smallest pod (one pod slot, plus the declared cpu and memory), and the
+    first unreadable field of `spec.minPodRequests`, if any."""
+    if raw is None:
+        return Resources(pods=1), ""
+    if not isinstance(raw, Mapping):
+        return Resources(pods=1), f"spec.minPodRequests must be a map, got {raw!r}"
+    values = {}
+    for name, scale in (("cpu", 1000), ("memory", 1)):
+        value = raw.get(name)
+        values[name] = 0 if value is None else amount(value, scale)
+        if values[name] is None:
+            return Resources(pods=1), (
+                f"spec.minPodRequests.{name} must be a Kubernetes quantity, got {value!r}"
+            )
+    return Resources(values["cpu"] or 0, values["memory"] or 0, 1), ""
 
 
 # --------------------------------------------------------------------------- replicas
@@ -268,12 +405,88 @@ def pool_spec_from(obj: Mapping) -> PoolSpec:
 
 @dataclass(frozen=True, slots=True)
 class Pod:
+    """A pod. `claims` names the ResourceClaims (in its namespace) it references;
+    `claims_unresolved` names the `spec.resourceClaims` entries made from a template
+    whose claim the pod's status does not name yet."""
+
     namespace: str
     name: str
     labels: Mapping[str, str]
     node_name: str
     terminal: bool  # Succeeded or Failed: will never run again
     unschedulable: str = ""  # the scheduler's message while PodScheduled=False/Unschedulable
+    claims: tuple[str, ...] = ()
+    claims_unresolved: tuple[str, ...] = ()
+    requests: Resources = Resources(pods=1)  # what it takes of its node (`pod_requests`)
+
+
+def pod_requests(spec: Mapping) -> Resources:
+    """The cpu and memory a pod requests, as kube-scheduler's NodeResourcesFit reckons
+    them (`resource.PodRequests`), and its one pod slot.
+
+    The pod-level `spec.resources.requests`, for each of cpu and memory it sets
+    (PodLevelResources, on by default since v1.34); otherwise the containers'
+    sum, raised to what any init container needs while it runs (a regular one
+    beside the sidecars started before it; a sidecar, `restartPolicy: Always`,
+    runs on beside everything after it). Plus `spec.overhead`. Requests of a
+    pod being resized in place are read from the spec (an approximation).
+    """
+    total = Resources()
+    for container in _list(spec.get("containers")):
+        total = total.plus(_container_requests(container))
+    sidecars = Resources()
+    peak = Resources()
+    for container in _list(spec.get("initContainers")):
+        own = _container_requests(container)
+        if _map(container).get("restartPolicy") == "Always":
+            total = total.plus(own)
+            sidecars = sidecars.plus(own)
+            running = sidecars
+        else:
+            running = sidecars.plus(own)
+        peak = Resources(max(peak.cpu, running.cpu), max(peak.memory, running.memory))
+    total = Resources(max(total.cpu, peak.cpu), max(total.memory, peak.memory))
+    pod_level = _map(_map(spec.get("resources")).get("requests"))
+    level = resources_from(pod_level, pods=0)
+    total = Resources(
+        level.cpu if "cpu" in pod_level else total.cpu,
+        level.memory if "memory" in pod_level else total.memory,
+    )
+    return total.plus(resources_from(spec.get("overhead"), pods=0)).plus(Resources(pods=1))
+
+
+def _container_requests(container: Any) -> Resources:
+    return resources_from(_map(_map(_map(container).get("resources")).get("requests")), pods=0)
+
+
+def pod_claims(spec: Mapping, status: Mapping) -> tuple[tuple[str, ...], tuple[str, ...]]:
+    """(claim names, unresolved entries) of a pod.
+
+    An entry naming `resourceClaimName` is that claim; one naming a template is
+    the claim `status.resourceClaimStatuses` gives for it (an entry there without
+    a claim name means none was needed), unresolved until the status has it. The
+    claim of extended resources (`status.extendedResourceClaimStatus`) counts too.
+    """
+    resolved = {
+        _str(_map(entry).get("name")): _map(entry).get("resourceClaimName")
+        for entry in _list(status.get("resourceClaimStatuses"))
+    }
+    claims: list[str] = []
+    unresolved: list[str] = []
+    for entry in _list(spec.get("resourceClaims")):
+        entry = _map(entry)
+        name = _str(entry.get("name"))
+        direct = _str(entry.get("resourceClaimName"))
+        if direct:
+            claims.append(direct)
+        elif name not in resolved:
+            unresolved.append(name)
+        elif _str(resolved[name]):
+            claims.append(_str(resolved[name]))
+    extended = _str(_map(status.get("extendedResourceClaimStatus")).get("resourceClaimName"))
+    if extended:
+        claims.append(extended)
+    return tuple(claims), tuple(unresolved)
 
 
 def pod_from(obj: Mapping) -> Pod:
@@ -287,6 +500,7 @@ def pod_from(obj: Mapping) -> Pod:
             and condition.get("reason") == "Unschedulable"
         ):
             unschedulable = _str(condition.get("message")) or "the pod is unschedulable"
+    claims, unresolved = pod_claims(spec, status)
     return Pod(
         namespace=namespace_of(obj),
         name=name_of(obj),
@@ -294,6 +508,9 @@ def pod_from(obj: Mapping) -> Pod:
         node_name=_str(spec.get("nodeName")),
         terminal=status.get("phase") in ("Succeeded", "Failed"),
         unschedulable=unschedulable,
+        claims=claims,
+        claims_unresolved=unresolved,
+        requests=pod_requests(spec),
     )
 
 

@@ -2,76 +2,58 @@
 
 `ClusterState` is fed objects as the API server serves them (`apply` for a
 watch event; `replace`, or `apply` then `delete_missing`, for a full list)
-and answers, for each, which
-PoolObservations and ReplicaObservations the change can affect. Reports are
-computed on demand from the indexes by the pure rules of `pools` and
-`replicas`; nothing here does I/O or reads a clock.
+and answers, for each, which PoolObservations and ReplicaObservations the
+change can affect. Reports are computed on demand from the indexes by the
+pure rules of `pools`, `partitions` and `replicas`; nothing here does I/O or
+reads a clock.
 
-Indexes and what invalidates them
-    node -> pools whose selector it matches   node labels, pool specs
-    node -> devices (newest slice generation)  ResourceSlices
-    device -> node                             ResourceSlices
-    device -> allocated (claim count)          ResourceClaims
-    (kind rule, projected device) -> matches   DeviceClasses (all dropped)
-    node -> pool -> free vector                the node's slices, claims on its
-                                               devices, the pool's rules
-    pool -> tally of its nodes' contributions  a stale node is recomputed on the
-                                               next report, the rest is kept
-    (namespace, label) -> replicas             replica selectors
-    replica -> its pods                        pod labels, replica selectors
+It holds the nodes and routes each event to the part it concerns; the
+parts are split by concept, each with its invariants in its docstring:
+    `devices.DeviceIndex`      slices and claims: each node's devices (complete,
+                               valid resource pools of the newest generation),
+                               device -> node, which devices and claims are
+                               allocated
+    `loads.NodeLoads`          node -> requests of the pods bound to it
+    `pool_view.PoolView`       PoolObservations and DeviceClasses: each pool's
+                               members, cached free vectors, tally, CEL matches
+    `replica_view.ReplicaView` pods and ReplicaObservations: who selects whom,
+                               which pods reference which claims
 
 An event on a node, a slice or a claim touches the pools of the nodes it
 concerns; a DeviceClass touches the pools that count it; a pod touches the
-replicas that select it (before or after the change). A change that alters
-nothing the rules read (a node's heartbeat, a pod's container status)
-touches nothing.
+replicas that select it (before or after the change) and the pools of its
+node when it makes their smallest pod start or stop fitting there; a claim
+turning allocated or not touches the replicas of the pods referencing it. A
+change that alters nothing the rules read (a node's heartbeat, a pod's
+container status) touches nothing.
 """
 
 from __future__ import annotations
 
-from collections import Counter
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
-from fractions import Fraction
 
-from modelplane_common.cel.devices import DeviceView
-from modelplane_common.cel.errors import SelectorError
-from modelplane_common.observation import FreeVector
-
-from modelplane_agent.pools import (
-    Contribution,
-    KindRule,
-    PoolReport,
-    Tally,
-    Unobservable,
-    contribution,
-    kind_rules,
-    report_from_tally,
-    selector_failed,
-    unobservable_report,
-)
-from modelplane_agent.pools import free_vector as compute_free_vector
-from modelplane_agent.replicas import ReplicaReport, observe_replica
+from modelplane_agent.devices import DeviceIndex
+from modelplane_agent.loads import NodeLoads
+from modelplane_agent.pool_view import PoolView
+from modelplane_agent.pools import PoolReport
+from modelplane_agent.replica_view import ReplicaKey, ReplicaView
+from modelplane_agent.replicas import ReplicaReport
 from modelplane_agent.snapshot import (
-    CounterKey,
-    Device,
-    DeviceClass,
     DeviceKey,
     Node,
     Pod,
     PoolSpec,
     ReplicaSpec,
-    Slice,
     allocated_devices,
     device_class_from,
+    is_allocated,
     name_of,
     namespace_of,
     node_from,
     pod_from,
-    pool_spec_from,
-    replica_spec_from,
-    selects,
     slice_from,
+    uid_of,
 )
 
 NODES = "nodes"
@@ -82,8 +64,6 @@ CLASSES = "deviceclasses"
 POOLS = "poolobservations"
 REPLICAS = "replicaobservations"
 KINDS = (NODES, PODS, SLICES, CLAIMS, CLASSES, POOLS, REPLICAS)
-
-ReplicaKey = tuple[str, str]  # namespace, name
 
 
 @dataclass
@@ -105,52 +85,46 @@ class Touched:
 class ClusterState:
     def __init__(self) -> None:
         self.nodes: dict[str, Node] = {}
-        self.slices: dict[str, Slice] = {}
-        self.slices_by_node: dict[str, set[str]] = {}
-        self.slices_by_pool: dict[tuple[str, str], set[str]] = {}
-        self.newest: dict[tuple[str, str], int] = {}
-        self.device_node: dict[DeviceKey, str] = {}
-        self.claims: dict[str, frozenset[DeviceKey]] = {}
-        self.allocated: Counter[DeviceKey] = Counter()
-        self.classes: dict[str, DeviceClass] = {}
-        self.pools: dict[str, PoolSpec] = {}
-        self.pool_status: dict[str, Mapping] = {}
-        self.rules: dict[str, tuple[KindRule, ...] | Unobservable] = {}
-        self.members: dict[str, set[str]] = {}
-        self.node_pools: dict[str, set[str]] = {}
-        self.vectors: dict[str, dict[str, FreeVector]] = {}
-        self.tallies: dict[str, Tally] = {}
-        self.parts: dict[str, dict[str, Contribution]] = {}  # pool -> node -> contribution
-        self.stale: dict[str, set[str]] = {}  # pool -> nodes whose contribution is unknown
-        self.match_cache: dict[tuple[KindRule, DeviceView], bool] = {}
-        self.pods: dict[str, dict[str, Pod]] = {}  # namespace -> name -> pod
-        self.replicas: dict[ReplicaKey, ReplicaSpec] = {}
-        self.replica_status: dict[ReplicaKey, Mapping] = {}
-        self.replica_index: dict[tuple[str, str, str], set[ReplicaKey]] = {}
-        self.replica_pods: dict[ReplicaKey, set[str]] = {}
+        self.devices = DeviceIndex()
+        self.loads = NodeLoads()
+        self.pool_view = PoolView(self.nodes, self.devices, self.loads)
+        self.replica_view = ReplicaView()
         self.uids: dict[tuple[str, str, str], str] = {}  # (kind, namespace, name) -> uid
+        self._readers: dict[str, Callable[[Mapping, bool], Touched]] = {
+            NODES: self._on_node,
+            SLICES: self._on_slice,
+            CLAIMS: self._on_claim,
+            CLASSES: self._on_class,
+            POOLS: self._on_pool,
+            PODS: self._on_pod,
+            REPLICAS: self._on_replica,
+        }
+
+    # What the shell reads: the observations' specs and the last statuses seen.
+    @property
+    def pools(self) -> dict[str, PoolSpec]:
+        return self.pool_view.pools
+
+    @property
+    def pool_status(self) -> dict[str, Mapping]:
+        return self.pool_view.status
+
+    @property
+    def replicas(self) -> dict[ReplicaKey, ReplicaSpec]:
+        return self.replica_view.replicas
+
+    @property
+    def replica_status(self) -> dict[ReplicaKey, Mapping]:
+        return self.replica_view.status
 
     # ------------------------------------------------------------------ events
 
     def apply(self, kind: str, event: str, obj: Mapping) -> Touched:
         """One watch event (ADDED, MODIFIED or DELETED) on one object of `kind`."""
-        deleted = event == "DELETED"
-        if kind == NODES:
-            return self._node(name_of(obj), None if deleted else node_from(obj))
-        if kind == SLICES:
-            return self._slice(name_of(obj), None if deleted else slice_from(obj))
-        if kind == CLAIMS:
-            key = f"{namespace_of(obj)}/{name_of(obj)}"
-            return self._claim(key, frozenset() if deleted else allocated_devices(obj))
-        if kind == CLASSES:
-            return self._class(name_of(obj), None if deleted else device_class_from(obj))
-        if kind == POOLS:
-            return self._pool(name_of(obj), None if deleted else obj)
-        if kind == PODS:
-            return self._pod(namespace_of(obj), name_of(obj), None if deleted else pod_from(obj))
-        if kind == REPLICAS:
-            return self._replica((namespace_of(obj), name_of(obj)), None if deleted else obj)
-        raise ValueError(f"unknown kind {kind!r}")
+        read = self._readers.get(kind)
+        if read is None:
+            raise ValueError(f"unknown kind {kind!r}")
+        return read(obj, event == "DELETED")
 
     def replace(self, kind: str, objs: Iterable[Mapping]) -> Touched:
         """A full list of `kind` (after a relist): upsert all, delete what is gone."""
@@ -178,15 +152,17 @@ class ClusterState:
         if kind == NODES:
             return set(self.nodes)
         if kind == SLICES:
-            return set(self.slices)
+            return set(self.devices.slices)
         if kind == CLAIMS:
-            return {tuple(k.split("/", 1)) for k in self.claims}
+            keys = self.devices.claims.keys() | self.devices.allocated_claims
+            return {tuple(k.split("/", 1)) for k in keys}
         if kind == CLASSES:
-            return set(self.classes)
+            return set(self.pool_view.classes)
         if kind == POOLS:
             return set(self.pools)
         if kind == PODS:
-            return {(ns, name) for ns, pods in self.pods.items() for name in pods}
+            pods = self.replica_view.pods
+            return {(ns, name) for ns, in_namespace in pods.items() for name in in_namespace}
         return set(self.replicas)
 
     @staticmethod
@@ -195,259 +171,89 @@ class ClusterState:
             return {"metadata": {"namespace": key[0], "name": key[1]}}
         return {"metadata": {"name": key}}
 
-    # ------------------------------------------------------------------ nodes and devices
+    # Each reads one object at the edge (None when deleted) and hands it to its part.
 
-    def _node(self, name: str, node: Node | None) -> Touched:
-        old = self.nodes.get(name)
-        if old == node:
+    def _on_node(self, obj: Mapping, deleted: bool) -> Touched:
+        name, node = name_of(obj), None if deleted else node_from(obj)
+        if self.nodes.get(name) == node:
             return Touched()
-        before = self.node_pools.get(name, set())
         if node is None:
             self.nodes.pop(name, None)
-            after: set[str] = set()
         else:
             self.nodes[name] = node
-            after = {p for p, spec in self.pools.items() if self._selects(spec, node)}
-        for pool in before - after:
-            self.members[pool].discard(name)
-            self._forget(pool, name)
-        for pool in after - before:
-            self.members.setdefault(pool, set()).add(name)
-        for pool in after:
-            self.stale.setdefault(pool, set()).add(name)
-        if after:
-            self.node_pools[name] = after
-        else:
-            self.node_pools.pop(name, None)
-        return Touched(pools=before | after)
+        return Touched(pools=self.pool_view.put_node(name, node))
 
-    def _forget(self, pool: str, node: str) -> None:
-        """Take a node's contribution out of a pool's tally."""
-        part = self.parts.get(pool, {}).pop(node, None)
-        if part is not None:
-            self.tallies[pool].add(part, -1)
-        self.stale.get(pool, set()).discard(node)
+    def _on_slice(self, obj: Mapping, deleted: bool) -> Touched:
+        nodes = self.devices.put_slice(name_of(obj), None if deleted else slice_from(obj))
+        return Touched(pools=self.pool_view.invalidate(nodes))
 
-    def _reset(self, pool: str) -> None:
-        """Forget every contribution to a pool (its rules or members changed)."""
-        self.tallies[pool] = Tally()
-        self.parts[pool] = {}
-        self.stale[pool] = set(self.members.get(pool, ()))
+    def _on_claim(self, obj: Mapping, deleted: bool) -> Touched:
+        key = f"{namespace_of(obj)}/{name_of(obj)}"
+        devices = frozenset() if deleted else allocated_devices(obj)
+        return self._claim(key, devices, not deleted and is_allocated(obj))
 
-    @staticmethod
-    def _selects(spec: PoolSpec, node: Node) -> bool:
-        return not spec.problem and selects(spec.match_labels, node.labels)
-
-    def _slice(self, name: str, new: Slice | None) -> Touched:
-        old = self.slices.get(name)
-        if old == new:
-            return Touched()
-        nodes: set[str] = set()
-        for current in (old, new):
-            if current is not None:
-                nodes |= self._pool_nodes((current.driver, current.pool))
-        if old is not None:
-            self.slices.pop(name)
-            self.slices_by_node.get(old.node, set()).discard(name)
-            self.slices_by_pool.get((old.driver, old.pool), set()).discard(name)
-            for device in old.devices:
-                if self.device_node.get(device.key) == old.node:
-                    del self.device_node[device.key]
-        if new is not None:
-            self.slices[name] = new
-            self.slices_by_node.setdefault(new.node, set()).add(name)
-            self.slices_by_pool.setdefault((new.driver, new.pool), set()).add(name)
-            for device in new.devices:
-                self.device_node[device.key] = new.node
-        for current in (old, new):
-            if current is not None:
-                resource_pool = (current.driver, current.pool)
-                generations = [
-                    self.slices[s].generation for s in self.slices_by_pool[resource_pool]
-                ]
-                if generations:
-                    self.newest[resource_pool] = max(generations)
-                else:
-                    self.newest.pop(resource_pool, None)
-                nodes |= self._pool_nodes(resource_pool)
-        return self._invalidate(nodes)
-
-    def _pool_nodes(self, resource_pool: tuple[str, str]) -> set[str]:
-        return {self.slices[s].node for s in self.slices_by_pool.get(resource_pool, ())}
-
-    def _claim(self, key: str, devices: frozenset[DeviceKey]) -> Touched:
-        old = self.claims.get(key, frozenset())
-        if old == devices:
-            return Touched()
-        if devices:
-            self.claims[key] = devices
-        else:
-            self.claims.pop(key, None)
-        for device in old - devices:
-            self.allocated[device] -= 1
-            if self.allocated[device] <= 0:
-                del self.allocated[device]
-        for device in devices - old:
-            self.allocated[device] += 1
-        nodes = {self.device_node[d] for d in old ^ devices if d in self.device_node}
-        return self._invalidate(nodes)
-
-    def _invalidate(self, nodes: Iterable[str]) -> Touched:
-        touched = Touched()
-        for node in nodes:
-            self.vectors.pop(node, None)
-            for pool in self.node_pools.get(node, ()):
-                self.stale.setdefault(pool, set()).add(node)
-                touched.pools.add(pool)
+    def _claim(self, key: str, devices: frozenset[DeviceKey], allocated: bool) -> Touched:
+        was = key in self.devices.allocated_claims
+        touched = Touched(
+            pools=self.pool_view.invalidate(self.devices.put_claim(key, devices, allocated))
+        )
+        if was != allocated:
+            touched.replicas |= self.replica_view.replicas_of_claim(key)
         return touched
 
-    def _class(self, name: str, new: DeviceClass | None) -> Touched:
-        if self.classes.get(name) == new:
-            return Touched()
-        if new is None:
-            self.classes.pop(name, None)
-        else:
-            self.classes[name] = new
-        self.match_cache.clear()
-        touched = Touched()
-        for pool, spec in self.pools.items():
-            if any(k.device_class == name for k in spec.kinds):
-                self._resolve(pool)
-                touched.pools.add(pool)
-        return touched
+    def _on_class(self, obj: Mapping, deleted: bool) -> Touched:
+        new = None if deleted else device_class_from(obj)
+        return Touched(pools=self.pool_view.put_class(name_of(obj), new))
 
-    def _resolve(self, pool: str) -> None:
-        self.rules[pool] = kind_rules(self.pools[pool], self.classes)
-        for node in self.members.get(pool, ()):
-            self.vectors.get(node, {}).pop(pool, None)
-        self._reset(pool)
-
-    # ------------------------------------------------------------------ observations
-
-    def _pool(self, name: str, obj: Mapping | None) -> Touched:
-        if obj is None:
-            spec = self.pools.pop(name, None)
-            self.pool_status.pop(name, None)
+    def _on_pool(self, obj: Mapping, deleted: bool) -> Touched:
+        name = name_of(obj)
+        if deleted:
             self.uids.pop((POOLS, "", name), None)
-            self.rules.pop(name, None)
-            for table in (self.tallies, self.parts, self.stale):
-                table.pop(name, None)
-            for node in self.members.pop(name, set()):
-                self.node_pools.get(node, set()).discard(name)
-                self.vectors.get(node, {}).pop(name, None)
-            return Touched() if spec is None else Touched(pools={name})
-        self.pool_status[name] = obj.get("status") or {}
-        self.uids[(POOLS, "", name)] = str((obj.get("metadata") or {}).get("uid") or "")
-        spec = pool_spec_from(obj)
-        if self.pools.get(name) == spec:
-            return Touched()
-        for node in self.members.pop(name, set()):
-            self.node_pools.get(node, set()).discard(name)
-            self.vectors.get(node, {}).pop(name, None)
-        self.pools[name] = spec
-        members = {n for n, node in self.nodes.items() if self._selects(spec, node)}
-        self.members[name] = members
-        for node in members:
-            self.node_pools.setdefault(node, set()).add(name)
-        self._resolve(name)
-        return Touched(pools={name})
+        else:
+            self.uids[(POOLS, "", name)] = uid_of(obj)
+        return Touched(pools=self.pool_view.put_pool(name, None if deleted else obj))
 
-    def _pod(self, namespace: str, name: str, pod: Pod | None) -> Touched:
-        in_namespace = self.pods.setdefault(namespace, {})
-        old = in_namespace.get(name)
+    def _on_pod(self, obj: Mapping, deleted: bool) -> Touched:
+        namespace, name = namespace_of(obj), name_of(obj)
+        pod = None if deleted else pod_from(obj)
+        old = self.replica_view.pod(namespace, name)
         if old == pod:
             return Touched()
-        if pod is None:
-            in_namespace.pop(name, None)
-        else:
-            in_namespace[name] = pod
-        touched = Touched()
-        for key in self._candidates(namespace, old) | self._candidates(namespace, pod):
-            selector = self.replicas[key].match_labels
-            was = old is not None and selects(selector, old.labels)
-            now = pod is not None and selects(selector, pod.labels)
-            if now:
-                self.replica_pods[key].add(name)
-            elif was:
-                self.replica_pods[key].discard(name)
-            if was or now:
-                touched.replicas.add(key)
+        touched = self._load_changed(old, pod)
+        touched.replicas |= self.replica_view.put_pod(namespace, name, pod)
         return touched
 
-    def _candidates(self, namespace: str, pod: Pod | None) -> set[ReplicaKey]:
-        """Replicas that may select `pod`: those indexed under one of its labels."""
-        found: set[ReplicaKey] = set()
-        if pod is not None:
-            for pair in pod.labels.items():
-                found |= self.replica_index.get((namespace, *pair), set())
-        return found
-
-    @staticmethod
-    def _index_pair(spec: ReplicaSpec) -> tuple[str, str, str] | None:
-        # Every pair of a selector must be on a selected pod, so indexing a replica under
-        # one pair (the least, for determinism) finds it from any pod it selects.
-        if spec.problem or not spec.match_labels:
-            return None
-        return (spec.namespace, *min(spec.match_labels.items()))
-
-    def _unindex(self, key: ReplicaKey) -> None:
-        spec = self.replicas.get(key)
-        pair = None if spec is None else self._index_pair(spec)
-        if pair is not None:
-            self.replica_index.get(pair, set()).discard(key)
-
-    def _replica(self, key: ReplicaKey, obj: Mapping | None) -> Touched:
-        if obj is None:
-            self._unindex(key)
-            existed = self.replicas.pop(key, None) is not None
-            self.replica_status.pop(key, None)
-            self.replica_pods.pop(key, None)
-            self.uids.pop((REPLICAS, *key), None)
-            return Touched(replicas={key}) if existed else Touched()
-        self.replica_status[key] = obj.get("status") or {}
-        self.uids[(REPLICAS, *key)] = str((obj.get("metadata") or {}).get("uid") or "")
-        spec = replica_spec_from(obj)
-        if self.replicas.get(key) == spec:
-            return Touched()
-        self._unindex(key)
-        self.replicas[key] = spec
-        pair = self._index_pair(spec)
-        if pair is not None:
-            self.replica_index.setdefault(pair, set()).add(key)
-        pods = self.pods.get(key[0], {})
-        self.replica_pods[key] = {
-            n for n, p in pods.items() if not spec.problem and selects(spec.match_labels, p.labels)
+    def _load_changed(self, old: Pod | None, new: Pod | None) -> Touched:
+        """Fold a pod's requests into its node's load; touch the pools of a node where
+        their smallest pod stopped or started fitting (only those: pods are many)."""
+        view = self.pool_view
+        nodes = self.loads.affected(old, new)
+        before = {
+            (pool, node): view.room(pool, node) is None
+            for node in nodes
+            for pool in view.node_pools.get(node, ())
         }
-        return Touched(replicas={key})
+        self.loads.put(old, new)
+        touched = Touched()
+        for (pool, node), fitted in before.items():
+            if (view.room(pool, node) is None) != fitted:
+                view.restale(pool, node)
+                touched.pools.add(pool)
+        return touched
+
+    def _on_replica(self, obj: Mapping, deleted: bool) -> Touched:
+        key = (namespace_of(obj), name_of(obj))
+        if deleted:
+            self.uids.pop((REPLICAS, *key), None)
+        else:
+            self.uids[(REPLICAS, *key)] = uid_of(obj)
+        return Touched(replicas=self.replica_view.put_replica(key, None if deleted else obj))
 
     # ------------------------------------------------------------------ reports
 
     def pool_report(self, pool: str) -> PoolReport:
-        """The pool's report, recomputing only the nodes whose contribution is stale.
-
-        Equal to `observe_pool` over all members (agent/tests/test_state.py checks it).
-        """
-        rules = self.rules[pool]
-        observed = len(self.members.get(pool, ()))
-        if isinstance(rules, Unobservable):
-            return unobservable_report(observed, rules)
-        tolerations = self.pools[pool].tolerations
-        tally, parts, stale = self.tallies[pool], self.parts[pool], self.stale[pool]
-        try:
-            while stale:
-                name = next(iter(stale))
-                part = contribution(
-                    self.nodes[name], tolerations, lambda node: self._free(pool, node.name)
-                )
-                old = parts.get(name)
-                if old is not None:
-                    tally.add(old, -1)
-                parts[name] = part
-                tally.add(part)
-                stale.discard(name)
-        except SelectorError as error:
-            return selector_failed(observed, error)
-        return report_from_tally(observed, tally)
+        """The pool's report, recomputing only the nodes whose contribution is stale."""
+        return self.pool_view.report(pool)
 
     def invalidate_reports(self, matches: bool = False) -> None:
         """Forget every free vector and tally (and every CEL match, if asked).
@@ -455,62 +261,17 @@ class ClusterState:
         The next reports are computed from the indexed objects alone: what a
         full recompute costs. For benchmarks; events never need it.
         """
-        self.vectors.clear()
-        for pool in self.pools:
-            self._reset(pool)
-        if matches:
-            self.match_cache.clear()
+        self.pool_view.invalidate_reports(matches)
 
     def replica_report(self, key: ReplicaKey) -> ReplicaReport:
-        pods = self.pods.get(key[0], {})
-        names = self.replica_pods.get(key, set())
-        return observe_replica(self.replicas[key], (pods[n] for n in names if n in pods))
+        return self.replica_view.report(key, self._claim_allocated)
+
+    def _claim_allocated(self, namespace: str, name: str) -> bool:
+        return f"{namespace}/{name}" in self.devices.allocated_claims
 
     def pools_of_replica(self, key: ReplicaKey) -> set[str]:
         """The pools of the nodes the replica's pods are bound to."""
-        pods = self.pods.get(key[0], {})
         found: set[str] = set()
-        for name in self.replica_pods.get(key, ()):
-            pod = pods.get(name)
-            if pod is not None and pod.node_name:
-                found |= self.node_pools.get(pod.node_name, set())
+        for node in self.replica_view.bound_nodes(key):
+            found |= self.pool_view.node_pools.get(node, set())
         return found
-
-    def _free(self, pool: str, node: str) -> FreeVector:
-        cached = self.vectors.setdefault(node, {})
-        vector = cached.get(pool)
-        if vector is not None:
-            return vector
-        rules = self.rules[pool]
-        assert not isinstance(rules, Unobservable)
-        devices, counters = self._devices(node)
-        vector = compute_free_vector(
-            devices,
-            lambda device: [i for i, rule in enumerate(rules) if self._matches(rule, device)],
-            len(rules),
-            self.allocated.__contains__,
-            counters,
-        )
-        cached[pool] = vector
-        return vector
-
-    def _devices(self, node: str) -> tuple[list[Device], dict[CounterKey, Fraction | None]]:
-        """A node's devices and shared counters, from the newest generation of each pool."""
-        devices: list[Device] = []
-        counters: dict[CounterKey, Fraction | None] = {}
-        for name in sorted(self.slices_by_node.get(node, ())):
-            current = self.slices[name]
-            if not current.node or current.generation < self.newest.get(
-                (current.driver, current.pool), 0
-            ):
-                continue
-            devices.extend(current.devices)
-            counters.update(current.counters)
-        return devices, counters
-
-    def _matches(self, rule: KindRule, device: Device) -> bool:
-        key = (rule, rule.view_of(device))
-        cached = self.match_cache.get(key)
-        if cached is None:
-            cached = self.match_cache[key] = rule.matches(key[1])
-        return cached

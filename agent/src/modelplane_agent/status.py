@@ -68,7 +68,9 @@ def content(status: Mapping | None) -> object:
 
 # Condition reasons that mean the agent cannot do its job for an observation because
 # of its input: each deserves one Warning event when it appears (not at every write).
-PROBLEMS = frozenset({"DeviceClassNotFound", "InvalidDeviceClass", "InvalidSpec"})
+PROBLEMS = frozenset(
+    {"DeviceClassNotFound", "InvalidDeviceClass", "InvalidSpec", "KindsShareCounters"}
+)
 
 
 def warning(previous: Mapping | None, new: Mapping) -> tuple[str, str] | None:

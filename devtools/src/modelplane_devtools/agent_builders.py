@@ -23,8 +23,12 @@ def node(
     cordoned: bool = False,
     taints: Sequence[Mapping] = (),
     extra_labels: Mapping[str, str] | None = None,
+    allocatable: Mapping[str, str] | None = None,
 ) -> dict:
-    """A Node; `ready=None` is a booting node that has not posted a Ready condition yet."""
+    """A Node; `ready=None` is a booting node that has not posted a Ready condition yet.
+
+    `allocatable` defaults to a roomy GPU node's (64 cpu, 512Gi, 110 pods).
+    """
     node_labels = {"kubernetes.io/hostname": name, **(extra_labels or {})}
     if pool is not None:
         node_labels[labels.POOL] = pool
@@ -41,12 +45,24 @@ def node(
         "kind": "Node",
         "metadata": {"name": name, "labels": node_labels},
         "spec": spec,
-        "status": {"conditions": conditions},
+        "status": {
+            "conditions": conditions,
+            "allocatable": dict(
+                allocatable
+                if allocatable is not None
+                else {"cpu": "64", "memory": "512Gi", "pods": "110"}
+            ),
+        },
     }
 
 
 def device(
-    name: str, type_: str = "gpu", *, consumes: Mapping[str, Mapping[str, str]] | None = None
+    name: str,
+    type_: str = "gpu",
+    *,
+    consumes: Mapping[str, Mapping[str, str]] | None = None,
+    taints: Sequence[Mapping] = (),
+    binding_conditions: Sequence[str] = (),
 ) -> dict:
     """A ResourceSlice device with a `type` attribute (and a uuid, unique like real GPUs)."""
     out: dict = {
@@ -54,6 +70,11 @@ def device(
         "attributes": {"type": {"string": type_}, "uuid": {"string": f"uuid-{name}"}},
         "capacity": {"memory": {"value": "80Gi"}},
     }
+    if taints:
+        out["taints"] = [dict(taint) for taint in taints]
+    if binding_conditions:
+        out["bindingConditions"] = list(binding_conditions)
+        out["bindingFailureConditions"] = ["failed"]
     if consumes:
         out["consumesCounters"] = [
             {"counterSet": counter_set, "counters": {k: {"value": v} for k, v in counters.items()}}
@@ -70,13 +91,18 @@ def resource_slice(
     name: str | None = None,
     pool: str | None = None,
     generation: int = 1,
+    slice_count: int = 1,
     shared_counters: Mapping[str, Mapping[str, str]] | None = None,
 ) -> dict:
-    """A ResourceSlice; `node_name=None` is a network-attached slice (allNodes)."""
+    """A ResourceSlice; `node_name=None` is a network-attached slice (allNodes).
+
+    `slice_count` is the pool's `resourceSliceCount`: how many slices of this
+    generation the driver publishes for the pool.
+    """
     pool_name = pool or node_name or "fabric"
     spec: dict = {
         "driver": driver,
-        "pool": {"name": pool_name, "generation": generation, "resourceSliceCount": 1},
+        "pool": {"name": pool_name, "generation": generation, "resourceSliceCount": slice_count},
         "devices": list(devices),
     }
     if node_name is None:
@@ -103,10 +129,15 @@ def claim(
     namespace: str = "default",
     driver: str = NVIDIA,
     owner_labels: Mapping[str, str] | None = None,
+    admin_access: bool = False,
 ) -> dict:
-    """A ResourceClaim; `devices` are (pool, device) pairs it has been allocated (none: pending)."""
+    """A ResourceClaim; `devices` are (pool, device) pairs it has been allocated (none: pending).
+
+    `admin_access` marks every result `adminAccess: true` (a monitoring claim).
+    """
     results = [
         {"request": "devices", "driver": driver, "pool": pool, "device": dev}
+        | ({"adminAccess": True} if admin_access else {})
         for pool, dev in devices
     ]
     status = {"allocation": {"devices": {"results": results}}} if results else {}
@@ -135,6 +166,7 @@ def pool_observation(
     tolerations: Sequence[Mapping] = (),
     status: Mapping | None = None,
     generation: int = 1,
+    min_pod_requests: Mapping[str, object] | None = None,
 ) -> dict:
     """A PoolObservation; `kinds` are (name, driver, deviceClassName)."""
     spec: dict = {
@@ -146,6 +178,8 @@ def pool_observation(
     }
     if tolerations:
         spec["tolerations"] = list(tolerations)
+    if min_pod_requests is not None:
+        spec["minPodRequests"] = dict(min_pod_requests)
     return {
         "apiVersion": labels.AGENT_API_VERSION,
         "kind": "PoolObservation",
@@ -163,7 +197,13 @@ def pod(
     node_name: str | None = None,
     unschedulable: str | None = None,
     phase: str = "Pending",
+    claims: Sequence[str] = (),
+    template_claims: Mapping[str, str | None] | None = None,
+    requests: Mapping[str, str] | None = None,
 ) -> dict:
+    """A pod. `claims` are ResourceClaims it names directly; `template_claims` maps
+    each entry made from a template to the claim its status names for it (None: the
+    status does not list it yet); `requests` are its one container's requests."""
     conditions = []
     if unschedulable is not None:
         conditions.append(
@@ -174,6 +214,25 @@ def pod(
                 "message": unschedulable,
             }
         )
+    entries = [{"name": f"claim-{i}", "resourceClaimName": c} for i, c in enumerate(claims)]
+    entries += [
+        {"name": entry, "resourceClaimTemplateName": f"{entry}-template"}
+        for entry in template_claims or {}
+    ]
+    spec: dict = {"nodeName": node_name} if node_name else {}
+    if requests:
+        spec["containers"] = [{"name": "main", "resources": {"requests": dict(requests)}}]
+    if entries:
+        spec["resourceClaims"] = entries
+    status: dict = {"phase": "Running" if node_name and phase == "Pending" else phase}
+    status["conditions"] = conditions
+    resolved = [
+        {"name": entry, "resourceClaimName": claim}
+        for entry, claim in (template_claims or {}).items()
+        if claim is not None
+    ]
+    if resolved:
+        status["resourceClaimStatuses"] = resolved
     return {
         "apiVersion": "v1",
         "kind": "Pod",
@@ -182,9 +241,8 @@ def pod(
             "namespace": namespace,
             "labels": {labels.REPLICA: replica, labels.REPLICA_NAMESPACE: namespace},
         },
-        "spec": {"nodeName": node_name} if node_name else {},
-        "status": {"phase": "Running" if node_name and phase == "Pending" else phase}
-        | {"conditions": conditions},
+        "spec": spec,
+        "status": status,
     }
 
 

@@ -198,6 +198,16 @@ def test_the_fleet_taints_reach_the_agent_as_every_pool_tolerations():
         ]
 
 
+def test_a_pools_min_pod_requests_reach_its_pool_observation_and_only_its_own():
+    body = xr()
+    body["spec"]["nodePools"][0]["minPodRequests"] = {"cpu": 8, "memory": "64Gi"}
+    resources = desired(render(body, OBSERVED_ALL))
+    h100 = resources["pool-h100"]["spec"]["forProvider"]["manifest"]["spec"]
+    l40s = resources["pool-l40s"]["spec"]["forProvider"]["manifest"]["spec"]
+    assert h100["minPodRequests"] == {"cpu": "8", "memory": "64Gi"}
+    assert "minPodRequests" not in l40s
+
+
 FALLBACKS = {
     "a cluster without the agent composes no pool observation and publishes nothing observed": (
         {"provider-config": PROVIDER_CONFIG, "agent-crd": AGENT_CRD_NOT_SEEN},

@@ -90,6 +90,14 @@ class Device(BaseModel):
     ]
 
 
+class MinPodRequests(BaseModel):
+    model_config = ConfigDict(
+        extra="allow",
+    )
+    cpu: Any | None = None
+    memory: Any | None = None
+
+
 class NodePool(BaseModel):
     model_config = ConfigDict(
         extra="allow",
@@ -108,6 +116,12 @@ class NodePool(BaseModel):
             description="The most nodes an autoscaler may grow the pool to.",
             ge=0,
             le=100000,
+        ),
+    ] = None
+    minPodRequests: Annotated[
+        MinPodRequests | None,
+        Field(
+            description="The cpu and memory requests of the smallest pod modelplane places on this pool. The agent counts a node whose allocatable cpu or memory, less the requests of the pods bound there, cannot hold such a pod as having no free devices. Unset, only a free pod slot is required."
         ),
     ] = None
     name: Annotated[

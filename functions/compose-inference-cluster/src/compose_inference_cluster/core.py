@@ -188,6 +188,13 @@ def pool_observation_object(
     }
     if tolerations:
         spec["tolerations"] = [dict(t) for t in tolerations]
+    requests = pool.get("minPodRequests")
+    if isinstance(requests, Mapping):
+        # The smallest pod's requests: the agent counts a node that cannot hold one
+        # as having no free devices (design/observation.md, "Non-device capacity").
+        spec["minPodRequests"] = {
+            k: _quantity_text(requests[k]) for k in ("cpu", "memory") if requests.get(k) is not None
+        }
     manifest = {
         "apiVersion": labels.AGENT_API_VERSION,
         "kind": "PoolObservation",
@@ -199,6 +206,13 @@ def pool_observation_object(
     # seconds instead of at the provider's poll interval.
     obj["spec"]["watch"] = True
     return obj
+
+
+def _quantity_text(value: object) -> str:
+    """A quantity as Kubernetes writes it; numbers arrive from protobuf as floats."""
+    if isinstance(value, float) and value.is_integer():
+        return str(int(value))
+    return str(value)
 
 
 def _verdict(

@@ -1,0 +1,218 @@
+"""The DRA half of the agent's state: which devices each node has, and which are taken.
+
+`DeviceIndex` is fed ResourceSlices and ResourceClaims and answers, for a
+node, the devices kube-scheduler's allocator would consider there and what
+the claims already hold. Each update returns the nodes whose answer may have
+changed; nothing here knows about pools or observations.
+
+Invariants
+    - `device_node[d]` is the node of the newest-generation slice that
+      publishes `d`, and exists exactly while some slice publishes `d`. It is
+      a function of the slices of `d`'s resource pool (a device is named by
+      driver, pool and name, so only they can publish it) and is rebuilt
+      from them whenever one of them changes: a device republished under a
+      new slice name before the old one is deleted, or moved between two
+      slices, keeps its node whatever order the events come in.
+    - a resource pool counts only at its newest generation, and only while
+      that generation is complete (as many slices seen as each says the pool
+      has: `resourceSliceCount`) and valid (`pool_problem`); otherwise its
+      devices are on no node's list, as kube-scheduler v1.35's allocator
+      skips incomplete and invalid pools. `unusable` holds why, per pool.
+    - `counters[p]` holds the shared counters of every slice of pool `p`'s
+      newest generation, node-local or not (v1.35 publishes counter sets in
+      slices of their own).
+    - `allocated_claims` holds the key (namespace/name) of every claim with an
+      allocation, whether or not it takes a device (adminAccess results take
+      none); `claims` only those that take some.
+    - `allocated[d]` counts the claims whose allocation holds `d` (never 0:
+      a device no claim holds is absent). Claims are indexed whether or not
+      their devices' slices have been seen.
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+from dataclasses import dataclass
+from fractions import Fraction
+
+from modelplane_agent.snapshot import CounterKey, Device, DeviceKey, Slice
+
+ResourcePoolKey = tuple[str, str]  # driver, pool name
+
+
+class DeviceIndex:
+    def __init__(self) -> None:
+        self.slices: dict[str, Slice] = {}
+        self.by_node: dict[str, set[str]] = {}
+        self.by_pool: dict[ResourcePoolKey, set[str]] = {}
+        self.newest: dict[ResourcePoolKey, int] = {}
+        self.unusable: dict[ResourcePoolKey, str] = {}
+        self.counters: dict[ResourcePoolKey, dict[CounterKey, Fraction | None]] = {}
+        self.device_node: dict[DeviceKey, str] = {}
+        self.claims: dict[str, frozenset[DeviceKey]] = {}
+        self.allocated_claims: set[str] = set()
+        self.allocated: Counter[DeviceKey] = Counter()
+
+    # ------------------------------------------------------------------ updates
+
+    def put_slice(self, name: str, new: Slice | None) -> set[str]:
+        """Store (or, with None, delete) one slice; return the nodes it may change."""
+        old = self.slices.get(name)
+        if old == new:
+            return set()
+        pools = {(s.driver, s.pool) for s in (old, new) if s is not None}
+        nodes = set().union(*(self._pool_nodes(p) for p in pools))
+        if old is not None:
+            del self.slices[name]
+            _discard(self.by_node, old.node, name)
+            self.by_pool.get((old.driver, old.pool), set()).discard(name)
+        if new is not None:
+            self.slices[name] = new
+            self.by_node.setdefault(new.node, set()).add(name)
+            self.by_pool.setdefault((new.driver, new.pool), set()).add(name)
+        for pool in pools:
+            self._reindex(pool, old)
+            nodes |= self._pool_nodes(pool)
+        return nodes
+
+    def _reindex(self, pool: ResourcePoolKey, old: Slice | None) -> None:
+        """Rebuild the pool's newest generation and its devices' nodes from its slices."""
+        held = sorted(
+            (self.slices[s] for s in self.by_pool.get(pool, ())), key=lambda s: s.generation
+        )
+        if old is not None:
+            for device in old.devices:
+                self.device_node.pop(device.key, None)
+        for each in held:  # oldest first: the newest generation's node wins
+            for device in each.devices:
+                self.device_node[device.key] = each.node
+        self.unusable.pop(pool, None)
+        self.counters.pop(pool, None)
+        if not held:
+            self.newest.pop(pool, None)
+            self.by_pool.pop(pool, None)
+            return
+        self.newest[pool] = held[-1].generation
+        current = [s for s in held if s.generation == held[-1].generation]
+        problem = pool_problem(current)
+        if problem:
+            self.unusable[pool] = problem
+        counters = {key: value for s in current for key, value in s.counters}
+        if counters:
+            self.counters[pool] = counters
+
+    def _pool_nodes(self, pool: ResourcePoolKey) -> set[str]:
+        return {self.slices[s].node for s in self.by_pool.get(pool, ())}
+
+    def put_claim(self, key: str, devices: frozenset[DeviceKey], allocated: bool) -> set[str]:
+        """Store whether a claim is allocated and the devices it takes (none: deallocated
+        or deleted); return the nodes of the devices that changed hands."""
+        if allocated:
+            self.allocated_claims.add(key)
+        else:
+            self.allocated_claims.discard(key)
+        old = self.claims.get(key, frozenset())
+        if old == devices:
+            return set()
+        if devices:
+            self.claims[key] = devices
+        else:
+            self.claims.pop(key, None)
+        for device in old - devices:
+            self.allocated[device] -= 1
+            if self.allocated[device] <= 0:
+                del self.allocated[device]
+        for device in devices - old:
+            self.allocated[device] += 1
+        nodes = {self.device_node[d] for d in old ^ devices if d in self.device_node}
+        for pool in {d[:2] for d in old ^ devices} & self.counters.keys():
+            # What it consumes of its pool's counters is gone for the pool's other nodes too.
+            nodes |= self._pool_nodes(pool)
+        return nodes
+
+    # ------------------------------------------------------------------ queries
+
+    def is_allocated(self, device: DeviceKey) -> bool:
+        return device in self.allocated
+
+    def node_devices(self, node: str) -> NodeDevices:
+        """A node's devices the allocator would consider, and their pools' shared counters:
+        its slices of the newest generation of each complete, valid resource pool."""
+        devices: list[Device] = []
+        pools: set[ResourcePoolKey] = set()
+        skipped: set[str] = set()
+        for name in sorted(self.by_node.get(node, ())):
+            current = self.slices[name]
+            pool = (current.driver, current.pool)
+            if not current.node or current.generation < self.newest.get(pool, 0):
+                continue
+            if pool in self.unusable:
+                skipped.add(f"{self.unusable[pool].split(':', 1)[0]} resource pool")
+                continue
+            devices.extend(current.devices)
+            pools.add(pool)
+        counters: dict[CounterKey, Fraction | None] = {}
+        elsewhere: list[Device] = []
+        for pool in pools & self.counters.keys():
+            counters.update(self.counters[pool])
+            elsewhere.extend(self._consumers_elsewhere(pool, node))
+        return NodeDevices(devices, counters, elsewhere, tuple(sorted(skipped)))
+
+    def _consumers_elsewhere(self, pool: ResourcePoolKey, node: str) -> list[Device]:
+        """Devices of the pool's newest generation published for other nodes that consume
+        its counters: allocated, they use them up for this node's devices too."""
+        return [
+            device
+            for name in self.by_pool.get(pool, ())
+            if (current := self.slices[name]).node != node
+            and current.generation == self.newest[pool]
+            for device in current.devices
+            if device.consumes
+        ]
+
+
+def _discard(index: dict[str, set[str]], key: str, name: str) -> None:
+    """Take `name` out of `index[key]`, and the key out once its set is empty."""
+    names = index.get(key)
+    if names is not None:
+        names.discard(name)
+        if not names:
+            del index[key]
+
+
+@dataclass(frozen=True, slots=True)
+class NodeDevices:
+    """What `free_vector` needs of a node: its devices, its pools' counters, and the
+    counter-consuming devices of those pools on other nodes; and why devices of its
+    other pools are not offered (`skipped`)."""
+
+    devices: list[Device]
+    counters: dict[CounterKey, Fraction | None]
+    elsewhere: list[Device]
+    skipped: tuple[str, ...] = ()  # "incomplete resource pool", "invalid resource pool"
+
+
+def pool_problem(current: list[Slice]) -> str:
+    """Why the allocator would skip a resource pool, given its newest generation's slices
+    ("" when it would not): incomplete, or invalid (a device name or counter set name
+    twice, a device consuming a counter no counter set of the pool declares)."""
+    if any(s.slice_count != len(current) for s in current):
+        stated = sorted({s.slice_count for s in current})
+        return f"incomplete: {len(current)} of {stated[-1]} slices seen"
+    names: set[str] = set()
+    sets: set[str] = set()
+    declared = {key for s in current for key, _ in s.counters}
+    for s in current:
+        for counter_set in s.counter_sets:
+            if counter_set in sets:
+                return f"invalid: counter set {counter_set} declared twice"
+            sets.add(counter_set)
+        for device in s.devices:
+            name = device.key[2]
+            if name in names:
+                return f"invalid: device {name} published twice"
+            names.add(name)
+            missing = next((key for key, _ in device.consumes if key not in declared), None)
+            if missing is not None:
+                return f"invalid: device {name} consumes {missing[2]}/{missing[3]}, not declared"
+    return ""
