@@ -4,12 +4,17 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import AsyncIterator, Mapping
+from dataclasses import replace
 from datetime import UTC, datetime, timedelta
 
+import httpx2
 import pytest
-from modelplane_agent.controller import Controller, Settings, write_reason
-from modelplane_agent.kube import Gone
+from lightkube.core.exceptions import ApiError
+from modelplane_agent import metrics
+from modelplane_agent.controller import Controller, Settings
+from modelplane_agent.kube import Gone, Idle
 from modelplane_agent.state import CLAIMS, CLASSES, KINDS, NODES, PODS, POOLS, REPLICAS, SLICES
+from modelplane_agent.writes import write_reason
 from modelplane_devtools import agent_builders as t
 
 NOW = datetime(2026, 11, 30, 12, 0, tzinfo=UTC)
@@ -56,6 +61,13 @@ class FakeApi:
     async def create_event(self, event: Mapping) -> None:
         self.events.append(dict(event))
 
+    def bookmark(self, *kinds: str) -> None:
+        """A BOOKMARK on each watch (every kind by default), as the API server sends
+        about every minute."""
+        for kind in kinds or KINDS:
+            meta = {"resourceVersion": str(self.version)}
+            self.queues[kind].put_nowait(("BOOKMARK", {"kind": kind, "metadata": meta}))
+
     def send(self, kind: str, event: str, obj: dict) -> None:
         self.version += 1
         obj = {**obj, "metadata": {**obj["metadata"], "resourceVersion": str(self.version)}}
@@ -63,16 +75,41 @@ class FakeApi:
 
 
 class Clock:
+    """The wall clock (call it) and a monotonic clock that moves with it, unless the
+    wall clock is stepped (`step`), as NTP or a resumed VM would."""
+
     def __init__(self) -> None:
         self.now = NOW
+        self.stepped = timedelta(0)
 
     def __call__(self) -> datetime:
         return self.now
+
+    def monotonic(self) -> float:
+        return (self.now - self.stepped - NOW).total_seconds()
+
+    def step(self, by: timedelta) -> None:
+        self.now += by
+        self.stepped += by
+
+
+def controller_for(api: FakeApi, clock: Clock, settings: Settings = SETTINGS) -> Controller:
+    # Jitter 0.5: every backoff is its nominal delay.
+    return Controller(api, clock, settings, monotonic=clock.monotonic, jitter=lambda: 0.5)
 
 
 async def settle(controller: Controller, ticks: int = 5) -> None:
     for _ in range(ticks):
         await asyncio.sleep(SETTINGS.tick * 2)
+
+
+async def eventually(done, timeout: float = 5.0) -> None:
+    """Wait until `done()` holds (a loaded machine runs the tasks late), or fail."""
+    for _ in range(int(timeout / SETTINGS.tick)):
+        if done():
+            return
+        await asyncio.sleep(SETTINGS.tick)
+    assert done()
 
 
 def world() -> dict[str, list[dict]]:
@@ -92,7 +129,7 @@ def histogram(patch: tuple[str, str, dict]) -> list:
 
 
 async def started(api: FakeApi, clock: Clock) -> tuple[Controller, asyncio.Task]:
-    controller = Controller(api, clock, SETTINGS)
+    controller = controller_for(api, clock)
     task = asyncio.create_task(controller.run())
     await settle(controller)
     return controller, task
@@ -164,6 +201,7 @@ def test_an_idle_replica_heartbeats_at_twice_a_pools_interval():
         clock.now += timedelta(seconds=61)  # pools: 45-60 s; replicas: 90-120 s
         await settle(controller)
         assert sorted(k for k, _, _ in api.patches) == [POOLS, POOLS, REPLICAS]
+        api.bookmark()  # the API server's, about every minute
         clock.now += timedelta(seconds=60)
         await settle(controller)
         replica_writes = [s for k, _, s in api.patches if k == REPLICAS]
@@ -348,10 +386,12 @@ def test_an_event_handled_while_a_status_is_being_written_is_published_after_it(
 
 
 BEFORE = NOW - timedelta(seconds=1)
+# (current status, seconds since the last attempt, age of our last write, newer_than, reason)
 REASONS = {
-    "a first status is a change": (None, None, None, "change"),
+    "a first status is a change": (None, None, None, None, "change"),
     "an equal status younger than the heartbeat is left alone": (
         {"observedAt": "2026-11-30T11:59:30Z", "observedNodes": 1},
+        None,
         None,
         None,
         None,
@@ -360,10 +400,40 @@ REASONS = {
         {"observedAt": "2026-11-30T11:59:00Z", "observedNodes": 1},
         None,
         None,
+        None,
         "heartbeat",
+    ),
+    "an equal status we wrote a heartbeat ago is a heartbeat, whatever the wall clock says": (
+        {"observedAt": "2026-11-30T12:00:30Z", "observedNodes": 1},
+        60.0,
+        60.0,
+        None,
+        "heartbeat",
+    ),
+    "an equal status we wrote recently is left alone though its observedAt looks old": (
+        {"observedAt": "2026-11-30T11:50:00Z", "observedNodes": 1},
+        30.0,
+        30.0,
+        None,
+        None,
+    ),
+    "an equal status seen with an observedAt in the future is rewritten at once": (
+        {"observedAt": "2026-11-30T12:10:00Z", "observedNodes": 1},
+        None,
+        None,
+        None,
+        "heartbeat",
+    ),
+    "an equal status carrying the same observedAt is never a heartbeat": (
+        {"observedAt": "2026-11-30T12:00:00Z", "observedNodes": 1},
+        600.0,
+        600.0,
+        None,
+        None,
     ),
     "an equal status older than a replica's turn to scheduled is refreshed": (
         {"observedAt": "2026-11-30T11:59:58Z", "observedNodes": 1},
+        None,
         None,
         BEFORE,
         "refresh",
@@ -371,18 +441,21 @@ REASONS = {
     "an equal status as recent as a replica's turn to scheduled is left alone": (
         {"observedAt": "2026-11-30T11:59:59Z", "observedNodes": 1},
         None,
+        None,
         BEFORE,
         None,
     ),
     "a changed status within the min interval waits": (
         {"observedAt": "2026-11-30T11:59:59Z", "observedNodes": 2},
-        NOW - timedelta(seconds=1),
+        1.0,
+        1.0,
         None,
         None,
     ),
     "a changed status after the min interval is a change": (
         {"observedAt": "2026-11-30T11:59:59Z", "observedNodes": 2},
-        NOW - timedelta(seconds=2),
+        2.0,
+        2.0,
         None,
         "change",
     ),
@@ -390,12 +463,437 @@ REASONS = {
 
 
 @pytest.mark.parametrize(
-    ("current", "last_write", "newer_than", "reason"), list(REASONS.values()), ids=list(REASONS)
+    ("current", "since_attempt", "written_age", "newer_than", "reason"),
+    list(REASONS.values()),
+    ids=list(REASONS),
 )
-def test_write_reason(current, last_write, newer_than, reason):
+def test_write_reason(current, since_attempt, written_age, newer_than, reason):
     new = {"observedAt": "2026-11-30T12:00:00Z", "observedNodes": 1}
-    heartbeat = timedelta(seconds=60)
     assert (
-        write_reason(NOW, new, current, last_write, SETTINGS.min_interval, heartbeat, newer_than)
+        write_reason(
+            new,
+            current,
+            since_attempt=since_attempt,
+            written_age=written_age,
+            min_interval=2.0,
+            heartbeat=60.0,
+            newer_than=newer_than,
+        )
         == reason
     )
+
+
+def test_observations_deleted_while_a_write_is_awaited_are_dropped_and_publishing_goes_on():
+    # The fresh-machine e2e failure: a cleanup deleted observations while the publisher
+    # was writing; the pass then computed a status for one that was gone (KeyError) and
+    # the publisher task ended, so a PoolObservation created later never got a status.
+    async def scenario():
+        objects = world()
+        objects[POOLS].append(t.pool_observation("b200", [("gpu", t.NVIDIA, "gpu.nvidia.com")]))
+        objects[REPLICAS] = [t.replica_observation("r"), t.replica_observation("s")]
+        api, clock = FakeApi(objects), Clock()
+        real_patch = api.patch_status
+
+        async def deleting_patch(kind: str, namespace: str, name: str, status: Mapping) -> None:
+            await real_patch(kind, namespace, name, status)
+            if name == "a100" and len(api.patches) == 1:
+                api.send(POOLS, "DELETED", objects[POOLS][1])
+                api.send(REPLICAS, "DELETED", objects[REPLICAS][1])
+                await asyncio.sleep(SETTINGS.tick * 5)  # the watches handle both meanwhile
+
+        api.patch_status = deleting_patch  # type: ignore[method-assign]
+        controller, task = await started(api, clock)
+        assert [n for _, n, _ in api.patches] == ["a100", "r"]
+        api.send(POOLS, "ADDED", t.pool_observation("c300", [("gpu", t.NVIDIA, "gpu.nvidia.com")]))
+        await settle(controller)
+        assert [n for _, n, _ in api.patches] == ["a100", "r", "c300"]
+        await stopped(controller, task)
+
+    asyncio.run(scenario())
+
+
+def test_one_observation_whose_status_cannot_be_computed_is_logged_and_retried(caplog):
+    async def scenario():
+        objects = world()
+        objects[POOLS].append(t.pool_observation("b200", [("gpu", t.NVIDIA, "gpu.nvidia.com")]))
+        api, clock = FakeApi(objects), Clock()
+        controller = controller_for(api, clock)
+        real_report = controller.state.pool_report
+        failures = iter([RuntimeError("a bug in the rules")])
+
+        def failing_once(pool: str):
+            if pool == "a100":
+                error = next(failures, None)
+                if error is not None:
+                    raise error
+            return real_report(pool)
+
+        controller.state.pool_report = failing_once  # type: ignore[method-assign]
+        task = asyncio.create_task(controller.run())
+        await settle(controller)
+        assert [n for _, n, _ in api.patches] == ["b200"]  # the pass went on past a100
+        clock.now += timedelta(seconds=3)
+        await settle(controller)
+        assert [n for _, n, _ in api.patches] == ["b200", "a100"]  # retried
+        await stopped(controller, task)
+
+    before = failures_of(POOLS)
+    with caplog.at_level("ERROR", logger="modelplane_agent"):
+        asyncio.run(scenario())
+    assert failures_of(POOLS) == before + 1
+    lines = [(r.resource, r.getMessage()) for r in caplog.records]  # type: ignore[attr-defined]
+    assert lines == [
+        (
+            "PoolObservation/a100",
+            "status not published: RuntimeError: a bug in the rules; retrying in 2.0s",
+        )
+    ]
+
+
+def test_a_task_that_dies_is_logged_and_started_again(caplog):
+    async def scenario():
+        api, clock = FakeApi(world()), Clock()
+        controller = controller_for(api, clock)
+        real_publish = controller._publish_forever
+        deaths = iter([KeyError("gone")])
+
+        async def dying_once() -> None:
+            error = next(deaths, None)
+            if error is not None:
+                raise error
+            await real_publish()
+
+        controller._publish_forever = dying_once  # type: ignore[method-assign]
+        task = asyncio.create_task(controller.run())
+        await eventually(lambda: api.patches)
+        assert [n for _, n, _ in api.patches] == ["a100"]
+        await stopped(controller, task)
+
+    with caplog.at_level("ERROR", logger="modelplane_agent"):
+        asyncio.run(scenario())
+    assert [r.getMessage() for r in caplog.records] == [
+        "task publish ended (KeyError: 'gone'); restarting it in 0.0s"
+    ]
+
+
+def failures_of(kind: str) -> float:
+    return (
+        metrics.REGISTRY.get_sample_value("modelplane_agent_status_failures_total", {"kind": kind})
+        or 0.0
+    )
+
+
+def two_pools() -> dict[str, list[dict]]:
+    objects = world()
+    objects[POOLS].append(t.pool_observation("b200", [("gpu", t.NVIDIA, "gpu.nvidia.com")]))
+    return objects
+
+
+async def tick_by(clock: Clock, controller: Controller, seconds: int) -> None:
+    """Advance the clocks a second at a time, each followed by a whole publisher pass."""
+    for _ in range(seconds):
+        clock.now += timedelta(seconds=1)
+        passes = controller.passes
+        await eventually(lambda p=passes: controller.passes >= p + 2)
+
+
+def throttled(seconds: int) -> ApiError:
+    request = httpx2.Request("PATCH", "https://apiserver.test/status")
+    response = httpx2.Response(
+        429,
+        headers={"Retry-After": str(seconds), "Content-Type": "application/json"},
+        json={"kind": "Status", "code": 429, "message": "the server is handling too many requests"},
+        request=request,
+    )
+    return ApiError(request=request, response=response)
+
+
+def test_a_failing_write_backs_off_exponentially_per_observation_up_to_the_cap():
+    async def scenario():
+        api, clock = FakeApi(two_pools()), Clock()
+        attempts: list[float] = []
+        real_patch = api.patch_status
+
+        async def failing_a100(kind: str, namespace: str, name: str, status: Mapping) -> None:
+            if name == "a100":
+                attempts.append(clock.monotonic())
+                raise ConnectionError("reset by peer")
+            await real_patch(kind, namespace, name, status)
+
+        api.patch_status = failing_a100  # type: ignore[method-assign]
+        controller = controller_for(api, clock, replace(SETTINGS, write_backoff_max=8.0))
+        task = asyncio.create_task(controller.run())
+        await settle(controller)
+        await tick_by(clock, controller, 31)
+        assert attempts == [0, 2, 6, 14, 22, 30]  # 2 s doubling, capped at 8 s
+        assert [n for _, n, _ in api.patches] == ["b200"]  # the other pool is not held back
+        await stopped(controller, task)
+
+    asyncio.run(scenario())
+
+
+def test_a_retry_after_holds_every_write_until_it_has_passed():
+    async def scenario():
+        api, clock = FakeApi(two_pools()), Clock()
+        answers = iter([throttled(7)])
+        real_patch = api.patch_status
+
+        async def throttling_once(kind: str, namespace: str, name: str, status: Mapping) -> None:
+            error = next(answers, None)
+            if error is not None:
+                raise error
+            await real_patch(kind, namespace, name, status)
+
+        api.patch_status = throttling_once  # type: ignore[method-assign]
+        controller, task = await started(api, clock)
+        await tick_by(clock, controller, 6)
+        assert api.patches == []  # b200 waits too: the API server is overloaded
+        await tick_by(clock, controller, 2)
+        assert sorted(n for _, n, _ in api.patches) == ["a100", "b200"]
+        await stopped(controller, task)
+
+    asyncio.run(scenario())
+
+
+def test_a_wall_clock_stepped_back_does_not_suppress_a_change():
+    async def scenario():
+        api, clock = FakeApi(world()), Clock()
+        controller, task = await started(api, clock)
+        clock.step(-timedelta(seconds=30))  # NTP steps the clock back ...
+        clock.now += timedelta(seconds=3)  # ... and 3 s pass
+        api.send(CLAIMS, "ADDED", t.claim("c", [("n1", "g0")]))
+        await settle(controller)
+        assert len(api.patches) == 2
+        assert api.patches[1][2]["observedAt"] == "2026-11-30T11:59:33Z"
+        await stopped(controller, task)
+
+    asyncio.run(scenario())
+
+
+def test_liveness_is_progress_within_a_pass_not_the_start_of_one():
+    async def scenario():
+        objects = two_pools()
+        objects[POOLS].append(t.pool_observation("c300", [("gpu", t.NVIDIA, "gpu.nvidia.com")]))
+        api, clock = FakeApi(objects), Clock()
+        hang = asyncio.Event()
+        alive_during: list[bool] = []
+        real_patch = api.patch_status
+
+        async def slow_patch(kind: str, namespace: str, name: str, status: Mapping) -> None:
+            if name == "c300":
+                await hang.wait()  # a write that never returns
+            alive_during.append(controller.alive(35))
+            clock.now += timedelta(seconds=20)  # a slow API server: 20 s per write
+            await real_patch(kind, namespace, name, status)
+
+        api.patch_status = slow_patch  # type: ignore[method-assign]
+        controller = controller_for(api, clock)
+        task = asyncio.create_task(controller.run())
+        await settle(controller)
+        assert [n for _, n, _ in api.patches] == ["a100", "b200"]
+        assert alive_during == [True, True]  # 40 s into the pass, but each write advanced
+        assert controller.alive(35)
+        clock.now += timedelta(seconds=36)
+        await settle(controller)
+        assert not controller.alive(35)  # stuck in c300's write for 36 s
+        hang.set()
+        await settle(controller)
+        assert controller.alive(35)
+        await stopped(controller, task)
+
+    asyncio.run(scenario())
+
+
+def test_an_event_the_state_cannot_apply_relists_its_kind():
+    async def scenario():
+        api, clock = FakeApi(world()), Clock()
+        controller, task = await started(api, clock)
+        real_apply = controller.state.apply
+        failures = iter([ValueError("unexpected shape")])
+
+        def failing_once(kind: str, event: str, obj: Mapping):
+            if kind == NODES and event == "MODIFIED":
+                error = next(failures, None)
+                if error is not None:
+                    raise error
+            return real_apply(kind, event, obj)
+
+        controller.state.apply = failing_once  # type: ignore[method-assign]
+        api.objects[NODES] = [t.node("n1"), t.node("n2", cordoned=True)]
+        api.send(NODES, "MODIFIED", t.node("n2", cordoned=True))
+        clock.now += timedelta(seconds=3)
+        await settle(controller)
+        assert api.lists.count(NODES) == 2  # not skipped for good: relisted
+        assert api.patches[-1][2]["nodesByFreeDevices"] == [{"free": {"gpu": 2}, "nodes": 1}]
+        await stopped(controller, task)
+
+    asyncio.run(scenario())
+
+
+def forbidden() -> ApiError:
+    request = httpx2.Request("GET", "https://apiserver.test/apis/resource.k8s.io/v1/resourceclaims")
+    response = httpx2.Response(
+        403,
+        headers={"Content-Type": "application/json"},
+        json={
+            "kind": "Status",
+            "code": 403,
+            "reason": "Forbidden",
+            "message": "resourceclaims is forbidden",
+        },
+        request=request,
+    )
+    return ApiError(request=request, response=response)
+
+
+def current(status: Mapping) -> dict:
+    return next(c for c in status["conditions"] if c["type"] == "Current")
+
+
+def test_a_failing_watch_freezes_observed_at_and_says_which_kind_and_why():
+    async def scenario():
+        objects = world()
+        objects[REPLICAS] = [t.replica_observation()]
+        objects[PODS] = [t.pod("r-0", node_name="n1")]
+        api, clock = FakeApi(objects), Clock()
+        controller, task = await started(api, clock)
+        assert current(api.patches[0][2])["reason"] == "WatchesCurrent"
+        clock.now += timedelta(seconds=10)
+        api.queues[CLAIMS].put_nowait(forbidden())  # RBAC revoked: resumes, hears nothing
+        await settle(controller)
+        pool = [s for k, _, s in api.patches if k == POOLS]
+        assert len(pool) == 2 and pool[1]["observedAt"] == "2026-11-30T12:00:00Z"
+        assert {k: v for k, v in current(pool[1]).items() if k != "observedGeneration"} == {
+            "type": "Current",
+            "status": "False",
+            "reason": "WatchFailing",
+            "message": "ResourceClaim watch failing since 2026-11-30T12:00:10Z: 403 Forbidden: "
+            "resourceclaims is forbidden; the report is as of 2026-11-30T12:00:00Z",
+            "lastTransitionTime": "2026-11-30T12:00:10Z",
+        }
+        assert pool[1]["conditions"][0]["reason"] == "Observed"  # the accounting is unchanged
+        assert [k for k, _, _ in api.patches].count(REPLICAS) == 1  # replicas read no claims
+        clock.now += timedelta(seconds=61)
+        api.bookmark(NODES, PODS, SLICES, CLASSES, POOLS, REPLICAS)
+        await settle(controller)
+        assert len([k for k, _, _ in api.patches if k == POOLS]) == 2  # no fresh heartbeat
+        api.bookmark(CLAIMS)  # the watch is heard from again
+        await settle(controller)
+        pool = [s for k, _, s in api.patches if k == POOLS]
+        assert pool[-1]["observedAt"] == "2026-11-30T12:01:11Z"
+        assert current(pool[-1])["reason"] == "WatchesCurrent"
+        await stopped(controller, task)
+
+    asyncio.run(scenario())
+
+
+def test_a_watch_silent_beyond_the_bound_freezes_observed_at_and_relists_when_idle():
+    async def scenario():
+        api, clock = FakeApi(world()), Clock()
+        controller, task = await started(api, clock)
+        clock.now += timedelta(seconds=50)
+        api.bookmark()
+        await settle(controller)
+        clock.now += timedelta(seconds=50)  # nodes heard at 12:00:50, the rest bookmark again
+        api.bookmark(PODS, SLICES, CLAIMS, CLASSES, POOLS, REPLICAS)
+        await settle(controller)
+        # Nodes were heard 50 s ago: current, so the heartbeat is fresh.
+        assert [p[2]["observedAt"] for p in api.patches] == [
+            "2026-11-30T12:00:00Z",
+            "2026-11-30T12:01:40Z",
+        ]
+        clock.now += timedelta(seconds=45)  # nodes silent for 95 s
+        api.bookmark(PODS, SLICES, CLAIMS, CLASSES, POOLS, REPLICAS)
+        await settle(controller)
+        last = api.patches[-1][2]
+        assert last["observedAt"] == "2026-11-30T12:00:50Z"
+        assert (current(last)["reason"], current(last)["message"]) == (
+            "WatchSilent",
+            "Node watch silent for more than 90s (no event or bookmark since "
+            "2026-11-30T12:00:50Z); the report is as of 2026-11-30T12:00:50Z",
+        )
+        clock.now += timedelta(seconds=3)
+        api.queues[NODES].put_nowait(Idle("no event for 90s"))  # kube.py's own timer
+        await settle(controller)
+        assert api.lists.count(NODES) == 2
+        last = api.patches[-1][2]
+        assert (last["observedAt"], current(last)["status"]) == ("2026-11-30T12:02:28Z", "True")
+        await stopped(controller, task)
+
+    asyncio.run(scenario())
+
+
+def test_a_relist_that_fails_republishes_the_last_report_frozen_and_other_reports_go_on():
+    async def scenario():
+        objects = world()
+        objects[REPLICAS] = [t.replica_observation()]
+        objects[PODS] = [t.pod("r-0")]
+        api, clock = FakeApi(objects), Clock()
+        controller, task = await started(api, clock)
+        real_list = api.list
+
+        async def claims_forbidden(kind: str, each):
+            if kind == CLAIMS:
+                raise forbidden()
+            return await real_list(kind, each)
+
+        api.list = claims_forbidden  # type: ignore[method-assign]
+        clock.now += timedelta(seconds=10)
+        api.queues[CLAIMS].put_nowait(Gone("too old resource version"))
+        api.send(PODS, "MODIFIED", t.pod("r-0", node_name="n1"))
+        await settle(controller)
+        assert not controller.ready
+        pools = [s for k, _, s in api.patches if k == POOLS]
+        replicas = [s for k, _, s in api.patches if k == REPLICAS]
+        assert replicas[-1]["observedAt"] == "2026-11-30T12:00:10Z"  # pods are current
+        assert replicas[-1]["conditions"][0]["reason"] == "AllPodsBound"
+        assert len(pools) == 2
+        assert pools[1]["observedAt"] == "2026-11-30T12:00:00Z"
+        assert (current(pools[1])["reason"], current(pools[1])["message"]) == (
+            "WatchFailing",
+            "ResourceClaim watch failing since 2026-11-30T12:00:10Z: 403 Forbidden: "
+            "resourceclaims is forbidden; the report is as of 2026-11-30T12:00:00Z",
+        )
+        unchanged = ("observedNodes", "nodesByFreeDevices")
+        assert [pools[1][k] for k in unchanged] == [pools[0][k] for k in unchanged]
+        assert pools[1]["conditions"][0] == pools[0]["conditions"][0]
+        api.list = real_list  # type: ignore[method-assign]
+        clock.now += timedelta(seconds=3)
+        await eventually(lambda: controller.ready)
+        await settle(controller)
+        pools = [s for k, _, s in api.patches if k == POOLS]
+        assert pools[-1]["observedAt"] == "2026-11-30T12:00:13Z"
+        assert current(pools[-1])["status"] == "True"
+        await stopped(controller, task)
+
+    asyncio.run(scenario())
+
+
+def test_a_slow_relist_that_has_not_failed_writes_nothing_frozen():
+    async def scenario():
+        api, clock = FakeApi(world()), Clock()
+        controller, task = await started(api, clock)
+        resume = asyncio.Event()
+        real_list = api.list
+
+        async def slow_nodes(kind: str, each):
+            if kind != NODES:
+                return await real_list(kind, each)
+            await resume.wait()
+            return await real_list(kind, each)
+
+        api.list = slow_nodes  # type: ignore[method-assign]
+        api.queues[NODES].put_nowait(Idle("no event for 75s"))
+        clock.now += timedelta(seconds=100)  # the relist outlasts the 90 s bound
+        api.bookmark(PODS, SLICES, CLAIMS, CLASSES, POOLS, REPLICAS)
+        await settle(controller)
+        assert len(api.patches) == 1  # nothing frozen: the relist is going well
+        resume.set()
+        await settle(controller)
+        assert [(p[2]["observedAt"], current(p[2])["status"]) for p in api.patches] == [
+            ("2026-11-30T12:00:00Z", "True"),
+            ("2026-11-30T12:01:40Z", "True"),
+        ]
+        await stopped(controller, task)
+
+    asyncio.run(scenario())

@@ -9,7 +9,9 @@ import httpx2
 import pytest
 from lightkube import AsyncClient
 from lightkube.config.kubeconfig import KubeConfig
-from modelplane_agent.kube import Gone, Idle, LightkubeApi
+from lightkube.core.exceptions import ApiError
+from lightkube.models.meta_v1 import Status
+from modelplane_agent.kube import Gone, Idle, LightkubeApi, describe, retry_after
 from modelplane_agent.state import NODES, PODS, POOLS, REPLICAS
 from modelplane_devtools import agent_builders as t
 
@@ -26,6 +28,18 @@ class Server:
         if request.method in ("PATCH", "POST"):
             return httpx2.Response(200, json=json.loads(request.content))
         if params.get("watch") == "true":
+            if params.get("resourceVersion") == "9":
+                bookmark = {
+                    "kind": "Node",
+                    "apiVersion": "v1",
+                    "metadata": {
+                        "resourceVersion": "12",
+                        "annotations": {"k8s.io/initial-events-end": "false"},
+                    },
+                }
+                return httpx2.Response(
+                    200, content=json.dumps({"type": "BOOKMARK", "object": bookmark}) + "\n"
+                )
             if params.get("resourceVersion") == "1":
                 gone = {
                     "type": "ERROR",
@@ -103,6 +117,20 @@ def test_a_watch_resumes_from_the_given_version():
     assert server.requests[0].url.params["resourceVersion"] == "7"
 
 
+def test_a_watch_asks_for_bookmarks_and_yields_them():
+    server = Server()
+
+    async def first_event():
+        async for event in api_for(server).watch(NODES, "9"):
+            return event
+        return None
+
+    event, obj = asyncio.run(first_event())  # type: ignore[misc]
+    assert (event, obj["metadata"]["resourceVersion"]) == ("BOOKMARK", "12")
+    params = server.requests[0].url.params
+    assert (params["watch"], params["allowWatchBookmarks"]) == ("true", "true")
+
+
 def test_a_410_in_the_watch_stream_is_gone():
     async def drain():
         async for _ in api_for(Server()).watch(NODES, "1"):
@@ -160,3 +188,81 @@ def test_an_event_is_created_in_its_namespace():
     request = server.requests[0]
     assert (request.method, request.url.path) == ("POST", "/api/v1/namespaces/default/events")
     assert json.loads(request.content)["reason"] == "DeviceClassNotFound"
+
+
+def api_error(code: int, headers: dict[str, str], details: dict | None = None) -> ApiError:
+    request = httpx2.Request("PATCH", "https://apiserver.test/x")
+    body = {"kind": "Status", "code": code, "message": "slow down"}
+    if details is not None:
+        body["details"] = details
+    headers = {"Content-Type": "application/json", **headers}
+    response = httpx2.Response(code, headers=headers, json=body, request=request)
+    return ApiError(request=request, response=response)
+
+
+RETRY_AFTER = {
+    "429 with a Retry-After header": (api_error(429, {"Retry-After": "7"}), 7.0),
+    "503 with a Retry-After header": (api_error(503, {"Retry-After": "1"}), 1.0),
+    "429 with retryAfterSeconds in the Status only": (
+        api_error(429, {}, {"retryAfterSeconds": 3}),
+        3.0,
+    ),
+    "the header wins over the Status": (
+        api_error(429, {"Retry-After": "5"}, {"retryAfterSeconds": 3}),
+        5.0,
+    ),
+    "an HTTP-date Retry-After is not read": (
+        api_error(503, {"Retry-After": "Wed, 21 Oct 2026 07:28:00 GMT"}),
+        None,
+    ),
+    "a 403 asks nothing": (api_error(403, {}), None),
+    "an error in the watch stream (no response) asks nothing": (
+        ApiError(status=Status(code=500, message="internal error")),
+        None,
+    ),
+    "a connection error asks nothing": (ConnectionError("reset by peer"), None),
+}
+
+
+@pytest.mark.parametrize(("error", "seconds"), RETRY_AFTER.values(), ids=RETRY_AFTER)
+def test_retry_after_is_what_the_api_server_asked(error, seconds):
+    assert retry_after(error) == seconds
+
+
+DESCRIBED = {
+    "an API answer: its code, reason and message": (
+        ApiError(status=Status(code=403, reason="Forbidden", message="pods is forbidden")),
+        "403 Forbidden: pods is forbidden",
+    ),
+    "a watch request refused before its stream (body unread): its status line": (
+        httpx2.HTTPStatusError(
+            "Client error '403 Forbidden' for url 'https://apiserver.test/api/v1/pods'",
+            request=httpx2.Request("GET", "https://apiserver.test/api/v1/pods"),
+            response=httpx2.Response(403),
+        ),
+        "403 Forbidden",
+    ),
+    "anything else: its type and text on one line": (
+        ConnectionError("connection\n reset"),
+        "ConnectionError: connection reset",
+    ),
+}
+
+
+@pytest.mark.parametrize(("error", "line"), DESCRIBED.values(), ids=DESCRIBED)
+def test_describe_says_an_error_in_one_line(error, line):
+    assert describe(error) == line
+
+
+def test_a_410_refusing_the_watch_request_is_gone():
+    class Expired(Server):
+        def __call__(self, request):
+            self.requests.append(request)
+            return httpx2.Response(410, json={"kind": "Status", "code": 410})
+
+    async def drain():
+        async for _ in api_for(Expired()).watch(NODES, "7"):
+            pass
+
+    with pytest.raises(Gone):
+        asyncio.run(drain())

@@ -36,9 +36,14 @@ LISTS = {
 class FakeApiServer(ThreadingHTTPServer):
     daemon_threads = True
 
-    def __init__(self) -> None:
+    def __init__(self, throttled_patches: int = 0, forbidden_watches: tuple[str, ...] = ()):
+        """`throttled_patches`: how many status writes to answer 429 Retry-After: 2;
+        `forbidden_watches`: list paths whose watches are answered 403."""
         super().__init__(("127.0.0.1", 0), Handler)
         self.patches: list[tuple[str, dict]] = []
+        self.patch_times: list[float] = []  # monotonic, every PATCH, answered or not
+        self.throttled = throttled_patches
+        self.forbidden = forbidden_watches
         self.closing = threading.Event()
 
 
@@ -48,6 +53,11 @@ class Handler(BaseHTTPRequestHandler):
 
     def do_GET(self) -> None:
         path, _, query = self.path.partition("?")
+        if ("watch=true" in query or "watch=1" in query) and path in self.server.forbidden:
+            status = {"kind": "Status", "code": 403, "reason": "Forbidden",
+                      "message": f"{path.rsplit('/', 1)[-1]} is forbidden"}  # fmt: skip
+            self._reply(403, json.dumps(status).encode())
+            return
         if "watch=true" in query or "watch=1" in query:
             self.send_response(200)
             self.send_header("Content-Type", "application/json")
@@ -64,11 +74,20 @@ class Handler(BaseHTTPRequestHandler):
     def do_PATCH(self) -> None:
         length = int(self.headers.get("Content-Length") or 0)
         patch = json.loads(self.rfile.read(length))
+        self.server.patch_times.append(time.monotonic())
+        if self.server.throttled > 0:
+            self.server.throttled -= 1
+            status = {"kind": "Status", "code": 429, "reason": "TooManyRequests",
+                      "message": "too many requests, please try again later"}  # fmt: skip
+            self._reply(429, json.dumps(status).encode(), {"Retry-After": "2"})
+            return
         self.server.patches.append((self.path, patch))
         self._reply(200, json.dumps(patch).encode())
 
-    def _reply(self, code: int, body: bytes) -> None:
+    def _reply(self, code: int, body: bytes, headers: dict[str, str] | None = None) -> None:
         self.send_response(code)
+        for name, value in (headers or {}).items():
+            self.send_header(name, value)
         self.send_header("Content-Type", "application/json")
         self.send_header("Content-Length", str(len(body)))
         self.end_headers()
@@ -171,3 +190,75 @@ def test_the_agent_process_publishes_answers_probes_and_stops_on_sigterm(tmp_pat
         },
     }
     assert "PoolObservation/a100 status written (change)" in output
+
+
+def test_the_agent_process_honours_retry_after_and_says_which_watch_is_forbidden(tmp_path: Path):
+    claims = "/apis/resource.k8s.io/v1/resourceclaims"
+    api = FakeApiServer(throttled_patches=1, forbidden_watches=(claims,))
+    threading.Thread(target=api.serve_forever, daemon=True).start()
+    kubeconfig = tmp_path / "kubeconfig"
+    kubeconfig.write_text(
+        yaml.safe_dump(
+            {
+                "apiVersion": "v1",
+                "kind": "Config",
+                "clusters": [
+                    {"name": "c", "cluster": {"server": f"http://127.0.0.1:{api.server_port}"}}
+                ],
+                "users": [{"name": "u", "user": {"token": "t"}}],
+                "contexts": [{"name": "x", "context": {"cluster": "c", "user": "u"}}],
+                "current-context": "x",
+            }
+        )
+    )
+    port = free_port()
+    log = tmp_path / "agent.log"
+
+    def says_forbidden() -> bool:
+        return any(
+            c["type"] == "Current" and c["reason"] == "WatchFailing"
+            for _, patch in api.patches
+            for c in patch["status"]["conditions"]
+        )
+
+    with log.open("w") as out:
+        agent = subprocess.Popen(
+            [
+                sys.executable,
+                "-c",
+                "from modelplane_agent.main import cli; cli()",
+                f"--kubeconfig={kubeconfig}",
+                f"--listen=127.0.0.1:{port}",
+            ],
+            stdout=out,
+            stderr=subprocess.STDOUT,
+        )
+        try:
+            failing = wait_for(says_forbidden)
+            healthy = probe(port, "/healthz")
+            agent.send_signal(signal.SIGTERM)
+            code = agent.wait(timeout=10)
+        finally:
+            if agent.poll() is None:
+                agent.kill()
+            api.closing.set()
+            api.shutdown()
+    output = log.read_text()
+    assert failing, output
+    assert (healthy, code) == (200, 0), output
+    assert api.patch_times[1] - api.patch_times[0] >= 2.0, output  # Retry-After: 2
+    assert (
+        "PoolObservation/a100 status written (change)" in output
+        and "status write failed: 429 TooManyRequests: too many requests, please try again "
+        "later; retrying in "
+        in output
+    ), output
+    assert "resourceclaims watch failed (403 Forbidden); resuming in " in output, output
+    condition = next(
+        c
+        for _, patch in api.patches
+        for c in patch["status"]["conditions"]
+        if c["type"] == "Current" and c["status"] == "False"
+    )
+    assert condition["message"].startswith("ResourceClaim watch failing since "), condition
+    assert ": 403 Forbidden; the report is as of " in condition["message"], condition

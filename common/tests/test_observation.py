@@ -235,3 +235,31 @@ def test_wire_form_writes_every_dra_key():
         "observedNodes": 4,
         "nodesByFreeDevices": [{"free": {"gpu": 0, "nic": 1}, "nodes": 1}],
     }
+
+
+NOT_CURRENT = {
+    "type": "Current",
+    "status": "False",
+    "reason": "WatchFailing",
+    "message": "ResourceClaim watch failing since 2026-11-29T11:54:00Z: ApiError: forbidden",
+}
+FROZEN = {
+    "a report frozen a minute ago is used, as of its observedAt": (
+        "2026-11-29T11:59:00Z",
+        None,
+    ),
+    "a report frozen longer than maxAge is stale": ("2026-11-29T11:54:00Z", "older than 5m"),
+}
+
+
+@pytest.mark.parametrize(("observed_at", "stale"), FROZEN.values(), ids=FROZEN.keys())
+def test_a_report_the_agent_says_is_not_current_is_judged_by_its_observed_at(observed_at, stale):
+    # The agent freezes observedAt while a watch fails (design/agent.md, "Freshness") and
+    # says so in its Current condition; readers need nothing but observedAt for it.
+    status = report(
+        observedAt=observed_at,
+        conditions=[{"type": "Observing", "status": "True", "reason": "Observed"}, NOT_CURRENT],
+    )
+    parsed = parse_observation(status, GPU_AND_NIC)
+    assert isinstance(parsed, Observation)
+    assert parsed.staleness(NOW, timedelta(minutes=5)) == stale

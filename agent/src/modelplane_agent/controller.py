@@ -3,45 +3,69 @@
 One asyncio task per kind lists (paged), replaces that kind in the state in
 one step, then watches from the list's resourceVersion. A watch that breaks
 resumes from the last resourceVersion it delivered, after an exponential
-backoff with jitter; a 410 Gone (that version is compacted away) relists,
+backoff with jitter (never sooner than a Retry-After); a 410 Gone (that
+version is compacted away), or an event the state could not apply, relists,
 and the relist deletes from the state whatever is gone. Each event asks the
 state which observations it touches and marks only those dirty.
 
-The publisher wakes every `tick` and, once every kind has been listed (a
-consistent snapshot: `observedAt` is the clock then), computes the dirty
-observations and writes a status through the status subresource when
-- its content (everything but `observedAt`) differs from the last status
-  written or seen, at most once per observation per `min_interval`; or
-- its `observedAt` is as old as the observation's heartbeat, so a live
-  agent's report never goes stale (`Settings`: derived from the clusters'
-  `maxAge`, spread per observation).
-An unchanged status is never written otherwise. A failed write is retried
-on the next tick after `min_interval`.
+The publisher wakes every `tick` and, once every kind has been listed,
+computes the dirty observations (a report only from kinds not being
+relisted; its `observedAt` bounded by what is known current,
+`modelplane_agent.freshness`) and writes a status through the status
+subresource when
+(`modelplane_agent.writes`) its content differs from the last status written
+or seen, when its heartbeat is due, or when a pool must refresh its
+`observedAt` for a replica that turned scheduled; never twice per
+observation within `min_interval` (monotonic). An observation deleted during
+a pass is dropped from it; one whose status fails (computed or written) is
+logged, counted and retried after a jittered exponential backoff of its own;
+a Retry-After holds every write until it has passed.
 
-Stopping (SIGTERM) cancels the watches and the publisher and closes the
-client; nothing is left half-written, since each write is one request.
+`run` supervises the tasks: one that ends unexpectedly is logged and
+restarted. Liveness (`alive`) is progress: a pass, or one observation of a
+pass, finished recently. Stopping (SIGTERM) cancels the watches and the
+publisher and closes the client; nothing is left half-written, since each
+write is one request.
 """
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
+import functools
 import gc
 import logging
+import math
 import random
 import time
 import zlib
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Coroutine, Mapping
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
+from typing import Any
 
 from modelplane_common.labels import AGENT_API_VERSION
+from modelplane_common.outcome import Condition
 from modelplane_common.timeutil import format_time, parse_time
 
 from modelplane_agent import metrics
-from modelplane_agent.kube import Api, Gone, Idle
-from modelplane_agent.state import KINDS, POOLS, REPLICAS, ClusterState, ReplicaKey, Touched
+from modelplane_agent.freshness import Currency, Freshness, freshness, frozen, with_freshness
+from modelplane_agent.kube import Api, Gone, Idle, describe, kind_name, retry_after
+from modelplane_agent.state import (
+    CLAIMS,
+    CLASSES,
+    KINDS,
+    NODES,
+    PODS,
+    POOLS,
+    REPLICAS,
+    SLICES,
+    ClusterState,
+    ReplicaKey,
+    Touched,
+)
 from modelplane_agent.status import content, pool_status, replica_status, warning
+from modelplane_agent.writes import heartbeat_due, observed_at, retry_delay, write_reason
 
 log = logging.getLogger("modelplane_agent")
 
@@ -67,8 +91,16 @@ class Settings:
     # The smallest `spec.observation.maxAge` of the InferenceClusters of this cluster.
     max_age: timedelta = timedelta(minutes=5)
     tick: float = 0.5  # seconds between publisher passes
-    backoff_initial: float = 0.5
+    # The API server's watch cache sends a bookmark about every 60 s, once the kind
+    # has had an event since it started. A stream silent for `idle` seconds is
+    # relisted (a list proves the kind current); a kind not heard from for
+    # `silence` seconds is not current (design/agent.md, "Freshness").
+    idle: float = 75.0
+    silence: float = 90.0
+    backoff_initial: float = 0.5  # watch and task restarts
     backoff_max: float = 30.0
+    write_backoff_max: float = 60.0  # a failed write: min_interval doubling to this
+    retry_after_max: float = 300.0  # the longest Retry-After honoured
 
     def heartbeat(self, key: Key) -> timedelta:
         """How old this observation's `observedAt` may grow before it is rewritten."""
@@ -79,6 +111,14 @@ class Settings:
 
 _KIND_NAMES = {POOLS: "PoolObservation", REPLICAS: "ReplicaObservation"}
 
+# The kinds each kind of report reads, so the kinds whose freshness bounds its
+# observedAt. A pool reads pods too: the pods bound to its nodes (the requests
+# that use up a node, the replicas it is refreshed for).
+REPORT_INPUTS = {
+    POOLS: (NODES, PODS, SLICES, CLAIMS, CLASSES, POOLS),
+    REPLICAS: (PODS, REPLICAS),
+}
+
 
 def bound_logger(kind: str, namespace: str, name: str) -> logging.LoggerAdapter:
     """A logger whose every line names the observation it is about."""
@@ -87,34 +127,8 @@ def bound_logger(kind: str, namespace: str, name: str) -> logging.LoggerAdapter:
     return logging.LoggerAdapter(log, {"resource": resource})
 
 
-def write_reason(
-    now: datetime,
-    new: Mapping,
-    current: Mapping | None,
-    last_write: datetime | None,
-    min_interval: timedelta,
-    heartbeat: timedelta,
-    newer_than: datetime | None = None,
-) -> str | None:
-    """Why to write `new` now, or None to leave the status alone.
-
-    "change" when the content differs; "heartbeat" when `observedAt` is as old
-    as `heartbeat`; "refresh" when it is older than `newer_than` (a replica
-    of the pool turned scheduled since). Never twice within `min_interval`.
-    """
-    if last_write is not None and now - last_write < min_interval:
-        return None
-    if content(new) != content(current):
-        return "change"
-    try:
-        observed_at = parse_time((current or {}).get("observedAt"))
-    except ValueError:
-        return "heartbeat"
-    if now - observed_at >= heartbeat:
-        return "heartbeat"
-    if newer_than is not None and observed_at < newer_than:
-        return "refresh"
-    return None
+class Unapplied(Exception):
+    """A watch event the state could not apply: its kind is relisted."""
 
 
 class Controller:
@@ -124,18 +138,37 @@ class Controller:
         clock: Callable[[], datetime],
         settings: Settings = Settings(),
         state: ClusterState | None = None,
+        *,
+        monotonic: Callable[[], float] = time.monotonic,
+        jitter: Callable[[], float] = random.random,
     ) -> None:
+        """`clock`: the wall clock (`observedAt`, transition times); `monotonic`: the
+        clock of every interval; `jitter`: uniform in [0, 1), spreads retries."""
         self.api = api
         self.clock = clock
+        self.monotonic = monotonic
+        self.jitter = jitter
         self.settings = settings
         self.state = state or ClusterState()
         self.synced: dict[str, bool] = dict.fromkeys(KINDS, False)
+        self.listed_once = False  # every kind listed at least once: reports can be computed
+        self.currency: dict[str, Currency] = {kind: Currency() for kind in KINDS}
+        # What each kind of report last said of its freshness: a change rewrites them all.
+        self.freshness_said: dict[str, Condition] = {}
         self.dirty: set[Key] = set()
         self.written: dict[Key, Mapping] = {}
-        self.last_write: dict[Key, datetime] = {}
+        # Per observation, on the monotonic clock: the last write attempt (the rate
+        # limit), the last successful write (the heartbeat), and after failures in a
+        # row, when to try again and how many there were.
+        self.last_attempt: dict[Key, float] = {}
+        self.last_written: dict[Key, float] = {}
+        self.retries: dict[Key, tuple[float, int]] = {}
+        # A Retry-After holds every write until then: the API server is overloaded.
+        self.paused_until = -math.inf
         # Pools that must publish an observedAt no older than this (see _write).
         self.refresh: dict[str, datetime] = {}
-        self.last_tick = time.monotonic()
+        self.last_progress = monotonic()
+        self.passes = 0  # publisher passes finished
         self._stopping = asyncio.Event()
 
     # ------------------------------------------------------------------ lifecycle
@@ -144,18 +177,51 @@ class Controller:
     def ready(self) -> bool:
         return all(self.synced.values())
 
+    def alive(self, allowance: float) -> bool:
+        """Whether the publisher made progress within `allowance` seconds: it finished
+        a pass, or one observation of a pass (a long pass on a slow API server is
+        progress; a write that hangs, or a publisher that died, is not)."""
+        return self.monotonic() - self.last_progress <= allowance
+
     def stop(self) -> None:
         self._stopping.set()
 
     async def run(self) -> None:
-        """Watch and publish until `stop()`; then cancel everything and return."""
-        tasks = [asyncio.create_task(self._watch(kind), name=f"watch-{kind}") for kind in KINDS]
-        tasks.append(asyncio.create_task(self._publish_forever(), name="publish"))
-        await self._stopping.wait()
+        """Watch and publish until `stop()`; then cancel everything and return.
+
+        A task that ends while the agent is not stopping (an exception no handler
+        caught, which is a bug) is logged with its traceback, counted in
+        `modelplane_agent_task_restarts_total` and started again after a backoff:
+        a dead publisher must never leave a live process that writes nothing.
+        """
+        factories: dict[str, Callable[[], Coroutine[Any, Any, None]]] = {
+            f"watch-{kind}": functools.partial(self._watch, kind) for kind in KINDS
+        }
+        factories["publish"] = self._publish_forever
+        tasks: dict[asyncio.Task, str] = {
+            asyncio.create_task(start(), name=name): name for name, start in factories.items()
+        }
+        stopping: asyncio.Task = asyncio.create_task(self._stopping.wait(), name="stopping")
+        restarts = dict.fromkeys(factories, 0)
+        while not self._stopping.is_set():
+            done, _ = await asyncio.wait({*tasks, stopping}, return_when=asyncio.FIRST_COMPLETED)
+            if self._stopping.is_set():
+                break  # tasks that end now are ending because of it
+            for task in done:
+                name = tasks.pop(task)
+                delay = self._restart_delay(restarts[name])
+                restarts[name] += 1
+                _log_ended(task, delay)
+                metrics.TASK_RESTARTS.labels(name).inc()
+                restarted = _after(delay, factories[name])
+                tasks[asyncio.create_task(restarted, name=name)] = name
         log.info("stopping", extra={"resource": "-"})
         for task in tasks:
             task.cancel()
-        await asyncio.gather(*tasks, return_exceptions=True)
+        await asyncio.gather(*tasks, stopping, return_exceptions=True)
+
+    def _restart_delay(self, restarts: int) -> float:
+        return min(self.settings.backoff_max, self.settings.backoff_initial * 2**restarts)
 
     # ------------------------------------------------------------------ watches
 
@@ -168,34 +234,62 @@ class Controller:
                     version = await self._relist(kind)
                 async for event, obj in self.api.watch(kind, version):
                     version = _resource_version(obj) or version
-                    if event not in ("ADDED", "MODIFIED", "DELETED"):
-                        continue  # BOOKMARK: only the version matters
-                    metrics.EVENTS.labels(kind, event).inc()
-                    started = time.perf_counter()
-                    self._mark(kind, self.state.apply(kind, event, obj), [obj])
-                    metrics.RECOMPUTE.labels("event").observe(time.perf_counter() - started)
+                    if event in ("ADDED", "MODIFIED", "DELETED"):
+                        metrics.EVENTS.labels(kind, event).inc()
+                        started = time.perf_counter()
+                        self._mark(kind, self._apply(kind, event, obj), [obj])
+                        metrics.RECOMPUTE.labels("event").observe(time.perf_counter() - started)
+                    # An event, or a BOOKMARK (only its version matters): current up to now.
+                    self.currency[kind].heard(self.clock(), self.monotonic())
                     backoff = self.settings.backoff_initial
             except asyncio.CancelledError:
                 raise
-            except Idle:
-                log.debug("%s watch idle: resuming on a new connection", kind)
+            except Idle as silence:
+                # No event nor bookmark for that long: the stream may be half-open, or
+                # the server sends no bookmarks. A list proves the kind current again.
+                metrics.WATCH_RESTARTS.labels(kind, "silent").inc()
+                log.info("%s watch silent (%s): relisting", kind, silence, extra={"resource": "-"})
+                version = None
             except Gone:
                 metrics.WATCH_RESTARTS.labels(kind, "gone").inc()
                 log.info("%s watch expired (410 Gone): relisting", kind, extra={"resource": "-"})
                 version = None
-            except Exception as error:  # network, API server restarts, auth refresh ...
-                metrics.WATCH_RESTARTS.labels(kind, "error").inc()
-                delay = backoff * (0.5 + random.random())
-                log.warning(
-                    "%s watch failed (%s: %s); resuming in %.1fs",
+            except Unapplied as error:
+                # Its resourceVersion is already behind us: resuming would skip it for
+                # good. A relist folds the object as it is now.
+                metrics.WATCH_RESTARTS.labels(kind, "unapplied").inc()
+                log.error(
+                    "%s watch event not applied (%s): relisting",
                     kind,
-                    type(error).__name__,
                     error,
+                    exc_info=error.__cause__,
+                    extra={"resource": "-"},
+                )
+                version = None
+            except Exception as error:  # network, API server restarts, 403, 5xx ...
+                metrics.WATCH_RESTARTS.labels(kind, "error").inc()
+                self.currency[kind].failed(self.clock(), describe(error))
+                delay = backoff * (0.5 + self.jitter())
+                asked = retry_after(error)
+                if asked is not None:
+                    delay = max(delay, min(asked, self.settings.retry_after_max))
+                log.warning(
+                    "%s watch failed (%s); resuming in %.1fs",
+                    kind,
+                    describe(error),
                     delay,
                     extra={"resource": "-"},
                 )
                 await asyncio.sleep(delay)
                 backoff = min(backoff * 2, self.settings.backoff_max)
+
+    def _apply(self, kind: str, event: str, obj: Mapping) -> Touched:
+        try:
+            return self.state.apply(kind, event, obj)
+        except Exception as error:
+            meta = obj.get("metadata") or {}
+            name = "/".join(str(meta.get(k)) for k in ("namespace", "name") if meta.get(k))
+            raise Unapplied(f"{event} {name}: {type(error).__name__}: {error}") from error
 
     async def _relist(self, kind: str) -> str:
         """Fold a full list of `kind` into the state, page by page; return its version.
@@ -203,7 +297,7 @@ class Controller:
         The kind is not synced while this runs (the state is part old, part new),
         so the publisher holds its writes until the list is complete.
         """
-        first_sync = not self.ready
+        first_sync = not self.listed_once
         self.synced[kind] = False
         metrics.SYNCED.labels(kind).set(0)
         seen: set[object] = set()
@@ -217,6 +311,7 @@ class Controller:
             if kind in (POOLS, REPLICAS):
                 observations.append(obj)
 
+        asked_at, asked_mono = self.clock(), self.monotonic()
         started = time.perf_counter()
         version = await self.api.list(kind, fold)
         touched |= self.state.delete_missing(kind, seen)
@@ -224,7 +319,9 @@ class Controller:
         metrics.RECOMPUTE.labels("relist").observe(time.perf_counter() - started)
         self.synced[kind] = True
         metrics.SYNCED.labels(kind).set(1)
+        self.currency[kind].heard(asked_at, asked_mono)  # the list is at least that recent
         if first_sync and self.ready:
+            self.listed_once = True
             settle_heap()
         log.info("listed %d %s", len(seen), kind, extra={"resource": "-"})
         return version
@@ -247,9 +344,11 @@ class Controller:
 
     async def _publish_forever(self) -> None:
         while not self._stopping.is_set():
-            self.last_tick = time.monotonic()
-            if self.ready:
+            if self.listed_once:
                 await self.publish_once()
+            self.last_progress = self.monotonic()
+            self.passes += 1
+            metrics.PASSES.inc()
             with contextlib.suppress(TimeoutError):
                 await asyncio.wait_for(self._stopping.wait(), self.settings.tick)
 
@@ -259,97 +358,210 @@ class Controller:
         ]
 
     async def publish_once(self) -> int:
-        """One publisher pass; returns how many statuses it wrote."""
+        """One publisher pass; returns how many statuses it wrote.
+
+        The watches run while a write is awaited, so an observation listed at the
+        start of the pass may be deleted before its turn: it is then dropped from
+        the pass. A failure to compute or write one observation's status is
+        logged on its logger, counted, and retried after a backoff (`writes`); it
+        never ends the pass, nor the publisher. A Retry-After ends the pass.
+        """
         now = self.clock()
         writes = 0
         known = self._known()
-        gone = (set(self.written) | set(self.last_write) | self.dirty) - set(known)
-        for key in gone:  # observations deleted since: forget them
-            if key[0] == POOLS:
-                self.refresh.pop(key[2], None)
-            self.written.pop(key, None)
-            self.last_write.pop(key, None)
-            self.dirty.discard(key)
+        self._forget(set(known))
+        fresh = self._freshness(now, known)
+        # A report is computed only from kinds that are not being relisted (a relist
+        # folds page by page: the state is part old, part new until it completes).
+        whole = {report: all(self.synced[k] for k in REPORT_INPUTS[report]) for report in fresh}
         for key in known:
-            kind, namespace, name = key
-            seen = (
-                self.state.pool_status.get(name)
-                if kind == POOLS
-                else self.state.replica_status.get((namespace, name))
-            )
-            current = self.written.get(key, seen)
-            newer_than = self.refresh.get(name) if kind == POOLS else None
-            if (
-                key not in self.dirty
-                and newer_than is None
-                and now - _observed_at(current) < self.settings.heartbeat(key)
-            ):
-                continue
-            # Clean from here: an event handled while the write below is awaited marks
-            # the key dirty again, and that mark must survive the write (the write
-            # carries the state as it was before the event).
-            self.dirty.discard(key)
-            started = time.perf_counter()
-            new = self._status(key, now, current)
-            metrics.RECOMPUTE.labels(kind).observe(time.perf_counter() - started)
-            reason = write_reason(
-                now,
-                new,
-                current,
-                self.last_write.get(key),
-                self.settings.min_interval,
-                self.settings.heartbeat(key),
-                newer_than,
-            )
-            if reason is None:
-                if content(new) != content(current):
-                    self.dirty.add(key)  # changed, but written too recently: next tick
-                elif newer_than is not None and _observed_at(current) >= newer_than:
-                    self.refresh.pop(name, None)
-                continue
-            if await self._write(key, new, reason, now):
-                writes += 1
-                problem = warning(current, new)
-                if problem is not None:
-                    await self._warn(key, *problem, now)
-            else:
-                self.dirty.add(key)  # retried after min_interval
+            if self.monotonic() < self.paused_until:
+                break  # the rest stays dirty for a later pass
+            if not self._exists(key):
+                continue  # deleted while an earlier write of this pass was awaited
+            try:
+                writes += await self._publish(key, now, fresh[key[0]], whole[key[0]])
+            except asyncio.CancelledError:
+                raise
+            except Exception as error:
+                self._failed(key, error)
+            self.last_progress = self.monotonic()
         return writes
 
-    def _status(self, key: Key, now: datetime, previous: Mapping | None) -> dict:
+    def _freshness(self, now: datetime, known: list[Key]) -> dict[str, Freshness]:
+        """Each kind of report's freshness this pass; a change marks all of them dirty."""
+        mono = self.monotonic()
+        fresh = {
+            report: freshness(inputs, self.currency, now, mono, self.settings.silence, kind_name)
+            for report, inputs in REPORT_INPUTS.items()
+        }
+        for report, this in fresh.items():
+            if self.freshness_said.get(report) != this.condition:
+                self.dirty.update(key for key in known if key[0] == report)
+                self.freshness_said[report] = this.condition
+        for kind in KINDS:
+            lagging = freshness((kind,), self.currency, now, mono, self.settings.silence, kind_name)
+            metrics.CURRENT.labels(kind).set(lagging.condition.status == "True")
+        return fresh
+
+    def _forget(self, known: set[Key]) -> None:
+        """Drop the bookkeeping of observations deleted since the last pass."""
+        books = (self.written, self.last_attempt, self.last_written, self.retries)
+        gone = set().union(self.dirty, *books) - known
+        for key in gone:
+            if key[0] == POOLS:
+                self.refresh.pop(key[2], None)
+            for book in books:
+                book.pop(key, None)
+            self.dirty.discard(key)
+
+    def _exists(self, key: Key) -> bool:
+        kind, namespace, name = key
+        if kind == POOLS:
+            return name in self.state.pools
+        return (namespace, name) in self.state.replicas
+
+    def _failed(self, key: Key, error: Exception) -> None:
+        kind, namespace, name = key
+        metrics.STATUS_FAILURES.labels(kind).inc()
+        delay = self._retry_later(key, error)
+        bound_logger(kind, namespace, name).exception(
+            "status not published: %s; retrying in %.1fs", describe(error), delay
+        )
+
+    def _retry_later(self, key: Key, error: Exception) -> float:
+        """Back `key` off after a failure; returns the delay. A Retry-After holds all writes."""
+        failures = self.retries.get(key, (0.0, 0))[1] + 1
+        asked = retry_after(error)
+        delay = retry_delay(
+            failures,
+            self.jitter(),
+            asked,
+            initial=self.settings.min_interval.total_seconds(),
+            backoff_max=self.settings.write_backoff_max,
+            retry_after_max=self.settings.retry_after_max,
+        )
+        now = self.monotonic()
+        self.retries[key] = (now + delay, failures)
+        if asked is not None:
+            self.paused_until = max(
+                self.paused_until, now + min(asked, self.settings.retry_after_max)
+            )
+        self.dirty.add(key)
+        return delay
+
+    def _age(self, book: dict[Key, float], key: Key) -> float | None:
+        at = book.get(key)
+        return None if at is None else self.monotonic() - at
+
+    async def _publish(self, key: Key, now: datetime, fresh: Freshness, whole: bool) -> int:
+        """Compute `key`'s status and write it if it is due; 1 if it was written.
+
+        While a kind the report reads is being relisted (`whole` is False) the report
+        cannot be computed: nothing is written while that relist goes well, and once
+        it fails (the kind is then not current) the last status is written again as
+        it was, with the frozen `observedAt` and the `Current` condition saying why.
+        """
+        kind, _, name = key
+        retry = self.retries.get(key)
+        if retry is not None and self.monotonic() < retry[0]:
+            return 0  # backing off; still dirty
+        current = self._current(key)
+        if not whole and (current is None or not self._relist_failing(kind)):
+            return 0  # a relist under way: wait for it (still dirty)
+        newer_than = self.refresh.get(name) if kind == POOLS else None
+        heartbeat = self.settings.heartbeat(key).total_seconds()
+        written_age = self._age(self.last_written, key)
+        # A refresh waits for an observedAt that reaches it (not while frozen).
+        refresh_due = newer_than is not None and fresh.observed_at >= newer_than
+        if (
+            key not in self.dirty
+            and not refresh_due
+            and not heartbeat_due(fresh.observed_at, observed_at(current), written_age, heartbeat)
+        ):
+            return 0
+        # Clean from here: an event handled while the write below is awaited marks
+        # the key dirty again, and that mark must survive the write (the write
+        # carries the state as it was before the event).
+        self.dirty.discard(key)
+        started = time.perf_counter()
+        new = self._status(key, now, current, fresh) if whole else frozen(current, fresh, now)
+        metrics.RECOMPUTE.labels(kind).observe(time.perf_counter() - started)
+        reason = write_reason(
+            new,
+            current,
+            since_attempt=self._age(self.last_attempt, key),
+            written_age=written_age,
+            min_interval=self.settings.min_interval.total_seconds(),
+            heartbeat=heartbeat,
+            newer_than=newer_than,
+        )
+        if reason is None:
+            if content(new) != content(current):
+                self.dirty.add(key)  # changed, but written too recently: next tick
+            elif newer_than is not None and _observed_at(current) >= newer_than:
+                self.refresh.pop(name, None)
+            return 0
+        if not await self._write(key, new, reason, now):
+            return 0  # backed off in _write
+        problem = warning(current, new)
+        if problem is not None:
+            await self._warn(key, *problem, now)
+        return 1
+
+    def _relist_failing(self, report: str) -> bool:
+        """Whether a kind this report reads is unlisted and its list failed."""
+        return any(
+            not self.synced[k] and self.currency[k].error is not None for k in REPORT_INPUTS[report]
+        )
+
+    def _current(self, key: Key) -> Mapping | None:
+        """The status last written, else the one seen on the object."""
+        kind, namespace, name = key
+        seen = (
+            self.state.pool_status.get(name)
+            if kind == POOLS
+            else self.state.replica_status.get((namespace, name))
+        )
+        return self.written.get(key, seen)
+
+    def _status(self, key: Key, now: datetime, previous: Mapping | None, fresh: Freshness) -> dict:
         kind, namespace, name = key
         if kind == POOLS:
             spec = self.state.pools[name]
-            return pool_status(
-                self.state.pool_report(name), spec.kind_names, now, previous, spec.generation
+            generation = spec.generation
+            status = pool_status(
+                self.state.pool_report(name), spec.kind_names, now, previous, generation
             )
-        replica: ReplicaKey = (namespace, name)
-        return replica_status(
-            self.state.replica_report(replica),
-            now,
-            previous,
-            self.state.replicas[replica].generation,
-        )
+        else:
+            replica: ReplicaKey = (namespace, name)
+            generation = self.state.replicas[replica].generation
+            status = replica_status(self.state.replica_report(replica), now, previous, generation)
+        return with_freshness(status, fresh, previous, now, generation)
 
     async def _write(self, key: Key, status: dict, reason: str, now: datetime) -> bool:
         kind, namespace, name = key
         logger = bound_logger(kind, namespace, name)
-        self.last_write[key] = now
+        self.last_attempt[key] = self.monotonic()
         try:
             await self.api.patch_status(kind, namespace, name, status)
         except asyncio.CancelledError:
             raise
         except Exception as error:
             metrics.WRITES.labels(kind, reason, "error").inc()
-            logger.warning("status write failed: %s: %s", type(error).__name__, error)
+            delay = self._retry_later(key, error)
+            logger.warning("status write failed: %s; retrying in %.1fs", describe(error), delay)
             return False
         metrics.WRITES.labels(kind, reason, "ok").inc()
+        self.retries.pop(key, None)
+        self.last_written[key] = self.monotonic()
         self.written[key] = status
         condition = status["conditions"][0]
         if kind == POOLS:
             metrics.LAST_PUBLISH.labels(name).set(now.timestamp())
-            if self.refresh.get(name, now) <= now:
-                self.refresh.pop(name, None)
+            published = observed_at(status) or now
+            if self.refresh.get(name, published) <= published:
+                self.refresh.pop(name, None)  # done only by an observedAt that reaches it
         elif condition["status"] == "True" and condition["lastTransitionTime"] == format_time(now):
             # The replica just turned scheduled, at `now` on our clock. The scheduler charges
             # it until its pools publish an observation at least that recent (the histogram
@@ -395,6 +607,24 @@ class Controller:
             bound_logger(kind, namespace, name).warning(
                 "event not created: %s: %s", type(error).__name__, error
             )
+
+
+def _log_ended(task: asyncio.Task, delay: float) -> None:
+    error = None if task.cancelled() else task.exception()
+    how = f"{type(error).__name__}: {error}" if error else "returned"
+    log.error(
+        "task %s ended (%s); restarting it in %.1fs",
+        task.get_name(),
+        "cancelled" if task.cancelled() else how,
+        delay,
+        exc_info=error,
+        extra={"resource": "-"},
+    )
+
+
+async def _after(delay: float, start: Callable[[], Coroutine[Any, Any, None]]) -> None:
+    await asyncio.sleep(delay)
+    await start()
 
 
 def settle_heap() -> None:

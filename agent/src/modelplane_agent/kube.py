@@ -1,4 +1,4 @@
-"""The Kubernetes API, as the three calls the controller needs, over lightkube.
+"""The Kubernetes API, as the four calls the controller needs, over lightkube.
 
 Every kind is read as a generic resource, so objects arrive as plain JSON
 mappings (decoded by msgspec inside lightkube) and are turned into the
@@ -14,6 +14,7 @@ from dataclasses import dataclass
 from functools import cache
 from typing import Any, Protocol
 
+import httpx2
 from lightkube import AsyncClient
 from lightkube.core.exceptions import ApiError
 from lightkube.generic_resource import create_global_resource, create_namespaced_resource
@@ -31,6 +32,43 @@ class Idle(Exception):
     connection may be half-open, so resume on a new one."""
 
 
+def retry_after(error: BaseException) -> float | None:
+    """The seconds the API server asked a client to wait before trying again, if it did.
+
+    Kubernetes says so on 429 (API Priority and Fairness, max-in-flight) and on
+    some 5xx answers, in the `Retry-After` header (whole seconds) and in the
+    Status' `details.retryAfterSeconds`. lightkube raises an ApiError for an
+    answer it read, and httpx's HTTPStatusError for a watch request refused
+    before its stream began (its body unread): both carry the response.
+    """
+    if not isinstance(error, httpx2.HTTPStatusError):
+        return None
+    response = error.response if isinstance(error.response, httpx2.Response) else None
+    header = response.headers.get("Retry-After") if response is not None else None
+    try:
+        seconds = float(header) if header is not None else None
+    except ValueError:
+        seconds = None  # an HTTP date: the API server never sends one
+    details = error.status.details if isinstance(error, ApiError) else None
+    if seconds is None and details is not None:
+        seconds = details.retryAfterSeconds
+    return float(seconds) if seconds is not None and seconds >= 0 else None
+
+
+def describe(error: BaseException) -> str:
+    """An API error in one line, for logs and conditions: the HTTP status and the
+    API server's message when it sent one ("403 Forbidden: pods is forbidden: ...")."""
+    if isinstance(error, ApiError):
+        status = error.status
+        head = " ".join(str(part) for part in (status.code, status.reason) if part)
+        message = " ".join(str(status.message or "").split())
+        return f"{head}: {message}" if head and message else head or message or "ApiError"
+    if isinstance(error, httpx2.HTTPStatusError):
+        return f"{error.response.status_code} {error.response.reason_phrase}".strip()
+    text = " ".join(str(error).split())
+    return f"{type(error).__name__}: {text}" if text else type(error).__name__
+
+
 class Api(Protocol):
     """What the controller asks of the API server (lightkube here, a fake in tests)."""
 
@@ -41,8 +79,9 @@ class Api(Protocol):
         ...
 
     def watch(self, kind: str, resource_version: str) -> AsyncIterator[tuple[str, Mapping]]:
-        """(event type, object) from `resource_version` on; raises Gone on 410, Idle
-        when the stream has been silent too long."""
+        """(event type, object) from `resource_version` on, BOOKMARK events included
+        (an object holding only the version it vouches for); raises Gone on 410,
+        Idle when the stream has been silent too long."""
         ...
 
     async def patch_status(self, kind: str, namespace: str, name: str, status: Mapping) -> None:
@@ -76,6 +115,11 @@ _KINDS = {
 }
 
 
+def kind_name(kind: str) -> str:
+    """The API kind of one of the agent's watched kinds ("ResourceClaim" for resourceclaims)."""
+    return _KINDS[kind].kind
+
+
 @cache
 def _resource(kind: str) -> Any:
     # Once per process: lightkube's registry refuses a second generic class for a core
@@ -98,11 +142,16 @@ class LightkubeApi:
         client: AsyncClient,
         page_size: int = 500,
         server_timeout: int = 300,
-        idle: float = 360.0,
+        idle: float = 75.0,
     ) -> None:
         """`server_timeout`: the API server ends each watch request after that many
         seconds (lightkube then re-requests from the last version); `idle`: a watch
-        quiet for longer raises Idle, which catches connections that died silently."""
+        quiet for longer raises Idle, which catches connections that died silently.
+        Watches ask for bookmarks (`allowWatchBookmarks`): the API server's watch
+        cache sends one about every minute and before it ends a request, once the
+        kind has had an event since the server started (or etcd's progress
+        notification came), and each one proves the kind current (design/agent.md,
+        "Freshness")."""
         self._client = client
         self._page_size = page_size
         self._server_timeout = server_timeout
@@ -120,15 +169,7 @@ class LightkubeApi:
     async def watch(self, kind: str, resource_version: str) -> AsyncIterator[tuple[str, Mapping]]:
         res = self._resources[kind]
         namespace = "*" if _KINDS[kind].namespaced else None
-        stream = aiter(
-            self._client.watch(
-                res,
-                namespace=namespace,
-                resource_version=resource_version,
-                server_timeout=self._server_timeout,
-                on_error=on_error_raise,
-            )
-        )
+        stream = aiter(self._watch_stream(res, namespace, resource_version))
         try:
             while True:
                 try:
@@ -142,10 +183,33 @@ class LightkubeApi:
             if error.status.code == 410:
                 raise Gone(str(error)) from error
             raise
+        except httpx2.HTTPStatusError as error:  # the watch request itself was refused
+            if error.response.status_code == 410:
+                raise Gone(describe(error)) from error
+            raise
         finally:
             close = getattr(stream, "aclose", None)  # an async generator's
             if close is not None:
                 await close()
+
+    def _watch_stream(
+        self, res: Any, namespace: str | None, resource_version: str
+    ) -> AsyncIterator[tuple[str, Any]]:
+        # lightkube's public watch() takes no allowWatchBookmarks; its generic client,
+        # which that watch() calls, takes any query parameter (lightkube 1.0.1, pinned).
+        generic = self._client._client
+        request = generic.prepare_request(
+            "list",
+            res=res,
+            namespace=namespace,
+            watch=True,
+            params={
+                "timeoutSeconds": self._server_timeout,
+                "resourceVersion": resource_version,
+                "allowWatchBookmarks": "true",
+            },
+        )
+        return generic.watch(request, on_error=on_error_raise)
 
     async def patch_status(self, kind: str, namespace: str, name: str, status: Mapping) -> None:
         res = self._resources[kind]

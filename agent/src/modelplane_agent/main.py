@@ -21,7 +21,7 @@ from modelplane_common.timeutil import parse_duration
 from modelplane_agent.controller import Controller, Settings
 from modelplane_agent.debug import node_view
 from modelplane_agent.kube import LightkubeApi
-from modelplane_agent.server import loop_alive, serve
+from modelplane_agent.server import serve
 
 
 class _ResourceDefault(logging.Filter):
@@ -162,7 +162,9 @@ def cli(
     logging.basicConfig(level=log_level.upper(), handlers=[handler])
     for chatty in ("httpx", "httpx2"):  # one line per request, watches included
         logging.getLogger(chatty).setLevel(max(logging.WARNING, logging.root.level))
-    api = LightkubeApi(AsyncClient(config=config, field_manager="modelplane-agent"))
+    api = LightkubeApi(
+        AsyncClient(config=config, field_manager="modelplane-agent"), idle=settings.idle
+    )
     controller = Controller(api, _now, settings)
     host, _, port = listen.rpartition(":")
     allowance = 10 * settings.tick + 30
@@ -171,7 +173,7 @@ def cli(
         server = serve(
             host or "0.0.0.0",
             int(port),
-            loop_alive(lambda: controller.last_tick, allowance),
+            lambda: controller.alive(allowance),
             lambda: controller.ready,
             view if debug_nodes else None,
         )

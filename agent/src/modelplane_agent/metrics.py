@@ -44,3 +44,29 @@ SYNCED = Gauge(
     ["kind"],
     registry=REGISTRY,
 )
+STATUS_FAILURES = Counter(
+    "modelplane_agent_status_failures",
+    "Observations whose status could not be published in a pass for a reason other than "
+    "the write's answer (counted in status_writes{result=error}), by kind: each is logged "
+    "on the observation's logger and retried.",
+    ["kind"],
+    registry=REGISTRY,
+)
+TASK_RESTARTS = Counter(
+    "modelplane_agent_task_restarts",
+    "Watch or publisher tasks that ended unexpectedly and were started again, by task.",
+    ["task"],
+    registry=REGISTRY,
+)
+CURRENT = Gauge(
+    "modelplane_agent_current",
+    "1 while a kind is current (heard from within the silence bound, nothing failing "
+    "since), as of the last publisher pass.",
+    ["kind"],
+    registry=REGISTRY,
+)
+PASSES = Counter(
+    "modelplane_agent_publish_passes",
+    "Publisher passes finished (one every tick while the agent is healthy).",
+    registry=REGISTRY,
+)

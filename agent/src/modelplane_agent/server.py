@@ -1,7 +1,9 @@
 """Health, readiness and metrics over HTTP, on a thread beside the event loop.
 
-/healthz: 200 while the publisher loop has ticked recently (a wedged loop
-          fails the liveness probe and gets the pod restarted);
+/healthz: 200 while the publisher makes progress (`Controller.alive`: a pass,
+          or one observation of a pass, finished recently); a wedged loop, a
+          hung write or a dead publisher fails the liveness probe and gets the
+          pod restarted;
 /readyz:  200 once every kind has been listed (the agent can publish);
 /metrics: Prometheus text format;
 /debug/nodes: with --debug-nodes only, the agent's per-node view as JSON
@@ -11,7 +13,6 @@
 from __future__ import annotations
 
 import threading
-import time
 from collections.abc import Callable
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
@@ -68,8 +69,3 @@ def serve(
     server = ThreadingHTTPServer((host, port), Handler)
     threading.Thread(target=server.serve_forever, name="http", daemon=True).start()
     return server
-
-
-def loop_alive(last_tick: Callable[[], float], allowance: float) -> Callable[[], bool]:
-    """Alive while the last publisher tick is at most `allowance` seconds old."""
-    return lambda: time.monotonic() - last_tick() <= allowance

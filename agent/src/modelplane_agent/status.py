@@ -1,7 +1,8 @@
 """Reports as status documents, and what makes two of them the same.
 
-`observedAt` is the agent's clock when it computed the report from a
-consistent snapshot (every watch synced). Two statuses that differ only in
+`observedAt` is stamped `now` here; the shell then bounds it by what the
+agent knows to be current (`modelplane_agent.freshness`, which also adds the
+`Current` condition after the report's own). Two statuses that differ only in
 `observedAt` carry the same news: the shell writes such a status only as the
 heartbeat, so `content` is the comparison key.
 """

@@ -330,6 +330,21 @@ def test_all_scheduled_relays_the_agents_transition_time():
     assert desired_status(rsp)["scheduledAt"] == EARLIER
 
 
+def test_a_report_the_agent_says_is_not_current_is_judged_by_its_observed_at_alone():
+    # While a watch fails the agent freezes observedAt and adds Current=False beside
+    # Scheduled (design/agent.md, "Freshness"): the replica is judged as before, and
+    # goes Unknown only once observedAt is stale.
+    status = report(1, 1, since=EARLIER)
+    status["conditions"].append(
+        {"type": "Current", "status": "False", "reason": "WatchFailing", "message": "Pod watch"}
+    )
+    rsp = call(xr(), observation(status))
+    assert pods_scheduled(rsp)[:2] == ("True", "AllPodsScheduled")
+    assert desired_status(rsp)["scheduledAt"] == EARLIER
+    stale = call(xr(), observation({**status, "observedAt": STALE}))
+    assert pods_scheduled(stale)[:2] == ("Unknown", "NotObserved")
+
+
 @pytest.mark.parametrize(
     ("previous", "expected"),
     [
