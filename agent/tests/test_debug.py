@@ -7,7 +7,7 @@ from collections import Counter
 
 import pytest
 from modelplane_agent.debug import node_view
-from modelplane_agent.state import CLAIMS, CLASSES, NODES, POOLS, SLICES, ClusterState
+from modelplane_agent.state import CLAIMS, CLASSES, NODES, PODS, POOLS, SLICES, ClusterState
 from modelplane_devtools import agent_builders as t
 
 GPU_CLASS = t.device_class("gpu", 'device.attributes["gpu.nvidia.com"].type == "gpu"')
@@ -42,12 +42,31 @@ def gpus(name: str, count: int = 4) -> tuple[str, dict]:
             {},
             id="a node of no pool is not in the view",
         ),
+        pytest.param(
+            [
+                (
+                    NODES,
+                    t.node("n1", "a100", allocatable={"cpu": "2", "memory": "8Gi", "pods": "9"}),
+                ),
+                gpus("n1"),
+                (PODS, t.pod("p", node_name="n1", requests={"cpu": "1"})),
+            ],
+            {"n1": {"a100": {"free": {"gpu": 0}, "noRoomFor": "cpu"}}},
+            id="a node without room for the smallest pod counts nothing and says what it lacks",
+        ),
+        pytest.param(
+            [
+                (NODES, t.node("n1", "a100")),
+                (SLICES, t.resource_slice("n1", [t.device("g0")], slice_count=2)),
+            ],
+            {"n1": {"a100": {"free": {"gpu": 0}, "uncounted": ["incomplete resource pool"]}}},
+            id="a node whose devices an incomplete resource pool hides says so",
+        ),
     ],
 )
 def test_the_view_says_what_the_report_counts_for_each_node(objects, expected):
-    state = cluster(
-        (CLASSES, GPU_CLASS), (POOLS, t.pool_observation("a100", [("gpu", t.NVIDIA, "gpu")]))
-    )
+    pool = t.pool_observation("a100", [("gpu", t.NVIDIA, "gpu")], min_pod_requests={"cpu": "2"})
+    state = cluster((CLASSES, GPU_CLASS), (POOLS, pool))
     for kind, obj in objects:
         state.apply(kind, "ADDED", obj)
     assert node_view(state)["nodes"] == expected

@@ -17,6 +17,7 @@ runs on the event loop, never beside it.
 
 from __future__ import annotations
 
+from modelplane_agent.pools import Contribution, NoRoom, Uncounted
 from modelplane_agent.state import ClusterState
 
 
@@ -26,7 +27,9 @@ def node_view(state: ClusterState) -> dict:
     An entry is {"free": {device name: count}} for a node in the histogram,
     {"leftOut": reason} for a node the histogram leaves out (cordoned, NotReady,
     untolerated taint), {"unobserved": reason} for every node of a pool with no
-    histogram.
+    histogram. A counted node may say why it counts less than it publishes:
+    "noRoomFor" (the resource the pool's smallest pod lacks there: it counts no
+    device) or "uncounted" (devices of incomplete or invalid resource pools).
     """
     nodes: dict[str, dict[str, dict]] = {}
     pools: dict[str, dict] = {}
@@ -38,14 +41,23 @@ def node_view(state: ClusterState) -> dict:
             "observing": {"status": condition.status, "reason": condition.reason},
         }
         kind_names = state.pools[pool].kind_names
-        parts = state.parts.get(pool, {})
-        for node in sorted(state.members.get(pool, ())):
+        parts = state.pool_view.parts.get(pool, {})
+        for node in sorted(state.pool_view.members.get(pool, ())):
             part = parts.get(node)
             if report.histogram is None or part is None:
                 entry: dict = {"unobserved": condition.reason}
-            elif isinstance(part, str):
-                entry = {"leftOut": part}
             else:
-                entry = {"free": dict(zip(kind_names, part, strict=True))}
+                entry = _entry(part, kind_names)
             nodes.setdefault(node, {})[pool] = entry
     return {"nodes": dict(sorted(nodes.items())), "pools": pools}
+
+
+def _entry(part: Contribution, kind_names: tuple[str, ...]) -> dict:
+    if isinstance(part, str):
+        return {"leftOut": part}
+    if isinstance(part, NoRoom):
+        return {"free": dict.fromkeys(kind_names, 0), "noRoomFor": part.resource}
+    if isinstance(part, Uncounted):
+        free = dict(zip(kind_names, part.vector, strict=True))
+        return {"free": free, "uncounted": list(part.causes)}
+    return {"free": dict(zip(kind_names, part, strict=True))}
