@@ -16,7 +16,8 @@ replayed (`MODELPLANE_ORACLE_SEEDS=<seed>`).
 Nothing here knows the agent's rules: the generator only builds situations,
 kube-scheduler says what fits in them.
 
-Features (each can be left out, or chosen alone, by name: `features_from`):
+Features (each can be left out, or chosen alone, by name: `features_from`; the two
+in KNOWN_DISAGREEMENTS only when named):
     republished-slices    a node's slices replaced by a newer generation under new
                           names (devices added or dropped, the old one deleted or
                           left behind), sometimes again after workloads ran
@@ -93,16 +94,30 @@ FEATURES = (
 )
 
 
+# Features on which the agent and kube-scheduler v1.35.4 are known to disagree, each
+# with why; left out unless named (design/agent.md, "Tests"). The oracle keeps them so a
+# fix, or a Kubernetes release with the allocator's fix, is measured by naming them.
+KNOWN_DISAGREEMENTS = {
+    "device-taint-rules": "the agent does not read DeviceTaintRules yet",
+    "tainted-partitions": "kube-scheduler v1.35.4 keeps a rejected tainted device's counters "
+    "reserved for the rest of its search, so it allocates less than fits",
+}
+DEFAULT_FEATURES = frozenset(FEATURES) - set(KNOWN_DISAGREEMENTS)
+
+
 def features_from(text: str) -> frozenset[str]:
-    """`""` or "all": every feature; "none": none; "a,b": only those; "-a,-b": all but those."""
+    """`""`: every feature but the known disagreements; "all": every feature; "none": none;
+    "a,b": only those; "-a,-b": the default but those."""
     if text.strip() == "none":
         return frozenset()
-    names = [n.strip() for n in text.split(",") if n.strip() and n.strip() != "all"]
+    if text.strip() == "all":
+        return frozenset(FEATURES)
+    names = [n.strip() for n in text.split(",") if n.strip()]
     unknown = {n.lstrip("-") for n in names} - set(FEATURES)
     if unknown:
         raise ValueError(f"unknown oracle features {sorted(unknown)}; known: {', '.join(FEATURES)}")
     excluded = {n[1:] for n in names if n.startswith("-")}
-    included = {n for n in names if not n.startswith("-")} or set(FEATURES)
+    included = {n for n in names if not n.startswith("-")} or set(DEFAULT_FEATURES)
     return frozenset(included - excluded)
 
 
