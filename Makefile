@@ -1,5 +1,5 @@
 # The two commands the README promises, and the helpers around them.
-.PHONY: setup render test packages e2e-tools e2e e2e-admission e2e-admission-baseline bench-admission schemas schemas-check bench bench-agent agent-live lint fuzz sim version
+.PHONY: setup render test packages e2e-tools e2e e2e-admission e2e-admission-baseline bench-admission schemas schemas-check bench bench-agent agent-live agent-oracle lint fuzz sim version
 
 setup:
 	bash scripts/setup.sh
@@ -77,6 +77,14 @@ sim:
 # (binaries in .tools/bin from the e2e tooling) alone; CI runs it in make e2e.
 agent-live: setup e2e-tools
 	uv run --frozen pytest -m e2e agent/tests/live -q
+
+# The oracle's long profile: kube-scheduler against the agent's per-node view over
+# 300 seeded random states (make e2e runs 30). MODELPLANE_ORACLE_SEEDS=7,12 replays
+# those seeds, MODELPLANE_ORACLE_FEATURES=-admin-access leaves a feature out
+# (agent/tests/live/test_oracle.py says more).
+ORACLE_STATES ?= 300
+agent-oracle: setup e2e-tools
+	MODELPLANE_ORACLE_STATES=$(ORACLE_STATES) uv run --frozen pytest -m e2e agent/tests/live/test_oracle.py -q -s
 
 # Lint, format and type checks: what CI runs before the tests.
 lint: setup

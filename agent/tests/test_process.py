@@ -1,4 +1,5 @@
-"""`modelplane-agent` as a process: kubeconfig, list-watch, a status write, probes, SIGTERM.
+"""`modelplane-agent` as a process: kubeconfig, list-watch, a status write, probes, the
+per-node debug view, SIGTERM.
 
 The API server is a small fake on 127.0.0.1 that serves a list per kind,
 holds every watch open without events, and records patches.
@@ -102,6 +103,11 @@ def free_port() -> int:
         return s.getsockname()[1]
 
 
+def fetch_json(port: int, path: str) -> object:
+    with urllib.request.urlopen(f"http://127.0.0.1:{port}{path}", timeout=5) as response:
+        return json.loads(response.read())
+
+
 def probe(port: int, path: str) -> int:
     try:
         with urllib.request.urlopen(f"http://127.0.0.1:{port}{path}", timeout=2) as response:
@@ -149,6 +155,7 @@ def test_the_agent_process_publishes_answers_probes_and_stops_on_sigterm(tmp_pat
                 "from modelplane_agent.main import cli; cli()",
                 f"--kubeconfig={kubeconfig}",
                 f"--listen=127.0.0.1:{port}",
+                "--debug-nodes",
             ],
             stdout=out,
             stderr=subprocess.STDOUT,
@@ -157,6 +164,7 @@ def test_the_agent_process_publishes_answers_probes_and_stops_on_sigterm(tmp_pat
             ready = wait_for(lambda: probe(port, "/readyz") == 200)
             written = wait_for(lambda: bool(api.patches))
             healthy = probe(port, "/healthz")
+            view = fetch_json(port, "/debug/nodes")
             agent.send_signal(signal.SIGTERM)
             code = agent.wait(timeout=10)
         finally:
@@ -175,6 +183,12 @@ def test_the_agent_process_publishes_answers_probes_and_stops_on_sigterm(tmp_pat
         "?fieldManager=modelplane-agent"
     )
     assert patch["status"]["nodesByFreeDevices"] == [{"free": {"gpu": 2}, "nodes": 1}]
+    assert view == {
+        "nodes": {"n1": {"a100": {"free": {"gpu": 2}}}},
+        "pools": {
+            "a100": {"observedNodes": 1, "observing": {"status": "True", "reason": "Observed"}}
+        },
+    }
     assert "PoolObservation/a100 status written (change)" in output
 
 

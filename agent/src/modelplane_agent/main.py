@@ -3,10 +3,12 @@
 from __future__ import annotations
 
 import asyncio
+import json
 import logging
 import os
 import signal
 import sys
+from collections.abc import Callable
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
@@ -17,6 +19,7 @@ from lightkube.core.exceptions import ConfigError
 from modelplane_common.timeutil import parse_duration
 
 from modelplane_agent.controller import MIN_MAX_AGE, Controller, Settings
+from modelplane_agent.debug import node_view
 from modelplane_agent.kube import LightkubeApi
 from modelplane_agent.server import serve
 
@@ -110,6 +113,18 @@ def _duration(flag: str, text: str) -> timedelta:
         raise ValueError(f"{flag}: {error} (got {text})") from None
 
 
+def on_loop(
+    loop: asyncio.AbstractEventLoop, call: Callable[[], bytes], timeout: float = 10
+) -> Callable[[], bytes]:
+    """`call`, run on `loop` from another thread (the HTTP server's): the state it reads
+    is only ever touched by the loop."""
+
+    async def run() -> bytes:
+        return call()
+
+    return lambda: asyncio.run_coroutine_threadsafe(run(), loop).result(timeout)
+
+
 async def _run(controller: Controller, api: LightkubeApi) -> None:
     loop = asyncio.get_running_loop()
     for sig in (signal.SIGTERM, signal.SIGINT):
@@ -144,6 +159,12 @@ async def _run(controller: Controller, api: LightkubeApi) -> None:
     "server sends a bookmark about every 60 s; under that, quiet kinds are relisted.",
 )
 @click.option("--log-level", default="INFO", show_default=True)
+@click.option(
+    "--debug-nodes",
+    is_flag=True,
+    help="Serve /debug/nodes: the free devices counted for every node of every pool (JSON), "
+    "for tests; never published.",
+)
 def cli(
     kubeconfig: str | None,
     listen: str,
@@ -151,6 +172,7 @@ def cli(
     min_interval: str,
     watch_silence: str,
     log_level: str,
+    debug_nodes: bool,
 ):
     """Publish every PoolObservation's histogram and every ReplicaObservation's pod state."""
     try:
@@ -171,13 +193,16 @@ def cli(
     controller = Controller(api, _now, settings)
     host, _, port = listen.rpartition(":")
     allowance = 10 * settings.tick + 30
-    server = serve(
-        host or "0.0.0.0",
-        int(port),
-        lambda: controller.alive(allowance),
-        lambda: controller.ready,
-    )
-    try:
-        asyncio.run(_run(controller, api))
-    finally:
-        server.shutdown()
+    with asyncio.Runner() as runner:
+        view = on_loop(runner.get_loop(), lambda: json.dumps(node_view(controller.state)).encode())
+        server = serve(
+            host or "0.0.0.0",
+            int(port),
+            lambda: controller.alive(allowance),
+            lambda: controller.ready,
+            view if debug_nodes else None,
+        )
+        try:
+            runner.run(_run(controller, api))
+        finally:
+            server.shutdown()

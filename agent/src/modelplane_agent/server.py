@@ -5,7 +5,9 @@
           hung write or a dead publisher fails the liveness probe and gets the
           pod restarted;
 /readyz:  200 once every kind has been listed (the agent can publish);
-/metrics: Prometheus text format.
+/metrics: Prometheus text format;
+/debug/nodes: with --debug-nodes only, the agent's per-node view as JSON
+          (`modelplane_agent.debug`), for the live oracle test.
 """
 
 from __future__ import annotations
@@ -20,9 +22,16 @@ from modelplane_agent.metrics import REGISTRY
 
 
 def serve(
-    host: str, port: int, alive: Callable[[], bool], ready: Callable[[], bool]
+    host: str,
+    port: int,
+    alive: Callable[[], bool],
+    ready: Callable[[], bool],
+    debug_nodes: Callable[[], bytes] | None = None,
 ) -> ThreadingHTTPServer:
-    """Start serving on a daemon thread; the caller shuts the server down."""
+    """Start serving on a daemon thread; the caller shuts the server down.
+
+    /debug/nodes is served only when `debug_nodes` is given (404 otherwise).
+    """
 
     class Handler(BaseHTTPRequestHandler):
         def do_GET(self) -> None:
@@ -34,8 +43,18 @@ def serve(
             elif self.path == "/readyz":
                 ok = ready()
                 self._send(200 if ok else 503, b"ok\n" if ok else b"not synced\n")
+            elif self.path == "/debug/nodes" and debug_nodes is not None:
+                self._debug_nodes(debug_nodes)
             else:
                 self._send(404, b"not found\n")
+
+        def _debug_nodes(self, view: Callable[[], bytes]) -> None:
+            try:
+                body = view()
+            except Exception as error:  # the loop is stopping or too busy to answer
+                self._send(503, f"{type(error).__name__}: {error}\n".encode())
+                return
+            self._send(200, body, "application/json")
 
         def _send(self, code: int, body: bytes, content_type: str = "text/plain") -> None:
             self.send_response(code)

@@ -7,6 +7,12 @@ would. The real kube-scheduler allocates ResourceClaims against them and binds p
 the controller manager creates claims from templates and cleans them up (its node
 lifecycle controller is off, or it would taint the kubelet-less nodes).
 
+The DRA features the oracle's states exercise are on in every component that reads
+them (`FEATURE_GATES`): in v1.35 DRAAdminAccess is beta and on by default (named
+anyway, so a change of default cannot silently turn it off), DRADeviceTaints,
+DRADeviceTaintRules and DRAPartitionableDevices are alpha; DeviceTaintRule is only
+served as resource.k8s.io/v1alpha3, enabled with --runtime-config.
+
 Every process is started by this fixture and stopped by its PID; logs stay in the
 test's temporary folder and a failing test prints their tails. A missing binary is a
 failure naming it, never a skip.
@@ -29,6 +35,15 @@ import yaml
 
 ROOT = Path(__file__).resolve().parents[3]
 TOOLS = ROOT / ".tools" / "bin"
+FEATURE_GATES = "--feature-gates=" + ",".join(
+    f"{gate}=true"
+    for gate in (
+        "DRAAdminAccess",
+        "DRADeviceTaints",
+        "DRADeviceTaintRules",
+        "DRAPartitionableDevices",
+    )
+)
 
 
 def binary(name: str) -> str:
@@ -211,6 +226,8 @@ def cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Cluster]:
                 "--authorization-mode=RBAC",
                 "--endpoint-reconciler-type=none",
                 "--enable-priority-and-fairness=false",
+                FEATURE_GATES,
+                "--runtime-config=resource.k8s.io/v1alpha3=true",
             ],
         )
         running.wait(apiserver, _apiserver_ready(api_port, pki), 120)
@@ -220,6 +237,7 @@ def cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Cluster]:
             f"--authorization-kubeconfig={kubeconfig}",
             "--bind-address=127.0.0.1",
             "--leader-elect=false",
+            FEATURE_GATES,
         ]
         running.start(
             "kube-controller-manager",

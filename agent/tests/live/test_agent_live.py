@@ -1,10 +1,12 @@
 """The agent against a real API server and the real kube-scheduler.
 
-Its report must equal the ground truth computed here from what the API
-server holds (nodes, slices, the allocations kube-scheduler made) after
-every step: pods bound, a pod unschedulable, pods deleted, a pod marked for
-deletion (counted until gone), a node cordoned, a node tainted, a node
-added, a node removed.
+After every step (pods bound, a pod unschedulable, pods deleted, a pod marked
+for deletion (counted until gone), a node cordoned, a node tainted, a node
+added, a node removed) its published report must be what the step makes it,
+where the step decides it, and kube-scheduler must agree with the agent's
+per-node view: a pod claiming exactly a node's free GPUs binds there, one
+claiming one more does not (`modelplane_devtools.oracle`, the probes of the
+oracle test). The truth is kube-scheduler's; nothing here counts devices.
 """
 
 from __future__ import annotations
@@ -12,7 +14,6 @@ from __future__ import annotations
 import signal
 import sys
 import time
-from collections import Counter
 from collections.abc import Callable
 from pathlib import Path
 
@@ -20,27 +21,31 @@ import pytest
 import yaml
 from lightkube import Client
 from lightkube.config.kubeconfig import KubeConfig
-from lightkube.generic_resource import create_global_resource, create_namespaced_resource
+from lightkube.generic_resource import create_namespaced_resource
 from lightkube.types import PatchType
-from modelplane_agent.kube import _resource
-from modelplane_agent.state import CLAIMS, NODES, PODS, POOLS, REPLICAS, SLICES
+from modelplane_devtools.oracle import (
+    CustomResourceDefinition,
+    DeviceClass,
+    Namespace,
+    Node,
+    Oracle,
+    Pod,
+    PoolObservation,
+    ReplicaObservation,
+    ResourceSlice,
+    ServiceAccount,
+    settled_view,
+)
+from modelplane_devtools.oracle_states import Pool
 
 ROOT = Path(__file__).resolve().parents[3]
 pytestmark = pytest.mark.e2e
 
 DRIVER = "gpu.example.com"
 POOL_LABEL = "modelplane.ai/pool"
-CRD = create_global_resource(
-    "apiextensions.k8s.io", "v1", "CustomResourceDefinition", "customresourcedefinitions"
-)
-NAMESPACE = create_global_resource("", "v1", "Namespace", "namespaces")
-SERVICE_ACCOUNT = create_namespaced_resource("", "v1", "ServiceAccount", "serviceaccounts")
-CLASS = create_global_resource("resource.k8s.io", "v1", "DeviceClass", "deviceclasses")
 TEMPLATE = create_namespaced_resource(
     "resource.k8s.io", "v1", "ResourceClaimTemplate", "resourceclaimtemplates"
 )
-Node, Pod, Slice, Claim = (_resource(k) for k in (NODES, PODS, SLICES, CLAIMS))
-PoolObservation, ReplicaObservation = _resource(POOLS), _resource(REPLICAS)
 
 
 def eventually(check: Callable[[], object], what: str, seconds: float = 45) -> None:
@@ -95,7 +100,7 @@ def node(client: Client, name: str) -> None:
     client.patch(Node, name, {"spec": {"taints": None}}, patch_type=PatchType.MERGE)
     uid = client.get(Node, name)["metadata"]["uid"]
     client.create(
-        Slice(
+        ResourceSlice(
             {
                 "metadata": {
                     "name": f"{name}-gpus",
@@ -171,39 +176,6 @@ def template(client: Client, name: str, count: int) -> None:
     )
 
 
-def ground_truth(client: Client) -> tuple[int, dict[tuple[int, ...], int]]:
-    """observedNodes and the histogram, from the API server's objects alone."""
-    members = [
-        n for n in client.list(Node) if n["metadata"].get("labels", {}).get(POOL_LABEL) == "a"
-    ]
-    allocated = {
-        (r["driver"], r["pool"], r["device"])
-        for c in client.list(Claim, namespace="*")
-        for r in (((c.get("status") or {}).get("allocation") or {}).get("devices") or {}).get(
-            "results", []
-        )
-    }
-    devices: dict[str, set] = {}
-    for s in client.list(Slice):
-        spec = s["spec"]
-        for d in spec.get("devices", []):
-            devices.setdefault(spec["nodeName"], set()).add(
-                (spec["driver"], spec["pool"]["name"], d["name"])
-            )
-    histogram: Counter = Counter()
-    for n in members:
-        spec, status = n.get("spec") or {}, n.get("status") or {}
-        ready = any(
-            c["type"] == "Ready" and c["status"] == "True" for c in status.get("conditions", [])
-        )
-        tainted = any(t["effect"] in ("NoSchedule", "NoExecute") for t in spec.get("taints", []))
-        if spec.get("unschedulable") or not ready or tainted:
-            continue
-        name = n["metadata"]["name"]
-        histogram[(len(devices.get(name, set()) - allocated),)] += 1
-    return len(members), dict(histogram)
-
-
 def agent_view(client: Client) -> tuple[int, dict[tuple[int, ...], int]]:
     status = client.get(PoolObservation, "a").get("status") or {}
     return status.get("observedNodes"), {
@@ -223,15 +195,23 @@ def replica(client: Client) -> tuple:
     )
 
 
-def test_the_agent_reports_the_ground_truth_after_every_step(cluster):
+# The pool as kube-scheduler's probes ask for it: its one device kind, no tolerations.
+POOL = Pool("a", [{"name": "gpu", "driver": DRIVER, "deviceClassName": DRIVER}], [], None)
+
+
+def test_kube_scheduler_agrees_with_the_agents_report_after_every_step(cluster):
     client = Client(KubeConfig.from_file(cluster.kubeconfig), field_manager="agent-live-test")
     for path in sorted((ROOT / "deploy" / "agent" / "crds").glob("*.yaml")):
-        client.create(CRD(yaml.safe_load(path.read_text())))
+        client.create(CustomResourceDefinition(yaml.safe_load(path.read_text())))
     eventually(lambda: list(client.list(PoolObservation)) == [], "the agent CRDs are served")
-    client.create(NAMESPACE({"metadata": {"name": "team"}}))
-    eventually(lambda: bool(client.get(SERVICE_ACCOUNT, "default", namespace="team")), "team's SA")
+    for namespace in ("team", "probes"):
+        client.create(Namespace({"metadata": {"name": namespace}}))
+        eventually(
+            lambda ns=namespace: bool(client.get(ServiceAccount, "default", namespace=ns)),
+            f"{namespace}'s default ServiceAccount",
+        )
     client.create(
-        CLASS(
+        DeviceClass(
             {
                 "metadata": {"name": DRIVER},
                 "spec": {"selectors": [{"cel": {"expression": f'device.driver == "{DRIVER}"'}}]},
@@ -270,6 +250,7 @@ def test_the_agent_reports_the_ground_truth_after_every_step(cluster):
     node(client, "n1")
     node(client, "n2")
 
+    port = cluster.free_port()
     agent = cluster.start(
         "modelplane-agent",
         [
@@ -277,21 +258,37 @@ def test_the_agent_reports_the_ground_truth_after_every_step(cluster):
             "-c",
             "from modelplane_agent.main import cli; cli()",
             f"--kubeconfig={cluster.kubeconfig}",
-            f"--listen=127.0.0.1:{cluster.free_port()}",
+            f"--listen=127.0.0.1:{port}",
             "--min-interval=0s",
+            "--debug-nodes",
         ],
     ).popen
+    oracle = Oracle(client, "probes", {"agent-live.modelplane.ai/probe": "true"})
+    steps = iter(range(100))
 
-    def matches(expected: tuple | None = None) -> Callable[[], object]:
-        def check() -> object:
-            truth, seen = ground_truth(client), agent_view(client)
-            if expected is not None and truth != expected:
-                return f"ground truth {truth} is not the step's expected {expected}"
-            return True if seen == truth else f"agent {seen} != ground truth {truth}"
+    def agrees(what: str, expected: tuple | None = None) -> None:
+        """The report is `expected` (when the step decides it), and kube-scheduler binds
+        exactly what the agent's per-node view says is free, node by node."""
+        if expected is not None:
+            eventually(lambda: agent_view(client) == expected or agent_view(client), what)
+        members = [
+            n["metadata"]["name"]
+            for n in client.list(Node)
+            if n["metadata"].get("labels", {}).get(POOL_LABEL) == "a"
+        ]
+        view, problems = settled_view(client, port, POOL, members)
+        assert not problems, f"{what}: {problems}"
+        probes = oracle.judge(POOL, view, f"step{next(steps)}")
+        oracle.remove(probes, wait=True)
+        disagreements = [p.disagreement() for p in probes if p.disagrees]
+        assert not disagreements, f"{what}: the agent's view {view}; " + "; ".join(disagreements)
+        # The probes are gone: the next step starts from the state this one made, published.
+        eventually(
+            lambda: settled_view(client, port, POOL, members, 5) == (view, []),
+            f"{what}: the report as it was before the probes",
+        )
 
-        return check
-
-    eventually(matches((2, {(4,): 2})), "start: two empty nodes")
+    agrees("start: two empty nodes", (2, {(4,): 2}))
     eventually(lambda: replica(client)[:4] == (0, 0, "False", "Pending"), "no pod yet")
 
     pod(client, "r-0", "one-gpu")
@@ -302,7 +299,7 @@ def test_the_agent_reports_the_ground_truth_after_every_step(cluster):
         ),
         "kube-scheduler binds both pods",
     )
-    eventually(matches(), "bind: two devices allocated")
+    agrees("bind: two devices allocated")
     assert sum(n * (4 - v[0]) for v, n in agent_view(client)[1].items()) == 2
     eventually(lambda: replica(client)[:4] == (2, 2, "True", "AllPodsBound"), "all bound")
 
@@ -317,7 +314,7 @@ def test_the_agent_reports_the_ground_truth_after_every_step(cluster):
 
     client.delete(Pod, "r-big", namespace="team", grace_period=0)
     client.delete(Pod, "r-1", namespace="team", grace_period=0)
-    eventually(matches(), "delete: r-1's claim released")
+    agrees("delete: r-1's claim released", (2, {(4,): 1, (3,): 1}))
     eventually(lambda: replica(client)[:4] == (1, 1, "True", "AllPodsBound"), "one pod left")
     eventually(lambda: agent_view(client)[1].get((4,)) == 1, "r-1's device is free again")
 
@@ -330,13 +327,13 @@ def test_the_agent_reports_the_ground_truth_after_every_step(cluster):
     )
     time.sleep(3)  # six publisher ticks
     assert replica(client)[:4] == (1, 1, "True", "AllPodsBound")
-    eventually(matches((2, {(4,): 1, (3,): 1})), "a terminating pod's device is still taken")
+    agrees("a terminating pod's device is still taken", (2, {(4,): 1, (3,): 1}))
     client.delete(Pod, "r-0", namespace="team", grace_period=0)  # as its kubelet would
     eventually(lambda: replica(client)[:4] == (0, 0, "False", "Pending"), "r-0 gone")
-    eventually(matches((2, {(4,): 2})), "r-0's device free once its claim is released")
+    agrees("r-0's device free once its claim is released", (2, {(4,): 2}))
 
     client.patch(Node, "n2", {"spec": {"unschedulable": True}}, patch_type=PatchType.MERGE)
-    eventually(matches(), "cordon n2")
+    agrees("cordon n2", (2, {(4,): 1}))
 
     client.patch(
         Node,
@@ -344,13 +341,13 @@ def test_the_agent_reports_the_ground_truth_after_every_step(cluster):
         {"spec": {"taints": [{"key": "maintenance", "effect": "NoSchedule"}]}},
         patch_type=PatchType.MERGE,
     )
-    eventually(matches((2, {})), "taint n1: nothing schedulable")
+    agrees("taint n1: nothing schedulable", (2, {}))
 
     node(client, "n3")
-    eventually(matches((3, {(4,): 1})), "new node n3")
+    agrees("new node n3", (3, {(4,): 1}))
 
     client.delete(Node, "n2")
-    eventually(matches((2, {(4,): 1})), "node n2 removed")
+    agrees("node n2 removed", (2, {(4,): 1}))
 
     agent.send_signal(signal.SIGTERM)
     assert agent.wait(15) == 0

@@ -1,0 +1,401 @@
+"""kube-scheduler is the oracle: what the agent reports free on a node is exactly what
+kube-scheduler will allocate there.
+
+For each seeded random state (`modelplane_devtools.oracle_states`) on one real
+cluster (kube-apiserver, kube-controller-manager, kube-scheduler with the DRA feature
+gates of conftest), the real `modelplane-agent` process observes the state's pool.
+Its per-node view (/debug/nodes) must add up to the histogram it publishes, and for
+every node of the pool kube-scheduler must agree with it: a pod pinned there claiming
+exactly the node's free devices binds, one claiming one device more of any kind does
+not (`modelplane_devtools.oracle`). The expectations come from the agent's view and
+kube-scheduler's binding only; nothing here re-implements a counting rule.
+
+One cluster and one agent serve every state; a state's objects carry its own names
+and are deleted after it. Every disagreement fails its state's test with the seed,
+the features it used, the agent's view, every probe's verdict with kube-scheduler's
+message, and the state itself. Environment:
+    MODELPLANE_ORACLE_STATES      how many states (default 30; make agent-oracle: 300)
+    MODELPLANE_ORACLE_FIRST_SEED  the first seed (default 1); seeds are consecutive
+    MODELPLANE_ORACLE_SEEDS       explicit seeds, comma-separated (replays a failure)
+    MODELPLANE_ORACLE_FEATURES    "a,b" only those features, "-a,-b" all but those,
+                                  "none" none (names: modelplane_devtools.oracle_states)
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import os
+import sys
+import time
+import urllib.request
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import pytest
+import yaml
+from lightkube import Client
+from lightkube.config.kubeconfig import KubeConfig
+from lightkube.types import PatchType
+from modelplane_devtools.oracle import (
+    CustomResourceDefinition,
+    DeviceClass,
+    DeviceTaintRule,
+    Namespace,
+    Node,
+    Oracle,
+    Pod,
+    PoolObservation,
+    Probe,
+    ResourceClaim,
+    ResourceSlice,
+    ServiceAccount,
+    claim_manifest,
+    delete,
+    exact_request,
+    pinned_pod,
+    settled_view,
+    verdict,
+)
+from modelplane_devtools.oracle_states import CLASSES, State, features_from, generate
+
+ROOT = Path(__file__).resolve().parents[3]
+pytestmark = pytest.mark.e2e
+
+NAMESPACE = "oracle"
+STATE_LABEL = "oracle.modelplane.ai/state"
+ROLE_LABEL = "oracle.modelplane.ai/role"
+SETTLE_SECONDS = 60
+
+
+def seeds() -> list[int]:
+    explicit = os.environ.get("MODELPLANE_ORACLE_SEEDS", "").strip()
+    if explicit:
+        return [int(s) for s in explicit.split(",") if s.strip()]
+    first = int(os.environ.get("MODELPLANE_ORACLE_FIRST_SEED", "1"))
+    return list(range(first, first + int(os.environ.get("MODELPLANE_ORACLE_STATES", "30"))))
+
+
+ENABLED = features_from(os.environ.get("MODELPLANE_ORACLE_FEATURES", ""))
+
+
+# --------------------------------------------------------------------------- the cluster
+
+
+@dataclass
+class World:
+    client: Client
+    agent_port: int
+    timings: list[tuple[int, float]] = field(default_factory=list)
+
+
+def eventually(check: Callable[[], bool], what: str, seconds: float = 60) -> None:
+    deadline = time.monotonic() + seconds
+    while time.monotonic() < deadline:
+        try:
+            if check():
+                return
+        except Exception:  # not served yet: lightkube raises ApiError or the HTTP error
+            pass
+        time.sleep(0.2)
+    pytest.fail(f"{what}: not within {seconds}s")
+
+
+@pytest.fixture(scope="module")
+def world(cluster) -> Iterator[World]:
+    client = Client(KubeConfig.from_file(cluster.kubeconfig), field_manager="oracle-test")
+    for path in sorted((ROOT / "deploy" / "agent" / "crds").glob("*.yaml")):
+        client.create(CustomResourceDefinition(yaml.safe_load(path.read_text())))
+    eventually(lambda: list(client.list(PoolObservation)) == [], "the agent CRDs are served")
+    client.create(
+        Namespace(
+            {
+                "metadata": {
+                    "name": NAMESPACE,
+                    # Claims asking adminAccess are only allowed in namespaces labelled so.
+                    "labels": {"resource.kubernetes.io/admin-access": "true"},
+                }
+            }
+        )
+    )
+    eventually(lambda: bool(client.get(ServiceAccount, "default", namespace=NAMESPACE)), "SA")
+    for name, expression in CLASSES.items():
+        client.create(
+            DeviceClass(
+                {
+                    "metadata": {"name": name},
+                    "spec": {"selectors": [{"cel": {"expression": expression}}]},
+                }
+            )
+        )
+    port = cluster.free_port()
+    cluster.start(
+        "modelplane-agent",
+        [
+            sys.executable,
+            "-c",
+            "from modelplane_agent.main import cli; cli()",
+            f"--kubeconfig={cluster.kubeconfig}",
+            f"--listen=127.0.0.1:{port}",
+            "--min-interval=0s",
+            "--debug-nodes",
+        ],
+    )
+    world = World(client, port)
+    eventually(lambda: _ready(port), "the agent is ready", 60)
+    yield world
+    total = sum(seconds for _, seconds in world.timings)
+    print(
+        f"\noracle: {len(world.timings)} states in {total:.1f}s "
+        f"(slowest {max((s for _, s in world.timings), default=0):.1f}s)"
+    )
+
+
+def _ready(port: int) -> bool:
+    try:
+        with urllib.request.urlopen(f"http://127.0.0.1:{port}/readyz", timeout=2) as response:
+            return response.status == 200
+    except OSError:
+        return False
+
+
+# --------------------------------------------------------------------------- the test
+
+
+@pytest.mark.parametrize("seed", seeds(), ids=lambda seed: f"seed-{seed}")
+def test_kube_scheduler_binds_exactly_what_the_agent_reports_free(world: World, seed: int):
+    state = generate(seed, ENABLED)
+    started = time.monotonic()
+    problems: list[str] = []
+    probes: list[Probe] = []
+    view: dict = {}
+    try:
+        apply_state(world, state)
+        view, problems = settled_view(world.client, world.agent_port, state.pool, state.members)
+        if not problems:
+            oracle = Oracle(world.client, NAMESPACE, labels(state.seed, role="probe"))
+            probes = oracle.judge(state.pool, view, f"s{seed}")
+            problems = [p.disagreement() for p in probes if p.disagrees]
+    finally:
+        clean_up(world.client, state)
+        world.timings.append((seed, time.monotonic() - started))
+    if problems:
+        pytest.fail(failure_report(state, view, probes, problems), pytrace=False)
+
+
+# --------------------------------------------------------------------------- applying a state
+
+
+def apply_state(world: World, state: State) -> None:
+    client = world.client
+    client.create(PoolObservation(pool_manifest(state)))
+    uids: dict[str, str] = {}
+    for step in state.steps:
+        op = step["op"]
+        if op == "node":
+            uids[step["name"]] = create_node(client, step, state.seed)
+        elif op == "node-update":
+            update_node(client, step)
+        elif op == "slice":
+            client.create(ResourceSlice(slice_manifest(step, uids[step["node"]], state.seed)))
+        elif op == "delete-slice":
+            delete(client, ResourceSlice, step["name"])
+        elif op == "taint-rule":
+            client.create(DeviceTaintRule(taint_rule_manifest(step, state.seed)))
+        elif op == "hog":
+            client.create(Pod(hog_manifest(step, state.seed)))
+        elif op == "workload":
+            create_workload(client, step, state.seed)
+        elif op == "observe":
+            # What the agent makes of the state so far is checked at the end, not here.
+            settled_view(client, world.agent_port, state.pool, state.members)
+        elif op == "settle":
+            settle(client, state)
+        else:
+            raise ValueError(f"unknown step {op!r}")
+
+
+def labels(seed: int, role: str | None = None) -> dict[str, str]:
+    return {STATE_LABEL: f"s{seed}", **({ROLE_LABEL: role} if role else {})}
+
+
+def pool_manifest(state: State) -> dict:
+    spec: dict[str, Any] = {
+        "poolName": state.pool.name,
+        "nodeSelector": {"matchLabels": {"modelplane.ai/pool": state.pool.name}},
+        "devices": state.pool.devices,
+        "tolerations": state.pool.tolerations,
+    }
+    if state.pool.min_pod_requests is not None:
+        spec["minPodRequests"] = state.pool.min_pod_requests
+    return {"metadata": {"name": state.pool.name, "labels": labels(state.seed)}, "spec": spec}
+
+
+def create_node(client: Client, step: dict, seed: int) -> str:
+    name = step["name"]
+    client.create(Node({"metadata": {"name": name, "labels": {**step["labels"], **labels(seed)}}}))
+    client.patch(Node.Status, name, node_status(step), patch_type=PatchType.MERGE)
+    # The API server's TaintNodesByCondition admission taints a new node not-ready; no
+    # node lifecycle controller runs to lift it, so the state's own taints replace it.
+    spec = {"taints": step.get("taints") or None, "unschedulable": step.get("unschedulable")}
+    client.patch(Node, name, {"spec": spec}, patch_type=PatchType.MERGE)
+    return client.get(Node, name)["metadata"]["uid"]
+
+
+def node_status(step: dict) -> dict:
+    ready = step.get("ready", True)
+    status: dict[str, Any] = {
+        "conditions": [
+            {
+                "type": "Ready",
+                "status": "True" if ready else "False",
+                "reason": "KubeletReady" if ready else "KubeletNotReady",
+                "message": "played by the oracle test",
+                "lastHeartbeatTime": "2026-01-01T00:00:00Z",
+                "lastTransitionTime": "2026-01-01T00:00:00Z",
+            }
+        ]
+    }
+    if "capacity" in step:
+        status["capacity"] = status["allocatable"] = step["capacity"]
+    return {"status": status}
+
+
+def update_node(client: Client, step: dict) -> None:
+    spec = {k: step[k] for k in ("taints", "unschedulable") if k in step}
+    if spec:
+        client.patch(Node, step["name"], {"spec": spec}, patch_type=PatchType.MERGE)
+    if "ready" in step:
+        client.patch(Node.Status, step["name"], node_status(step), patch_type=PatchType.MERGE)
+
+
+def _attribute(value: object) -> dict:
+    return {"int": value} if isinstance(value, int) else {"string": value}
+
+
+def _counters(counters: dict[str, str]) -> dict:
+    return {name: {"value": value} for name, value in counters.items()}
+
+
+def device_manifest(device: dict) -> dict:
+    out: dict[str, Any] = {
+        "name": device["name"],
+        "attributes": {k: _attribute(v) for k, v in device["attributes"].items()},
+    }
+    if "consumes" in device:
+        consumes = device["consumes"]
+        out["consumesCounters"] = [
+            {"counterSet": consumes["counterSet"], "counters": _counters(consumes["counters"])}
+        ]
+    if device.get("taints"):
+        out["taints"] = device["taints"]
+    return out
+
+
+def slice_manifest(step: dict, node_uid: str, seed: int) -> dict:
+    spec: dict[str, Any] = {
+        "driver": step["driver"],
+        "pool": {
+            "name": step["pool"],
+            "generation": step["generation"],
+            "resourceSliceCount": step["resourceSliceCount"],
+        },
+        "nodeName": step["node"],
+    }
+    if step["devices"]:
+        spec["devices"] = [device_manifest(d) for d in step["devices"]]
+    if step["sharedCounters"]:
+        spec["sharedCounters"] = [
+            {"name": s["name"], "counters": _counters(s["counters"])}
+            for s in step["sharedCounters"]
+        ]
+    # As a driver does: the slice goes with its node.
+    owner = {"apiVersion": "v1", "kind": "Node", "name": step["node"], "uid": node_uid}
+    metadata = {"name": step["name"], "labels": labels(seed), "ownerReferences": [owner]}
+    return {"metadata": metadata, "spec": spec}
+
+
+def taint_rule_manifest(step: dict, seed: int) -> dict:
+    return {
+        "metadata": {"name": step["name"], "labels": labels(seed)},
+        "spec": {
+            "deviceSelector": {k: step[k] for k in ("driver", "pool", "device")},
+            "taint": {"key": "example.com/rule", "effect": step["effect"]},
+        },
+    }
+
+
+def hog_manifest(step: dict, seed: int) -> dict:
+    """A pod already bound to its node (no scheduler involved) holding cpu, memory or a slot."""
+    container: dict[str, Any] = {"name": "hog", "image": "example.invalid/hog:1"}
+    if step["requests"]:
+        container["resources"] = {"requests": step["requests"]}
+    return {
+        "metadata": {"name": step["name"], "namespace": NAMESPACE, "labels": labels(seed, "hog")},
+        "spec": {"nodeName": step["node"], "containers": [container]},
+    }
+
+
+def create_workload(client: Client, step: dict, seed: int) -> None:
+    requests = [
+        exact_request(f"r{i}", device_class, count, step["adminAccess"])
+        for i, (device_class, count) in enumerate(sorted(step["requests"].items()))
+    ]
+    workload = labels(seed, "workload")
+    client.create(ResourceClaim(claim_manifest(step["name"], NAMESPACE, requests, workload)))
+    for i in range(step["pods"]):
+        name = f"{step['name']}-p{i}"
+        client.create(Pod(pinned_pod(name, NAMESPACE, step["node"], step["name"], workload)))
+
+
+def settle(client: Client, state: State) -> None:
+    """Wait until kube-scheduler has decided every workload; delete those it refused, so
+    that nothing is placed later, while the agent is read or probed."""
+    deadline = time.monotonic() + SETTLE_SECONDS
+    while True:
+        pods = client.list(Pod, namespace=NAMESPACE, labels=labels(state.seed, "workload"))
+        verdicts = {p["metadata"]["name"]: verdict(p) for p in pods}
+        if all(v is not None for v in verdicts.values()):
+            break
+        if time.monotonic() > deadline:
+            pytest.fail(f"seed {state.seed}: workloads undecided in {SETTLE_SECONDS}s: {verdicts}")
+        time.sleep(0.2)
+    for name, decided in verdicts.items():
+        if decided is not None and decided[0] != "bound":
+            delete(client, Pod, name, NAMESPACE)
+
+
+def clean_up(client: Client, state: State) -> None:
+    """Delete the state's objects without waiting: the next state uses other names."""
+    delete(client, PoolObservation, state.pool.name)
+    client.deletecollection(Pod, namespace=NAMESPACE, grace_period=0)
+    client.deletecollection(ResourceClaim, namespace=NAMESPACE)
+    for step in state.steps:
+        if step["op"] == "taint-rule":
+            delete(client, DeviceTaintRule, step["name"])
+        elif step["op"] == "slice":
+            delete(client, ResourceSlice, step["name"])
+    for node in state.nodes:
+        delete(client, Node, node)
+
+
+# --------------------------------------------------------------------------- the report
+
+
+def failure_report(state: State, view: dict, probes: list[Probe], problems: list[str]) -> str:
+    lines = [
+        f"seed {state.seed}: kube-scheduler and the agent disagree ({len(problems)})",
+        f"features: {', '.join(state.features) or 'none'}",
+        *[f"  - {p}" for p in problems],
+        "the agent's view (/debug/nodes):",
+        *[f"  {node}: {entry}" for node, entry in view.items()],
+        "probes:",
+        *[f"  {p.line()}" for p in probes],
+        f"replay: MODELPLANE_ORACLE_SEEDS={state.seed} make agent-oracle",
+        "state:",
+        yaml.safe_dump(
+            dataclasses.asdict(state), sort_keys=False, default_flow_style=None, width=110
+        ),
+    ]
+    return "\n".join(lines)

@@ -1,0 +1,460 @@
+"""Seeded random cluster states for the live oracle test
+(agent/tests/live/test_oracle.py), as plain data (no I/O).
+
+A state is a pool (its PoolObservation: device kinds, tolerations, maybe a pod
+smallest pod's requests) and a list of steps, each one API operation a driver, a user or an
+operator would make, applied in order: nodes created, ResourceSlices
+published (and republished under new names and generations), device taints,
+workloads that kube-scheduler places, pods that take a node's cpu, memory or
+pod slots, nodes cordoned or tainted late. Steps come in phases: devices,
+"observe" (the agent has published them), workloads, "settle" (kube-scheduler
+decided every workload; the refused are deleted), then maybe late changes and a
+second wave of workloads the same way. The same seed and features give the
+same state; a failing state is printed as this data, so it can be read and
+replayed (`MODELPLANE_ORACLE_SEEDS=<seed>`).
+
+Nothing here knows the agent's rules: the generator only builds situations,
+kube-scheduler says what fits in them.
+
+Features (each can be left out, or chosen alone, by name: `features_from`; the two
+in KNOWN_DISAGREEMENTS only when named):
+    republished-slices    a node's slices replaced by a newer generation under new
+                          names (devices added or dropped, the old one deleted or
+                          left behind), sometimes again after workloads ran
+    incomplete-pools      resourceSliceCount above the slices published, also in
+                          the middle of a republication
+    invalid-pools         two slices of one pool publishing the same device name
+    admin-access          workloads whose claims ask adminAccess
+    device-taints         NoSchedule, NoExecute and None taints in the slices (on
+                          devices that consume no counters)
+    device-taint-rules    DeviceTaintRules (resource.k8s.io/v1alpha3), the same way
+    partitionable-devices GPUs whose whole device and partitions share counters
+    tainted-partitions    a taint or a DeviceTaintRule on such a device (kube-scheduler
+                          v1.35.4 leaks the counters of a tainted candidate during its
+                          search, kubernetes/kubernetes#140436: it may allocate less
+                          than fits)
+    shared-claims         one claim used by two pods
+    cordoned-nodes        nodes cordoned, at creation or after workloads ran
+    tainted-nodes         node taints: tolerated by the pool, untolerated
+                          NoSchedule or NoExecute, PreferNoSchedule
+    not-ready-nodes       Ready=False with the not-ready taint its controller sets
+    node-resources        pods bound to a node taking its cpu, memory or pod slots
+                          (up to or just short of the pool's minPodRequests)
+"""
+
+from __future__ import annotations
+
+import random
+from dataclasses import dataclass, field
+from typing import Any
+
+GPU_DRIVER = "gpu.example.com"
+NIC_DRIVER = "nic.example.com"
+POOL_LABEL = "modelplane.ai/pool"
+FLEET_TAINT = {"key": "modelplane.ai/fleet", "value": "gpu", "effect": "NoSchedule"}
+FLEET_TOLERATION = {"operator": "Equal", **FLEET_TAINT}
+
+# DeviceClass name -> its CEL selector. The driver test comes first: `&&` absorbs the
+# error a missing attribute would raise on another driver's device.
+CLASSES = {
+    "whole-gpu.example.com": (
+        f'device.driver == "{GPU_DRIVER}" && device.attributes["{GPU_DRIVER}"].type == "gpu"'
+    ),
+    "mig-1g.example.com": (
+        f'device.driver == "{GPU_DRIVER}" && device.attributes["{GPU_DRIVER}"].profile == "1g"'
+    ),
+    "mig.example.com": (
+        f'device.driver == "{GPU_DRIVER}" && device.attributes["{GPU_DRIVER}"].type == "mig"'
+    ),
+    "nic.example.com": f'device.driver == "{NIC_DRIVER}"',
+}
+
+# A partitionable GPU: its counters, and the devices drawing on them (the whole GPU
+# takes all; 4 x 1g or 2 x 2g fit together, or a mix).
+GPU_COUNTERS = {"compute": "4", "memory": "20Gi"}
+PROFILES = (("1g", 4, "1", "5Gi"), ("2g", 2, "2", "10Gi"))
+
+NODE_CAPACITY = {"cpu": "8", "memory": "32Gi", "pods": "20"}
+MIN_POD_REQUESTS = {"cpu": "1", "memory": "4Gi"}
+
+FEATURES = (
+    "republished-slices",
+    "incomplete-pools",
+    "invalid-pools",
+    "admin-access",
+    "device-taints",
+    "device-taint-rules",
+    "partitionable-devices",
+    "tainted-partitions",
+    "shared-claims",
+    "cordoned-nodes",
+    "tainted-nodes",
+    "not-ready-nodes",
+    "node-resources",
+)
+
+
+# Features on which the agent and kube-scheduler v1.35.4 are known to disagree, each
+# with why; left out unless named (design/agent.md, "Tests"). The oracle keeps them so a
+# fix, or a Kubernetes release with the allocator's fix, is measured by naming them.
+KNOWN_DISAGREEMENTS = {
+    "device-taint-rules": "the agent does not read DeviceTaintRules yet",
+    "tainted-partitions": "kube-scheduler v1.35.4 keeps a rejected tainted device's counters "
+    "reserved for the rest of its search, so it allocates less than fits",
+}
+DEFAULT_FEATURES = frozenset(FEATURES) - set(KNOWN_DISAGREEMENTS)
+
+
+def features_from(text: str) -> frozenset[str]:
+    """`""`: every feature but the known disagreements; "all": every feature; "none": none;
+    "a,b": only those; "-a,-b": the default but those."""
+    if text.strip() == "none":
+        return frozenset()
+    if text.strip() == "all":
+        return frozenset(FEATURES)
+    names = [n.strip() for n in text.split(",") if n.strip()]
+    unknown = {n.lstrip("-") for n in names} - set(FEATURES)
+    if unknown:
+        raise ValueError(f"unknown oracle features {sorted(unknown)}; known: {', '.join(FEATURES)}")
+    excluded = {n[1:] for n in names if n.startswith("-")}
+    included = {n for n in names if not n.startswith("-")} or set(DEFAULT_FEATURES)
+    return frozenset(included - excluded)
+
+
+@dataclass
+class Pool:
+    name: str
+    devices: list[dict[str, str]]  # [{name, driver, deviceClassName}]
+    tolerations: list[dict[str, str]]
+    # The requests (cpu, memory) of the smallest pod the fleet places on the pool, if
+    # declared (PoolObservation.spec.minPodRequests); every probe carries them.
+    min_pod_requests: dict[str, str] | None
+
+
+@dataclass
+class State:
+    seed: int
+    features: list[str]  # the features this state uses (a subset of those enabled)
+    pool: Pool
+    nodes: list[str]  # every node of the state, members of the pool or not
+    members: list[str]
+    steps: list[dict[str, Any]] = field(default_factory=list)
+
+
+def generate(seed: int, enabled: frozenset[str]) -> State:
+    """The state of `seed` using some of the `enabled` features.
+
+    Every feature's dice are rolled whether it is enabled or not, so leaving one out
+    mostly keeps the rest of a seed's state as it was.
+    """
+    rng = random.Random(seed)
+    used = [f for f in FEATURES if rng.random() < 0.6 and f in enabled]
+    builder = _Builder(rng, seed, frozenset(used))
+    return builder.state()
+
+
+class _Builder:
+    def __init__(self, rng: random.Random, seed: int, features: frozenset[str]) -> None:
+        self.rng = rng
+        self.seed = seed
+        self.features = features
+        self.prefix = f"s{seed}"
+        # The state's phases, in order; "observe" between them lets the agent publish
+        # what came before (a driver republishes long before the next pod arrives).
+        self.steps: list[dict[str, Any]] = []  # nodes, slices, taints, hogs
+        self.work: list[dict[str, Any]] = []  # workloads
+        self.late: list[dict[str, Any]] = []  # node changes, republications after workloads
+        self.late_work: list[dict[str, Any]] = []  # workloads after those
+        self.published: dict[str, list[str]] = {}  # node -> its GPU pool's current slices
+
+    def on(self, feature: str, chance: float) -> bool:
+        roll = self.rng.random()
+        return feature in self.features and roll < chance
+
+    def state(self) -> State:
+        rng = self.rng
+        gpu_class = rng.choice(["whole-gpu.example.com", "mig-1g.example.com", "mig.example.com"])
+        if "partitionable-devices" not in self.features:
+            gpu_class = "whole-gpu.example.com"
+        devices = [{"name": "gpu", "driver": GPU_DRIVER, "deviceClassName": gpu_class}]
+        if rng.random() < 0.5:
+            devices.append(
+                {"name": "nic", "driver": NIC_DRIVER, "deviceClassName": "nic.example.com"}
+            )
+        declared = rng.random() < 0.5 or "node-resources" in self.features
+        smallest = dict(MIN_POD_REQUESTS) if declared else None
+        pool = Pool(self.prefix, devices, [FLEET_TOLERATION], smallest)
+        count = rng.randint(3, 6)
+        names = [f"{self.prefix}-n{i}" for i in range(count)]
+        members = [n for n in names if n != names[-1] or rng.random() < 0.7]
+        partitioned = {
+            n for n in names if "partitionable-devices" in self.features and rng.random() < 0.6
+        }
+        if gpu_class != "whole-gpu.example.com" and not partitioned:
+            partitioned.add(names[0])
+        for name in names:
+            self.node(name, name in members, name in partitioned)
+        steps = [*self.steps, {"op": "observe"}, *self.work, {"op": "settle"}]
+        if self.late or self.late_work:
+            steps += [*self.late, {"op": "observe"}, *self.late_work, {"op": "settle"}]
+        return State(self.seed, sorted(self.features), pool, names, members, steps)
+
+    # ------------------------------------------------------------------ one node
+
+    def node(self, name: str, member: bool, partitioned: bool) -> None:
+        rng = self.rng
+        labels = {"kubernetes.io/hostname": name, **({POOL_LABEL: self.prefix} if member else {})}
+        capacity, hogs = self.hogs()
+        change = self.conditions()
+        late = rng.random() < 0.5
+        node = {"op": "node", "name": name, "labels": labels, "capacity": capacity}
+        self.steps.append(node if late else {**node, **change})
+        for i, requests in enumerate(hogs):
+            self.steps.append(
+                {"op": "hog", "name": f"{name}-hog{i}", "node": name, "requests": requests}
+            )
+        gpus = rng.randint(1, 2) if partitioned else rng.randint(0, 4)
+        inventory = _gpu_devices(gpus, partitioned)
+        self.taint_devices(name, inventory)
+        self.slices(name, inventory, partitioned, generation=1, into=self.steps)
+        if self.on("republished-slices", 0.6):
+            changed = [dict(d) for d in inventory]
+            if not partitioned and changed and rng.random() < 0.4:
+                changed = changed[:-1] if rng.random() < 0.5 else [*changed, _gpu(len(changed))]
+            self.republish(name, changed, partitioned, generation=2, into=self.steps)
+        nics = rng.choice([0, 2, 4])
+        if nics:
+            nic_devices = [{"name": f"nic-{i}", "attributes": {"index": i}} for i in range(nics)]
+            self.steps.append(
+                _slice(f"{name}-nics", name, NIC_DRIVER, f"{name}-nics", 1, 1, nic_devices)
+            )
+        self.work.extend(self.workloads(name, gpus, partitioned, nics, wave=1))
+        if late and change:
+            self.late.append({"op": "node-update", "name": name, **change})
+        if self.on("republished-slices", 0.25):
+            # Republished again after workloads ran: their allocations must stay counted.
+            self.republish(name, inventory, partitioned, generation=3, into=self.late)
+            self.late_work.extend(self.workloads(name, gpus, partitioned, nics, wave=2))
+
+    def hogs(self) -> tuple[dict[str, str], list[dict[str, str]]]:
+        """The node's capacity and the requests of the pods bound to it outside any pool."""
+        capacity = dict(NODE_CAPACITY)
+        if self.on("node-resources", 0.2):
+            capacity["pods"] = "2"
+            return capacity, [{}, {}]
+        if self.on("node-resources", 0.4):
+            resource = self.rng.choice(["cpu", "memory"])
+            short = self.rng.random() < 0.7  # else exactly the smallest pod fits
+            return capacity, [{resource: _leave(resource, short)}]
+        return capacity, []
+
+    def conditions(self) -> dict[str, Any]:
+        """Cordon, taints, readiness (applied at the node's creation or after workloads)."""
+        rng = self.rng
+        change: dict[str, Any] = {}
+        if self.on("cordoned-nodes", 0.3):
+            change["unschedulable"] = True
+        if self.on("tainted-nodes", 0.4):
+            change["taints"] = [
+                rng.choice(
+                    [
+                        FLEET_TAINT,
+                        {"key": "maintenance", "effect": "NoSchedule"},
+                        {"key": "maintenance", "effect": "NoExecute"},
+                        {"key": "maintenance", "effect": "PreferNoSchedule"},
+                    ]
+                )
+            ]
+        if self.on("not-ready-nodes", 0.25):
+            change["ready"] = False
+            not_ready = {"key": "node.kubernetes.io/not-ready", "effect": "NoSchedule"}
+            change["taints"] = [*change.get("taints", []), not_ready]
+        return change
+
+    # ------------------------------------------------------------------ devices
+
+    def taint_devices(self, node: str, inventory: list[dict]) -> None:
+        """Taints in the slices, or DeviceTaintRules, on some devices: on devices that
+        consume no counters ("device-taints", "device-taint-rules"), or on devices that do
+        ("tainted-partitions")."""
+        plain = [d for d in inventory if "consumes" not in d]
+        shared = [d for d in inventory if "consumes" in d]
+        if self.on("device-taints", 0.5) and plain:
+            self.taint_in_slices(plain)
+        if self.on("device-taint-rules", 0.4) and plain:
+            self.taint_rule(node, plain)
+        if self.on("tainted-partitions", 0.6) and shared:
+            if self.rng.random() < 0.5:
+                self.taint_in_slices(shared)
+            else:
+                self.taint_rule(node, shared)
+
+    def taint_in_slices(self, devices: list[dict]) -> None:
+        for device in self.rng.sample(devices, min(len(devices), self.rng.randint(1, 2))):
+            effect = self.rng.choice(["NoSchedule", "NoExecute", "None"])
+            device["taints"] = [{"key": "example.com/unhealthy", "effect": effect}]
+
+    def taint_rule(self, node: str, devices: list[dict]) -> None:
+        device = self.rng.choice(devices)
+        self.steps.append(
+            {
+                "op": "taint-rule",
+                "name": f"{node}-{device['name']}",
+                "driver": GPU_DRIVER,
+                "pool": node,
+                "device": device["name"],
+                "effect": self.rng.choice(["NoSchedule", "NoExecute", "None"]),
+                "consumesCounters": "consumes" in device,
+            }
+        )
+
+    def republish(
+        self, node: str, inventory: list[dict], partitioned: bool, generation: int, into: list
+    ) -> None:
+        """As a driver does: the new generation under new names first, then the old one
+        deleted (or, sometimes, left behind); the new one may be published only in part."""
+        old = self.published.get(node, [])
+        before = len(into)
+        self.slices(node, inventory, partitioned, generation, into)
+        new = into[before:]
+        if self.on("incomplete-pools", 0.3) and len(new) > 1:
+            missing = new[self.rng.randrange(len(new))]
+            into.remove(missing)  # one slice of the new generation not published yet
+            self.published[node].remove(missing["name"])
+        if self.rng.random() < 0.8:
+            into.extend({"op": "delete-slice", "name": n} for n in old)
+
+    def slices(
+        self, node: str, inventory: list[dict], partitioned: bool, generation: int, into: list
+    ) -> None:
+        """One generation of the node's GPU pool, split over one or more slices."""
+        rng = self.rng
+        parts = [inventory] if len(inventory) < 2 or rng.random() < 0.6 else _split(inventory, rng)
+        groups: list[tuple[list[dict], list[dict]]] = [(p, []) for p in parts]
+        if partitioned:  # in v1.35 counters and the devices drawing on them are in separate slices
+            counters = [
+                {"name": d["consumes"]["counterSet"], "counters": dict(GPU_COUNTERS)}
+                for d in inventory
+                if d["attributes"]["type"] == "gpu"
+            ]
+            groups.append(([], counters))
+        if self.on("invalid-pools", 0.25) and inventory:
+            groups.append(([dict(rng.choice(inventory), taints=[])], []))  # a duplicate name
+        declared = len(groups)
+        if generation == 1 and self.on("incomplete-pools", 0.3):
+            declared += 1  # a slice the driver has not published (yet)
+        names = [f"{node}-gpus-g{generation}-{i}" for i in range(len(groups))]
+        for slice_name, (devices, counters) in zip(names, groups, strict=True):
+            into.append(
+                _slice(slice_name, node, GPU_DRIVER, node, generation, declared, devices, counters)
+            )
+        self.published[node] = names
+
+    # ------------------------------------------------------------------ workloads
+
+    def workloads(
+        self, node: str, gpus: int, partitioned: bool, nics: int, wave: int
+    ) -> list[dict]:
+        """Pods kube-scheduler places on `node`, each with one claim; those it cannot
+        place are deleted once every workload is decided ("settle")."""
+        rng = self.rng
+        choices: list[tuple[str, int]] = []
+        if gpus:
+            choices.append(("whole-gpu.example.com", gpus))
+        if partitioned:
+            choices += [("mig-1g.example.com", 4 * gpus), ("mig.example.com", 4 * gpus)]
+        if nics:
+            choices.append(("nic.example.com", nics))
+        steps = []
+        for i in range(rng.randint(0, 3) if choices else 0):
+            device_class, most = rng.choice(choices)
+            admin = self.on("admin-access", 0.3)
+            steps.append(
+                {
+                    "op": "workload",
+                    "name": f"{node}-w{wave}{i}",
+                    "node": node,
+                    "requests": {device_class: rng.randint(1, most)},
+                    "adminAccess": admin,
+                    "pods": 2 if self.on("shared-claims", 0.3) else 1,
+                }
+            )
+        if gpus and self.on("admin-access", 0.3):
+            steps.insert(
+                rng.randint(0, len(steps)),
+                {
+                    "op": "workload",
+                    "name": f"{node}-admin{wave}",
+                    "node": node,
+                    "requests": {"whole-gpu.example.com": gpus},
+                    "adminAccess": True,
+                    "pods": 1,
+                },
+            )
+        return steps
+
+
+def _leave(resource: str, short: bool) -> str:
+    """A request that leaves the pool's smallest pod's `resource` on a node, or just short."""
+    if resource == "cpu":
+        return "7500m" if short else "7"
+    return "29Gi" if short else "28Gi"
+
+
+def _gpu(index: int) -> dict:
+    return {
+        "name": f"gpu-{index}",
+        "attributes": {"type": "gpu", "profile": "whole", "index": index},
+    }
+
+
+def _gpu_devices(gpus: int, partitioned: bool) -> list[dict]:
+    devices = []
+    for g in range(gpus):
+        whole = _gpu(g)
+        if not partitioned:
+            devices.append(whole)
+            continue
+        whole["consumes"] = {"counterSet": f"gpu-{g}", "counters": dict(GPU_COUNTERS)}
+        devices.append(whole)
+        for profile, count, compute, memory in PROFILES:
+            for j in range(count):
+                devices.append(
+                    {
+                        "name": f"gpu-{g}-{profile}-{j}",
+                        "attributes": {"type": "mig", "profile": profile, "index": g},
+                        "consumes": {
+                            "counterSet": f"gpu-{g}",
+                            "counters": {"compute": compute, "memory": memory},
+                        },
+                    }
+                )
+    return devices
+
+
+def _split(inventory: list[dict], rng: random.Random) -> list[list[dict]]:
+    cut = rng.randint(1, len(inventory) - 1)
+    return [inventory[:cut], inventory[cut:]]
+
+
+def _slice(
+    name: str,
+    node: str,
+    driver: str,
+    pool: str,
+    generation: int,
+    count: int,
+    devices: list[dict],
+    counters: list[dict] | None = None,
+) -> dict:
+    return {
+        "op": "slice",
+        "name": name,
+        "node": node,
+        "driver": driver,
+        "pool": pool,
+        "generation": generation,
+        "resourceSliceCount": count,
+        "devices": devices,
+        "sharedCounters": counters or [],
+    }
