@@ -127,24 +127,28 @@ def wait_for(check, seconds: float = 20) -> bool:
     return False
 
 
-def test_the_agent_process_publishes_answers_probes_and_stops_on_sigterm(tmp_path: Path):
-    api = FakeApiServer()
-    threading.Thread(target=api.serve_forever, daemon=True).start()
-    kubeconfig = tmp_path / "kubeconfig"
+def write_kubeconfig(folder: Path, port: int) -> Path:
+    """A kubeconfig pointing at the fake API server on 127.0.0.1:`port`, with a token."""
+    kubeconfig = folder / "kubeconfig"
     kubeconfig.write_text(
         yaml.safe_dump(
             {
                 "apiVersion": "v1",
                 "kind": "Config",
-                "clusters": [
-                    {"name": "c", "cluster": {"server": f"http://127.0.0.1:{api.server_port}"}}
-                ],
+                "clusters": [{"name": "c", "cluster": {"server": f"http://127.0.0.1:{port}"}}],
                 "users": [{"name": "u", "user": {"token": "t"}}],
                 "contexts": [{"name": "x", "context": {"cluster": "c", "user": "u"}}],
                 "current-context": "x",
             }
         )
     )
+    return kubeconfig
+
+
+def test_the_agent_process_publishes_answers_probes_and_stops_on_sigterm(tmp_path: Path):
+    api = FakeApiServer()
+    threading.Thread(target=api.serve_forever, daemon=True).start()
+    kubeconfig = write_kubeconfig(tmp_path, api.server_port)
     port = free_port()
     log = tmp_path / "agent.log"
     with log.open("w") as out:
@@ -196,21 +200,7 @@ def test_the_agent_process_honours_retry_after_and_says_which_watch_is_forbidden
     claims = "/apis/resource.k8s.io/v1/resourceclaims"
     api = FakeApiServer(throttled_patches=1, forbidden_watches=(claims,))
     threading.Thread(target=api.serve_forever, daemon=True).start()
-    kubeconfig = tmp_path / "kubeconfig"
-    kubeconfig.write_text(
-        yaml.safe_dump(
-            {
-                "apiVersion": "v1",
-                "kind": "Config",
-                "clusters": [
-                    {"name": "c", "cluster": {"server": f"http://127.0.0.1:{api.server_port}"}}
-                ],
-                "users": [{"name": "u", "user": {"token": "t"}}],
-                "contexts": [{"name": "x", "context": {"cluster": "c", "user": "u"}}],
-                "current-context": "x",
-            }
-        )
-    )
+    kubeconfig = write_kubeconfig(tmp_path, api.server_port)
     port = free_port()
     log = tmp_path / "agent.log"
 
