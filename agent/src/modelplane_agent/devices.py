@@ -139,17 +139,35 @@ class DeviceIndex:
 
     def put_taint_rule(self, name: str, new: TaintRule | None) -> set[str]:
         """Store (or, with None, delete) one DeviceTaintRule; return the nodes of the
-        devices it withholds or withheld. A scan of every device: rules change rarely."""
+        slices publishing a device it withholds or withheld.
+
+        Costs the slices of the resource pools it names (a rule naming a driver and a
+        pool: that pool's), else a scan of the pools' names too: rules change rarely."""
         old = self.taint_rules.put(name, new)
         if old == new:
             return set()
         changed = [rule for rule in (old, new) if rule is not None and rule.withholds]
-        if not changed:
-            return set()  # effect None (or another) before and after: nothing withheld
+        nodes: set[str] = set()
+        for pool in self._pools_named(changed):
+            for slice_name in self.by_pool[pool]:
+                current = self.slices[slice_name]
+                if current.node and any(
+                    rule.selects(d.key) for d in current.devices for rule in changed
+                ):
+                    nodes.add(current.node)
+        return nodes
+
+    def _pools_named(self, rules: list[TaintRule]) -> set[ResourcePoolKey]:
+        """The resource pools holding slices whose devices `rules` may select."""
+        if all(rule.driver is not None and rule.pool is not None for rule in rules):
+            named = {(rule.driver, rule.pool) for rule in rules}
+            return {pool for pool in named if pool in self.by_pool}
         return {
-            node
-            for device, node in self.device_node.items()
-            if any(rule.selects(device) for rule in changed)
+            pool
+            for pool in self.by_pool
+            if any(
+                rule.driver in (None, pool[0]) and rule.pool in (None, pool[1]) for rule in rules
+            )
         }
 
     # ------------------------------------------------------------------ queries
