@@ -6,7 +6,11 @@ resumes from the last resourceVersion it delivered, after an exponential
 backoff with jitter (never sooner than a Retry-After); a 410 Gone (that
 version is compacted away), or an event the state could not apply, relists,
 and the relist deletes from the state whatever is gone. Each event asks the
-state which observations it touches and marks only those dirty.
+state which observations it touches and marks only those dirty. A kind the
+API server may not serve (`OPTIONAL`: DeviceTaintRules) is discovered before
+each of its lists: not served, it is not watched, holds nothing, counts as
+listed and holds no report's freshness back, and is looked for again every
+`idle` seconds; any failure of its watch discovers it again.
 
 The publisher wakes every `tick` and, once every kind has been listed,
 computes the dirty observations (a report only from kinds not being
