@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import logging
 from collections.abc import AsyncIterator, Mapping
 from dataclasses import replace
 from datetime import UTC, datetime, timedelta
@@ -14,7 +15,17 @@ from modelplane_agent import metrics
 from modelplane_agent.controller import Controller, Settings, heartbeat_age
 from modelplane_agent.kube import Gone, Idle
 from modelplane_agent.snapshot import pool_spec_from
-from modelplane_agent.state import CLAIMS, CLASSES, KINDS, NODES, PODS, POOLS, REPLICAS, SLICES
+from modelplane_agent.state import (
+    CLAIMS,
+    CLASSES,
+    KINDS,
+    NODES,
+    PODS,
+    POOLS,
+    REPLICAS,
+    RULES,
+    SLICES,
+)
 from modelplane_agent.writes import write_reason
 from modelplane_devtools import agent_builders as t
 
@@ -40,6 +51,8 @@ class FakeApi:
         self.patches: list[tuple[str, str, dict]] = []
         self.events: list[dict] = []
         self.version = 100
+        self.unserved: set[str] = set()  # kinds discovery says the API server does not serve
+        self.discoveries: list[str] = []
 
     async def list(self, kind: str, each) -> str:
         self.lists.append(kind)
@@ -55,6 +68,10 @@ class FakeApi:
             if isinstance(item, Exception):
                 raise item
             yield item
+
+    async def served(self, kind: str) -> bool:
+        self.discoveries.append(kind)
+        return kind not in self.unserved
 
     async def patch_status(self, kind: str, namespace: str, name: str, status: Mapping) -> None:
         self.patches.append((kind, name, dict(status)))
@@ -786,16 +803,20 @@ def test_an_event_the_state_cannot_apply_relists_its_kind():
     asyncio.run(scenario())
 
 
-def forbidden() -> ApiError:
-    request = httpx2.Request("GET", "https://apiserver.test/apis/resource.k8s.io/v1/resourceclaims")
+def forbidden(
+    resource: str = "resourceclaims", code: int = 403, reason: str = "Forbidden"
+) -> ApiError:
+    request = httpx2.Request("GET", f"https://apiserver.test/apis/resource.k8s.io/v1/{resource}")
     response = httpx2.Response(
-        403,
+        code,
         headers={"Content-Type": "application/json"},
         json={
             "kind": "Status",
-            "code": 403,
-            "reason": "Forbidden",
-            "message": "resourceclaims is forbidden",
+            "code": code,
+            "reason": reason,
+            "message": f"{resource} is forbidden"
+            if code == 403
+            else "the server could not find it",
         },
         request=request,
     )
@@ -834,7 +855,7 @@ def test_a_failing_watch_freezes_observed_at_and_says_which_kind_and_why():
         assert len(replica) == 2 and replica[1]["observedAt"] == "2026-11-30T12:00:00Z"
         assert current(replica[1])["reason"] == "WatchFailing"
         clock.now += timedelta(seconds=61)
-        api.bookmark(NODES, PODS, SLICES, CLASSES, POOLS, REPLICAS)
+        api.bookmark(NODES, PODS, SLICES, CLASSES, POOLS, REPLICAS, RULES)
         await settle(controller)
         assert len([k for k, _, _ in api.patches if k == POOLS]) == 2  # no fresh heartbeat
         api.bookmark(CLAIMS)  # the watch is heard from again
@@ -855,7 +876,7 @@ def test_a_watch_silent_beyond_the_bound_freezes_observed_at_and_relists_when_id
         api.bookmark()
         await settle(controller)
         clock.now += timedelta(seconds=50)  # nodes heard at 12:00:50, the rest bookmark again
-        api.bookmark(PODS, SLICES, CLAIMS, CLASSES, POOLS, REPLICAS)
+        api.bookmark(PODS, SLICES, CLAIMS, CLASSES, POOLS, REPLICAS, RULES)
         await settle(controller)
         # Nodes were heard 50 s ago: current, so the heartbeat is fresh.
         assert [p[2]["observedAt"] for p in api.patches] == [
@@ -863,7 +884,7 @@ def test_a_watch_silent_beyond_the_bound_freezes_observed_at_and_relists_when_id
             "2026-11-30T12:01:40Z",
         ]
         clock.now += timedelta(seconds=45)  # nodes silent for 95 s
-        api.bookmark(PODS, SLICES, CLAIMS, CLASSES, POOLS, REPLICAS)
+        api.bookmark(PODS, SLICES, CLAIMS, CLASSES, POOLS, REPLICAS, RULES)
         await settle(controller)
         last = api.patches[-1][2]
         assert last["observedAt"] == "2026-11-30T12:00:50Z"
@@ -951,7 +972,7 @@ def test_a_slow_relist_that_has_not_failed_writes_nothing_frozen():
         api.list = slow_nodes  # type: ignore[method-assign]
         api.queues[NODES].put_nowait(Idle("no event for 75s"))
         clock.now += timedelta(seconds=100)  # the relist outlasts the 90 s bound
-        api.bookmark(PODS, SLICES, CLAIMS, CLASSES, POOLS, REPLICAS)
+        api.bookmark(PODS, SLICES, CLAIMS, CLASSES, POOLS, REPLICAS, RULES)
         await settle(controller)
         assert len(api.patches) == 1  # nothing frozen: the relist is going well
         resume.set()
@@ -960,6 +981,134 @@ def test_a_slow_relist_that_has_not_failed_writes_nothing_frozen():
             ("2026-11-30T12:00:00Z", "True"),
             ("2026-11-30T12:01:40Z", "True"),
         ]
+        await stopped(controller, task)
+
+    asyncio.run(scenario())
+
+
+# --------------------------------------------------------------------------- optional kinds
+
+RULE_ON_N1 = t.taint_rule("n1-g0", driver=t.NVIDIA, pool="n1", device="g0")
+TAINTED_N1 = [{"free": {"gpu": 2}, "nodes": 1}, {"free": {"gpu": 1}, "nodes": 1}]
+ALL_FREE = [{"free": {"gpu": 2}, "nodes": 2}]
+DISCOVERY = replace(SETTINGS, idle=0.05)  # an unserved kind is looked for again every 50 ms
+
+
+def test_device_taint_rules_not_served_are_not_watched_nor_waited_for(caplog):
+    caplog.set_level(logging.INFO, logger="modelplane_agent")
+
+    async def scenario():
+        api, clock = FakeApi(world()), Clock()
+        api.unserved = {RULES}
+        controller = controller_for(api, clock, DISCOVERY)
+        task = asyncio.create_task(controller.run())
+        await eventually(lambda: api.discoveries.count(RULES) >= 3 and len(api.patches) == 1)
+        assert controller.ready and RULES not in api.lists
+        assert RULES not in {kind for kind, _ in api.watches}
+        assert histogram(api.patches[0]) == ALL_FREE
+        assert current(api.patches[0][2])["reason"] == "WatchesCurrent"
+        clock.now += timedelta(seconds=100)  # rules never heard of: nothing waits on them
+        api.bookmark(NODES, PODS, SLICES, CLAIMS, CLASSES, POOLS, REPLICAS)
+        await settle(controller)
+        last = api.patches[-1][2]
+        assert (last["observedAt"], current(last)["reason"]) == (
+            "2026-11-30T12:01:40Z",
+            "WatchesCurrent",
+        )
+        await stopped(controller, task)
+
+    asyncio.run(scenario())
+    said = [r.getMessage() for r in caplog.records if "not served" in r.getMessage()]
+    assert said == [
+        "devicetaintrules not served by the API server (resource.k8s.io/v1alpha3): not "
+        "watched, so none can taint a device; looking again every 0.05s"
+    ]
+
+
+def test_device_taint_rules_served_later_are_discovered_and_watched(caplog):
+    caplog.set_level(logging.INFO, logger="modelplane_agent")
+
+    async def scenario():
+        api, clock = FakeApi({**world(), RULES: [RULE_ON_N1]}), Clock()
+        api.unserved = {RULES}
+        controller = controller_for(api, clock, DISCOVERY)
+        task = asyncio.create_task(controller.run())
+        await eventually(lambda: len(api.patches) == 1)
+        assert histogram(api.patches[0]) == ALL_FREE
+        api.unserved.clear()  # the alpha API turned on
+        await eventually(lambda: RULES in api.lists)
+        clock.now += timedelta(seconds=3)
+        await eventually(lambda: histogram(api.patches[-1]) == TAINTED_N1)
+        assert (RULES, str(api.version)) in api.watches
+        await stopped(controller, task)
+
+    asyncio.run(scenario())
+    assert "devicetaintrules now served: watching it" in caplog.messages
+
+
+def test_device_taint_rules_that_stop_being_served_are_forgotten():
+    async def scenario():
+        api, clock = FakeApi({**world(), RULES: [RULE_ON_N1]}), Clock()
+        controller = controller_for(api, clock, DISCOVERY)
+        task = asyncio.create_task(controller.run())
+        await eventually(lambda: len(api.patches) == 1)
+        assert histogram(api.patches[0]) == TAINTED_N1
+        api.unserved.add(RULES)
+        api.queues[RULES].put_nowait(forbidden("devicetaintrules", 404, "NotFound"))
+        await eventually(lambda: not controller.state.devices.taint_rules.rules)
+        clock.now += timedelta(seconds=3)
+        await eventually(lambda: histogram(api.patches[-1]) == ALL_FREE)
+        assert current(api.patches[-1][2])["reason"] == "WatchesCurrent"
+        await stopped(controller, task)
+
+    asyncio.run(scenario())
+
+
+def test_a_device_taint_rule_event_changes_the_histogram():
+    async def scenario():
+        api, clock = FakeApi(world()), Clock()
+        controller, task = await started(api, clock)
+        assert histogram(api.patches[0]) == ALL_FREE
+        api.send(RULES, "ADDED", RULE_ON_N1)
+        clock.now += timedelta(seconds=3)
+        await settle(controller)
+        assert histogram(api.patches[-1]) == TAINTED_N1
+        api.send(RULES, "DELETED", RULE_ON_N1)
+        clock.now += timedelta(seconds=3)
+        await settle(controller)
+        assert histogram(api.patches[-1]) == ALL_FREE
+        await stopped(controller, task)
+
+    asyncio.run(scenario())
+
+
+def test_device_taint_rules_that_cannot_be_listed_say_so_in_the_current_condition():
+    async def scenario():
+        api, clock = FakeApi({**world(), RULES: [RULE_ON_N1]}), Clock()
+        controller, task = await started(api, clock)
+        real_list = api.list
+
+        async def rules_forbidden(kind: str, each):
+            if kind == RULES:
+                raise forbidden("devicetaintrules")
+            return await real_list(kind, each)
+
+        api.list = rules_forbidden  # type: ignore[method-assign]
+        clock.now += timedelta(seconds=10)
+        api.queues[RULES].put_nowait(forbidden("devicetaintrules"))  # RBAC revoked
+        await settle(controller)
+        last = api.patches[-1][2]
+        assert histogram(api.patches[-1]) == TAINTED_N1  # frozen as it was
+        assert (current(last)["reason"], current(last)["message"]) == (
+            "WatchFailing",
+            "DeviceTaintRule watch failing since 2026-11-30T12:00:10Z: 403 Forbidden: "
+            "devicetaintrules is forbidden; the report is as of 2026-11-30T12:00:00Z",
+        )
+        api.list = real_list  # type: ignore[method-assign]
+        clock.now += timedelta(seconds=3)
+        await eventually(lambda: controller.ready)
+        await settle(controller)
+        assert current(api.patches[-1][2])["reason"] == "WatchesCurrent"
         await stopped(controller, task)
 
     asyncio.run(scenario())

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+from collections.abc import Callable
 
 import httpx2
 import pytest
@@ -12,7 +13,7 @@ from lightkube.config.kubeconfig import KubeConfig
 from lightkube.core.exceptions import ApiError
 from lightkube.models.meta_v1 import Status
 from modelplane_agent.kube import Gone, Idle, LightkubeApi, describe, retry_after
-from modelplane_agent.state import NODES, PODS, POOLS, REPLICAS
+from modelplane_agent.state import NODES, PODS, POOLS, REPLICAS, RULES
 from modelplane_devtools import agent_builders as t
 
 
@@ -64,7 +65,7 @@ class Server:
         )
 
 
-def api_for(server: Server) -> LightkubeApi:
+def api_for(server: Callable[[httpx2.Request], httpx2.Response]) -> LightkubeApi:
     client = AsyncClient(
         config=KubeConfig.from_dict(
             {
@@ -95,8 +96,14 @@ def test_a_list_follows_pages_and_returns_the_list_version():
         (PODS, "/api/v1/pods"),
         (POOLS, "/apis/agent.modelplane.ai/v1alpha1/poolobservations"),
         (REPLICAS, "/apis/agent.modelplane.ai/v1alpha1/replicaobservations"),
+        (RULES, "/apis/resource.k8s.io/v1alpha3/devicetaintrules"),
     ],
-    ids=["pods across namespaces", "pool observations", "replica observations everywhere"],
+    ids=[
+        "pods across namespaces",
+        "pool observations",
+        "replica observations everywhere",
+        "device taint rules at v1alpha3",
+    ],
 )
 def test_every_kind_is_listed_cluster_wide(kind, path):
     server = Server()
@@ -266,3 +273,57 @@ def test_a_410_refusing_the_watch_request_is_gone():
 
     with pytest.raises(Gone):
         asyncio.run(drain())
+
+
+def discovery(code: int, body: object) -> Callable[[httpx2.Request], httpx2.Response]:
+    return lambda request: httpx2.Response(code, json=body)
+
+
+V1ALPHA3 = {
+    "kind": "APIResourceList",
+    "groupVersion": "resource.k8s.io/v1alpha3",
+    "resources": [
+        {"name": "devicetaintrules", "kind": "DeviceTaintRule", "namespaced": False},
+        {"name": "devicetaintrules/status", "kind": "DeviceTaintRule", "namespaced": False},
+    ],
+}
+
+
+@pytest.mark.parametrize(
+    ("answer", "served"),
+    [
+        pytest.param(discovery(200, V1ALPHA3), True, id="a version listing the kind serves it"),
+        pytest.param(
+            discovery(404, {"kind": "Status", "code": 404}),
+            False,
+            id="a version the API server does not serve (404) does not serve it",
+        ),
+        pytest.param(
+            discovery(200, {**V1ALPHA3, "resources": V1ALPHA3["resources"][1:]}),
+            False,
+            id="a version listing only other resources does not serve it",
+        ),
+        pytest.param(
+            discovery(200, ["not", "a", "resource", "list"]),
+            False,
+            id="an answer that is not a resource list does not serve it",
+        ),
+    ],
+)
+def test_discovery_says_whether_a_kind_is_served(answer, served):
+    requests: list[httpx2.Request] = []
+
+    def server(request: httpx2.Request) -> httpx2.Response:
+        requests.append(request)
+        return answer(request)
+
+    assert asyncio.run(api_for(server).served(RULES)) is served
+    assert [r.url.path for r in requests] == ["/apis/resource.k8s.io/v1alpha3"]
+    assert requests[0].headers["Authorization"] == "Bearer t"
+
+
+def test_discovery_that_fails_otherwise_raises():
+    answer = discovery(503, {"kind": "Status", "code": 503, "message": "etcd is down"})
+    with pytest.raises(ApiError) as raised:
+        asyncio.run(api_for(answer).served(RULES))
+    assert describe(raised.value).startswith("503")

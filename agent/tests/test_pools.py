@@ -17,6 +17,7 @@ from modelplane_agent.state import (
     PODS,
     POOLS,
     REPLICAS,
+    RULES,
     SLICES,
     ClusterState,
 )
@@ -32,6 +33,7 @@ KIND_OF = {
     "DeviceClass": CLASSES,
     "PoolObservation": POOLS,
     "ReplicaObservation": REPLICAS,
+    "DeviceTaintRule": RULES,
 }
 
 GPU_CLASS = t.device_class(
@@ -937,3 +939,191 @@ def test_coarsening_never_promises_more_nodes_for_any_demand(buckets, bound):
 
     for demand in {v for v, _ in before.buckets}:
         assert nodes_fitting(after, demand) <= nodes_fitting(before, demand)
+
+
+# --------------------------------------------------------------------------- DeviceTaintRules
+
+
+def rule(name: str = "r", effect: str = "NoSchedule", **names: str) -> dict:
+    return t.taint_rule(name, effect, **names)
+
+
+def unselective(name: str = "r") -> dict:
+    """A rule without a deviceSelector at all."""
+    obj = t.taint_rule(name)
+    del obj["spec"]["deviceSelector"]
+    return obj
+
+
+TWO_NODES = [*CLASSES_ALL, POOL, t.node("n1"), t.node("n2"), gpus("n1"), gpus("n2")]
+GPU_0 = {"driver": t.NVIDIA, "pool": "n1", "device": "gpu-0"}
+
+TAINT_RULE_CASES = [
+    pytest.param(
+        [rule(**GPU_0)],
+        {(3,): 1, (4,): 1},
+        id="a NoSchedule rule naming a device by driver, pool and name makes it not free",
+    ),
+    pytest.param(
+        [held("c", "n1", "gpu-0"), rule(effect="NoExecute", **GPU_0), deleted(held("c", "n1"))],
+        {(3,): 1, (4,): 1},
+        id="a device a NoExecute rule names stays not free once its claim is gone",
+    ),
+    pytest.param(
+        [rule(pool="n1")],
+        {(0,): 1, (4,): 1},
+        id="a rule naming only a resource pool makes every device of it not free",
+    ),
+    pytest.param(
+        [rule(device="gpu-1")],
+        {(3,): 2},
+        id="a rule naming only a device name takes that name in every resource pool",
+    ),
+    pytest.param(
+        [rule(driver=t.NIC_DRIVER)],
+        {(4,): 2},
+        id="a rule naming another driver takes nothing",
+    ),
+    pytest.param(
+        [unselective()],
+        {(0,): 2},
+        id="a rule without a device selector makes every device not free, as the tracker does",
+    ),
+    pytest.param(
+        [t.taint_rule("r", selector={})],
+        {(0,): 2},
+        id="a rule with an empty device selector makes every device not free",
+    ),
+    pytest.param(
+        [t.taint_rule("r", selector={"deviceClassName": "mig-1g.nvidia.com", "pool": "n1"})],
+        {(0,): 1, (4,): 1},
+        id="a rule's DeviceClass (dropped in v1.35) is ignored: it selects by its other fields",
+    ),
+    pytest.param(
+        [t.taint_rule("r", selector={"selectors": [{"cel": {"expression": "false"}}]})],
+        {(0,): 2},
+        id="a rule's CEL selectors (dropped in v1.35) are ignored: it selects by its other fields",
+    ),
+    pytest.param(
+        [t.taint_rule("r", selector={"driver": 7, "device": "gpu-0"})],
+        {(3,): 2},
+        id="a selector field that is not a string reads as unset and selects more",
+    ),
+    pytest.param(
+        [rule(effect="None", **GPU_0)],
+        {(4,): 2},
+        id="a rule of effect None leaves its device free",
+    ),
+    pytest.param(
+        [rule(effect="None", **GPU_0), modified(rule(**GPU_0))],
+        {(3,): 1, (4,): 1},
+        id="a rule of effect None turning NoSchedule takes its device",
+    ),
+    pytest.param(
+        [rule("a", **GPU_0), rule("b", device="gpu-0"), deleted(rule("b", device="gpu-0"))],
+        {(3,): 1, (4,): 1},
+        id="of two rules on one device, deleting one leaves it not free",
+    ),
+    pytest.param(
+        [deleted(gpus("n1")), rule(**GPU_0), gpus("n1")],
+        {(3,): 1, (4,): 1},
+        id="a rule seen before the device's slice takes the device once published",
+    ),
+]
+
+
+@pytest.mark.parametrize(("steps", "buckets"), TAINT_RULE_CASES)
+def test_device_taint_rules(steps, buckets):
+    assert outcome(run([*TWO_NODES, *steps])) == (2, buckets, "True", "Observed")
+
+
+@pytest.mark.parametrize(
+    ("change", "after"),
+    [
+        pytest.param(deleted(rule(**GPU_0)), {(4,): 2}, id="deleted, its device is free again"),
+        pytest.param(
+            modified(rule(effect="None", **GPU_0)),
+            {(4,): 2},
+            id="turned to effect None, its device is free again",
+        ),
+        pytest.param(
+            modified(rule(driver=t.NVIDIA, pool="n2", device="gpu-0")),
+            {(4,): 1, (3,): 1},
+            id="re-pointed at another node's device, it frees the first and takes the second",
+        ),
+    ],
+)
+def test_a_rule_that_changes_touches_the_nodes_of_both_its_selections(change, after):
+    state = run([*TWO_NODES, rule(**GPU_0)])
+    assert outcome(state)[1] == {(3,): 1, (4,): 1}
+    touched = state.apply(RULES, *change)
+    assert touched.pools == {"a100"}
+    report = state.pool_report("a100")
+    assert report.histogram is not None and dict(report.histogram.buckets) == after
+    n1, n2 = (state.pool_view.parts["a100"][n] for n in ("n1", "n2"))
+    assert (n1, n2) == ((4,), (4,) if after == {(4,): 2} else (3,))
+
+
+def test_a_rule_that_selects_no_device_touches_no_pool():
+    state = run(TWO_NODES)
+    assert not state.apply(RULES, "ADDED", rule(pool="elsewhere"))
+    assert not state.apply(RULES, "ADDED", rule("none", effect="None", **GPU_0))
+
+
+def test_a_rule_taint_the_pool_tolerates_on_nodes_still_takes_the_device():
+    # A pool's tolerations are node tolerations for its pods; a device taint is tolerated
+    # only by a claim's device tolerations, and modelplane's claims carry none.
+    tolerant = t.pool_observation(
+        "a100", [GPU], tolerations=[{"key": "example.com/unhealthy", "operator": "Exists"}]
+    )
+    state = run([*CLASSES_ALL, tolerant, t.node("n1"), gpus("n1"), rule(**GPU_0)])
+    assert outcome(state)[1] == {(3,): 1}
+
+
+def test_a_rule_on_a_device_already_tainted_in_its_slice_takes_it_once():
+    state = run([*CLASSES_ALL, POOL, t.node("n1"), tainted("NoSchedule"), rule(**GPU_0)])
+    assert outcome(state)[1] == {(3,): 1}
+
+
+def slice_taint(devices: list[dict], names: set[str]) -> list[dict]:
+    taint = {"key": "example.com/unhealthy", "effect": "NoSchedule"}
+    return [{**d, "taints": [taint]} if d["name"] in names else d for d in devices]
+
+
+# (pool, tainted devices, allocated devices, vector): partitions that a rule taints follow
+# the counters exactly as a taint in the slice does (`tainted-partitions` in the oracle).
+RULED_PARTITION_CASES = [
+    pytest.param(
+        MIG_ONLY, {"gpu-0-mig-0"}, [], (3,), id="a rule on a partition leaves the other three"
+    ),
+    pytest.param(
+        MIG_ONLY, {"gpu-0"}, [], (4,), id="a rule on the whole GPU leaves its partitions free"
+    ),
+    pytest.param(GPU_ONLY, {"gpu-0"}, [], (0,), id="a rule on the whole GPU makes it not free"),
+    pytest.param(
+        GPU_ONLY,
+        {"gpu-0-mig-1"},
+        [],
+        (1,),
+        id="a rule on a partition leaves the whole GPU free: a taint consumes no counter",
+    ),
+    pytest.param(
+        MIG_ONLY,
+        {"gpu-0-mig-0", "gpu-0-mig-1"},
+        [("n1", "gpu-0-mig-2")],
+        (1,),
+        id="a rule on two partitions beside an allocated one leaves the last",
+    ),
+]
+
+
+@pytest.mark.parametrize(("pool", "names", "allocated", "vector"), RULED_PARTITION_CASES)
+def test_rules_on_partitionable_devices_count_as_taints_in_the_slice(
+    pool, names, allocated, vector
+):
+    rules = [rule(f"r{i}", driver=t.NVIDIA, pool="n1", device=d) for i, d in enumerate(names)]
+    common = [*CLASSES_ALL, pool, t.node("n1"), t.claim("c", allocated)]
+    by_rules = run([*common, PARTITIONED, *rules])
+    in_slice = dict(PARTITIONED, spec=dict(PARTITIONED["spec"]))
+    in_slice["spec"]["devices"] = slice_taint(PARTITIONED["spec"]["devices"], names)
+    assert outcome(by_rules)[1] == outcome(run([*common, in_slice]))[1] == {vector: 1}

@@ -58,6 +58,10 @@ class Handler(BaseHTTPRequestHandler):
                       "message": f"{path.rsplit('/', 1)[-1]} is forbidden"}  # fmt: skip
             self._reply(403, json.dumps(status).encode())
             return
+        if path == "/apis/resource.k8s.io/v1alpha3":  # as without --runtime-config for it
+            status = {"kind": "Status", "code": 404, "reason": "NotFound"}
+            self._reply(404, json.dumps(status).encode())
+            return
         if "watch=true" in query or "watch=1" in query:
             self.send_response(200)
             self.send_header("Content-Type", "application/json")
@@ -194,6 +198,7 @@ def test_the_agent_process_publishes_answers_probes_and_stops_on_sigterm(tmp_pat
         },
     }
     assert "PoolObservation/a100 status written (change)" in output
+    assert output.count("devicetaintrules not served by the API server") == 1, output
 
 
 def test_the_agent_process_honours_retry_after_and_says_which_watch_is_forbidden(tmp_path: Path):

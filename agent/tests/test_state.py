@@ -14,6 +14,7 @@ from modelplane_agent.state import (
     PODS,
     POOLS,
     REPLICAS,
+    RULES,
     SLICES,
     ClusterState,
 )
@@ -43,9 +44,22 @@ def random_world(rng: random.Random) -> dict[tuple[str, str], dict]:
         world[(CLAIMS, f"c{i}")] = random_claim(rng, f"c{i}")
     for i in range(6):
         world[(PODS, f"r-{i}")] = random_pod(rng, f"r-{i}")
+    for i in range(3):
+        world[(RULES, f"rule{i}")] = random_rule(rng, f"rule{i}")
     world[(CLASSES, "gpu")] = GPU_CLASS
     world[(POOLS, "a100")] = POOLS_OBJS[0]
     return world
+
+
+def random_rule(rng: random.Random, name: str) -> dict:
+    """A DeviceTaintRule naming a device, a node's pool, both, or (rarely) nothing at all."""
+    names = rng.choice([{"device": "g"}, {"pool": "n"}, {"pool": "n", "device": "g"}] * 3 + [{}])
+    chosen = {
+        field: f"{prefix}{rng.randrange(6 if field == 'device' else 12)}"
+        for field, prefix in names.items()
+    }
+    effect = rng.choice(["NoSchedule", "NoExecute", "None"])
+    return t.taint_rule(name, effect, driver=t.NVIDIA, **chosen)
 
 
 def random_slice(rng: random.Random, name: str) -> dict:
@@ -148,6 +162,7 @@ def test_after_random_events_the_state_equals_a_fresh_one(seed):
             SLICES: random_slice,
             CLASSES: random_class,
             POOLS: random_pool,
+            RULES: random_rule,
         }[kind](rng, name)
         world[(kind, name)] = new
         state.apply(kind, "MODIFIED", new)

@@ -23,7 +23,7 @@ def test_a_seed_gives_the_same_state_every_time():
     [
         pytest.param(
             "",
-            set(FEATURES) - {"device-taint-rules", "tainted-partitions"},
+            set(FEATURES) - {"tainted-partitions"},
             id="nothing named enables every feature but the known disagreements",
         ),
         pytest.param("all", set(FEATURES), id="all enables every feature"),
@@ -35,12 +35,12 @@ def test_a_seed_gives_the_same_state_every_time():
         ),
         pytest.param(
             "-admin-access",
-            set(FEATURES) - {"admin-access", "device-taint-rules", "tainted-partitions"},
+            set(FEATURES) - {"admin-access", "tainted-partitions"},
             id="a minus leaves one out of the default",
         ),
         pytest.param(
-            "device-taint-rules",
-            {"device-taint-rules"},
+            "tainted-partitions",
+            {"tainted-partitions"},
             id="a known disagreement runs when named",
         ),
     ],

@@ -44,6 +44,7 @@ from modelplane_agent.state import (
     PODS,
     POOLS,
     REPLICAS,
+    RULES,
     SLICES,
     ClusterState,
     Touched,
@@ -377,12 +378,21 @@ def main() -> None:
             PODS, "MODIFIED", other_pod(other, f"node-{20 * rng.randrange(args.nodes // 20)}", rng)
         )
 
+    def taint(i: int) -> object:
+        # A health controller's DeviceTaintRule naming one GPU, set then lifted (effect
+        # None): last, so the rules it leaves change no other figure.
+        node = f"node-{rng.randrange(args.nodes)}"
+        effect = "NoSchedule" if i % 2 == 0 else "None"
+        selector = {"driver": t.NVIDIA, "pool": node, "device": f"gpu-3-{node}"}
+        return state.apply(RULES, "MODIFIED", t.taint_rule(f"rule-{i % 50}", effect, **selector))
+
     print(f"one event, applied and its touched observations recomputed ({args.events} each):")
     for label, apply in (
         ("claim allocated", allocate),
         ("node cordoned", cordon),
         ("pod bound", bind),
         ("other pod moved", move),
+        ("GPU taint rule", taint),
     ):
         samples = event_cost(apply)
         wall = [x.wall for x in samples]

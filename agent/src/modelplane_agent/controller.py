@@ -6,7 +6,11 @@ resumes from the last resourceVersion it delivered, after an exponential
 backoff with jitter (never sooner than a Retry-After); a 410 Gone (that
 version is compacted away), or an event the state could not apply, relists,
 and the relist deletes from the state whatever is gone. Each event asks the
-state which observations it touches and marks only those dirty.
+state which observations it touches and marks only those dirty. A kind the
+API server may not serve (`OPTIONAL`: DeviceTaintRules) is discovered before
+each of its lists: not served, it is not watched, holds nothing, counts as
+listed and holds no report's freshness back, and is looked for again every
+`idle` seconds; any failure of its watch discovers it again.
 
 The publisher wakes every `tick` and, once every kind has been listed,
 computes the dirty observations (a report only from kinds not being
@@ -51,7 +55,7 @@ from modelplane_common.timeutil import format_duration, format_time, parse_time
 
 from modelplane_agent import metrics
 from modelplane_agent.freshness import Currency, Freshness, freshness, frozen, with_freshness
-from modelplane_agent.kube import Api, Gone, Idle, describe, kind_name, retry_after
+from modelplane_agent.kube import Api, Gone, Idle, describe, kind_name, kind_version, retry_after
 from modelplane_agent.snapshot import PoolSpec
 from modelplane_agent.state import (
     CLAIMS,
@@ -61,6 +65,7 @@ from modelplane_agent.state import (
     PODS,
     POOLS,
     REPLICAS,
+    RULES,
     SLICES,
     ClusterState,
     ReplicaKey,
@@ -131,13 +136,17 @@ def heartbeat(key: Key, max_age: timedelta) -> timedelta:
 
 _KIND_NAMES = {POOLS: "PoolObservation", REPLICAS: "ReplicaObservation"}
 
+# Kinds watched only where the API server serves them (discovered before each list):
+# DeviceTaintRules exist only as resource.k8s.io/v1alpha3, behind an alpha gate.
+OPTIONAL = frozenset({RULES})
+
 # The kinds each kind of report reads, so the kinds whose freshness bounds its
 # observedAt. A pool reads pods too: the pods bound to its nodes (the requests
 # that use up a node, the replicas it is refreshed for). A replica reads claims:
 # a bound pod counts as scheduled only once every claim it references is seen
 # allocated.
 REPORT_INPUTS = {
-    POOLS: (NODES, PODS, SLICES, CLAIMS, CLASSES, POOLS),
+    POOLS: (NODES, PODS, SLICES, CLAIMS, CLASSES, POOLS, RULES),
     REPLICAS: (PODS, CLAIMS, REPLICAS),
 }
 
@@ -254,6 +263,9 @@ class Controller:
         while not self._stopping.is_set():
             try:
                 if version is None:
+                    if kind in OPTIONAL and not await self._discovered(kind):
+                        await asyncio.sleep(self.settings.idle)  # then look again
+                        continue
                     version = await self._relist(kind)
                 async for event, obj in self.api.watch(kind, version):
                     version = _resource_version(obj) or version
@@ -303,8 +315,48 @@ class Controller:
                     delay,
                     extra={"resource": "-"},
                 )
+                if kind in OPTIONAL:
+                    version = None  # it may have stopped being served: discover it again
                 await asyncio.sleep(delay)
                 backoff = min(backoff * 2, self.settings.backoff_max)
+
+    async def _discovered(self, kind: str) -> bool:
+        """Whether the API server serves an optional kind (a failure to tell raises).
+
+        Not served, the kind is not watched: whatever the state held of it is
+        forgotten (as on an agent started against this API server), it counts as
+        listed, and no report's freshness waits on it. Said in the log when that
+        starts (at start, or when the kind disappears) and when it ends.
+        """
+        served = await self.api.served(kind)
+        known = self.currency[kind]
+        if served:
+            if not known.watched:
+                log.info("%s now served: watching it", kind, extra={"resource": "-"})
+            return True
+        if known.watched:
+            log.info(
+                "%s not served by the API server (%s): not watched, so none can taint a "
+                "device; looking again every %gs",
+                kind,
+                kind_version(kind),
+                self.settings.idle,
+                extra={"resource": "-"},
+            )
+        first_sync = not self.listed_once
+        self._mark(kind, self.state.replace(kind, ()), [])
+        known.watched, known.error, known.failing_since = False, None, None
+        self._listed(kind, first_sync)
+        return False
+
+    def _listed(self, kind: str, first_sync: bool) -> None:
+        """`kind` is whole in the state again; the first time every kind is, reports
+        can be computed."""
+        self.synced[kind] = True
+        metrics.SYNCED.labels(kind).set(1)
+        if first_sync and self.ready:
+            self.listed_once = True
+            settle_heap()
 
     def _apply(self, kind: str, event: str, obj: Mapping) -> Touched:
         try:
@@ -340,12 +392,9 @@ class Controller:
         touched |= self.state.delete_missing(kind, seen)
         self._mark(kind, touched, observations)
         metrics.RECOMPUTE.labels("relist").observe(time.perf_counter() - started)
-        self.synced[kind] = True
-        metrics.SYNCED.labels(kind).set(1)
         self.currency[kind].heard(asked_at, asked_mono)  # the list is at least that recent
-        if first_sync and self.ready:
-            self.listed_once = True
-            settle_heap()
+        self.currency[kind].watched = True
+        self._listed(kind, first_sync)
         log.info("listed %d %s", len(seen), kind, extra={"resource": "-"})
         return version
 

@@ -1,8 +1,9 @@
 """The DRA half of the agent's state: which devices each node has, and which are taken.
 
-`DeviceIndex` is fed ResourceSlices and ResourceClaims and answers, for a
-node, the devices kube-scheduler's allocator would consider there and what
-the claims already hold. Each update returns the nodes whose answer may have
+`DeviceIndex` is fed ResourceSlices, ResourceClaims and DeviceTaintRules and
+answers, for a node, the devices kube-scheduler's allocator would consider
+there (their slices' devices with the rules' taints applied) and what the
+claims already hold. Each update returns the nodes whose answer may have
 changed; nothing here knows about pools or observations.
 
 Invariants
@@ -27,15 +28,20 @@ Invariants
     - `allocated[d]` counts the claims whose allocation holds `d` (never 0:
       a device no claim holds is absent). Claims are indexed whether or not
       their devices' slices have been seen.
+    - `node_devices` marks `tainted` every device a NoSchedule or NoExecute
+      DeviceTaintRule selects (`taint_rules`), as the allocator appends the
+      rules' taints to the slices it reads; rules are indexed whether or not
+      the devices they select have been seen.
 """
 
 from __future__ import annotations
 
 from collections import Counter
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from fractions import Fraction
 
 from modelplane_agent.snapshot import CounterKey, Device, DeviceKey, Slice
+from modelplane_agent.taint_rules import TaintRule, TaintRules
 
 ResourcePoolKey = tuple[str, str]  # driver, pool name
 
@@ -52,6 +58,7 @@ class DeviceIndex:
         self.claims: dict[str, frozenset[DeviceKey]] = {}
         self.allocated_claims: set[str] = set()
         self.allocated: Counter[DeviceKey] = Counter()
+        self.taint_rules = TaintRules()
 
     # ------------------------------------------------------------------ updates
 
@@ -130,6 +137,39 @@ class DeviceIndex:
             nodes |= self._pool_nodes(pool)
         return nodes
 
+    def put_taint_rule(self, name: str, new: TaintRule | None) -> set[str]:
+        """Store (or, with None, delete) one DeviceTaintRule; return the nodes of the
+        slices publishing a device it withholds or withheld.
+
+        Costs the slices of the resource pools it names (a rule naming a driver and a
+        pool: that pool's), else a scan of the pools' names too: rules change rarely."""
+        old = self.taint_rules.put(name, new)
+        if old == new:
+            return set()
+        changed = [rule for rule in (old, new) if rule is not None and rule.withholds]
+        nodes: set[str] = set()
+        for pool in self._pools_named(changed):
+            for slice_name in self.by_pool[pool]:
+                current = self.slices[slice_name]
+                if current.node and any(
+                    rule.selects(d.key) for d in current.devices for rule in changed
+                ):
+                    nodes.add(current.node)
+        return nodes
+
+    def _pools_named(self, rules: list[TaintRule]) -> set[ResourcePoolKey]:
+        """The resource pools holding slices whose devices `rules` may select."""
+        if all(rule.driver is not None and rule.pool is not None for rule in rules):
+            named = {(rule.driver, rule.pool) for rule in rules}
+            return {pool for pool in named if pool in self.by_pool}
+        return {
+            pool
+            for pool in self.by_pool
+            if any(
+                rule.driver in (None, pool[0]) and rule.pool in (None, pool[1]) for rule in rules
+            )
+        }
+
     # ------------------------------------------------------------------ queries
 
     def is_allocated(self, device: DeviceKey) -> bool:
@@ -149,7 +189,7 @@ class DeviceIndex:
             if pool in self.unusable:
                 skipped.add(f"{self.unusable[pool].split(':', 1)[0]} resource pool")
                 continue
-            devices.extend(current.devices)
+            devices.extend(self._as_allocator_sees(current.devices))
             pools.add(pool)
         counters: dict[CounterKey, Fraction | None] = {}
         elsewhere: list[Device] = []
@@ -157,6 +197,16 @@ class DeviceIndex:
             counters.update(self.counters[pool])
             elsewhere.extend(self._consumers_elsewhere(pool, node))
         return NodeDevices(devices, counters, elsewhere, tuple(sorted(skipped)))
+
+    def _as_allocator_sees(self, devices: tuple[Device, ...]) -> tuple[Device, ...]:
+        """The slice's devices, those a DeviceTaintRule withholds marked tainted."""
+        rules = self.taint_rules
+        if not rules.active:
+            return devices
+        return tuple(
+            replace(d, tainted=True) if not d.tainted and rules.withholds(d.key) else d
+            for d in devices
+        )
 
     def _consumers_elsewhere(self, pool: ResourcePoolKey, node: str) -> list[Device]:
         """Devices of the pool's newest generation published for other nodes that consume

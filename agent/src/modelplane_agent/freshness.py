@@ -10,6 +10,10 @@ then, if any. A kind is current while
   bookmark on every watch about once a minute, so a longer silence means a
   stalled stream (a half-open connection, a wedged API server).
 
+A kind the agent does not watch (DeviceTaintRules where the API server does
+not serve them: `watched` is False) is none of a report's business: it
+neither holds `observedAt` back nor appears in the condition.
+
 While every kind a report reads is current, the report is current now:
 `observedAt` is the clock of the pass. Otherwise `observedAt` is the last time
 the lagging kinds were heard, the earliest of them: it stops advancing, a
@@ -60,6 +64,7 @@ class Currency:
     heard_mono: float = -math.inf  # monotonic: how long the kind has been silent
     error: str | None = None  # the failure since it was last heard
     failing_since: datetime | None = None
+    watched: bool = True  # False: an optional kind the API server does not serve
 
     def heard(self, wall: datetime, mono: float) -> None:
         self.heard_at, self.heard_mono = wall, mono
@@ -89,6 +94,8 @@ def freshness(
     failing, silent, heard = [], [], []
     for kind in kinds:
         known = currency[kind]
+        if not known.watched:
+            continue
         if known.error is not None:
             since = format_time(known.failing_since) if known.failing_since else "the start"
             failing.append(f"{name(kind)} watch failing since {since}: {known.error}")

@@ -20,7 +20,7 @@ from lightkube.core.exceptions import ApiError
 from lightkube.generic_resource import create_global_resource, create_namespaced_resource
 from lightkube.types import PatchType, on_error_raise
 
-from modelplane_agent.state import CLAIMS, CLASSES, NODES, PODS, POOLS, REPLICAS, SLICES
+from modelplane_agent.state import CLAIMS, CLASSES, NODES, PODS, POOLS, REPLICAS, RULES, SLICES
 
 
 class Gone(Exception):
@@ -88,6 +88,10 @@ class Api(Protocol):
         """JSON merge patch of the status subresource (a null deletes a field)."""
         ...
 
+    async def served(self, kind: str) -> bool:
+        """Whether the API server serves `kind` (discovery of its group and version)."""
+        ...
+
     async def create_event(self, event: Mapping) -> None:
         """Create a core/v1 Event."""
         ...
@@ -112,12 +116,23 @@ _KINDS = {
     REPLICAS: _Kind(
         "agent.modelplane.ai", "v1alpha1", "ReplicaObservation", "replicaobservations", True
     ),
+    RULES: _Kind("resource.k8s.io", "v1alpha3", "DeviceTaintRule", "devicetaintrules", False),
 }
 
 
 def kind_name(kind: str) -> str:
     """The API kind of one of the agent's watched kinds ("ResourceClaim" for resourceclaims)."""
     return _KINDS[kind].kind
+
+
+def _list(value: Any) -> list:
+    return value if isinstance(value, list) else []
+
+
+def kind_version(kind: str) -> str:
+    """The group/version a watched kind is read as ("resource.k8s.io/v1alpha3")."""
+    k = _KINDS[kind]
+    return f"{k.group}/{k.version}" if k.group else k.version
 
 
 @cache
@@ -210,6 +225,20 @@ class LightkubeApi:
             },
         )
         return generic.watch(request, on_error=on_error_raise)
+
+    async def served(self, kind: str) -> bool:
+        """Discovery of the kind's group and version: 404 (the version is not served) or
+        a resource list without the kind is False; any other failure raises."""
+        k = _KINDS[kind]
+        path = f"/apis/{k.group}/{k.version}" if k.group else f"/api/{k.version}"
+        generic = self._client._client  # lightkube has no public discovery call
+        response = await generic.send(generic._client.build_request("GET", path))
+        if response.status_code == 404:
+            return False
+        generic.raise_for_status(response)
+        body = response.json()
+        resources = _list(body.get("resources")) if isinstance(body, Mapping) else []
+        return any(isinstance(r, Mapping) and r.get("name") == k.plural for r in resources)
 
     async def patch_status(self, kind: str, namespace: str, name: str, status: Mapping) -> None:
         res = self._resources[kind]

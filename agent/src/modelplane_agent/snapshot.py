@@ -9,7 +9,8 @@ Ready; a device consuming an unreadable counter is not free).
 Versions read: core/v1 Nodes and Pods, resource.k8s.io/v1 ResourceSlices,
 ResourceClaims and DeviceClasses (Kubernetes 1.34+, the same floor the
 replica function's claim templates need), agent.modelplane.ai/v1alpha1
-PoolObservations and ReplicaObservations.
+PoolObservations and ReplicaObservations; resource.k8s.io/v1alpha3
+DeviceTaintRules where served, read by `taint_rules`.
 """
 
 from __future__ import annotations
@@ -191,7 +192,9 @@ class Device:
     """One device of a ResourceSlice.
 
     `tainted`: it carries a NoSchedule or NoExecute device taint (effect None,
-    or any other, does not count: the allocator ignores it). `binding_conditions`:
+    or any other, does not count: the allocator ignores it), in its slice or,
+    once `devices.DeviceIndex` has applied them, from a DeviceTaintRule
+    (`taint_rules`). `binding_conditions`:
     its allocation waits on conditions a controller must report (KEP-5007).
     """
 

@@ -18,14 +18,17 @@ parts are split by concept, each with its invariants in its docstring:
                                members, cached free vectors, tally, CEL matches
     `replica_view.ReplicaView` pods and ReplicaObservations: who selects whom,
                                which pods reference which claims
+DeviceTaintRules go to the DeviceIndex too (`taint_rules`: which devices a
+rule withholds).
 
 An event on a node, a slice or a claim touches the pools of the nodes it
-concerns; a DeviceClass touches the pools that count it; a pod touches the
-replicas that select it (before or after the change) and the pools of its
-node when it makes their smallest pod start or stop fitting there; a claim
-turning allocated or not touches the replicas of the pods referencing it. A
-change that alters nothing the rules read (a node's heartbeat, a pod's
-container status) touches nothing.
+concerns, and one on a DeviceTaintRule the pools of the nodes whose devices
+it selects (before or after the change); a DeviceClass touches the pools
+that count it; a pod touches the replicas that select it (before or after
+the change) and the pools of its node when it makes their smallest pod start
+or stop fitting there; a claim turning allocated or not touches the replicas
+of the pods referencing it. A change that alters nothing the rules read (a
+node's heartbeat, a pod's container status) touches nothing.
 """
 
 from __future__ import annotations
@@ -55,6 +58,7 @@ from modelplane_agent.snapshot import (
     slice_from,
     uid_of,
 )
+from modelplane_agent.taint_rules import taint_rule_from
 
 NODES = "nodes"
 PODS = "pods"
@@ -63,7 +67,8 @@ CLAIMS = "resourceclaims"
 CLASSES = "deviceclasses"
 POOLS = "poolobservations"
 REPLICAS = "replicaobservations"
-KINDS = (NODES, PODS, SLICES, CLAIMS, CLASSES, POOLS, REPLICAS)
+RULES = "devicetaintrules"
+KINDS = (NODES, PODS, SLICES, CLAIMS, CLASSES, POOLS, REPLICAS, RULES)
 
 
 @dataclass
@@ -98,6 +103,7 @@ class ClusterState:
             POOLS: self._on_pool,
             PODS: self._on_pod,
             REPLICAS: self._on_replica,
+            RULES: self._on_taint_rule,
         }
 
     # What the shell reads: the observations' specs and the last statuses seen.
@@ -160,6 +166,8 @@ class ClusterState:
             return set(self.pool_view.classes)
         if kind == POOLS:
             return set(self.pools)
+        if kind == RULES:
+            return set(self.devices.taint_rules.rules)
         if kind == PODS:
             pods = self.replica_view.pods
             return {(ns, name) for ns, in_namespace in pods.items() for name in in_namespace}
@@ -185,6 +193,11 @@ class ClusterState:
 
     def _on_slice(self, obj: Mapping, deleted: bool) -> Touched:
         nodes = self.devices.put_slice(name_of(obj), None if deleted else slice_from(obj))
+        return Touched(pools=self.pool_view.invalidate(nodes))
+
+    def _on_taint_rule(self, obj: Mapping, deleted: bool) -> Touched:
+        rule = None if deleted else taint_rule_from(obj)
+        nodes = self.devices.put_taint_rule(name_of(obj), rule)
         return Touched(pools=self.pool_view.invalidate(nodes))
 
     def _on_claim(self, obj: Mapping, deleted: bool) -> Touched:

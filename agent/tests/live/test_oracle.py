@@ -317,13 +317,10 @@ def slice_manifest(step: dict, node_uid: str, seed: int) -> dict:
 
 
 def taint_rule_manifest(step: dict, seed: int) -> dict:
-    return {
-        "metadata": {"name": step["name"], "labels": labels(seed)},
-        "spec": {
-            "deviceSelector": {k: step[k] for k in ("driver", "pool", "device")},
-            "taint": {"key": "example.com/rule", "effect": step["effect"]},
-        },
-    }
+    spec: dict[str, Any] = {"taint": {"key": "example.com/rule", "effect": step["effect"]}}
+    if step["selector"] is not None:  # none at all: every device
+        spec["deviceSelector"] = step["selector"]
+    return {"metadata": {"name": step["name"], "labels": labels(seed)}, "spec": spec}
 
 
 def hog_manifest(step: dict, seed: int) -> dict:

@@ -150,6 +150,26 @@ def claim(
     }
 
 
+def taint_rule(
+    name: str,
+    effect: str = "NoSchedule",
+    *,
+    key: str = "example.com/unhealthy",
+    selector: Mapping | None = None,
+    **names: str,
+) -> dict:
+    """A DeviceTaintRule (resource.k8s.io/v1alpha3) whose selector requires `names` (any of
+    driver, pool, device); `selector` replaces the selector whole ({}: every device; the
+    fields the API dropped in v1.35 can be put there to see that they are ignored)."""
+    device_selector = dict(names) if selector is None else dict(selector)
+    return {
+        "apiVersion": "resource.k8s.io/v1alpha3",
+        "kind": "DeviceTaintRule",
+        "metadata": {"name": name},
+        "spec": {"deviceSelector": device_selector, "taint": {"key": key, "effect": effect}},
+    }
+
+
 def device_class(name: str, *expressions: str) -> dict:
     return {
         "apiVersion": "resource.k8s.io/v1",

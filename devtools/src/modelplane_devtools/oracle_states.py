@@ -16,7 +16,7 @@ replayed (`MODELPLANE_ORACLE_SEEDS=<seed>`).
 Nothing here knows the agent's rules: the generator only builds situations,
 kube-scheduler says what fits in them.
 
-Features (each can be left out, or chosen alone, by name: `features_from`; the two
+Features (each can be left out, or chosen alone, by name: `features_from`; the one
 in KNOWN_DISAGREEMENTS only when named):
     republished-slices    a node's slices replaced by a newer generation under new
                           names (devices added or dropped, the old one deleted or
@@ -98,7 +98,6 @@ FEATURES = (
 # with why; left out unless named (design/agent.md, "Tests"). The oracle keeps them so a
 # fix, or a Kubernetes release with the allocator's fix, is measured by naming them.
 KNOWN_DISAGREEMENTS = {
-    "device-taint-rules": "the agent does not read DeviceTaintRules yet",
     "tainted-partitions": "kube-scheduler v1.35.4 keeps a rejected tainted device's counters "
     "reserved for the rest of its search, so it allocates less than fits",
 }
@@ -295,14 +294,25 @@ class _Builder:
             device["taints"] = [{"key": "example.com/unhealthy", "effect": effect}]
 
     def taint_rule(self, node: str, devices: list[dict]) -> None:
+        """A rule naming one device of the node's GPU pool by driver, pool and name, or the
+        whole pool; without partitionable devices in the state (a rule reaching past the
+        node could taint one), also one naming a device name in every pool, or one with
+        no selector at all (every device of the cluster)."""
         device = self.rng.choice(devices)
+        reach = ["device", "device", "pool"]
+        if "partitionable-devices" not in self.features:
+            reach += ["name", "everything"]
+        selector = {
+            "device": {"driver": GPU_DRIVER, "pool": node, "device": device["name"]},
+            "pool": {"driver": GPU_DRIVER, "pool": node},
+            "name": {"device": device["name"]},
+            "everything": None,
+        }[self.rng.choice(reach)]
         self.steps.append(
             {
                 "op": "taint-rule",
                 "name": f"{node}-{device['name']}",
-                "driver": GPU_DRIVER,
-                "pool": node,
-                "device": device["name"],
+                "selector": selector,
                 "effect": self.rng.choice(["NoSchedule", "NoExecute", "None"]),
                 "consumesCounters": "consumes" in device,
             }

@@ -1,0 +1,121 @@
+"""DeviceTaintRules: taints put on devices from outside their ResourceSlices.
+
+Model (resource.k8s.io/v1alpha3, the only version Kubernetes v1.35 serves)
+    A DeviceTaintRule carries one taint and a device selector of up to three
+    exact names, `driver`, `pool` and `device`: each one set must equal the
+    device's (a device is named by driver, resource pool and name, its
+    `DeviceKey`), each one unset matches any. kube-scheduler's DRA allocator
+    reads every ResourceSlice with the taint of every rule that selects one
+    of its devices appended to that device's taints (the slice tracker of
+    k8s.io/dynamic-resource-allocation v0.35, `applyPatches`), and then
+    treats them exactly as taints published in the slice: a `NoSchedule` or
+    `NoExecute` taint keeps the device from every request that does not
+    tolerate it, and modelplane's claims tolerate none (`Device.allocatable`);
+    a taint of effect `None`, or any other, is ignored.
+
+    - A rule without `deviceSelector` selects every device: the v1.35 tracker
+      applies it so (the API's comment says it selects none; the code is what
+      runs, and it errs towards not free).
+    - `deviceClassName` and `selectors` were removed from the selector in
+      v1.35 (an API server of v1.35 drops them and kube-scheduler ignores
+      them). If an older API server serves them they are ignored here too: the
+      rule then selects at least the devices it meant, so the agent may count
+      fewer free than that server's scheduler would, never more.
+    - A selector field that is not a string reads as unset: it selects more.
+
+Invariants
+    - `rules` holds every rule seen, by name, whatever its effect;
+    - `by_device[d]` names the rules that withhold devices (NoSchedule,
+      NoExecute) and select device name `d` (None: any name); a rule of
+      another effect is in no entry, so `withholds` costs nothing while no
+      rule withholds anything;
+    - `withholds(key)` is true exactly when some rule in `by_device` selects
+      `key`. Which nodes that concerns is `devices.DeviceIndex`'s business.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any
+
+from modelplane_agent.snapshot import DeviceKey, name_of
+
+# The effects under which the allocator refuses an untolerated device (the rest it ignores).
+WITHHOLDING_EFFECTS = ("NoSchedule", "NoExecute")
+
+
+@dataclass(frozen=True, slots=True)
+class TaintRule:
+    """One DeviceTaintRule: the names its selector requires (None: any) and its effect."""
+
+    name: str
+    driver: str | None
+    pool: str | None
+    device: str | None
+    effect: str
+
+    @property
+    def withholds(self) -> bool:
+        return self.effect in WITHHOLDING_EFFECTS
+
+    def selects(self, key: DeviceKey) -> bool:
+        driver, pool, device = key
+        return (
+            (self.driver is None or self.driver == driver)
+            and (self.pool is None or self.pool == pool)
+            and (self.device is None or self.device == device)
+        )
+
+
+def _name(value: Any) -> str | None:
+    return value if isinstance(value, str) else None
+
+
+def taint_rule_from(obj: Mapping) -> TaintRule:
+    spec = obj.get("spec")
+    spec = spec if isinstance(spec, Mapping) else {}
+    selector = spec.get("deviceSelector")
+    selector = selector if isinstance(selector, Mapping) else {}
+    taint = spec.get("taint")
+    effect = taint.get("effect") if isinstance(taint, Mapping) else None
+    return TaintRule(
+        name=name_of(obj),
+        driver=_name(selector.get("driver")),
+        pool=_name(selector.get("pool")),
+        device=_name(selector.get("device")),
+        effect=effect if isinstance(effect, str) else "",
+    )
+
+
+class TaintRules:
+    def __init__(self) -> None:
+        self.rules: dict[str, TaintRule] = {}
+        self.by_device: dict[str | None, set[str]] = {}
+
+    def put(self, name: str, new: TaintRule | None) -> TaintRule | None:
+        """Store (or, with None, delete) one rule; return the one it replaced."""
+        old = self.rules.pop(name, None)
+        if old is not None and old.withholds:
+            names = self.by_device[old.device]
+            names.discard(name)
+            if not names:
+                del self.by_device[old.device]
+        if new is not None:
+            self.rules[name] = new
+            if new.withholds:
+                self.by_device.setdefault(new.device, set()).add(name)
+        return old
+
+    @property
+    def active(self) -> bool:
+        """Whether any rule withholds devices at all."""
+        return bool(self.by_device)
+
+    def withholds(self, key: DeviceKey) -> bool:
+        """Whether a NoSchedule or NoExecute rule selects the device."""
+        for device in (key[2], None):
+            for name in self.by_device.get(device, ()):
+                if self.rules[name].selects(key):
+                    return True
+        return False
