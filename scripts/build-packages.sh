@@ -175,7 +175,9 @@ base() {  # base <arch>: $WORK/<arch>/base, its .debs in dist/debian/<arch> and 
   step "debian base $arch: $(wc -l <"$list") packages (dist/$(basename "$list"))"
 
   # What the runtime does not need, and what mmdebstrap copies from this host.
-  rm -rf "$root"/var/cache/apt/* "$root"/var/lib/apt/lists/* "$root"/var/log/* \
+  # APT's configuration and state are mmdebstrap's own (the image has no apt),
+  # and sources.list names the mirror this build used, local or not.
+  rm -rf "$root"/var/cache/apt/* "$root"/var/lib/apt "$root"/etc/apt "$root"/var/log/* \
     "$root"/usr/share/{doc,man,info,locale,lintian,bug,gdb} "$root"/etc/hostname
   find "$root/dev" -mindepth 1 -delete
   : >"$root/etc/resolv.conf"
