@@ -311,9 +311,10 @@ image() {  # image <package> <arch> <repository> <port>: base + venv layers, ent
   # (one tag for every architecture, as a registry's index has it).
   local fn=$1 arch=$2 repository=$3 port=$4
   local name=$fn$(suffix "$arch")
-  local ref=$OCI:$fn-$arch
+  local ref=$OCI:$fn-$arch platform
+  platform=$(python_platform "$arch" | paste -sd' ')
   umoci raw add-layer --image "$OCI:base-$arch" --tag "$fn-$arch" --history.created="$CREATED" \
-    --history.created_by="uv sync --frozen --no-dev --no-editable --package $fn $(python_platform "$arch" | paste -sd' ')" \
+    --history.created_by="uv sync --frozen --no-dev --no-editable --package $fn${platform:+ $platform}" \
     "$WORK/$arch/$fn/venv.tar"
   umoci config --image "$ref" --created="$CREATED" --history.created="$CREATED" \
     --history.created_by="entrypoint /venv/bin/$fn, user $RUNTIME_UID, port $port" \
