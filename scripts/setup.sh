@@ -8,11 +8,12 @@ cd "$(dirname "$0")/.."
 UV_VERSION=0.13.9
 
 # Debian tools for `make packages` and the package tests (see design/tooling.md):
-# mmdebstrap builds the runtime base, bubblewrap sandboxes uv and runs the
+# mmdebstrap builds the runtime bases, bubblewrap sandboxes uv and runs the
 # packaged functions, umoci and skopeo assemble the images, openssl makes
-# the test certificates. apt-get update runs once, and only if one is missing.
+# the test certificates, qemu-user-static runs the arm64 images in the
+# package tests. apt-get update runs once, and only if one is missing.
 DEBIAN_TOOLS=(mmdebstrap:mmdebstrap bubblewrap:bwrap umoci:umoci skopeo:skopeo openssl:openssl
-  util-linux:setpriv)
+  util-linux:setpriv qemu-user-static:qemu-aarch64-static)
 missing=()
 for entry in "${DEBIAN_TOOLS[@]}"; do
   command -v "${entry#*:}" >/dev/null 2>&1 || missing+=("${entry%%:*}")

@@ -91,8 +91,13 @@ def test_every_version_is_the_workspace_version():
     assert tags == dict.fromkeys(FUNCTIONS, f"v{WORKSPACE_VERSION}")
 
 
-def test_the_build_records_the_debian_packages_of_the_base():
-    listed = (packages.DIST / "debian-packages.txt").read_text().split()
+@pytest.mark.parametrize("architecture", packages.ARCHITECTURES)
+def test_the_build_records_the_debian_packages_of_the_base(architecture):
+    listed_in = packages.DIST / f"debian-packages{packages.suffix(architecture)}.txt"
+    listed = listed_in.read_text().split()
+    kept = sorted(path.name for path in (packages.DIST / "debian" / architecture).glob("*.deb"))
+    assert len(kept) == len(listed), "every listed package's .deb is kept in dist/debian"
+    assert [name for name in kept if not name.endswith((f"_{architecture}.deb", "_all.deb"))] == []
     names = {line.split("=", 1)[0] for line in listed}
     assert {"python3.11-minimal", "libpython3.11-stdlib", "libstdc++6", "libc6"} <= names
     assert all(re.fullmatch(r"[a-z0-9.+-]+=[A-Za-z0-9.+~:-]+", line) for line in listed), listed

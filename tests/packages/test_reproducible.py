@@ -1,11 +1,14 @@
-"""A second build of the same commit gives the same bytes.
+"""A second build of the same commit gives the same bytes, for both architectures.
 
 `make test` has just built dist/ with `make packages`; this builds again into
 a temporary directory and compares dist/SHA256SUMS, which covers the three
-packages, their runtime images, the agent's image and the list of Debian
-packages. The Debian
-archive moves, so when the lists differ the test says that first: the two
-builds did not see the same packages, and nothing else can be compared.
+packages, their runtime images and the agent's image for amd64 and arm64,
+the OCI layout's index.json (which names every manifest by digest) and the
+lists of Debian packages. The second build takes its Debian packages from
+the first one's dist/debian (PACKAGES_DEBIAN) instead of the mirror: the
+archive moves, and a point release between the two builds would otherwise
+make them differ with nothing wrong in the build. The lists must then match,
+which also checks that a build from those .debs alone picks exactly them.
 """
 
 from __future__ import annotations
@@ -17,6 +20,8 @@ import tempfile
 from pathlib import Path
 
 from modelplane_devtools import packages, render
+
+IMAGES = [*render.FUNCTIONS, "modelplane-agent"]
 
 
 def sums(dist: Path) -> dict[str, str]:
@@ -31,21 +36,29 @@ def test_two_builds_in_a_row_give_the_same_sha256():
     built = (packages.DIST / "build-info.txt").read_text()
     assert f"commit={head}\n" in built, "dist/ was built from another commit: run `make packages`"
     first = sums(packages.DIST)
-    assert {f"xpkg/{name}.xpkg" for name in render.FUNCTIONS} <= set(first)
-    assert {f"images/{name}.tar" for name in [*render.FUNCTIONS, "modelplane-agent"]} <= set(first)
+    for architecture in packages.ARCHITECTURES:
+        end = packages.suffix(architecture)
+        assert {f"xpkg/{name}{end}.xpkg" for name in render.FUNCTIONS} <= set(first)
+        assert {f"images/{name}{end}.tar" for name in IMAGES} <= set(first)
+        assert f"debian-packages{end}.txt" in first
+    assert "oci/index.json" in first
     second_dist = Path(tempfile.mkdtemp(prefix="modelplane-rebuild-"))
     try:
         done = subprocess.run(
             ["bash", str(render.ROOT / "scripts" / "build-packages.sh")],
-            env={**os.environ, "PACKAGES_DIST": str(second_dist)},
+            env={
+                **os.environ,
+                "PACKAGES_DIST": str(second_dist),
+                "PACKAGES_DEBIAN": str(packages.DIST / "debian"),
+            },
             capture_output=True,
             text=True,
             check=False,
         )
         assert done.returncode == 0, done.stdout + done.stderr
-        debian_then = (packages.DIST / "debian-packages.txt").read_text()
-        debian_now = (second_dist / "debian-packages.txt").read_text()
-        assert debian_now == debian_then, "the Debian archive moved between the builds"
+        for architecture in packages.ARCHITECTURES:
+            listed = f"debian-packages{packages.suffix(architecture)}.txt"
+            assert (second_dist / listed).read_text() == (packages.DIST / listed).read_text()
         assert sums(second_dist) == first
     finally:
         shutil.rmtree(second_dist)

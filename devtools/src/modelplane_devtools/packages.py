@@ -10,12 +10,19 @@ back into a root filesystem with skopeo and umoci, the tools that built it;
 would: under bubblewrap, the root read-only, as the image's non-root user
 (with no capabilities), its environment and nothing else. A missing tool,
 package or image is an error, never a skip.
+
+An image of another architecture (the arm64 ones, `<name>-arm64`) runs the
+same way under qemu-user: the emulator is bound into the sandbox and started
+with the entrypoint, and since no binfmt_misc handler starts the entrypoint's
+`#!` interpreter here, `Runtime.command` reads the shebang from the image
+and starts the interpreter itself, as the kernel would.
 """
 
 from __future__ import annotations
 
 import json
 import os
+import platform
 import shutil
 import signal
 import subprocess
@@ -37,6 +44,22 @@ IMAGES_DIR = DIST / "images"
 # point, so the sandbox binds them under its private /tmp instead.
 SANDBOX_TLS_DIR = "/tmp/tls/server"
 
+# An image's `architecture` (OCI's name) for this machine's, and the qemu-user
+# emulator (qemu-user-static, static so it runs inside any root) for the others.
+HOST_ARCHITECTURE = {"x86_64": "amd64", "aarch64": "arm64"}.get(
+    platform.machine(), platform.machine()
+)
+EMULATORS = {"amd64": "qemu-x86_64-static", "arm64": "qemu-aarch64-static"}
+# Where the sandbox sees the emulator: its private /tmp, like every other bind.
+SANDBOX_EMULATOR = "/tmp/qemu-user-static"
+# The architectures scripts/build-packages.sh builds, and the suffix of their outputs.
+ARCHITECTURES = ("amd64", "arm64")
+
+
+def suffix(architecture: str) -> str:
+    """The ending of an architecture's outputs: none for amd64, `-arm64` for arm64."""
+    return "" if architecture == "amd64" else f"-{architecture}"
+
 
 class PackageMissing(RuntimeError):
     pass
@@ -57,17 +80,17 @@ def need(tool: str) -> str:
     return path
 
 
-def xpkg(function: str, directory: Path = XPKG_DIR) -> Path:
+def xpkg(function: str, directory: Path = XPKG_DIR, architecture: str = "amd64") -> Path:
     """The built package of a function; raises with the fix when it is missing."""
-    path = directory / f"{function}.xpkg"
+    path = directory / f"{function}{suffix(architecture)}.xpkg"
     if not path.is_file():
         raise PackageMissing(f"{path} is missing: run `make packages`")
     return path
 
 
-def image(name: str, directory: Path = IMAGES_DIR) -> Path:
+def image(name: str, directory: Path = IMAGES_DIR, architecture: str = "amd64") -> Path:
     """A built image's docker-archive (a function's or `modelplane-agent`); raises when missing."""
-    path = directory / f"{name}.tar"
+    path = directory / f"{name}{suffix(architecture)}.tar"
     if not path.is_file():
         raise PackageMissing(f"{path} is missing: run `make packages`")
     return path
@@ -108,6 +131,18 @@ class Runtime:
     uid: int
     gid: int
     env: Mapping[str, str] = field(default_factory=dict)
+    emulator: Path | None = None  # the host's qemu-user binary for a foreign architecture
+
+    def program(self, args: Sequence[str] = ()) -> list[str]:
+        """What runs inside the sandbox: the entrypoint, or the emulator starting it."""
+        if self.emulator is None:
+            return [*self.entrypoint, *args]
+        return [
+            SANDBOX_EMULATOR,
+            *shebang(self.rootfs, self.entrypoint[0]),
+            *self.entrypoint,
+            *args,
+        ]
 
     def command(
         self,
@@ -152,6 +187,8 @@ class Runtime:
             "--as-pid-1",
             "--clearenv",
         ]
+        if self.emulator is not None:
+            command += ["--ro-bind", str(self.emulator), SANDBOX_EMULATOR]
         if tls_dir is not None:
             command += ["--ro-bind", str(tls_dir), SANDBOX_TLS_DIR]
             sandbox_env["TLS_SERVER_CERTS_DIR"] = SANDBOX_TLS_DIR
@@ -163,7 +200,19 @@ class Runtime:
             command += ["--json-status-fd", str(status_fd)]
         for name, value in sorted(sandbox_env.items()):
             command += ["--setenv", name, value]
-        return [*command, "--", *self.entrypoint, *args]
+        return [*command, "--", *self.program(args)]
+
+
+def shebang(rootfs: Path, program: str) -> list[str]:
+    """The interpreter (and its one argument) a `#!` script names; [] for a binary.
+
+    Read as the kernel reads it: the first line, at most 256 bytes.
+    """
+    with (rootfs / program.lstrip("/")).open("rb") as file:
+        first = file.readline(256)
+    if not first.startswith(b"#!"):
+        return []
+    return first[2:].decode().split(maxsplit=1)
 
 
 def _user(spec: str) -> tuple[int, int]:
@@ -174,13 +223,29 @@ def _user(spec: str) -> tuple[int, int]:
     return int(uid), int(gid or uid)
 
 
+def emulator(architecture: str) -> Path | None:
+    """The qemu-user binary that runs an image of architecture here; None for the host's own."""
+    if architecture == HOST_ARCHITECTURE:
+        return None
+    if architecture not in EMULATORS:
+        raise ValueError(f"image architecture {architecture!r} has no emulator here")
+    return Path(need(EMULATORS[architecture]))
+
+
 def runtime_from_config(rootfs: Path, config: Mapping) -> Runtime:
     """The Runtime an image configuration describes for an unpacked rootfs."""
     settings = config.get("config") or {}
     uid, gid = _user(settings.get("User") or "0")
     env = dict(item.split("=", 1) for item in settings.get("Env") or [])
     entrypoint = tuple(settings.get("Entrypoint") or ()) + tuple(settings.get("Cmd") or ())
-    return Runtime(rootfs=rootfs, entrypoint=entrypoint, uid=uid, gid=gid, env=env)
+    return Runtime(
+        rootfs=rootfs,
+        entrypoint=entrypoint,
+        uid=uid,
+        gid=gid,
+        env=env,
+        emulator=emulator(config.get("architecture") or HOST_ARCHITECTURE),
+    )
 
 
 def unpack(package: Path, dest: Path) -> Runtime:
