@@ -51,6 +51,7 @@ from modelplane_devtools import agent_builders
 from modelplane_devtools.e2e import agent, fleet
 from modelplane_devtools.e2e.faultproxy import FaultProxy, read_of, status_write_of
 from modelplane_devtools.e2e.kube import Kube, KubectlFailed, eventually
+from modelplane_devtools.e2e.processes import free_port
 
 pytestmark = pytest.mark.e2e
 
@@ -394,8 +395,8 @@ class Agent:
 
 
 def start_agent(cluster, kubeconfig: Path, name: str) -> Agent:
-    port = cluster.free_port()
-    process = cluster.start(
+    port = free_port()
+    process = cluster.supervisor.start(
         f"modelplane-agent-{name}",
         [
             str(agent.command()),
@@ -405,7 +406,7 @@ def start_agent(cluster, kubeconfig: Path, name: str) -> Agent:
         ],
     )
     started = Agent(process.popen, port, process.log)
-    cluster.wait(process, started.ready, 60)
+    cluster.supervisor.wait_until(process, started.ready, "ready", 60)
     return started
 
 
@@ -427,10 +428,9 @@ def run_agent(cluster) -> Iterator[Callable[[Path, str], Agent]]:
 @pytest.fixture
 def proxy(cluster, world: World) -> Iterator[tuple[FaultProxy, Path]]:
     """A fault proxy in front of the API server, and the agent's kubeconfig through it."""
-    pki = cluster.workdir / "pki"
     config = yaml.safe_load(world.agent_kubeconfig.read_text())
     api_port = int(config["clusters"][0]["cluster"]["server"].rpartition(":")[2])
-    running = FaultProxy(api_port, pki / "apiserver.crt", pki / "apiserver.key", pki / "ca.crt")
+    running = FaultProxy(api_port, cluster.serving.cert, cluster.serving.key, cluster.ca)
     running.start()
     config["clusters"][0]["cluster"]["server"] = f"https://127.0.0.1:{running.port}"
     path = cluster.workdir / f"agent-via-proxy-{running.port}.kubeconfig"
@@ -556,9 +556,9 @@ def test_an_api_server_restart_loses_no_allocation(cluster, world, apiserver, pr
         eventually(settled(reports, since=now()), "settled before the fault", timeout=30)
 
         down_at = now()
-        command = apiserver.stop()
+        apiserver.kill()
         time.sleep(3)  # the agent's watches fail and back off
-        apiserver.start(command)
+        apiserver.start()
         # Made before the agent is back, or just after: it must be in the report either way.
         allocated_at = allocate_one(world, pool, "restart-0")
         after = reports.truth()

@@ -23,6 +23,7 @@ from lightkube import Client
 from lightkube.config.kubeconfig import KubeConfig
 from lightkube.generic_resource import create_namespaced_resource
 from lightkube.types import PatchType
+from modelplane_devtools.e2e.processes import free_port
 from modelplane_devtools.oracle import (
     CustomResourceDefinition,
     DeviceClass,
@@ -250,8 +251,8 @@ def test_kube_scheduler_agrees_with_the_agents_report_after_every_step(cluster):
     node(client, "n1")
     node(client, "n2")
 
-    port = cluster.free_port()
-    agent = cluster.start(
+    port = free_port()
+    agent = cluster.supervisor.start(
         "modelplane-agent",
         [
             sys.executable,

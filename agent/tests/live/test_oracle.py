@@ -3,7 +3,7 @@ kube-scheduler will allocate there.
 
 For each seeded random state (`modelplane_devtools.oracle_states`) on one real
 cluster (kube-apiserver, kube-controller-manager, kube-scheduler with the DRA feature
-gates of conftest), the real `modelplane-agent` process observes the state's pool.
+gates of `e2e.stack.WORKLOAD`), the real `modelplane-agent` process observes the state's pool.
 Its per-node view (/debug/nodes) must add up to the histogram it publishes, and for
 every node of the pool kube-scheduler must agree with it: a pod pinned there claiming
 exactly the node's free devices binds, one claiming one device more of any kind does
@@ -38,6 +38,7 @@ import yaml
 from lightkube import Client
 from lightkube.config.kubeconfig import KubeConfig
 from lightkube.types import PatchType
+from modelplane_devtools.e2e.processes import free_port
 from modelplane_devtools.oracle import (
     CustomResourceDefinition,
     DeviceClass,
@@ -129,8 +130,8 @@ def world(cluster) -> Iterator[World]:
                 }
             )
         )
-    port = cluster.free_port()
-    cluster.start(
+    port = free_port()
+    cluster.supervisor.start(
         "modelplane-agent",
         [
             sys.executable,

@@ -100,3 +100,20 @@ def service_account_keys(directory: Path) -> KeyPair:
     public = directory / "service-account.pub"
     _openssl("ec", "-in", str(key), "-pubout", "-out", str(public), cwd=directory)
     return KeyPair(public, key)
+
+
+@dataclass(frozen=True)
+class ClusterCredentials:
+    """What the clusters of one run share: the CA every server and client
+    certificate chains to, the admin client (group system:masters) and the
+    service-account key pair."""
+
+    ca: KeyPair
+    admin: KeyPair
+    service_accounts: KeyPair
+
+
+def cluster_credentials(directory: Path, ca_name: str) -> ClusterCredentials:
+    ca = new_ca(directory, ca_name)
+    admin = sign(ca, directory, "admin", common_name="admin", organization="system:masters")
+    return ClusterCredentials(ca, admin, service_account_keys(directory))

@@ -112,14 +112,25 @@ class Supervisor:
         It leaves the stack's list (so `exited` no longer reports it); its log stays.
         """
         if process.popen.poll() is None:
-            with contextlib.suppress(ProcessLookupError):
-                os.kill(process.pid, signal.SIGTERM)
+            _signal(process, signal.SIGTERM)
             try:
                 process.popen.wait(timeout=timeout)
             except subprocess.TimeoutExpired:
-                with contextlib.suppress(ProcessLookupError):
-                    os.kill(process.pid, signal.SIGKILL)
+                _signal(process, signal.SIGKILL)
                 process.popen.wait(timeout=timeout)
+        return self._forget(process)
+
+    def kill_process(self, process: Process, timeout: float = 15) -> int:
+        """SIGKILL to its PID at once, as a crash; returns its exit status.
+
+        Like `stop_process`, it leaves the list and its log stays.
+        """
+        if process.popen.poll() is None:
+            _signal(process, signal.SIGKILL)
+            process.popen.wait(timeout=timeout)
+        return self._forget(process)
+
+    def _forget(self, process: Process) -> int:
         if process in self.processes:
             self.processes.remove(process)
         return process.popen.returncode
@@ -127,3 +138,12 @@ class Supervisor:
     def exited(self) -> list[Process]:
         """Processes that died while the stack was supposed to be up."""
         return [p for p in self.processes if p.popen.poll() is not None]
+
+    def tails(self, lines: int = 15) -> str:
+        """The last lines of every process's log, oldest process first, for a failure's report."""
+        return "\n".join(f"--- {p.name} ({p.log})\n{p.tail(lines)}" for p in self.processes)
+
+
+def _signal(process: Process, signum: signal.Signals) -> None:
+    with contextlib.suppress(ProcessLookupError):
+        os.kill(process.pid, signum)

@@ -1,17 +1,41 @@
-"""The e2e stack: a Crossplane control plane and a workload cluster on 127.0.0.1.
+"""The e2e harness: Kubernetes clusters on 127.0.0.1, and the stack around them.
 
-Control plane: etcd, kube-apiserver, kube-controller-manager (garbage
-collection of composed resources), Crossplane core v2.3.4 with the package
-manager's External runtime, provider-kubernetes v1.2.1 and an OCI registry
-serving the function packages. Workload cluster: etcd, kube-apiserver,
-kube-controller-manager and kube-scheduler (no kubelet: see `fleet`), and
-the agent (`agent`, started by the session fixture once the stack is up).
+A cluster (`start_cluster`, the one definition every suite uses) is etcd,
+kube-apiserver and kube-controller-manager from `.tools/bin`, plus what its
+`Role` adds:
+
+- `CONTROL_PLANE`: nothing more (Crossplane's cluster; its controller
+  manager collects the garbage of composed resources).
+- `WORKLOAD`: kube-scheduler, and the DRA features the agent and its oracle
+  exercise, on in every component that reads them (`DRA_FEATURE_GATES`):
+  DRAAdminAccess (beta in v1.35 and on by default, named anyway so that a
+  change of default cannot silently turn it off), DRADeviceTaints,
+  DRADeviceTaintRules and DRAPartitionableDevices (alpha); and
+  `resource.k8s.io/v1alpha3` served (`--runtime-config`), the only version
+  of DeviceTaintRule.
+
+No kubelet runs anywhere: nodes are Node objects a test keeps Ready, their
+devices ResourceSlices it publishes as a DRA driver would (`fleet`). The
+real kube-scheduler allocates ResourceClaims and binds pods; the controller
+manager creates claims from templates and cleans them up, with its node
+lifecycle controller off (it would taint the kubelet-less nodes). A
+cluster's kube-apiserver can be killed by its PID and started again with
+the same command, so the same port, etcd and certificates (`ApiServer`), as
+a crash and a restart are (the agent's fault tests).
+
+The e2e (`start`) runs a control plane and a workload cluster sharing one CA
+and one `processes.Supervisor`; around them Crossplane core v2.3.4 with the
+package manager's External runtime, provider-kubernetes v1.2.1 and an OCI
+registry serving the function packages on the control plane, and the agent
+(`agent`, started by the session fixture once the stack is up) on the
+workload cluster. The agent's live tests (agent/tests/live) run a workload
+cluster alone (`start_workload`), with its own CA and Supervisor.
 
 Everything listens on 127.0.0.1 on a free port, except what the binaries
 fix themselves (provider-kubernetes: 8080 metrics and 9443 webhooks on all
 interfaces; Crossplane core's metrics and health servers). All processes
-are stopped by PID (`processes.Supervisor`); their logs stay in the stack's
-folder, which a failing test prints.
+are stopped by PID (`processes.Supervisor`); their logs stay in the run's
+folder, which a failing test names, with the logs' last lines.
 
 Binaries come from `.tools/bin` (`make e2e-tools`); a missing one is an
 error naming the fix, never a skip.
@@ -32,7 +56,7 @@ import yaml
 
 from modelplane_devtools.e2e import pki
 from modelplane_devtools.e2e.kube import Kube, KubectlFailed, eventually
-from modelplane_devtools.e2e.processes import Supervisor, free_port, listening
+from modelplane_devtools.e2e.processes import Process, Supervisor, free_port, listening
 
 if TYPE_CHECKING:
     from modelplane_devtools.e2e.agent import Agent
@@ -107,6 +131,76 @@ def write_kubeconfig(path: Path, name: str, server: str, ca: Path, client: pki.K
     return path
 
 
+# What every Kubernetes cluster runs; `start` and `start_workload` check them first.
+CLUSTER_BINARIES = (
+    "etcd",
+    "kube-apiserver",
+    "kube-controller-manager",
+    "kube-scheduler",
+    "kubectl",
+)
+DRA_FEATURE_GATES = (
+    "DRAAdminAccess",
+    "DRADeviceTaints",
+    "DRADeviceTaintRules",
+    "DRAPartitionableDevices",
+)
+
+
+@dataclass(frozen=True)
+class Role:
+    """What a cluster runs beyond etcd, kube-apiserver and kube-controller-manager."""
+
+    scheduler: bool
+    feature_gates: tuple[str, ...] = ()  # on in every component
+    runtime_config: tuple[str, ...] = ()  # kube-apiserver's --runtime-config
+
+    def gate_flags(self) -> list[str]:
+        if not self.feature_gates:
+            return []
+        return ["--feature-gates=" + ",".join(f"{gate}=true" for gate in self.feature_gates)]
+
+    def runtime_config_flags(self) -> list[str]:
+        return [f"--runtime-config={','.join(self.runtime_config)}"] if self.runtime_config else []
+
+
+CONTROL_PLANE = Role(scheduler=False)
+WORKLOAD = Role(
+    scheduler=True,
+    feature_gates=DRA_FEATURE_GATES,
+    runtime_config=("resource.k8s.io/v1alpha3=true",),
+)
+
+
+@dataclass
+class ApiServer:
+    """A cluster's kube-apiserver, started by the Supervisor with one fixed command."""
+
+    supervisor: Supervisor
+    name: str
+    command: tuple[str, ...]
+    kube: Kube
+    process: Process | None = None
+
+    def start(self, timeout: float = 120) -> Process:
+        """Start it (again: the same port, etcd and certificates) and wait until ready."""
+        assert self.process is None, f"{self.name} is already running"
+        self.process = self.supervisor.start(self.name, self.command)
+        self.supervisor.wait_until(self.process, self.ready, "ready", timeout)
+        return self.process
+
+    def kill(self) -> int:
+        """SIGKILL to its PID, as a crash (SIGTERM would drain requests for tens of
+        seconds); returns its exit status. Its log continues when it starts again."""
+        assert self.process is not None, f"{self.name} is not running"
+        code = self.supervisor.kill_process(self.process)
+        self.process = None
+        return code
+
+    def ready(self) -> bool:
+        return self.kube.kubectl("get", "--raw=/readyz", check=False) == "ok"
+
+
 @dataclass
 class Cluster:
     """One Kubernetes API server with its etcd and controllers."""
@@ -114,7 +208,12 @@ class Cluster:
     name: str
     kube: Kube
     server: str
-    kubeconfig: Path
+    kubeconfig: Path  # the admin's, every certificate embedded
+    workdir: Path  # its own folder: etcd's data, its certificates, the kubeconfig
+    ca: Path  # the CA kube-apiserver's serving certificate chains to
+    serving: pki.KeyPair  # kube-apiserver's serving certificate, for a proxy to present
+    supervisor: Supervisor  # runs its processes, and those a test starts beside them
+    apiserver: ApiServer
 
 
 @dataclass
@@ -134,21 +233,59 @@ class Stack:
 
 
 def start_cluster(
-    stack: Stack,
+    supervisor: Supervisor,
+    workdir: Path,
     name: str,
-    ca: pki.KeyPair,
-    admin: pki.KeyPair,
-    sa: pki.KeyPair,
-    *,
-    scheduler: bool,
+    credentials: pki.ClusterCredentials,
+    role: Role,
 ) -> Cluster:
-    sup = stack.supervisor
-    home = stack.workdir / name
-    certs = home / "pki"
+    """Start cluster `name` in workdir/name; ready once its default ServiceAccount exists."""
+    home = workdir / name
     home.mkdir(parents=True, exist_ok=True)
+    etcd = _start_etcd(supervisor, home, name)
+    serving = pki.sign(
+        credentials.ca, home / "pki", "apiserver", common_name="kube-apiserver",
+        ips=("127.0.0.1",), dns=("localhost",),
+    )  # fmt: skip
+    port = free_port()
+    server = f"https://127.0.0.1:{port}"
+    kubeconfig = write_kubeconfig(
+        home / "kubeconfig", name, server, credentials.ca.cert, credentials.admin
+    )
+    kube = Kube(name, binary("kubectl"), kubeconfig)
+    command = _apiserver_command(etcd, port, serving, credentials, role)
+    apiserver = ApiServer(supervisor, f"{name}-kube-apiserver", command, kube)
+    apiserver.start()
+    _start_controllers(supervisor, name, kubeconfig, credentials, role)
+    # The service account controller runs: pods can be admitted from here on.
+    eventually(
+        lambda: kube.get("serviceaccount", "default", "default"),
+        f"{name}: the default service account",
+        timeout=60,
+    )
+    return Cluster(
+        name, kube, server, kubeconfig, home, credentials.ca.cert, serving, supervisor, apiserver
+    )
 
+
+def start_workload(workdir: Path, name: str = "workload") -> Cluster:
+    """A `WORKLOAD` cluster alone, with its own CA and Supervisor (logs in workdir/logs);
+    the caller stops it with `cluster.supervisor.stop()`."""
+    for tool in CLUSTER_BINARIES:
+        binary(tool)
+    supervisor = Supervisor(workdir / "logs")
+    try:
+        credentials = pki.cluster_credentials(workdir / "pki", f"{name}-ca")
+        return start_cluster(supervisor, workdir, name, credentials, WORKLOAD)
+    except BaseException:
+        supervisor.stop()
+        raise
+
+
+def _start_etcd(supervisor: Supervisor, home: Path, name: str) -> str:
+    """etcd for one cluster; returns its client URL once it listens."""
     client_port, peer_port = free_port(), free_port()
-    etcd = sup.start(
+    etcd = supervisor.start(
         f"{name}-etcd",
         [
             binary("etcd"),
@@ -163,72 +300,67 @@ def start_cluster(
             "--unsafe-no-fsync",
         ],
     )
-    sup.wait_until(etcd, lambda: listening(client_port), "listening")
+    supervisor.wait_until(etcd, lambda: listening(client_port), "listening")
+    return f"http://127.0.0.1:{client_port}"
 
-    serving = pki.sign(
-        ca, certs, "apiserver", common_name="kube-apiserver", ips=("127.0.0.1",), dns=("localhost",)
-    )
-    port = free_port()
-    server = f"https://127.0.0.1:{port}"
-    kubeconfig = write_kubeconfig(home / "kubeconfig", name, server, ca.cert, admin)
-    apiserver = sup.start(
-        f"{name}-kube-apiserver",
-        [
-            binary("kube-apiserver"),
-            f"--etcd-servers=http://127.0.0.1:{client_port}",
-            "--bind-address=127.0.0.1",
-            "--advertise-address=127.0.0.1",
-            f"--secure-port={port}",
-            f"--tls-cert-file={serving.cert}",
-            f"--tls-private-key-file={serving.key}",
-            f"--client-ca-file={ca.cert}",
-            f"--service-account-key-file={sa.cert}",
-            f"--service-account-signing-key-file={sa.key}",
-            "--service-account-issuer=https://kubernetes.default.svc.cluster.local",
-            "--service-cluster-ip-range=10.96.0.0/16",
-            "--authorization-mode=RBAC",
-            # No Service endpoints for the API server itself: its address is loopback.
-            "--endpoint-reconciler-type=none",
-            "--enable-priority-and-fairness=false",
-        ],
-    )
-    kube = Kube(name, binary("kubectl"), kubeconfig)
-    sup.wait_until(
-        apiserver, lambda: kube.kubectl("get", "--raw=/readyz", check=False) == "ok", "ready", 120
+
+def _apiserver_command(
+    etcd: str, port: int, serving: pki.KeyPair, credentials: pki.ClusterCredentials, role: Role
+) -> tuple[str, ...]:
+    return (
+        str(binary("kube-apiserver")),
+        f"--etcd-servers={etcd}",
+        "--bind-address=127.0.0.1",
+        "--advertise-address=127.0.0.1",
+        f"--secure-port={port}",
+        f"--tls-cert-file={serving.cert}",
+        f"--tls-private-key-file={serving.key}",
+        f"--client-ca-file={credentials.ca.cert}",
+        f"--service-account-key-file={credentials.service_accounts.cert}",
+        f"--service-account-signing-key-file={credentials.service_accounts.key}",
+        "--service-account-issuer=https://kubernetes.default.svc.cluster.local",
+        "--service-cluster-ip-range=10.96.0.0/16",
+        "--authorization-mode=RBAC",
+        # No Service endpoints for the API server itself: its address is loopback.
+        "--endpoint-reconciler-type=none",
+        "--enable-priority-and-fairness=false",
+        *role.gate_flags(),
+        *role.runtime_config_flags(),
     )
 
+
+def _start_controllers(
+    supervisor: Supervisor,
+    name: str,
+    kubeconfig: Path,
+    credentials: pki.ClusterCredentials,
+    role: Role,
+) -> None:
     common = [
         f"--kubeconfig={kubeconfig}",
         f"--authentication-kubeconfig={kubeconfig}",
         f"--authorization-kubeconfig={kubeconfig}",
         "--bind-address=127.0.0.1",
         "--leader-elect=false",
+        *role.gate_flags(),
     ]
-    sup.start(
+    supervisor.start(
         f"{name}-kube-controller-manager",
         [
             binary("kube-controller-manager"),
             *common,
             f"--secure-port={free_port()}",
-            f"--service-account-private-key-file={sa.key}",
-            f"--root-ca-file={ca.cert}",
-            # No kubelet heartbeats here: the fleet module keeps fake nodes
-            # Ready, and the node lifecycle controller would taint them.
+            f"--service-account-private-key-file={credentials.service_accounts.key}",
+            f"--root-ca-file={credentials.ca.cert}",
+            # No kubelet heartbeats: the node lifecycle controller would taint the nodes.
             "--controllers=*,-node-lifecycle-controller",
         ],
     )
-    if scheduler:
-        sup.start(
+    if role.scheduler:
+        supervisor.start(
             f"{name}-kube-scheduler",
             [binary("kube-scheduler"), *common, f"--secure-port={free_port()}"],
         )
-    # The service account controller runs: pods can be admitted from here on.
-    eventually(
-        lambda: kube.get("serviceaccount", "default", "default"),
-        f"{name}: the default service account",
-        timeout=60,
-    )
-    return Cluster(name, kube, server, kubeconfig)
 
 
 def _secret_files(kube: Kube, name: str, namespace: str, into: Path) -> Path:
@@ -381,23 +513,21 @@ def check_ports_free() -> None:
 def start(workdir: Path) -> Stack:
     """Start both clusters, Crossplane, provider-kubernetes and the registry."""
     check_ports_free()
-    for name in ("etcd", "kube-apiserver", "kube-controller-manager", "kube-scheduler", "kubectl",
-                 "crossplane", "crossplane-core", "provider-kubernetes", "registry"):  # fmt: skip
+    for name in (*CLUSTER_BINARIES, "crossplane", "crossplane-core", "provider-kubernetes",
+                 "registry"):  # fmt: skip
         binary(name)
     stack = Stack(workdir, Supervisor(workdir / "logs"))
     began = time.monotonic()
     try:
-        ca = pki.new_ca(workdir / "pki", "e2e-ca")
-        admin = pki.sign(
-            ca, workdir / "pki", "admin", common_name="admin", organization="system:masters"
+        credentials = pki.cluster_credentials(workdir / "pki", "e2e-ca")
+        stack.control_plane = start_cluster(
+            stack.supervisor, workdir, "control-plane", credentials, CONTROL_PLANE
         )
-        sa = pki.service_account_keys(workdir / "pki")
-        stack.control_plane = start_cluster(stack, "control-plane", ca, admin, sa, scheduler=False)
-        stack.workload = start_cluster(stack, "workload", ca, admin, sa, scheduler=True)
+        stack.workload = start_cluster(stack.supervisor, workdir, "workload", credentials, WORKLOAD)
         stack.timings["clusters"] = time.monotonic() - began
         stack.registry = start_registry(stack)
         stack.root_ca = start_crossplane(stack, stack.control_plane)
-        start_provider_kubernetes(stack, stack.control_plane, ca)
+        start_provider_kubernetes(stack, stack.control_plane, credentials.ca)
         stack.timings["stack"] = time.monotonic() - began
     except BaseException:
         stack.supervisor.stop()
