@@ -183,7 +183,9 @@ class Previous:
 
 
 @dataclass(frozen=True, slots=True)
-class Verdict:
+class PodsScheduledVerdict:
+    """The PodsScheduled condition and the status fields that go with it."""
+
     condition: Condition
     pods: dict
     scheduled_at: datetime | None
@@ -233,12 +235,20 @@ def judge(
     max_age: timedelta,
     previous: Previous,
     engine_of: Callable[[str], str | None],
-) -> Verdict:
+) -> PodsScheduledVerdict:
     """The PodsScheduled condition, status.pods and status.scheduledAt."""
     pods: dict = {} if expected is None else {"expected": expected}
 
-    def unknown(message: str, *warnings: str, reason: str = NOT_OBSERVED) -> Verdict:
-        return Verdict(Condition(TYPE, "Unknown", reason, message), pods, None, warnings)
+    def verdict(status: str, reason: str, message: str, *warnings: str) -> PodsScheduledVerdict:
+        return PodsScheduledVerdict(
+            condition=Condition(TYPE, status, reason, message),
+            pods=pods,
+            scheduled_at=None,
+            warnings=warnings,
+        )
+
+    def unknown(message: str, *warnings: str, reason: str = NOT_OBSERVED) -> PodsScheduledVerdict:
+        return verdict("Unknown", reason, message, *warnings)
 
     if isinstance(source, Unobserved):
         return unknown(source.message)
@@ -251,9 +261,6 @@ def judge(
         return unknown(f"the agent's report is {stale}")
 
     pods.update(observed=report.pods, scheduled=report.scheduled_pods)
-
-    def verdict(status: str, reason: str, message: str, *warnings: str) -> Verdict:
-        return Verdict(Condition(TYPE, status, reason, message), pods, None, warnings)
 
     if report.scheduled == "False" and report.reason == UNSCHEDULABLE:
         message, now_said = _unschedulable_message(report, engine_of, previous)
@@ -271,12 +278,12 @@ def judge(
             "created yet)",
         )
     if report.scheduled == "True":
-        return Verdict(
-            Condition(
+        return PodsScheduledVerdict(
+            condition=Condition(
                 TYPE, "True", ALL_PODS_SCHEDULED, "every pod of the replica is bound to a node"
             ),
-            pods,
-            _scheduled_at(report, previous),
-            (),
+            pods=pods,
+            scheduled_at=_scheduled_at(report, previous),
+            warnings=(),
         )
     return verdict("False", PODS_PENDING, "some of the replica's pods are not bound to a node yet")

@@ -89,7 +89,7 @@ class InvalidEngine:
 
 
 @dataclass(frozen=True, slots=True)
-class ReplicaSpec:
+class ParsedSpec:
     cluster: str
     tolerations: tuple[Mapping, ...]
     engines: tuple[Engine, ...]
@@ -302,7 +302,7 @@ def _engine(raw: object, position: int) -> Engine | InvalidEngine:
     return Engine(name, copies, tuple(m for m in members if m is not None))
 
 
-def parse_spec(spec: Mapping) -> ReplicaSpec:
+def parse_spec(spec: Mapping) -> ParsedSpec:
     """Parse a ModelReplica spec; never raises."""
     defects: list[str] = []
     cluster = spec.get("clusterName")
@@ -330,4 +330,4 @@ def parse_spec(spec: Mapping) -> ReplicaSpec:
             engines.append(parsed)
         else:
             invalid.append(parsed)
-    return ReplicaSpec(cluster, tuple(tolerations), tuple(engines), tuple(invalid), tuple(defects))
+    return ParsedSpec(cluster, tuple(tolerations), tuple(engines), tuple(invalid), tuple(defects))
