@@ -112,7 +112,7 @@ class Shortfall:
 
 
 def waiting(message: str, retry_after: timedelta | None = None) -> AdmissionVerdict:
-    return AdmissionVerdict(WAITING, message, None, retry_after)
+    return AdmissionVerdict(reason=WAITING, message=message, record=None, retry_after=retry_after)
 
 
 def ahead_of(mine: Queued, others: Sequence[Queued]) -> list[Queued]:
@@ -216,12 +216,19 @@ def _already_decided(applicant: Applicant, now: datetime) -> AdmissionVerdict | 
     """A verdict that needs no replay: the sticky one, or admitted because it already runs."""
     previous = applicant.previous
     if previous is not None and previous.binds(applicant.placement):
-        return AdmissionVerdict(previous.verdict, _sticky_message(previous), previous)
+        return AdmissionVerdict(
+            reason=previous.verdict, message=_sticky_message(previous), record=previous
+        )
     if applicant.has_workloads:
         return AdmissionVerdict(
-            ADMITTED,
-            "admitted: its workloads already exist",
-            Record(applicant.placement, ADMITTED, now, "its workloads already existed"),
+            reason=ADMITTED,
+            message="admitted: its workloads already exist",
+            record=Record(
+                placed_at=applicant.placement,
+                verdict=ADMITTED,
+                decided_at=now,
+                message="its workloads already existed",
+            ),
         )
     return None
 
@@ -270,13 +277,17 @@ def judge(
     shortfall = fit_behind(cluster, applicant.queued, others, now)
     if shortfall is None:
         return AdmissionVerdict(
-            ADMITTED,
-            "admitted: it fits behind every replica of the cluster placed before it",
-            Record(applicant.placement, ADMITTED, now),
+            reason=ADMITTED,
+            message="admitted: it fits behind every replica of the cluster placed before it",
+            record=Record(placed_at=applicant.placement, verdict=ADMITTED, decided_at=now),
         )
     message = shortfall.message()
     return AdmissionVerdict(
-        OVERCOMMITTED, message, Record(applicant.placement, OVERCOMMITTED, now, message)
+        reason=OVERCOMMITTED,
+        message=message,
+        record=Record(
+            placed_at=applicant.placement, verdict=OVERCOMMITTED, decided_at=now, message=message
+        ),
     )
 
 

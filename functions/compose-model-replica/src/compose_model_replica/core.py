@@ -155,8 +155,8 @@ def admit(given: Inputs) -> AdmissionVerdict:
         problem = "its spec is invalid"
     cluster = given.cluster.facts.fleet if isinstance(given.cluster, Found) else None
     applicant = Applicant(
-        replica.queued,
-        replica.placement,
+        queued=replica.queued,
+        placement=replica.placement,
         previous=replica.previous_admission,
         has_workloads=_has_workloads(spec, given.observed),
         problem=problem,
@@ -499,10 +499,10 @@ def decide(given: Inputs) -> Outcome:
     verdict = admit(given)
     target = resolve(given)
     replica = Replica(
-        given.replica.name,
-        given.replica.namespace,
-        spec.cluster,
-        target.cluster.provider_config if target.cluster is not None else "",
+        name=given.replica.name,
+        namespace=given.replica.namespace,
+        cluster=spec.cluster,
+        provider_config=target.cluster.provider_config if target.cluster is not None else "",
     )
     composition = compose(given, target, replica, verdict.admitted)
     found = problems(spec, target, composition)
