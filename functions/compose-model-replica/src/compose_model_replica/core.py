@@ -35,7 +35,7 @@ Phases (each a function below that returns what it decided; `decide` runs them i
                  clean, in the order they are reported, and per engine.
     5. keep      -> Leftovers: what a pass that is not clean re-emits unchanged.
     6. pods      -> PodsScheduledVerdict (pods_scheduled.py).
-    7. readiness -> Readiness: status.engines[] and WorkloadsReady.
+    7. readiness -> WorkloadsReadiness: status.engines[] and WorkloadsReady.
     8. report    -> the WorkloadsComposed condition and the Warning events.
 
 Where the pods run
@@ -79,6 +79,7 @@ from modelplane_common.outcome import Condition, Event, unchanged
 from compose_model_replica import admission, pods_scheduled
 from compose_model_replica.admission import AdmissionVerdict, Applicant
 from compose_model_replica.model import (
+    Absent,
     ClusterFacts,
     ClusterInput,
     Found,
@@ -92,7 +93,7 @@ from compose_model_replica.spec import Engine, ParsedSpec
 from compose_model_replica.workloads import Replica, engine_prefix, observation_resource
 
 DEFAULT_MAX_AGE = inputs.DEFAULT_MAX_AGE
-# Crossplane's requeue granularity: a shorter retry would be a busy loop.
+# The soonest the function asks to be called again, however little settle time is left.
 MIN_REQUEUE = timedelta(seconds=1)
 
 COMPOSED = "WorkloadsComposed"
@@ -193,7 +194,8 @@ def _cluster_problem(name: str, cluster: ClusterInput) -> Problem | None:
             )
         case Found():
             return None
-    return Problem("ClusterNotFound", f"InferenceCluster {name} does not exist")
+        case Absent():
+            return Problem("ClusterNotFound", f"InferenceCluster {name} does not exist")
 
 
 def resolve(given: Inputs) -> Target:
@@ -380,7 +382,7 @@ def pods(
 
 
 @dataclass(frozen=True, slots=True)
-class Readiness:
+class WorkloadsReadiness:
     """What `readiness` decided: status.engines[] and the WorkloadsReady condition."""
 
     engines: tuple[dict, ...]
@@ -434,7 +436,7 @@ def _ready_condition(engines: tuple[dict, ...], any_unsynced: bool) -> Condition
     )
 
 
-def readiness(given: Inputs, by_engine: Mapping[str, str]) -> Readiness:
+def readiness(given: Inputs, by_engine: Mapping[str, str]) -> WorkloadsReadiness:
     """Each engine judged on its observed Objects alone, whatever this pass composes."""
     spec = given.replica.spec
     engines = []
@@ -445,7 +447,7 @@ def readiness(given: Inputs, by_engine: Mapping[str, str]) -> Readiness:
         engines.append(_engine_readiness(name, by_engine.get(name), mine))
         if name not in by_engine and any(o.synced is False for o in mine.values()):
             any_unsynced = True
-    return Readiness(tuple(engines), _ready_condition(tuple(engines), any_unsynced))
+    return WorkloadsReadiness(tuple(engines), _ready_condition(tuple(engines), any_unsynced))
 
 
 # -- phase 8: report ---------------------------------------------------------------------------
@@ -474,7 +476,7 @@ def warnings(
 
 
 def _status(
-    pods_verdict: PodsScheduledVerdict, ready: Readiness, verdict: AdmissionVerdict
+    pods_verdict: PodsScheduledVerdict, ready: WorkloadsReadiness, verdict: AdmissionVerdict
 ) -> dict:
     status = {**pods_verdict.status(), "engines": list(ready.engines)}
     if verdict.record is not None:
