@@ -462,7 +462,7 @@ def composed_condition(listed: tuple[Problem, ...], kept: bool, cluster: str) ->
     return Condition(COMPOSED, "False", listed[0].reason, message)
 
 
-def warnings(
+def warning_events(
     given: Inputs, target: Target, pods_verdict: PodsScheduledVerdict, listed: tuple[Problem, ...]
 ) -> tuple[Event, ...]:
     """The Warning events, in a fixed order: the placement time, the cluster's maxAge,
@@ -525,7 +525,7 @@ def decide(given: Inputs) -> Outcome:
             composed_condition(listed, bool(leftovers.kept), spec.cluster),
             admitted,
         ),
-        events=warnings(given, target, pods_verdict, listed),
+        events=warning_events(given, target, pods_verdict, listed),
         ready=ready.condition.status == "True",
         requeue_after=(
             max(verdict.retry_after, MIN_REQUEUE) if verdict.retry_after is not None else None
