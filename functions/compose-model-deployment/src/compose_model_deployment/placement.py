@@ -19,13 +19,13 @@ Phases (each a function below that returns what it decided; `plan` runs them in 
                   (modelplane_common.capacity.pools), built only now, from
                   the other and the kept replicas' charges: re-place the
                   unresolved engines of kept replicas on their own cluster
-                  (else the replica
-                  moves), then place moving replicas, then new ones at the
-                  lowest free indices. A replica goes to the first eligible
-                  cluster by rule "cluster order" that holds all its engines,
-                  each engine on one pool by rule "pool order". Capacity is
-                  charged as it is used; the last replica that finds no place
-                  leaves its `Diagnosis` (modelplane_common.capacity.diagnosis).
+                  (else the replica moves), then place moving replicas, then
+                  new ones at the lowest free indices. A replica goes to the
+                  first eligible cluster by rule "cluster order" that holds
+                  all its engines, each engine on one pool by rule "pool
+                  order". Capacity is charged as it is used; the last
+                  replica that finds no place leaves its `Diagnosis`
+                  (modelplane_common.capacity.diagnosis).
 
 Named ordering rules (design/scheduler.md, "Ordering rules")
     cluster order  fewest replicas of this deployment first, ties by name.
