@@ -214,27 +214,34 @@ class PoolLedgers:
     refused attempt leaves every ledger as it was.
     """
 
-    __slots__ = ("_charges_on", "_ledgers", "_now", "bases", "notes")
+    __slots__ = ("_charges_on", "_ledgers", "_now", "_pinned", "bases", "notes")
 
     def __init__(self, now: datetime, charges_on: ChargesOn) -> None:
         self._now = now
         self._charges_on = charges_on
         self._ledgers: dict[PoolKey, PoolLedger] = {}
+        # Per cluster, asked once: its charges by the pools they are pinned to.
+        self._pinned: dict[str, dict[str, list[Charge]]] = {}
         self.bases: dict[PoolKey, Basis] = {}  # why each ledger built so far looks as it does
         self.notes: list[str] = []  # charged replicas that did not fit whole
 
     def ledger(self, cluster: Cluster, pool: Pool) -> PoolLedger:
         if pool.key not in self._ledgers:
             ledger, basis = empty_ledger(pool, cluster, self._now)
-            pinned = [
-                c
-                for c in self._charges_on(cluster.name)
-                if any(e.pool == pool.name for e in c.engines)
-            ]
+            pinned = self._pinned_to(cluster.name).get(pool.name, [])
             self.notes.extend(charge_replicas(ledger, pool, basis, pinned))
             self._ledgers[pool.key] = ledger
             self.bases[pool.key] = basis
         return self._ledgers[pool.key]
+
+    def _pinned_to(self, cluster: str) -> dict[str, list[Charge]]:
+        if cluster not in self._pinned:
+            by_pool: dict[str, list[Charge]] = {}
+            for charge in self._charges_on(cluster):
+                for pool in {e.pool for e in charge.engines}:
+                    by_pool.setdefault(pool, []).append(charge)
+            self._pinned[cluster] = by_pool
+        return self._pinned[cluster]
 
     def basis(self, cluster: Cluster, pool: Pool) -> Basis:
         self.ledger(cluster, pool)
