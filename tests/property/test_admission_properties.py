@@ -74,7 +74,10 @@ def verdicts(cluster_body, bodies):
             continue  # already decided: sticky, not judged again
         placement = body["metadata"]["annotations"]["modelplane.ai/placed-at"]
         verdict = admission.judge(
-            q, placement, cluster, queue, NOW, previous=None, has_workloads=False
+            admission.Applicant(q, placement, previous=None, has_workloads=False),
+            cluster,
+            queue,
+            NOW,
         )
         out[q.key] = verdict.reason
     return out

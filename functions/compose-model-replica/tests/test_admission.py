@@ -57,13 +57,10 @@ def verdict_of(name, bodies, cluster=None, now=NOW):
         "modelplane.ai/placed-at"
     ]
     return admission.judge(
-        mine,
-        placement,
+        admission.Applicant(mine, placement, previous=None, has_workloads=False),
         a.fleet_cluster(cluster or one_free_node()),
         queue,
         now,
-        previous=None,
-        has_workloads=False,
     )
 
 
@@ -279,14 +276,16 @@ def judge_alone(previous=None, has_workloads=False, cluster=True, others=True, p
     placement = body["metadata"]["annotations"]["modelplane.ai/placed-at"]
     blocker = a.in_flight("w-0", OLDER)  # takes the only free node
     return admission.judge(
-        a.queued(body),
-        placement,
+        admission.Applicant(
+            a.queued(body),
+            placement,
+            previous=previous,
+            has_workloads=has_workloads,
+            problem=problem,
+        ),
         a.fleet_cluster(one_free_node()) if cluster else None,
         a.queue([blocker, body]) if others else None,
         NOW,
-        previous=previous,
-        has_workloads=has_workloads,
-        problem=problem,
     )
 
 

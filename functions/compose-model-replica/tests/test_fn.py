@@ -98,13 +98,17 @@ def cluster(mode="Observed", agent=True, pools=("h100", "l40s"), max_age="5m", p
     return body
 
 
-def report(pods, scheduled_pods, state="True", reason="AllBound", message="", since=EARLIER,
-           observed_at=FRESH):  # fmt: skip
-    condition = {"type": "Scheduled", "status": state, "reason": reason}
-    if message:
-        condition["message"] = message
-    if since is not None:
-        condition["lastTransitionTime"] = since
+SCHEDULED = {"state": "True", "reason": "AllBound", "message": "", "since": EARLIER}
+
+
+def report(pods, scheduled_pods, observed_at=FRESH, **scheduled):
+    """An agent report; `scheduled` overrides SCHEDULED's fields of its Scheduled condition."""
+    fields = {**SCHEDULED, **scheduled}
+    condition = {"type": "Scheduled", "status": fields["state"], "reason": fields["reason"]}
+    if fields["message"]:
+        condition["message"] = fields["message"]
+    if fields["since"] is not None:
+        condition["lastTransitionTime"] = fields["since"]
     return {
         "observedAt": observed_at,
         "pods": pods,

@@ -4,7 +4,8 @@
     readers.py      InferenceCluster and ModelReplica wire forms into those types
     fit.py          a pool's free capacity: PoolLedger, and Ledger (node classes)
     devicecount.py  DeviceCountLedger: an unobserved pool counted by its devices
-    pools.py        a pool's ledger from its status and fallback; charging replicas
+    pools.py        a pool's ledger from its status and fallback; charging replicas;
+                    PoolLedgers, the per-pass cache of every pool's ledger
     diagnosis.py    why a pool refused an engine, counted per cause
 
 One home for each rule: compose-model-deployment places new replicas on

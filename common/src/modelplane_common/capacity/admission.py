@@ -74,10 +74,10 @@ def record_from_status(status: Mapping) -> Record | None:
         return None
     message = raw.get("message")
     return Record(
-        placed_at,
-        str(verdict),
-        parse_time_or_none(raw.get("decidedAt")),
-        message if isinstance(message, str) else "",
+        placed_at=placed_at,
+        verdict=str(verdict),
+        decided_at=parse_time_or_none(raw.get("decidedAt")),
+        message=message if isinstance(message, str) else "",
     )
 
 
@@ -86,14 +86,6 @@ def placement_annotation(metadata: Mapping) -> str:
     annotations = metadata.get("annotations")
     value = annotations.get(labels.PLACED_AT) if isinstance(annotations, Mapping) else None
     return value if isinstance(value, str) else ""
-
-
-def current_verdict(status: Mapping, metadata: Mapping) -> str | None:
-    """The verdict recorded for the replica's current placement, if any."""
-    record = record_from_status(status)
-    if record is None or not record.binds(placement_annotation(metadata)):
-        return None
-    return record.verdict
 
 
 @dataclass(frozen=True, slots=True)

@@ -1,5 +1,10 @@
 """Pool capacity: turn a pool's published status into a ledger and charge replicas.
 
+`PoolLedgers` is the one per-pass cache of them: the scheduler places new
+replicas on it and admission replays its cluster's queue on it, each pool's
+ledger built the first time the pool is asked for, from the pool's basis
+minus the replicas the caller says are charged to its cluster.
+
 Rules (design/api.md section 6)
     1. A pool with a FRESH observation starts from its histogram plus
        max(0, nodes - observedNodes) empty nodes it can still grow by. A
@@ -33,19 +38,20 @@ Deliberate choices
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import datetime
 
 from modelplane_common.capacity.devicecount import DeviceCountLedger
 from modelplane_common.capacity.diagnosis import Cause
-from modelplane_common.capacity.fit import Demand, Ledger, PoolLedger
+from modelplane_common.capacity.fit import Demand, Ledger, PoolLedger, Reservation
 from modelplane_common.capacity.fleet import (
     Charge,
     Cluster,
     Fallback,
     PlacedEngine,
     Pool,
+    PoolKey,
     ResolvedRequest,
 )
 from modelplane_common.devices import DRA
@@ -193,3 +199,58 @@ def charge_replicas(
                     f"{missing} pod(s) do not fit pool {pool.cluster}/{pool.name}"
                 )
     return tuple(notes)
+
+
+# The replicas charged to a cluster's pools, by cluster name (each pool takes those pinned to it).
+ChargesOn = Callable[[str], Sequence[Charge]]
+
+
+class PoolLedgers:
+    """Every pool's ledger for one pass, each built on first use and charged as it is used.
+
+    A pool's ledger starts as `empty_ledger` minus `charges_on(cluster)`'s
+    replicas pinned to that pool (`charge_replicas`). Callers try a placement
+    on a copy and `commit` the copies once the whole attempt fits, so a
+    refused attempt leaves every ledger as it was.
+    """
+
+    __slots__ = ("_charges_on", "_ledgers", "_now", "_pinned", "bases", "notes")
+
+    def __init__(self, now: datetime, charges_on: ChargesOn) -> None:
+        self._now = now
+        self._charges_on = charges_on
+        self._ledgers: dict[PoolKey, PoolLedger] = {}
+        # Per cluster, asked once: its charges by the pools they are pinned to.
+        self._pinned: dict[str, dict[str, list[Charge]]] = {}
+        self.bases: dict[PoolKey, Basis] = {}  # why each ledger built so far looks as it does
+        self.notes: list[str] = []  # charged replicas that did not fit whole
+
+    def ledger(self, cluster: Cluster, pool: Pool) -> PoolLedger:
+        if pool.key not in self._ledgers:
+            ledger, basis = empty_ledger(pool, cluster, self._now)
+            pinned = self._pinned_to(cluster.name).get(pool.name, [])
+            self.notes.extend(charge_replicas(ledger, pool, basis, pinned))
+            self._ledgers[pool.key] = ledger
+            self.bases[pool.key] = basis
+        return self._ledgers[pool.key]
+
+    def _pinned_to(self, cluster: str) -> dict[str, list[Charge]]:
+        if cluster not in self._pinned:
+            by_pool: dict[str, list[Charge]] = {}
+            for charge in self._charges_on(cluster):
+                for pool in {e.pool for e in charge.engines}:
+                    by_pool.setdefault(pool, []).append(charge)
+            self._pinned[cluster] = by_pool
+        return self._pinned[cluster]
+
+    def basis(self, cluster: Cluster, pool: Pool) -> Basis:
+        self.ledger(cluster, pool)
+        return self.bases[pool.key]
+
+    def commit(self, trials: Mapping[PoolKey, PoolLedger]) -> None:
+        """Adopt the trial copies of an attempt that fitted whole."""
+        for key, trial in trials.items():
+            self._ledgers[key].adopt(trial)
+
+    def reservations(self) -> dict[PoolKey, tuple[Reservation, ...]]:
+        return {k: tuple(v.reservations) for k, v in sorted(self._ledgers.items())}

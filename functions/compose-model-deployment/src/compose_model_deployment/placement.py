@@ -15,15 +15,17 @@ Phases (each a function below that returns what it decided; `plan` runs them in 
                   fill). Replicas on held clusters are held; the rest move.
     3. scale down -> (Retained, removed): remove the excess by rule "victim
                   order".
-    4. fill       -> Filled: against a `Capacity` built only now, from the
-                  kept replicas' charges: re-place the unresolved engines of
-                  kept replicas on their own cluster (else the replica
-                  moves), then place moving replicas, then new ones at the
-                  lowest free indices. A replica goes to the first eligible
-                  cluster by rule "cluster order" that holds all its engines,
-                  each engine on one pool by rule "pool order". Capacity is
-                  charged as it is used; the last replica that finds no place
-                  leaves its `Diagnosis` (modelplane_common.capacity.diagnosis).
+    4. fill       -> Filled: against the pass's `PoolLedgers`
+                  (modelplane_common.capacity.pools), built only now, from
+                  the other and the kept replicas' charges: re-place the
+                  unresolved engines of kept replicas on their own cluster
+                  (else the replica moves), then place moving replicas, then
+                  new ones at the lowest free indices. A replica goes to the
+                  first eligible cluster by rule "cluster order" that holds
+                  all its engines, each engine on one pool by rule "pool
+                  order". Capacity is charged as it is used; the last
+                  replica that finds no place leaves its `Diagnosis`
+                  (modelplane_common.capacity.diagnosis).
 
 Named ordering rules (design/scheduler.md, "Ordering rules")
     cluster order  fewest replicas of this deployment first, ties by name.
@@ -80,8 +82,7 @@ from modelplane_common.capacity.fleet import (
 )
 from modelplane_common.capacity.pools import (
     Basis,
-    charge_replicas,
-    empty_ledger,
+    PoolLedgers,
     place_engine,
     shortage,
 )
@@ -354,45 +355,6 @@ class Matching:
         return sorted(pools, key=key)
 
 
-class Capacity:
-    """Every pool's free capacity for one pass, charged as placements are made.
-
-    It can only be built once the kept replicas' charges are known: a pool's
-    ledger is the pool's basis minus the other replicas' charges and the kept
-    charges, built the first time the pool is tried (modelplane_common.capacity.pools).
-    """
-
-    def __init__(
-        self, now: datetime, charges_for: ChargesFor, kept: Mapping[str, Sequence[Charge]]
-    ) -> None:
-        self._now = now
-        self._charges_for = charges_for
-        self._kept = kept
-        self._ledgers: dict[PoolKey, PoolLedger] = {}
-        self.bases: dict[PoolKey, Basis] = {}
-        self.notes: list[str] = []
-
-    def ledger(self, cluster: Cluster, pool: Pool) -> PoolLedger:
-        if pool.key not in self._ledgers:
-            ledger, basis = empty_ledger(pool, cluster, self._now)
-            charges = [
-                c
-                for c in (*self._charges_for(cluster.name), *self._kept.get(cluster.name, ()))
-                if any(e.pool == pool.name for e in c.engines)
-            ]
-            self.notes.extend(charge_replicas(ledger, pool, basis, charges))
-            self._ledgers[pool.key] = ledger
-            self.bases[pool.key] = basis
-        return self._ledgers[pool.key]
-
-    def commit(self, trials: Mapping[PoolKey, PoolLedger]) -> None:
-        for key, trial in trials.items():
-            self._ledgers[key].adopt(trial)
-
-    def reservations(self) -> dict[PoolKey, tuple[Reservation, ...]]:
-        return {k: tuple(v.reservations) for k, v in sorted(self._ledgers.items())}
-
-
 # -- phase 1: remember -----------------------------------------------------------------------
 
 
@@ -553,13 +515,13 @@ def kept_charges(retained: Retained, spec: DeploymentSpec) -> dict[str, list[Cha
 
 
 class _Filler:
-    """Places engines against one Capacity; the only state is what it has charged."""
+    """Places engines against one pass's PoolLedgers; the only state is what it has charged."""
 
     def __init__(
         self,
         spec: DeploymentSpec,
         clusters: Mapping[str, Cluster],
-        capacity: Capacity,
+        capacity: PoolLedgers,
         matching: Matching,
         avoid: frozenset[PoolKey],
     ) -> None:
@@ -757,7 +719,8 @@ def plan(inputs: Inputs, charges_for: ChargesFor, matcher: Matcher) -> Plan:
     matching = Matching(matcher)
     memory = remember(inputs)
     retained, removed = scale_down(retain(inputs, clusters, memory, matching), spec.replicas)
-    capacity = Capacity(inputs.now, charges_for, kept_charges(retained, spec))
+    kept = kept_charges(retained, spec)
+    capacity = PoolLedgers(inputs.now, lambda name: (*charges_for(name), *kept.get(name, ())))
     filler = _Filler(spec, clusters, capacity, matching, memory.avoid)
     filled = fill(inputs, clusters, retained, removed, filler)
 

@@ -31,6 +31,10 @@ Invariants
     - A replica whose workloads already exist is admitted: admission never
       takes running work away (a replica composed before admission existed,
       or one whose status was lost).
+
+The replay runs on the scheduler's own per-pass cache of pool ledgers
+(`modelplane_common.capacity.pools.PoolLedgers`), charged with the cluster's
+admitted replicas.
 """
 
 from __future__ import annotations
@@ -50,14 +54,7 @@ from modelplane_common.capacity.admission import (
 from modelplane_common.capacity.diagnosis import Cause
 from modelplane_common.capacity.fit import PoolLedger
 from modelplane_common.capacity.fleet import Charge, Cluster, PlacedEngine, Pool, PoolKey
-from modelplane_common.capacity.pools import (
-    Basis,
-    charge_replicas,
-    empty_ledger,
-    engine_pods,
-    place_engine,
-    shortage,
-)
+from modelplane_common.capacity.pools import PoolLedgers, engine_pods, place_engine, shortage
 
 # Longer than the time from the scheduler stamping placed-at to the replica
 # being in every other replica's required resources (Crossplane applies it
@@ -68,7 +65,18 @@ SETTLE = timedelta(seconds=10)
 
 
 @dataclass(frozen=True, slots=True)
-class Verdict:
+class Applicant:
+    """The replica being judged, as admission reads it."""
+
+    queued: Queued  # this replica, as its fellow replicas read it
+    placement: str  # the raw modelplane.ai/placed-at annotation
+    previous: Record | None  # the verdict its status records, if any
+    has_workloads: bool  # an engine Object of it already exists
+    problem: str | None = None  # why it cannot be judged yet (its spec, its placement time)
+
+
+@dataclass(frozen=True, slots=True)
+class AdmissionVerdict:
     reason: str  # ADMITTED, WAITING or OVERCOMMITTED
     message: str
     record: Record | None = None  # what status.admission says; None while waiting
@@ -103,52 +111,8 @@ class Shortfall:
         )
 
 
-def waiting(message: str, retry_after: timedelta | None = None) -> Verdict:
-    return Verdict(WAITING, message, None, retry_after)
-
-
-class _Pools:
-    """The cluster's pool ledgers for one replay, each built on first use."""
-
-    def __init__(self, cluster: Cluster, admitted: Sequence[Charge], now: datetime) -> None:
-        self._cluster = cluster
-        self._admitted = admitted
-        self._now = now
-        self._ledgers: dict[PoolKey, PoolLedger] = {}
-        self.bases: dict[PoolKey, Basis] = {}
-
-    def pool(self, name: str) -> Pool | None:
-        return self._cluster.pool(name)
-
-    def ledger(self, pool: Pool) -> PoolLedger:
-        if pool.key not in self._ledgers:
-            ledger, basis = empty_ledger(pool, self._cluster, self._now)
-            pinned = [c for c in self._admitted if any(e.pool == pool.name for e in c.engines)]
-            charge_replicas(ledger, pool, basis, pinned)
-            self._ledgers[pool.key] = ledger
-            self.bases[pool.key] = basis
-        return self._ledgers[pool.key]
-
-    def contains(self, charge: Charge, pool: Pool) -> bool:
-        """Rule 1: the pool's histogram already counts this replica's pods."""
-        self.ledger(pool)
-        observed_at = self.bases[pool.key].observed_at
-        return observed_at is not None and charge.contained_by(observed_at)
-
-    def take(self, charge: Charge) -> PlacedEngine | None:
-        """Charge a replica's engines all or nothing; the first engine that does not fit."""
-        trials: dict[PoolKey, PoolLedger] = {}
-        for engine in charge.engines:
-            pool = self.pool(engine.pool)
-            if pool is None or self.contains(charge, pool):
-                continue  # a pool the cluster lacks holds nothing; a contained one is counted
-            trial = trials.get(pool.key) or self.ledger(pool).copy()
-            if not place_engine(trial, pool, engine):
-                return engine
-            trials[pool.key] = trial
-        for key, trial in trials.items():
-            self._ledgers[key].adopt(trial)
-        return None
+def waiting(message: str, retry_after: timedelta | None = None) -> AdmissionVerdict:
+    return AdmissionVerdict(reason=WAITING, message=message, record=None, retry_after=retry_after)
 
 
 def ahead_of(mine: Queued, others: Sequence[Queued]) -> list[Queued]:
@@ -165,6 +129,35 @@ def ahead_of(mine: Queued, others: Sequence[Queued]) -> list[Queued]:
         ),
         key=queue_order,
     )
+
+
+def _admitted_charges(cluster: Cluster, mine: Queued, others: Sequence[Queued]) -> list[Charge]:
+    """The cluster's admitted replicas but `mine`, as the ledgers are charged with them."""
+    return sorted(
+        (
+            q.charge
+            for q in others
+            if q.verdict == ADMITTED and q.key != mine.key and q.charge.cluster == cluster.name
+        ),
+        key=lambda c: (c.namespace, c.name),
+    )
+
+
+def _take(ledgers: PoolLedgers, cluster: Cluster, charge: Charge) -> None:
+    """Charge an in-flight replica's engines all or nothing; one that does not fit takes nothing."""
+    trials: dict[PoolKey, PoolLedger] = {}
+    for engine in charge.engines:
+        pool = cluster.pool(engine.pool)
+        if pool is None:
+            continue  # a pool the cluster lacks holds nothing
+        observed_at = ledgers.basis(cluster, pool).observed_at
+        if observed_at is not None and charge.contained_by(observed_at):
+            continue  # rule 1: the pool's histogram already counts it
+        trial = trials.get(pool.key) or ledgers.ledger(cluster, pool).copy()
+        if not place_engine(trial, pool, engine):
+            return  # it is itself Overcommitted, by the same replay
+        trials[pool.key] = trial
+    ledgers.commit(trials)
 
 
 def _detail(ledger: PoolLedger, pool: Pool, engine: PlacedEngine, cause: Cause) -> str:
@@ -195,59 +188,58 @@ def fit_behind(
     cluster: Cluster, mine: Queued, others: Sequence[Queued], now: datetime
 ) -> Shortfall | None:
     """Replay the queue up to `mine`; None when it fits, else where it falls short."""
-    admitted = sorted(
-        (
-            q.charge
-            for q in others
-            if q.verdict == ADMITTED and q.key != mine.key and q.charge.cluster == cluster.name
-        ),
-        key=lambda c: (c.namespace, c.name),
-    )
-    pools = _Pools(cluster, admitted, now)
+    admitted = _admitted_charges(cluster, mine, others)
+    ledgers = PoolLedgers(now, lambda _: admitted)
     ahead = ahead_of(mine, others)
     for queued in ahead:
-        pools.take(queued.charge)  # one that does not fit is itself Overcommitted
+        _take(ledgers, cluster, queued.charge)
     for engine in mine.charge.engines:
-        pool = pools.pool(engine.pool)
+        pool = cluster.pool(engine.pool)
         if pool is None:
             continue  # reported by the caller before any replay
-        ledger = pools.ledger(pool)
+        ledger = ledgers.ledger(cluster, pool)
         trial = ledger.copy()
         if not place_engine(trial, pool, engine):
             cause = shortage(ledger, pool, engine)
             return Shortfall(
-                engine.name, pool.name, cause, _detail(ledger, pool, engine, cause), len(ahead)
+                engine=engine.name,
+                pool=pool.name,
+                cause=cause,
+                detail=_detail(ledger, pool, engine, cause),
+                ahead=len(ahead),
             )
         ledger.adopt(trial)
     return None
 
 
-def judge(
-    mine: Queued,
-    placement: str,
-    cluster: Cluster | None,
-    others: Sequence[Queued] | None,
-    now: datetime,
-    *,
-    previous: Record | None,
-    has_workloads: bool,
-    problem: str | None = None,
-) -> Verdict:
-    """The replica's verdict for its current placement (`placement`: the raw placed-at).
-
-    `cluster` and `others` are None when they cannot be read; `problem` says
-    why the replica cannot be judged yet (its spec, its placement time).
-    """
-    if previous is not None and previous.binds(placement):
-        return Verdict(previous.verdict, _sticky_message(previous), previous)
-    if has_workloads:
-        return Verdict(
-            ADMITTED,
-            "admitted: its workloads already exist",
-            Record(placement, ADMITTED, now, "its workloads already existed"),
+def _already_decided(applicant: Applicant, now: datetime) -> AdmissionVerdict | None:
+    """A verdict that needs no replay: the sticky one, or admitted because it already runs."""
+    previous = applicant.previous
+    if previous is not None and previous.binds(applicant.placement):
+        return AdmissionVerdict(
+            reason=previous.verdict, message=_sticky_message(previous), record=previous
         )
-    if problem:
-        return waiting(f"not judged: {problem}")
+    if applicant.has_workloads:
+        return AdmissionVerdict(
+            reason=ADMITTED,
+            message="admitted: its workloads already exist",
+            record=Record(
+                placed_at=applicant.placement,
+                verdict=ADMITTED,
+                decided_at=now,
+                message="its workloads already existed",
+            ),
+        )
+    return None
+
+
+def _not_judged(
+    applicant: Applicant, cluster: Cluster | None, others: Sequence[Queued] | None, now: datetime
+) -> AdmissionVerdict | None:
+    """Why the replay cannot run yet (an input is unreadable, or it is still settling)."""
+    mine = applicant.queued
+    if applicant.problem:
+        return waiting(f"not judged: {applicant.problem}")
     if cluster is None:
         return waiting("not judged: its InferenceCluster cannot be read")
     if others is None:
@@ -264,15 +256,39 @@ def judge(
     missing = sorted({e.pool for e in mine.charge.engines if cluster.pool(e.pool) is None})
     if missing:
         return waiting(f"not judged: pool {', '.join(missing)} is not in the cluster's spec")
-    shortfall = fit_behind(cluster, mine, others, now)
+    return None
+
+
+def judge(
+    applicant: Applicant,
+    cluster: Cluster | None,
+    others: Sequence[Queued] | None,
+    now: datetime,
+) -> AdmissionVerdict:
+    """The replica's verdict for its current placement.
+
+    `cluster` and `others` (the cluster's ModelReplicas) are None when they
+    cannot be read.
+    """
+    decided = _already_decided(applicant, now) or _not_judged(applicant, cluster, others, now)
+    if decided is not None:
+        return decided
+    assert cluster is not None and others is not None  # _not_judged waits otherwise
+    shortfall = fit_behind(cluster, applicant.queued, others, now)
     if shortfall is None:
-        return Verdict(
-            ADMITTED,
-            "admitted: it fits behind every replica of the cluster placed before it",
-            Record(placement, ADMITTED, now),
+        return AdmissionVerdict(
+            reason=ADMITTED,
+            message="admitted: it fits behind every replica of the cluster placed before it",
+            record=Record(placed_at=applicant.placement, verdict=ADMITTED, decided_at=now),
         )
     message = shortfall.message()
-    return Verdict(OVERCOMMITTED, message, Record(placement, OVERCOMMITTED, now, message))
+    return AdmissionVerdict(
+        reason=OVERCOMMITTED,
+        message=message,
+        record=Record(
+            placed_at=applicant.placement, verdict=OVERCOMMITTED, decided_at=now, message=message
+        ),
+    )
 
 
 def _sticky_message(record: Record) -> str:

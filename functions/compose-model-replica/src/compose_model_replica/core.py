@@ -1,7 +1,9 @@
-"""What compose-model-replica decides, as a pure function of typed inputs and `now`.
+"""What compose-model-replica decides, as a pure function of typed inputs.
 
 A ModelReplica is one complete serving instance of a model, pinned to one
-InferenceCluster and, per member, one pool of it. This module decides:
+InferenceCluster and, per member, one pool of it. `decide` takes the inputs
+readers.py read once (model.py, `now` among them) and returns an `Outcome`,
+everything the shell writes:
 
 1. The resources to compose on the workload cluster (see workloads.py for
    the mapping), each a provider-kubernetes Object in the replica's
@@ -18,7 +20,23 @@ InferenceCluster and, per member, one pool of it. This module decides:
    and every engine's workload is available. It is judged on the observed
    Objects alone, so a missing cluster or another input problem, which
    keeps the Objects as they are, does not change it.
-4. Warning events for everything a person has to fix.
+4. Warning events for everything a person has to fix, the resources the
+   shell must require next (the cluster, and its replicas until the
+   verdict is recorded), and when to look again while admission settles.
+
+Phases (each a function below that returns what it decided; `decide` runs them in order)
+    1. admit     -> AdmissionVerdict (admission.py) for the current placement.
+    2. resolve   -> Target: the cluster's own problem, and the cluster's facts
+                 when the pass may compose on it.
+    3. compose   -> Composition: the engines' and the ReplicaObservation's
+                 Objects, the engines whose pools the cluster lacks, and the
+                 source PodsScheduled is judged from.
+    4. problems  -> Problems: everything that keeps the pass from being
+                 clean, in the order they are reported, and per engine.
+    5. keep      -> Leftovers: what a pass that is not clean re-emits unchanged.
+    6. pods      -> PodsScheduledVerdict (pods_scheduled.py).
+    7. readiness -> WorkloadsReadiness: status.engines[] and WorkloadsReady.
+    8. report    -> the WorkloadsComposed condition and the Warning events.
 
 Where the pods run
     In the workload cluster namespace named like the replica's namespace.
@@ -34,10 +52,11 @@ Invariants
       did not compose is re-emitted unchanged unless the pass is CLEAN:
       the cluster resolved, its spec valid against its XRD (an unknown
       observation.mode makes it invalid) and with a provider config, the
-      replica's spec valid, every
-      engine's pools in the cluster's spec. Only a clean pass removes
-      leftovers (an engine removed from the spec, the Objects of the
-      cluster the replica left, the ReplicaObservation in Declared mode).
+      replica's spec valid, every engine's pools in the cluster's spec.
+      Only a clean pass removes leftovers (an engine removed from the
+      spec, the Objects of the cluster the replica left, the
+      ReplicaObservation in Declared mode). Waiting for admission or being
+      Overcommitted is no missing input: such a pass stays clean.
     - A ReplicaObservation is composed only in Observed mode, and only once
       the cluster reports the agent present (or one already exists).
     - The composition resource names and Object names include the cluster,
@@ -48,68 +67,38 @@ Invariants
 
 from __future__ import annotations
 
-from collections.abc import Mapping
-from dataclasses import dataclass, field
-from datetime import datetime, timedelta
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
+from datetime import timedelta
 
 from modelplane_common import inputs
 from modelplane_common.capacity.admission import CONDITION as ADMITTED_CONDITION
-from modelplane_common.capacity.admission import OVERCOMMITTED, Queued, record_from_status
-from modelplane_common.capacity.fleet import Cluster
+from modelplane_common.capacity.admission import OVERCOMMITTED
 from modelplane_common.outcome import Condition, Event, unchanged
 
 from compose_model_replica import admission, pods_scheduled
-from compose_model_replica.spec import Engine, ReplicaSpec, parse_spec
-from compose_model_replica.workloads import (
-    Replica,
-    engine_prefix,
-    observation_resource,
+from compose_model_replica.admission import AdmissionVerdict, Applicant
+from compose_model_replica.model import (
+    Absent,
+    ClusterFacts,
+    ClusterInput,
+    Found,
+    Inputs,
+    Invalid,
+    NotFetched,
+    ObservedObject,
 )
+from compose_model_replica.pods_scheduled import PodsScheduledVerdict
+from compose_model_replica.spec import Engine, ParsedSpec
+from compose_model_replica.workloads import Replica, engine_prefix, observation_resource
 
 DEFAULT_MAX_AGE = inputs.DEFAULT_MAX_AGE
+# The soonest the function asks to be called again, however little settle time is left.
+MIN_REQUEUE = timedelta(seconds=1)
 
 COMPOSED = "WorkloadsComposed"
 READY = "WorkloadsReady"
-
-
-@dataclass(frozen=True, slots=True)
-class NotFetched:
-    """Crossplane has not fetched the required InferenceCluster yet."""
-
-
-@dataclass(frozen=True, slots=True)
-class Absent:
-    """Fetched: no InferenceCluster has that name."""
-
-
-@dataclass(frozen=True, slots=True)
-class Found:
-    cluster: Mapping
-
-
-ClusterInput = NotFetched | Absent | Found
-
-
-@dataclass(frozen=True, slots=True)
-class AdmissionInput:
-    """What admission reads besides the XR's status (admission.py)."""
-
-    mine: Queued  # this replica, as its fellow replicas read it
-    placement: str  # the raw modelplane.ai/placed-at annotation
-    cluster: Cluster | None  # None: the InferenceCluster cannot be read
-    others: tuple[Queued, ...] | None  # the cluster's ModelReplicas; None: not fetched
-    problem: str | None = None  # why the replica's own placement cannot be read
-
-
-@dataclass(frozen=True, slots=True)
-class ObservedObject:
-    """A composed Object as the control plane last saw it."""
-
-    body: Mapping  # as observed, status removed
-    ready: bool
-    synced: bool | None  # None: no Synced condition yet
-    synced_message: str = ""
-    remote: Mapping | None = None  # the workload-cluster object the provider last saw
+KEPT_NOTE = "composed resources are kept unchanged until this is fixed"
 
 
 @dataclass(frozen=True, slots=True)
@@ -119,72 +108,250 @@ class Desired:
 
 
 @dataclass(frozen=True, slots=True)
-class Decision:
-    desired: dict[str, Desired]
-    status: dict
-    conditions: tuple[Condition, ...]
-    events: tuple[Event, ...]
-    kept: tuple[str, ...] = field(default=())
-    ready: bool = False  # the replica's own Ready: WorkloadsReady is True
-    retry_after: timedelta | None = None  # while admission settles: when to look again
+class Requirements:
+    """What the shell asks Crossplane to fetch for the next call."""
+
+    cluster: str  # the InferenceCluster; "" when the spec names none
+    replicas_of: str  # the cluster whose ModelReplicas admission reads; "" once decided
 
 
 @dataclass(frozen=True, slots=True)
-class _Problem:
+class Outcome:
+    """Everything one pass writes."""
+
+    requirements: Requirements
+    resources: Mapping[str, Desired]  # composed now, plus the leftovers kept unchanged
+    kept_unchanged: tuple[str, ...]  # the leftovers' names
+    status: Mapping
+    conditions: tuple[Condition, ...]
+    events: tuple[Event, ...]
+    ready: bool  # the replica's own Ready: WorkloadsReady is True
+    requeue_after: timedelta | None  # while admission settles: when to look again
+
+
+@dataclass(frozen=True, slots=True)
+class Problem:
     reason: str
     message: str
     warn: bool = True
 
 
-def _cluster_status(cluster: Mapping) -> Mapping:
-    status = cluster.get("status")
-    return status if isinstance(status, Mapping) else {}
+# -- phase 1: admit ----------------------------------------------------------------------------
 
 
-def _provider_config(cluster: Mapping) -> str:
-    ref = _cluster_status(cluster).get("providerConfigRef")
-    name = ref.get("name") if isinstance(ref, Mapping) else None
-    return name if isinstance(name, str) else ""
+def _has_workloads(spec: ParsedSpec, observed: Mapping[str, ObservedObject]) -> bool:
+    """Whether an engine Object on the replica's cluster exists: it was started already.
+
+    Any name under the cluster's prefix counts (an engine renamed since is
+    still running work); the ReplicaObservation is not a workload.
+    """
+    prefix, report = f"{spec.cluster}/", observation_resource(spec.cluster)
+    return bool(spec.cluster) and any(n.startswith(prefix) and n != report for n in observed)
 
 
-def _cluster_problem(cluster_name: str, cluster: ClusterInput) -> _Problem | None:
+def admit(given: Inputs) -> AdmissionVerdict:
+    replica, spec = given.replica, given.replica.spec
+    problem = replica.placement_problem
+    if problem is None and (spec.defects or spec.invalid):
+        problem = "its spec is invalid"
+    cluster = given.cluster.facts.fleet if isinstance(given.cluster, Found) else None
+    applicant = Applicant(
+        queued=replica.queued,
+        placement=replica.placement,
+        previous=replica.previous_admission,
+        has_workloads=_has_workloads(spec, given.observed),
+        problem=problem,
+    )
+    return admission.judge(applicant, cluster, given.fellows, given.now)
+
+
+# -- phase 2: resolve --------------------------------------------------------------------------
+
+
+@dataclass(frozen=True, slots=True)
+class Target:
+    """What `resolve` decided about the cluster."""
+
+    problem: Problem | None  # the cluster's own problem
+    # Set only when this pass may compose: the cluster resolved and the spec has no
+    # replica-level defect (no cluster name, unreadable tolerations would change every pod).
+    cluster: ClusterFacts | None
+
+
+def _cluster_problem(name: str, cluster: ClusterInput) -> Problem | None:
     match cluster:
         case NotFetched():
             # Crossplane fetches required resources between calls; the
             # first call never has them, and that is no fault.
-            return _Problem(
-                "ClusterNotResolved", f"waiting for InferenceCluster {cluster_name}", warn=False
-            )
-        case Absent():
-            return _Problem("ClusterNotFound", f"InferenceCluster {cluster_name} does not exist")
-        case Found(body) if defects := inputs.inference_cluster_problems(body.get("spec")):
+            return Problem("ClusterNotResolved", f"waiting for InferenceCluster {name}", warn=False)
+        case Invalid(defects):
             # An unknown observation.mode lands here too: the shared rule
             # makes it an unresolved input, never a reason to remove anything.
-            return _Problem(
-                "ClusterInvalid",
-                f"InferenceCluster {cluster_name} is invalid: {'; '.join(defects)}",
+            return Problem("ClusterInvalid", f"InferenceCluster {name} is invalid: {defects}")
+        case Found(facts) if not facts.provider_config:
+            return Problem(
+                "ClusterNotReady", f"InferenceCluster {name} publishes no providerConfigRef yet"
             )
-        case Found(body) if not _provider_config(body):
-            return _Problem(
-                "ClusterNotReady",
-                f"InferenceCluster {cluster_name} publishes no providerConfigRef yet",
+        case Found():
+            return None
+        case Absent():
+            return Problem("ClusterNotFound", f"InferenceCluster {name} does not exist")
+
+
+def resolve(given: Inputs) -> Target:
+    spec, cluster = given.replica.spec, given.cluster
+    problem = _cluster_problem(spec.cluster, cluster) if spec.cluster else None
+    if isinstance(cluster, Found) and problem is None and not spec.defects:
+        return Target(problem, cluster.facts)
+    return Target(problem, None)
+
+
+# -- phase 3: compose --------------------------------------------------------------------------
+
+
+@dataclass(frozen=True, slots=True)
+class Composition:
+    """What `compose` decided."""
+
+    desired: Mapping[str, Desired]
+    missing_pools: Mapping[str, str]  # engine -> why its pools are not on the cluster
+    source: pods_scheduled.Source  # what PodsScheduled is judged from
+
+
+def _observed_report(obj: ObservedObject | None) -> pods_scheduled.Source:
+    if obj is None or obj.remote is None:
+        return pods_scheduled.NOT_REPORTED
+    return pods_scheduled.parse_report(obj.remote.get("status"))
+
+
+def _pods_source(
+    cluster: str, facts: ClusterFacts, observed: Mapping[str, ObservedObject]
+) -> pods_scheduled.Source:
+    """Where PodsScheduled comes from on a resolved cluster."""
+    report = observation_resource(cluster)
+    if facts.mode == "Declared":
+        return pods_scheduled.Unobserved(
+            "the cluster's capacity is Declared: no agent observes its pods"
+        )
+    if not facts.agent_present and report not in observed:
+        return pods_scheduled.Unobserved(
+            f"the agent is not installed on InferenceCluster {cluster}"
+        )
+    return _observed_report(observed.get(report))
+
+
+def _unresolved_source(
+    cluster: str, problem: Problem | None, observed: Mapping[str, ObservedObject]
+) -> pods_scheduled.Source:
+    """Without the cluster there is nothing to compose, but a report the agent already
+    wrote is still worth relaying."""
+    source = _observed_report(observed.get(observation_resource(cluster)))
+    if isinstance(source, pods_scheduled.Unobserved) and problem is not None:
+        return pods_scheduled.Unobserved(problem.message)
+    return source
+
+
+def _missing_pools(engine: Engine, facts: ClusterFacts, cluster: str) -> str | None:
+    missing = sorted({m.pool for m in engine.members if m.pool not in facts.pools})
+    if not missing:
+        return None
+    return f"pool {', '.join(missing)} is not in InferenceCluster {cluster}'s spec"
+
+
+def compose(given: Inputs, target: Target, replica: Replica, admitted: bool) -> Composition:
+    spec, observed = given.replica.spec, given.observed
+    facts = target.cluster
+    if facts is None:
+        return Composition({}, {}, _unresolved_source(spec.cluster, target.problem, observed))
+    bodies: dict[str, Mapping] = {}
+    missing: dict[str, str] = {}
+    for engine in spec.engines:
+        why = _missing_pools(engine, facts, spec.cluster)
+        if why is not None:
+            missing[engine.name] = why
+        elif admitted:
+            bodies.update(replica.engine_objects(engine, spec.tolerations))
+    report = observation_resource(spec.cluster)
+    if facts.mode == "Observed" and (facts.agent_present or report in observed):
+        bodies[report] = replica.observation_object()
+    desired = {
+        name: Desired(body, name in observed and observed[name].ready)
+        for name, body in bodies.items()
+    }
+    return Composition(desired, missing, _pods_source(spec.cluster, facts, observed))
+
+
+# -- phase 4: problems -------------------------------------------------------------------------
+
+
+@dataclass(frozen=True, slots=True)
+class Problems:
+    """What `problems` decided: why the pass is not clean, in reporting order."""
+
+    listed: tuple[Problem, ...]
+    by_engine: Mapping[str, str]  # engine -> why it has no workload (status.engines[])
+
+
+def problems(spec: ParsedSpec, target: Target, composition: Composition) -> Problems:
+    """The cluster's problem first, then the spec's, then the engines whose pools are missing."""
+    listed: list[Problem] = [target.problem] if target.problem is not None else []
+    by_engine: dict[str, str] = {}
+    if spec.defects:
+        listed.append(Problem("InvalidSpec", "; ".join(spec.defects)))
+    for invalid in spec.invalid:
+        if invalid.name:
+            by_engine[invalid.name] = f"invalid spec: {invalid.message}"
+        listed.append(
+            Problem(
+                "InvalidSpec",
+                f"engine {invalid.name}: {invalid.message}" if invalid.name else invalid.message,
             )
-    return None
+        )
+    for engine, why in composition.missing_pools.items():
+        by_engine[engine] = why
+        listed.append(Problem("PoolNotFound", f"engine {engine}: {why}"))
+    return Problems(tuple(listed), by_engine)
 
 
-def _max_age(cluster: Mapping, events: list[Event]) -> timedelta:
-    observation = (cluster.get("spec") or {}).get("observation")
-    max_age, defect = inputs.max_age(observation, "the cluster's spec.observation")
-    if defect:
-        events.append(Event("Warning", defect))
-    return max_age
+def admission_problem(listed: tuple[Problem, ...], verdict: AdmissionVerdict) -> Problem | None:
+    """Not being admitted is itself why nothing is composed, unless another problem
+    already says why; Overcommitted is always said (a person may have to act)."""
+    if verdict.admitted or (verdict.reason != OVERCOMMITTED and listed):
+        return None
+    return Problem(
+        verdict.reason, f"not admitted: {verdict.message}", warn=verdict.reason == OVERCOMMITTED
+    )
 
 
-def _missing_pools(engine: Engine, cluster_pools: set[str]) -> list[str]:
-    return sorted({m.pool for m in engine.members if m.pool not in cluster_pools})
+# -- phase 5: keep -----------------------------------------------------------------------------
 
 
-def _engine_of(replica: Replica, spec: ReplicaSpec):
+@dataclass(frozen=True, slots=True)
+class Leftovers:
+    """What `keep` decided: every resource this pass writes, and those kept as observed."""
+
+    resources: Mapping[str, Desired]
+    kept: tuple[str, ...]
+
+
+def keep(
+    observed: Mapping[str, ObservedObject], composed: Mapping[str, Desired], clean: bool
+) -> Leftovers:
+    """A pass that is not clean re-emits every observed resource it did not compose."""
+    if clean:
+        return Leftovers(composed, ())
+    kept = tuple(sorted(set(observed) - set(composed)))
+    resources = {
+        **composed,
+        **{n: Desired(unchanged(observed[n].body), observed[n].ready) for n in kept},
+    }
+    return Leftovers(resources, kept)
+
+
+# -- phase 6: pods -----------------------------------------------------------------------------
+
+
+def _engine_of(replica: Replica, spec: ParsedSpec) -> Callable[[str], str | None]:
     """Which engine a scheduler message is about, found by its workload's name."""
     names = {replica.workload_name(e): e for e in spec.engine_names}
 
@@ -197,6 +364,31 @@ def _engine_of(replica: Replica, spec: ReplicaSpec):
     return engine_of
 
 
+def pods(
+    given: Inputs, target: Target, composition: Composition, replica: Replica
+) -> PodsScheduledVerdict:
+    spec = given.replica.spec
+    return pods_scheduled.judge(
+        composition.source,
+        spec.expected_pods,
+        given.now,
+        target.cluster.max_age if target.cluster is not None else DEFAULT_MAX_AGE,
+        given.replica.previous_pods,
+        _engine_of(replica, spec),
+    )
+
+
+# -- phase 7: readiness ------------------------------------------------------------------------
+
+
+@dataclass(frozen=True, slots=True)
+class WorkloadsReadiness:
+    """What `readiness` decided: status.engines[] and the WorkloadsReady condition."""
+
+    engines: tuple[dict, ...]
+    condition: Condition
+
+
 def _remote_not_available(obj: ObservedObject) -> str:
     remote = obj.remote or {}
     kind = remote.get("kind") or "workload"
@@ -207,9 +399,7 @@ def _remote_not_available(obj: ObservedObject) -> str:
 
 
 def _engine_readiness(
-    name: str,
-    problem: str | None,
-    resources: Mapping[str, ObservedObject],
+    name: str, problem: str | None, resources: Mapping[str, ObservedObject]
 ) -> dict:
     """One status.engines[] entry from the engine's observed Objects."""
     if problem:
@@ -230,7 +420,7 @@ def _engine_readiness(
     return {"name": name, "ready": True, "message": "available"}
 
 
-def _ready_condition(engines: list[dict], any_unsynced: bool) -> Condition:
+def _ready_condition(engines: tuple[dict, ...], any_unsynced: bool) -> Condition:
     if not engines:
         # Nothing to be available: claiming every engine is would be vacuous.
         return Condition(READY, "False", "NoEngines", "the spec names no engine")
@@ -246,212 +436,98 @@ def _ready_condition(engines: list[dict], any_unsynced: bool) -> Condition:
     )
 
 
-def decide(
-    xr_name: str,
-    xr_namespace: str,
-    raw_spec: Mapping,
-    previous_status: Mapping,
-    cluster: ClusterInput,
-    observed: Mapping[str, ObservedObject],
-    now: datetime,
-    admission_input: AdmissionInput | None = None,
-) -> Decision:
-    """Decide the desired resources, status, conditions and events of one ModelReplica.
-
-    `admission_input` None judges nothing and admits (callers that predate
-    admission, such as unit tests of the workloads alone).
-    """
-    spec = parse_spec(raw_spec)
-    events: list[Event] = []
-    problems: list[_Problem] = []
-    engine_problems: dict[str, str] = {}
-    verdict = _admit(spec, previous_status, observed, now, admission_input)
-    if admission_input is not None and admission_input.problem:
-        events.append(Event("Warning", admission_input.problem))
-
-    if spec.defects:
-        problems.append(_Problem("InvalidSpec", "; ".join(spec.defects)))
-    for invalid in spec.invalid:
-        if invalid.name:
-            engine_problems[invalid.name] = f"invalid spec: {invalid.message}"
-        problems.append(
-            _Problem(
-                "InvalidSpec",
-                f"engine {invalid.name}: {invalid.message}" if invalid.name else invalid.message,
-            )
-        )
-
-    cluster_problem = _cluster_problem(spec.cluster, cluster) if spec.cluster else None
-    if cluster_problem:
-        problems.insert(0, cluster_problem)
-
-    # A replica-level defect (no cluster name, unreadable tolerations) would
-    # change every pod, so such a pass composes nothing new at all.
-    usable = isinstance(cluster, Found) and not cluster_problem and not spec.defects
-    found = cluster.cluster if usable and isinstance(cluster, Found) else None
-    max_age = _max_age(found, events) if found is not None else DEFAULT_MAX_AGE
-    provider_config = _provider_config(found) if found is not None else ""
-    replica = Replica(xr_name, xr_namespace, spec.cluster, provider_config)
-
-    desired: dict[str, Desired] = {}
-
-    def want(name: str, body: Mapping) -> None:
-        obj = observed.get(name)
-        desired[name] = Desired(body, obj is not None and obj.ready)
-
-    if found is not None:
-        cluster_spec = found.get("spec") or {}
-        pools = {
-            name
-            for p in cluster_spec.get("nodePools") or []
-            if isinstance(p, Mapping) and isinstance(name := p.get("name"), str)
-        }
-        for engine in spec.engines:
-            missing = _missing_pools(engine, pools)
-            if missing:
-                text = f"pool {', '.join(missing)} is not in InferenceCluster {spec.cluster}'s spec"
-                engine_problems[engine.name] = text
-                problems.append(_Problem("PoolNotFound", f"engine {engine.name}: {text}"))
-                continue
-            if verdict is None or verdict.admitted:
-                for name, body in replica.engine_objects(engine, spec.tolerations).items():
-                    want(name, body)
-        mode = inputs.observation_mode(cluster_spec.get("observation"))
-        agent = _cluster_status(found).get("agent")
-        agent_present = isinstance(agent, Mapping) and agent.get("present") is True
-        obs_name = observation_resource(spec.cluster)
-        if mode == "Observed" and (agent_present or obs_name in observed):
-            want(obs_name, replica.observation_object())
-        if mode == "Declared":
-            source: pods_scheduled.Source = pods_scheduled.Unobserved(
-                "the cluster's capacity is Declared: no agent observes its pods"
-            )
-        elif not agent_present and obs_name not in observed:
-            source = pods_scheduled.Unobserved(
-                f"the agent is not installed on InferenceCluster {spec.cluster}"
-            )
-        else:
-            source = _observed_report(observed.get(obs_name))
-    else:
-        # Without the cluster there is nothing to compose, but a report the
-        # agent already wrote is still worth relaying.
-        source = _observed_report(observed.get(observation_resource(spec.cluster)))
-        if isinstance(source, pods_scheduled.Unobserved) and cluster_problem:
-            source = pods_scheduled.Unobserved(cluster_problem.message)
-
-    clean = not problems
-    kept = []
-    if not clean:
-        for name in sorted(set(observed) - set(desired)):
-            desired[name] = Desired(unchanged(observed[name].body), observed[name].ready)
-            kept.append(name)
-
-    # Waiting or Overcommitted is no missing input: the pass stays clean (leftovers of a
-    # cluster the replica left still go). A replica that cannot be judged because of
-    # another problem is reported by that problem; otherwise not being admitted is
-    # itself why nothing is composed.
-    if (
-        verdict is not None
-        and not verdict.admitted
-        and (verdict.reason == OVERCOMMITTED or not problems)
-    ):
-        problems.append(
-            _Problem(
-                verdict.reason,
-                f"not admitted: {verdict.message}",
-                warn=verdict.reason == OVERCOMMITTED,
-            )
-        )
-
-    pods = pods_scheduled.judge(
-        source,
-        spec.expected_pods,
-        now,
-        max_age,
-        pods_scheduled.Previous.from_status(previous_status),
-        _engine_of(replica, spec),
-    )
-    events.extend(Event("Warning", w) for w in pods.warnings)
-
+def readiness(given: Inputs, by_engine: Mapping[str, str]) -> WorkloadsReadiness:
+    """Each engine judged on its observed Objects alone, whatever this pass composes."""
+    spec = given.replica.spec
     engines = []
     any_unsynced = False
     for name in spec.engine_names:
         prefix = engine_prefix(spec.cluster, name)
-        mine = {n: o for n, o in observed.items() if n.startswith(prefix)}
-        entry = _engine_readiness(name, engine_problems.get(name), mine)
-        if name not in engine_problems and any(o.synced is False for o in mine.values()):
+        mine = {n: o for n, o in given.observed.items() if n.startswith(prefix)}
+        engines.append(_engine_readiness(name, by_engine.get(name), mine))
+        if name not in by_engine and any(o.synced is False for o in mine.values()):
             any_unsynced = True
-        engines.append(entry)
-    ready_condition = _ready_condition(engines, any_unsynced)
+    return WorkloadsReadiness(tuple(engines), _ready_condition(tuple(engines), any_unsynced))
 
-    if problems:
-        first = problems[0]
-        message = "; ".join(p.message for p in problems)
-        if kept:
-            message += "; composed resources are kept unchanged until this is fixed"
-        composed = Condition(COMPOSED, "False", first.reason, message)
-        for problem in problems:
-            if problem.warn:
-                events.append(Event("Warning", problem.message))
-    else:
-        composed = Condition(
-            COMPOSED, "True", "Composed", f"composed on InferenceCluster {spec.cluster}"
-        )
 
-    status = {**pods.status(), "engines": engines}
-    conditions = [pods.condition, ready_condition, composed]
-    if verdict is not None:
-        conditions.append(
-            Condition(ADMITTED_CONDITION, verdict.status, verdict.reason, verdict.message)
-        )
-        if verdict.record is not None:
-            status["admission"] = verdict.record.to_wire()
-    return Decision(
-        desired=desired,
-        status=status,
-        conditions=tuple(conditions),
-        events=tuple(events),
-        kept=tuple(kept),
-        ready=ready_condition.status == "True",
-        retry_after=verdict.retry_after if verdict is not None else None,
+# -- phase 8: report ---------------------------------------------------------------------------
+
+
+def composed_condition(listed: tuple[Problem, ...], kept: bool, cluster: str) -> Condition:
+    if not listed:
+        return Condition(COMPOSED, "True", "Composed", f"composed on InferenceCluster {cluster}")
+    message = "; ".join(p.message for p in listed)
+    if kept:
+        message += f"; {KEPT_NOTE}"
+    return Condition(COMPOSED, "False", listed[0].reason, message)
+
+
+def warning_events(
+    given: Inputs, target: Target, pods_verdict: PodsScheduledVerdict, listed: tuple[Problem, ...]
+) -> tuple[Event, ...]:
+    """The Warning events, in a fixed order: the placement time, the cluster's maxAge,
+    the agent's report, then every problem a person has to fix."""
+    said = [given.replica.placement_problem]
+    if target.cluster is not None:
+        said.append(target.cluster.max_age_problem)
+    said.extend(pods_verdict.warnings)
+    said.extend(p.message for p in listed if p.warn)
+    return tuple(Event("Warning", text) for text in said if text)
+
+
+def _status(
+    pods_verdict: PodsScheduledVerdict, ready: WorkloadsReadiness, verdict: AdmissionVerdict
+) -> dict:
+    status = {**pods_verdict.status(), "engines": list(ready.engines)}
+    if verdict.record is not None:
+        status["admission"] = verdict.record.to_wire()
+    return status
+
+
+def requirements(given: Inputs) -> Requirements:
+    """The cluster, and its ModelReplicas only until the verdict for this placement is
+    recorded: a decided replica never reads them again (design/admission.md, "Cost")."""
+    replica = given.replica
+    cluster = replica.spec.cluster
+    return Requirements(cluster, "" if replica.verdict_recorded or not cluster else cluster)
+
+
+# -- the pass ----------------------------------------------------------------------------------
+
+
+def decide(given: Inputs) -> Outcome:
+    """Decide the resources, status, conditions and events of one ModelReplica."""
+    spec = given.replica.spec
+    verdict = admit(given)
+    target = resolve(given)
+    replica = Replica(
+        name=given.replica.name,
+        namespace=given.replica.namespace,
+        cluster=spec.cluster,
+        provider_config=target.cluster.provider_config if target.cluster is not None else "",
     )
-
-
-def _has_workloads(spec: ReplicaSpec, observed: Mapping[str, ObservedObject]) -> bool:
-    """Whether an engine Object on the replica's cluster exists: it was started already.
-
-    Any name under the cluster's prefix counts (an engine renamed since is
-    still running work); the ReplicaObservation is not a workload.
-    """
-    prefix, report = f"{spec.cluster}/", observation_resource(spec.cluster)
-    return bool(spec.cluster) and any(n.startswith(prefix) and n != report for n in observed)
-
-
-def _admit(
-    spec: ReplicaSpec,
-    previous_status: Mapping,
-    observed: Mapping[str, ObservedObject],
-    now: datetime,
-    given: AdmissionInput | None,
-) -> admission.Verdict | None:
-    if given is None:
-        return None
-    problem = given.problem
-    if problem is None and (spec.defects or spec.invalid):
-        problem = "its spec is invalid"
-    return admission.judge(
-        given.mine,
-        given.placement,
-        given.cluster,
-        given.others,
-        now,
-        previous=record_from_status(previous_status),
-        has_workloads=_has_workloads(spec, observed),
-        problem=problem,
+    composition = compose(given, target, replica, verdict.admitted)
+    found = problems(spec, target, composition)
+    leftovers = keep(given.observed, composition.desired, clean=not found.listed)
+    late = admission_problem(found.listed, verdict)
+    listed = (*found.listed, late) if late is not None else found.listed
+    pods_verdict = pods(given, target, composition, replica)
+    ready = readiness(given, found.by_engine)
+    admitted = Condition(ADMITTED_CONDITION, verdict.status, verdict.reason, verdict.message)
+    return Outcome(
+        requirements=requirements(given),
+        resources=leftovers.resources,
+        kept_unchanged=leftovers.kept,
+        status=_status(pods_verdict, ready, verdict),
+        conditions=(
+            pods_verdict.condition,
+            ready.condition,
+            composed_condition(listed, bool(leftovers.kept), spec.cluster),
+            admitted,
+        ),
+        events=warning_events(given, target, pods_verdict, listed),
+        ready=ready.condition.status == "True",
+        requeue_after=(
+            max(verdict.retry_after, MIN_REQUEUE) if verdict.retry_after is not None else None
+        ),
     )
-
-
-def _observed_report(obj: ObservedObject | None) -> pods_scheduled.Source:
-    if obj is None or obj.remote is None:
-        return pods_scheduled.NOT_REPORTED
-    return pods_scheduled.parse_report(obj.remote.get("status"))

@@ -96,16 +96,16 @@ Source = Report | Malformed | Unobserved
 NOT_REPORTED = Unobserved("the agent has not reported on the replica's pods yet")
 
 
-def parse_report(status: object) -> Source:
-    """Parse a ReplicaObservation's status; never raises."""
-    if not isinstance(status, Mapping) or not status:
-        return NOT_REPORTED
-    defects: list[str] = []
-    observed_at = None
+def _observed_at(status: Mapping, defects: list[str]) -> datetime | None:
     try:
-        observed_at = parse_time(status.get("observedAt"))
+        return parse_time(status.get("observedAt"))
     except ValueError as err:
         defects.append(problem("observedAt", str(err), status.get("observedAt")))
+        return None
+
+
+def _counts(status: Mapping, defects: list[str]) -> tuple[int | None, int | None]:
+    """(pods, scheduledPods), each None when it is not a count."""
     pods = as_count(status.get("pods"))
     scheduled_pods = as_count(status.get("scheduledPods"))
     if pods is None or pods < 0:
@@ -114,7 +114,11 @@ def parse_report(status: object) -> Source:
         defects.append(problem("scheduledPods", "must be a count", status.get("scheduledPods")))
     if pods is not None and scheduled_pods is not None and scheduled_pods > pods:
         defects.append(problem("scheduledPods", f"exceeds the {pods} pods", scheduled_pods))
+    return pods, scheduled_pods
 
+
+def _scheduled_condition(status: Mapping, defects: list[str]) -> Mapping:
+    """The Scheduled condition, {} when there is none; its status must be a known one."""
     conditions = status.get("conditions")
     scheduled = None
     if isinstance(conditions, list):
@@ -124,29 +128,54 @@ def parse_report(status: object) -> Source:
         )
     if scheduled is None:
         defects.append("there is no Scheduled condition")
-        scheduled = {}
+        return {}
     state = scheduled.get("status")
-    if scheduled and state not in ("True", "False", "Unknown"):
+    if state not in ("True", "False", "Unknown"):
         defects.append(
             problem("conditions[Scheduled].status", "must be True, False or Unknown", state)
         )
-    since = None
-    if scheduled.get("lastTransitionTime") is not None:
-        try:
-            since = parse_time(scheduled["lastTransitionTime"])
-        except ValueError as err:
-            defects.append(
-                problem(
-                    "conditions[Scheduled].lastTransitionTime",
-                    str(err),
-                    scheduled["lastTransitionTime"],
-                )
+    return scheduled
+
+
+def _since(scheduled: Mapping, defects: list[str]) -> datetime | None:
+    """The Scheduled condition's lastTransitionTime; None when absent or unreadable."""
+    if scheduled.get("lastTransitionTime") is None:
+        return None
+    try:
+        return parse_time(scheduled["lastTransitionTime"])
+    except ValueError as err:
+        defects.append(
+            problem(
+                "conditions[Scheduled].lastTransitionTime",
+                str(err),
+                scheduled["lastTransitionTime"],
             )
+        )
+        return None
+
+
+def _true_defects(
+    since: datetime | None, pods: int | None, scheduled_pods: int | None, defects: list[str]
+) -> None:
+    """What a True Scheduled condition must come with."""
+    if since is None and not any("lastTransitionTime" in d for d in defects):
+        defects.append("the Scheduled condition is True without a lastTransitionTime")
+    if pods is not None and scheduled_pods is not None and scheduled_pods < pods:
+        defects.append("the Scheduled condition is True while some pods are not bound")
+
+
+def parse_report(status: object) -> Source:
+    """Parse a ReplicaObservation's status; never raises."""
+    if not isinstance(status, Mapping) or not status:
+        return NOT_REPORTED
+    defects: list[str] = []
+    observed_at = _observed_at(status, defects)
+    pods, scheduled_pods = _counts(status, defects)
+    scheduled = _scheduled_condition(status, defects)
+    state = scheduled.get("status")
+    since = _since(scheduled, defects)
     if state == "True":
-        if since is None and not any("lastTransitionTime" in d for d in defects):
-            defects.append("the Scheduled condition is True without a lastTransitionTime")
-        if pods is not None and scheduled_pods is not None and scheduled_pods < pods:
-            defects.append("the Scheduled condition is True while some pods are not bound")
+        _true_defects(since, pods, scheduled_pods, defects)
     if defects:
         return Malformed(tuple(defects))
     assert observed_at is not None and pods is not None and scheduled_pods is not None
@@ -183,7 +212,9 @@ class Previous:
 
 
 @dataclass(frozen=True, slots=True)
-class Verdict:
+class PodsScheduledVerdict:
+    """The PodsScheduled condition and the status fields that go with it."""
+
     condition: Condition
     pods: dict
     scheduled_at: datetime | None
@@ -233,12 +264,20 @@ def judge(
     max_age: timedelta,
     previous: Previous,
     engine_of: Callable[[str], str | None],
-) -> Verdict:
+) -> PodsScheduledVerdict:
     """The PodsScheduled condition, status.pods and status.scheduledAt."""
     pods: dict = {} if expected is None else {"expected": expected}
 
-    def unknown(message: str, *warnings: str, reason: str = NOT_OBSERVED) -> Verdict:
-        return Verdict(Condition(TYPE, "Unknown", reason, message), pods, None, warnings)
+    def verdict(status: str, reason: str, message: str, *warnings: str) -> PodsScheduledVerdict:
+        return PodsScheduledVerdict(
+            condition=Condition(TYPE, status, reason, message),
+            pods=pods,
+            scheduled_at=None,
+            warnings=warnings,
+        )
+
+    def unknown(message: str, *warnings: str, reason: str = NOT_OBSERVED) -> PodsScheduledVerdict:
+        return verdict("Unknown", reason, message, *warnings)
 
     if isinstance(source, Unobserved):
         return unknown(source.message)
@@ -251,9 +290,6 @@ def judge(
         return unknown(f"the agent's report is {stale}")
 
     pods.update(observed=report.pods, scheduled=report.scheduled_pods)
-
-    def verdict(status: str, reason: str, message: str, *warnings: str) -> Verdict:
-        return Verdict(Condition(TYPE, status, reason, message), pods, None, warnings)
 
     if report.scheduled == "False" and report.reason == UNSCHEDULABLE:
         message, now_said = _unschedulable_message(report, engine_of, previous)
@@ -271,12 +307,12 @@ def judge(
             "created yet)",
         )
     if report.scheduled == "True":
-        return Verdict(
-            Condition(
+        return PodsScheduledVerdict(
+            condition=Condition(
                 TYPE, "True", ALL_PODS_SCHEDULED, "every pod of the replica is bound to a node"
             ),
-            pods,
-            _scheduled_at(report, previous),
-            (),
+            pods=pods,
+            scheduled_at=_scheduled_at(report, previous),
+            warnings=(),
         )
     return verdict("False", PODS_PENDING, "some of the replica's pods are not bound to a node yet")

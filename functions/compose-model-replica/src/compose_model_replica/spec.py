@@ -89,7 +89,7 @@ class InvalidEngine:
 
 
 @dataclass(frozen=True, slots=True)
-class ReplicaSpec:
+class ParsedSpec:
     cluster: str
     tolerations: tuple[Mapping, ...]
     engines: tuple[Engine, ...]
@@ -117,53 +117,53 @@ def _selector_expression(selector: object, where: str, defects: list[str]) -> st
     return None
 
 
+def _device_request(
+    item: object, at: str, seen: set[str], defects: list[str]
+) -> DeviceRequest | None:
+    """One deviceRequests[] entry, or None when it cannot become a request."""
+    if not isinstance(item, Mapping):
+        defects.append(f"{at} must be an object")
+        return None
+    name = item.get("name")
+    if not isinstance(name, str) or not _DNS_LABEL.match(name):
+        defects.append(f"{at}.name must be a DNS label, got {name!r}")
+        return None
+    if name in seen:
+        defects.append(f"{at}.name {name!r} is repeated")
+        return None
+    seen.add(name)
+    at = f"{at} ({name})"
+    device_class = item.get("deviceClassName")
+    count = as_count(item.get("count"))
+    if not isinstance(device_class, str) or not device_class:
+        defects.append(f"{at} needs a deviceClassName")
+    if count is None or count < 1:
+        defects.append(f"{at}.count must be a positive count, got {item.get('count')!r}")
+    selectors = _selectors(item.get("selectors") or [], at, defects)
+    if not (isinstance(device_class, str) and device_class and count and count >= 1):
+        return None
+    return DeviceRequest(name=name, count=count, selectors=selectors, device_class=device_class)
+
+
+def _selectors(raw: object, at: str, defects: list[str]) -> tuple[str, ...]:
+    if not isinstance(raw, list):
+        defects.append(f"{at}.selectors must be a list")
+        return ()
+    expressions = [
+        _selector_expression(s, f"{at}.selectors[{j}]", defects) for j, s in enumerate(raw)
+    ]
+    return tuple(e for e in expressions if e)
+
+
 def _device_requests(raw: object, where: str, defects: list[str]) -> tuple[DeviceRequest, ...]:
     if raw is None:
         return ()
     if not isinstance(raw, list):
         defects.append(f"{where} must be a list")
         return ()
-    requests = []
     seen: set[str] = set()
-    for i, item in enumerate(raw):
-        at = f"{where}[{i}]"
-        if not isinstance(item, Mapping):
-            defects.append(f"{at} must be an object")
-            continue
-        name = item.get("name")
-        if not isinstance(name, str) or not _DNS_LABEL.match(name):
-            defects.append(f"{at}.name must be a DNS label, got {name!r}")
-            continue
-        if name in seen:
-            defects.append(f"{at}.name {name!r} is repeated")
-            continue
-        seen.add(name)
-        device_class = item.get("deviceClassName")
-        count = as_count(item.get("count"))
-        if not isinstance(device_class, str) or not device_class:
-            defects.append(f"{at} ({name}) needs a deviceClassName")
-        if count is None or count < 1:
-            defects.append(
-                f"{at} ({name}).count must be a positive count, got {item.get('count')!r}"
-            )
-        raw_selectors = item.get("selectors") or []
-        if not isinstance(raw_selectors, list):
-            defects.append(f"{at} ({name}).selectors must be a list")
-            raw_selectors = []
-        selectors = [
-            _selector_expression(s, f"{at} ({name}).selectors[{j}]", defects)
-            for j, s in enumerate(raw_selectors)
-        ]
-        if isinstance(device_class, str) and device_class and count and count >= 1:
-            requests.append(
-                DeviceRequest(
-                    name=name,
-                    count=count,
-                    selectors=tuple(s for s in selectors if s),
-                    device_class=device_class,
-                )
-            )
-    return tuple(requests)
+    requests = [_device_request(item, f"{where}[{i}]", seen, defects) for i, item in enumerate(raw)]
+    return tuple(r for r in requests if r is not None)
 
 
 def _pod_template(raw: object, where: str, defects: list[str]) -> tuple[Mapping, Mapping]:
@@ -209,39 +209,40 @@ def _template_shape_defects(metadata: Mapping, spec: Mapping, where: str) -> lis
     for i, claim in enumerate(spec.get("resourceClaims") or []):
         if not isinstance(claim, Mapping):
             defects.append(problem(f"{where}.spec.resourceClaims[{i}]", "must be an object", claim))
-    anti = (
-        (spec.get("affinity") or {}).get("podAntiAffinity")
-        if isinstance(spec.get("affinity"), Mapping)
-        else None
-    )
-    if anti is not None and not isinstance(anti, Mapping):
-        defects.append(problem(f"{where}.spec.affinity.podAntiAffinity", "must be an object", anti))
-    elif anti is not None:
-        terms = anti.get("requiredDuringSchedulingIgnoredDuringExecution")
-        if terms is not None and not isinstance(terms, list):
-            defects.append(
-                problem(
-                    f"{where}.spec.affinity.podAntiAffinity."
-                    "requiredDuringSchedulingIgnoredDuringExecution",
-                    "must be a list",
-                    terms,
-                )
-            )
+    defects.extend(_anti_affinity_defects(spec, where))
     for i, container in enumerate(spec["containers"]):
-        at = f"{where}.spec.containers[{i}]"
-        if not isinstance(container, Mapping):
-            defects.append(problem(at, "must be an object", container))
-            continue
-        resources = container.get("resources")
-        if resources is not None and not isinstance(resources, Mapping):
-            defects.append(problem(f"{at}.resources", "must be an object", resources))
-            continue
-        claims = (resources or {}).get("claims")
-        if claims is not None and (
-            not isinstance(claims, list) or not all(isinstance(c, Mapping) for c in claims)
-        ):
-            defects.append(problem(f"{at}.resources.claims", "must be a list of objects", claims))
+        defects.extend(_container_defects(container, f"{where}.spec.containers[{i}]"))
     return defects
+
+
+def _anti_affinity_defects(spec: Mapping, where: str) -> list[str]:
+    affinity = spec.get("affinity")
+    anti = (affinity or {}).get("podAntiAffinity") if isinstance(affinity, Mapping) else None
+    at = f"{where}.spec.affinity.podAntiAffinity"
+    if anti is None:
+        return []
+    if not isinstance(anti, Mapping):
+        return [problem(at, "must be an object", anti)]
+    terms = anti.get("requiredDuringSchedulingIgnoredDuringExecution")
+    if terms is not None and not isinstance(terms, list):
+        return [
+            problem(f"{at}.requiredDuringSchedulingIgnoredDuringExecution", "must be a list", terms)
+        ]
+    return []
+
+
+def _container_defects(container: object, at: str) -> list[str]:
+    if not isinstance(container, Mapping):
+        return [problem(at, "must be an object", container)]
+    resources = container.get("resources")
+    if resources is not None and not isinstance(resources, Mapping):
+        return [problem(f"{at}.resources", "must be an object", resources)]
+    claims = (resources or {}).get("claims")
+    if claims is not None and (
+        not isinstance(claims, list) or not all(isinstance(c, Mapping) for c in claims)
+    ):
+        return [problem(f"{at}.resources.claims", "must be a list of objects", claims)]
+    return []
 
 
 def _member(raw: object, where: str, defects: list[str]) -> Member | None:
@@ -271,7 +272,14 @@ def _member(raw: object, where: str, defects: list[str]) -> Member | None:
     metadata, pod_spec = _pod_template(raw.get("template"), where, defects)
     if not isinstance(pool, str):
         return None
-    return Member(role, pool, requests, nodes if role == WORKER else None, metadata, pod_spec)
+    return Member(
+        role=role,
+        pool=pool,
+        requests=requests,
+        worker_nodes=nodes if role == WORKER else None,
+        pod_metadata=metadata,
+        pod_spec=pod_spec,
+    )
 
 
 def _engine(raw: object, position: int) -> Engine | InvalidEngine:
@@ -302,7 +310,7 @@ def _engine(raw: object, position: int) -> Engine | InvalidEngine:
     return Engine(name, copies, tuple(m for m in members if m is not None))
 
 
-def parse_spec(spec: Mapping) -> ReplicaSpec:
+def parse_spec(spec: Mapping) -> ParsedSpec:
     """Parse a ModelReplica spec; never raises."""
     defects: list[str] = []
     cluster = spec.get("clusterName")
@@ -330,4 +338,10 @@ def parse_spec(spec: Mapping) -> ReplicaSpec:
             engines.append(parsed)
         else:
             invalid.append(parsed)
-    return ReplicaSpec(cluster, tuple(tolerations), tuple(engines), tuple(invalid), tuple(defects))
+    return ParsedSpec(
+        cluster=cluster,
+        tolerations=tuple(tolerations),
+        engines=tuple(engines),
+        invalid=tuple(invalid),
+        defects=tuple(defects),
+    )

@@ -1,0 +1,109 @@
+"""The typed inputs of compose-model-replica's core, read once from the request.
+
+readers.py builds them from the wire; core.py decides on them and never
+sees a Struct, a raw wire dict it has to interpret, or the clock. One value
+per input:
+
+    ReplicaInput    the ModelReplica XR: its identity, its parsed spec
+                    (spec.py), what its previous status says (PodsScheduled
+                    and the admission record) and its placement, and itself
+                    as its fellow replicas read it (a `Queued`);
+    ClusterInput    the required InferenceCluster: not fetched yet, fetched
+                    and absent, invalid against its XRD, or found (`Found`,
+                    its facts read through `capacity.readers.read_cluster`);
+    fellows         the cluster's ModelReplicas as admission queues them, or
+                    None while Crossplane has not fetched them;
+    observed        the composed Objects as the control plane last saw them.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass
+from datetime import datetime, timedelta
+
+from modelplane_common.capacity.admission import Queued, Record
+from modelplane_common.capacity.fleet import Cluster
+
+from compose_model_replica.pods_scheduled import Previous
+from compose_model_replica.spec import ParsedSpec
+
+
+@dataclass(frozen=True, slots=True)
+class ReplicaInput:
+    """The ModelReplica XR as the core reads it."""
+
+    name: str
+    namespace: str
+    spec: ParsedSpec
+    previous_pods: Previous  # what status said about PodsScheduled last time
+    previous_admission: Record | None  # status.admission, when readable
+    placement: str  # the raw modelplane.ai/placed-at annotation, "" when none
+    placement_problem: str | None  # why that annotation cannot be read
+    queued: Queued  # this replica, as its fellow replicas read it
+
+    @property
+    def verdict_recorded(self) -> bool:
+        """Whether status.admission holds the verdict for the current placement (sticky)."""
+        previous = self.previous_admission
+        return previous is not None and previous.binds(self.placement)
+
+
+@dataclass(frozen=True, slots=True)
+class NotFetched:
+    """Crossplane has not fetched the required InferenceCluster yet."""
+
+
+@dataclass(frozen=True, slots=True)
+class Absent:
+    """Fetched: no InferenceCluster has that name."""
+
+
+@dataclass(frozen=True, slots=True)
+class Invalid:
+    """Fetched, but its spec breaks the XRD's schema (an unknown observation.mode too)."""
+
+    defects: str  # one `field.path: reason (got value)` per defect, joined by "; "
+
+
+@dataclass(frozen=True, slots=True)
+class ClusterFacts:
+    """What the replica reads of a found InferenceCluster whose spec is valid."""
+
+    fleet: Cluster | None  # its pools as admission counts them; None: it has no name
+    pools: frozenset[str]  # spec.nodePools[].name
+    mode: str  # spec.observation.mode
+    max_age: timedelta  # spec.observation.maxAge, or the default
+    max_age_problem: str | None  # why the default replaced a malformed maxAge
+    provider_config: str  # status.providerConfigRef.name; "" until published
+    agent_present: bool  # status.agent.present
+
+
+@dataclass(frozen=True, slots=True)
+class Found:
+    facts: ClusterFacts
+
+
+ClusterInput = NotFetched | Absent | Invalid | Found
+
+
+@dataclass(frozen=True, slots=True)
+class ObservedObject:
+    """A composed Object as the control plane last saw it."""
+
+    body: Mapping  # as observed, status removed
+    ready: bool
+    synced: bool | None  # None: no Synced condition yet
+    synced_message: str = ""
+    remote: Mapping | None = None  # the workload-cluster object the provider last saw
+
+
+@dataclass(frozen=True, slots=True)
+class Inputs:
+    """Everything one pass decides on."""
+
+    replica: ReplicaInput
+    cluster: ClusterInput
+    fellows: tuple[Queued, ...] | None  # the cluster's ModelReplicas; None: not fetched
+    observed: Mapping[str, ObservedObject]
+    now: datetime

@@ -1,0 +1,175 @@
+"""Wire to model: read a RunFunctionRequest once into the core's typed inputs (model.py).
+
+One reader per kind:
+
+    ModelReplica     the XR itself (`read_replica`): metadata, spec (spec.py
+                     parses it engine by engine) and status read from the
+                     dict; itself and its fellow replicas (`read_fellows`)
+                     read straight from their Structs by
+                     `capacity.admission.read_queued`, the reader the
+                     scheduler uses, so every replica of a cluster sees the
+                     same queue;
+    InferenceCluster `read_cluster_input`: validated against the model
+                     generated from its XRD and read into the capacity types
+                     by `capacity.readers.read_cluster`, plus what only the
+                     replica needs (provider config, agent presence);
+    Object           `read_observed`: its Ready and Synced conditions and the
+                     remote object provider-kubernetes last saw.
+
+Readers raise only `InvalidInput`, when the composite is not an object with
+metadata.name and spec (guard.py makes that a Fatal result); everything
+else malformed is read as what it is and judged by the core.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from datetime import datetime
+
+from crossplane.function import resource
+from crossplane.function.proto.v1 import run_function_pb2 as fnv1
+from google.protobuf import struct_pb2
+from modelplane_common import inputs, labels
+from modelplane_common.capacity.admission import (
+    Queued,
+    placement_annotation,
+    read_queued,
+    record_from_status,
+)
+from modelplane_common.capacity.fleet import Cluster
+from modelplane_common.capacity.readers import UnreadableCluster, get_str, get_struct, read_cluster
+from modelplane_common.timeutil import parse_time_or_none
+
+from compose_model_replica.model import (
+    Absent,
+    ClusterFacts,
+    ClusterInput,
+    Found,
+    Inputs,
+    Invalid,
+    NotFetched,
+    ObservedObject,
+    ReplicaInput,
+)
+from compose_model_replica.pods_scheduled import Previous
+from compose_model_replica.spec import parse_spec
+
+CLUSTER_REQUIREMENT = "cluster"
+# The cluster's ModelReplicas (label modelplane.ai/cluster), for admission.
+REPLICAS_REQUIREMENT = "cluster-replicas"
+
+
+def read_request(req: fnv1.RunFunctionRequest, now: datetime) -> Inputs:
+    """Every input of one pass. Raises InvalidInput when the composite cannot be read."""
+    replica = read_replica(req.observed.composite.resource)
+    cluster_name = replica.spec.cluster
+    return Inputs(
+        replica=replica,
+        cluster=read_cluster_input(req),
+        fellows=read_fellows(req, cluster_name),
+        observed={name: read_observed(r) for name, r in req.observed.resources.items()},
+        now=now,
+    )
+
+
+def read_replica(composite: struct_pb2.Struct) -> ReplicaInput:
+    """The XR. Raises InvalidInput when it has no metadata.name, or metadata or spec
+    is not an object: a composite that is not even that cannot be reasoned about."""
+    xr = resource.struct_to_dict(composite)
+    metadata = inputs.mapping(xr.get("metadata"), "metadata")
+    name = inputs.name(metadata.get("name"))
+    spec = parse_spec(inputs.mapping(xr.get("spec"), "spec"))
+    status = inputs.status_of(xr)
+    placement = placement_annotation(metadata)
+    return ReplicaInput(
+        name=name,
+        namespace=str(metadata.get("namespace") or ""),
+        spec=spec,
+        previous_pods=Previous.from_status(status),
+        previous_admission=record_from_status(status),
+        placement=placement,
+        placement_problem=_placement_problem(placement),
+        queued=read_queued(composite, spec.cluster),
+    )
+
+
+def _placement_problem(placement: str) -> str | None:
+    if placement and parse_time_or_none(placement) is None:
+        return inputs.problem(
+            f'metadata.annotations["{labels.PLACED_AT}"]', "must be an RFC 3339 time", placement
+        )
+    return None
+
+
+def read_cluster_input(req: fnv1.RunFunctionRequest) -> ClusterInput:
+    """Not fetched (no entry yet), fetched and absent (an empty entry), invalid, or found."""
+    if CLUSTER_REQUIREMENT not in req.required_resources:
+        return NotFetched()
+    items = req.required_resources[CLUSTER_REQUIREMENT].items
+    if not items:
+        return Absent()
+    body = inputs.integral_object(resource.struct_to_dict(items[0].resource))
+    try:
+        fleet, _ = read_cluster(body)
+    except UnreadableCluster as err:
+        return Invalid(str(err))
+    except inputs.InvalidInput:
+        # No name: admission cannot count it, but its spec still says what to compose.
+        defects = inputs.inference_cluster_problems(body.get("spec"))
+        if defects:
+            return Invalid("; ".join(defects))
+        fleet = None
+    return Found(_cluster_facts(body, fleet))
+
+
+def _cluster_facts(body: Mapping, fleet: Cluster | None) -> ClusterFacts:
+    """The facts of an InferenceCluster whose spec passed its schema."""
+    spec = body.get("spec")
+    assert isinstance(spec, Mapping)  # the schema check requires an object
+    status = inputs.status_of(body)
+    ref, agent = status.get("providerConfigRef"), status.get("agent")
+    provider_config = ref.get("name") if isinstance(ref, Mapping) else None
+    max_age, max_age_problem = inputs.max_age(
+        spec.get("observation"), "the cluster's spec.observation"
+    )
+    return ClusterFacts(
+        fleet=fleet,
+        pools=frozenset(
+            name
+            for p in spec.get("nodePools") or []
+            if isinstance(p, Mapping) and isinstance(name := p.get("name"), str)
+        ),
+        mode=inputs.observation_mode(spec.get("observation")),
+        max_age=max_age,
+        max_age_problem=max_age_problem,
+        provider_config=provider_config if isinstance(provider_config, str) else "",
+        agent_present=isinstance(agent, Mapping) and agent.get("present") is True,
+    )
+
+
+def read_fellows(req: fnv1.RunFunctionRequest, cluster_name: str) -> tuple[Queued, ...] | None:
+    """The cluster's ModelReplicas as admission queues them; None while not fetched."""
+    if REPLICAS_REQUIREMENT not in req.required_resources:
+        return None
+    return tuple(
+        read_queued(item.resource, cluster_name)
+        for item in req.required_resources[REPLICAS_REQUIREMENT].items
+        # The label selected them; the spec is what pins them to the cluster.
+        if get_str(get_struct(item.resource, "spec"), "clusterName") == cluster_name
+    )
+
+
+def read_observed(observed: fnv1.Resource) -> ObservedObject:
+    body = resource.struct_to_dict(observed.resource)
+    status = body.pop("status", None)
+    status = status if isinstance(status, dict) else {}
+    synced = inputs.find_condition({"status": status}, "Synced")
+    at_provider = status.get("atProvider")
+    remote = at_provider.get("manifest") if isinstance(at_provider, dict) else None
+    return ObservedObject(
+        body=body,
+        ready=inputs.condition_status({"status": status}, "Ready") == "True",
+        synced={"True": True, "False": False}.get(str(synced.get("status"))),
+        synced_message=str(synced.get("message") or ""),
+        remote=remote if isinstance(remote, dict) and remote else None,
+    )
