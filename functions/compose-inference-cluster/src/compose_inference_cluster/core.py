@@ -40,7 +40,10 @@ Invariants
     - Nothing already composed is dropped because an input is momentarily
       missing: a pool Object that exists stays desired while its pool is in
       the spec, even if the agent's CRD Object stops reporting.
-    - A pool leaves the desired state only when it leaves a valid spec.
+    - A pool leaves the desired state only when it leaves a valid spec; the
+      agent's install Objects only when a valid spec turns
+      `observation.agent.install` off, and their leaving only stops managing
+      what they applied (agent_install.py).
     - Declared mode composes no observation and publishes no observed fields.
     - The publisher does not judge freshness for publishing: it republishes
       the agent's `observedAt`, and the scheduler compares it with `maxAge`.
