@@ -148,6 +148,27 @@ class NodePool(BaseModel):
     ]
 
 
+class Agent(BaseModel):
+    model_config = ConfigDict(
+        extra="allow",
+    )
+    image: Annotated[
+        str | None,
+        Field(
+            description="The agent's image; default modelplane/agent:v<the function's version>.",
+            max_length=512,
+            min_length=1,
+            pattern="^[^\\s]+$",
+        ),
+    ] = None
+    install: Annotated[
+        bool | None,
+        Field(
+            description="true composes the agent's install manifests (deploy/agent: its CRDs, Namespace, ServiceAccount, RBAC and Deployment) on the workload cluster through the cluster's provider config, and keeps them up to date; never deletes them (uninstall with kubectl delete -k deploy/agent). false (the default): install the agent yourself."
+        ),
+    ] = False
+
+
 class Mode(StrEnum):
     OBSERVED = "Observed"
     DECLARED = "Declared"
@@ -157,6 +178,12 @@ class Observation(BaseModel):
     model_config = ConfigDict(
         extra="allow",
     )
+    agent: Annotated[
+        Agent | None,
+        Field(
+            description="Whether modelplane installs the agent on the workload cluster itself."
+        ),
+    ] = None
     fallback: Annotated[
         Fallback | None,
         Field(
@@ -223,7 +250,7 @@ class Spec(BaseModel):
     ] = None
 
 
-class Agent(BaseModel):
+class Agent1(BaseModel):
     model_config = ConfigDict(
         extra="allow",
     )
@@ -327,7 +354,7 @@ class Status(BaseModel):
         extra="allow",
     )
     agent: Annotated[
-        Agent | None,
+        Agent1 | None,
         Field(
             description="Whether the in-cluster agent's CRDs were seen on the workload cluster."
         ),

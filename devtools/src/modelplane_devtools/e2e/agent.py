@@ -70,10 +70,10 @@ def install(kube: Kube, workdir: Path) -> Installed:
     deployment = kube.get("deployment", DEPLOYMENT, NAMESPACE)
     assert deployment is not None, f"kubectl apply -k {KUSTOMIZATION} made no {DEPLOYMENT}"
     (container,) = deployment["spec"]["template"]["spec"]["containers"]
-    return Installed(_identity(kube, workdir), tuple(container.get("args") or ()))
+    return Installed(identity(kube, workdir), tuple(container.get("args") or ()))
 
 
-def _identity(kube: Kube, workdir: Path) -> Path:
+def identity(kube: Kube, workdir: Path) -> Path:
     """A kubeconfig holding a token the API server issued for the agent's ServiceAccount."""
     token = kube.kubectl(
         "create", "token", SERVICE_ACCOUNT, "-n", NAMESPACE, "--duration=24h"

@@ -1,28 +1,36 @@
 """What compose-inference-cluster decides, as pure functions of typed inputs.
 
 An InferenceCluster is a bring-your-own workload cluster with declared GPU
-pools. This module decides, from the XR spec and what was observed on the
-workload cluster, three things:
+pools. This module decides, from the XR spec, the composed resources as the
+control plane last saw them (`ObservedObject`s) and `now`, everything the
+shell writes back (`Decision`):
 
-1. Which resources to compose on the workload cluster: a ClusterProviderConfig
-   from the kubeconfig Secret; in Observed mode an observe-only Object for the
-   agent's PoolObservation CRD; once that CRD has been seen, one
-   PoolObservation Object per declared pool.
+1. Which resources to compose on the workload cluster, and which of them are
+   ready: a ClusterProviderConfig from the kubeconfig Secret; in Observed
+   mode an observe-only Object for the agent's PoolObservation CRD; once
+   that CRD has been seen, one PoolObservation Object per declared pool;
+   with `observation.agent.install`, the agent's install Objects
+   (agent_install.py). The provider config and the CRD Object are ready
+   once composed (neither has a workload to wait for); every other Object
+   when provider-kubernetes reports it Ready. Observed resources this pass
+   does not compose are kept unchanged when `kept` says so.
 2. What to publish per pool in `status.gpuPools`: the declared fields always
    (`name`, `nodes`, `devices`), the observed fields (`observedAt`,
    `observedNodes`, `nodesByFreeDevices`) only when the agent's report passes
    `modelplane_common.observation.parse_observation`. Absence of the observed
    fields is the scheduler's signal to fall back to the pool's fallback
    accounting (`WholeNode` or `DeviceCount`, `read_fallbacks`).
-3. Which conditions and events tell a platform engineer what happened.
+3. Which conditions and events tell a platform engineer what happened
+   (`Configured`, `CapacityObserved`, `AgentInstalled`).
 4. Whether the cluster itself is Ready (`ready`; the shell states it as the
    XR's `Ready` instead of letting Crossplane derive it): when this pass
    composes the provider config (the credentials reference is complete)
    and every pool Object it composes or keeps is Ready. Ready says the
    control plane can compose on the cluster; it says nothing about
    capacity. `CapacityObserved=False` (Declared mode, no agent, a stale or
-   rejected report) leaves it Ready: the scheduler counts those pools by
-   their fallback, and only a cluster whose Ready is False gets no new replicas.
+   rejected report) and `AgentInstalled=False` leave it Ready: the scheduler
+   counts those pools by their fallback, and only a cluster whose Ready is
+   False gets no new replicas.
 
 Invariants
     - A spec that breaks the XRD's schema (checked against the generated
@@ -32,7 +40,10 @@ Invariants
     - Nothing already composed is dropped because an input is momentarily
       missing: a pool Object that exists stays desired while its pool is in
       the spec, even if the agent's CRD Object stops reporting.
-    - A pool leaves the desired state only when it leaves a valid spec.
+    - A pool leaves the desired state only when it leaves a valid spec; the
+      agent's install Objects only when a valid spec turns
+      `observation.agent.install` off, and their leaving only stops managing
+      what they applied (agent_install.py).
     - Declared mode composes no observation and publishes no observed fields.
     - The publisher does not judge freshness for publishing: it republishes
       the agent's `observedAt`, and the scheduler compares it with `maxAge`.
@@ -48,6 +59,7 @@ from datetime import datetime, timedelta
 from modelplane_common import labels
 from modelplane_common.capacity.fleet import Fallback
 from modelplane_common.capacity.readers import read_fallbacks
+from modelplane_common.composed import ObservedObject
 from modelplane_common.inputs import (
     DEFAULT_MAX_AGE_TEXT,
     inference_cluster_problems,
@@ -64,7 +76,9 @@ from modelplane_common.observation import (
     declared_nodes,
     parse_observation,
 )
-from modelplane_common.outcome import Condition, Event
+from modelplane_common.outcome import Condition, Event, unchanged
+
+from compose_inference_cluster import agent_install
 
 PROVIDER_CONFIG = "provider-config"
 AGENT_CRD = "agent-crd"
@@ -79,7 +93,7 @@ def pool_resource_name(pool: str) -> str:
 
 @dataclass(frozen=True, slots=True)
 class ObservedState:
-    """What the function saw of its composed resources on the workload cluster.
+    """What this pass knows of the agent, read from the composed Objects (`observed_state`).
 
     `pool_reports` maps a pool name to the PoolObservation status the agent
     wrote (None when the Object exists but carries no remote status yet); a
@@ -88,6 +102,17 @@ class ObservedState:
 
     agent_crd_seen: bool = False
     pool_reports: Mapping[str, Mapping | None] = field(default_factory=dict)
+
+
+def observed_state(observed: Mapping[str, ObservedObject]) -> ObservedState:
+    """The agent CRD Object carrying the CRD it observes, and each pool Object's report."""
+    reports: dict[str, Mapping | None] = {}
+    for name, obj in observed.items():
+        if name.startswith(POOL_PREFIX):
+            status = obj.remote.get("status") if obj.remote else None
+            reports[name[len(POOL_PREFIX) :]] = status if isinstance(status, Mapping) else None
+    agent = observed.get(AGENT_CRD)
+    return ObservedState(agent is not None and agent.remote is not None, reports)
 
 
 @dataclass(frozen=True, slots=True)
@@ -103,16 +128,24 @@ class PoolVerdict:
 
 
 @dataclass(frozen=True, slots=True)
+class Desired:
+    body: Mapping
+    ready: bool
+
+
+@dataclass(frozen=True, slots=True)
 class Decision:
-    provider_config: dict | None
-    agent_crd: dict | None
-    pool_objects: dict[str, dict]
+    """Everything the shell writes: it translates this, and decides nothing."""
+
+    # Composed this pass and kept, by composition resource name.
+    desired: dict[str, Desired]
+    # Of those, the observed ones kept unchanged although this pass did not compose them.
+    kept: tuple[str, ...]
     status: dict
     conditions: tuple[Condition, ...]
     events: tuple[Event, ...]
     verdicts: tuple[PoolVerdict, ...]
-    # True when the spec could not be read: nothing observed may be removed.
-    unresolved: bool = False
+    ready: bool  # the cluster's own Ready
 
 
 def provider_config(xr_name: str, secret_ref: Mapping) -> dict:
@@ -272,18 +305,20 @@ def spec_defects(spec: Mapping) -> list[str]:
     return inference_cluster_problems(spec)
 
 
-def unresolved(spec_problems: list[str], previous_status: Mapping) -> Decision:
+def _unresolved(
+    spec_problems: list[str], previous_status: Mapping, observed: Mapping[str, ObservedObject]
+) -> Decision:
     """A spec that breaks the schema decides nothing: keep everything, say why.
 
-    The composed resources are kept by `kept_for_safety`, the published
-    status is passed through unchanged (the scheduler judges its freshness
-    itself), and the condition names every defect.
+    Every observed resource is kept unchanged, the published status is
+    passed through (the scheduler judges its freshness itself), and the
+    condition names every defect. The cluster is not Ready: this pass
+    composes no provider config.
     """
     message = "; ".join(spec_problems)
     return Decision(
-        provider_config=None,
-        agent_crd=None,
-        pool_objects={},
+        desired={name: Desired(unchanged(obj.body), obj.ready) for name, obj in observed.items()},
+        kept=tuple(sorted(observed)),
         status=dict(previous_status),
         conditions=(
             Condition(
@@ -295,61 +330,112 @@ def unresolved(spec_problems: list[str], previous_status: Mapping) -> Decision:
         ),
         events=(Event("Warning", f"invalid spec: {message}"[:1024]),),
         verdicts=(),
-        unresolved=True,
+        ready=False,
     )
 
 
 def decide(
     xr_name: str,
     spec: Mapping,
-    observed: ObservedState,
+    observed: Mapping[str, ObservedObject],
     previous_status: Mapping,
     now: datetime,
+    version: str,
 ) -> Decision:
-    """Decide the desired resources, status, conditions and events of one InferenceCluster."""
+    """Decide the desired resources, status, conditions, events and readiness of one
+    InferenceCluster; `version` is the function's own (the agent image's default tag)."""
     problems = spec_defects(spec)
     if problems:
-        return unresolved(problems, previous_status)
+        return _unresolved(problems, previous_status, observed)
     # From here on spec conforms to the XRD's schema.
     pools = list(spec["nodePools"])
     mode = observation_mode(spec.get("observation"))
-    conditions: list[Condition] = [Condition("Configured", "True", "ValidSpec", "")]
-    events: list[Event] = []
+    state = observed_state(observed)
     max_age, max_age_problem = read_max_age(spec.get("observation"))
     fallbacks, fallback_problems = read_fallbacks(spec)
-    events.extend(
-        Event("Warning", problem) for problem in [max_age_problem, *fallback_problems] if problem
+    composed = _composed(
+        xr_name, spec, mode, state, _max_age_text(spec.get("observation"), max_age_problem), version
     )
-    secret_ref = spec["credentials"]["secretRef"]
-    pc = provider_config(xr_name, secret_ref)
-    # Objects live beside the kubeconfig Secret: the namespace the platform
-    # team already chose for this cluster's credentials.
-    namespace = secret_ref.get("namespace") or ""
-
-    observing = mode == "Observed"
-    agent_crd = agent_crd_object(xr_name, namespace) if observing and namespace else None
-    pool_objects: dict[str, dict] = {}
-    if observing and namespace:
-        for pool in pools:
-            if pool.get("devices") and (
-                observed.agent_crd_seen or pool["name"] in observed.pool_reports
-            ):
-                pool_objects[pool["name"]] = pool_observation_object(
-                    xr_name,
-                    namespace,
-                    pool,
-                    _max_age_text(spec.get("observation"), max_age_problem),
-                    fleet_tolerations(spec.get("taints")),
-                )
-
     verdicts = tuple(
         replace(
-            _verdict(p, mode, observed.agent_crd_seen, observed.pool_reports, now, max_age),
+            _verdict(p, mode, state.agent_crd_seen, state.pool_reports, now, max_age),
             fallback=fallbacks[p["name"]],
         )
         for p in pools
     )
+    installs = {n: o for n, o in composed.items() if n.startswith(agent_install.PREFIX)}
+    kept = _kept(set(observed) - set(composed), mode, pools)
+    desired = _desired(composed, kept, observed)
+    return Decision(
+        desired=desired,
+        kept=tuple(sorted(kept)),
+        status=_status(xr_name, pools, verdicts, state),
+        conditions=(
+            Condition("Configured", "True", "ValidSpec", ""),
+            _capacity_condition(mode, verdicts),
+            agent_install.condition(_install_requested(spec), installs, observed),
+        ),
+        events=(
+            *(Event("Warning", p) for p in [max_age_problem, *fallback_problems] if p),
+            *_verdict_events(verdicts, _previously_observed(previous_status)),
+        ),
+        verdicts=verdicts,
+        ready=_ready(desired),
+    )
 
+
+def _agent(spec: Mapping) -> Mapping:
+    observation = spec.get("observation")
+    agent = observation.get("agent") if isinstance(observation, Mapping) else None
+    return agent if isinstance(agent, Mapping) else {}
+
+
+def _install_requested(spec: Mapping) -> bool:
+    return _agent(spec).get("install") is True
+
+
+def _composed(
+    xr_name: str, spec: Mapping, mode: str, state: ObservedState, max_age: str, version: str
+) -> dict[str, dict]:
+    """The bodies this pass composes, by composition resource name."""
+    secret_ref = spec["credentials"]["secretRef"]
+    # Objects live beside the kubeconfig Secret: the namespace the platform
+    # team already chose for this cluster's credentials.
+    namespace = secret_ref["namespace"]
+    composed = {PROVIDER_CONFIG: provider_config(xr_name, secret_ref)}
+    if mode == "Observed":
+        composed[AGENT_CRD] = agent_crd_object(xr_name, namespace)
+        tolerations = fleet_tolerations(spec.get("taints"))
+        for pool in spec["nodePools"]:
+            if pool.get("devices") and (state.agent_crd_seen or pool["name"] in state.pool_reports):
+                composed[pool_resource_name(pool["name"])] = pool_observation_object(
+                    xr_name, namespace, pool, max_age, tolerations
+                )
+    if _install_requested(spec):
+        image = _agent(spec).get("image") or agent_install.default_image(version)
+        composed.update(agent_install.objects(xr_name, namespace, str(image)))
+    return composed
+
+
+def _desired(
+    composed: Mapping[str, dict], kept: set[str], observed: Mapping[str, ObservedObject]
+) -> dict[str, Desired]:
+    """Composed and kept resources with their readiness: the provider config and the
+    CRD Object have no workload to wait for (a missing agent CRD is a legitimate state,
+    not an outage); every other Object is ready when the provider reports it Ready."""
+    desired = {}
+    for name, body in composed.items():
+        seen = observed.get(name)
+        ready = name in (PROVIDER_CONFIG, AGENT_CRD) or (seen is not None and seen.ready)
+        desired[name] = Desired(body, ready)
+    for name in sorted(kept):
+        desired[name] = Desired(unchanged(observed[name].body), observed[name].ready)
+    return desired
+
+
+def _status(
+    xr_name: str, pools: Sequence[Mapping], verdicts: Sequence[PoolVerdict], state: ObservedState
+) -> dict:
     gpu_pools = []
     for pool, verdict in zip(pools, verdicts, strict=True):
         entry = {
@@ -363,29 +449,15 @@ def decide(
             kinds = DeviceKinds.from_declared(pool["devices"])
             entry.update(verdict.observation.to_wire(kinds))
         gpu_pools.append(entry)
-
     observed_pools = sum(1 for v in verdicts if v.observation is not None)
-    status: dict = {
+    return {
         "gpuPools": gpu_pools,
-        "agent": {"present": observed.agent_crd_seen},
+        "agent": {"present": state.agent_crd_seen},
         "observedPoolCount": observed_pools,
         # The OBSERVED printer column: a column prints a field, it cannot compute one.
         "observedPools": f"{observed_pools}/{len(gpu_pools)}",
+        "providerConfigRef": {"name": xr_name},
     }
-    if pc is not None:
-        status["providerConfigRef"] = {"name": xr_name}
-
-    conditions.append(_capacity_condition(mode, verdicts))
-    events.extend(_verdict_events(verdicts, _previously_observed(previous_status)))
-    return Decision(
-        provider_config=pc,
-        agent_crd=agent_crd,
-        pool_objects=pool_objects,
-        status=status,
-        conditions=tuple(conditions),
-        events=tuple(events),
-        verdicts=verdicts,
-    )
 
 
 def _max_age_text(observation: object, problem: str | None) -> str:
@@ -460,43 +532,33 @@ def _verdict_events(
     return events
 
 
-def kept_for_safety(observed_names: set[str], decision: Decision, spec: Mapping) -> set[str]:
-    """Observed resources to keep although this pass did not decide to compose them.
+def _kept(not_composed: set[str], mode: str, pools: Sequence[Mapping]) -> set[str]:
+    """Observed resources of a valid spec to keep although this pass did not compose them.
 
-    Only two things remove a composed resource, and only when the spec is
-    valid: its pool left the spec, or the cluster switched to Declared
-    mode. Anything else missing from this pass (an invalid spec, credentials
-    being edited, the agent CRD Object momentarily not reporting) is an
-    input problem, and input problems never delete.
+    Only deliberate edits of a valid spec remove a composed resource: its
+    pool left the spec, the cluster switched to Declared mode, or
+    `observation.agent.install` was turned off (an install Object removed only
+    stops managing its object: agent_install.py). Anything else missing
+    from this pass (credentials being edited, the agent CRD Object
+    momentarily not reporting) is an input problem, and input problems
+    never delete. An invalid spec keeps everything (`_unresolved`).
     """
-    desired = {name for name, _ in desired_items(decision)}
-    if decision.unresolved:
-        return observed_names - desired
-    declared = observation_mode(spec.get("observation")) == "Declared"
-    in_spec = {p["name"] for p in spec["nodePools"]}
+    declared = mode == "Declared"
+    in_spec = {p["name"] for p in pools}
     kept = set()
-    for name in observed_names - desired:
+    for name in not_composed:
         if name.startswith(POOL_PREFIX) and (declared or name[len(POOL_PREFIX) :] not in in_spec):
             continue
-        if name == AGENT_CRD and declared:
+        if (name == AGENT_CRD and declared) or name.startswith(agent_install.PREFIX):
             continue
         kept.add(name)
     return kept
 
 
-def ready(decision: Decision, pool_objects_ready: Mapping[str, bool]) -> bool:
-    """The cluster's own readiness, given each pool Object of the desired state (composed
-    or kept) and whether it is observed Ready. The agent CRD Object never counts: a
+def _ready(desired: Mapping[str, Desired]) -> bool:
+    """The cluster's own readiness: the provider config composed, every pool Object
+    composed or kept observed Ready. The agent CRD and install Objects never count: a
     cluster without the agent is a supported cluster, not a broken one."""
-    return decision.provider_config is not None and all(pool_objects_ready.values())
-
-
-def desired_items(decision: Decision) -> list[tuple[str, dict]]:
-    """The composed resources of a decision, by composition resource name."""
-    items = []
-    if decision.provider_config is not None:
-        items.append((PROVIDER_CONFIG, decision.provider_config))
-    if decision.agent_crd is not None:
-        items.append((AGENT_CRD, decision.agent_crd))
-    items.extend((pool_resource_name(p), obj) for p, obj in sorted(decision.pool_objects.items()))
-    return items
+    return PROVIDER_CONFIG in desired and all(
+        d.ready for name, d in desired.items() if name.startswith(POOL_PREFIX)
+    )

@@ -1,8 +1,10 @@
 """The wire shell of compose-inference-cluster.
 
-Translates a RunFunctionRequest into `core.decide` inputs and its Decision
-back into desired resources, status, conditions and events. No decisions are
-made here; see core.py for the model.
+Translates a RunFunctionRequest into `core.decide` inputs (the XR's name,
+spec and status, every observed composed resource read once, `now` and the
+function's own version) and its Decision back into desired resources with
+their readiness, the XR's status and readiness, conditions and events. No
+decisions are made here; see core.py for the model.
 """
 
 from __future__ import annotations
@@ -10,6 +12,7 @@ from __future__ import annotations
 from collections import Counter
 from collections.abc import Callable
 from datetime import UTC, datetime
+from importlib import metadata
 from typing import Any
 
 import grpc
@@ -17,38 +20,24 @@ from crossplane.function import logging, resource, response
 from crossplane.function.proto.v1 import run_function_pb2 as fnv1
 from crossplane.function.proto.v1 import run_function_pb2_grpc as grpcv1
 from modelplane_common import inputs, logs
+from modelplane_common.composed import ObservedObject, observed_object
 from modelplane_common.guard import guarded
-from modelplane_common.outcome import log_fields, unchanged
+from modelplane_common.outcome import log_fields
 from modelplane_common.respond import emit
 
 from compose_inference_cluster import core
 
-
-def _remote(observed: fnv1.Resource) -> dict | None:
-    """The workload-cluster object a provider-kubernetes Object last saw, if any."""
-    status = resource.struct_to_dict(observed.resource).get("status")
-    at_provider = status.get("atProvider") if isinstance(status, dict) else None
-    manifest = at_provider.get("manifest") if isinstance(at_provider, dict) else None
-    return manifest if isinstance(manifest, dict) and manifest else None
+# The function's own version, the workspace's (modelplane_devtools.version keeps every
+# member's pyproject.toml equal to it): the tag of the agent image it installs.
+VERSION = metadata.version("compose-inference-cluster")
 
 
-def _is_ready(observed: fnv1.Resource) -> bool:
-    return inputs.condition_status(resource.struct_to_dict(observed.resource), "Ready") == "True"
-
-
-def observed_state(req: fnv1.RunFunctionRequest) -> core.ObservedState:
-    resources = req.observed.resources
-    reports: dict[str, dict | None] = {}
-    for name, observed in resources.items():
-        if name.startswith(core.POOL_PREFIX):
-            remote = _remote(observed)
-            status = remote.get("status") if remote else None
-            reports[name[len(core.POOL_PREFIX) :]] = status if isinstance(status, dict) else None
-    agent = resources.get(core.AGENT_CRD)
-    return core.ObservedState(
-        agent_crd_seen=agent is not None and _remote(agent) is not None,
-        pool_reports=reports,
-    )
+def observed(req: fnv1.RunFunctionRequest) -> dict[str, ObservedObject]:
+    """Every observed composed resource, read once."""
+    return {
+        name: observed_object(resource.struct_to_dict(r.resource))
+        for name, r in req.observed.resources.items()
+    }
 
 
 def _summary(decision: core.Decision) -> dict[str, object]:
@@ -63,9 +52,14 @@ def _summary(decision: core.Decision) -> dict[str, object]:
 class FunctionRunner(grpcv1.FunctionRunnerServiceServicer):
     """Runs compose-inference-cluster."""
 
-    def __init__(self, clock: Callable[[], datetime] = lambda: datetime.now(UTC)) -> None:
+    def __init__(
+        self,
+        clock: Callable[[], datetime] = lambda: datetime.now(UTC),
+        version: str = VERSION,
+    ) -> None:
         self.log = logging.get_logger()
         self.clock = clock
+        self.version = version
 
     async def RunFunction(
         self, req: fnv1.RunFunctionRequest, _: grpc.aio.ServicerContext | None = None
@@ -81,37 +75,20 @@ class FunctionRunner(grpcv1.FunctionRunnerServiceServicer):
         name = inputs.name(inputs.mapping(xr.get("metadata"), "metadata").get("name"))
         spec = inputs.mapping(xr.get("spec"), "spec")
         previous = inputs.status_of(xr)
-        state = observed_state(req)
+        resources = observed(req)
         laps.lap("read")
-        decision = core.decide(name, spec, state, previous, self.clock())
+        decision = core.decide(name, spec, resources, previous, self.clock(), self.version)
         laps.lap("decide")
 
-        for resource_name, body in core.desired_items(decision):
+        for resource_name, wanted in decision.desired.items():
             desired = rsp.desired.resources[resource_name]
-            resource.update(desired, body)
-            observed = req.observed.resources.get(resource_name)
-            if resource_name in (core.PROVIDER_CONFIG, core.AGENT_CRD):
-                # Neither has a workload to wait for; a missing agent CRD is
-                # a legitimate state (pools counted by their fallback), not an outage.
+            resource.update(desired, dict(wanted.body))
+            if wanted.ready:
                 desired.ready = fnv1.READY_TRUE
-            elif observed is not None and _is_ready(observed):
-                desired.ready = fnv1.READY_TRUE
-
-        for resource_name in sorted(
-            core.kept_for_safety(set(req.observed.resources), decision, spec)
-        ):
-            kept = resource.struct_to_dict(req.observed.resources[resource_name].resource)
-            resource.update(rsp.desired.resources[resource_name], unchanged(kept))
+        for resource_name in decision.kept:
             log.info("keeping composed resource despite missing input", name=resource_name)
-
         resource.update(rsp.desired.composite, {"status": decision.status})
-        pools_ready = {
-            name: name in req.observed.resources and _is_ready(req.observed.resources[name])
-            for name in rsp.desired.resources
-            if name.startswith(core.POOL_PREFIX)
-        }
-        ready = core.ready(decision, pools_ready)
-        rsp.desired.composite.ready = fnv1.READY_TRUE if ready else fnv1.READY_FALSE
+        rsp.desired.composite.ready = fnv1.READY_TRUE if decision.ready else fnv1.READY_FALSE
         emit(rsp, decision.conditions, decision.events)
         laps.lap("write")
         log.debug("decided", **_summary(decision), **laps.as_fields())
