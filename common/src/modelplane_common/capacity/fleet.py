@@ -50,6 +50,13 @@ def is_gang(roles: Iterable[str]) -> bool:
     return any(role != Role.STANDALONE for role in roles)
 
 
+def pods_per_copy(role: str, worker_nodes: int | None) -> int:
+    """Rule "pods per copy": a Worker member runs `worker.nodes` pods in each copy of
+    its engine (each on its own node); any other member, or a Worker whose
+    `worker.nodes` cannot be read, runs one."""
+    return worker_nodes if role == Role.WORKER and worker_nodes is not None else 1
+
+
 class Fallback(StrEnum):
     """How a pool without a fresh observation is counted (`spec.observation.fallback`,
     overridden per pool by `spec.nodePools[].fallback`).

@@ -26,6 +26,7 @@ from modelplane_common.capacity.fleet import (
     Pool,
     ResolvedRequest,
     Role,
+    pods_per_copy,
 )
 from modelplane_common.devices import read_device_kinds
 from modelplane_common.inputs import (
@@ -35,6 +36,7 @@ from modelplane_common.inputs import (
     observation_mode,
     problem,
     status_of,
+    whole_number,
 )
 from modelplane_common.inputs import max_age as read_max_age
 from modelplane_common.observation import (
@@ -58,6 +60,7 @@ class UnreadableCluster(ValueError):
 
 
 FALLBACKS = tuple(str(f) for f in Fallback)
+_ROLES = frozenset(str(r) for r in Role)
 
 
 def _fallback(raw: object, path: str, inherited: Fallback) -> tuple[Fallback, str | None]:
@@ -186,10 +189,12 @@ def get_str(struct: struct_pb2.Struct | None, key: str) -> str:
 
 
 def get_int(struct: struct_pb2.Struct | None, key: str, default: int) -> int:
+    """A whole number (inputs.whole_number) at `key`, else the default."""
     value = get_value(struct, key) if struct is not None else None
     if value is None or not value.HasField("number_value"):
         return default
-    return int(value.number_value)
+    whole = whole_number(value.number_value)
+    return whole if whole is not None else default
 
 
 def get_list(struct: struct_pb2.Struct | None, key: str) -> list[struct_pb2.Value]:
@@ -199,9 +204,51 @@ def get_list(struct: struct_pb2.Struct | None, key: str) -> list[struct_pb2.Valu
     return list(value.list_value.values)
 
 
+def _request(struct: struct_pb2.Struct) -> ResolvedRequest:
+    selectors = get_list(struct, "selectors")
+    return ResolvedRequest(
+        get_str(struct, "name"),
+        get_str(struct, "deviceClassName"),
+        get_int(struct, "count", 1),
+        tuple(get_str(get_struct(s.struct_value, "cel"), "expression") for s in selectors),
+    )
+
+
+def _member(struct: struct_pb2.Struct) -> PlacedMember | None:
+    role = get_str(struct, "role") or Role.STANDALONE
+    if role not in _ROLES:
+        return None
+    worker = get_struct(struct, "worker")
+    return PlacedMember(
+        Role(role),
+        get_str(struct, "nodePoolName"),
+        tuple(_request(r.struct_value) for r in get_list(struct, "deviceRequests")),
+        pods_per_copy(role, get_int(worker, "nodes", 1) if worker is not None else None),
+    )
+
+
+def read_engines(spec: struct_pb2.Struct | None) -> tuple[PlacedEngine, ...]:
+    """A ModelReplica's `spec.engines` as placed engines: the one reader of a replica's
+    engines, for the fleet's replicas (`read_charge`) and a deployment's own.
+
+    Lenient, as readers of other replicas must be: a member of an unknown
+    role is skipped, and so is an engine left without members; an absent
+    count, copies or worker.nodes reads as 1.
+    """
+    engines = []
+    for value in get_list(spec, "engines"):
+        engine = value.struct_value
+        members = [_member(m.struct_value) for m in get_list(engine, "members")]
+        read = tuple(m for m in members if m is not None)
+        if read:
+            engines.append(
+                PlacedEngine(get_str(engine, "name"), get_int(engine, "copies", 1), read)
+            )
+    return tuple(engines)
+
+
 def read_charge(resource: struct_pb2.Struct, identity: tuple[str, str], cluster: str) -> Charge:
     """A ModelReplica pinned to `cluster`, read straight from its Struct, as a charge."""
-    spec = get_struct(resource, "spec")
     status = get_struct(resource, "status")
     pods_scheduled = False
     for value in get_list(status, "conditions"):
@@ -210,30 +257,5 @@ def read_charge(resource: struct_pb2.Struct, identity: tuple[str, str], cluster:
             pods_scheduled = get_str(condition, "status") == "True"
             break
     scheduled_at = parse_time_or_none(get_str(status, "scheduledAt")) if pods_scheduled else None
-    engines = []
-    for value in get_list(spec, "engines"):
-        engine = value.struct_value
-        members = []
-        for member_value in get_list(engine, "members"):
-            member = member_value.struct_value
-            role = get_str(member, "role") or "Standalone"
-            requests = tuple(
-                ResolvedRequest(
-                    get_str(r.struct_value, "name"),
-                    get_str(r.struct_value, "deviceClassName"),
-                    get_int(r.struct_value, "count", 1),
-                )
-                for r in get_list(member, "deviceRequests")
-            )
-            pods = get_int(get_struct(member, "worker"), "nodes", 1) if role == "Worker" else 1
-            try:
-                members.append(
-                    PlacedMember(Role(role), get_str(member, "nodePoolName"), requests, pods)
-                )
-            except ValueError:
-                continue
-        if members:
-            engines.append(
-                PlacedEngine(get_str(engine, "name"), get_int(engine, "copies", 1), tuple(members))
-            )
-    return Charge(identity[0], identity[1], cluster, tuple(engines), pods_scheduled, scheduled_at)
+    engines = read_engines(get_struct(resource, "spec"))
+    return Charge(identity[0], identity[1], cluster, engines, pods_scheduled, scheduled_at)
