@@ -42,13 +42,15 @@ import json
 from collections.abc import Callable, Mapping, Sequence
 from datetime import datetime, timedelta
 
+from modelplane_schemas.inferencecluster import Observation
 from modelplane_schemas.inferencecluster import Spec as InferenceClusterSpec
 from pydantic import ValidationError
 
 from modelplane_common.timeutil import parse_duration, parse_time_or_none
 
-DEFAULT_MAX_AGE = timedelta(minutes=5)
-DEFAULT_MAX_AGE_TEXT = "5m"
+# As the generated model (from the InferenceCluster XRD) has it.
+DEFAULT_MAX_AGE_TEXT: str = Observation.model_fields["maxAge"].default
+DEFAULT_MAX_AGE = parse_duration(DEFAULT_MAX_AGE_TEXT)
 OBSERVATION_MODES = ("Observed", "Declared")
 DEFAULT_OBSERVATION_MODE = "Observed"
 _SHOWN = 80
@@ -79,15 +81,17 @@ def whole_number(value: object) -> int | None:
 
 
 def _integral(value: object) -> object:
-    # Dicts and lists first: they are what struct_to_dict yields, and the
-    # exact type checks are cheaper than the ABCs on a large request.
+    # The exact types struct_to_dict yields first: on a large request the ABC
+    # checks below would cost more than the conversion itself.
+    if isinstance(value, float):
+        whole = value.is_integer() and _INT64_LOW <= value < _INT64_END
+        return int(value) if whole else value
     if isinstance(value, dict):
         return {str(k): _integral(v) for k, v in value.items()}
     if isinstance(value, list):
         return [_integral(v) for v in value]
-    if isinstance(value, float):
-        whole = whole_number(value)
-        return value if whole is None else whole
+    if value is None or isinstance(value, str | int):
+        return value
     if isinstance(value, Mapping):
         return {str(k): _integral(v) for k, v in value.items()}
     if isinstance(value, tuple):

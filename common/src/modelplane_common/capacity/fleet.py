@@ -26,6 +26,7 @@ from datetime import datetime, timedelta
 from enum import StrEnum
 
 from modelplane_common.devices import DeviceKind
+from modelplane_common.inputs import DEFAULT_MAX_AGE
 from modelplane_common.observation import DeviceKinds, ParsedObservation
 from modelplane_common.tolerations import Taint, Toleration
 
@@ -101,7 +102,7 @@ class Cluster:
     pools: tuple[Pool, ...]
     taints: tuple[Taint, ...] = ()
     ready: bool = True
-    max_age: timedelta = timedelta(minutes=5)
+    max_age: timedelta = DEFAULT_MAX_AGE
 
     def pool(self, name: str) -> Pool | None:
         for pool in self.pools:

@@ -160,14 +160,24 @@ def read_cluster(obj: Mapping) -> tuple[Cluster, list[str]]:
             distrust = "the published devices differ from the declared ones (status lags spec)"
             notes.append(f"cluster {name} pool {pool_name}: {distrust}; {fallback} accounting")
         pools.append(
-            Pool(name, pool_name, nodes, device_kinds, kinds, observation, distrust, fallback)
+            Pool(
+                cluster=name,
+                name=pool_name,
+                nodes=nodes,
+                devices=device_kinds,
+                kinds=kinds,
+                observation=observation,
+                distrust=distrust,
+                fallback=fallback,
+            )
         )
     taints = tuple(
         Taint(str(t.get("key", "")), str(t.get("value", "")), str(t.get("effect", "")))
         for t in spec.get("taints") or ()
     )
     ready = find_condition(obj, "Ready").get("status") != "False"
-    return Cluster(name, tuple(pools), taints, ready, max_age), notes
+    cluster = Cluster(name=name, pools=tuple(pools), taints=taints, ready=ready, max_age=max_age)
+    return cluster, notes
 
 
 # --- replicas, straight from the Structs ------------------------------------------------------
@@ -207,10 +217,12 @@ def get_list(struct: struct_pb2.Struct | None, key: str) -> list[struct_pb2.Valu
 def _request(struct: struct_pb2.Struct) -> ResolvedRequest:
     selectors = get_list(struct, "selectors")
     return ResolvedRequest(
-        get_str(struct, "name"),
-        get_str(struct, "deviceClassName"),
-        get_int(struct, "count", 1),
-        tuple(get_str(get_struct(s.struct_value, "cel"), "expression") for s in selectors),
+        name=get_str(struct, "name"),
+        device_class=get_str(struct, "deviceClassName"),
+        count=get_int(struct, "count", 1),
+        selectors=tuple(
+            get_str(get_struct(s.struct_value, "cel"), "expression") for s in selectors
+        ),
     )
 
 
@@ -220,10 +232,12 @@ def _member(struct: struct_pb2.Struct) -> PlacedMember | None:
         return None
     worker = get_struct(struct, "worker")
     return PlacedMember(
-        Role(role),
-        get_str(struct, "nodePoolName"),
-        tuple(_request(r.struct_value) for r in get_list(struct, "deviceRequests")),
-        pods_per_copy(role, get_int(worker, "nodes", 1) if worker is not None else None),
+        role=Role(role),
+        pool=get_str(struct, "nodePoolName"),
+        requests=tuple(_request(r.struct_value) for r in get_list(struct, "deviceRequests")),
+        pods_per_copy=pods_per_copy(
+            role, get_int(worker, "nodes", 1) if worker is not None else None
+        ),
     )
 
 
@@ -258,4 +272,11 @@ def read_charge(resource: struct_pb2.Struct, identity: tuple[str, str], cluster:
             break
     scheduled_at = parse_time_or_none(get_str(status, "scheduledAt")) if pods_scheduled else None
     engines = read_engines(get_struct(resource, "spec"))
-    return Charge(identity[0], identity[1], cluster, engines, pods_scheduled, scheduled_at)
+    return Charge(
+        namespace=identity[0],
+        name=identity[1],
+        cluster=cluster,
+        engines=engines,
+        pods_scheduled=pods_scheduled,
+        scheduled_at=scheduled_at,
+    )

@@ -338,7 +338,12 @@ class Matching:
                         )
                     )
             members.append(
-                PlacedMember(member.role, pool.name, tuple(requests), member.pods_per_copy)
+                PlacedMember(
+                    role=member.role,
+                    pool=pool.name,
+                    requests=tuple(requests),
+                    pods_per_copy=member.pods_per_copy,
+                )
             )
         else:
             resolved = PlacedEngine(engine.name, engine.copies, tuple(members))

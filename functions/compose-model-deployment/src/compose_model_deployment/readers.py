@@ -12,7 +12,7 @@ are read further (identity, PodsScheduled, scheduledAt, engines) only when
 placement first looks that cluster up.
 
 Readers never raise on malformed input: they return what they could read
-plus notes the shell turns into the InputsValid condition and warnings.
+plus notes the report turns into the InputsValid condition and warnings.
 """
 
 from __future__ import annotations
@@ -311,10 +311,10 @@ def _label_notes(name: str, found: Mapping, expected: Mapping[str, str]) -> list
 def _pods_scheduled(obj: Mapping) -> PodsScheduled:
     condition = find_condition(obj, "PodsScheduled")
     return PodsScheduled(
-        str(condition.get("status", "Unknown")),
-        str(condition.get("reason", "")),
-        str(condition.get("message", "")),
-        parse_time_or_none(condition.get("lastTransitionTime")),
+        status=str(condition.get("status", "Unknown")),
+        reason=str(condition.get("reason", "")),
+        message=str(condition.get("message", "")),
+        since=parse_time_or_none(condition.get("lastTransitionTime")),
     )
 
 
@@ -507,7 +507,7 @@ def read_inputs(
 ) -> PlanningInputs:
     """Read the clusters, this deployment's replicas, its memories and the fleet's replicas.
 
-    The one reader the shell (fn.py) and the test builders share. Raises
+    The one reader `decision.decide` and the test builders share. Raises
     InvalidOwnReplica when one of its own replicas is unreadable.
     """
     clusters, unreadable, notes = read_clusters(cluster_objects)
@@ -516,9 +516,9 @@ def read_inputs(
     remembered, missing_notes = read_missing_clusters(xr)
     others = OtherReplicas(
         replica_structs,
-        (c.name for c in clusters),
-        {(spec.namespace, r.name) for r in own},
-        (spec.namespace, spec.name),
+        clusters=(c.name for c in clusters),
+        own={(spec.namespace, r.name) for r in own},
+        deployment=(spec.namespace, spec.name),
     )
     return PlanningInputs(
         clusters=tuple(clusters),

@@ -1,8 +1,9 @@
 """What compose-model-deployment tells the user, as values: conditions, events, readiness.
 
 Pure like the other functions' `decide`: a `Report` is built from the plan
-(or, when nothing could be planned, from why) and the little the shell read
-from the composite's own status; `fn.py` only writes it onto the response
+(or, when nothing could be planned, from why) and the little
+`readers.read_reported` read from the composite's own status; `decide`
+puts it in its outcome and `fn.py` only writes it onto the response
 (`modelplane_common.respond.emit`, plus `desired.composite.ready`).
 
 Conditions
@@ -46,7 +47,12 @@ class Report:
 
 
 def _ready(judged: readiness.Readiness) -> Condition:
-    return Condition(READY, "True" if judged.ready else "False", judged.reason, judged.message)
+    return Condition(
+        type=READY,
+        status="True" if judged.ready else "False",
+        reason=judged.reason,
+        message=judged.message,
+    )
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -68,7 +74,10 @@ def kept_as_is(why: NothingPlanned, *, kept: int, kept_ready: int, was_ready: bo
         judged = readiness.of_replicas(why.desired, kept_ready)
     events = (Event("Warning", f"{why.reason}: {why.message}"),) if why.needs_action else ()
     return Report(
-        (Condition(SCHEDULED, why.status, why.reason, why.message), _ready(judged)),
+        (
+            Condition(type=SCHEDULED, status=why.status, reason=why.reason, message=why.message),
+            _ready(judged),
+        ),
         events,
         judged.ready,
     )
@@ -99,41 +108,43 @@ def _scheduled(plan: Plan) -> Condition:
             f"; {unplaced} more could not be placed: {_why_unplaced(plan)}" if unplaced > 0 else ""
         )
         return Condition(
-            SCHEDULED,
-            "False",
-            "ClusterUnavailable",
-            capped(
+            type=SCHEDULED,
+            status="False",
+            reason="ClusterUnavailable",
+            message=capped(
                 f"{len(plan.held)} replica(s) kept where they are, not counted as scheduled: "
                 f"{'; '.join(whys)}; {plan.scheduled} of {plan.desired} placed{unplaced_text}"
             ),
         )
     if plan.missing and plan.missing == len(plan.waiting):
         return Condition(
-            SCHEDULED,
-            "False",
-            "WaitingForAdmission",
-            f"{len(plan.waiting)} replica(s) placed and waiting for their cluster to admit "
+            type=SCHEDULED,
+            status="False",
+            reason="WaitingForAdmission",
+            message=f"{len(plan.waiting)} replica(s) placed and waiting for their cluster to admit "
             f"them; {plan.scheduled} of {plan.desired} scheduled",
         )
     if plan.missing:
-        return Condition(SCHEDULED, "False", "InsufficientCapacity", _shortfall(plan))
+        return Condition(
+            type=SCHEDULED, status="False", reason="InsufficientCapacity", message=_shortfall(plan)
+        )
     return Condition(
-        SCHEDULED,
-        "True",
-        "AllReplicasScheduled",
-        f"{plan.scheduled} of {plan.desired} replicas placed",
+        type=SCHEDULED,
+        status="True",
+        reason="AllReplicasScheduled",
+        message=f"{plan.scheduled} of {plan.desired} replicas placed",
     )
 
 
 def _inputs(notes: Sequence[str]) -> Condition:
     if notes:
         return Condition(
-            INPUTS,
-            "False",
-            "DegradedInputs",
-            f"{len(notes)} problem(s): " + "; ".join(notes)[:_NOTES_ROOM],
+            type=INPUTS,
+            status="False",
+            reason="DegradedInputs",
+            message=f"{len(notes)} problem(s): " + "; ".join(notes)[:_NOTES_ROOM],
         )
-    return Condition(INPUTS, "True", "InputsValid", "")
+    return Condition(type=INPUTS, status="True", reason="InputsValid", message="")
 
 
 def _where(cluster: str, pools: tuple[str, ...]) -> str:
