@@ -3,7 +3,9 @@
 Shared by the scheduler and admission, so both see a cluster's pools and a
 replica's charge the same way. The ModelReplicas can number thousands (an
 11 MB request at 8,000), and `struct_to_dict` on them costs seconds, so
-`read_charge` reads one straight from its protobuf Struct.
+`read_charge` reads one straight from its protobuf Struct. `read_engines`
+is the one reader of a ModelReplica's `spec.engines`: for those charges and
+for a deployment's own replicas alike.
 
 Readers never raise on malformed replicas: they read what they can. A
 cluster whose spec breaks its schema raises `UnreadableCluster`, except for
@@ -60,7 +62,7 @@ class UnreadableCluster(ValueError):
 
 
 FALLBACKS = tuple(str(f) for f in Fallback)
-_ROLES = frozenset(str(r) for r in Role)
+_ROLE_OF = {str(r): r for r in Role}
 
 
 def _fallback(raw: object, path: str, inherited: Fallback) -> tuple[Fallback, str | None]:
@@ -214,30 +216,32 @@ def get_list(struct: struct_pb2.Struct | None, key: str) -> list[struct_pb2.Valu
     return list(value.list_value.values)
 
 
+def _selectors(request: struct_pb2.Struct) -> tuple[str, ...]:
+    selectors = get_list(request, "selectors")
+    return tuple(get_str(get_struct(s.struct_value, "cel"), "expression") for s in selectors)
+
+
 def _request(struct: struct_pb2.Struct) -> ResolvedRequest:
-    selectors = get_list(struct, "selectors")
     return ResolvedRequest(
         name=get_str(struct, "name"),
         device_class=get_str(struct, "deviceClassName"),
         count=get_int(struct, "count", 1),
-        selectors=tuple(
-            get_str(get_struct(s.struct_value, "cel"), "expression") for s in selectors
-        ),
+        # Most requests have none: skip building an empty tuple from a generator.
+        selectors=_selectors(struct) if "selectors" in struct.fields else (),
     )
 
 
 def _member(struct: struct_pb2.Struct) -> PlacedMember | None:
-    role = get_str(struct, "role") or Role.STANDALONE
-    if role not in _ROLES:
+    role = _ROLE_OF.get(get_str(struct, "role") or Role.STANDALONE)
+    if role is None:
         return None
-    worker = get_struct(struct, "worker")
+    # Only a Worker's worker.nodes counts (rule "pods per copy"): read no other.
+    nodes = get_int(get_struct(struct, "worker"), "nodes", 1) if role is Role.WORKER else None
     return PlacedMember(
-        role=Role(role),
+        role=role,
         pool=get_str(struct, "nodePoolName"),
-        requests=tuple(_request(r.struct_value) for r in get_list(struct, "deviceRequests")),
-        pods_per_copy=pods_per_copy(
-            role, get_int(worker, "nodes", 1) if worker is not None else None
-        ),
+        requests=tuple([_request(r.struct_value) for r in get_list(struct, "deviceRequests")]),
+        pods_per_copy=pods_per_copy(role, nodes),
     )
 
 
@@ -253,7 +257,7 @@ def read_engines(spec: struct_pb2.Struct | None) -> tuple[PlacedEngine, ...]:
     for value in get_list(spec, "engines"):
         engine = value.struct_value
         members = [_member(m.struct_value) for m in get_list(engine, "members")]
-        read = tuple(m for m in members if m is not None)
+        read = tuple([m for m in members if m is not None])
         if read:
             engines.append(
                 PlacedEngine(get_str(engine, "name"), get_int(engine, "copies", 1), read)
