@@ -202,7 +202,7 @@ def get_str(struct: struct_pb2.Struct | None, key: str) -> str:
 
 def get_int(struct: struct_pb2.Struct | None, key: str, default: int) -> int:
     """A whole number (inputs.whole_number) at `key`, else the default."""
-    value = get_value(struct, key) if struct is not None else None
+    value = struct.fields.get(key) if struct is not None else None
     if value is None or not value.HasField("number_value"):
         return default
     whole = whole_number(value.number_value)
