@@ -139,3 +139,67 @@ def test_a_condition_time_in_lower_case_parses():
 )
 def test_inference_cluster_specs_are_checked_against_the_xrd(spec, lines):
     assert inputs.inference_cluster_problems(spec) == lines
+
+
+@pytest.mark.parametrize(
+    ("value", "whole"),
+    [
+        pytest.param(3.0, 3, id="an integral float from the wire is a whole number"),
+        pytest.param(7, 7, id="an int is itself"),
+        pytest.param(-2.0, -2, id="a negative integral float is a whole number"),
+        pytest.param(2.5, None, id="a fraction is not a whole number"),
+        pytest.param(True, None, id="a JSON true is not a number although Python's bool is an int"),
+        pytest.param("5", None, id="a numeric string is not a number"),
+        pytest.param(float("inf"), None, id="infinity is not a whole number"),
+        pytest.param(float("nan"), None, id="NaN is not a whole number"),
+        pytest.param(
+            2.0**63 - 1024, 2**63 - 1024, id="the largest float below 2**63 is a whole number"
+        ),
+        pytest.param(2.0**63, None, id="2**63 is integral yet outside int64 and stays a float"),
+        pytest.param(-(2.0**63), -(2**63), id="-2**63 is the smallest int64 and a whole number"),
+        pytest.param(-(2.0**63) - 2048, None, id="below -2**63 is outside int64"),
+        pytest.param(1e300, None, id="a huge integral float is not a count"),
+    ],
+)
+def test_whole_number_is_the_one_float_to_int_rule_bounded_by_int64(value, whole):
+    assert inputs.whole_number(value) == whole
+
+
+def test_integral_object_converts_whole_numbers_only_recursively():
+    wire = {"a": 8.0, "b": [1.0, 2.5, {"c": 2.0**63}], "d": True, "e": {"f": -3.0}}
+    assert inputs.integral_object(wire) == {
+        "a": 8,
+        "b": [1, 2.5, {"c": 2.0**63}],
+        "d": True,
+        "e": {"f": -3},
+    }
+    converted = inputs.integral_object(wire)
+    assert isinstance(converted["a"], int) and isinstance(converted["b"][2]["c"], float)
+
+
+@pytest.mark.parametrize(
+    ("conditions", "found"),
+    [
+        pytest.param(
+            [{"type": "Ready", "status": "True"}],
+            {"type": "Ready", "status": "True"},
+            id="the condition of that type",
+        ),
+        pytest.param(
+            [{"type": "Synced"}, {"type": "Ready", "status": "False"}, {"type": "Ready"}],
+            {"type": "Ready", "status": "False"},
+            id="the first of that type",
+        ),
+        pytest.param([{"type": "Synced"}], {}, id="none of that type is an empty condition"),
+        pytest.param("Ready", {}, id="conditions that are not a list have none"),
+        pytest.param(
+            ["Ready", None, {"type": "Ready", "reason": "X"}],
+            {"type": "Ready", "reason": "X"},
+            id="entries that are not objects are skipped",
+        ),
+        pytest.param(None, {}, id="absent conditions have none"),
+    ],
+)
+def test_condition_in_finds_a_condition_by_type_in_any_shape_of_list(conditions, found):
+    assert inputs.condition_in(conditions, "Ready") == found
+    assert inputs.find_condition({"status": {"conditions": conditions}}, "Ready") == found

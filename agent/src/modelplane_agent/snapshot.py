@@ -26,6 +26,7 @@ from typing import Any
 from modelplane_common.cel.devices import DeviceView, device_view
 from modelplane_common.cel.errors import CelValueError
 from modelplane_common.cel.quantity import Quantity
+from modelplane_common.inputs import condition_in, whole_number
 from modelplane_common.timeutil import parse_duration
 from modelplane_common.tolerations import Taint, Toleration
 
@@ -104,9 +105,8 @@ def amount(raw: Any, scale: int = 1) -> int | None:
     """A quantity (a string, or a number) times `scale`, rounded up; None if unreadable."""
     if isinstance(raw, bool) or not isinstance(raw, int | float | str):
         return None
-    if isinstance(raw, float) and raw.is_integer():
-        raw = int(raw)
-    return _scaled(str(raw), scale)
+    whole = whole_number(raw)
+    return _scaled(str(whole if whole is not None else raw), scale)
 
 
 def resources_from(raw: Any, pods: int | None = None) -> Resources:
@@ -156,10 +156,7 @@ class Node:
 
 def node_from(obj: Mapping) -> Node:
     spec, status = _map(obj.get("spec")), _map(obj.get("status"))
-    ready = any(
-        _map(c).get("type") == "Ready" and _map(c).get("status") == "True"
-        for c in _list(status.get("conditions"))
-    )
+    ready = condition_in(status.get("conditions"), "Ready").get("status") == "True"
     taints = tuple(
         Taint(_str(_map(t).get("key")), _str(_map(t).get("value")), _str(_map(t).get("effect")))
         for t in _list(spec.get("taints"))
@@ -511,15 +508,10 @@ def pod_claims(spec: Mapping, status: Mapping) -> tuple[tuple[str, ...], tuple[s
 
 def pod_from(obj: Mapping) -> Pod:
     spec, status = _map(obj.get("spec")), _map(obj.get("status"))
+    scheduled = condition_in(status.get("conditions"), "PodScheduled")
     unschedulable = ""
-    for condition in _list(status.get("conditions")):
-        condition = _map(condition)
-        if (
-            condition.get("type") == "PodScheduled"
-            and condition.get("status") == "False"
-            and condition.get("reason") == "Unschedulable"
-        ):
-            unschedulable = _str(condition.get("message")) or "the pod is unschedulable"
+    if scheduled.get("status") == "False" and scheduled.get("reason") == "Unschedulable":
+        unschedulable = _str(scheduled.get("message")) or "the pod is unschedulable"
     claims, unresolved = pod_claims(spec, status)
     return Pod(
         namespace=namespace_of(obj),

@@ -12,6 +12,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from datetime import datetime
 
+from modelplane_common.inputs import condition_in
 from modelplane_common.timeutil import format_time
 
 from modelplane_agent.conditions import stamp
@@ -83,12 +84,8 @@ def warning(previous: Mapping | None, new: Mapping) -> tuple[str, str] | None:
     condition = (new.get("conditions") or [{}])[0]
     if condition.get("reason") not in PROBLEMS:
         return None
-    before = [
-        c
-        for c in (previous or {}).get("conditions") or []
-        if isinstance(c, Mapping) and c.get("type") == condition.get("type")
-    ]
+    before = condition_in((previous or {}).get("conditions"), str(condition.get("type")))
     said = (condition.get("reason"), condition.get("message"))
-    if before and (before[0].get("reason"), before[0].get("message")) == said:
+    if before and (before.get("reason"), before.get("message")) == said:
         return None
     return str(condition["reason"]), str(condition.get("message") or "")

@@ -24,6 +24,8 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
+from modelplane_common.inputs import whole_number
+
 DRA = "DRA"
 SYNTHETIC = "Synthetic"
 
@@ -131,9 +133,8 @@ def device_view(device: Mapping) -> DeviceView:
 
 def _count(value: object) -> int:
     """A kind's per-node count; anything but a whole number reads as 0 (nothing fits)."""
-    if isinstance(value, float) and value.is_integer():
-        return int(value)
-    return value if isinstance(value, int) and not isinstance(value, bool) else 0
+    whole = whole_number(value)
+    return whole if whole is not None else 0
 
 
 def read_device_kind(raw: Mapping) -> DeviceKind:

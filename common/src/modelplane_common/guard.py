@@ -23,14 +23,14 @@ from crossplane.function import response
 from crossplane.function.proto.v1 import run_function_pb2 as fnv1
 
 from modelplane_common.inputs import InvalidInput
+from modelplane_common.outcome import capped
 
 INTERNAL_ERROR = "internal error"
-_MAX_MESSAGE = 1024
 
 
 def fatal(req: fnv1.RunFunctionRequest, message: str) -> fnv1.RunFunctionResponse:
     rsp = response.to(req)
-    response.fatal(rsp, message[:_MAX_MESSAGE])
+    response.fatal(rsp, capped(message))
     return rsp
 
 

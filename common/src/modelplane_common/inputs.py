@@ -9,6 +9,8 @@ one line naming the field path and the bad value:
     spec.nodePools[0].name: must be a DNS label (got 7)
 
 The rules
+    - A number is a count only when `whole_number` says so (the one
+      float-to-int rule: integral and inside int64).
     - A value of the wrong shape is a defect, never an exception that
       escapes a function (see `guard.py` for the last line of defence).
     - Unknown enum values: an absent value takes the schema's default; a
@@ -27,7 +29,8 @@ The rules
       an unobserved pool is counted, never what is composed, and WholeNode
       is the choice that never over-promises; holding every replica of the
       cluster for a mistyped accounting rule would cost far more.
-    - Conditions are looked up by type with `find_condition`; their times
+    - Conditions are looked up by type with `condition_in` (a `conditions`
+      list) or `find_condition` (an object's status); their times
       are parsed with `timeutil.parse_time`, never with the SDK's helpers
       (which use datetime.fromisoformat and reject valid RFC 3339 times such
       as `2026-01-01t09:00:00z`).
@@ -39,31 +42,66 @@ import json
 from collections.abc import Callable, Mapping, Sequence
 from datetime import datetime, timedelta
 
+from modelplane_schemas.inferencecluster import Observation
 from modelplane_schemas.inferencecluster import Spec as InferenceClusterSpec
 from pydantic import ValidationError
 
 from modelplane_common.timeutil import parse_duration, parse_time_or_none
 
-DEFAULT_MAX_AGE = timedelta(minutes=5)
-DEFAULT_MAX_AGE_TEXT = "5m"
+# As the generated model (from the InferenceCluster XRD) has it.
+DEFAULT_MAX_AGE_TEXT: str = Observation.model_fields["maxAge"].default
+DEFAULT_MAX_AGE = parse_duration(DEFAULT_MAX_AGE_TEXT)
 OBSERVATION_MODES = ("Observed", "Declared")
 DEFAULT_OBSERVATION_MODE = "Observed"
 _SHOWN = 80
 
 
-def _integral(value: object) -> object:
-    # The wire has one number type: 3 arrives as 3.0 and is shown as 3.
-    if isinstance(value, float) and value.is_integer() and abs(value) < 2**63:
+_INT64_LOW, _INT64_END = -(2.0**63), 2.0**63
+
+
+def whole_number(value: object) -> int | None:
+    """A wire number as an int when it is one, else None.
+
+    JSON, and the protobuf Struct a function receives, has one number type,
+    so 3 arrives as 3.0. A float is a whole number when it is integral and
+    inside int64, the range of every integer field Kubernetes stores and of
+    CEL's `int`: 2.0**63 is integral to Python, yet no int64 holds it (an
+    unbounded conversion would hand CEL an int it overflows on, and report a
+    count no schema allows as if it were one), so it stays a float, as do
+    2.5, infinities and NaN. Python's bool is an int, a JSON true is not a
+    number: it is None here.
+    """
+    if isinstance(value, bool):
+        return None
+    if isinstance(value, int):
+        return value
+    if isinstance(value, float) and value.is_integer() and _INT64_LOW <= value < _INT64_END:
         return int(value)
+    return None
+
+
+def _integral(value: object) -> object:
+    # The exact types struct_to_dict yields first: on a large request the ABC
+    # checks below would cost more than the conversion itself.
+    if isinstance(value, float):
+        whole = value.is_integer() and _INT64_LOW <= value < _INT64_END
+        return int(value) if whole else value
+    if isinstance(value, dict):
+        return {str(k): _integral(v) for k, v in value.items()}
+    if isinstance(value, list):
+        return [_integral(v) for v in value]
+    if value is None or isinstance(value, str | int):
+        return value
     if isinstance(value, Mapping):
         return {str(k): _integral(v) for k, v in value.items()}
-    if isinstance(value, list | tuple):
+    if isinstance(value, tuple):
         return [_integral(v) for v in value]
     return value
 
 
 def integral_object(value: Mapping) -> dict:
-    """An object read from a protobuf Struct with its whole numbers back to ints."""
+    """An object read from a protobuf Struct with its whole numbers (`whole_number`)
+    back to ints, recursively."""
     converted = _integral(value)
     assert isinstance(converted, dict)
     return converted
@@ -169,20 +207,25 @@ def status_of(obj: object) -> Mapping:
     return status if isinstance(status, Mapping) else {}
 
 
-def find_condition(obj: object, typ: str) -> Mapping:
-    """The first condition of that type in obj's status.conditions, or {} if there is none.
+def condition_in(conditions: object, typ: str) -> Mapping:
+    """The first condition of that type in a `conditions` list, or {} if there is none.
 
-    Tolerates every malformed shape (status, conditions or a condition of
-    the wrong type): a condition that cannot be read is a condition not set.
+    Tolerates every malformed shape (not a list, an entry that is not an
+    object): a condition that cannot be read is a condition not set.
     """
-    status = obj.get("status") if isinstance(obj, Mapping) else None
-    conditions = status.get("conditions") if isinstance(status, Mapping) else None
     if not isinstance(conditions, list):
         return {}
     for condition in conditions:
         if isinstance(condition, Mapping) and condition.get("type") == typ:
             return condition
     return {}
+
+
+def find_condition(obj: object, typ: str) -> Mapping:
+    """The first condition of that type in obj's status.conditions, or {} if there is none
+    (`condition_in`; a status that is not an object has none)."""
+    status = obj.get("status") if isinstance(obj, Mapping) else None
+    return condition_in(status.get("conditions") if isinstance(status, Mapping) else None, typ)
 
 
 def condition_status(obj: object, typ: str) -> str:

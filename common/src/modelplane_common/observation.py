@@ -39,7 +39,7 @@ from dataclasses import dataclass
 from datetime import datetime, timedelta
 
 from modelplane_common.devices import DRA, DeviceKind, read_device_kinds
-from modelplane_common.inputs import problem
+from modelplane_common.inputs import condition_in, problem, whole_number
 from modelplane_common.timeutil import format_duration, format_time, parse_time
 
 MAX_BUCKETS = 512
@@ -172,35 +172,85 @@ class Rejected:
 ParsedObservation = Observation | NotReported | Blind | Rejected
 
 
-def as_count(value: object) -> int | None:
-    """The value as a whole number, or None when it is not one.
+# The one float-to-int rule lives in inputs.py; this name stays for the readers
+# that import it from here (compose-model-replica, compose-inference-cluster).
+as_count = whole_number
 
-    JSON (and the protobuf Struct a function receives) has one number type,
-    so 3 arrives as 3.0; an integral float is a count, 2.5 is not. A JSON
-    true is not a count either, although Python's bool is an int.
-    """
-    if isinstance(value, bool):
-        return None
-    if isinstance(value, int):
-        return value
-    if isinstance(value, float) and value.is_integer():
-        return int(value)
-    return None
+_NOT_REPORTED = "the agent has not reported on this pool yet"
 
 
 def _observing_false(conditions: object) -> str | None:
-    if not isinstance(conditions, list):
+    condition = condition_in(conditions, "Observing")
+    if condition.get("status") != "False":
         return None
-    for condition in conditions:
-        if (
-            isinstance(condition, Mapping)
-            and condition.get("type") == "Observing"
-            and condition.get("status") == "False"
-        ):
-            reason = condition.get("reason") or "NotObserving"
-            detail = condition.get("message") or "the agent cannot observe this pool"
-            return f"{reason}: {detail}"
-    return None
+    reason = condition.get("reason") or "NotObserving"
+    detail = condition.get("message") or "the agent cannot observe this pool"
+    return f"{reason}: {detail}"
+
+
+def _observed_at(status: Mapping) -> tuple[datetime | None, list[str]]:
+    try:
+        return parse_time(status.get("observedAt")), []
+    except ValueError as err:
+        return None, [problem("observedAt", str(err), status.get("observedAt"))]
+
+
+def _observed_nodes(status: Mapping) -> tuple[int | None, list[str]]:
+    observed_nodes = whole_number(status.get("observedNodes"))
+    if observed_nodes is None or observed_nodes < 0:
+        return None, [
+            problem("observedNodes", "must be a count of nodes", status.get("observedNodes"))
+        ]
+    return observed_nodes, []
+
+
+def _raw_buckets(status: Mapping, max_buckets: int) -> tuple[list, list[str]]:
+    raw_buckets = status.get("nodesByFreeDevices")
+    if raw_buckets is None:
+        return [], []
+    if not isinstance(raw_buckets, list):
+        return [], [problem("nodesByFreeDevices", "must be a list", raw_buckets)]
+    if len(raw_buckets) > max_buckets:
+        return raw_buckets, [
+            problem("nodesByFreeDevices", f"more than {max_buckets} buckets", len(raw_buckets))
+        ]
+    return raw_buckets, []
+
+
+def _free_count(where: str, name: str, raw_count: object, per_node: int) -> int | str:
+    """One kind's free count in a bucket, or the defect that rejects it."""
+    count = whole_number(raw_count)
+    if count is None or count < 0:
+        return problem(f"{where}.free.{name}", "must be a non-negative count", raw_count)
+    if count > per_node:
+        return problem(f"{where}.free.{name}", f"above the {per_node} declared per node", count)
+    return count
+
+
+def _bucket(
+    where: str, bucket: object, kinds: DeviceKinds, index_of: Mapping[str, int]
+) -> tuple[tuple[FreeVector, int] | None, list[str]]:
+    """One histogram bucket as (free vector, nodes); None when it cannot be counted at all."""
+    if not isinstance(bucket, Mapping):
+        return None, [problem(where, "must be an object", bucket)]
+    nodes = whole_number(bucket.get("nodes"))
+    if nodes is None or nodes < 1:
+        return None, [problem(f"{where}.nodes", "must be a positive count", bucket.get("nodes"))]
+    free = bucket.get("free", {})
+    if not isinstance(free, Mapping):
+        return None, [problem(f"{where}.free", "must be a map of device name to free count", free)]
+    vector = [0] * len(kinds.names)
+    defects: list[str] = []
+    for name, raw_count in sorted(free.items()):
+        if name not in index_of:
+            defects.append(problem(f"{where}.free", "names an undeclared device kind", name))
+            continue
+        count = _free_count(where, name, raw_count, kinds.per_node[index_of[name]])
+        if isinstance(count, str):
+            defects.append(count)
+            continue
+        vector[index_of[name]] = count
+    return (tuple(vector), nodes), defects
 
 
 def parse_observation(
@@ -215,78 +265,24 @@ def parse_observation(
     conditions and events and falls back to whole-node accounting.
     """
     if not isinstance(status, Mapping) or not status:
-        return NotReported("the agent has not reported on this pool yet")
+        return NotReported(_NOT_REPORTED)
     blind = _observing_false(status.get("conditions"))
     if blind is not None:
         return Blind(blind)
     if "observedAt" not in status and "nodesByFreeDevices" not in status:
-        return NotReported("the agent has not reported on this pool yet")
+        return NotReported(_NOT_REPORTED)
 
-    defects: list[str] = []
-    observed_at: datetime | None = None
-    try:
-        observed_at = parse_time(status.get("observedAt"))
-    except ValueError as err:
-        defects.append(problem("observedAt", str(err), status.get("observedAt")))
-
-    observed_nodes = as_count(status.get("observedNodes"))
-    if observed_nodes is None or observed_nodes < 0:
-        defects.append(
-            problem("observedNodes", "must be a count of nodes", status.get("observedNodes"))
-        )
-        observed_nodes = None
-
-    raw_buckets = status.get("nodesByFreeDevices")
-    if raw_buckets is None:
-        raw_buckets = []
-    if not isinstance(raw_buckets, list):
-        defects.append(problem("nodesByFreeDevices", "must be a list", raw_buckets))
-        raw_buckets = []
-    if len(raw_buckets) > max_buckets:
-        defects.append(
-            problem("nodesByFreeDevices", f"more than {max_buckets} buckets", len(raw_buckets))
-        )
-
+    observed_at, defects = _observed_at(status)
+    observed_nodes, nodes_defects = _observed_nodes(status)
+    raw_buckets, bucket_defects = _raw_buckets(status, max_buckets)
+    defects += nodes_defects + bucket_defects
     index_of = {name: i for i, name in enumerate(kinds.names)}
     counts: list[tuple[FreeVector, int]] = []
-    for position, bucket in enumerate(raw_buckets):
-        where = f"nodesByFreeDevices[{position}]"
-        if not isinstance(bucket, Mapping):
-            defects.append(problem(where, "must be an object", bucket))
-            continue
-        nodes = as_count(bucket.get("nodes"))
-        if nodes is None or nodes < 1:
-            defects.append(
-                problem(f"{where}.nodes", "must be a positive count", bucket.get("nodes"))
-            )
-            continue
-        free = bucket.get("free", {})
-        if not isinstance(free, Mapping):
-            defects.append(
-                problem(f"{where}.free", "must be a map of device name to free count", free)
-            )
-            continue
-        vector = [0] * len(kinds.names)
-        for name, raw_count in sorted(free.items()):
-            if name not in index_of:
-                defects.append(problem(f"{where}.free", "names an undeclared device kind", name))
-                continue
-            count = as_count(raw_count)
-            if count is None or count < 0:
-                defects.append(
-                    problem(f"{where}.free.{name}", "must be a non-negative count", raw_count)
-                )
-                continue
-            per_node = kinds.per_node[index_of[name]]
-            if count > per_node:
-                defects.append(
-                    problem(
-                        f"{where}.free.{name}", f"above the {per_node} declared per node", count
-                    )
-                )
-                continue
-            vector[index_of[name]] = count
-        counts.append((tuple(vector), nodes))
+    for position, raw in enumerate(raw_buckets):
+        bucket, found = _bucket(f"nodesByFreeDevices[{position}]", raw, kinds, index_of)
+        defects += found
+        if bucket is not None:
+            counts.append(bucket)
 
     histogram = Histogram.of(counts)
     if observed_nodes is not None and histogram.nodes > observed_nodes:

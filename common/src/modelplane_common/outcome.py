@@ -11,6 +11,15 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 
+# The longest message any of our conditions, events, Fatal results or status
+# reasons carries (the XRDs' `maxLength` on such fields), in characters.
+MAX_MESSAGE = 1024
+
+
+def capped(message: str) -> str:
+    """A message cut to MAX_MESSAGE characters: the one cap every writer applies."""
+    return message[:MAX_MESSAGE]
+
 
 @dataclass(frozen=True, slots=True)
 class Condition:

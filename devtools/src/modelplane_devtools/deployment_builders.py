@@ -386,12 +386,19 @@ def schedule(
 ) -> placement.Plan:
     """Run the core on wire dicts through the shell's own reader, without the gRPC shell."""
     dep = readers.read_deployment(xr)
+    observed = {k: readers.Observed.of(resource.dict_to_struct(o)) for k, o in (own or {}).items()}
     read = readers.read_inputs(
-        xr, dep.spec, clusters, own or {}, [resource.dict_to_struct(o) for o in others]
+        xr, dep.spec, clusters, observed, [resource.dict_to_struct(o) for o in others]
     )
     return placement.plan(
-        placement.Inputs(dep.spec, read.clusters, read.own, read.failed, now),
-        read.index.charges_for,
+        placement.Inputs(
+            deployment=dep.spec,
+            clusters=read.clusters,
+            own=read.own,
+            failed=read.failed,
+            now=now,
+            others=read.others,
+        ),
         matcher,
     )
 

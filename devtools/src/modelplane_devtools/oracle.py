@@ -30,6 +30,7 @@ from lightkube import ApiError, Client
 from lightkube.generic_resource import create_global_resource, create_namespaced_resource
 from modelplane_agent.kube import _resource
 from modelplane_agent.state import CLAIMS, CLASSES, NODES, PODS, POOLS, REPLICAS, SLICES
+from modelplane_common.inputs import find_condition
 
 from modelplane_devtools.oracle_states import Pool
 
@@ -106,13 +107,9 @@ def verdict(pod: Mapping) -> tuple[str, str] | None:
     node = (pod.get("spec") or {}).get("nodeName")
     if node:
         return ("bound", node)
-    for condition in (pod.get("status") or {}).get("conditions") or []:
-        if (
-            condition.get("type") == "PodScheduled"
-            and condition.get("status") == "False"
-            and condition.get("reason") == "Unschedulable"
-        ):
-            return ("refused", condition.get("message") or "")
+    condition = find_condition(pod, "PodScheduled")
+    if condition.get("status") == "False" and condition.get("reason") == "Unschedulable":
+        return ("refused", condition.get("message") or "")
     return None
 
 

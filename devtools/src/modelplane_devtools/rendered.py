@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from modelplane_common.inputs import condition_in
+
 
 def by_kind(rendered: list[dict], kind: str) -> list[dict]:
     return [d for d in rendered if d.get("kind") == kind]
@@ -13,9 +15,9 @@ def composite(rendered: list[dict]) -> dict:
 
 
 def condition(xr: dict, type_: str) -> dict:
-    for c in xr.get("status", {}).get("conditions", []):
-        if c["type"] == type_:
-            return c
+    found = condition_in(xr.get("status", {}).get("conditions", []), type_)
+    if found:
+        return dict(found)
     raise AssertionError(f"no {type_} condition in {xr.get('status', {}).get('conditions')}")
 
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 from datetime import timedelta
 
 import pytest
-from modelplane_common.capacity.diagnosis import Cause, Diagnosis, Verdict
+from modelplane_common.capacity.diagnosis import Cause, Diagnosis, PoolRefusal
 from modelplane_common.timeutil import format_time
 from modelplane_devtools import deployment_builders as t
 
@@ -112,10 +112,10 @@ def test_every_pool_checked_has_exactly_one_verdict():
     ]
     plan = t.schedule(t.deployment(replicas=1, engines=[t.standalone(gpus=4)]), clusters)
     assert plan.diagnosis is not None
-    assert sorted(plan.diagnosis.verdicts, key=lambda v: (v.cluster, v.pool)) == [
-        Verdict("a", "p", Cause.TOO_FEW_DEVICES),
-        Verdict("a", "q", Cause.TOO_FEW_DEVICES),
-        Verdict("b", "p", Cause.TAINT_NOT_TOLERATED),
+    assert sorted(plan.diagnosis.refusals, key=lambda v: (v.cluster, v.pool)) == [
+        PoolRefusal("a", "p", Cause.TOO_FEW_DEVICES),
+        PoolRefusal("a", "q", Cause.TOO_FEW_DEVICES),
+        PoolRefusal("b", "p", Cause.TAINT_NOT_TOLERATED),
     ]
 
 
@@ -155,5 +155,5 @@ def test_a_plan_that_places_everything_has_no_diagnosis():
     ],
 )
 def test_the_summary_counts_each_cause_once(causes, summary):
-    diagnosis = Diagnosis(tuple(Verdict("c", f"p{i}", cause) for i, cause in enumerate(causes)))
+    diagnosis = Diagnosis(tuple(PoolRefusal("c", f"p{i}", cause) for i, cause in enumerate(causes)))
     assert diagnosis.summary() == summary

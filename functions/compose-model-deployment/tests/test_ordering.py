@@ -14,7 +14,13 @@ from modelplane_devtools import deployment_builders as t
 
 
 def replica(index, cluster, pods="True"):
-    return OwnReplica(index, f"llm-{index}", cluster, (), PodsScheduled(status=pods))
+    return OwnReplica(
+        index=index,
+        name=f"llm-{index}",
+        cluster=cluster,
+        engines=(),
+        pods_scheduled=PodsScheduled(status=pods),
+    )
 
 
 def read_clusters(*clusters):
@@ -99,7 +105,7 @@ def test_pool_order(gpus, kind, expected):
 
 
 def test_scale_down_returns_survivors_and_removed_without_touching_its_input():
-    kept = {i: placement.Kept(replica(i, "a"), ()) for i in range(3)}
+    kept = {i: placement.Staying(replica(i, "a"), ()) for i in range(3)}
     moving = ((replica(3, "b"), "its cluster is gone"),)
     retained = placement.Retained(kept, moving, ())
     survivors, removed = placement.scale_down(retained, 2)

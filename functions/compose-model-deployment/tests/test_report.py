@@ -29,16 +29,14 @@ def test_a_short_plan_reports_insufficient_capacity_as_values(previous_scheduled
 
 
 def test_a_pass_that_keeps_everything_reports_why_and_judges_the_kept_replicas():
-    said = report.kept_as_is(
+    why = report.NothingPlanned(
         desired=2,
-        kept=2,
-        kept_ready=2,
-        was_ready=False,
         status="False",
         reason="NoClusters",
         message="no InferenceCluster matches",
-        warn=True,
+        needs_action=True,
     )
+    said = report.kept_as_is(why, kept=2, kept_ready=2, was_ready=False)
     assert said.conditions[0] == Condition(
         report.SCHEDULED, "False", "NoClusters", "no InferenceCluster matches"
     )

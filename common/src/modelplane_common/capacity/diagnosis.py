@@ -8,7 +8,7 @@ Model
     untolerated NoSchedule/NoExecute taint) gives its cause to each of its
     pools, so the counts always add up to the pools checked.
 
-    A `Diagnosis` is that attempt as data: the per-pool verdicts, in the
+    A `Diagnosis` is that attempt as data: the per-pool refusals, in the
     order they were checked. `summary()` is the one place it becomes text,
     the causes by count (most first, ties in `Cause` order), e.g.
     `240 pools checked, 180 too few free devices, 40 taint not tolerated,
@@ -17,7 +17,7 @@ Model
 Invariants
     - `sum(counts) == checked`: every pool checked has one cause.
     - The text names no pool: a deployment over thousands of pools still
-      reads as one line. The verdicts keep the pools for logs and tests.
+      reads as one line. The refusals keep the pools for logs and tests.
 """
 
 from __future__ import annotations
@@ -50,7 +50,7 @@ _ORDER = {cause: i for i, cause in enumerate(Cause)}
 
 
 @dataclass(frozen=True, slots=True)
-class Verdict:
+class PoolRefusal:
     cluster: str
     pool: str
     cause: Cause
@@ -58,19 +58,19 @@ class Verdict:
 
 @dataclass(frozen=True, slots=True)
 class Diagnosis:
-    verdicts: tuple[Verdict, ...]
+    refusals: tuple[PoolRefusal, ...]
 
     @property
     def checked(self) -> int:
-        return len(self.verdicts)
+        return len(self.refusals)
 
     def counts(self) -> list[tuple[Cause, int]]:
         """Causes by count, most first; ties in the order placement checks them."""
-        counted = Counter(v.cause for v in self.verdicts)
+        counted = Counter(v.cause for v in self.refusals)
         return sorted(counted.items(), key=lambda item: (-item[1], _ORDER[item[0]]))
 
     def summary(self) -> str:
-        if not self.verdicts:
+        if not self.refusals:
             return "no pool checked: no selected InferenceCluster has a pool"
         noun = "pool" if self.checked == 1 else "pools"
         parts = [f"{self.checked} {noun} checked"]

@@ -223,46 +223,69 @@ class Ledger(PoolLedger):
 
     def _choose_distinct(self, pods: list[Demand]) -> list[tuple[FreeVector, Demand]] | None:
         types = sorted(set(pods), key=lambda d: (-sum(d), tuple(-x for x in d)))
-        need = [pods.count(t) for t in types]
-        available = dict(self.counts)
-        mask_of = {v: sum(1 << i for i, t in enumerate(types) if fits(v, t)) for v in available}
-        by_mask: dict[int, int] = {}
+        matching = _GangMatching(types, [pods.count(t) for t in types], dict(self.counts))
+        if not matching.hall():
+            return None
+        chosen: list[tuple[FreeVector, Demand]] = []
+        for i, demand in enumerate(types):
+            ranked = sorted(matching.fitting(i), key=lambda v: _preference(v, demand))
+            while matching.need[i]:
+                node = next((n for n in ranked if matching.take(n, i)), None)
+                if node is None:  # pragma: no cover - Hall's condition guarantees a node
+                    raise AssertionError("Hall's condition held but no node kept it")
+                chosen.append((node, demand))
+        return chosen
+
+
+class _GangMatching:
+    """Distinct nodes for a gang's pods as a bipartite matching, checked by Hall's condition.
+
+    `types` are the distinct demands, `need[i]` how many pods of type i are
+    still unmatched, `available` the nodes per free vector. A node fits a set
+    of types (its mask); Hall's condition (every subset of types is wanted by
+    no more pods than there are nodes fitting one of them) holds exactly when
+    every pod can get its own node.
+    """
+
+    def __init__(
+        self, types: Sequence[Demand], need: list[int], available: dict[FreeVector, int]
+    ) -> None:
+        self.need = need
+        self._available = available
+        self._mask_of = {
+            v: sum(1 << i for i, t in enumerate(types) if fits(v, t)) for v in available
+        }
+        self._by_mask: dict[int, int] = {}
         for v, n in available.items():
-            by_mask[mask_of[v]] = by_mask.get(mask_of[v], 0) + n
-        subsets = [
+            self._by_mask[self._mask_of[v]] = self._by_mask.get(self._mask_of[v], 0) + n
+        self._subsets = [
             sum(1 << i for i in combo)
             for size in range(1, len(types) + 1)
             for combo in combinations(range(len(types)), size)
         ]
 
-        def hall() -> bool:
-            for subset in subsets:
-                wanted = sum(need[i] for i in range(len(types)) if subset >> i & 1)
-                if wanted and sum(n for m, n in by_mask.items() if m & subset) < wanted:
-                    return False
-            return True
+    def fitting(self, i: int) -> list[FreeVector]:
+        """The free vectors a pod of type i fits on."""
+        return [v for v in self._available if self._mask_of[v] >> i & 1]
 
-        if not hall():
-            return None
-        chosen: list[tuple[FreeVector, Demand]] = []
-        for i, demand in enumerate(types):
-            ranked = sorted(
-                (v for v in available if mask_of[v] >> i & 1),
-                key=lambda v: _preference(v, demand),
-            )
-            while need[i]:
-                for node in ranked:
-                    if not available[node]:
-                        continue
-                    available[node] -= 1
-                    by_mask[mask_of[node]] -= 1
-                    need[i] -= 1
-                    if hall():
-                        chosen.append((node, demand))
-                        break
-                    available[node] += 1
-                    by_mask[mask_of[node]] += 1
-                    need[i] += 1
-                else:  # pragma: no cover - Hall's condition guarantees a node
-                    raise AssertionError("Hall's condition held but no node kept it")
-        return chosen
+    def hall(self) -> bool:
+        for subset in self._subsets:
+            wanted = sum(n for i, n in enumerate(self.need) if subset >> i & 1)
+            if wanted and sum(n for m, n in self._by_mask.items() if m & subset) < wanted:
+                return False
+        return True
+
+    def take(self, node: FreeVector, i: int) -> bool:
+        """Give one pod of type i a node of this vector if the rest can still be matched."""
+        if not self._available[node]:
+            return False
+        self._move(node, i, -1)
+        if self.hall():
+            return True
+        self._move(node, i, +1)
+        return False
+
+    def _move(self, node: FreeVector, i: int, step: int) -> None:
+        self._available[node] += step
+        self._by_mask[self._mask_of[node]] += step
+        self.need[i] += step

@@ -26,6 +26,7 @@ from datetime import datetime, timedelta
 from enum import StrEnum
 
 from modelplane_common.devices import DeviceKind
+from modelplane_common.inputs import DEFAULT_MAX_AGE
 from modelplane_common.observation import DeviceKinds, ParsedObservation
 from modelplane_common.tolerations import Taint, Toleration
 
@@ -48,6 +49,13 @@ def is_gang(roles: Iterable[str]) -> bool:
     nodes, so the rule that errs towards a gang is the one kept.
     """
     return any(role != Role.STANDALONE for role in roles)
+
+
+def pods_per_copy(role: str, worker_nodes: int | None) -> int:
+    """Rule "pods per copy": a Worker member runs `worker.nodes` pods in each copy of
+    its engine (each on its own node); any other member, or a Worker whose
+    `worker.nodes` cannot be read, runs one."""
+    return worker_nodes if role == Role.WORKER and worker_nodes is not None else 1
 
 
 class Fallback(StrEnum):
@@ -94,7 +102,7 @@ class Cluster:
     pools: tuple[Pool, ...]
     taints: tuple[Taint, ...] = ()
     ready: bool = True
-    max_age: timedelta = timedelta(minutes=5)
+    max_age: timedelta = DEFAULT_MAX_AGE
 
     def pool(self, name: str) -> Pool | None:
         for pool in self.pools:

@@ -243,6 +243,11 @@ class PoolLedgers:
             self._pinned[cluster] = by_pool
         return self._pinned[cluster]
 
+    @property
+    def clusters_read(self) -> tuple[str, ...]:
+        """The clusters whose charges were asked for, first asked first."""
+        return tuple(self._pinned)
+
     def basis(self, cluster: Cluster, pool: Pool) -> Basis:
         self.ledger(cluster, pool)
         return self.bases[pool.key]

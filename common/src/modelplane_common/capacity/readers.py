@@ -3,7 +3,9 @@
 Shared by the scheduler and admission, so both see a cluster's pools and a
 replica's charge the same way. The ModelReplicas can number thousands (an
 11 MB request at 8,000), and `struct_to_dict` on them costs seconds, so
-`read_charge` reads one straight from its protobuf Struct.
+`read_charge` reads one straight from its protobuf Struct. `read_engines`
+is the one reader of a ModelReplica's `spec.engines`: for those charges and
+for a deployment's own replicas alike.
 
 Readers never raise on malformed replicas: they read what they can. A
 cluster whose spec breaks its schema raises `UnreadableCluster`, except for
@@ -26,6 +28,7 @@ from modelplane_common.capacity.fleet import (
     Pool,
     ResolvedRequest,
     Role,
+    pods_per_copy,
 )
 from modelplane_common.devices import read_device_kinds
 from modelplane_common.inputs import (
@@ -35,6 +38,7 @@ from modelplane_common.inputs import (
     observation_mode,
     problem,
     status_of,
+    whole_number,
 )
 from modelplane_common.inputs import max_age as read_max_age
 from modelplane_common.observation import (
@@ -58,6 +62,7 @@ class UnreadableCluster(ValueError):
 
 
 FALLBACKS = tuple(str(f) for f in Fallback)
+_ROLE_OF = {str(r): r for r in Role}
 
 
 def _fallback(raw: object, path: str, inherited: Fallback) -> tuple[Fallback, str | None]:
@@ -157,14 +162,24 @@ def read_cluster(obj: Mapping) -> tuple[Cluster, list[str]]:
             distrust = "the published devices differ from the declared ones (status lags spec)"
             notes.append(f"cluster {name} pool {pool_name}: {distrust}; {fallback} accounting")
         pools.append(
-            Pool(name, pool_name, nodes, device_kinds, kinds, observation, distrust, fallback)
+            Pool(
+                cluster=name,
+                name=pool_name,
+                nodes=nodes,
+                devices=device_kinds,
+                kinds=kinds,
+                observation=observation,
+                distrust=distrust,
+                fallback=fallback,
+            )
         )
     taints = tuple(
         Taint(str(t.get("key", "")), str(t.get("value", "")), str(t.get("effect", "")))
         for t in spec.get("taints") or ()
     )
     ready = find_condition(obj, "Ready").get("status") != "False"
-    return Cluster(name, tuple(pools), taints, ready, max_age), notes
+    cluster = Cluster(name=name, pools=tuple(pools), taints=taints, ready=ready, max_age=max_age)
+    return cluster, notes
 
 
 # --- replicas, straight from the Structs ------------------------------------------------------
@@ -186,10 +201,12 @@ def get_str(struct: struct_pb2.Struct | None, key: str) -> str:
 
 
 def get_int(struct: struct_pb2.Struct | None, key: str, default: int) -> int:
-    value = get_value(struct, key) if struct is not None else None
+    """A whole number (inputs.whole_number) at `key`, else the default."""
+    value = struct.fields.get(key) if struct is not None else None
     if value is None or not value.HasField("number_value"):
         return default
-    return int(value.number_value)
+    whole = whole_number(value.number_value)
+    return whole if whole is not None else default
 
 
 def get_list(struct: struct_pb2.Struct | None, key: str) -> list[struct_pb2.Value]:
@@ -199,9 +216,57 @@ def get_list(struct: struct_pb2.Struct | None, key: str) -> list[struct_pb2.Valu
     return list(value.list_value.values)
 
 
+def _selectors(request: struct_pb2.Struct) -> tuple[str, ...]:
+    selectors = get_list(request, "selectors")
+    return tuple(get_str(get_struct(s.struct_value, "cel"), "expression") for s in selectors)
+
+
+def _request(struct: struct_pb2.Struct) -> ResolvedRequest:
+    return ResolvedRequest(
+        name=get_str(struct, "name"),
+        device_class=get_str(struct, "deviceClassName"),
+        count=get_int(struct, "count", 1),
+        # Most requests have none: skip building an empty tuple from a generator.
+        selectors=_selectors(struct) if "selectors" in struct.fields else (),
+    )
+
+
+def _member(struct: struct_pb2.Struct) -> PlacedMember | None:
+    role = _ROLE_OF.get(get_str(struct, "role") or Role.STANDALONE)
+    if role is None:
+        return None
+    # Only a Worker's worker.nodes counts (rule "pods per copy"): read no other.
+    nodes = get_int(get_struct(struct, "worker"), "nodes", 1) if role is Role.WORKER else None
+    return PlacedMember(
+        role=role,
+        pool=get_str(struct, "nodePoolName"),
+        requests=tuple([_request(r.struct_value) for r in get_list(struct, "deviceRequests")]),
+        pods_per_copy=pods_per_copy(role, nodes),
+    )
+
+
+def read_engines(spec: struct_pb2.Struct | None) -> tuple[PlacedEngine, ...]:
+    """A ModelReplica's `spec.engines` as placed engines: the one reader of a replica's
+    engines, for the fleet's replicas (`read_charge`) and a deployment's own.
+
+    Lenient, as readers of other replicas must be: a member of an unknown
+    role is skipped, and so is an engine left without members; an absent
+    count, copies or worker.nodes reads as 1.
+    """
+    engines = []
+    for value in get_list(spec, "engines"):
+        engine = value.struct_value
+        members = [_member(m.struct_value) for m in get_list(engine, "members")]
+        read = tuple([m for m in members if m is not None])
+        if read:
+            engines.append(
+                PlacedEngine(get_str(engine, "name"), get_int(engine, "copies", 1), read)
+            )
+    return tuple(engines)
+
+
 def read_charge(resource: struct_pb2.Struct, identity: tuple[str, str], cluster: str) -> Charge:
     """A ModelReplica pinned to `cluster`, read straight from its Struct, as a charge."""
-    spec = get_struct(resource, "spec")
     status = get_struct(resource, "status")
     pods_scheduled = False
     for value in get_list(status, "conditions"):
@@ -210,30 +275,12 @@ def read_charge(resource: struct_pb2.Struct, identity: tuple[str, str], cluster:
             pods_scheduled = get_str(condition, "status") == "True"
             break
     scheduled_at = parse_time_or_none(get_str(status, "scheduledAt")) if pods_scheduled else None
-    engines = []
-    for value in get_list(spec, "engines"):
-        engine = value.struct_value
-        members = []
-        for member_value in get_list(engine, "members"):
-            member = member_value.struct_value
-            role = get_str(member, "role") or "Standalone"
-            requests = tuple(
-                ResolvedRequest(
-                    get_str(r.struct_value, "name"),
-                    get_str(r.struct_value, "deviceClassName"),
-                    get_int(r.struct_value, "count", 1),
-                )
-                for r in get_list(member, "deviceRequests")
-            )
-            pods = get_int(get_struct(member, "worker"), "nodes", 1) if role == "Worker" else 1
-            try:
-                members.append(
-                    PlacedMember(Role(role), get_str(member, "nodePoolName"), requests, pods)
-                )
-            except ValueError:
-                continue
-        if members:
-            engines.append(
-                PlacedEngine(get_str(engine, "name"), get_int(engine, "copies", 1), tuple(members))
-            )
-    return Charge(identity[0], identity[1], cluster, tuple(engines), pods_scheduled, scheduled_at)
+    engines = read_engines(get_struct(resource, "spec"))
+    return Charge(
+        namespace=identity[0],
+        name=identity[1],
+        cluster=cluster,
+        engines=engines,
+        pods_scheduled=pods_scheduled,
+        scheduled_at=scheduled_at,
+    )

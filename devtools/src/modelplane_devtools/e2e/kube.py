@@ -15,6 +15,7 @@ from pathlib import Path
 from typing import TypeVar
 
 import yaml
+from modelplane_common.inputs import find_condition
 
 T = TypeVar("T")
 
@@ -99,10 +100,8 @@ class Kube:
 
 def condition(obj: dict | None, kind: str) -> dict | None:
     """The status condition of type `kind`, or None."""
-    for c in ((obj or {}).get("status") or {}).get("conditions") or []:
-        if c.get("type") == kind:
-            return c
-    return None
+    found = find_condition(obj, kind)
+    return dict(found) if found else None
 
 
 def eventually(

@@ -37,7 +37,7 @@ bound needs no pass.
 from __future__ import annotations
 
 import random
-from collections.abc import Callable, Iterator, Mapping
+from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 
@@ -48,7 +48,14 @@ from compose_model_deployment.model import (
     OwnReplica,
     PodsScheduled,
 )
-from compose_model_deployment.placement import Change, Inputs, Matcher, Matching, PlannedReplica
+from compose_model_deployment.placement import (
+    Change,
+    Inputs,
+    Matcher,
+    Matching,
+    OthersOnCluster,
+    PlannedReplica,
+)
 from modelplane_common.capacity.fleet import Charge, Cluster, PlacedEngine
 from modelplane_common.capacity.readers import read_cluster
 from modelplane_common.observation import Observation
@@ -91,9 +98,9 @@ class Replica:
     def own(self) -> OwnReplica:
         """As the deployment's composed ModelReplica reads back."""
         if self.bound is not None:
-            ps = PodsScheduled("True", "AllPodsScheduled", "", self.scheduled_at)
+            ps = PodsScheduled("True", "AllPodsScheduled", "", since=self.scheduled_at)
         else:
-            ps = PodsScheduled("False", "Unschedulable", "no node fits", self.pending_since)
+            ps = PodsScheduled("False", "Unschedulable", "no node fits", since=self.pending_since)
         return OwnReplica(
             index=self.index,
             name=self.name,
@@ -108,13 +115,31 @@ class Replica:
     def charge(self) -> Charge:
         """As another deployment's pass reads this ModelReplica from the fleet listing."""
         return Charge(
-            NAMESPACE,
-            self.name,
-            self.cluster,
-            placement.wire_form(self.engines),
-            self.bound is not None,
-            self.scheduled_at,
+            namespace=NAMESPACE,
+            name=self.name,
+            cluster=self.cluster,
+            engines=placement.wire_form(self.engines),
+            pods_scheduled=self.bound is not None,
+            scheduled_at=self.scheduled_at,
         )
+
+
+class _OthersView(Mapping[str, OthersOnCluster]):
+    """The fleet's charges by cluster without one deployment's own, built per lookup."""
+
+    def __init__(self, charges: Mapping[str, Mapping[str, Charge]], own: set[str]) -> None:
+        self._charges = charges
+        self._own = own
+
+    def __getitem__(self, cluster: str) -> OthersOnCluster:
+        on = self._charges[cluster]
+        return OthersOnCluster(tuple(c for n, c in on.items() if n not in self._own))
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(self._charges)
+
+    def __len__(self) -> int:
+        return len(self._charges)
 
 
 @dataclass(slots=True)
@@ -298,21 +323,24 @@ class World:
         unchanged = self.settings.skip_unchanged and live.stuck_at_epoch == self.epoch
         return missing and not unchanged
 
-    def _charges_for(self, live: Live) -> Callable[[str], tuple[Charge, ...]]:
+    def _others(self, live: Live) -> Mapping[str, OthersOnCluster]:
+        """The other deployments' replicas by cluster, as the fleet listing gives them."""
         own = {r.name for r in live.replicas.values()}
-
-        def charges_for(cluster: str) -> tuple[Charge, ...]:
-            return tuple(c for n, c in self.charges[cluster].items() if n not in own)
-
-        return charges_for
+        return _OthersView(self.charges, own)
 
     def _reconcile(self, live: Live, now: datetime) -> None:
         own = tuple(r.own() for r in live.replicas.values())
         self.tally.passes += 1
         try:
             plan = placement.plan(
-                Inputs(live.spec, self.clusters, own, live.failed, now),
-                self._charges_for(live),
+                Inputs(
+                    deployment=live.spec,
+                    clusters=self.clusters,
+                    own=own,
+                    failed=live.failed,
+                    now=now,
+                    others=self._others(live),
+                ),
                 self.matcher,
             )
         except placement.InvalidSelector as err:

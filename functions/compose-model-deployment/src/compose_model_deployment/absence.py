@@ -36,7 +36,7 @@ from compose_model_deployment.model import MissingCluster
 @dataclass(frozen=True, slots=True)
 class Absences:
     held: dict[str, str]  # cluster -> why its replicas stay where they are
-    missing: tuple[MissingCluster, ...]  # what status.missingClusters remembers
+    missing: tuple[MissingCluster, ...]  # missing now; `still_remembered` after the plan
 
 
 def judge(
@@ -70,3 +70,11 @@ def judge(
         held=held,
         missing=tuple(MissingCluster(c, first_seen[c]) for c in missing),
     )
+
+
+def still_remembered(
+    missing: Iterable[MissingCluster], in_use: Iterable[str]
+) -> tuple[MissingCluster, ...]:
+    """The missing clusters to remember after a pass: those some replica still runs on."""
+    used = set(in_use)
+    return tuple(m for m in missing if m.name in used)

@@ -1,26 +1,30 @@
 """What one pass decides, as a value: plan the replicas, or keep every one as it is.
 
 `decide` reads the deployment, its observed replicas and the fetched
-required resources, and returns exactly one outcome:
+required resources, and returns exactly one outcome. Each carries all the
+shell writes (the desired composed resources, the deployment's status, the
+report and the labels to require InferenceClusters by), so the shell only
+translates it to the wire:
 
-    Planned  the inputs could be trusted: `placement.plan` ran, and its plan,
-             the input problems noted on the way and the clusters judged
-             absent are what the shell writes.
-    Kept     the inputs cannot be trusted, so nothing is planned and every
-             observed ModelReplica is re-emitted unchanged. The reasons, in
-             the order they are checked:
-               InvalidDeployment  the deployment breaks its schema;
-               WaitingForInputs   Crossplane has not fetched the clusters or
-                                  the replicas yet;
-               NoClusters         no InferenceCluster matches clusterSelector;
-               InvalidReplica     one of the deployment's own replicas is
-                                  unreadable;
-               InvalidSelector    a CEL selector does not compile.
+    Planned    the inputs could be trusted: `placement.plan` ran; the
+               resources are its replicas, the status its counts and
+               memories, the report `report.of_plan`.
+    Unplanned  the inputs cannot be trusted, so nothing is planned and every
+               observed ModelReplica is re-emitted unchanged, with the status
+               the kept replicas imply and `report.kept_as_is`. The reasons,
+               in the order they are checked:
+                 InvalidDeployment  the deployment breaks its schema;
+                 WaitingForInputs   Crossplane has not fetched the clusters or
+                                    the replicas yet;
+                 NoClusters         no InferenceCluster matches clusterSelector;
+                 InvalidReplica     one of the deployment's own replicas is
+                                    unreadable;
+                 InvalidSelector    a CEL selector does not compile.
 
 Bad or missing input never deletes running work: every path that cannot
-trust its inputs ends in `Kept`. Both outcomes carry the labels the shell
-must require InferenceClusters by (None when the deployment cannot be read,
-so nothing is required).
+trust its inputs ends in `Unplanned`. The labels to require
+InferenceClusters by are None when the deployment cannot be read, so
+nothing is required.
 """
 
 from __future__ import annotations
@@ -31,14 +35,16 @@ from datetime import datetime
 
 from google.protobuf import struct_pb2
 from modelplane_common import inputs, logs
+from modelplane_common.outcome import capped
 
-from compose_model_deployment import absence, placement, readers
+from compose_model_deployment import absence, placement, readers, report, writer
+from compose_model_deployment.model import DeploymentSpec, MissingCluster
 from compose_model_deployment.placement import Inputs, InvalidSelector, Matcher, Plan
+from compose_model_deployment.readers import Observed, Reported
 
 # The names under which the shell requires InferenceClusters and ModelReplicas.
 CLUSTERS = "inference-clusters"
 REPLICAS = "model-replicas"
-_MAX_MESSAGE = 1024
 
 
 @dataclass(frozen=True, slots=True)
@@ -46,7 +52,7 @@ class Fetched:
     """The required resources as fetched; None for a kind Crossplane has not fetched yet.
 
     Clusters are few and read as dicts; replicas can number thousands and
-    stay protobuf Structs (readers.ReplicaIndex reads them lazily).
+    stay protobuf Structs (readers.OtherReplicas reads them lazily).
     """
 
     clusters: Iterable[Mapping] | None
@@ -55,41 +61,89 @@ class Fetched:
     no_clusters: bool = False
 
 
-@dataclass(frozen=True, slots=True)
-class Kept:
-    """Nothing planned: every observed replica is kept exactly as it is, and this is why."""
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Unplanned:
+    """Nothing planned: every observed replica is written back exactly as it is, and why."""
 
-    desired: int | None  # spec.replicas when readable
-    status: str  # ReplicasScheduled's status
-    reason: str
-    message: str
-    warn: bool  # whether a person has to act (a Warning event)
-    cluster_labels: Mapping[str, str] | None = None
+    resources: Mapping[str, dict]  # composition name -> desired resource
+    status: dict
+    said: report.Report
+    why: report.NothingPlanned
+    cluster_labels: Mapping[str, str] | None
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(frozen=True, slots=True, kw_only=True)
 class Planned:
-    deployment: readers.DeploymentInput
+    """A plan, and everything the shell writes for it."""
+
+    resources: Mapping[str, dict]  # composition name -> desired resource
+    status: dict
+    said: report.Report
     plan: Plan
     notes: tuple[str, ...]  # input problems, in reading order
-    absences: absence.Absences
-
-    @property
-    def cluster_labels(self) -> Mapping[str, str]:
-        return self.deployment.cluster_labels
+    cluster_labels: Mapping[str, str]
 
 
-Outcome = Kept | Planned
+Outcome = Unplanned | Planned
 
 
-def _count(raw: object) -> int | None:
-    """spec.replicas when it is a readable count (bool is an int to Python, not to us)."""
-    return raw if isinstance(raw, int) and not isinstance(raw, bool) and raw >= 0 else None
+def _unplanned(
+    why: report.NothingPlanned,
+    own: Mapping[str, Observed],
+    reported: Reported,
+    cluster_labels: Mapping[str, str] | None = None,
+) -> Unplanned:
+    ready = sum(1 for observed in own.values() if readers.replica_ready(observed.obj))
+    return Unplanned(
+        resources=writer.all_unchanged(own),
+        status=writer.kept_status(reported.memories, why.desired, len(own), ready),
+        said=report.kept_as_is(why, kept=len(own), kept_ready=ready, was_ready=reported.was_ready),
+        why=why,
+        cluster_labels=cluster_labels,
+    )
+
+
+def _cannot_plan(desired: int | None, reason: str, message: str) -> report.NothingPlanned:
+    """An input a person has to fix: ReplicasScheduled False and a Warning event."""
+    return report.NothingPlanned(
+        desired=desired, status="False", reason=reason, message=capped(message), needs_action=True
+    )
+
+
+def _unfetched(fetched: Fetched) -> list[str]:
+    return [
+        name
+        for name, items in ((CLUSTERS, fetched.clusters), (REPLICAS, fetched.replicas))
+        if items is None
+    ]
+
+
+def _not_ready_to_plan(
+    spec_replicas: int, fetched: Fetched, labels: Mapping
+) -> report.NothingPlanned | None:
+    """Why the fetched resources cannot be planned on yet, or None when they can."""
+    missing = _unfetched(fetched)
+    if missing:
+        return report.NothingPlanned(
+            desired=spec_replicas,
+            status="Unknown",
+            reason="WaitingForInputs",
+            message=f"waiting for Crossplane to fetch {', '.join(missing)}",
+            needs_action=False,
+        )
+    if fetched.no_clusters:
+        return _cannot_plan(
+            spec_replicas,
+            "NoClusters",
+            f"no InferenceCluster matches clusterSelector {labels}; "
+            "existing replicas are kept as they are",
+        )
+    return None
 
 
 def decide(
     xr: Mapping,
-    own_observed: Mapping[str, Mapping],
+    own: Mapping[str, Observed],
     fetched: Fetched,
     now: datetime,
     matcher: Matcher,
@@ -99,52 +153,51 @@ def decide(
     with metadata and spec (guard.py turns that into a Fatal result)."""
     laps = laps or logs.Laps()
     inputs.mapping(xr.get("metadata"), "metadata")
-    raw_replicas = inputs.mapping(xr.get("spec"), "spec").get("replicas")
+    inputs.mapping(xr.get("spec"), "spec")
+    reported = readers.read_reported(xr)
     try:
         deployment = readers.read_deployment(xr)
     except ValueError as err:
-        return Kept(
-            _count(raw_replicas), "False", "InvalidDeployment", str(err)[:_MAX_MESSAGE], True
-        )
-    spec = deployment.spec
+        why = _cannot_plan(readers.replica_count(xr), "InvalidDeployment", str(err))
+        return _unplanned(why, own, reported)
     labels = deployment.cluster_labels
-
-    if fetched.clusters is None or fetched.replicas is None:
-        missing = [
-            name
-            for name, items in ((CLUSTERS, fetched.clusters), (REPLICAS, fetched.replicas))
-            if items is None
-        ]
-        return Kept(
-            spec.replicas,
-            "Unknown",
-            "WaitingForInputs",
-            f"waiting for Crossplane to fetch {', '.join(missing)}",
-            False,
-            labels,
-        )
-    if fetched.no_clusters:
-        return Kept(
-            spec.replicas,
-            "False",
-            "NoClusters",
-            f"no InferenceCluster matches clusterSelector {labels}; "
-            "existing replicas are kept as they are",
-            True,
-            labels,
-        )
-
+    waiting = _not_ready_to_plan(deployment.spec.replicas, fetched, labels)
+    if waiting is not None:
+        return _unplanned(waiting, own, reported, labels)
+    assert fetched.clusters is not None and fetched.replicas is not None
     try:
-        read = readers.read_inputs(xr, spec, fetched.clusters, own_observed, fetched.replicas)
+        read = readers.read_inputs(xr, deployment.spec, fetched.clusters, own, fetched.replicas)
     except readers.InvalidOwnReplica as err:
-        return Kept(
-            spec.replicas,
-            "False",
-            "InvalidReplica",
-            f"{err}; every replica is kept as it is"[:_MAX_MESSAGE],
-            True,
-            labels,
-        )
+        message = f"{err}; every replica is kept as it is"
+        why = _cannot_plan(deployment.spec.replicas, "InvalidReplica", message)
+        return _unplanned(why, own, reported, labels)
+    try:
+        plan, missing = _schedule(deployment.spec, read, now, matcher, laps)
+    except InvalidSelector as err:
+        why = _cannot_plan(deployment.spec.replicas, "InvalidSelector", str(err))
+        return _unplanned(why, own, reported, labels)
+    notes = (*read.notes, *plan.others_notes)
+    return Planned(
+        resources=writer.planned_resources(deployment, plan, own),
+        status=writer.status(plan, missing),
+        said=report.of_plan(
+            plan, previous_scheduled=reported.scheduled, was_ready=reported.was_ready, notes=notes
+        ),
+        plan=plan,
+        notes=notes,
+        cluster_labels=labels,
+    )
+
+
+def _schedule(
+    spec: DeploymentSpec,
+    read: readers.PlanningInputs,
+    now: datetime,
+    matcher: Matcher,
+    laps: logs.Laps,
+) -> tuple[Plan, tuple[MissingCluster, ...]]:
+    """Judge absence, then plan: the plan, and the missing clusters to remember after
+    it. Raises InvalidSelector."""
     absences = absence.judge(
         (r.cluster for r in read.own),
         (c.name for c in read.clusters),
@@ -154,17 +207,17 @@ def decide(
         spec.missing_cluster_grace,
     )
     laps.lap("read")
-
-    try:
-        plan = placement.plan(
-            Inputs(spec, read.clusters, read.own, read.failed, now, absences.held),
-            read.index.charges_for,
-            matcher,
-        )
-    except InvalidSelector as err:
-        return Kept(
-            spec.replicas, "False", "InvalidSelector", str(err)[:_MAX_MESSAGE], True, labels
-        )
+    plan = placement.plan(
+        Inputs(
+            deployment=spec,
+            clusters=read.clusters,
+            own=read.own,
+            failed=read.failed,
+            now=now,
+            held=absences.held,
+            others=read.others,
+        ),
+        matcher,
+    )
     laps.lap("schedule")
-    # The index notes what it read lazily, while placement asked for capacity.
-    return Planned(deployment, plan, (*read.notes, *read.index.notes), absences)
+    return plan, absence.still_remembered(absences.missing, (r.cluster for r in plan.replicas))

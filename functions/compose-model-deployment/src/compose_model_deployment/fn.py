@@ -3,18 +3,11 @@
 Reads the RunFunctionRequest (the composite, its observed replicas, the
 required resources in three states: not fetched yet, fetched and empty,
 present), hands them and `now` to `decision.decide`, and translates the
-outcome it returns to the wire:
-
-    Planned  the desired ModelReplicas, the deployment's status, and the
-             conditions and events `report.of_plan` returns as values;
-    Kept     every observed ModelReplica re-emitted unchanged, the status
-             they imply, and `report.kept_as_is`: bad or missing input never
-             deletes running work, and readiness is judged on the kept replicas.
-
-No scheduling arithmetic lives here, and no readiness rule either:
-`readiness` decides whether the deployment is Ready, `report` says it as
-`ReplicasReady`, and this shell also writes it as `desired.composite.ready`,
-which Crossplane turns into the XR's `Ready`.
+outcome it returns to the wire: the requirements (`cluster_labels`), the
+desired composed resources, the deployment's status, and the report's
+conditions and events (`modelplane_common.respond.emit`), its readiness
+also as `desired.composite.ready`, which Crossplane turns into the XR's
+`Ready`. Nothing is decided here: the outcome carries all of it.
 """
 
 from __future__ import annotations
@@ -30,13 +23,18 @@ from crossplane.function.proto.v1 import run_function_pb2 as fnv1
 from crossplane.function.proto.v1 import run_function_pb2_grpc as grpcv1
 from modelplane_common import labels, logs
 from modelplane_common.guard import guarded
-from modelplane_common.inputs import status_of
 from modelplane_common.respond import emit
-from modelplane_common.timeutil import format_time
 
-from compose_model_deployment import readers, report, writer
-from compose_model_deployment.decision import CLUSTERS, REPLICAS, Fetched, Kept, Planned, decide
-from compose_model_deployment.placement import Change, Matcher, Plan
+from compose_model_deployment import readers, report
+from compose_model_deployment.decision import (
+    CLUSTERS,
+    REPLICAS,
+    Fetched,
+    Outcome,
+    Unplanned,
+    decide,
+)
+from compose_model_deployment.placement import Matcher, Plan
 
 SCHEDULED = report.SCHEDULED
 READY = report.READY
@@ -57,22 +55,12 @@ def _require(rsp: fnv1.RunFunctionResponse, name: str, kind: str, match: Mapping
     rsp.requirements.resources[name].CopyFrom(selector)
 
 
-def _own_observed(req: fnv1.RunFunctionRequest) -> dict[str, dict]:
+def _own_observed(req: fnv1.RunFunctionRequest) -> dict[str, readers.Observed]:
     return {
-        key: readers.integral(resource.struct_to_dict(observed.resource))
+        key: readers.Observed.of(observed.resource)
         for key, observed in sorted(req.observed.resources.items())
         if key.startswith(readers.RESOURCE_PREFIX)
     }
-
-
-def _set_status(rsp: fnv1.RunFunctionResponse, status: dict) -> None:
-    resource.update(rsp.desired.composite, {"status": status})
-
-
-def _emit(rsp: fnv1.RunFunctionResponse, said: report.Report) -> None:
-    """Write a report: its conditions and events, and its verdict as the XR's own Ready."""
-    rsp.desired.composite.ready = fnv1.READY_TRUE if said.ready else fnv1.READY_FALSE
-    emit(rsp, said.conditions, said.events)
 
 
 def _fetched(req: fnv1.RunFunctionRequest) -> Fetched:
@@ -82,13 +70,25 @@ def _fetched(req: fnv1.RunFunctionRequest) -> Fetched:
     replicas = required[REPLICAS].items if REPLICAS in required else None
     return Fetched(
         clusters=(
-            (readers.integral(resource.struct_to_dict(item.resource)) for item in clusters)
+            (readers.as_object(item.resource) for item in clusters)
             if clusters is not None
             else None
         ),
         replicas=(item.resource for item in replicas) if replicas is not None else None,
         no_clusters=clusters is not None and not clusters,
     )
+
+
+def _write(rsp: fnv1.RunFunctionResponse, outcome: Outcome) -> None:
+    """The outcome on the response, translated and nothing more."""
+    if outcome.cluster_labels is not None:
+        _require(rsp, CLUSTERS, "InferenceCluster", outcome.cluster_labels)
+        _require(rsp, REPLICAS, "ModelReplica", {})
+    for key, desired in outcome.resources.items():
+        rsp.desired.resources[key].resource.update(desired)
+    resource.update(rsp.desired.composite, {"status": outcome.status})
+    rsp.desired.composite.ready = fnv1.READY_TRUE if outcome.said.ready else fnv1.READY_FALSE
+    emit(rsp, outcome.said.conditions, outcome.said.events)
 
 
 def run_function(
@@ -105,23 +105,18 @@ def run_function(
     """
     laps = logs.Laps()
     rsp = response.to(req)
-    xr = readers.integral(resource.struct_to_dict(req.observed.composite.resource))
-    assert isinstance(xr, dict)
-    own_observed = _own_observed(req)
-    outcome = decide(xr, own_observed, _fetched(req), now, matcher, laps)
-    if outcome.cluster_labels is not None:
-        _require(rsp, CLUSTERS, "InferenceCluster", outcome.cluster_labels)
-        _require(rsp, REPLICAS, "ModelReplica", {})
-    if isinstance(outcome, Kept):
-        _write_kept(rsp, xr, own_observed, outcome)
+    xr = readers.as_object(req.observed.composite.resource)
+    own = _own_observed(req)
+    outcome = decide(xr, own, _fetched(req), now, matcher, laps)
+    _write(rsp, outcome)
+    if isinstance(outcome, Unplanned):
         log.debug(
             "nothing planned, every replica kept",
-            reason=outcome.reason,
-            message=outcome.message,
-            kept=len(own_observed),
+            reason=outcome.why.reason,
+            message=outcome.why.message,
+            kept=len(own),
         )
         return rsp
-    _write_plan(rsp, xr, own_observed, outcome)
     laps.lap("write")
     if timings is not None:
         timings.update(laps.seconds)
@@ -132,30 +127,6 @@ def run_function(
         **laps.as_fields(),
     )
     return rsp
-
-
-def _write_kept(
-    rsp: fnv1.RunFunctionResponse, xr: Mapping, own_observed: Mapping[str, dict], kept: Kept
-) -> None:
-    """Every observed replica exactly as it is, the status they imply, and why."""
-    ready = 0
-    for key, obj in own_observed.items():
-        rsp.desired.resources[key].resource.update(writer.unchanged(obj))
-        ready += 1 if readers.replica_ready(obj) else 0
-    _set_status(rsp, writer.kept_status(status_of(xr), kept.desired, len(own_observed), ready))
-    _emit(
-        rsp,
-        report.kept_as_is(
-            desired=kept.desired,
-            kept=len(own_observed),
-            kept_ready=ready,
-            was_ready=readers.was_ready(xr),
-            status=kept.status,
-            reason=kept.reason,
-            message=kept.message,
-            warn=kept.warn,
-        ),
-    )
 
 
 def _summary(plan: Plan) -> dict[str, object]:
@@ -170,45 +141,6 @@ def _summary(plan: Plan) -> dict[str, object]:
         "healed": len(plan.healed),
         "unplaced": plan.diagnosis.summary() if plan.diagnosis is not None else "",
     }
-
-
-def _write_plan(
-    rsp: fnv1.RunFunctionResponse, xr: Mapping, own_observed: Mapping[str, dict], planned: Planned
-) -> None:
-    """The planned replicas, every other observed resource kept, the status and the report."""
-    deployment, plan, absences = planned.deployment, planned.plan, planned.absences
-    for replica in plan.replicas:
-        key = writer.resource_name(replica.index)
-        if replica.change in (Change.STRANDED, Change.HELD) and key in own_observed:
-            desired = writer.unchanged(own_observed[key])
-        else:
-            desired = writer.model_replica(deployment, replica)
-        rsp.desired.resources[key].resource.update(desired)
-    # Observed resources that are not replicas of ours are kept, never dropped.
-    written = {writer.resource_name(r.index) for r in plan.replicas}
-    removed = {writer.resource_name(r.index) for r in plan.removed}
-    for key, obj in own_observed.items():
-        if key not in written and key not in removed:
-            rsp.desired.resources[key].resource.update(writer.unchanged(obj))
-    status = writer.status(plan)
-    # Remembered only while a replica still runs there after this pass.
-    still_used = {r.cluster for r in plan.replicas}
-    status["missingClusters"] = [
-        {"name": m.name, "since": format_time(m.since)}
-        for m in absences.missing
-        if m.name in still_used
-    ]
-    _set_status(rsp, status)
-    replicas = status_of(xr).get("replicas")
-    _emit(
-        rsp,
-        report.of_plan(
-            plan,
-            previous_scheduled=replicas.get("scheduled") if isinstance(replicas, Mapping) else None,
-            was_ready=readers.was_ready(xr),
-            notes=list(planned.notes),
-        ),
-    )
 
 
 class FunctionRunner(grpcv1.FunctionRunnerServiceServicer):

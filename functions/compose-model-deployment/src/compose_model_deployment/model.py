@@ -5,9 +5,9 @@ The fleet (pools, clusters, placed engines, charges) lives in
 side; this module holds what only the scheduler reads: the deployment's
 shape (engines of members, each member's device requests as still
 unresolved CEL selectors), its own replicas and its memories (failed
-placements, missing clusters). The wire shell (fn.py) turns protobuf
-Structs into these small frozen types; the pure core never sees a Struct,
-a dict from the wire or the clock.
+placements, missing clusters). The readers (readers.py) turn the wire into
+these small frozen types; the pure core never sees a Struct, a dict from the
+wire or the clock.
 """
 
 from __future__ import annotations
@@ -17,7 +17,20 @@ from datetime import datetime, timedelta
 
 from modelplane_common.capacity.fleet import PlacedEngine, PoolKey, Role, is_gang
 from modelplane_common.devices import DeviceRequest
+from modelplane_common.timeutil import parse_duration
 from modelplane_common.tolerations import Toleration
+from modelplane_schemas.modeldeployment import Healing
+
+
+def healing_default(field: str) -> timedelta:
+    """A `spec.healing` duration's default, as the generated model (from the XRD) has it."""
+    return parse_duration(Healing.model_fields[field].default)
+
+
+UNSCHEDULABLE_GRACE = healing_default("unschedulableGracePeriod")
+AVOID_FOR = healing_default("avoidFor")
+MISSING_CLUSTER_GRACE = healing_default("missingClusterGracePeriod")
+
 
 # --- what the deployment asks for -----------------------------------------------------------
 
@@ -41,16 +54,16 @@ class EngineShape:
         return is_gang(m.role for m in self.members)
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(frozen=True, slots=True, kw_only=True)
 class DeploymentSpec:
     namespace: str
     name: str
     replicas: int
     engines: tuple[EngineShape, ...]
     tolerations: tuple[Toleration, ...] = ()
-    unschedulable_grace: timedelta = timedelta(minutes=2)
-    avoid_for: timedelta = timedelta(minutes=30)
-    missing_cluster_grace: timedelta = timedelta(minutes=5)
+    unschedulable_grace: timedelta = UNSCHEDULABLE_GRACE
+    avoid_for: timedelta = AVOID_FOR
+    missing_cluster_grace: timedelta = MISSING_CLUSTER_GRACE
 
     def replica_name(self, index: int) -> str:
         return f"{self.name}-{index}"
@@ -69,7 +82,7 @@ class PodsScheduled:
     since: datetime | None = None  # lastTransitionTime
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(frozen=True, slots=True, kw_only=True)
 class OwnReplica:
     """One of this deployment's replicas, read from the observed composed resources."""
 
@@ -92,7 +105,7 @@ class OwnReplica:
         return tuple(sorted({m.pool for e in self.engines for m in e.members}))
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(frozen=True, slots=True, kw_only=True)
 class FailedPlacement:
     cluster: str
     pool: str

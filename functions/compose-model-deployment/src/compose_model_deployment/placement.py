@@ -16,16 +16,17 @@ Phases (each a function below that returns what it decided; `plan` runs them in 
     3. scale down -> (Retained, removed): remove the excess by rule "victim
                   order".
     4. fill       -> Filled: against the pass's `PoolLedgers`
-                  (modelplane_common.capacity.pools), built only now, from
-                  the other and the kept replicas' charges: re-place the
-                  unresolved engines of kept replicas on their own cluster
-                  (else the replica moves), then place moving replicas, then
-                  new ones at the lowest free indices. A replica goes to the
-                  first eligible cluster by rule "cluster order" that holds
-                  all its engines, each engine on one pool by rule "pool
-                  order". Capacity is charged as it is used; the last
-                  replica that finds no place leaves its `Diagnosis`
-                  (modelplane_common.capacity.diagnosis).
+                  (modelplane_common.capacity.pools, the cache admission
+                  replays its queue on too), built only now, from the kept
+                  replicas' charges and the other replicas'
+                  (`Inputs.others`): re-place the unresolved engines of
+                  kept replicas on their own cluster (else the replica
+                  moves), then place moving replicas, then new ones at the
+                  lowest free indices. A replica goes to the first eligible
+                  cluster by rule "cluster order" that holds all its engines,
+                  each engine on one pool by rule "pool order". Capacity is
+                  charged as it is used; the last replica that finds no place
+                  leaves its `Diagnosis` (modelplane_common.capacity.diagnosis).
 
 Named ordering rules (design/scheduler.md, "Ordering rules")
     cluster order  fewest replicas of this deployment first, ties by name.
@@ -61,7 +62,7 @@ Deliberate limits
 from __future__ import annotations
 
 from collections import Counter
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from collections.abc import Set as AbstractSet
 from dataclasses import dataclass, field, replace
 from datetime import datetime
@@ -69,7 +70,7 @@ from enum import StrEnum
 from typing import Protocol
 
 from modelplane_common.capacity.admission import OVERCOMMITTED, WAITING
-from modelplane_common.capacity.diagnosis import NOTHING_CHECKED, Cause, Diagnosis, Verdict
+from modelplane_common.capacity.diagnosis import NOTHING_CHECKED, Cause, Diagnosis, PoolRefusal
 from modelplane_common.capacity.fit import PoolLedger, Reservation
 from modelplane_common.capacity.fleet import (
     Charge,
@@ -87,6 +88,7 @@ from modelplane_common.capacity.pools import (
     shortage,
 )
 from modelplane_common.devices import DeviceKind, DeviceRequest
+from modelplane_common.outcome import capped
 
 from compose_model_deployment.model import (
     DeploymentSpec,
@@ -112,7 +114,6 @@ class KindMatchLike(Protocol):
 
 # Which pool device kind satisfies each of one pod's requests, or None (cel.devices.match_requests).
 Matcher = Callable[[Sequence[DeviceRequest], Sequence[DeviceKind]], Sequence[KindMatchLike] | None]
-ChargesFor = Callable[[str], Sequence[Charge]]
 
 
 class InvalidSelector(ValueError):
@@ -129,6 +130,14 @@ class Change(StrEnum):
 
 
 @dataclass(frozen=True, slots=True)
+class OthersOnCluster:
+    """What the other deployments' replicas hold on one cluster, and what reading them noted."""
+
+    charges: tuple[Charge, ...]
+    notes: tuple[str, ...] = ()
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
 class Inputs:
     deployment: DeploymentSpec
     clusters: tuple[Cluster, ...]
@@ -138,9 +147,14 @@ class Inputs:
     # Clusters whose replicas stay where they are this pass, with the reason
     # (absence.py decides: missing within the grace period, or unreadable).
     held: Mapping[str, str] = field(default_factory=dict)
+    # The other replicas by cluster. Placement looks up only the clusters it
+    # tries, so a reader may produce a cluster's entry on its first lookup
+    # (readers.OtherReplicas does: reading every one of 8,000 replicas each
+    # pass would cost more than the rest of the pass).
+    others: Mapping[str, OthersOnCluster] = field(default_factory=dict)
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(frozen=True, slots=True, kw_only=True)
 class PlannedReplica:
     index: int
     name: str
@@ -169,7 +183,7 @@ class PlannedReplica:
         return tuple(sorted({m.pool for e in self.engines for m in e.members}))
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(frozen=True, slots=True, kw_only=True)
 class Healed:
     replica: str
     cluster: str
@@ -177,7 +191,7 @@ class Healed:
     why: str
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(frozen=True, slots=True, kw_only=True)
 class Plan:
     replicas: tuple[PlannedReplica, ...]
     removed: tuple[OwnReplica, ...]
@@ -188,7 +202,8 @@ class Plan:
     diagnosis: Diagnosis | None = None
     bases: Mapping[PoolKey, Basis] = field(default_factory=dict)
     reservations: Mapping[PoolKey, tuple[Reservation, ...]] = field(default_factory=dict)
-    capacity_notes: tuple[str, ...] = ()
+    # What reading the other replicas noted, by the order their clusters were first tried.
+    others_notes: tuple[str, ...] = ()
 
     @property
     def scheduled(self) -> int:
@@ -219,7 +234,7 @@ class Plan:
 
 
 @dataclass(frozen=True, slots=True)
-class Kept:
+class Staying:
     """A retained replica and its engines re-resolved on their pools (None: needs a new pool)."""
 
     own: OwnReplica
@@ -242,7 +257,7 @@ class Memory:
 class Retained:
     """What `retain` (and then `scale_down`) decided for the existing replicas."""
 
-    kept: Mapping[int, Kept]  # by index
+    kept: Mapping[int, Staying]  # by index
     moving: tuple[tuple[OwnReplica, str], ...]  # must be re-placed, and why
     held: tuple[OwnReplica, ...]  # on a missing or unreadable cluster (absence.py)
 
@@ -324,7 +339,12 @@ class Matching:
                         )
                     )
             members.append(
-                PlacedMember(member.role, pool.name, tuple(requests), member.pods_per_copy)
+                PlacedMember(
+                    role=member.role,
+                    pool=pool.name,
+                    requests=tuple(requests),
+                    pods_per_copy=member.pods_per_copy,
+                )
             )
         else:
             resolved = PlacedEngine(engine.name, engine.copies, tuple(members))
@@ -406,13 +426,17 @@ def remember(inputs: Inputs) -> Memory:
         why = unschedulable_too_long(own, spec, now) or overcommitted(own)
         if why is None:
             continue
-        healed.append(Healed(own.name, own.cluster, own.pools, why))
+        healed.append(Healed(replica=own.name, cluster=own.cluster, pools=own.pools, why=why))
         expires = avoided_until(own, spec, now)
         if expires <= now:
             continue  # moved again, but its pools are no longer avoided
         for pool in own.pools:
             failures[(own.cluster, pool)] = FailedPlacement(
-                own.cluster, pool, expires, own.name, why[:1024]
+                cluster=own.cluster,
+                pool=pool,
+                expires_at=expires,
+                replica=own.name,
+                reason=capped(why),
             )
     return Memory(tuple(healed), failures)
 
@@ -444,7 +468,7 @@ def retain(
     """Keep every replica that may stay, its engines re-resolved on the pools they use."""
     spec = inputs.deployment
     healed = {h.replica for h in memory.healed}
-    kept: dict[int, Kept] = {}
+    kept: dict[int, Staying] = {}
     moving: list[tuple[OwnReplica, str]] = []
     held: list[OwnReplica] = []
     for own in sorted(inputs.own, key=lambda r: r.index):
@@ -461,7 +485,7 @@ def retain(
             old = next((e for e in own.engines if e.name == shape.name), None)
             pool = cluster.pool(old.pool) if old is not None else None
             engines.append(matching.resolve(shape, pool) if pool is not None else None)
-        kept[own.index] = Kept(own, tuple(engines))
+        kept[own.index] = Staying(own, tuple(engines))
     return Retained(kept, tuple(moving), tuple(held))
 
 
@@ -500,12 +524,12 @@ def kept_charges(retained: Retained, spec: DeploymentSpec) -> dict[str, list[Cha
         if done:
             charges.setdefault(own.cluster, []).append(
                 Charge(
-                    spec.namespace,
-                    own.name,
-                    own.cluster,
-                    done,
-                    own.pods_scheduled.status == "True",
-                    own.scheduled_at,
+                    namespace=spec.namespace,
+                    name=own.name,
+                    cluster=own.cluster,
+                    engines=done,
+                    pods_scheduled=own.pods_scheduled.status == "True",
+                    scheduled_at=own.scheduled_at,
                 )
             )
     return charges
@@ -521,48 +545,50 @@ class _Filler:
         self,
         spec: DeploymentSpec,
         clusters: Mapping[str, Cluster],
-        capacity: PoolLedgers,
+        ledgers: PoolLedgers,
         matching: Matching,
         avoid: frozenset[PoolKey],
     ) -> None:
         self.spec = spec
         self.clusters = clusters
-        self.capacity = capacity
+        self.ledgers = ledgers
         self.matching = matching
         self.avoid = avoid
 
     def try_cluster(
         self, cluster: Cluster, engines: Sequence[EngineShape]
-    ) -> dict[str, PlacedEngine] | list[Verdict]:
+    ) -> dict[str, PlacedEngine] | list[PoolRefusal]:
         """Place these engines on one cluster, each on one pool (rule "pool order");
         charge only if all fit. On failure, why each pool refused the engine that did not."""
         trials: dict[PoolKey, PoolLedger] = {}
         placed: dict[str, PlacedEngine] = {}
         for engine in engines:
-            refused: list[Verdict] = []
+            refused: list[PoolRefusal] = []
             for pool in self.matching.pool_order(engine, cluster.pools):
                 if pool.key in self.avoid:
-                    refused.append(Verdict(cluster.name, pool.name, Cause.RECENTLY_FAILED))
+                    refused.append(PoolRefusal(cluster.name, pool.name, Cause.RECENTLY_FAILED))
                     continue
                 resolved = self.matching.resolve(engine, pool)
                 if resolved is None:
-                    refused.append(Verdict(cluster.name, pool.name, Cause.SELECTOR_MISMATCH))
+                    refused.append(PoolRefusal(cluster.name, pool.name, Cause.SELECTOR_MISMATCH))
                     continue
-                trial = trials.get(pool.key) or self.capacity.ledger(cluster, pool).copy()
+                trial = trials.get(pool.key) or self.ledgers.ledger(cluster, pool).copy()
                 if place_engine(trial, pool, resolved):
                     trials[pool.key] = trial
                     placed[engine.name] = resolved
                     break
-                refused.append(Verdict(cluster.name, pool.name, shortage(trial, pool, resolved)))
+                refused.append(
+                    PoolRefusal(cluster.name, pool.name, shortage(trial, pool, resolved))
+                )
             else:
                 return refused
-        self.capacity.commit(trials)
+        self.ledgers.commit(trials)
         return placed
 
-    def eligible(self) -> tuple[list[Cluster], list[Verdict]]:
-        """Clusters that take new replicas, and a verdict for each pool of those that do not."""
+    def eligible(self) -> tuple[list[Cluster], list[PoolRefusal]]:
+        """Clusters that take new replicas, and a refusal for each pool of those that do not."""
         usable: list[Cluster] = []
-        refused: list[Verdict] = []
+        refused: list[PoolRefusal] = []
         tolerations = self.spec.tolerations
         for cluster in self.clusters.values():
             if not cluster.ready:
@@ -574,7 +600,7 @@ class _Filler:
             else:
                 usable.append(cluster)
                 continue
-            refused.extend(Verdict(cluster.name, pool.name, cause) for pool in cluster.pools)
+            refused.extend(PoolRefusal(cluster.name, pool.name, cause) for pool in cluster.pools)
         return usable, refused
 
     def place_anywhere(
@@ -590,6 +616,96 @@ class _Filler:
         return Diagnosis(tuple(refused)) if refused else NOTHING_CHECKED
 
 
+def _held_in_place(inputs: Inputs, retained: Retained) -> dict[int, PlannedReplica]:
+    """Replicas on a cluster that cannot be seen stay exactly where they are."""
+    return {
+        own.index: PlannedReplica(
+            index=own.index,
+            name=own.name,
+            cluster=own.cluster,
+            engines=own.engines,
+            change=Change.HELD,
+            placed_at=own.placed_at or inputs.now,
+            previous=own,
+            why=inputs.held[own.cluster],
+        )
+        for own in retained.held
+    }
+
+
+def _staying(
+    staying: Staying, spec: DeploymentSpec, clusters: Mapping[str, Cluster], filler: _Filler
+) -> tuple[PlacedEngine, ...] | None:
+    """A kept replica's engines, those whose pool no longer holds them re-placed on
+    its own cluster; None when they do not fit there (the replica must move)."""
+    missing = [s for s, e in zip(spec.engines, staying.engines, strict=True) if e is None]
+    if not missing:
+        return tuple(e for e in staying.engines if e is not None)
+    placed = filler.try_cluster(clusters[staying.own.cluster], missing)
+    if not isinstance(placed, dict):
+        return None
+    return tuple(
+        e if e is not None else placed[s.name]
+        for s, e in zip(spec.engines, staying.engines, strict=True)
+    )
+
+
+def _kept_in_place(
+    own: OwnReplica, engines: tuple[PlacedEngine, ...], now: datetime
+) -> PlannedReplica:
+    same = wire_form(engines) == wire_form(own.engines)
+    repooled = {m.pool for e in engines for m in e.members} != set(own.pools)
+    return PlannedReplica(
+        index=own.index,
+        name=own.name,
+        cluster=own.cluster,
+        engines=engines,
+        change=Change.KEPT if same else Change.RESHAPED,
+        placed_at=now if repooled or own.placed_at is None else own.placed_at,
+        previous=own,
+    )
+
+
+def _moved(
+    own: OwnReplica,
+    why: str,
+    found: tuple[Cluster, dict[str, PlacedEngine]] | Diagnosis,
+    spec: DeploymentSpec,
+    now: datetime,
+) -> PlannedReplica:
+    """A replica that must move: where it goes, or stranded where it is."""
+    if isinstance(found, Diagnosis):
+        return PlannedReplica(
+            index=own.index,
+            name=own.name,
+            cluster=own.cluster,
+            engines=own.engines,
+            change=Change.STRANDED,
+            placed_at=own.placed_at or now,
+            previous=own,
+            why=why,
+        )
+    cluster, placed = found
+    return PlannedReplica(
+        index=own.index,
+        name=own.name,
+        cluster=cluster.name,
+        engines=tuple(placed[s.name] for s in spec.engines),
+        change=Change.MOVED,
+        placed_at=now,
+        previous=own,
+        why=why,
+    )
+
+
+def _free_indices(taken: AbstractSet[int]) -> Iterator[int]:
+    index = 0
+    while True:
+        if index not in taken:
+            yield index
+        index += 1
+
+
 def fill(
     inputs: Inputs,
     clusters: Mapping[str, Cluster],
@@ -599,50 +715,20 @@ def fill(
 ) -> Filled:
     """Keep, then re-place, then add: every replica's place for this pass."""
     spec, now = inputs.deployment, inputs.now
-    planned: dict[int, PlannedReplica] = {
-        own.index: PlannedReplica(
-            own.index,
-            own.name,
-            own.cluster,
-            own.engines,
-            Change.HELD,
-            own.placed_at or now,
-            own,
-            inputs.held[own.cluster],
-        )
-        for own in retained.held
-    }
+    planned = _held_in_place(inputs, retained)
     replicas_on: Counter[str] = Counter(k.own.cluster for k in retained.kept.values())
     moving = list(retained.moving)
 
     # Kept replicas: an engine whose pool no longer holds it is re-placed on the same cluster.
     for index in sorted(retained.kept):
-        own, engines = retained.kept[index].own, retained.kept[index].engines
-        missing = [s for s, e in zip(spec.engines, engines, strict=True) if e is None]
-        if missing:
-            placed = filler.try_cluster(clusters[own.cluster], missing)
-            if not isinstance(placed, dict):
-                replicas_on[own.cluster] -= 1
-                moving.append(
-                    (own, f"its pools can no longer hold its shape on cluster {own.cluster}")
-                )
-                continue
-            engines = tuple(
-                e if e is not None else placed[s.name]
-                for s, e in zip(spec.engines, engines, strict=True)
-            )
-        final = tuple(e for e in engines if e is not None)
-        same = wire_form(final) == wire_form(own.engines)
-        repooled = {m.pool for e in final for m in e.members} != set(own.pools)
-        planned[index] = PlannedReplica(
-            index,
-            own.name,
-            own.cluster,
-            final,
-            Change.KEPT if same else Change.RESHAPED,
-            now if repooled or own.placed_at is None else own.placed_at,
-            own,
-        )
+        staying = retained.kept[index]
+        engines = _staying(staying, spec, clusters, filler)
+        if engines is None:
+            replicas_on[staying.own.cluster] -= 1
+            why = f"its pools can no longer hold its shape on cluster {staying.own.cluster}"
+            moving.append((staying.own, why))
+            continue
+        planned[index] = _kept_in_place(staying.own, engines, now)
 
     # Replicas that must move: anywhere else that fits, or stranded where they are.
     diagnosis: Diagnosis | None = None
@@ -650,51 +736,28 @@ def fill(
         found = filler.place_anywhere(replicas_on)
         if isinstance(found, Diagnosis):
             diagnosis = found
-            planned[own.index] = PlannedReplica(
-                own.index,
-                own.name,
-                own.cluster,
-                own.engines,
-                Change.STRANDED,
-                own.placed_at or now,
-                own,
-                why,
-            )
-            continue
-        cluster, placed = found
-        replicas_on[cluster.name] += 1
-        planned[own.index] = PlannedReplica(
-            own.index,
-            own.name,
-            cluster.name,
-            tuple(placed[s.name] for s in spec.engines),
-            Change.MOVED,
-            now,
-            own,
-            why,
-        )
+        else:
+            replicas_on[found[0].name] += 1
+        planned[own.index] = _moved(own, why, found, spec, now)
 
     # New replicas at the lowest free indices, until the count is reached or nothing fits.
-    taken = set(planned) | {o.index for o in removed}
-    index = 0
+    free = _free_indices(set(planned) | {o.index for o in removed})
     while len(planned) < spec.replicas:
-        while index in taken:
-            index += 1
         found = filler.place_anywhere(replicas_on)
         if isinstance(found, Diagnosis):
             diagnosis = found
             break
         cluster, placed = found
         replicas_on[cluster.name] += 1
+        index = next(free)
         planned[index] = PlannedReplica(
-            index,
-            spec.replica_name(index),
-            cluster.name,
-            tuple(placed[s.name] for s in spec.engines),
-            Change.PLACED,
-            now,
+            index=index,
+            name=spec.replica_name(index),
+            cluster=cluster.name,
+            engines=tuple(placed[s.name] for s in spec.engines),
+            change=Change.PLACED,
+            placed_at=now,
         )
-        taken.add(index)
     return Filled(planned, diagnosis)
 
 
@@ -712,7 +775,17 @@ def wire_form(engines: Sequence[PlacedEngine]) -> tuple[PlacedEngine, ...]:
     )
 
 
-def plan(inputs: Inputs, charges_for: ChargesFor, matcher: Matcher) -> Plan:
+def _others_on(inputs: Inputs, cluster: str) -> tuple[Charge, ...]:
+    others = inputs.others.get(cluster)
+    return () if others is None else others.charges
+
+
+def _others_notes(inputs: Inputs, cluster: str) -> tuple[str, ...]:
+    others = inputs.others.get(cluster)
+    return () if others is None else others.notes
+
+
+def plan(inputs: Inputs, matcher: Matcher) -> Plan:
     """Decide where every replica of the deployment runs. Raises InvalidSelector."""
     spec = inputs.deployment
     clusters = {c.name: c for c in sorted(inputs.clusters, key=lambda c: c.name)}
@@ -720,8 +793,8 @@ def plan(inputs: Inputs, charges_for: ChargesFor, matcher: Matcher) -> Plan:
     memory = remember(inputs)
     retained, removed = scale_down(retain(inputs, clusters, memory, matching), spec.replicas)
     kept = kept_charges(retained, spec)
-    capacity = PoolLedgers(inputs.now, lambda name: (*charges_for(name), *kept.get(name, ())))
-    filler = _Filler(spec, clusters, capacity, matching, memory.avoid)
+    ledgers = PoolLedgers(inputs.now, lambda name: (*_others_on(inputs, name), *kept.get(name, ())))
+    filler = _Filler(spec, clusters, ledgers, matching, memory.avoid)
     filled = fill(inputs, clusters, retained, removed, filler)
 
     failures = sorted(memory.failures.values(), key=lambda f: (-f.expires_at.timestamp(), f.key))
@@ -733,7 +806,7 @@ def plan(inputs: Inputs, charges_for: ChargesFor, matcher: Matcher) -> Plan:
         failed_placements=tuple(failures),
         desired=spec.replicas,
         diagnosis=filled.diagnosis,
-        bases=dict(capacity.bases),
-        reservations=capacity.reservations(),
-        capacity_notes=tuple(capacity.notes),
+        bases=dict(ledgers.bases),
+        reservations=ledgers.reservations(),
+        others_notes=tuple(n for c in ledgers.clusters_read for n in _others_notes(inputs, c)),
     )

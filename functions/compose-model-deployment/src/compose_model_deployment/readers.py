@@ -1,60 +1,58 @@
 """Wire to domain: read the request's resources into the core's small types.
 
 Small inputs (the deployment, its own replicas, the selected clusters) are
-converted to dicts first; the deployment and its own replicas are then read
-through their generated models (modelplane_schemas, design/tooling.md), the
-clusters through `capacity.readers.read_cluster`. The required ModelReplicas can number thousands
-(an 11 MB request at 8,000), and `struct_to_dict` on them costs seconds, so
-`ReplicaIndex` reads them straight from the protobuf Structs: one pass reads
-only `spec.clusterName` and groups the Structs by cluster; a cluster's
-replicas are read further (identity, PodsScheduled, scheduledAt, engines)
-only when placement first asks for that cluster's capacity.
+converted to dicts first (`as_object`); the deployment and its own replicas
+are then validated against their generated models (modelplane_schemas,
+design/tooling.md), the clusters read by `capacity.readers.read_cluster`.
+The required ModelReplicas can number thousands (an 11 MB request at
+8,000), and `struct_to_dict` on them costs seconds, so `OtherReplicas`
+reads them straight from the protobuf Structs: one pass reads only
+`spec.clusterName` and groups the Structs by cluster; a cluster's replicas
+are read further (identity, PodsScheduled, scheduledAt, engines) only when
+placement first looks that cluster up.
 
 Readers never raise on malformed input: they return what they could read
-plus notes the shell turns into the InputsValid condition and warnings.
+plus notes the report turns into the InputsValid condition and warnings.
 """
 
 from __future__ import annotations
 
 import re
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import dataclass
 from datetime import datetime, timedelta
-from typing import overload
 
+from crossplane.function import resource as wire
 from google.protobuf import struct_pb2
 from modelplane_common import labels
 from modelplane_common.capacity import admission
-from modelplane_common.capacity.fleet import (
-    Charge,
-    Cluster,
-    PlacedEngine,
-    PlacedMember,
-    ResolvedRequest,
-    Role,
-)
+from modelplane_common.capacity.fleet import Charge, Cluster, Role, pods_per_copy
 from modelplane_common.capacity.readers import (
     UnreadableCluster,
     get_str,
     get_struct,
     read_charge,
     read_cluster,
+    read_engines,
 )
 from modelplane_common.devices import DeviceRequest
 from modelplane_common.inputs import (
     InvalidInput,
     find_condition,
+    integral_object,
     problem,
     status_of,
     validation_problems,
 )
 from modelplane_common.timeutil import parse_duration, parse_time_or_none
 from modelplane_common.tolerations import Toleration
+from modelplane_schemas import modeldeployment as schema
 from modelplane_schemas.modeldeployment import ModelDeployment
-from modelplane_schemas.modelreplica import Spec as ReplicaSpec
+from modelplane_schemas.modelreplica import Spec as ModelReplicaSpec
 from pydantic import ValidationError
 
 from compose_model_deployment.model import (
+    UNSCHEDULABLE_GRACE,
     DeploymentSpec,
     EngineShape,
     FailedPlacement,
@@ -62,7 +60,9 @@ from compose_model_deployment.model import (
     MissingCluster,
     OwnReplica,
     PodsScheduled,
+    healing_default,
 )
+from compose_model_deployment.placement import OthersOnCluster
 
 # Not a label: when the replica's current cluster and pools were chosen, on the
 # control plane's clock, so a PodsScheduled condition older than the placement
@@ -70,36 +70,34 @@ from compose_model_deployment.model import (
 PLACED_AT = labels.PLACED_AT
 RESOURCE_PREFIX = "replica-"
 _INDEX = re.compile(r"^replica-(0|[1-9][0-9]{0,5})$")
+# The status fields a pass that plans nothing passes through as they are.
+MEMORIES = ("failedPlacements", "missingClusters")
 
 
-@overload
-def integral(value: dict) -> dict: ...
-@overload
-def integral(value: object) -> object: ...
-def integral(value: object) -> object:
-    """Undo protobuf's float-only numbers: 8.0 back to 8, recursively.
-
-    struct_to_dict yields every JSON number as a float. Counts are integers
-    on the wire, and CEL selectors compare `int` attributes with int
-    literals, where 200.0 would be a double and fail to compare.
-    """
-    if isinstance(value, float) and value.is_integer():
-        return int(value)
-    if isinstance(value, dict):
-        return {k: integral(v) for k, v in value.items()}
-    if isinstance(value, list):
-        return [integral(v) for v in value]
-    return value
+def as_object(struct: struct_pb2.Struct) -> dict:
+    """A Struct from the request as a dict, its whole numbers ints again
+    (CEL selectors compare `int` attributes with int literals, where 200.0
+    would be a double and fail to compare)."""
+    return integral_object(wire.struct_to_dict(struct))
 
 
-def _time_or_none(value: object) -> datetime | None:
-    return parse_time_or_none(value)
+@dataclass(frozen=True, slots=True)
+class Observed:
+    """One of the deployment's observed composed resources: as a dict, and its
+    spec as the Struct it came in (capacity.readers.read_engines reads that)."""
+
+    obj: dict
+    spec: struct_pb2.Struct | None
+
+    @classmethod
+    def of(cls, struct: struct_pb2.Struct) -> Observed:
+        return cls(as_object(struct), get_struct(struct, "spec"))
 
 
 # --- the deployment ---------------------------------------------------------------------------
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(frozen=True, slots=True, kw_only=True)
 class DeploymentInput:
     spec: DeploymentSpec
     cluster_labels: dict[str, str]
@@ -107,6 +105,61 @@ class DeploymentInput:
     # Raw engines and tolerations, copied onto every ModelReplica (templates are opaque).
     raw_engines: tuple[Mapping, ...]
     raw_tolerations: tuple[Mapping, ...]
+
+
+def _member_shape(member: schema.Member) -> MemberShape:
+    devices = member.nodeSelector.devices if member.nodeSelector else None
+    requests = tuple(
+        DeviceRequest(
+            name=d.name,
+            count=d.count,
+            selectors=tuple(s.cel.expression for s in d.selectors or ()),
+        )
+        for d in devices or ()
+    )
+    role = member.role.value
+    return MemberShape(
+        Role(role), requests, pods_per_copy(role, member.worker.nodes if member.worker else None)
+    )
+
+
+def _engine_shape(position: int, engine: schema.Engine) -> EngineShape:
+    roles = sorted(m.role.value for m in engine.members)
+    if roles not in (["Standalone"], ["Leader", "Worker"]):
+        raise ValueError(
+            problem(
+                f"spec.template.spec.engines[{position}].members",
+                "must be one Standalone member, or one Leader and one Worker member",
+                roles,
+            )
+        )
+    members = tuple(_member_shape(m) for m in engine.members)
+    return EngineShape(engine.name, engine.copies or 1, members)
+
+
+def _healing(healing: schema.Healing | None, field: str) -> timedelta:
+    """A healing duration; absent (or null) it is the generated model's default."""
+    value = getattr(healing, field) if healing is not None else None
+    return parse_duration(value) if value else healing_default(field)
+
+
+def _toleration(t: schema.Toleration) -> Toleration:
+    return Toleration(
+        key=t.key or "",
+        operator=str(getattr(t.operator, "value", t.operator) or "Equal"),
+        value=t.value or "",
+        effect=t.effect.value if t.effect else "",
+    )
+
+
+def _identity(xr: Mapping) -> tuple[str, str]:
+    meta = xr.get("metadata") or {}
+    name, namespace = meta.get("name"), meta.get("namespace")
+    if not isinstance(name, str) or not name:
+        raise ValueError(problem("metadata.name", "must be a non-empty string", name))
+    if not isinstance(namespace, str) or not namespace:
+        raise ValueError(problem("metadata.namespace", "must be a non-empty string", namespace))
+    return namespace, name
 
 
 def read_deployment(xr: Mapping) -> DeploymentInput:
@@ -119,64 +172,24 @@ def read_deployment(xr: Mapping) -> DeploymentInput:
         raise ValueError("; ".join(validation_problems(err))) from err
     if model.spec is None:
         raise ValueError("spec: is required (got no value)")
-    meta = xr.get("metadata") or {}
-    name, namespace = meta.get("name"), meta.get("namespace")
-    if not isinstance(name, str) or not name:
-        raise ValueError(problem("metadata.name", "must be a non-empty string", name))
-    if not isinstance(namespace, str) or not namespace:
-        raise ValueError(problem("metadata.namespace", "must be a non-empty string", namespace))
+    namespace, name = _identity(xr)
     template = model.spec.template
-    engines: list[EngineShape] = []
-    for position, engine in enumerate(template.spec.engines):
-        roles = sorted(m.role.value for m in engine.members)
-        if roles not in (["Standalone"], ["Leader", "Worker"]):
-            raise ValueError(
-                problem(
-                    f"spec.template.spec.engines[{position}].members",
-                    "must be one Standalone member, or one Leader and one Worker member",
-                    roles,
-                )
-            )
-        members = []
-        for member in engine.members:
-            devices = member.nodeSelector.devices if member.nodeSelector else None
-            requests = tuple(
-                DeviceRequest(
-                    name=d.name,
-                    count=d.count,
-                    selectors=tuple(s.cel.expression for s in d.selectors or ()),
-                )
-                for d in devices or ()
-            )
-            pods = member.worker.nodes if member.role.value == "Worker" and member.worker else 1
-            members.append(MemberShape(Role(member.role.value), requests, pods))
-        engines.append(EngineShape(engine.name, engine.copies or 1, tuple(members)))
+    engines = tuple(_engine_shape(i, e) for i, e in enumerate(template.spec.engines))
     healing = model.spec.healing
-    grace = parse_duration((healing.unschedulableGracePeriod if healing else None) or "2m")
-    avoid = parse_duration((healing.avoidFor if healing else None) or "30m")
-    missing_grace = parse_duration((healing.missingClusterGracePeriod if healing else None) or "5m")
-    tolerations = tuple(
-        Toleration(
-            key=t.key or "",
-            operator=str(getattr(t.operator, "value", t.operator) or "Equal"),
-            value=t.value or "",
-            effect=t.effect.value if t.effect else "",
-        )
-        for t in template.spec.tolerations or ()
-    )
-    raw_template = (xr.get("spec") or {}).get("template") or {}
-    raw_spec = raw_template.get("spec") or {}
+    raw_spec = ((xr.get("spec") or {}).get("template") or {}).get("spec") or {}
     selector = template.spec.clusterSelector
     return DeploymentInput(
         spec=DeploymentSpec(
             namespace=namespace,
             name=name,
             replicas=model.spec.replicas if model.spec.replicas is not None else 1,
-            engines=tuple(engines),
-            tolerations=tolerations,
-            unschedulable_grace=grace if grace else timedelta(minutes=2),
-            avoid_for=avoid,
-            missing_cluster_grace=missing_grace,
+            engines=engines,
+            tolerations=tuple(_toleration(t) for t in template.spec.tolerations or ()),
+            unschedulable_grace=_healing(healing, "unschedulableGracePeriod")
+            # A zero period reads as the default, like an absent one.
+            or UNSCHEDULABLE_GRACE,
+            avoid_for=_healing(healing, "avoidFor"),
+            missing_cluster_grace=_healing(healing, "missingClusterGracePeriod"),
         ),
         cluster_labels=dict(selector.matchLabels or {}) if selector else {},
         template_labels=dict((template.metadata.labels or {}) if template.metadata else {}),
@@ -185,34 +198,69 @@ def read_deployment(xr: Mapping) -> DeploymentInput:
     )
 
 
-def _status(obj: Mapping) -> Mapping:
-    return status_of(obj)
+def replica_count(xr: Mapping) -> int | None:
+    """spec.replicas when it is a readable count, read without the rest of the spec
+    (a deployment that breaks its schema still says how many replicas it wants)."""
+    spec = xr.get("spec")
+    raw = spec.get("replicas") if isinstance(spec, Mapping) else None
+    # bool is an int to Python, not to us.
+    return raw if isinstance(raw, int) and not isinstance(raw, bool) and raw >= 0 else None
+
+
+# --- what the deployment's status remembers ------------------------------------------------------
+
+
+@dataclass(frozen=True, slots=True)
+class Reported:
+    """What the deployment last reported about itself, read from its status."""
+
+    was_ready: bool  # Crossplane last reported it Ready
+    scheduled: object  # status.replicas.scheduled, any value: it is only compared
+    memories: Mapping[str, list]  # MEMORIES, as they are
+
+
+def read_reported(xr: Mapping) -> Reported:
+    status = status_of(xr)
+    replicas = status.get("replicas")
+    return Reported(
+        was_ready=find_condition(xr, "Ready").get("status") == "True",
+        scheduled=replicas.get("scheduled") if isinstance(replicas, Mapping) else None,
+        memories={m: list(status[m]) for m in MEMORIES if isinstance(status.get(m), list)},
+    )
 
 
 def _entries(xr: Mapping, field: str) -> list:
-    entries = _status(xr).get(field)
+    entries = status_of(xr).get(field)
     return entries if isinstance(entries, list) else []
 
 
+def _failed_placement(entry: object) -> FailedPlacement | None:
+    if not isinstance(entry, Mapping):
+        return None
+    expires = parse_time_or_none(entry.get("expiresAt"))
+    if expires is None or not entry.get("cluster") or not entry.get("pool"):
+        return None
+    return FailedPlacement(
+        cluster=str(entry["cluster"]),
+        pool=str(entry["pool"]),
+        expires_at=expires,
+        replica=str(entry.get("replica", "")),
+        reason=str(entry.get("reason", "")),
+    )
+
+
 def read_failed_placements(xr: Mapping) -> tuple[tuple[FailedPlacement, ...], list[str]]:
+    """status.failedPlacements: the pools avoided, and until when."""
     notes: list[str] = []
     found: list[FailedPlacement] = []
     for i, entry in enumerate(_entries(xr, "failedPlacements")):
-        expires = _time_or_none(entry.get("expiresAt")) if isinstance(entry, Mapping) else None
-        if expires is None or not entry.get("cluster") or not entry.get("pool"):
+        failure = _failed_placement(entry)
+        if failure is None:
             notes.append(
                 problem(f"status.failedPlacements[{i}]", "is malformed and was dropped", entry)
             )
             continue
-        found.append(
-            FailedPlacement(
-                str(entry["cluster"]),
-                str(entry["pool"]),
-                expires,
-                str(entry.get("replica", "")),
-                str(entry.get("reason", "")),
-            )
-        )
+        found.append(failure)
     return tuple(found), notes
 
 
@@ -221,7 +269,7 @@ def read_missing_clusters(xr: Mapping) -> tuple[tuple[MissingCluster, ...], list
     notes: list[str] = []
     found: list[MissingCluster] = []
     for i, entry in enumerate(_entries(xr, "missingClusters")):
-        since = _time_or_none(entry.get("since")) if isinstance(entry, Mapping) else None
+        since = parse_time_or_none(entry.get("since")) if isinstance(entry, Mapping) else None
         name = entry.get("name") if isinstance(entry, Mapping) else None
         if since is None or not isinstance(name, str) or not name:
             notes.append(
@@ -232,76 +280,64 @@ def read_missing_clusters(xr: Mapping) -> tuple[tuple[MissingCluster, ...], list
     return tuple(found), notes
 
 
-def _condition(obj: Mapping, typ: str) -> Mapping:
-    return find_condition(obj, typ)
-
-
 # --- replicas ---------------------------------------------------------------------------------
-
-
-def _placed_engines(spec: ReplicaSpec) -> tuple[PlacedEngine, ...]:
-    """A validated ModelReplica spec's engines as placed engines (the slow, typed path:
-    only the deployment's own replicas are read this way; the fleet's are read
-    straight from their Structs by capacity.readers.read_charge)."""
-    return tuple(
-        PlacedEngine(
-            engine.name,
-            engine.copies if engine.copies is not None else 1,
-            tuple(
-                PlacedMember(
-                    Role(member.role.value),
-                    member.nodePoolName,
-                    tuple(
-                        ResolvedRequest(
-                            r.name,
-                            r.deviceClassName,
-                            r.count,
-                            tuple(s.cel.expression for s in r.selectors or ()),
-                        )
-                        for r in member.deviceRequests or ()
-                    ),
-                    member.worker.nodes if member.role.value == "Worker" and member.worker else 1,
-                )
-                for member in engine.members
-            ),
-        )
-        for engine in spec.engines
-    )
-
-
-def was_ready(xr: Mapping) -> bool:
-    """Whether Crossplane last reported the deployment itself Ready."""
-    return _condition(xr, "Ready").get("status") == "True"
 
 
 def replica_ready(obj: Mapping) -> bool:
     """Ready: every pod scheduled (PodsScheduled) and the workloads ready (Ready)."""
     return (
-        _condition(obj, "PodsScheduled").get("status") == "True"
-        and _condition(obj, "Ready").get("status") == "True"
+        find_condition(obj, "PodsScheduled").get("status") == "True"
+        and find_condition(obj, "Ready").get("status") == "True"
     )
 
 
-def read_own_replica(
-    key: str, obj: Mapping, spec: DeploymentSpec
-) -> tuple[OwnReplica | None, list[str]]:
-    """One of our observed composed ModelReplicas; the composition resource name
-    `replica-<index>` is the identity, labels are checked against it."""
-    match = _INDEX.match(key)
-    if match is None:
-        return None, [f"composed resource {key} is not a replica of this deployment; left as is"]
-    index = int(match.group(1))
-    meta = obj.get("metadata")
-    if not isinstance(meta, Mapping):
-        raise InvalidInput(f"{key}.metadata", "must be an object", meta)
+def _validated_spec(key: str, obj: Mapping) -> ModelReplicaSpec:
     try:
-        replica_spec = ReplicaSpec.model_validate(obj.get("spec"))
+        return ModelReplicaSpec.model_validate(obj.get("spec"))
     except ValidationError as err:
         raise ValueError(
             "; ".join(f"{key}.spec.{line}" for line in validation_problems(err))
         ) from err
+
+
+def _label_notes(name: str, found: Mapping, expected: Mapping[str, str]) -> list[str]:
+    return [
+        f"replica {name}: label {k}={found.get(k)!r} contradicts {v!r}; relabelled"
+        for k, v in expected.items()
+        if found.get(k) != v
+    ]
+
+
+def _pods_scheduled(obj: Mapping) -> PodsScheduled:
+    condition = find_condition(obj, "PodsScheduled")
+    return PodsScheduled(
+        status=str(condition.get("status", "Unknown")),
+        reason=str(condition.get("reason", "")),
+        message=str(condition.get("message", "")),
+        since=parse_time_or_none(condition.get("lastTransitionTime")),
+    )
+
+
+def read_own_replica(
+    key: str, observed: Observed, spec: DeploymentSpec
+) -> tuple[OwnReplica | None, list[str]]:
+    """One of our observed composed ModelReplicas; the composition resource name
+    `replica-<index>` is the identity, labels are checked against it.
+
+    Its spec must pass the generated model (else ValueError: nothing may be
+    planned on a replica that cannot be read); its engines are then read by
+    the one reader of a ModelReplica's engines, `capacity.readers.read_engines`.
+    """
+    match = _INDEX.match(key)
+    if match is None:
+        return None, [f"composed resource {key} is not a replica of this deployment; left as is"]
+    index = int(match.group(1))
+    obj = observed.obj
+    meta = obj.get("metadata")
+    if not isinstance(meta, Mapping):
+        raise InvalidInput(f"{key}.metadata", "must be an object", meta)
+    cluster = _validated_spec(key, obj).clusterName
     name = str(meta.get("name") or spec.replica_name(index))
-    cluster = replica_spec.clusterName
     found: Mapping = meta["labels"] if isinstance(meta.get("labels"), Mapping) else {}
     expected = {
         labels.DEPLOYMENT: spec.name,
@@ -309,39 +345,23 @@ def read_own_replica(
         labels.CLUSTER: cluster,
         labels.REPLICA_INDEX: str(index),
     }
-    notes = [
-        f"replica {name}: label {k}={found.get(k)!r} contradicts {v!r}; relabelled"
-        for k, v in expected.items()
-        if found.get(k) != v
-    ]
-    engines = _placed_engines(replica_spec)
-    ps = _condition(obj, "PodsScheduled")
-    status = _status(obj)
-    pods_scheduled = PodsScheduled(
-        str(ps.get("status", "Unknown")),
-        str(ps.get("reason", "")),
-        str(ps.get("message", "")),
-        _time_or_none(ps.get("lastTransitionTime")),
-    )
-    ready = replica_ready(obj)
-    verdict, verdict_message, verdict_at = admission_of(obj)
+    annotations = meta.get("annotations")
+    state, message, decided_at = admission_of(obj)
     return OwnReplica(
         index=index,
         name=name,
         cluster=cluster,
-        engines=engines,
-        pods_scheduled=pods_scheduled,
-        scheduled_at=_time_or_none(status.get("scheduledAt")),
-        ready=ready,
-        placed_at=_time_or_none(
-            meta["annotations"].get(PLACED_AT)
-            if isinstance(meta.get("annotations"), Mapping)
-            else None
+        engines=read_engines(observed.spec),
+        pods_scheduled=_pods_scheduled(obj),
+        scheduled_at=parse_time_or_none(status_of(obj).get("scheduledAt")),
+        ready=replica_ready(obj),
+        placed_at=parse_time_or_none(
+            annotations.get(PLACED_AT) if isinstance(annotations, Mapping) else None
         ),
-        admission=verdict,
-        admission_message=verdict_message,
-        admission_at=verdict_at,
-    ), notes
+        admission=state,
+        admission_message=message,
+        admission_at=decided_at,
+    ), _label_notes(name, found, expected)
 
 
 def admission_of(obj: Mapping) -> tuple[str | None, str, datetime | None]:
@@ -349,10 +369,10 @@ def admission_of(obj: Mapping) -> tuple[str | None, str, datetime | None]:
     the placement, else WaitingForAdmission if its Admitted condition says so."""
     meta = obj.get("metadata")
     meta = meta if isinstance(meta, Mapping) else {}
-    record = admission.record_from_status(_status(obj))
+    record = admission.record_from_status(status_of(obj))
     if record is not None and record.binds(admission.placement_annotation(meta)):
         return record.verdict, record.message, record.decided_at
-    condition = _condition(obj, admission.CONDITION)
+    condition = find_condition(obj, admission.CONDITION)
     if condition.get("status") == "False" and condition.get("reason") == admission.WAITING:
         return admission.WAITING, str(condition.get("message", "")), None
     return None, "", None
@@ -361,8 +381,9 @@ def admission_of(obj: Mapping) -> tuple[str | None, str, datetime | None]:
 # --- the fleet's other replicas, straight from the Structs --------------------------------------
 
 
-class ReplicaIndex:
-    """Every required ModelReplica, grouped by spec.clusterName, read lazily."""
+class OtherReplicas(Mapping[str, OthersOnCluster]):
+    """Every required ModelReplica that is not ours, by spec.clusterName; a cluster's
+    are read (`capacity.readers.read_charge`) the first time it is looked up."""
 
     def __init__(
         self,
@@ -375,47 +396,57 @@ class ReplicaIndex:
         self._own = own
         self._deployment = deployment  # (namespace, name)
         self._by_cluster: dict[str, list[struct_pb2.Struct]] = {}
-        self._charges: dict[str, tuple[Charge, ...]] = {}
-        self.notes: list[str] = []
+        self._read: dict[str, OthersOnCluster] = {}
         for resource in resources:
             spec = get_struct(resource, "spec")
             cluster = get_str(spec, "clusterName")
             if cluster in wanted:
                 self._by_cluster.setdefault(cluster, []).append(resource)
 
-    def charges_for(self, cluster: str) -> tuple[Charge, ...]:
-        if cluster not in self._charges:
-            charges = []
-            for resource in self._by_cluster.get(cluster, ()):
-                charge = self._read(resource, cluster)
-                if charge is not None:
-                    charges.append(charge)
-            self._charges[cluster] = tuple(sorted(charges, key=lambda c: (c.namespace, c.name)))
-        return self._charges[cluster]
+    def __getitem__(self, cluster: str) -> OthersOnCluster:
+        if cluster not in self._read:
+            resources = self._by_cluster[cluster]  # KeyError: no replica there
+            self._read[cluster] = self._read_cluster(resources, cluster)
+        return self._read[cluster]
 
-    def _read(self, resource: struct_pb2.Struct, cluster: str) -> Charge | None:
-        meta = get_struct(resource, "metadata")
-        identity = (get_str(meta, "namespace"), get_str(meta, "name"))
-        if identity in self._own:
-            return None  # ours: charged from the plan, not from the fleet listing
+    def __iter__(self) -> Iterator[str]:
+        return iter(self._by_cluster)
+
+    def __len__(self) -> int:
+        return len(self._by_cluster)
+
+    def _read_cluster(self, resources: list[struct_pb2.Struct], cluster: str) -> OthersOnCluster:
+        charges: list[Charge] = []
+        notes: list[str] = []
+        for resource in resources:
+            meta = get_struct(resource, "metadata")
+            identity = (get_str(meta, "namespace"), get_str(meta, "name"))
+            if identity in self._own:
+                continue  # ours: charged from the plan, not from the fleet listing
+            if self._claims_to_be_ours(meta):
+                notes.append(
+                    f"ModelReplica {identity[0]}/{identity[1]} carries this deployment's labels "
+                    "but is not composed by it; charged as someone else's"
+                )
+            if admission.recorded_verdict(resource) == admission.OVERCOMMITTED:
+                continue  # it holds nothing and its deployment re-places it (admission.md)
+            charges.append(read_charge(resource, identity, cluster))
+        charges.sort(key=lambda c: (c.namespace, c.name))
+        return OthersOnCluster(tuple(charges), tuple(notes))
+
+    def _claims_to_be_ours(self, meta: struct_pb2.Struct | None) -> bool:
         found = get_struct(meta, "labels") if meta is not None else None
-        if get_str(found, labels.DEPLOYMENT) == self._deployment[1] and get_str(
+        namespace, name = self._deployment
+        return get_str(found, labels.DEPLOYMENT) == name and get_str(
             found, labels.DEPLOYMENT_NAMESPACE
-        ) in ("", self._deployment[0]):
-            self.notes.append(
-                f"ModelReplica {identity[0]}/{identity[1]} carries this deployment's labels but "
-                "is not composed by it; charged as someone else's"
-            )
-        if admission.recorded_verdict(resource) == admission.OVERCOMMITTED:
-            return None  # it holds nothing and its deployment re-places it (admission.md)
-        return read_charge(resource, identity, cluster)
+        ) in ("", namespace)
 
 
 class InvalidOwnReplica(ValueError):
     """One of the deployment's own ModelReplicas cannot be read: nothing may be planned."""
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(frozen=True, slots=True, kw_only=True)
 class PlanningInputs:
     """Everything `placement.plan` needs besides the deployment, `now` and the matcher."""
 
@@ -424,22 +455,14 @@ class PlanningInputs:
     own: tuple[OwnReplica, ...]
     failed: tuple[FailedPlacement, ...]
     remembered: tuple[MissingCluster, ...]
-    index: ReplicaIndex
-    notes: tuple[str, ...]  # input problems, in reading order (the index adds its own later)
+    others: OtherReplicas
+    notes: tuple[str, ...]  # input problems, in reading order (placement adds the others' later)
 
 
-def read_inputs(
-    xr: Mapping,
-    spec: DeploymentSpec,
+def read_clusters(
     cluster_objects: Iterable[Mapping],
-    own_observed: Mapping[str, Mapping],
-    replica_structs: Iterable[struct_pb2.Struct],
-) -> PlanningInputs:
-    """Read the clusters, this deployment's replicas, its memories and the fleet's replicas.
-
-    The one reader the shell (fn.py) and the test builders share. Raises
-    InvalidOwnReplica when one of its own replicas is unreadable.
-    """
+) -> tuple[list[Cluster], dict[str, str], list[str]]:
+    """The selected clusters, those whose spec cannot be read (and why), and the notes."""
     notes: list[str] = []
     clusters: list[Cluster] = []
     unreadable: dict[str, str] = {}
@@ -455,25 +478,54 @@ def read_inputs(
             continue
         clusters.append(cluster)
         notes.extend(cluster_notes)
+    return clusters, unreadable, notes
+
+
+def read_own_replicas(
+    own_observed: Mapping[str, Observed], spec: DeploymentSpec
+) -> tuple[list[OwnReplica], list[str]]:
+    """The deployment's own replicas. Raises InvalidOwnReplica when one is unreadable."""
     own: list[OwnReplica] = []
-    for key, obj in own_observed.items():
+    notes: list[str] = []
+    for key, observed in own_observed.items():
         try:
-            replica, replica_notes = read_own_replica(key, obj, spec)
+            replica, replica_notes = read_own_replica(key, observed, spec)
         except ValueError as err:
             raise InvalidOwnReplica(str(err)) from err
         notes.extend(replica_notes)
         if replica is not None:
             own.append(replica)
+    return own, notes
+
+
+def read_inputs(
+    xr: Mapping,
+    spec: DeploymentSpec,
+    cluster_objects: Iterable[Mapping],
+    own_observed: Mapping[str, Observed],
+    replica_structs: Iterable[struct_pb2.Struct],
+) -> PlanningInputs:
+    """Read the clusters, this deployment's replicas, its memories and the fleet's replicas.
+
+    The one reader `decision.decide` and the test builders share. Raises
+    InvalidOwnReplica when one of its own replicas is unreadable.
+    """
+    clusters, unreadable, notes = read_clusters(cluster_objects)
+    own, own_notes = read_own_replicas(own_observed, spec)
     failed, failed_notes = read_failed_placements(xr)
-    notes.extend(failed_notes)
     remembered, missing_notes = read_missing_clusters(xr)
-    notes.extend(missing_notes)
-    index = ReplicaIndex(
+    others = OtherReplicas(
         replica_structs,
-        (c.name for c in clusters),
-        {(spec.namespace, r.name) for r in own},
-        (spec.namespace, spec.name),
+        clusters=(c.name for c in clusters),
+        own={(spec.namespace, r.name) for r in own},
+        deployment=(spec.namespace, spec.name),
     )
     return PlanningInputs(
-        tuple(clusters), unreadable, tuple(own), failed, remembered, index, tuple(notes)
+        clusters=tuple(clusters),
+        unreadable=unreadable,
+        own=tuple(own),
+        failed=failed,
+        remembered=remembered,
+        others=others,
+        notes=(*notes, *own_notes, *failed_notes, *missing_notes),
     )

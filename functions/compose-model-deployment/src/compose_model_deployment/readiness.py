@@ -64,10 +64,10 @@ def of_replicas(desired: int, ready: int) -> Readiness:
     """The rule, for a known desired count (`spec.replicas`, never negative)."""
     counted = f"{ready} of {desired} replicas ready"
     if desired == 0:
-        return Readiness(True, SCALED_TO_ZERO, f"scaled to zero; {counted}")
+        return Readiness(ready=True, reason=SCALED_TO_ZERO, message=f"scaled to zero; {counted}")
     if ready >= desired:
-        return Readiness(True, ALL_READY, counted)
-    return Readiness(False, NOT_READY, counted)
+        return Readiness(ready=True, reason=ALL_READY, message=counted)
+    return Readiness(ready=False, reason=NOT_READY, message=counted)
 
 
 def carried(previously_ready: bool, kept: int, kept_ready: int) -> Readiness:

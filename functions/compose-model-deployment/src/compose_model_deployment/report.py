@@ -1,8 +1,9 @@
 """What compose-model-deployment tells the user, as values: conditions, events, readiness.
 
 Pure like the other functions' `decide`: a `Report` is built from the plan
-(or, when nothing could be planned, from why) and the little the shell read
-from the composite's own status; `fn.py` only writes it onto the response
+(or, when nothing could be planned, from why) and the little
+`readers.read_reported` read from the composite's own status; `decide`
+puts it in its outcome and `fn.py` only writes it onto the response
 (`modelplane_common.respond.emit`, plus `desired.composite.ready`).
 
 Conditions
@@ -11,7 +12,7 @@ Conditions
                        (the no-fit diagnosis, modelplane_common.capacity.diagnosis), False/
                        ClusterUnavailable (replicas held, absence.py), or the
                        reason a pass kept everything as it is.
-    ReplicasReady      readiness.py's verdict; the same verdict is `ready`.
+    ReplicasReady      readiness.py's judgement; the same judgement is `ready`.
     InputsValid        False/DegradedInputs listing the input problems.
 Events
     One per placed, moved, updated, held, stranded and removed replica and per
@@ -25,48 +26,60 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 from modelplane_common.capacity.diagnosis import NOTHING_CHECKED
-from modelplane_common.outcome import Condition, Event
+from modelplane_common.outcome import MAX_MESSAGE, Condition, Event, capped
 
 from compose_model_deployment import readiness
-from compose_model_deployment.placement import Change, Plan
+from compose_model_deployment.placement import Change, Plan, PlannedReplica
 
 SCHEDULED = "ReplicasScheduled"
 READY = "ReplicasReady"
 INPUTS = "InputsValid"
 MAX_NOTE_EVENTS = 5
-_MAX_MESSAGE = 1024
+# Room left in InputsValid's message for its "N problem(s): " prefix.
+_NOTES_ROOM = MAX_MESSAGE - 34
 
 
 @dataclass(frozen=True, slots=True)
 class Report:
     conditions: tuple[Condition, ...]
     events: tuple[Event, ...]
-    ready: bool  # the deployment's own Ready, the same verdict as ReplicasReady
+    ready: bool  # the deployment's own Ready, the same judgement as ReplicasReady
 
 
 def _ready(judged: readiness.Readiness) -> Condition:
-    return Condition(READY, "True" if judged.ready else "False", judged.reason, judged.message)
+    return Condition(
+        type=READY,
+        status="True" if judged.ready else "False",
+        reason=judged.reason,
+        message=judged.message,
+    )
 
 
-def kept_as_is(
-    *,
-    desired: int | None,
-    kept: int,
-    kept_ready: int,
-    was_ready: bool,
-    status: str,
-    reason: str,
-    message: str,
-    warn: bool,
-) -> Report:
+@dataclass(frozen=True, slots=True, kw_only=True)
+class NothingPlanned:
+    """Why a pass planned nothing, as `ReplicasScheduled` says it."""
+
+    desired: int | None  # spec.replicas when readable
+    status: str  # ReplicasScheduled's status
+    reason: str
+    message: str
+    needs_action: bool  # whether a person has to act (a Warning event)
+
+
+def kept_as_is(why: NothingPlanned, *, kept: int, kept_ready: int, was_ready: bool) -> Report:
     """Nothing was planned: every observed replica is kept; say why."""
-    if desired is None:
+    if why.desired is None:
         judged = readiness.carried(was_ready, kept, kept_ready)
     else:
-        judged = readiness.of_replicas(desired, kept_ready)
-    events = (Event("Warning", f"{reason}: {message}"),) if warn else ()
+        judged = readiness.of_replicas(why.desired, kept_ready)
+    events = (Event("Warning", f"{why.reason}: {why.message}"),) if why.needs_action else ()
     return Report(
-        (Condition(SCHEDULED, status, reason, message), _ready(judged)), events, judged.ready
+        (
+            Condition(type=SCHEDULED, status=why.status, reason=why.reason, message=why.message),
+            _ready(judged),
+        ),
+        events,
+        judged.ready,
     )
 
 
@@ -77,9 +90,7 @@ def _why_unplaced(plan: Plan) -> str:
 
 def _shortfall(plan: Plan) -> str:
     """`ReplicasScheduled`'s message and its event when capacity is short."""
-    return f"{plan.scheduled} of {plan.desired} replicas placed: {_why_unplaced(plan)}"[
-        :_MAX_MESSAGE
-    ]
+    return capped(f"{plan.scheduled} of {plan.desired} replicas placed: {_why_unplaced(plan)}")
 
 
 def _judge_readiness(plan: Plan, was_ready: bool) -> readiness.Readiness:
@@ -93,91 +104,103 @@ def _scheduled(plan: Plan) -> Condition:
     if plan.held:
         whys = sorted({r.why for r in plan.held})
         unplaced = plan.missing - len(plan.held)
-        capacity = (
+        unplaced_text = (
             f"; {unplaced} more could not be placed: {_why_unplaced(plan)}" if unplaced > 0 else ""
         )
         return Condition(
-            SCHEDULED,
-            "False",
-            "ClusterUnavailable",
-            f"{len(plan.held)} replica(s) kept where they are, not counted as scheduled: "
-            f"{'; '.join(whys)}; {plan.scheduled} of {plan.desired} placed{capacity}"[
-                :_MAX_MESSAGE
-            ],
+            type=SCHEDULED,
+            status="False",
+            reason="ClusterUnavailable",
+            message=capped(
+                f"{len(plan.held)} replica(s) kept where they are, not counted as scheduled: "
+                f"{'; '.join(whys)}; {plan.scheduled} of {plan.desired} placed{unplaced_text}"
+            ),
         )
     if plan.missing and plan.missing == len(plan.waiting):
         return Condition(
-            SCHEDULED,
-            "False",
-            "WaitingForAdmission",
-            f"{len(plan.waiting)} replica(s) placed and waiting for their cluster to admit "
+            type=SCHEDULED,
+            status="False",
+            reason="WaitingForAdmission",
+            message=f"{len(plan.waiting)} replica(s) placed and waiting for their cluster to admit "
             f"them; {plan.scheduled} of {plan.desired} scheduled",
         )
     if plan.missing:
-        return Condition(SCHEDULED, "False", "InsufficientCapacity", _shortfall(plan))
+        return Condition(
+            type=SCHEDULED, status="False", reason="InsufficientCapacity", message=_shortfall(plan)
+        )
     return Condition(
-        SCHEDULED,
-        "True",
-        "AllReplicasScheduled",
-        f"{plan.scheduled} of {plan.desired} replicas placed",
+        type=SCHEDULED,
+        status="True",
+        reason="AllReplicasScheduled",
+        message=f"{plan.scheduled} of {plan.desired} replicas placed",
     )
 
 
 def _inputs(notes: Sequence[str]) -> Condition:
     if notes:
         return Condition(
-            INPUTS, "False", "DegradedInputs", f"{len(notes)} problem(s): " + "; ".join(notes)[:990]
+            type=INPUTS,
+            status="False",
+            reason="DegradedInputs",
+            message=f"{len(notes)} problem(s): " + "; ".join(notes)[:_NOTES_ROOM],
         )
-    return Condition(INPUTS, "True", "InputsValid", "")
+    return Condition(type=INPUTS, status="True", reason="InputsValid", message="")
 
 
 def _where(cluster: str, pools: tuple[str, ...]) -> str:
     return f"{cluster}/{','.join(pools)}"
 
 
-def _events(plan: Plan, previous_scheduled: object, notes: Sequence[str]) -> list[Event]:
-    events: list[Event] = []
-
-    def normal(message: str) -> None:
-        events.append(Event("Normal", message))
-
-    def warning(message: str) -> None:
-        events.append(Event("Warning", message))
-
-    for healed in plan.healed:
-        warning(
-            f"replica {healed.replica} {healed.why}; avoiding "
-            f"{_where(healed.cluster, healed.pools)}"
-            " and re-placing it"
+def _replica_event(r: PlannedReplica) -> Event | None:
+    """What one planned replica's change says; None for a replica kept as it was."""
+    if r.change is Change.PLACED:
+        return Event("Normal", f"placed replica {r.name} on {_where(r.cluster, r.pools)}")
+    if r.change is Change.MOVED and r.previous is not None:
+        return Event(
+            "Normal",
+            f"moved replica {r.name} from {_where(r.previous.cluster, r.previous.pools)} to "
+            f"{_where(r.cluster, r.pools)}: {r.why}",
         )
-    for r in plan.replicas:
-        if r.change is Change.PLACED:
-            normal(f"placed replica {r.name} on {_where(r.cluster, r.pools)}")
-        elif r.change is Change.MOVED and r.previous is not None:
-            normal(
-                f"moved replica {r.name} from {_where(r.previous.cluster, r.previous.pools)} to "
-                f"{_where(r.cluster, r.pools)}: {r.why}"
-            )
-        elif r.change is Change.RESHAPED and r.previous is not None:
-            normal(
-                f"updated replica {r.name} on {_where(r.cluster, r.pools)} "
-                "for the edited engine shape"
-            )
-        elif r.change is Change.HELD:
-            warning(f"replica {r.name} is kept on {r.cluster}: {r.why}")
-        elif r.change is Change.STRANDED:
-            warning(
-                f"replica {r.name} must move ({r.why}) but no other cluster "
-                "fits it; it is left where it is"
-            )
-    for gone in plan.removed:
-        normal(f"removed replica {gone.name} from {gone.cluster} (scale down)")
-    if plan.missing > len(plan.held) + len(plan.waiting) and previous_scheduled != plan.scheduled:
-        warning(f"InsufficientCapacity: {_shortfall(plan)}")
-    for note in notes[:MAX_NOTE_EVENTS]:
-        warning(note)
+    if r.change is Change.RESHAPED and r.previous is not None:
+        return Event(
+            "Normal",
+            f"updated replica {r.name} on {_where(r.cluster, r.pools)} for the edited engine shape",
+        )
+    if r.change is Change.HELD:
+        return Event("Warning", f"replica {r.name} is kept on {r.cluster}: {r.why}")
+    if r.change is Change.STRANDED:
+        return Event(
+            "Warning",
+            f"replica {r.name} must move ({r.why}) but no other cluster "
+            "fits it; it is left where it is",
+        )
+    return None
+
+
+def _note_events(notes: Sequence[str]) -> list[Event]:
+    events = [Event("Warning", note) for note in notes[:MAX_NOTE_EVENTS]]
     if len(notes) > MAX_NOTE_EVENTS:
-        warning(f"and {len(notes) - MAX_NOTE_EVENTS} more input problem(s)")
+        events.append(Event("Warning", f"and {len(notes) - MAX_NOTE_EVENTS} more input problem(s)"))
+    return events
+
+
+def _events(plan: Plan, previous_scheduled: object, notes: Sequence[str]) -> list[Event]:
+    events = [
+        Event(
+            "Warning",
+            f"replica {healed.replica} {healed.why}; avoiding "
+            f"{_where(healed.cluster, healed.pools)} and re-placing it",
+        )
+        for healed in plan.healed
+    ]
+    events.extend(e for e in map(_replica_event, plan.replicas) if e is not None)
+    events.extend(
+        Event("Normal", f"removed replica {gone.name} from {gone.cluster} (scale down)")
+        for gone in plan.removed
+    )
+    if plan.missing > len(plan.held) + len(plan.waiting) and previous_scheduled != plan.scheduled:
+        events.append(Event("Warning", f"InsufficientCapacity: {_shortfall(plan)}"))
+    events.extend(_note_events(notes))
     return events
 
 

@@ -5,12 +5,14 @@ from __future__ import annotations
 from collections.abc import Mapping
 
 from modelplane_common import labels
+from modelplane_common.capacity.fleet import PlacedMember, Role
+from modelplane_common.outcome import capped
 from modelplane_common.outcome import unchanged as kept_unchanged
 from modelplane_common.timeutil import format_time
 
-from compose_model_deployment.model import FailedPlacement
-from compose_model_deployment.placement import Plan, PlannedReplica
-from compose_model_deployment.readers import PLACED_AT, DeploymentInput
+from compose_model_deployment.model import FailedPlacement, MissingCluster
+from compose_model_deployment.placement import Change, Plan, PlannedReplica
+from compose_model_deployment.readers import PLACED_AT, DeploymentInput, Observed
 
 KIND = "ModelReplica"
 
@@ -19,35 +21,40 @@ def resource_name(index: int) -> str:
     return f"replica-{index}"
 
 
+def _member(member: PlacedMember, raw: Mapping) -> dict:
+    wire: dict = {"role": member.role.value, "nodePoolName": member.pool}
+    if member.requests:
+        wire["deviceRequests"] = [
+            {
+                "name": r.name,
+                "deviceClassName": r.device_class,
+                "count": r.count,
+                **(
+                    {"selectors": [{"cel": {"expression": e}} for e in r.selectors]}
+                    if r.selectors
+                    else {}
+                ),
+            }
+            for r in member.requests
+        ]
+    if member.role == Role.WORKER:
+        wire["worker"] = {"nodes": member.pods_per_copy}
+    if raw.get("template") is not None:
+        wire["template"] = raw["template"]
+    return wire
+
+
 def model_replica(deployment: DeploymentInput, replica: PlannedReplica) -> dict:
+    """A planned replica as its ModelReplica, with the templates the deployment gave its members."""
     spec = deployment.spec
     raw_by_name = {str(e.get("name")): e for e in deployment.raw_engines}
     engines = []
     for engine in replica.engines:
         raw_members = list((raw_by_name.get(engine.name) or {}).get("members") or ())
-        members = []
-        for position, member in enumerate(engine.members):
-            raw = raw_members[position] if position < len(raw_members) else {}
-            wire: dict = {"role": member.role.value, "nodePoolName": member.pool}
-            if member.requests:
-                wire["deviceRequests"] = [
-                    {
-                        "name": r.name,
-                        "deviceClassName": r.device_class,
-                        "count": r.count,
-                        **(
-                            {"selectors": [{"cel": {"expression": e}} for e in r.selectors]}
-                            if r.selectors
-                            else {}
-                        ),
-                    }
-                    for r in member.requests
-                ]
-            if member.role.value == "Worker":
-                wire["worker"] = {"nodes": member.pods_per_copy}
-            if raw.get("template") is not None:
-                wire["template"] = raw["template"]
-            members.append(wire)
+        members = [
+            _member(member, raw_members[position] if position < len(raw_members) else {})
+            for position, member in enumerate(engine.members)
+        ]
         engines.append({"name": engine.name, "copies": engine.copies, "members": members})
     body: dict = {"clusterName": replica.cluster, "engines": engines}
     if deployment.raw_tolerations:
@@ -86,7 +93,7 @@ def failed_placements_wire(failures: tuple[FailedPlacement, ...]) -> list[dict]:
         if f.replica:
             entry["replica"] = f.replica
         if f.reason:
-            entry["reason"] = f.reason[:1024]
+            entry["reason"] = capped(f.reason)
         out.append(entry)
     return out
 
@@ -101,18 +108,46 @@ def replica_counts(desired: int, scheduled: int, ready: int) -> dict:
     }
 
 
-def kept_status(observed: Mapping, desired: int | None, kept: int, ready: int) -> dict:
+def kept_status(memories: Mapping[str, list], desired: int | None, kept: int, ready: int) -> dict:
     """The status of a pass that planned nothing: counts of the kept replicas, and the
     memories (failedPlacements, missingClusters) passed through as they are."""
-    status = replica_counts(desired if desired is not None else kept, kept, ready)
-    for memory in ("failedPlacements", "missingClusters"):
-        if isinstance(observed.get(memory), list):
-            status[memory] = list(observed[memory])
-    return status
+    return {
+        **replica_counts(desired if desired is not None else kept, kept, ready),
+        **{memory: list(entries) for memory, entries in memories.items()},
+    }
 
 
-def status(plan: Plan) -> dict:
+def status(plan: Plan, missing: tuple[MissingCluster, ...]) -> dict:
+    """The status of a pass that planned: its counts and both memories."""
     return {
         **replica_counts(plan.desired, plan.scheduled, plan.ready),
         "failedPlacements": failed_placements_wire(plan.failed_placements),
+        "missingClusters": [{"name": m.name, "since": format_time(m.since)} for m in missing],
     }
+
+
+def all_unchanged(own: Mapping[str, Observed]) -> dict[str, dict]:
+    """Every observed resource exactly as it is (a pass that planned nothing)."""
+    return {key: unchanged(observed.obj) for key, observed in own.items()}
+
+
+def planned_resources(
+    deployment: DeploymentInput, plan: Plan, own: Mapping[str, Observed]
+) -> dict[str, dict]:
+    """The desired composed resources of a pass that planned, by composition name.
+
+    Held and stranded replicas stay exactly as observed; observed resources
+    that are not replicas of ours are kept, never dropped.
+    """
+    desired: dict[str, dict] = {}
+    for replica in plan.replicas:
+        key = resource_name(replica.index)
+        if replica.change in (Change.STRANDED, Change.HELD) and key in own:
+            desired[key] = unchanged(own[key].obj)
+        else:
+            desired[key] = model_replica(deployment, replica)
+    removed = {resource_name(r.index) for r in plan.removed}
+    for key, observed in own.items():
+        if key not in desired and key not in removed:
+            desired[key] = unchanged(observed.obj)
+    return desired
