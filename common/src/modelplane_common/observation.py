@@ -172,10 +172,6 @@ class Rejected:
 ParsedObservation = Observation | NotReported | Blind | Rejected
 
 
-# The one float-to-int rule lives in inputs.py; this name stays for the readers
-# that import it from here (compose-model-replica, compose-inference-cluster).
-as_count = whole_number
-
 _NOT_REPORTED = "the agent has not reported on this pool yet"
 
 

@@ -32,6 +32,7 @@ from google.protobuf import struct_pb2
 from modelplane_common import labels
 from modelplane_common.capacity.fleet import Charge
 from modelplane_common.capacity.readers import get_str, get_struct, read_charge
+from modelplane_common.outcome import capped
 from modelplane_common.timeutil import format_time, parse_time_or_none
 
 CONDITION = "Admitted"
@@ -60,7 +61,7 @@ class Record:
         if self.decided_at is not None:
             wire["decidedAt"] = format_time(self.decided_at)
         if self.message:
-            wire["message"] = self.message[:1024]
+            wire["message"] = capped(self.message)
         return wire
 
 

@@ -34,7 +34,7 @@ from importlib import resources
 
 from modelplane_common import labels
 from modelplane_common.composed import ObservedObject
-from modelplane_common.outcome import Condition
+from modelplane_common.outcome import Condition, capped
 
 PREFIX = "agent-install-"
 CONDITION = "AgentInstalled"
@@ -131,10 +131,12 @@ def condition(
             CONDITION,
             "False",
             "InstallFailed",
-            "; ".join(
-                f"{_shown(composed[n])}: {o.synced_message or 'the provider reports no reason'}"
-                for n, o in failing
-            )[:1024],
+            capped(
+                "; ".join(
+                    f"{_shown(composed[n])}: {o.synced_message or 'the provider reports no reason'}"
+                    for n, o in failing
+                )
+            ),
         )
     waiting = [n for n, o in states if o is None or not o.ready]
     if waiting:

@@ -64,6 +64,7 @@ from modelplane_common.inputs import (
     DEFAULT_MAX_AGE_TEXT,
     inference_cluster_problems,
     observation_mode,
+    whole_number,
 )
 from modelplane_common.inputs import max_age as read_max_age
 from modelplane_common.observation import (
@@ -72,11 +73,10 @@ from modelplane_common.observation import (
     NotReported,
     Observation,
     Rejected,
-    as_count,
     declared_nodes,
     parse_observation,
 )
-from modelplane_common.outcome import Condition, Event, unchanged
+from modelplane_common.outcome import Condition, Event, capped, unchanged
 
 from compose_inference_cluster import agent_install
 
@@ -325,10 +325,10 @@ def _unresolved(
                 "Configured",
                 "False",
                 "InvalidSpec",
-                (message + "; composed resources and published pools are kept as they are")[:1024],
+                capped(message + "; composed resources and published pools are kept as they are"),
             ),
         ),
-        events=(Event("Warning", f"invalid spec: {message}"[:1024]),),
+        events=(Event("Warning", capped(f"invalid spec: {message}")),),
         verdicts=(),
         ready=False,
     )
@@ -441,7 +441,7 @@ def _status(
         entry = {
             "name": pool["name"],
             "nodes": declared_nodes(
-                as_count(pool.get("nodeCount")) or 0, as_count(pool.get("maxNodeCount"))
+                whole_number(pool.get("nodeCount")) or 0, whole_number(pool.get("maxNodeCount"))
             ),
             "devices": list(pool.get("devices") or []),
         }

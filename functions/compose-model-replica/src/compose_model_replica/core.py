@@ -74,6 +74,7 @@ from datetime import timedelta
 from modelplane_common import inputs
 from modelplane_common.capacity.admission import CONDITION as ADMITTED_CONDITION
 from modelplane_common.capacity.admission import OVERCOMMITTED
+from modelplane_common.composed import ObservedObject
 from modelplane_common.outcome import Condition, Event, unchanged
 
 from compose_model_replica import admission, pods_scheduled
@@ -86,7 +87,6 @@ from compose_model_replica.model import (
     Inputs,
     Invalid,
     NotFetched,
-    ObservedObject,
 )
 from compose_model_replica.pods_scheduled import PodsScheduledVerdict
 from compose_model_replica.spec import Engine, ParsedSpec

@@ -24,6 +24,7 @@ from datetime import datetime, timedelta
 
 from modelplane_common.capacity.admission import Queued, Record
 from modelplane_common.capacity.fleet import Cluster
+from modelplane_common.composed import ObservedObject
 
 from compose_model_replica.pods_scheduled import Previous
 from compose_model_replica.spec import ParsedSpec
@@ -85,17 +86,6 @@ class Found:
 
 
 ClusterInput = NotFetched | Absent | Invalid | Found
-
-
-@dataclass(frozen=True, slots=True)
-class ObservedObject:
-    """A composed Object as the control plane last saw it."""
-
-    body: Mapping  # as observed, status removed
-    ready: bool
-    synced: bool | None  # None: no Synced condition yet
-    synced_message: str = ""
-    remote: Mapping | None = None  # the workload-cluster object the provider last saw
 
 
 @dataclass(frozen=True, slots=True)

@@ -48,8 +48,8 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 
-from modelplane_common.inputs import find_condition, problem
-from modelplane_common.observation import as_count, staleness
+from modelplane_common.inputs import condition_in, find_condition, problem, whole_number
+from modelplane_common.observation import staleness
 from modelplane_common.outcome import Condition
 from modelplane_common.timeutil import format_time, parse_time, parse_time_or_none
 
@@ -106,8 +106,8 @@ def _observed_at(status: Mapping, defects: list[str]) -> datetime | None:
 
 def _counts(status: Mapping, defects: list[str]) -> tuple[int | None, int | None]:
     """(pods, scheduledPods), each None when it is not a count."""
-    pods = as_count(status.get("pods"))
-    scheduled_pods = as_count(status.get("scheduledPods"))
+    pods = whole_number(status.get("pods"))
+    scheduled_pods = whole_number(status.get("scheduledPods"))
     if pods is None or pods < 0:
         defects.append(problem("pods", "must be a count", status.get("pods")))
     if scheduled_pods is None or scheduled_pods < 0:
@@ -119,14 +119,8 @@ def _counts(status: Mapping, defects: list[str]) -> tuple[int | None, int | None
 
 def _scheduled_condition(status: Mapping, defects: list[str]) -> Mapping:
     """The Scheduled condition, {} when there is none; its status must be a known one."""
-    conditions = status.get("conditions")
-    scheduled = None
-    if isinstance(conditions, list):
-        scheduled = next(
-            (c for c in conditions if isinstance(c, Mapping) and c.get("type") == "Scheduled"),
-            None,
-        )
-    if scheduled is None:
+    scheduled = condition_in(status.get("conditions"), "Scheduled")
+    if not scheduled:
         defects.append("there is no Scheduled condition")
         return {}
     state = scheduled.get("status")

@@ -38,6 +38,7 @@ from modelplane_common.capacity.admission import (
 )
 from modelplane_common.capacity.fleet import Cluster
 from modelplane_common.capacity.readers import UnreadableCluster, get_str, get_struct, read_cluster
+from modelplane_common.composed import ObservedObject, observed_object
 from modelplane_common.timeutil import parse_time_or_none
 
 from compose_model_replica.model import (
@@ -48,7 +49,6 @@ from compose_model_replica.model import (
     Inputs,
     Invalid,
     NotFetched,
-    ObservedObject,
     ReplicaInput,
 )
 from compose_model_replica.pods_scheduled import Previous
@@ -160,16 +160,4 @@ def read_fellows(req: fnv1.RunFunctionRequest, cluster_name: str) -> tuple[Queue
 
 
 def read_observed(observed: fnv1.Resource) -> ObservedObject:
-    body = resource.struct_to_dict(observed.resource)
-    status = body.pop("status", None)
-    status = status if isinstance(status, dict) else {}
-    synced = inputs.find_condition({"status": status}, "Synced")
-    at_provider = status.get("atProvider")
-    remote = at_provider.get("manifest") if isinstance(at_provider, dict) else None
-    return ObservedObject(
-        body=body,
-        ready=inputs.condition_status({"status": status}, "Ready") == "True",
-        synced={"True": True, "False": False}.get(str(synced.get("status"))),
-        synced_message=str(synced.get("message") or ""),
-        remote=remote if isinstance(remote, dict) and remote else None,
-    )
+    return observed_object(resource.struct_to_dict(observed.resource))

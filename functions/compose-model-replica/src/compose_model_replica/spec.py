@@ -15,7 +15,7 @@ Shapes (design/api.md section 4)
 Leniency, deliberately
     - A member's `template` may be a PodTemplateSpec (`{metadata, spec}`) or
       a bare pod spec (`{containers: ...}`).
-    - Counts are read with `as_count`: the wire delivers 3 as 3.0.
+    - Counts are read with `whole_number`: the wire delivers 3 as 3.0.
 """
 
 from __future__ import annotations
@@ -24,10 +24,9 @@ import re
 from collections.abc import Mapping
 from dataclasses import dataclass
 
-from modelplane_common.capacity.fleet import is_gang
+from modelplane_common.capacity.fleet import is_gang, pods_per_copy
 from modelplane_common.devices import DeviceRequest
-from modelplane_common.inputs import InvalidInput, enum, problem
-from modelplane_common.observation import as_count
+from modelplane_common.inputs import InvalidInput, enum, problem, whole_number
 
 STANDALONE = "Standalone"
 LEADER = "Leader"
@@ -50,7 +49,7 @@ class Member:
     @property
     def pods_per_copy(self) -> int:
         """Pods of this member in one copy of its engine."""
-        return (self.worker_nodes or 0) if self.role == WORKER else 1
+        return pods_per_copy(self.role, self.worker_nodes)
 
     @property
     def claims_devices(self) -> bool:
@@ -134,7 +133,7 @@ def _device_request(
     seen.add(name)
     at = f"{at} ({name})"
     device_class = item.get("deviceClassName")
-    count = as_count(item.get("count"))
+    count = whole_number(item.get("count"))
     if not isinstance(device_class, str) or not device_class:
         defects.append(f"{at} needs a deviceClassName")
     if count is None or count < 1:
@@ -263,7 +262,7 @@ def _member(raw: object, where: str, defects: list[str]) -> Member | None:
     if not isinstance(pool, str) or not _DNS_LABEL.match(pool):
         defects.append(f"{where} needs a nodePoolName")
     worker = raw.get("worker")
-    nodes = as_count(worker.get("nodes")) if isinstance(worker, Mapping) else None
+    nodes = whole_number(worker.get("nodes")) if isinstance(worker, Mapping) else None
     if role == WORKER and (nodes is None or nodes < 1):
         defects.append(f"{where} needs worker.nodes, a positive count of worker pods per copy")
     if role != WORKER and worker is not None:
@@ -291,7 +290,7 @@ def _engine(raw: object, position: int) -> Engine | InvalidEngine:
             "", (f"engines[{position}].name must be a DNS label of at most 40 characters",)
         )
     defects: list[str] = []
-    copies = as_count(raw.get("copies", 1))
+    copies = whole_number(raw.get("copies", 1))
     if copies is None or copies < 1:
         defects.append(f"copies must be a positive count, got {raw.get('copies')!r}")
     raw_members = raw.get("members")
