@@ -1,8 +1,11 @@
 #!/usr/bin/env bash
-# Build the three Function packages (.xpkg) and the agent's image from
-# uv.lock, without Docker.
+# Build the three Function packages (.xpkg), the Configuration package that
+# depends on them and the agent's image from uv.lock, without Docker.
 #
 #   dist/xpkg/<function>.xpkg     the Function package: runtime image + package layer
+#   dist/xpkg/modelplane-fleet.xpkg
+#                                 the Configuration package: apis/ (crossplane.yaml,
+#                                 the XRDs and Compositions), one package layer
 #   dist/images/<function>.tar    the runtime image alone (docker-archive, tag
 #                                 modelplane/<function>:v<version>)
 #   dist/images/modelplane-agent.tar
@@ -34,6 +37,7 @@ cd "$(dirname "$0")/.."
 ROOT=$PWD
 
 FUNCTIONS=(compose-inference-cluster compose-model-replica compose-model-deployment)
+CONFIGURATION=modelplane-fleet
 SUITE=bookworm
 BASE_PACKAGES=python3.11-minimal,libpython3.11-stdlib,libstdc++6
 # The runtime user: nobody. Numeric, so Kubernetes can check runAsNonRoot.
@@ -240,6 +244,18 @@ for fn in "${FUNCTIONS[@]}"; do
   image "$fn" "$fn" "$FUNCTION_PORT"
   package "$fn"
 done
+# ---- 5. the Configuration package ---------------------------------------------
+# apis/crossplane.yaml and every XRD and Composition under apis/, no runtime:
+# `crossplane xpkg build` alone, offline (design/tooling.md says why not
+# `crossplane project build`). Its dependencies are references, resolved by
+# the package manager at install time.
+step "$CONFIGURATION: package dist/xpkg/$CONFIGURATION.xpkg"
+"$CROSSPLANE" xpkg build \
+  --package-root=apis \
+  --examples-root="$WORK/no-examples" \
+  --package-file="$DIST/xpkg/$CONFIGURATION.xpkg"
+step "$CONFIGURATION: package dist/xpkg/$CONFIGURATION.xpkg $(du -h "$DIST/xpkg/$CONFIGURATION.xpkg" | cut -f1)"
+
 step "$AGENT: uv sync into /venv"
 venv "$AGENT"
 image "$AGENT" agent "$AGENT_PORT"
