@@ -31,7 +31,7 @@ def test_two_builds_in_a_row_give_the_same_sha256():
     built = (packages.DIST / "build-info.txt").read_text()
     assert f"commit={head}\n" in built, "dist/ was built from another commit: run `make packages`"
     first = sums(packages.DIST)
-    assert {f"xpkg/{name}.xpkg" for name in render.FUNCTIONS} <= set(first)
+    assert {f"xpkg/{name}.xpkg" for name in [*render.FUNCTIONS, "modelplane-fleet"]} <= set(first)
     assert {f"images/{name}.tar" for name in [*render.FUNCTIONS, "modelplane-agent"]} <= set(first)
     second_dist = Path(tempfile.mkdtemp(prefix="modelplane-rebuild-"))
     try:
