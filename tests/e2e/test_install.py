@@ -23,16 +23,10 @@ from modelplane_devtools.e2e.stack import ROOT
 
 pytestmark = pytest.mark.e2e
 
-CONTROL_PLANE = ROOT / "deploy" / "control-plane"
-
 
 def _manifest(kind: str) -> dict:
-    docs = [
-        d
-        for path in sorted(CONTROL_PLANE.glob("*.yaml"))
-        for d in yaml.safe_load_all(path.read_text())
-    ]
-    return install.the(kind, docs)
+    """The one object of a kind in deploy/control-plane, as the file states it."""
+    return install.the(kind, install.control_plane_manifests())
 
 
 def test_the_configuration_is_healthy_and_its_dependencies_are_in_its_lock(planes, e2e_stack):
@@ -46,18 +40,16 @@ def test_the_configuration_is_healthy_and_its_dependencies_are_in_its_lock(plane
     resolved = configuration["status"]["resolvedPackage"]
     assert resolved.startswith(e2e_stack.registry + "/"), resolved
     lock = control.get("locks.pkg.crossplane.io", "lock")
-    sources = {p["source"]: p for p in lock["packages"]}
-    for dependency in yaml.safe_load((ROOT / "apis" / "crossplane.yaml").read_text())["spec"][
-        "dependsOn"
-    ]:
-        assert dependency["package"] in sources, f"{dependency['package']} not in the Lock"
-    (configuration_entry,) = [p for p in lock["packages"] if p["type"] == "Configuration"]
-    assert {d["package"] for d in configuration_entry["dependencies"]} == {
+    wanted = {
         d["package"]
         for d in yaml.safe_load((ROOT / "apis" / "crossplane.yaml").read_text())["spec"][
             "dependsOn"
         ]
     }
+    (entry,) = [p for p in lock["packages"] if p["kind"] == "Configuration"]
+    assert {d["package"] for d in entry["dependencies"]} == wanted
+    # ...each installed: a package in the Lock from that source.
+    assert wanted <= {p["source"] for p in lock["packages"]}
 
 
 def test_provider_kubernetes_runs_with_exactly_the_runtime_configs_arguments(e2e_stack):
