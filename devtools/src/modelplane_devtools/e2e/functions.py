@@ -141,10 +141,13 @@ def serve(
     name = function["metadata"]["name"]
     revision = runtime.wait_for_revision(kube, "functionrevisions", name)
     certs = runtime.issue(ca, workdir / "functions" / name, name)
+    runtime.hand_over_certificate(kube, "functionrevision", revision, certs)
     port = free_port()
     address = f"127.0.0.1:{port}"
     program = program_of(function["spec"]["package"])
     process = supervisor.start(name, source.serve(program, address, certs.directory))
     supervisor.wait_until(process, lambda: listening(port), "serving")
-    runtime.report(kube, "functionrevision", revision, certs, served_at=address, endpoint=address)
+    runtime.report_healthy(
+        kube, "functionrevision", revision["metadata"]["name"], served_at=address, endpoint=address
+    )
     return address

@@ -73,6 +73,7 @@ def serve(
     args = runtime_arguments(runtime_config(kube, provider))
     certs = runtime.issue(ca, workdir / "provider-kubernetes" / "tls", name)
     runtime.webhook_service(kube, name)
+    runtime.hand_over_certificate(kube, "providerrevision", revision, certs)
     process = supervisor.start(
         name,
         [binary("provider-kubernetes"), *args],
@@ -84,7 +85,10 @@ def serve(
         },
     )
     supervisor.wait_until(process, lambda: listening(PROVIDER_WEBHOOK_PORT), "serving webhooks")
-    runtime.report(
-        kube, "providerrevision", revision, certs, served_at=f"127.0.0.1:{PROVIDER_WEBHOOK_PORT}"
+    runtime.report_healthy(
+        kube,
+        "providerrevision",
+        revision["metadata"]["name"],
+        served_at=f"127.0.0.1:{PROVIDER_WEBHOOK_PORT}",
     )
     return args

@@ -98,23 +98,28 @@ def wait_for_revision(kube: Kube, kind: str, package: str) -> dict:
     )
 
 
-def report(
-    kube: Kube,
-    kind: str,
-    revision: dict,
-    certs: Certificates,
-    *,
-    served_at: str,
-    endpoint: str | None = None,
-) -> None:
-    """The Secret, then the revision's status: TLS secret name, endpoint, RuntimeHealthy."""
+def hand_over_certificate(kube: Kube, kind: str, revision: dict, certs: Certificates) -> None:
+    """The runtime's Secret, named in the revision's `status.tlsServerSecretName`.
+
+    What the Deployment runtime does before the package's pod starts: from
+    here on the package manager can establish the revision's objects (a
+    provider's CRDs, their webhooks trusting this certificate).
+    """
     package = revision["metadata"]["labels"][PARENT_PACKAGE_LABEL]
     secret = f"{package}-tls-server"
-    files = certs.files
     kube.kubectl(
         "create", "secret", "generic", secret, "-n", CROSSPLANE_NAMESPACE,
-        *(f"--from-file={key}={path}" for key, path in files.items()),
+        *(f"--from-file={key}={path}" for key, path in certs.files.items()),
     )  # fmt: skip
+    name = revision["metadata"]["name"]
+    kube.patch(kind, name, {"status": {"tlsServerSecretName": secret}}, subresource="status")
+
+
+def report_healthy(
+    kube: Kube, kind: str, name: str, *, served_at: str, endpoint: str | None = None
+) -> None:
+    """The revision's `RuntimeHealthy` condition (and a function's `status.endpoint`)."""
+    revision = kube.get(kind, name) or {}
     # A merge patch replaces the whole list: the other conditions are carried over.
     conditions = [
         c
@@ -130,10 +135,10 @@ def report(
             "lastTransitionTime": datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%SZ"),
         }
     )
-    status: dict[str, object] = {"tlsServerSecretName": secret, "conditions": conditions}
+    status: dict[str, object] = {"conditions": conditions}
     if endpoint is not None:
         status["endpoint"] = endpoint
-    kube.patch(kind, revision["metadata"]["name"], {"status": status}, subresource="status")
+    kube.patch(kind, name, {"status": status}, subresource="status")
 
 
 def webhook_service(kube: Kube, package: str) -> None:
