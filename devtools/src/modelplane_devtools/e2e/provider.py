@@ -19,11 +19,12 @@ suite's record. Its webhook port, 9443, is fixed by the binary.
 
 from __future__ import annotations
 
+import functools
 from pathlib import Path
 
 from modelplane_devtools.e2e import pki, runtime
 from modelplane_devtools.e2e.functions import build_package
-from modelplane_devtools.e2e.kube import Kube
+from modelplane_devtools.e2e.kube import Kube, condition, eventually
 from modelplane_devtools.e2e.processes import Supervisor, free_port, listening
 from modelplane_devtools.e2e.stack import PROVIDER_WEBHOOK_PORT, binary, module_dir
 
@@ -63,6 +64,24 @@ def runtime_config(kube: Kube, provider: dict) -> dict:
     return config
 
 
+DEFINITIONS = ("CustomResourceDefinition", "ManagedResourceDefinition")
+
+
+def established_crds(kube: Kube, revision: str) -> list[str]:
+    """The CRDs the revision established, once every one is Established; else AssertionError.
+
+    A ManagedResourceDefinition becomes a CRD of the same name when it is
+    activated, so both kinds of the revision's `status.objectRefs` name a CRD.
+    """
+    refs = ((kube.get("providerrevision", revision) or {}).get("status") or {}).get("objectRefs")
+    names = [r["name"] for r in refs or [] if r.get("kind") in DEFINITIONS]
+    assert names, f"ProviderRevision {revision} has established no CRD yet"
+    for name in names:
+        established = condition(kube.get("crd", name), "Established")
+        assert established and established["status"] == "True", f"CRD {name}: {established}"
+    return names
+
+
 def serve(
     kube: Kube, supervisor: Supervisor, kubeconfig: Path, ca: pki.KeyPair, workdir: Path, name: str
 ) -> list[str]:
@@ -74,6 +93,16 @@ def serve(
     certs = runtime.issue(ca, workdir / "provider-kubernetes" / "tls", name)
     runtime.webhook_service(kube, name)
     runtime.hand_over_certificate(kube, "providerrevision", revision, certs)
+    # Crossplane's runtime creates the provider's Deployment once the revision
+    # is established; waiting for the CRDs themselves also keeps
+    # provider-kubernetes v1.2.1's SafeStart gate from missing a CRD that
+    # turned Established after it first saw it (it then never starts that
+    # kind's controller: seen here with the namespaced Object).
+    eventually(
+        functools.partial(established_crds, kube, revision["metadata"]["name"]),
+        f"the CRDs of {name}'s revision Established",
+        timeout=180,
+    )
     process = supervisor.start(
         name,
         [binary("provider-kubernetes"), *args],
