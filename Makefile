@@ -8,7 +8,8 @@ setup:
 render: setup
 	uv run --frozen modelplane-render
 
-# Build dist/xpkg/<function>.xpkg for the three functions and the agent's image
+# Build dist/xpkg/<function>.xpkg for the three functions, the Configuration
+# dist/xpkg/modelplane-fleet.xpkg (apis/) and the agent's image
 # dist/images/modelplane-agent.tar, without Docker.
 packages: setup
 	bash scripts/build-packages.sh
@@ -26,8 +27,10 @@ e2e-tools:
 # Set up, build the Function packages and the e2e binaries, then run the
 # agent against a real API server and kube-scheduler (agent/tests/live, its
 # own cluster, torn down before the next starts) and the end-to-end story on
-# a real control plane and workload cluster, with the functions installed
-# from their packages and the real agent (tests/e2e; logs in out/e2e/).
+# a real control plane and workload cluster, with Modelplane installed as the
+# README installs it (deploy/control-plane: the Configuration, whose
+# dependencies bring the functions and provider-kubernetes, from these
+# packages) and the real agent (tests/e2e; logs in out/e2e/).
 e2e: setup packages e2e-tools
 	MODELPLANE_E2E_PACKAGES=dist/xpkg uv run --frozen pytest agent/tests/live tests/e2e -m e2e
 

@@ -1,12 +1,16 @@
 #!/usr/bin/env bash
-# Build the three Function packages (.xpkg) and the agent's image from
-# uv.lock, without Docker, for linux/amd64 and linux/arm64.
+# Build the three Function packages (.xpkg), the Configuration package that
+# depends on them and the agent's image from uv.lock, without Docker, for
+# linux/amd64 and linux/arm64 (the Configuration has no runtime: one package).
 #
 #   dist/xpkg/<function>.xpkg     the Function package: runtime image + package layer
 #   dist/xpkg/<function>-arm64.xpkg
 #                                 the same for arm64 (`crossplane xpkg push -f
 #                                 <function>.xpkg,<function>-arm64.xpkg` pushes
 #                                 both under one tag, as an OCI image index)
+#   dist/xpkg/modelplane-fleet.xpkg
+#                                 the Configuration package: apis/ (crossplane.yaml,
+#                                 the XRDs and Compositions), one package layer
 #   dist/images/<function>[-arm64].tar
 #                                 the runtime image alone (docker-archive, tag
 #                                 modelplane/<function>:v<version>)
@@ -53,6 +57,7 @@ cd "$(dirname "$0")/.."
 ROOT=$PWD
 
 FUNCTIONS=(compose-inference-cluster compose-model-replica compose-model-deployment)
+CONFIGURATION=modelplane-fleet
 SUITE=bookworm
 BASE_PACKAGES=python3.11-minimal,libpython3.11-stdlib,libstdc++6
 # Debian's names. amd64 is the build machine's: its base runs uv and the
@@ -235,6 +240,7 @@ for arch in "${ARCHES[@]}"; do
   pids+=($!)
 done
 waitall "${pids[@]}"
+
 for arch in "${ARCHES[@]}"; do
   step "debian base $arch: dist/debian-packages$(suffix "$arch").txt:"
   sed 's/^/    /' "$DIST/debian-packages$(suffix "$arch").txt"
@@ -377,6 +383,18 @@ for arch in "${ARCHES[@]}"; do
   image "$AGENT" "$arch" agent "$AGENT_PORT"
 done
 waitall "${pids[@]}"
+
+# ---- 5. the Configuration package ---------------------------------------------
+# apis/crossplane.yaml and every XRD and Composition under apis/, no runtime:
+# `crossplane xpkg build` alone, offline (design/tooling.md says why not
+# `crossplane project build`). Its dependencies are references, resolved by
+# the package manager at install time.
+step "$CONFIGURATION: package dist/xpkg/$CONFIGURATION.xpkg"
+"$CROSSPLANE" xpkg build \
+  --package-root=apis \
+  --examples-root="$WORK/no-examples" \
+  --package-file="$DIST/xpkg/$CONFIGURATION.xpkg"
+step "$CONFIGURATION: package dist/xpkg/$CONFIGURATION.xpkg $(du -h "$DIST/xpkg/$CONFIGURATION.xpkg" | cut -f1)"
 
 printf 'version=%s\ncommit=%s\nsource_date_epoch=%s\n' "$VERSION" "$REVISION" "$SOURCE_DATE_EPOCH" \
   >"$DIST/build-info.txt"

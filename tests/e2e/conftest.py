@@ -1,8 +1,13 @@
-"""The e2e session: both clusters, Crossplane, provider-kubernetes, the functions, the agent.
+"""The e2e session: both clusters, Crossplane, Modelplane installed from its packages, the agent.
 
 The stack starts once per session in `out/e2e/<time>/` and is stopped by
 PID at the end; its logs stay there. A failing test's report names that
 folder, shows the last lines of every server that died and the agent's log.
+
+Modelplane is installed as the README installs it (`install`): the
+Configuration package and, through its dependencies, the three functions and
+provider-kubernetes, from a registry on 127.0.0.1 that an ImageConfig puts
+in place of the public ones; `deploy/control-plane` applied verbatim.
 
 The agent is installed with `kubectl apply -k deploy/agent` and run as a
 process with the Deployment's arguments (`modelplane_devtools.e2e.agent`);
@@ -16,7 +21,7 @@ import time
 from collections.abc import Iterator
 
 import pytest
-from modelplane_devtools.e2e import agent, functions, stack
+from modelplane_devtools.e2e import agent, install, stack
 from modelplane_devtools.e2e.kube import Kube
 
 _workdirs: list = []
@@ -33,14 +38,15 @@ def e2e_stack() -> Iterator[stack.Stack]:
         assert running.control_plane and running.root_ca and running.workload
         running.agent = agent.start(running.workload.kube, running.supervisor, workdir)
         running.timings["agent"] = time.monotonic() - began
-        functions.install(
+        running.installed = install.install(
             running.control_plane.kube,
+            running.control_plane.kubeconfig,
             running.supervisor,
             running.registry,
             running.root_ca,
             workdir,
         )
-        running.timings["functions"] = time.monotonic() - began
+        running.timings["installed"] = time.monotonic() - began
         (workdir / "timings.txt").write_text(
             "".join(f"{k}: {v:.1f}s\n" for k, v in running.timings.items())
         )
@@ -52,7 +58,9 @@ def e2e_stack() -> Iterator[stack.Stack]:
                     cluster.kube,
                     ["managed", "composite", "objects.kubernetes.m.crossplane.io", "pods",
                      "nodes", "resourceclaims", "resourceslices", "functions",
-                     "functionrevisions", "events", "poolobservations.agent.modelplane.ai",
+                     "functionrevisions", "providers.pkg.crossplane.io", "providerrevisions",
+                     "configurations", "configurationrevisions", "locks", "imageconfigs",
+                     "managedresourcedefinitions", "events", "poolobservations.agent.modelplane.ai",
                      "replicaobservations.agent.modelplane.ai"],
                     workdir / "dump" / cluster.name,
                 )  # fmt: skip

@@ -25,7 +25,7 @@ import time
 from collections.abc import Iterator
 
 import pytest
-from modelplane_devtools.e2e import fleet
+from modelplane_devtools.e2e import fleet, install
 from modelplane_devtools.e2e.kube import Kube, condition, eventually
 from modelplane_devtools.e2e.stack import ROOT, Stack
 
@@ -149,12 +149,6 @@ def stand_ins(planes: tuple[Kube, Kube]) -> Iterator[fleet.StandIns]:
         running.stop()
 
 
-def _established(control: Kube, api: str) -> bool:
-    c = condition(control.get("xrd", f"{api}s.modelplane.ai"), "Established")
-    assert c and c["status"] == "True", f"XRD {api}s: {c}"
-    return True
-
-
 def set_up_the_fleet(control: Kube, workload: Kube) -> None:
     """The platform's part, idempotent: it may follow the story in one session."""
     workload.apply([namespace(TEAM), namespace(FILLER)])
@@ -173,11 +167,10 @@ def set_up_the_fleet(control: Kube, workload: Kube) -> None:
             "data": {"kubeconfig": kubeconfig},
         }
     )
-    apis = ["inferencecluster", "modelreplica", "modeldeployment"]
-    control.apply_files(*(ROOT / "apis" / a / "definition.yaml" for a in apis))
-    for api in apis:
-        eventually(lambda a=api: _established(control, a), f"XRD {api}s Established")
-    control.apply_files(*(ROOT / "apis" / a / "composition.yaml" for a in apis))
+    # The APIs are the Configuration's, installed by the session.
+    eventually(
+        lambda: install.apis_served_by_the_configuration(control), "the Configuration's APIs"
+    )
     control.apply(
         fleet.inference_cluster(
             CLUSTER, [POOL], labels={"modelplane.ai/e2e": "burst"}, secrets=SECRETS, max_age="2m"

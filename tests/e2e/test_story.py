@@ -23,7 +23,8 @@ from collections import Counter
 from collections.abc import Iterator
 
 import pytest
-from modelplane_devtools.e2e import agent, fleet
+import yaml
+from modelplane_devtools.e2e import agent, fleet, install
 from modelplane_devtools.e2e.kube import Kube, condition, eventually
 from modelplane_devtools.e2e.stack import ROOT, binary
 
@@ -135,7 +136,9 @@ def _pods(workload: Kube) -> dict[str, dict]:
     return {p["metadata"]["name"]: p for p in workload.list("pods", TEAM)}
 
 
-def test_a_cluster_in_observed_mode_gets_its_provider_config_and_pool_observations(planes):
+def test_a_cluster_in_observed_mode_gets_its_provider_config_and_pool_observations(
+    planes, e2e_stack
+):
     control, workload = planes
     # The platform's part: the tenant namespace on the workload cluster, LeaderWorkerSet's
     # API, GPU nodes with their devices (the session installed and started the agent).
@@ -149,14 +152,16 @@ def test_a_cluster_in_observed_mode_gets_its_provider_config_and_pool_observatio
         "create", "secret", "generic", f"{CLUSTER}-kubeconfig", "-n", SECRETS,
         f"--from-file=kubeconfig={workload.kubeconfig}",
     )  # fmt: skip
-    apis = ["inferencecluster", "modelreplica", "modeldeployment"]
-    control.apply_files(*(ROOT / "apis" / a / "definition.yaml" for a in apis))
-    for api in apis:
-        eventually(
-            lambda a=api: _true(control, "xrd", f"{a}s.modelplane.ai", "Established"),
-            f"XRD {api}s Established",
-        )
-    control.apply_files(*(ROOT / "apis" / a / "composition.yaml" for a in apis))
+    # The APIs are the Configuration's (the session installed it): every
+    # Composition step names a Function the package manager installed for one
+    # of its dependencies.
+    referenced = eventually(
+        lambda: install.apis_served_by_the_configuration(control), "the Configuration's APIs"
+    )
+    assert sorted(referenced) == sorted(e2e_stack.installed.functions)
+    # ...named as examples/functions.yaml (the install without the Configuration) names them.
+    by_hand = yaml.safe_load_all((ROOT / "examples" / "functions.yaml").read_text())
+    assert sorted(referenced) == sorted(f["metadata"]["name"] for f in by_hand)
     control.apply(INFERENCE_CLUSTER)
 
     eventually(

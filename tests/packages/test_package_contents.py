@@ -87,7 +87,10 @@ def test_every_version_is_the_workspace_version():
         project = tomllib.loads((ROOT / "functions" / name / "pyproject.toml").read_text())
         assert project["project"]["version"] == WORKSPACE_VERSION, name
     installed = yaml.safe_load_all((ROOT / "examples" / "functions.yaml").read_text())
-    tags = {fn["metadata"]["name"]: fn["spec"]["package"].rsplit(":", 1)[1] for fn in installed}
+    tags = {
+        render.program_of(fn["spec"]["package"]): fn["spec"]["package"].rsplit(":", 1)[1]
+        for fn in installed
+    }
     assert tags == dict.fromkeys(FUNCTIONS, f"v{WORKSPACE_VERSION}")
 
 

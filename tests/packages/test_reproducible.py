@@ -42,6 +42,7 @@ def test_two_builds_in_a_row_give_the_same_sha256():
         assert {f"images/{name}{end}.tar" for name in IMAGES} <= set(first)
         assert f"debian-packages{end}.txt" in first
     assert "oci/index.json" in first
+    assert "xpkg/modelplane-fleet.xpkg" in first
     second_dist = Path(tempfile.mkdtemp(prefix="modelplane-rebuild-"))
     try:
         done = subprocess.run(

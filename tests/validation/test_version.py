@@ -51,3 +51,13 @@ def test_the_command_prints_the_tag():
         cwd=ROOT, capture_output=True, text=True, check=True,
     )  # fmt: skip
     assert done.stdout.strip() == f"v{version.version()}"
+
+
+@pytest.mark.parametrize(
+    ("pin", "copy"),
+    [pytest.param(p, c, id=f"{p.tools_module}: {c.path}") for p in version.PINS for c in p.copies],
+)
+def test_every_copy_of_a_pinned_module_states_its_pin(pin, copy):
+    found = copy.found()
+    assert found, f"{copy.path} no longer holds {pin.module}'s version where {copy.pattern!r} looks"
+    assert set(found) == {pin.version()}, f"{copy.path} says {found}, tools/ pins {pin.version()}"

@@ -151,8 +151,21 @@ def _wait_for_port(port: int, process: subprocess.Popen, name: str, timeout: flo
     raise TimeoutError(f"{name} did not listen on port {port} within {timeout}s")
 
 
-# How a function is started: its name and server arguments give the command.
+# How a function is started: its program and server arguments give the command.
 Command = Callable[[str, Sequence[str]], list[str]]
+
+
+def program_of(package: str) -> str:
+    """The function a package reference holds: its repository's last path element.
+
+    `ghcr.io/modelplane-ai/compose-model-replica:v0.1.0` is compose-model-replica,
+    the console script, the package's directory under functions/ and its
+    dist/xpkg file; the Function object's name is the package manager's
+    (`modelplane-ai-compose-model-replica`), which the Compositions reference.
+    """
+    repository = package.rsplit("@", 1)[0]
+    last = repository.rsplit("/", 1)[-1]
+    return last.split(":", 1)[0]
 
 
 def dev_command(name: str, args: Sequence[str]) -> list[str]:
@@ -181,10 +194,11 @@ class Functions:
         docs = []
         for function in yaml.safe_load_all(FUNCTIONS_FILE.read_text()):
             name = function["metadata"]["name"]
+            program = program_of(function["spec"]["package"])
             port = _free_port()
             log = open(self.workdir / f"{name}.log", "w")  # noqa: SIM115 - lives as long as the process
             process = subprocess.Popen(
-                self.command(name, ["--insecure", "--address", f"127.0.0.1:{port}"]),
+                self.command(program, ["--insecure", "--address", f"127.0.0.1:{port}"]),
                 stdout=log,
                 stderr=subprocess.STDOUT,
             )

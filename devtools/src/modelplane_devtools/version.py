@@ -10,7 +10,14 @@ A file that cannot read it repeats it: a member's pyproject.toml (uv_build takes
 static metadata only), a manifest's image tag, an install command in a document.
 COPIES lists every such place, `tests/validation/test_version.py` fails when one
 drifts or stops matching, and `python -m modelplane_devtools.version --set X.Y.Z`
-rewrites the source and every copy at once.
+rewrites the source and every copy at once. The Configuration package
+(apis/crossplane.yaml) is one: it pins the three functions to this version, and
+deploy/control-plane installs it under this tag.
+
+Two versions are not ours: the Crossplane core and the provider-kubernetes the
+e2e runs, each pinned by a Go module in tools/ (`PINS`). The Configuration
+floors its Crossplane and provider-kubernetes at them and deploy/control-plane
+installs that provider release; the same test holds those copies to the pins.
 """
 
 from __future__ import annotations
@@ -60,7 +67,8 @@ class Copy:
 
 
 _PYPROJECT = rf'^version = "({_SEMVER})"$'
-_PUSHED = rf"(?:modelplane-agent|modelplane/agent|\$fn):v({_SEMVER})"
+# An image or package reference with our tag; `$fn` is a loop in a shell example.
+_PUSHED = rf"(?:modelplane-agent|modelplane/agent|modelplane-ai/[a-z-]+|\$fn):v({_SEMVER})"
 COPIES = (
     *(
         Copy(str(p.relative_to(ROOT)), _PYPROJECT)
@@ -70,9 +78,69 @@ COPIES = (
     Copy("deploy/agent/deployment.yaml", rf"image: modelplane/agent:v({_SEMVER})"),
     # The agent's chart: its own version and the image tag it defaults to (v<appVersion>).
     Copy("deploy/helm/modelplane-agent/Chart.yaml", rf'^(?:version: |appVersion: ")({_SEMVER})"?$'),
-    Copy("examples/functions.yaml", rf"modelplane/compose-[a-z-]+:v({_SEMVER})"),
+    Copy("examples/functions.yaml", rf"modelplane-ai/compose-[a-z-]+:v({_SEMVER})"),
+    # The Configuration's pins on the three functions, and the tag it is installed by.
+    Copy(
+        "apis/crossplane.yaml",
+        rf'package: ghcr\.io/modelplane-ai/compose-[a-z-]+\n +version: "v({_SEMVER})"$',
+    ),
+    Copy(
+        "deploy/control-plane/configuration.yaml", rf"modelplane-ai/modelplane-fleet:v({_SEMVER})"
+    ),
     Copy("README.md", _PUSHED),
     Copy("design/agent.md", _PUSHED),
+)
+
+
+@dataclass(frozen=True)
+class Pin:
+    """A Go module tools/<module> pins, and the files that repeat its version (group 1)."""
+
+    module: str
+    tools_module: str
+    copies: tuple[Copy, ...]
+
+    def version(self) -> str:
+        """The pinned version, without its `v`, from the require line of tools/<module>/go.mod."""
+        text = (ROOT / "tools" / self.tools_module / "go.mod").read_text()
+        found = re.findall(rf"^\s*(?:require\s+)?{re.escape(self.module)} v({_SEMVER})", text, re.M)
+        if len(found) != 1:
+            raise ValueError(f"tools/{self.tools_module}/go.mod requires {self.module} {found}")
+        return found[0]
+
+
+PINS = (
+    Pin(
+        "github.com/crossplane/crossplane/v2",
+        "crossplane-core",
+        (
+            # The floor of the Configuration's spec.crossplane.version.
+            Copy("apis/crossplane.yaml", rf'^    version: ">=v({_SEMVER})"$'),
+            # The version the build stamps on the core (package constraints read it).
+            Copy("scripts/setup.sh", rf"pkg/version\.version=v({_SEMVER})"),
+        ),
+    ),
+    Pin(
+        "github.com/crossplane-contrib/provider-kubernetes",
+        "provider-kubernetes",
+        (
+            # The floor of the Configuration's dependency on it.
+            Copy(
+                "apis/crossplane.yaml",
+                rf'provider-kubernetes\n +version: ">=v({_SEMVER}), <v[0-9]+\.0\.0"$',
+            ),
+            Copy(
+                "deploy/control-plane/provider-kubernetes.yaml",
+                rf"crossplane-contrib/provider-kubernetes:v({_SEMVER})",
+            ),
+            # The install section's mirror command and the constraint it states.
+            Copy(
+                "README.md",
+                r"(?:crossplane-contrib/provider-kubernetes:v|`>=v(?=[0-9.]+, <v2\.0\.0`))"
+                rf"({_SEMVER})",
+            ),
+        ),
+    ),
 )
 
 

@@ -3,8 +3,12 @@
 The pieces, each in its own module: `pki` makes the certificates (openssl),
 `processes` starts binaries with a log each and stops them by PID, `kube`
 talks to an API server through kubectl, `stack` assembles the two clusters,
-Crossplane and provider-kubernetes, `functions` runs the three composition
-functions as Crossplane's External package runtime, `agent` installs and
+Crossplane and a registry, `install` installs Modelplane as the README does
+(the Configuration and its dependencies, from `deploy/control-plane`),
+`runtime` does for each package revision what Crossplane's Deployment
+runtime would, `functions` (our packages and the functions' runtimes) and
+`provider` (provider-kubernetes' package and runtime) run what the package
+manager installed, under the External package runtime, `agent` installs and
 runs the real agent on the workload cluster, and `fleet` plays the workload
 cluster's hardware (fake GPU nodes) and stands in for LWS and the kubelets;
 `faultproxy` sits between a client and an API server to stall, cut or

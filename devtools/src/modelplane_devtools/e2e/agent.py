@@ -1,6 +1,6 @@
 """The real agent on the workload cluster: installed as the README says, run as a process.
 
-`install` does what README's install step 4 does, from the repository:
+`install` does what README's install step 3 does, from the repository:
 `kubectl apply -k deploy/agent` (the agent's CRDs, the Namespace, the
 ServiceAccount, the ClusterRole and its binding, the Deployment). No kubelet
 runs on the workload cluster, so the Deployment's pod never starts (it is
@@ -62,7 +62,7 @@ class Installed:
 
 
 def install(kube: Kube, workdir: Path) -> Installed:
-    """`kubectl apply -k deploy/agent`, as README step 4; then the agent's identity."""
+    """`kubectl apply -k deploy/agent`, as README step 3; then the agent's identity."""
     kube.kubectl("apply", "-k", str(KUSTOMIZATION))
     kube.kubectl(
         "wait", "--for=condition=Established", "--timeout=60s", *(f"crd/{c}" for c in CRDS)

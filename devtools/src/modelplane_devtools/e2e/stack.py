@@ -25,8 +25,9 @@ a crash and a restart are (the agent's fault tests).
 
 The e2e (`start`) runs a control plane and a workload cluster sharing one CA
 and one `processes.Supervisor`; around them Crossplane core v2.3.4 with the
-package manager's External runtime, provider-kubernetes v1.2.1 and an OCI
-registry serving the function packages on the control plane, and the agent
+package manager's External runtime and an OCI registry for the packages on
+the control plane (what `install` then installs: provider-kubernetes
+v1.2.1, the Configuration and the functions, run by the harness), and the agent
 (`agent`, started by the session fixture once the stack is up) on the
 workload cluster. The agent's live tests (agent/tests/live) run a workload
 cluster alone (`start_workload`), with its own CA and Supervisor.
@@ -44,7 +45,6 @@ error naming the fix, never a skip.
 from __future__ import annotations
 
 import base64
-import copy
 import os
 import subprocess
 import time
@@ -60,6 +60,7 @@ from modelplane_devtools.e2e.processes import Process, Supervisor, free_port, li
 
 if TYPE_CHECKING:
     from modelplane_devtools.e2e.agent import Agent
+    from modelplane_devtools.e2e.install import Installed
 
 ROOT = Path(__file__).resolve().parents[4]
 TOOLS = ROOT / ".tools" / "bin"
@@ -225,6 +226,7 @@ class Stack:
     registry: str = ""
     root_ca: Path | None = None
     agent: Agent | None = None
+    installed: Installed | None = None
     timings: dict[str, float] = field(default_factory=dict)
 
     @property
@@ -404,6 +406,10 @@ def start_crossplane(stack: Stack, cluster: Cluster, poll_interval: str = "5s") 
                     "init",
                     f"--cr-ds-path={crds}",
                     f"--webhook-configurations-path={no_webhooks}",
+                    # The Helm chart's default (provider.defaultActivations):
+                    # every ManagedResourceDefinition of a SafeStart provider,
+                    # provider-kubernetes' included, is activated.
+                    "--activation=*",
                 ],
                 env={**os.environ, **env},
                 stdout=out,
@@ -455,47 +461,6 @@ def start_crossplane(stack: Stack, cluster: Cluster, poll_interval: str = "5s") 
     return root_ca
 
 
-def start_provider_kubernetes(stack: Stack, cluster: Cluster, ca: pki.KeyPair) -> None:
-    """provider-kubernetes run as a process, its CRDs applied from its module."""
-    kube = cluster.kube
-    source = module_dir("provider-kubernetes", "github.com/crossplane-contrib/provider-kubernetes")
-    docs = []
-    for path in sorted((source / "package" / "crds").glob("*.yaml")):
-        for crd in yaml.safe_load_all(path.read_text()):
-            if not crd:
-                continue
-            crd = copy.deepcopy(crd)
-            webhook = ((crd.get("spec") or {}).get("conversion") or {}).get("webhook")
-            if webhook is not None:
-                # In a cluster the package manager points this at the provider's
-                # Service; here the provider runs on 127.0.0.1.
-                webhook["clientConfig"] = {
-                    "url": f"https://127.0.0.1:{PROVIDER_WEBHOOK_PORT}/convert",
-                    "caBundle": _b64(ca.cert),
-                }
-            docs.append(crd)
-    kube.apply(docs)
-    certs = stack.workdir / "provider-kubernetes" / "tls"
-    serving = pki.sign(ca, certs, "webhook", common_name="provider-kubernetes", ips=("127.0.0.1",))
-    (certs / "tls.crt").write_bytes(serving.cert.read_bytes())
-    (certs / "tls.key").write_bytes(serving.key.read_bytes())
-    process = stack.supervisor.start(
-        "provider-kubernetes",
-        [
-            binary("provider-kubernetes"),
-            "--debug",
-            # Objects with `watch: true` relay remote changes within seconds.
-            "--enable-watches",
-            f"--health-probe-bind-addr=127.0.0.1:{free_port()}",
-            "--poll=30s",
-        ],
-        env={"KUBECONFIG": str(cluster.kubeconfig), "TLS_SERVER_CERTS_DIR": str(certs)},
-    )
-    stack.supervisor.wait_until(
-        process, lambda: listening(PROVIDER_WEBHOOK_PORT), "serving webhooks"
-    )
-
-
 def start_registry(stack: Stack) -> str:
     port = free_port()
     process = stack.supervisor.start("registry", [binary("registry"), f"--port={port}"])
@@ -511,7 +476,7 @@ def check_ports_free() -> None:
 
 
 def start(workdir: Path) -> Stack:
-    """Start both clusters, Crossplane, provider-kubernetes and the registry."""
+    """Start both clusters, Crossplane and the registry (`install` installs the rest)."""
     check_ports_free()
     for name in (*CLUSTER_BINARIES, "crossplane", "crossplane-core", "provider-kubernetes",
                  "registry"):  # fmt: skip
@@ -527,7 +492,6 @@ def start(workdir: Path) -> Stack:
         stack.timings["clusters"] = time.monotonic() - began
         stack.registry = start_registry(stack)
         stack.root_ca = start_crossplane(stack, stack.control_plane)
-        start_provider_kubernetes(stack, stack.control_plane, credentials.ca)
         stack.timings["stack"] = time.monotonic() - began
     except BaseException:
         stack.supervisor.stop()

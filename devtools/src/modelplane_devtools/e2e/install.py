@@ -1,0 +1,211 @@
+"""Modelplane installed on the e2e control plane the way the README installs it.
+
+The README's steps, with the registry on 127.0.0.1 standing in for the
+public ones:
+
+1. The packages are pushed under their public names with the local
+   registry in front: the Configuration (apis/), the three Function packages
+   and provider-kubernetes' package. The names are read from the manifests
+   that use them: the Configuration and the Provider from
+   deploy/control-plane, the functions from the Configuration's `dependsOn`
+   (pinned to one version each).
+2. An ImageConfig per public registry prefix rewrites it to the local
+   registry (`spec.rewriteImage`), as the README documents for a mirror or a
+   private registry. Nothing else knows the packages are local.
+3. `kubectl apply -f deploy/control-plane`, verbatim: provider-kubernetes'
+   Provider and DeploymentRuntimeConfig, and the Configuration.
+4. The package manager installs the provider and, as the Configuration's
+   dependencies, the three functions; with the External package runtime the
+   harness runs each as its revision appears (`provider`, `functions`,
+   `runtime`). The Configuration then establishes its XRDs and Compositions
+   and turns Healthy.
+"""
+
+from __future__ import annotations
+
+import functools
+import re
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import yaml
+
+from modelplane_devtools.e2e import functions, pki, provider, runtime
+from modelplane_devtools.e2e.kube import Kube, condition, eventually
+from modelplane_devtools.e2e.processes import Supervisor
+from modelplane_devtools.e2e.stack import ROOT, binary
+
+CONTROL_PLANE = ROOT / "deploy" / "control-plane"
+CONFIGURATION_META = ROOT / "apis" / "crossplane.yaml"
+
+
+def control_plane_manifests() -> list[dict]:
+    docs = []
+    for path in sorted(CONTROL_PLANE.glob("*.yaml")):
+        docs += [d for d in yaml.safe_load_all(path.read_text()) if d]
+    return docs
+
+
+def the(kind: str, docs: list[dict]) -> dict:
+    (found,) = [d for d in docs if d["kind"] == kind]
+    return found
+
+
+def function_dependencies() -> list[dict]:
+    """The Configuration's Function dependencies (apis/crossplane.yaml `spec.dependsOn`)."""
+    meta = yaml.safe_load(CONFIGURATION_META.read_text())
+    return [d for d in meta["spec"]["dependsOn"] if d.get("kind") == "Function"]
+
+
+def repository(reference: str) -> str:
+    """A package reference without its tag or digest."""
+    without_digest = reference.split("@", 1)[0]
+    host_and_path, _, last = without_digest.rpartition("/")
+    return f"{host_and_path}/{last.split(':', 1)[0]}"
+
+
+def mirrored(reference: str, registry: str) -> str:
+    """The reference with its registry host replaced by the local registry."""
+    _, _, path = reference.partition("/")
+    return f"{registry}/{path}"
+
+
+def image_configs(prefixes: set[str], registry: str) -> list[dict]:
+    """One ImageConfig per public prefix, rewriting it to the local registry."""
+    return [
+        {
+            "apiVersion": "pkg.crossplane.io/v1beta1",
+            "kind": "ImageConfig",
+            "metadata": {"name": "e2e-" + re.sub(r"[^a-z0-9]+", "-", prefix).strip("-")},
+            "spec": {
+                "matchImages": [{"type": "Prefix", "prefix": prefix}],
+                "rewriteImage": {"prefix": mirrored(prefix, registry)},
+            },
+        }
+        for prefix in sorted(prefixes)
+    ]
+
+
+def owner_prefix(reference: str) -> str:
+    """`ghcr.io/modelplane-ai` of `ghcr.io/modelplane-ai/compose-model-replica:v0.1.0`."""
+    return repository(reference).rsplit("/", 1)[0]
+
+
+@dataclass(frozen=True)
+class Push:
+    """A package file and the public reference it is installed by."""
+
+    package: Path
+    reference: str
+
+
+@dataclass
+class Installed:
+    """What the install ended with: function endpoints and the provider's arguments."""
+
+    configuration: str
+    provider: str
+    provider_args: list[str]
+    functions: dict[str, str] = field(default_factory=dict)
+
+
+def pushes(source: functions.PackageSource, out: Path) -> list[Push]:
+    docs = control_plane_manifests()
+    todo = [
+        Push(source.configuration(out), the("Configuration", docs)["spec"]["package"]),
+        Push(provider.package(out), the("Provider", docs)["spec"]["package"]),
+    ]
+    for dependency in function_dependencies():
+        reference = f"{dependency['package']}:{dependency['version']}"
+        name = repository(reference).rsplit("/", 1)[-1]
+        todo.append(Push(source.package(name, out), reference))
+    return todo
+
+
+def push(todo: list[Push], registry: str) -> None:
+    for item in todo:
+        functions.run(
+            [
+                binary("crossplane"),
+                "xpkg",
+                "push",
+                f"--package-files={item.package}",
+                mirrored(item.reference, registry),
+            ]
+        )
+
+
+def installed_function(kube: Kube, package: str) -> dict | None:
+    """The Function the package manager created for a dependency's repository, or None."""
+    for function in kube.list("functions.pkg.crossplane.io"):
+        if repository(function["spec"]["package"]) == package:
+            return function
+    return None
+
+
+def install(
+    kube: Kube,
+    kubeconfig: Path,
+    supervisor: Supervisor,
+    registry: str,
+    root_ca: Path,
+    workdir: Path,
+    source: functions.PackageSource | None = None,
+) -> Installed:
+    source = source or functions.source_from_environment()
+    out = workdir / "packages"
+    out.mkdir(parents=True, exist_ok=True)
+    todo = pushes(source, out)
+    push(todo, registry)
+    kube.apply(image_configs({owner_prefix(p.reference) for p in todo}, registry))
+    kube.apply_files(CONTROL_PLANE)
+
+    docs = control_plane_manifests()
+    ca = pki.KeyPair(root_ca / "tls.crt", root_ca / "tls.key")
+    provider_name = the("Provider", docs)["metadata"]["name"]
+    args = provider.serve(kube, supervisor, kubeconfig, ca, workdir, provider_name)
+    done = Installed(the("Configuration", docs)["metadata"]["name"], provider_name, args)
+    for dependency in function_dependencies():
+        function = eventually(
+            functools.partial(installed_function, kube, dependency["package"]),
+            f"a Function installed for the dependency {dependency['package']}",
+            timeout=180,
+        )
+        name = function["metadata"]["name"]
+        done.functions[name] = functions.serve(kube, supervisor, function, ca, workdir, source)
+    runtime.wait_healthy(kube, "providers.pkg.crossplane.io", provider_name)
+    for name in done.functions:
+        runtime.wait_healthy(kube, "functions.pkg.crossplane.io", name)
+    runtime.wait_healthy(kube, "configurations.pkg.crossplane.io", done.configuration)
+    return done
+
+
+def _owned_by_configuration(obj: dict | None) -> bool:
+    owners = (obj or {}).get("metadata", {}).get("ownerReferences") or []
+    return any(o.get("kind") == "ConfigurationRevision" for o in owners)
+
+
+def apis_served_by_the_configuration(kube: Kube) -> list[str]:
+    """Every XRD and Composition of apis/ is the Configuration's; every step's Function installed.
+
+    Returns the function names the Compositions reference; raises
+    AssertionError saying what is missing (for `eventually`).
+    """
+    referenced = []
+    for path in sorted((ROOT / "apis").glob("*/*.yaml")):
+        desired = yaml.safe_load(path.read_text())
+        kind = {"CompositeResourceDefinition": "xrd", "Composition": "composition"}[desired["kind"]]
+        name = desired["metadata"]["name"]
+        live = kube.get(kind, name)
+        assert _owned_by_configuration(live), f"{kind} {name} not from a ConfigurationRevision"
+        if kind == "xrd":
+            established = condition(live, "Established")
+            assert established and established["status"] == "True", f"XRD {name}: {established}"
+            continue
+        for step in (live or {})["spec"]["pipeline"]:
+            function = step["functionRef"]["name"]
+            assert kube.get("functions.pkg.crossplane.io", function), (
+                f"Composition {name} step {step['step']} names Function {function}: not installed"
+            )
+            referenced.append(function)
+    return referenced
