@@ -161,6 +161,7 @@ def set_up_the_fleet(control: Kube, workload: Kube) -> None:
     workload.apply_files(ROOT / "deploy" / "agent" / "crds")
     workload.apply(fleet.LWS_CRD)  # the stand-ins' LWS pass lists them
     fleet.add_nodes(workload, [POOL])
+    fleet.await_ready(workload, [POOL])
     workload.apply(filler())
 
     control.apply([namespace(SECRETS), namespace(TEAM)])

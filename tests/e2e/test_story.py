@@ -142,6 +142,7 @@ def test_a_cluster_in_observed_mode_gets_its_provider_config_and_pool_observatio
     workload.kubectl("create", "namespace", TEAM)
     workload.apply(fleet.LWS_CRD)
     fleet.add_nodes(workload, POOLS)
+    fleet.await_ready(workload, POOLS)
 
     control.kubectl("create", "namespace", SECRETS)
     control.kubectl("create", "namespace", TEAM)

@@ -1,26 +1,20 @@
 """The workload cluster's hardware, and stand-ins for what cannot run here.
 
-No kubelet runs: GPU nodes are Node objects whose status the harness writes
-once (Ready, with CPU, memory and pod capacity) and which nothing else
-touches, because the workload cluster's controller manager runs without the
-node lifecycle controller. Their devices are published the way a DRA driver
+GPU nodes are Node objects kwok manages in the kubelets' place
+(`modelplane_devtools.e2e.kwok`: status, heartbeats and Leases, pods
+Running and Ready, deleted pods removed), so the node lifecycle controller
+runs as in a real cluster. Their devices are published the way a DRA driver
 would: one `resource.k8s.io/v1` ResourceSlice per node and driver, with
 DeviceClasses selecting by driver. The real kube-scheduler allocates
-ResourceClaims against those slices and binds pods; the pods then stay
-bound and Pending, which is all PodsScheduled needs.
+ResourceClaims against those slices and binds pods; kwok then runs them.
 
 The agent is the real one (`modelplane_devtools.e2e.agent`); `histogram`
 and `free_devices` compute, from what the API server holds (published
 slices minus allocated claims), what it must report, for the tests to
-compare. Stand-ins keep the places of components that do not run here, each
-in one function so the real component can replace it:
-
-- `run_leader_worker_sets` creates the leader and worker pods of each
-  LeaderWorkerSet, with the group-key label LWS's webhook would add, because
-  LeaderWorkerSet's controller cannot be built here (its module is not
-  served by the Go module proxy);
-- `release_deleted_pods` removes pods marked for deletion, as their kubelet
-  would once it stopped them.
+compare. One stand-in keeps the place of a component that does not run
+here, in one function so the real component can replace it:
+`run_leader_worker_sets` creates the leader and worker pods of each
+LeaderWorkerSet, with the group-key label LWS's webhook would add.
 """
 
 from __future__ import annotations
@@ -29,8 +23,10 @@ import hashlib
 from collections import Counter
 from dataclasses import dataclass
 from datetime import UTC, datetime
+from functools import partial
 
-from modelplane_devtools.e2e.kube import Kube
+from modelplane_devtools.e2e.kube import Kube, condition, eventually
+from modelplane_devtools.e2e.kwok import MANAGED as KWOK_MANAGED
 
 POOL_LABEL = "modelplane.ai/pool"
 
@@ -136,7 +132,13 @@ def _declared(kind: DeviceKind) -> dict:
 
 
 def add_nodes(kube: Kube, pools: list[Pool]) -> None:
-    """Nodes labelled into pools, Ready, with their devices published."""
+    """Nodes labelled into pools and given to kwok, with their devices published.
+
+    kwok (`modelplane_devtools.e2e.kwok`) writes their status and renews their
+    Leases; the node lifecycle controller then lifts the `not-ready` taint the
+    API server's TaintNodesByCondition admission put on each at creation
+    (`await_ready` waits for both).
+    """
     kube.apply(device_classes(pools))
     for pool in pools:
         for node in pool.node_names():
@@ -147,36 +149,51 @@ def add_nodes(kube: Kube, pools: list[Pool]) -> None:
                     "metadata": {
                         "name": node,
                         "labels": {"kubernetes.io/hostname": node, POOL_LABEL: pool.name},
+                        "annotations": {KWOK_MANAGED: "fake"},
                     },
                 }
             )
-            resources = {"cpu": "64", "memory": "512Gi", "pods": "110"}
-            kube.patch(
-                "node",
-                node,
-                {
-                    "status": {
-                        "capacity": resources,
-                        "allocatable": resources,
-                        "conditions": [
-                            {
-                                "type": "Ready",
-                                "status": "True",
-                                "reason": "E2EHarness",
-                                "message": "no kubelet: the e2e harness keeps this Node Ready",
-                                "lastHeartbeatTime": _now(),
-                                "lastTransitionTime": _now(),
-                            }
-                        ],
-                    }
-                },
-                subresource="status",
-            )
-            # The API server's TaintNodesByCondition admission tainted the new
-            # node not-ready; the node lifecycle controller that would lift it
-            # once Ready does not run here, so the harness lifts it.
-            kube.patch("node", node, {"spec": {"taints": None}})
             kube.apply(resource_slices(pool, node))
+
+
+def _ready_and_untainted(kube: Kube, name: str) -> bool:
+    node = kube.get("node", name)
+    ready = condition(node, "Ready")
+    assert ready and ready["status"] == "True", f"Ready: {ready}"
+    taints = (node or {}).get("spec", {}).get("taints") or []
+    assert not taints, f"taints: {taints}"
+    return True
+
+
+def await_ready(kube: Kube, pools: list[Pool], timeout: float = 120) -> None:
+    """Every node of the pools Ready (kwok) and untainted (the node lifecycle controller)."""
+    for pool in pools:
+        for node in pool.node_names():
+            eventually(
+                partial(_ready_and_untainted, kube, node),
+                f"node {node} Ready and untainted",
+                timeout=timeout,
+            )
+
+
+def write_ready_without_kubelet(kube: Kube, pools: list[Pool]) -> None:
+    """For a cluster with neither kwok nor the node lifecycle controller (the agent's
+    live tests, whose node conditions are test inputs): write each node Ready, with
+    capacity, and lift the `not-ready` taint nothing else would."""
+    resources = {"cpu": "64", "memory": "512Gi", "pods": "110"}
+    ready = {
+        "type": "Ready",
+        "status": "True",
+        "reason": "KubeletReady",
+        "message": "written by the test: no kubelet runs",
+        "lastHeartbeatTime": _now(),
+        "lastTransitionTime": _now(),
+    }
+    for pool in pools:
+        for node in pool.node_names():
+            status = {"capacity": resources, "allocatable": resources, "conditions": [ready]}
+            kube.patch("node", node, {"status": status}, subresource="status")
+            kube.patch("node", node, {"spec": {"taints": None}})
 
 
 def free_devices(kube: Kube, pool: Pool) -> dict[str, dict[str, int]]:
@@ -210,7 +227,7 @@ def histogram(free: dict[str, dict[str, int]], order: list[str]) -> list[dict]:
 
 def expected_histogram(kube: Kube, pool: Pool) -> list[dict]:
     """The pool's `nodesByFreeDevices` as the agent must report it right now (every node of
-    the pool schedulable, as `add_nodes` leaves them)."""
+    the pool schedulable, as `await_ready` leaves them)."""
     return histogram(free_devices(kube, pool), [k.name for k in pool.devices])
 
 
@@ -314,22 +331,8 @@ def run_leader_worker_sets(kube: Kube) -> None:
                 kube.apply(pods)
 
 
-def release_deleted_pods(kube: Kube) -> None:
-    """Finish deleting pods marked for deletion (the kubelets' stand-in).
-
-    A bound pod is only marked when deleted; its kubelet stops it and
-    removes it for good. No kubelet runs here, so the harness does that step.
-    """
-    for pod in kube.list("pods"):
-        if pod["metadata"].get("deletionTimestamp"):
-            kube.kubectl(
-                "delete", "pod", pod["metadata"]["name"], "-n", pod["metadata"]["namespace"],
-                "--grace-period=0", "--force", "--ignore-not-found", "--wait=false",
-            )  # fmt: skip
-
-
 class StandIns:
-    """The stand-ins above, run every few seconds in a thread: LWS and the kubelets.
+    """The stand-in above, run every few seconds in a thread: LWS.
 
     Errors are kept for the test to show, never swallowed silently. `pools`
     is kept for callers written when the agent was a stand-in too; the real
@@ -356,6 +359,5 @@ class StandIns:
         while not self._stop.wait(self.every):
             try:
                 run_leader_worker_sets(self.kube)
-                release_deleted_pods(self.kube)
             except Exception as error:  # kept for the test's failure message
                 self.errors = [*self.errors[-9:], f"{type(error).__name__}: {error}"]

@@ -4,8 +4,10 @@ Control plane: etcd, kube-apiserver, kube-controller-manager (garbage
 collection of composed resources), Crossplane core v2.3.4 with the package
 manager's External runtime, provider-kubernetes v1.2.1 and an OCI registry
 serving the function packages. Workload cluster: etcd, kube-apiserver,
-kube-controller-manager and kube-scheduler (no kubelet: see `fleet`), and
-the agent (`agent`, started by the session fixture once the stack is up).
+kube-controller-manager (with the node lifecycle controller), kube-scheduler
+and kwok in the kubelets' place (`kwok`: node heartbeats, pods Running and
+Ready, deleted pods removed; nodes from `fleet`), and the agent (`agent`,
+started by the session fixture once the stack is up).
 
 Everything listens on 127.0.0.1 on a free port, except what the binaries
 fix themselves (provider-kubernetes: 8080 metrics and 9443 webhooks on all
@@ -30,7 +32,7 @@ from typing import TYPE_CHECKING
 
 import yaml
 
-from modelplane_devtools.e2e import pki
+from modelplane_devtools.e2e import kwok, pki
 from modelplane_devtools.e2e.kube import Kube, KubectlFailed, eventually
 from modelplane_devtools.e2e.processes import Supervisor, free_port, listening
 
@@ -141,7 +143,10 @@ def start_cluster(
     sa: pki.KeyPair,
     *,
     scheduler: bool,
+    node_lifecycle: bool = False,
 ) -> Cluster:
+    """`node_lifecycle`: run the node lifecycle controller, for a cluster whose nodes
+    heartbeat (kwok's); without heartbeats it would taint every node unreachable."""
     sup = stack.supervisor
     home = stack.workdir / name
     certs = home / "pki"
@@ -212,9 +217,7 @@ def start_cluster(
             f"--secure-port={free_port()}",
             f"--service-account-private-key-file={sa.key}",
             f"--root-ca-file={ca.cert}",
-            # No kubelet heartbeats here: the fleet module keeps fake nodes
-            # Ready, and the node lifecycle controller would taint them.
-            "--controllers=*,-node-lifecycle-controller",
+            "--controllers=*" if node_lifecycle else "--controllers=*,-node-lifecycle-controller",
         ],
     )
     if scheduler:
@@ -382,7 +385,8 @@ def start(workdir: Path) -> Stack:
     """Start both clusters, Crossplane, provider-kubernetes and the registry."""
     check_ports_free()
     for name in ("etcd", "kube-apiserver", "kube-controller-manager", "kube-scheduler", "kubectl",
-                 "crossplane", "crossplane-core", "provider-kubernetes", "registry"):  # fmt: skip
+                 "crossplane", "crossplane-core", "provider-kubernetes", "registry",
+                 "kwok"):  # fmt: skip
         binary(name)
     stack = Stack(workdir, Supervisor(workdir / "logs"))
     began = time.monotonic()
@@ -393,7 +397,16 @@ def start(workdir: Path) -> Stack:
         )
         sa = pki.service_account_keys(workdir / "pki")
         stack.control_plane = start_cluster(stack, "control-plane", ca, admin, sa, scheduler=False)
-        stack.workload = start_cluster(stack, "workload", ca, admin, sa, scheduler=True)
+        stack.workload = start_cluster(
+            stack, "workload", ca, admin, sa, scheduler=True, node_lifecycle=True
+        )
+        kwok.start(
+            stack.supervisor,
+            stack.workload.kubeconfig,
+            workdir,
+            binary=binary("kwok"),
+            source=module_dir("kwok", kwok.MODULE),
+        )
         stack.timings["clusters"] = time.monotonic() - began
         stack.registry = start_registry(stack)
         stack.root_ca = start_crossplane(stack, stack.control_plane)
