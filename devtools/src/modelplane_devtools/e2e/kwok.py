@@ -15,7 +15,7 @@ workload cluster and manages only the nodes annotated `MANAGED` (the ones
   it stopped the containers.
 
 kwok's controller reads its Stages (the state machine above) only from a
-configuration file when it runs outside a cluster; `config` takes kwok's
+configuration file when it runs outside a cluster; `stages` takes kwok's
 own default Stages from its module source (`kustomize/stage`, the files
 `kwokctl` embeds), so the behaviour is kwok's, not ours.
 
@@ -48,35 +48,35 @@ STAGES = (
 )
 
 
-def config(source: Path, server_port: int) -> list[dict]:
-    """kwok's configuration: its options, then the default Stages read from `source`."""
-    options = {
-        "apiVersion": "config.kwok.x-k8s.io/v1alpha1",
-        "kind": "KwokConfiguration",
-        "metadata": {"name": "modelplane-e2e"},
-        "options": {
-            "manageAllNodes": False,
-            "manageNodesWithAnnotationSelector": f"{MANAGED}=fake",
-            "serverAddress": f"127.0.0.1:{server_port}",
-            "nodeLeaseDurationSeconds": 40,
-        },
-    }
-    stages = [
-        yaml.safe_load((source / "kustomize" / "stage" / path).read_text()) for path in STAGES
-    ]
-    return [options, *stages]
+def stages(source: Path) -> list[dict]:
+    """kwok's default Stages, read from its module at `source`."""
+    return [yaml.safe_load((source / "kustomize" / "stage" / path).read_text()) for path in STAGES]
 
 
 def start(
     supervisor: Supervisor, kubeconfig: Path, workdir: Path, *, binary: Path, source: Path
 ) -> Process:
     """kwok (`binary`, Stages from its module at `source`) against the cluster at
-    `kubeconfig`; returns once its server answers."""
+    `kubeconfig`; returns once its server answers.
+
+    Options go on the command line: a KwokConfiguration in the file would
+    replace kwok's defaults (worker counts among them) rather than add to them.
+    """
     port = free_port()
-    path = workdir / "kwok" / "kwok.yaml"
+    path = workdir / "kwok" / "stages.yaml"
     path.parent.mkdir(parents=True, exist_ok=True)
-    path.write_text(yaml.safe_dump_all(config(source, port), sort_keys=False))
-    process = supervisor.start("kwok", [binary, f"--kubeconfig={kubeconfig}", f"--config={path}"])
+    path.write_text(yaml.safe_dump_all(stages(source), sort_keys=False))
+    process = supervisor.start(
+        "kwok",
+        [
+            binary,
+            f"--kubeconfig={kubeconfig}",
+            f"--config={path}",
+            "--manage-all-nodes=false",
+            f"--manage-nodes-with-annotation-selector={MANAGED}=fake",
+            f"--server-address=127.0.0.1:{port}",
+        ],
+    )
     supervisor.wait_until(process, lambda: listening(port), "serving", 120)
     return process
 
