@@ -1,4 +1,4 @@
-"""The workload cluster's hardware, and stand-ins for what cannot run here.
+"""The workload cluster's hardware: GPU nodes, their devices, what they have free.
 
 GPU nodes are Node objects kwok manages in the kubelets' place
 (`modelplane_devtools.e2e.kwok`: status, heartbeats and Leases, pods
@@ -11,15 +11,12 @@ ResourceClaims against those slices and binds pods; kwok then runs them.
 The agent is the real one (`modelplane_devtools.e2e.agent`); `histogram`
 and `free_devices` compute, from what the API server holds (published
 slices minus allocated claims), what it must report, for the tests to
-compare. One stand-in keeps the place of a component that does not run
-here, in one function so the real component can replace it:
-`run_leader_worker_sets` creates the leader and worker pods of each
-LeaderWorkerSet, with the group-key label LWS's webhook would add.
+compare. Gang engines' pods come from the real LeaderWorkerSet controller
+(`modelplane_devtools.e2e.lws`).
 """
 
 from __future__ import annotations
 
-import hashlib
 from collections import Counter
 from dataclasses import dataclass
 from datetime import UTC, datetime
@@ -229,135 +226,3 @@ def expected_histogram(kube: Kube, pool: Pool) -> list[dict]:
     """The pool's `nodesByFreeDevices` as the agent must report it right now (every node of
     the pool schedulable, as `await_ready` leaves them)."""
     return histogram(free_devices(kube, pool), [k.name for k in pool.devices])
-
-
-# The LeaderWorkerSet API as far as the stand-in needs it: its CRD is ours
-# (schemaless beyond the top level), since the real one ships with the
-# controller that cannot be built here.
-LWS_GROUP = "leaderworkerset.x-k8s.io"
-LWS_CRD = {
-    "apiVersion": "apiextensions.k8s.io/v1",
-    "kind": "CustomResourceDefinition",
-    "metadata": {"name": f"leaderworkersets.{LWS_GROUP}"},
-    "spec": {
-        "group": LWS_GROUP,
-        "scope": "Namespaced",
-        "names": {
-            "kind": "LeaderWorkerSet",
-            "listKind": "LeaderWorkerSetList",
-            "plural": "leaderworkersets",
-            "singular": "leaderworkerset",
-            "shortNames": ["lws"],
-        },
-        "versions": [
-            {
-                "name": "v1",
-                "served": True,
-                "storage": True,
-                "subresources": {"status": {}},
-                "schema": {
-                    "openAPIV3Schema": {
-                        "type": "object",
-                        "properties": {
-                            "spec": {
-                                "type": "object",
-                                "x-kubernetes-preserve-unknown-fields": True,
-                            },
-                            "status": {
-                                "type": "object",
-                                "x-kubernetes-preserve-unknown-fields": True,
-                            },
-                        },
-                    }
-                },
-            }
-        ],
-    },
-}
-GROUP_KEY = "leaderworkerset.sigs.k8s.io/group-key"
-
-
-def _pod(lws: dict, template: dict, name: str, group: int, worker: int, key: str) -> dict:
-    metadata = template.get("metadata") or {}
-    labels = {
-        **(metadata.get("labels") or {}),
-        "leaderworkerset.sigs.k8s.io/name": lws["metadata"]["name"],
-        "leaderworkerset.sigs.k8s.io/group-index": str(group),
-        "leaderworkerset.sigs.k8s.io/worker-index": str(worker),
-        GROUP_KEY: key,
-    }
-    return {
-        "apiVersion": "v1",
-        "kind": "Pod",
-        "metadata": {
-            "name": name,
-            "namespace": lws["metadata"]["namespace"],
-            "labels": labels,
-            "annotations": metadata.get("annotations") or {},
-            "ownerReferences": [
-                {
-                    "apiVersion": f"{LWS_GROUP}/v1",
-                    "kind": "LeaderWorkerSet",
-                    "name": lws["metadata"]["name"],
-                    "uid": lws["metadata"]["uid"],
-                    "controller": True,
-                    "blockOwnerDeletion": True,
-                }
-            ],
-        },
-        "spec": template["spec"],
-    }
-
-
-def run_leader_worker_sets(kube: Kube) -> None:
-    """Create the missing leader and worker pods of every LeaderWorkerSet (LWS's stand-in)."""
-    for lws in kube.list(f"leaderworkersets.{LWS_GROUP}"):
-        spec = lws["spec"]
-        template = spec["leaderWorkerTemplate"]
-        size = int(template.get("size", 1))
-        namespace, name = lws["metadata"]["namespace"], lws["metadata"]["name"]
-        existing = {p["metadata"]["name"] for p in kube.list("pods", namespace)}
-        for group in range(int(spec.get("replicas", 1))):
-            leader = f"{name}-{group}"
-            key = hashlib.sha1(f"{namespace}/{leader}".encode()).hexdigest()
-            wanted = [(leader, template.get("leaderTemplate") or template["workerTemplate"], 0)]
-            wanted += [(f"{leader}-{w}", template["workerTemplate"], w) for w in range(1, size)]
-            pods = [
-                _pod(lws, pod_template, pod_name, group, worker, key)
-                for pod_name, pod_template, worker in wanted
-                if pod_name not in existing
-            ]
-            if pods:
-                kube.apply(pods)
-
-
-class StandIns:
-    """The stand-in above, run every few seconds in a thread: LWS.
-
-    Errors are kept for the test to show, never swallowed silently. `pools`
-    is kept for callers written when the agent was a stand-in too; the real
-    agent reports on every PoolObservation of the cluster.
-    """
-
-    def __init__(self, kube: Kube, pools: list[Pool], every: float = 2.0) -> None:
-        import threading
-
-        self.kube, self.pools, self.every = kube, pools, every
-        self.errors: list[str] = []
-        self._stop = threading.Event()
-        self._thread = threading.Thread(target=self._loop, name="e2e-stand-ins", daemon=True)
-
-    def start(self) -> StandIns:
-        self._thread.start()
-        return self
-
-    def stop(self) -> None:
-        self._stop.set()
-        self._thread.join(timeout=30)
-
-    def _loop(self) -> None:
-        while not self._stop.wait(self.every):
-            try:
-                run_leader_worker_sets(self.kube)
-            except Exception as error:  # kept for the test's failure message
-                self.errors = [*self.errors[-9:], f"{type(error).__name__}: {error}"]

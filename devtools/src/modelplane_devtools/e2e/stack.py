@@ -4,9 +4,10 @@ Control plane: etcd, kube-apiserver, kube-controller-manager (garbage
 collection of composed resources), Crossplane core v2.3.4 with the package
 manager's External runtime, provider-kubernetes v1.2.1 and an OCI registry
 serving the function packages. Workload cluster: etcd, kube-apiserver,
-kube-controller-manager (with the node lifecycle controller), kube-scheduler
-and kwok in the kubelets' place (`kwok`: node heartbeats, pods Running and
-Ready, deleted pods removed; nodes from `fleet`), and the agent (`agent`,
+kube-controller-manager (with the node lifecycle controller), kube-scheduler,
+kwok in the kubelets' place (`kwok`: node heartbeats, pods Running and
+Ready, deleted pods removed; nodes from `fleet`), the LeaderWorkerSet
+controller with its CRDs and webhooks (`lws`), and the agent (`agent`,
 started by the session fixture once the stack is up).
 
 Everything listens on 127.0.0.1 on a free port, except what the binaries
@@ -32,7 +33,7 @@ from typing import TYPE_CHECKING
 
 import yaml
 
-from modelplane_devtools.e2e import kwok, pki
+from modelplane_devtools.e2e import kwok, lws, pki
 from modelplane_devtools.e2e.kube import Kube, KubectlFailed, eventually
 from modelplane_devtools.e2e.processes import Supervisor, free_port, listening
 
@@ -386,7 +387,7 @@ def start(workdir: Path) -> Stack:
     check_ports_free()
     for name in ("etcd", "kube-apiserver", "kube-controller-manager", "kube-scheduler", "kubectl",
                  "crossplane", "crossplane-core", "provider-kubernetes", "registry",
-                 "kwok"):  # fmt: skip
+                 "kwok", "lws"):  # fmt: skip
         binary(name)
     stack = Stack(workdir, Supervisor(workdir / "logs"))
     began = time.monotonic()
@@ -406,6 +407,15 @@ def start(workdir: Path) -> Stack:
             workdir,
             binary=binary("kwok"),
             source=module_dir("kwok", kwok.MODULE),
+        )
+        lws.start(
+            stack.supervisor,
+            stack.workload.kube,
+            stack.workload.kubeconfig,
+            workdir,
+            ca,
+            binary=binary("lws"),
+            source=module_dir("lws", lws.MODULE),
         )
         stack.timings["clusters"] = time.monotonic() - began
         stack.registry = start_registry(stack)
