@@ -408,6 +408,7 @@ def start(workdir: Path) -> Stack:
             binary=binary("kwok"),
             source=module_dir("kwok", kwok.MODULE),
         )
+        stack.timings["kwok"] = time.monotonic() - began
         lws.start(
             stack.supervisor,
             stack.workload.kube,
@@ -417,6 +418,7 @@ def start(workdir: Path) -> Stack:
             binary=binary("lws"),
             source=module_dir("lws", lws.MODULE),
         )
+        stack.timings["lws"] = time.monotonic() - began
         stack.timings["clusters"] = time.monotonic() - began
         stack.registry = start_registry(stack)
         stack.root_ca = start_crossplane(stack, stack.control_plane)
