@@ -159,11 +159,16 @@ def _ready_and_untainted(kube: Kube, name: str) -> bool:
     assert ready and ready["status"] == "True", f"Ready: {ready}"
     taints = (node or {}).get("spec", {}).get("taints") or []
     assert not taints, f"taints: {taints}"
+    # Without a renewed Lease the node lifecycle controller marks the node
+    # NotReady after its grace period, and every pod on it not ready.
+    lease = kube.get("leases.coordination.k8s.io", name, "kube-node-lease")
+    assert lease and lease["spec"].get("renewTime"), f"Lease kube-node-lease/{name}: {lease}"
     return True
 
 
 def await_ready(kube: Kube, pools: list[Pool], timeout: float = 120) -> None:
-    """Every node of the pools Ready (kwok) and untainted (the node lifecycle controller)."""
+    """Every node of the pools Ready and heartbeating through its Lease (kwok), and
+    untainted (the node lifecycle controller)."""
     for pool in pools:
         for node in pool.node_names():
             eventually(

@@ -75,6 +75,10 @@ def start(
             "--manage-all-nodes=false",
             f"--manage-nodes-with-annotation-selector={MANAGED}=fake",
             f"--server-address=127.0.0.1:{port}",
+            # Off unless set (kwokctl sets 40, a kubelet's default): the Leases are
+            # the heartbeats the node lifecycle controller reads; the Stage's own
+            # condition heartbeat comes only every 10-20 min.
+            "--node-lease-duration-seconds=40",
         ],
     )
     supervisor.wait_until(process, lambda: listening(port), "serving", 120)
