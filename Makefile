@@ -20,7 +20,8 @@ test: setup packages
 	uv run --frozen pytest
 
 # The binaries the e2e suite runs (Kubernetes, etcd, provider-kubernetes, an
-# OCI registry), built from the pinned modules in tools/ into .tools/bin.
+# OCI registry, kwok, the LeaderWorkerSet controller), built from the pinned
+# modules in tools/ into .tools/bin.
 e2e-tools:
 	bash scripts/e2e-tools.sh
 

@@ -2,12 +2,13 @@
 # Build the binaries the e2e suite runs (tests/e2e) into .tools/bin: Kubernetes
 # v1.35.4 (kube-apiserver, kube-controller-manager, kube-scheduler, kubectl:
 # scripts/setup.sh builds it first, for the tests), etcd v3.6.16,
-# provider-kubernetes v1.2.1 and an OCI registry. Each comes from
+# provider-kubernetes v1.2.1, an OCI registry, kwok v0.8.0 (the workload
+# cluster's kubelets) and the LeaderWorkerSet controller v0.9.0. Each comes from
 # a pinned module in tools/ (go.sum committed). A binary already present is
 # skipped; Crossplane core comes from scripts/setup.sh. openssl is installed
 # with apt-get when missing.
 #
-# Usage: scripts/e2e-tools.sh [kubernetes|etcd|provider-kubernetes|registry]...
+# Usage: scripts/e2e-tools.sh [kubernetes|etcd|provider-kubernetes|registry|kwok|lws]...
 # (no argument: all of them, one after another; a cold build takes ~15 min on
 # two cores and grows the Go build cache by a few GB).
 set -euo pipefail
@@ -54,6 +55,9 @@ provider-kubernetes() {
   build provider-kubernetes provider-kubernetes=github.com/crossplane-contrib/provider-kubernetes/cmd/provider
 }
 registry() { build registry registry=github.com/google/go-containerregistry/cmd/registry; }
+kwok() { build kwok kwok=sigs.k8s.io/kwok/cmd/kwok; }
+# LWS's manager is its module's cmd package: -o names it `cmd`, renamed here.
+lws() { build lws lws=sigs.k8s.io/lws/cmd; }
 
 # The suite makes its certificates with openssl.
 if ! command -v openssl >/dev/null 2>&1; then
@@ -62,10 +66,10 @@ if ! command -v openssl >/dev/null 2>&1; then
 fi
 
 targets=("$@")
-if [ ${#targets[@]} -eq 0 ]; then targets=(kubernetes etcd provider-kubernetes registry); fi
+if [ ${#targets[@]} -eq 0 ]; then targets=(kubernetes etcd provider-kubernetes registry kwok lws); fi
 for target in "${targets[@]}"; do
   case "${target}" in
-    kubernetes | etcd | provider-kubernetes | registry) "${target}" ;;
+    kubernetes | etcd | provider-kubernetes | registry | kwok | lws) "${target}" ;;
     *) echo "e2e-tools: unknown target ${target}" >&2; exit 2 ;;
   esac
 done

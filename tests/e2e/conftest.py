@@ -80,9 +80,6 @@ def pytest_runtest_makereport(item, call):
     report = outcome.get_result()
     if report.failed and _workdirs:
         lines = [f"logs and object dumps: {_workdirs[-1]}"]
-        stand_ins = item.funcargs.get("stand_ins") if hasattr(item, "funcargs") else None
-        if stand_ins is not None and stand_ins.errors:
-            lines.append("stand-in errors:\n  " + "\n  ".join(stand_ins.errors))
         running = item.funcargs.get("e2e_stack") if hasattr(item, "funcargs") else None
         if running is not None:
             for process in running.supervisor.exited():

@@ -22,7 +22,6 @@ from __future__ import annotations
 import base64
 import os
 import time
-from collections.abc import Iterator
 
 import pytest
 from modelplane_devtools.e2e import fleet, install
@@ -140,21 +139,12 @@ def namespace(name: str) -> dict:
     return {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": name}}
 
 
-@pytest.fixture(scope="module")
-def stand_ins(planes: tuple[Kube, Kube]) -> Iterator[fleet.StandIns]:
-    running = fleet.StandIns(planes[1], [POOL]).start()
-    try:
-        yield running
-    finally:
-        running.stop()
-
-
 def set_up_the_fleet(control: Kube, workload: Kube) -> None:
     """The platform's part, idempotent: it may follow the story in one session."""
     workload.apply([namespace(TEAM), namespace(FILLER)])
     workload.apply_files(ROOT / "deploy" / "agent" / "crds")
-    workload.apply(fleet.LWS_CRD)  # the stand-ins' LWS pass lists them
     fleet.add_nodes(workload, [POOL])
+    fleet.await_ready(workload, [POOL])
     workload.apply(filler())
 
     control.apply([namespace(SECRETS), namespace(TEAM)])
@@ -231,9 +221,7 @@ def settled(control: Kube) -> dict[str, str]:
     return reasons
 
 
-def test_a_burst_of_deployments_on_a_nearly_full_fleet_never_double_books(
-    e2e_stack, planes, stand_ins
-):
+def test_a_burst_of_deployments_on_a_nearly_full_fleet_never_double_books(e2e_stack, planes):
     control, workload = planes
     set_up_the_fleet(control, workload)
     eventually(lambda: _free_nodes(control), f"{NODES - BUSY} free nodes published", timeout=240)

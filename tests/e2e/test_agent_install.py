@@ -69,6 +69,7 @@ def inference_cluster() -> dict:
 def set_up(control: Kube, workload: Kube) -> None:
     """The platform's part, idempotent: the pool's nodes, the Secret, the APIs, the cluster."""
     fleet.add_nodes(workload, [POOL])
+    fleet.await_ready(workload, [POOL])
     control.apply(namespace(SECRETS))
     kubeconfig = base64.b64encode(workload.kubeconfig.read_bytes()).decode()
     control.apply(

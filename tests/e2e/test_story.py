@@ -7,9 +7,9 @@ kube-scheduler places the pods on fake GPU nodes (see
 only. Every PoolObservation and ReplicaObservation status is the real
 agent's (`modelplane_devtools.e2e.agent`, installed by the session with its
 CRDs and RBAC and run with its service account's token); LeaderWorkerSet
-pods come from a stand-in for its controller, and pods being deleted are
-finished by a stand-in for their kubelets. Later steps build on earlier
-ones: when one fails, the rest fail with it.
+pods come from LWS's own controller, and kwok runs every pod in the
+kubelets' place (Running, Ready, removed once deleted). Later steps build on
+earlier ones: when one fails, the rest fail with it.
 """
 
 from __future__ import annotations
@@ -20,11 +20,10 @@ import subprocess
 import tempfile
 import time
 from collections import Counter
-from collections.abc import Iterator
 
 import pytest
 import yaml
-from modelplane_devtools.e2e import agent, fleet, install
+from modelplane_devtools.e2e import agent, fleet, install, kwok, lws
 from modelplane_devtools.e2e.kube import Kube, condition, eventually
 from modelplane_devtools.e2e.stack import ROOT, binary
 
@@ -111,16 +110,6 @@ MODEL_DEPLOYMENT = {
 PODS_PER_REPLICA = 3
 
 
-@pytest.fixture(scope="module")
-def stand_ins(planes: tuple[Kube, Kube]) -> Iterator[fleet.StandIns]:
-    """LWS's and the kubelets' stand-ins on the workload cluster, every 2 s."""
-    running = fleet.StandIns(planes[1], POOLS).start()
-    try:
-        yield running
-    finally:
-        running.stop()
-
-
 def _true(kube: Kube, kind: str, name: str, kind_of_condition: str, namespace: str | None = None):
     obj = kube.get(kind, name, namespace)
     c = condition(obj, kind_of_condition)
@@ -140,11 +129,11 @@ def test_a_cluster_in_observed_mode_gets_its_provider_config_and_pool_observatio
     planes, e2e_stack
 ):
     control, workload = planes
-    # The platform's part: the tenant namespace on the workload cluster, LeaderWorkerSet's
-    # API, GPU nodes with their devices (the session installed and started the agent).
+    # The platform's part: the tenant namespace on the workload cluster, GPU nodes with
+    # their devices (the session installed LWS and the agent, and kwok runs the nodes).
     workload.kubectl("create", "namespace", TEAM)
-    workload.apply(fleet.LWS_CRD)
     fleet.add_nodes(workload, POOLS)
+    fleet.await_ready(workload, POOLS)
 
     control.kubectl("create", "namespace", SECRETS)
     control.kubectl("create", "namespace", TEAM)
@@ -195,7 +184,7 @@ def test_a_cluster_in_observed_mode_gets_its_provider_config_and_pool_observatio
     assert present is True
 
 
-def test_b_the_agents_reports_reach_the_inference_cluster_status(planes, stand_ins, e2e_stack):
+def test_b_the_agents_reports_reach_the_inference_cluster_status(planes, e2e_stack):
     control, _ = planes
 
     def published() -> dict:
@@ -217,9 +206,7 @@ def test_b_the_agents_reports_reach_the_inference_cluster_status(planes, stand_i
     assert followed in e2e_stack.agent.tail(lines=100_000), e2e_stack.agent.tail()
 
 
-def test_c_three_replicas_are_placed_and_their_pods_bound_gangs_on_distinct_nodes(
-    planes, stand_ins
-):
+def test_c_three_replicas_are_placed_and_their_pods_bound_gangs_on_distinct_nodes(planes):
     control, workload = planes
     control.apply(MODEL_DEPLOYMENT)
 
@@ -230,7 +217,7 @@ def test_c_three_replicas_are_placed_and_their_pods_bound_gangs_on_distinct_node
 
     def workloads() -> bool:
         deployments = workload.list("deployments", TEAM)
-        sets = workload.list(f"leaderworkersets.{fleet.LWS_GROUP}", TEAM)
+        sets = workload.list(f"leaderworkersets.{lws.GROUP}", TEAM)
         templates = workload.list("resourceclaimtemplates.resource.k8s.io", TEAM)
         assert (len(deployments), len(sets), len(templates)) == (3, 3, 9), (
             f"deployments {len(deployments)}, leaderworkersets {len(sets)}, "
@@ -253,7 +240,7 @@ def test_c_three_replicas_are_placed_and_their_pods_bound_gangs_on_distinct_node
     pods = eventually(bound, "9 pods bound by kube-scheduler", timeout=180)
     gangs: dict[str, list[str]] = {}
     for pod in pods.values():
-        key = pod["metadata"]["labels"].get(fleet.GROUP_KEY)
+        key = pod["metadata"]["labels"].get(lws.GROUP_KEY)
         if key:
             gangs.setdefault(key, []).append(pod["spec"]["nodeName"])
     assert len(gangs) == 3
@@ -296,18 +283,32 @@ def test_c_three_replicas_are_placed_and_their_pods_bound_gangs_on_distinct_node
     )
 
 
-def test_d_kubectl_wait_ready_on_the_deployment(planes):
-    """Today's behaviour, recorded: the pods never run (no kubelet), so no
-    Deployment becomes Available and a truthful ModelDeployment is not Ready."""
-    control, _ = planes
-    done = subprocess.run(
+def _wait_ready(control: Kube, timeout: str) -> subprocess.CompletedProcess:
+    return subprocess.run(
         [str(control.kubectl_path), f"--kubeconfig={control.kubeconfig}", "wait",
-         "--for=condition=Ready", f"modeldeployment/{DEPLOYMENT}", "-n", TEAM, "--timeout=20s"],
+         "--for=condition=Ready", f"modeldeployment/{DEPLOYMENT}", "-n", TEAM,
+         f"--timeout={timeout}"],
         capture_output=True, text=True, check=False,
     )  # fmt: skip
+
+
+def _deployment_ready(control: Kube, status: str, ready: str) -> dict:
+    deployment = control.get("modeldeployment", DEPLOYMENT, TEAM) or {}
+    c = condition(deployment, "Ready")
+    counts = (deployment.get("status") or {}).get("ready")
+    assert c and c["status"] == status and counts == ready, f"Ready {c}, ready {counts}"
+    return c
+
+
+def test_d_kubectl_wait_ready_on_the_deployment(planes):
+    """kwok runs every pod, the Deployments become Available and LWS's controller
+    reports its groups ready, so each replica's workloads are ready and so is the
+    deployment: `kubectl wait --for=condition=Ready` returns."""
+    control, _ = planes
+    done = _wait_ready(control, "240s")
     ready = condition(control.get("modeldeployment", DEPLOYMENT, TEAM), "Ready")
-    assert done.returncode != 0, f"Ready although no pod runs: {done.stdout} {ready}"
-    assert ready and ready["status"] == "False", ready
+    assert done.returncode == 0, f"not Ready: {done.stdout} {done.stderr} {ready}"
+    _deployment_ready(control, "True", "3/3")
 
 
 XR_KINDS = ("inferencecluster", "modelreplica", "modeldeployment")
@@ -327,20 +328,20 @@ def _table(text: str) -> list[dict[str, str]]:
     return [dict(zip(names, row.split(), strict=True)) for row in rows]
 
 
-def test_d_kubectl_get_prints_each_levels_reason_for_the_stuck_deployment(planes):
+def test_d_kubectl_get_prints_each_levels_reason_for_the_ready_deployment(planes):
     """The printer columns as the real API server evaluates them: the deployment's
     counts and ReplicasScheduled reason, each replica's admission, pods and workloads."""
     control, _ = planes
     (row,) = _table(_get(control, "mdep", DEPLOYMENT, "-n", TEAM))
-    assert row["SCHEDULED"] == "3/3" and row["READY-REPLICAS"] == "0/3", row
-    assert row["REASON"] == "AllReplicasScheduled" and row["READY"] == "False", row
+    assert row["SCHEDULED"] == "3/3" and row["READY-REPLICAS"] == "3/3", row
+    assert row["REASON"] == "AllReplicasScheduled" and row["READY"] == "True", row
     replicas = _table(_get(control, "mrep", "-n", TEAM))
     assert len(replicas) == 3, replicas
     for r in replicas:
         assert (r["CLUSTER"], r["ADMITTED"], r["SCHEDULED"]) == (
             CLUSTER, "Admitted", "AllPodsScheduled"
         ), r  # fmt: skip
-        assert r["WORKLOADS"] == "WorkloadsNotReady", r
+        assert r["WORKLOADS"] == "AllWorkloadsReady", r
     (cluster,) = _table(_get(control, "ic", CLUSTER))
     assert (cluster["OBSERVED"], cluster["REASON"]) == ("2/2", "AllPoolsObserved"), cluster
     kinds = {line.split("/")[0] for line in _get(control, "modelplane", "-A", "-o", "name").split()}
@@ -378,15 +379,79 @@ def test_d_crossplane_trace_walks_every_level_and_carries_each_reason(planes):
     for child in children.values():
         reasons = _reasons(child)
         assert (
-            reasons["Admitted"] == "Admitted" and reasons["WorkloadsReady"] == "WorkloadsNotReady"
+            reasons["Admitted"] == "Admitted" and reasons["WorkloadsReady"] == "AllWorkloadsReady"
         ), reasons
         assert child.get("children"), f"{child['object']['metadata']['name']} has no composed level"
         for grandchild in child["children"]:
             assert "Ready" in _reasons(grandchild) or "Synced" in _reasons(grandchild), grandchild
 
 
+def test_d_a_pod_turned_not_ready_makes_the_deployment_not_ready_until_it_recovers(planes):
+    """A router pod's readiness probe fails (its Ready condition written False, as its
+    kubelet would): that replica's workloads are not ready, so neither is the
+    deployment; ready again, the deployment is Ready again."""
+    control, workload = planes
+    standalone = sorted(
+        n for n, p in _pods(workload).items() if lws.GROUP_KEY not in p["metadata"]["labels"]
+    )
+    assert len(standalone) == 3, standalone
+    kwok.set_pod_ready(workload, standalone[0], TEAM, ready=False)
+    try:
+        eventually(
+            lambda: _deployment_ready(control, "False", "2/3"),
+            f"the deployment not Ready while {standalone[0]} is not ready",
+            timeout=120,
+        )
+    finally:
+        kwok.set_pod_ready(workload, standalone[0], TEAM, ready=True)
+    eventually(
+        lambda: _deployment_ready(control, "True", "3/3"),
+        f"the deployment Ready again once {standalone[0]} is ready",
+        timeout=120,
+    )
+
+
+def test_d_a_deleted_gang_worker_is_recreated_by_lws_and_its_replica_recovers(planes):
+    """A gang's worker pod deleted (a node drained, a pod evicted): LWS's controller
+    brings the group back, kube-scheduler binds it again on two distinct H100 nodes,
+    and the replica's PodsScheduled and the deployment's Ready return."""
+    control, workload = planes
+    workers = sorted(
+        (n, p["metadata"]["uid"])
+        for n, p in _pods(workload).items()
+        if p["metadata"]["labels"].get("leaderworkerset.sigs.k8s.io/worker-index") == "1"
+    )
+    assert len(workers) == 3, workers
+    name, uid = workers[0]
+    workload.kubectl("delete", "pod", name, "-n", TEAM, "--wait=true", "--timeout=60s")
+
+    def regrouped() -> bool:
+        pods = _pods(workload)
+        assert pods.get(name, {}).get("metadata", {}).get("uid") not in (None, uid), (
+            f"{name} not recreated yet"
+        )
+        key = pods[name]["metadata"]["labels"][lws.GROUP_KEY]
+        gang = [p for p in pods.values() if p["metadata"]["labels"].get(lws.GROUP_KEY) == key]
+        nodes = [p["spec"].get("nodeName") for p in gang]
+        assert len(gang) == 2 and all(nodes) and len(set(nodes)) == 2, f"gang on {nodes}"
+        return True
+
+    eventually(regrouped, f"{name} recreated by LWS and its gang bound again", timeout=180)
+    for replica in _replicas(control):
+        eventually(
+            lambda n=replica: _true(control, "modelreplica", n, "PodsScheduled", TEAM),
+            f"ModelReplica {replica} PodsScheduled=True",
+            timeout=120,
+        )
+    eventually(
+        lambda: _deployment_ready(control, "True", "3/3"),
+        "the deployment Ready again once the gang is back",
+        timeout=180,
+    )
+
+
 def _workload_uids(workload: Kube) -> dict[str, str]:
-    kinds = ["deployments", f"leaderworkersets.{fleet.LWS_GROUP}", "pods"]
+    kinds = ["deployments", f"leaderworkersets.{lws.GROUP}", "pods"]
     return {
         f"{kind}/{o['metadata']['name']}": o["metadata"]["uid"]
         for kind in kinds
@@ -394,7 +459,7 @@ def _workload_uids(workload: Kube) -> dict[str, str]:
     }
 
 
-def test_e_scaling_to_two_removes_one_replica_and_only_its_workloads(planes, stand_ins):
+def test_e_scaling_to_two_removes_one_replica_and_only_its_workloads(planes):
     control, workload = planes
     before = _replicas(control)
     uids_before = _workload_uids(workload)
@@ -430,7 +495,7 @@ def test_e_scaling_to_two_removes_one_replica_and_only_its_workloads(planes, sta
     assert len([k for k in uids_after if k.startswith("pods/")]) == 2 * PODS_PER_REPLICA
 
 
-def test_f_a_malformed_selector_keeps_running_replicas_and_names_the_defect(planes, stand_ins):
+def test_f_a_malformed_selector_keeps_running_replicas_and_names_the_defect(planes):
     control, workload = planes
     replicas = {n: r["metadata"]["uid"] for n, r in _replicas(control).items()}
     uids = _workload_uids(workload)
@@ -480,7 +545,7 @@ def test_f_a_malformed_selector_keeps_running_replicas_and_names_the_defect(plan
 
 
 def test_g_an_agent_stopped_for_longer_than_max_age_falls_back_without_deleting_work(
-    e2e_stack, planes, stand_ins
+    e2e_stack, planes
 ):
     """The agent stops (a crash, an eviction): its last reports stay; once older than
     maxAge the pools fall back to whole-node accounting and nothing running is deleted.

@@ -269,6 +269,7 @@ def add_pool(world: World, name: str, nodes: int = 2) -> fleet.Pool:
     """Nodes with 4 GPUs each, labelled into pool `name`, and its PoolObservation."""
     pool = fleet.Pool(name, nodes, (GPU,))
     fleet.add_nodes(world.kube, [pool])
+    fleet.write_ready_without_kubelet(world.kube, [pool])
     world.kube.apply(agent_builders.pool_observation(name, [("gpu", DRIVER, DRIVER)]))
     return pool
 

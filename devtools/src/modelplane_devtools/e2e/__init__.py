@@ -9,8 +9,9 @@ Crossplane and a registry, `install` installs Modelplane as the README does
 runtime would, `functions` (our packages and the functions' runtimes) and
 `provider` (provider-kubernetes' package and runtime) run what the package
 manager installed, under the External package runtime, `agent` installs and
-runs the real agent on the workload cluster, and `fleet` plays the workload
-cluster's hardware (fake GPU nodes) and stands in for LWS and the kubelets;
+runs the real agent on the workload cluster, `fleet` plays the workload
+cluster's hardware (fake GPU nodes), `kwok` runs kwok in the kubelets' place,
+`lws` runs the LeaderWorkerSet controller with its CRDs and webhooks;
 `faultproxy` sits between a client and an API server to stall, cut or
 throttle its requests (the agent's fault tests).
 """

@@ -2,9 +2,10 @@
 
 `install` does what README's install step 3 does, from the repository:
 `kubectl apply -k deploy/agent` (the agent's CRDs, the Namespace, the
-ServiceAccount, the ClusterRole and its binding, the Deployment). No kubelet
-runs on the workload cluster, so the Deployment's pod never starts (it is
-bound to a fake node, or stays Pending); in its place `modelplane-agent` from
+ServiceAccount, the ClusterRole and its binding, the Deployment). kwok plays
+kubelet on the workload cluster and runs no container, so the Deployment's
+pod reads Running once bound to a fake node while nothing executes in it; in
+its place `modelplane-agent` from
 this workspace's virtualenv runs as a process (`Agent`) with the container's
 arguments as the API server holds them (only `--listen` moved to a free port
 on 127.0.0.1, and `--kubeconfig` added), and with the service account's

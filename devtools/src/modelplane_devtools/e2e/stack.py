@@ -14,11 +14,16 @@ kube-apiserver and kube-controller-manager from `.tools/bin`, plus what its
   `resource.k8s.io/v1alpha3` served (`--runtime-config`), the only version
   of DeviceTaintRule.
 
-No kubelet runs anywhere: nodes are Node objects a test keeps Ready, their
-devices ResourceSlices it publishes as a DRA driver would (`fleet`). The
-real kube-scheduler allocates ResourceClaims and binds pods; the controller
-manager creates claims from templates and cleans them up, with its node
-lifecycle controller off (it would taint the kubelet-less nodes). A
+No kubelet runs anywhere. In the e2e's workload cluster kwok plays the
+kubelets (`kwok`: node heartbeats and leases, pods Running and Ready,
+deleted pods removed), so its controller manager runs the node lifecycle
+controller (`node_lifecycle`), and the LeaderWorkerSet controller runs with
+its CRDs and webhooks (`lws`). Everywhere else nodes are Node objects a
+test keeps Ready and the node lifecycle controller is off (it would taint
+nodes without heartbeats). Devices are ResourceSlices published as a DRA
+driver would (`fleet`). The real kube-scheduler allocates ResourceClaims
+and binds pods; the controller manager creates claims from templates and
+cleans them up. A
 cluster's kube-apiserver can be killed by its PID and started again with
 the same command, so the same port, etcd and certificates (`ApiServer`), as
 a crash and a restart are (the agent's fault tests).
@@ -54,7 +59,7 @@ from typing import TYPE_CHECKING
 
 import yaml
 
-from modelplane_devtools.e2e import pki
+from modelplane_devtools.e2e import kwok, lws, pki
 from modelplane_devtools.e2e.kube import Kube, KubectlFailed, eventually
 from modelplane_devtools.e2e.processes import Process, Supervisor, free_port, listening
 
@@ -240,8 +245,12 @@ def start_cluster(
     name: str,
     credentials: pki.ClusterCredentials,
     role: Role,
+    *,
+    node_lifecycle: bool = False,
 ) -> Cluster:
-    """Start cluster `name` in workdir/name; ready once its default ServiceAccount exists."""
+    """Start cluster `name` in workdir/name; ready once its default ServiceAccount exists.
+    `node_lifecycle`: run the node lifecycle controller, for a cluster whose nodes
+    heartbeat (kwok's); without heartbeats it would taint every node unreachable."""
     home = workdir / name
     home.mkdir(parents=True, exist_ok=True)
     etcd = _start_etcd(supervisor, home, name)
@@ -258,7 +267,7 @@ def start_cluster(
     command = _apiserver_command(etcd, port, serving, credentials, role)
     apiserver = ApiServer(supervisor, f"{name}-kube-apiserver", command, kube)
     apiserver.start()
-    _start_controllers(supervisor, name, kubeconfig, credentials, role)
+    _start_controllers(supervisor, name, kubeconfig, credentials, role, node_lifecycle)
     # The service account controller runs: pods can be admitted from here on.
     eventually(
         lambda: kube.get("serviceaccount", "default", "default"),
@@ -337,6 +346,7 @@ def _start_controllers(
     kubeconfig: Path,
     credentials: pki.ClusterCredentials,
     role: Role,
+    node_lifecycle: bool,
 ) -> None:
     common = [
         f"--kubeconfig={kubeconfig}",
@@ -354,8 +364,7 @@ def _start_controllers(
             f"--secure-port={free_port()}",
             f"--service-account-private-key-file={credentials.service_accounts.key}",
             f"--root-ca-file={credentials.ca.cert}",
-            # No kubelet heartbeats: the node lifecycle controller would taint the nodes.
-            "--controllers=*,-node-lifecycle-controller",
+            "--controllers=*" if node_lifecycle else "--controllers=*,-node-lifecycle-controller",
         ],
     )
     if role.scheduler:
@@ -479,7 +488,7 @@ def start(workdir: Path) -> Stack:
     """Start both clusters, Crossplane and the registry (`install` installs the rest)."""
     check_ports_free()
     for name in (*CLUSTER_BINARIES, "crossplane", "crossplane-core", "provider-kubernetes",
-                 "registry"):  # fmt: skip
+                 "registry", "kwok", "lws"):  # fmt: skip
         binary(name)
     stack = Stack(workdir, Supervisor(workdir / "logs"))
     began = time.monotonic()
@@ -488,7 +497,27 @@ def start(workdir: Path) -> Stack:
         stack.control_plane = start_cluster(
             stack.supervisor, workdir, "control-plane", credentials, CONTROL_PLANE
         )
-        stack.workload = start_cluster(stack.supervisor, workdir, "workload", credentials, WORKLOAD)
+        stack.workload = start_cluster(
+            stack.supervisor, workdir, "workload", credentials, WORKLOAD, node_lifecycle=True
+        )
+        kwok.start(
+            stack.supervisor,
+            stack.workload.kubeconfig,
+            workdir,
+            binary=binary("kwok"),
+            source=module_dir("kwok", kwok.MODULE),
+        )
+        stack.timings["kwok"] = time.monotonic() - began
+        lws.start(
+            stack.supervisor,
+            stack.workload.kube,
+            stack.workload.kubeconfig,
+            workdir,
+            credentials.ca,
+            binary=binary("lws"),
+            source=module_dir("lws", lws.MODULE),
+        )
+        stack.timings["lws"] = time.monotonic() - began
         stack.timings["clusters"] = time.monotonic() - began
         stack.registry = start_registry(stack)
         stack.root_ca = start_crossplane(stack, stack.control_plane)
