@@ -91,18 +91,6 @@ def names(docs: list[dict]) -> list[tuple[str, str]]:
     return [(d["kind"], d["metadata"]["name"]) for d in by_kind_and_name(docs)]
 
 
-def kustomize(directory: Path) -> list[dict]:
-    """`kubectl kustomize <directory>`: what `kubectl apply -k` would apply."""
-    done = subprocess.run(
-        [str(render.kubectl()), "kustomize", str(directory)],
-        capture_output=True,
-        text=True,
-        check=False,
-    )
-    assert done.returncode == 0, done.stderr
-    return render.load_all(done.stdout)
-
-
 def manifests() -> list[dict]:
     """Every object the files of deploy/agent hold, as written."""
     paths = sorted(DEPLOY.glob("*.yaml")) + sorted((DEPLOY / "crds").glob("*.yaml"))
@@ -118,7 +106,7 @@ def container_of(docs: list[dict]) -> dict:
 
 
 def test_the_kustomization_applies_every_manifest_of_deploy_agent_as_written():
-    rendered = kustomize(DEPLOY)
+    rendered = render.kustomize(DEPLOY)
     assert names(rendered) == KINDS
     assert by_kind_and_name(rendered) == by_kind_and_name(manifests())
 
@@ -143,7 +131,7 @@ def test_an_image_entry_points_the_deployment_at_another_registry(tmp_path):
     )
     (entry,) = yaml.safe_load((DEPLOY / "kustomization.yaml").read_text())["images"]
     assert container_of(manifests())["image"].partition(":")[0] == entry["name"]
-    rendered = container_of(kustomize(tmp_path / "overlay"))
+    rendered = container_of(render.kustomize(tmp_path / "overlay"))
     assert rendered["image"] == "registry.example.com/modelplane-agent:v9.9.9"
 
 
@@ -200,7 +188,7 @@ def test_the_chart_renders_what_the_kustomization_applies_for_default_values(tmp
     # the release namespace itself (`--create-namespace`); a chart that templated it
     # too could not be installed into it. Nothing else differs, labels included
     # (the chart adds no per-release labels; templates/_helpers.tpl says why).
-    applied = [d for d in kustomize(DEPLOY) if d["kind"] != "Namespace"]
+    applied = [d for d in render.kustomize(DEPLOY) if d["kind"] != "Namespace"]
     assert by_kind_and_name(helm_template(tmp_path)) == by_kind_and_name(applied)
 
 

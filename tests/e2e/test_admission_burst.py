@@ -19,7 +19,6 @@ asserting that target, for a run of the code from before admission (see
 
 from __future__ import annotations
 
-import base64
 import os
 import time
 
@@ -148,15 +147,7 @@ def set_up_the_fleet(control: Kube, workload: Kube) -> None:
     workload.apply(filler())
 
     control.apply([namespace(SECRETS), namespace(TEAM)])
-    kubeconfig = base64.b64encode(workload.kubeconfig.read_bytes()).decode()
-    control.apply(
-        {
-            "apiVersion": "v1",
-            "kind": "Secret",
-            "metadata": {"name": f"{CLUSTER}-kubeconfig", "namespace": SECRETS},
-            "data": {"kubeconfig": kubeconfig},
-        }
-    )
+    control.apply(fleet.kubeconfig_secret(CLUSTER, SECRETS, workload))
     # The APIs are the Configuration's, installed by the session.
     eventually(
         lambda: install.apis_served_by_the_configuration(control), "the Configuration's APIs"

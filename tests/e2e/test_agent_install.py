@@ -20,13 +20,12 @@ delete).
 
 from __future__ import annotations
 
-import base64
 from collections.abc import Iterator
 
 import pytest
-from modelplane_devtools.e2e import agent, fleet
+from modelplane_devtools.e2e import agent, fleet, install
 from modelplane_devtools.e2e.kube import Kube, condition, eventually
-from modelplane_devtools.e2e.stack import ROOT, Stack
+from modelplane_devtools.e2e.stack import Stack
 
 pytestmark = pytest.mark.e2e
 
@@ -71,23 +70,11 @@ def set_up(control: Kube, workload: Kube) -> None:
     fleet.add_nodes(workload, [POOL])
     fleet.await_ready(workload, [POOL])
     control.apply(namespace(SECRETS))
-    kubeconfig = base64.b64encode(workload.kubeconfig.read_bytes()).decode()
-    control.apply(
-        {
-            "apiVersion": "v1",
-            "kind": "Secret",
-            "metadata": {"name": f"{CLUSTER}-kubeconfig", "namespace": SECRETS},
-            "data": {"kubeconfig": kubeconfig},
-        }
+    control.apply(fleet.kubeconfig_secret(CLUSTER, SECRETS, workload))
+    # The APIs are the Configuration's, installed by the session.
+    eventually(
+        lambda: install.apis_served_by_the_configuration(control), "the Configuration's APIs"
     )
-    apis = ["inferencecluster", "modelreplica", "modeldeployment"]
-    control.apply_files(*(ROOT / "apis" / a / "definition.yaml" for a in apis))
-    for api in apis:
-        eventually(
-            lambda a=api: _holds(control.get("xrd", f"{a}s.modelplane.ai"), "Established"),
-            f"XRD {api}s Established",
-        )
-    control.apply_files(*(ROOT / "apis" / a / "composition.yaml" for a in apis))
     control.apply(inference_cluster())
 
 

@@ -86,6 +86,18 @@ def kubectl() -> Path:
     return tool("kubectl", "KUBECTL")
 
 
+def kustomize(directory: Path) -> list[dict]:
+    """`kubectl kustomize <directory>`: what `kubectl apply -k` would apply."""
+    done = subprocess.run(
+        [str(kubectl()), "kustomize", str(directory)],
+        capture_output=True,
+        text=True,
+        check=False,
+    )
+    assert done.returncode == 0, done.stderr
+    return load_all(done.stdout)
+
+
 def helm() -> Path:
     """Helm, which lints and renders deploy/helm/modelplane-agent."""
     return tool("helm", "HELM")

@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import copy
 import shutil
-import subprocess
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import NamedTuple
@@ -70,22 +69,11 @@ def by_kind_and_name(docs: list[dict]) -> list[dict]:
     return sorted(docs, key=lambda d: (d["kind"], d["metadata"]["name"]))
 
 
-def kustomize(directory: Path) -> list[dict]:
-    done = subprocess.run(
-        [str(render.kubectl()), "kustomize", str(directory)],
-        capture_output=True,
-        text=True,
-        check=False,
-    )
-    assert done.returncode == 0, done.stderr
-    return render.load_all(done.stdout)
-
-
 # ------------------------------------------------------------ one source, three installs
 
 
 def test_the_default_install_is_exactly_what_the_kustomization_applies():
-    rendered = kustomize(DEPLOY)
+    rendered = render.kustomize(DEPLOY)
     composed = manifests_of(core.decide("east", spec(install=True), {}, {}, NOW, VERSION))
     assert by_kind_and_name(composed) == by_kind_and_name(rendered)
 
@@ -103,7 +91,7 @@ def test_an_image_changes_only_the_image_as_the_kustomizations_image_entry_does(
         )
     )
     composed = manifests_of(decide(spec(install=True, image=IMAGE)))
-    assert by_kind_and_name(composed) == by_kind_and_name(kustomize(tmp_path / "overlay"))
+    assert by_kind_and_name(composed) == by_kind_and_name(render.kustomize(tmp_path / "overlay"))
 
 
 def test_the_function_knows_its_own_version_the_workspaces():

@@ -17,6 +17,7 @@ compare. Gang engines' pods come from the real LeaderWorkerSet controller
 
 from __future__ import annotations
 
+import base64
 from collections import Counter
 from dataclasses import dataclass
 from datetime import UTC, datetime
@@ -113,6 +114,17 @@ def inference_cluster(
             ],
             "observation": {"mode": "Observed", "maxAge": max_age},
         },
+    }
+
+
+def kubeconfig_secret(cluster: str, secrets: str, workload: Kube) -> dict:
+    """The Secret `<cluster>-kubeconfig` in namespace `secrets` that `inference_cluster`
+    points at, holding the workload cluster's kubeconfig."""
+    return {
+        "apiVersion": "v1",
+        "kind": "Secret",
+        "metadata": {"name": f"{cluster}-kubeconfig", "namespace": secrets},
+        "data": {"kubeconfig": base64.b64encode(workload.kubeconfig.read_bytes()).decode()},
     }
 
 
