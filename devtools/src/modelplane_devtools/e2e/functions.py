@@ -225,7 +225,7 @@ def _serve(
     supervisor: Supervisor, name: str, source: PackageSource, ca: pki.KeyPair, workdir: Path
 ) -> str:
     certs = workdir / "functions" / name
-    serving = pki.sign(ca, certs, "server", common_name=name, ips=("127.0.0.1",))
+    serving = pki.sign(ca, certs, "server", pki.Subject(name, ips=("127.0.0.1",)))
     (certs / "tls.crt").write_bytes(serving.cert.read_bytes())
     (certs / "tls.key").write_bytes(serving.key.read_bytes())
     (certs / "ca.crt").write_bytes(ca.cert.read_bytes())

@@ -244,8 +244,8 @@ def start_cluster(
     home.mkdir(parents=True, exist_ok=True)
     etcd = _start_etcd(supervisor, home, name)
     serving = pki.sign(
-        credentials.ca, home / "pki", "apiserver", common_name="kube-apiserver",
-        ips=("127.0.0.1",), dns=("localhost",),
+        credentials.ca, home / "pki", "apiserver",
+        pki.Subject("kube-apiserver", ips=("127.0.0.1",), dns=("localhost",)),
     )  # fmt: skip
     port = free_port()
     server = f"https://127.0.0.1:{port}"
@@ -476,7 +476,7 @@ def start_provider_kubernetes(stack: Stack, cluster: Cluster, ca: pki.KeyPair) -
             docs.append(crd)
     kube.apply(docs)
     certs = stack.workdir / "provider-kubernetes" / "tls"
-    serving = pki.sign(ca, certs, "webhook", common_name="provider-kubernetes", ips=("127.0.0.1",))
+    serving = pki.sign(ca, certs, "webhook", pki.Subject("provider-kubernetes", ips=("127.0.0.1",)))
     (certs / "tls.crt").write_bytes(serving.cert.read_bytes())
     (certs / "tls.key").write_bytes(serving.key.read_bytes())
     process = stack.supervisor.start(
