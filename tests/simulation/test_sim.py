@@ -17,6 +17,7 @@ from typing import TypedDict, Unpack
 
 import pytest
 import yaml
+from modelplane_devtools.fields import reject_unknown
 from modelplane_devtools.sim import cli
 from modelplane_devtools.sim.arrivals import ArrivalError, Workload, read_model
 from modelplane_devtools.sim.binder import NodeChoice
@@ -80,6 +81,7 @@ def run(
     policies=None,
     **options: Unpack[RunOptions],
 ):
+    reject_unknown(options, RunOptions)
     length = timedelta(hours=options.get("hours", 3))
     workload = Workload(read_model(MODEL).arrivals(length, seed), length)
     settings = Settings(

@@ -5,9 +5,9 @@ and read back through the function's own reader (`read_queued`), so tests
 judge exactly what compose-model-replica reads from Crossplane.
 
 `in_flight`'s optional, keyword-only fields are named once, in the TypedDict
-`InFlightFields`, and taken as `**fields: Unpack[InFlightFields]`, as the other
-builder modules do: call sites are plain keywords, mypy checks every name and
-type, and the builder reads each field with its default where it uses it.
+`InFlightFields`, as the other builder modules do theirs (see
+`deployment_builders`): plain keywords at call sites, checked by mypy where it
+checks the caller and by `fields.reject_unknown` at run time.
 """
 
 from __future__ import annotations
@@ -23,6 +23,7 @@ from modelplane_common.capacity.readers import read_cluster
 from modelplane_common.timeutil import format_time
 
 from modelplane_devtools import deployment_builders as t
+from modelplane_devtools.fields import reject_unknown
 
 CLUSTER = "east"
 
@@ -43,6 +44,7 @@ class InFlightFields(TypedDict, total=False):
 def in_flight(name: str, placed_at: datetime | str, **fields: Unpack[InFlightFields]) -> dict:
     """A ModelReplica on `cluster`; `verdict` records Admitted or Overcommitted for its
     current placement, as compose-model-replica writes it."""
+    reject_unknown(fields, InFlightFields)
     placed = placed_at if isinstance(placed_at, str) else format_time(placed_at)
     pods_scheduled = fields.get("pods_scheduled", False)
     engine = t.replica_engine(

@@ -5,9 +5,11 @@ for DRA objects), so what the tests feed the agent is what it reads from a
 cluster. Test-only: it lives in devtools so the agent's image does not ship it.
 
 A builder's optional, keyword-only fields are named once, in a TypedDict
-(`NodeFields`, `SliceFields`, ...), and taken as `**fields: Unpack[...]`: call
-sites read `node("n1", cordoned=True)` as before, mypy still checks every name
-and type, and the builder reads each field with its default where it uses it.
+(`NodeFields`, `SliceFields`, ...), taken as `**fields: Unpack[...]` and read with
+their defaults where they are used. Call sites stay plain keywords
+(`node("n1", cordoned=True)`); mypy checks their names and types wherever it
+checks the caller, and `fields.reject_unknown` raises TypeError for an unknown
+one at run time, as a named parameter would.
 """
 
 from __future__ import annotations
@@ -16,6 +18,8 @@ from collections.abc import Iterable, Mapping, Sequence
 from typing import TypedDict, Unpack
 
 from modelplane_common import labels
+
+from modelplane_devtools.fields import reject_unknown
 
 NVIDIA = "gpu.nvidia.com"
 NIC_DRIVER = "nic.example.com"
@@ -34,6 +38,7 @@ def node(name: str, pool: str | None = "a100", **fields: Unpack[NodeFields]) -> 
 
     `allocatable` defaults to a roomy GPU node's (64 cpu, 512Gi, 110 pods).
     """
+    reject_unknown(fields, NodeFields)
     node_labels = {"kubernetes.io/hostname": name, **(fields.get("extra_labels") or {})}
     if pool is not None:
         node_labels[labels.POOL] = pool
@@ -108,6 +113,7 @@ def resource_slice(
     `slice_count` is the pool's `resourceSliceCount`: how many slices of this
     generation the driver publishes for the pool.
     """
+    reject_unknown(fields, SliceFields)
     driver = fields.get("driver", NVIDIA)
     generation = fields.get("generation", 1)
     slice_count = fields.get("slice_count", 1)
@@ -205,6 +211,7 @@ def pool_observation(
     pool: str, kinds: Sequence[tuple[str, str, str]], **fields: Unpack[PoolObservationFields]
 ) -> dict:
     """A PoolObservation; `kinds` are (name, driver, deviceClassName)."""
+    reject_unknown(fields, PoolObservationFields)
     tolerations = fields.get("tolerations", ())
     min_pod_requests = fields.get("min_pod_requests")
     max_age = fields.get("max_age")
@@ -245,6 +252,7 @@ def pod(name: str, **fields: Unpack[PodFields]) -> dict:
     """A pod. `claims` are ResourceClaims it names directly; `template_claims` maps
     each entry made from a template to the claim its status names for it (None: the
     status does not list it yet); `requests` are its one container's requests."""
+    reject_unknown(fields, PodFields)
     replica = fields.get("replica", "r")
     namespace = fields.get("namespace", "team")
     node_name = fields.get("node_name")

@@ -7,9 +7,11 @@ XRDs define (InferenceCluster, ModelDeployment, ModelReplica) and the
 RunFunctionRequest Crossplane sends, so tests exercise the real readers.
 
 A builder's optional, keyword-only fields are named once, in a TypedDict
-(`PoolFields`, `ClusterFields`, ...), and taken as `**fields: Unpack[...]`:
-call sites read `pool("p", 4, max_nodes=8)` as before, mypy still checks every
-name and type, and the builder reads each field with its default where it uses it.
+(`PoolFields`, `ClusterFields`, ...), taken as `**fields: Unpack[...]` and read with
+their defaults where they are used. Call sites stay plain keywords
+(`pool("p", 4, max_nodes=8)`); mypy checks their names and types wherever it
+checks the caller, and `fields.reject_unknown` raises TypeError for an unknown
+one at run time, as a named parameter would.
 """
 
 from __future__ import annotations
@@ -28,6 +30,7 @@ from modelplane_common.devices import DeviceKind, DeviceRequest
 from modelplane_common.timeutil import format_time
 
 from modelplane_devtools import wire
+from modelplane_devtools.fields import reject_unknown
 
 NOW = datetime(2025, 6, 1, 12, 0, 0, tzinfo=UTC)
 
@@ -109,6 +112,7 @@ def pool(
 ) -> tuple[dict, dict]:
     """(spec.nodePools entry, status.gpuPools entry). A histogram makes the pool observed;
     `fallback` (any value, to test lenient reading) is the pool's own override."""
+    reject_unknown(fields, PoolFields)
     max_nodes = fields.get("max_nodes")
     histogram = fields.get("histogram")
     observed_nodes = fields.get("observed_nodes")
@@ -155,6 +159,7 @@ class ClusterFields(TypedDict, total=False):
 
 def cluster(name: str, pools: Sequence[tuple[dict, dict]], **fields: Unpack[ClusterFields]) -> dict:
     """An InferenceCluster; `fallback` (any value) is spec.observation.fallback."""
+    reject_unknown(fields, ClusterFields)
     cluster_labels = fields.get("cluster_labels")
     taints = fields.get("taints", ())
     ready = fields.get("ready", True)
@@ -243,6 +248,7 @@ def deployment(
     engines: Sequence[dict] | None = None,
     **fields: Unpack[DeploymentFields],
 ) -> dict:
+    reject_unknown(fields, DeploymentFields)
     match_labels = fields.get("match_labels")
     tolerations = fields.get("tolerations", ())
     template_labels = fields.get("template_labels")
@@ -288,6 +294,7 @@ class EngineFields(TypedDict, total=False):
 
 
 def replica_engine(name: str, pool_name: str, **fields: Unpack[EngineFields]) -> dict:
+    reject_unknown(fields, EngineFields)
     device_class = fields.get("device_class", "gpu.example.com")
     gpus = fields.get("gpus", 1)
 
@@ -341,6 +348,7 @@ def model_replica(
     engines: Sequence[dict],
     **fields: Unpack[ReplicaFields],
 ) -> dict:
+    reject_unknown(fields, ReplicaFields)
     meta = _replica_metadata(name, namespace, cluster_name, fields)
     return {
         "apiVersion": labels.API_VERSION,
@@ -403,6 +411,7 @@ def running_replica(
     one 8-GPU engine "serve" on `cluster`'s pool "p", placed an hour ago, its pods
     scheduled and Ready. `observed` overrides model_replica's status arguments
     (ready=False, pods_scheduled="False", reason=..., since=..., placed_at=...)."""
+    reject_unknown(observed, ReplicaStatusFields)
     status: ReplicaStatusFields = {"placed_at": ago(60), **observed}
     return model_replica(
         f"llm-{index}",
