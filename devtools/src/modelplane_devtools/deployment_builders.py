@@ -335,10 +335,13 @@ class ReplicaStatusFields(TypedDict, total=False):
     placed_at: str | None  # the placed-at annotation; default unset
 
 
-class ReplicaFields(ReplicaStatusFields, total=False):
+class RunningReplicaFields(ReplicaStatusFields, total=False):
+    extra_labels: Mapping[str, str] | None  # default none
+
+
+class ReplicaFields(RunningReplicaFields, total=False):
     deployment_name: str | None  # default unlabelled (no owning deployment)
     index: int | None  # replica index label; default 0
-    extra_labels: Mapping[str, str] | None  # default none
 
 
 def model_replica(
@@ -405,14 +408,15 @@ def _replica_status(fields: ReplicaStatusFields) -> dict:
 
 
 def running_replica(
-    index: int = 0, cluster: str = "b", **observed: Unpack[ReplicaStatusFields]
+    index: int = 0, cluster: str = "b", **observed: Unpack[RunningReplicaFields]
 ) -> dict:
     """Replica `index` of the deployment `deployment()` builds (team-a/llm), running:
     one 8-GPU engine "serve" on `cluster`'s pool "p", placed an hour ago, its pods
     scheduled and Ready. `observed` overrides model_replica's status arguments
-    (ready=False, pods_scheduled="False", reason=..., since=..., placed_at=...)."""
-    reject_unknown(observed, ReplicaStatusFields)
-    status: ReplicaStatusFields = {"placed_at": ago(60), **observed}
+    (ready=False, pods_scheduled="False", reason=..., since=..., placed_at=...) and
+    may add `extra_labels`."""
+    reject_unknown(observed, RunningReplicaFields)
+    overrides: RunningReplicaFields = {"placed_at": ago(60), **observed}
     return model_replica(
         f"llm-{index}",
         "team-a",
@@ -420,7 +424,7 @@ def running_replica(
         [replica_engine("serve", "p", gpus=8)],
         deployment_name="llm",
         index=index,
-        **status,
+        **overrides,
     )
 
 
