@@ -26,7 +26,7 @@ from modelplane_agent.state import (
     RULES,
     SLICES,
 )
-from modelplane_agent.writes import write_reason
+from modelplane_agent.writes import Pacing, write_reason
 from modelplane_devtools import agent_builders as t
 
 NOW = datetime(2026, 11, 30, 12, 0, tzinfo=UTC)
@@ -548,8 +548,7 @@ def test_write_reason(current, since_attempt, written_age, newer_than, reason):
             current,
             since_attempt=since_attempt,
             written_age=written_age,
-            min_interval=2.0,
-            heartbeat=60.0,
+            pacing=Pacing(min_interval=2.0, heartbeat=60.0),
             newer_than=newer_than,
         )
         == reason

@@ -89,7 +89,7 @@ class Setup:
 @pytest.fixture
 def setup(tmp_path: Path) -> Iterator[Setup]:
     ca = pki.new_ca(tmp_path, "ca")
-    served = pki.sign(ca, tmp_path, "server", common_name="server", ips=("127.0.0.1",))
+    served = pki.sign(ca, tmp_path, "server", pki.Subject("server", ips=("127.0.0.1",)))
     serving = ssl.create_default_context(ssl.Purpose.CLIENT_AUTH)
     serving.load_cert_chain(str(served.cert), str(served.key))
     upstream = Upstream()

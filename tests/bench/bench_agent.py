@@ -263,13 +263,7 @@ def bench_partitions(count: int) -> None:
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser()
-    parser.add_argument("--nodes", type=int, default=5000)
-    parser.add_argument("--pods", type=int, default=40000)
-    parser.add_argument("--claims", type=int, default=20000)
-    parser.add_argument("--replicas", type=int, default=1000)
-    parser.add_argument("--events", type=int, default=2000)
-    args = parser.parse_args()
+    args = arguments()
     rng = random.Random(1)
     state = ClusterState()
     base = rss_mib()
@@ -277,7 +271,29 @@ def main() -> None:
         f"cluster: {args.nodes} nodes, {args.pods} pods, {args.claims} allocated claims, "
         f"{args.replicas} replicas, 10 pools"
     )
+    bench_initial_list(state, args, rng)
+    settle_heap()  # as the controller does once every kind is listed
+    bench_full_recompute(state, args.replicas)
+    bench_events(state, args, rng)
+    print(
+        f"memory: peak RSS {rss_mib():.0f} MiB (interpreter and libraries {base:.0f} MiB "
+        "before the cluster was built)"
+    )
+    bench_coarsening(rng)
+    bench_partitions(500)
 
+
+def arguments() -> argparse.Namespace:
+    parser = argparse.ArgumentParser()
+    parser.add_argument("--nodes", type=int, default=5000)
+    parser.add_argument("--pods", type=int, default=40000)
+    parser.add_argument("--claims", type=int, default=20000)
+    parser.add_argument("--replicas", type=int, default=1000)
+    parser.add_argument("--events", type=int, default=2000)
+    return parser.parse_args()
+
+
+def bench_initial_list(state: ClusterState, args: argparse.Namespace, rng: random.Random) -> None:
     listing = [
         (CLASSES, lambda: iter(CLASSES_OBJS)),
         (
@@ -307,40 +323,75 @@ def main() -> None:
             folded += len(page)
         seconds += timed(partial(state.delete_missing, kind, seen))
         print(f"  {kind:22} {folded:6d} objects  {seconds * 1000:8.0f} ms")
-    settle_heap()  # as the controller does once every kind is listed
 
+
+def bench_full_recompute(state: ClusterState, replicas: int) -> None:
     first = timed(lambda: full_recompute(state))
     print(f"first full recompute (every device's CEL match evaluated): {first:.2f} s")
     state.invalidate_reports()
     warm = timed(lambda: full_recompute(state))
     print(
-        f"full recompute, 10 pools + {args.replicas} replicas, every free vector and tally "
+        f"full recompute, 10 pools + {replicas} replicas, every free vector and tally "
         f"recomputed (CEL matches cached): {warm * 1000:.0f} ms"
     )
     cached = timed(lambda: full_recompute(state))
     print(f"full recompute with nothing stale: {cached * 1000:.0f} ms")
 
+
+def bench_events(state: ClusterState, args: argparse.Namespace, rng: random.Random) -> None:
     collections = Collections()
     gc.callbacks.append(collections)
+    print(f"one event, applied and its touched observations recomputed ({args.events} each):")
+    for label, apply in events(state, args, rng):
+        print_event_cost(label, event_cost(state, apply, args.events, collections))
+    full = [seconds for generation, seconds in collections.done if generation == 2]
+    print(
+        f"  garbage collections while handling events: {len(collections.done)}, "
+        f"{len(full)} of them full, longest {max(full, default=0) * 1000:.2f} ms"
+    )
+    gc.callbacks.remove(collections)
+    gc.collect()
 
-    def event_cost(apply: Callable[[int], object]) -> list[Sample]:
-        samples = []
-        for i in range(args.events):
-            before = len(collections.done)
-            started, cpu = time.perf_counter(), time.thread_time()
-            touched = apply(i)
-            for pool in touched.pools:  # type: ignore[attr-defined]
-                state.pool_report(pool)
-            for key in touched.replicas:  # type: ignore[attr-defined]
-                state.replica_report(key)
-            samples.append(
-                Sample(
-                    time.perf_counter() - started,
-                    time.thread_time() - cpu,
-                    collections.done[before:],
-                )
+
+def event_cost(
+    state: ClusterState, apply: Callable[[int], object], count: int, collections: Collections
+) -> list[Sample]:
+    samples = []
+    for i in range(count):
+        before = len(collections.done)
+        started, cpu = time.perf_counter(), time.thread_time()
+        touched = apply(i)
+        for pool in touched.pools:  # type: ignore[attr-defined]
+            state.pool_report(pool)
+        for key in touched.replicas:  # type: ignore[attr-defined]
+            state.replica_report(key)
+        samples.append(
+            Sample(
+                time.perf_counter() - started,
+                time.thread_time() - cpu,
+                collections.done[before:],
             )
-        return samples
+        )
+    return samples
+
+
+def print_event_cost(label: str, samples: list[Sample]) -> None:
+    wall = [x.wall for x in samples]
+    worst, busiest = max(samples, key=lambda x: x.wall), max(samples, key=lambda x: x.cpu)
+    print(
+        f"  {label:16} median {statistics.median(wall) * 1000:6.2f} ms   "
+        f"p99 {percentile(wall, 0.99) * 1000:6.2f} ms   "
+        f"max {worst.wall * 1000:6.2f} ms (CPU {worst.cpu * 1000:.2f} ms)   "
+        f"CPU p99 {percentile([x.cpu for x in samples], 0.99) * 1000:5.2f} ms, "
+        f"max {busiest.cpu * 1000:5.2f} ms ({busiest.collecting * 1000:.2f} ms of it "
+        "collecting garbage)"
+    )
+
+
+def events(
+    state: ClusterState, args: argparse.Namespace, rng: random.Random
+) -> list[tuple[str, Callable[[int], object]]]:
+    """The benchmarked events, by label: each applies its `i`th event to `state`."""
 
     def allocate(i: int) -> object:
         node = f"node-{rng.randrange(args.nodes)}"
@@ -386,38 +437,13 @@ def main() -> None:
         selector = {"driver": t.NVIDIA, "pool": node, "device": f"gpu-3-{node}"}
         return state.apply(RULES, "MODIFIED", t.taint_rule(f"rule-{i % 50}", effect, **selector))
 
-    print(f"one event, applied and its touched observations recomputed ({args.events} each):")
-    for label, apply in (
+    return [
         ("claim allocated", allocate),
         ("node cordoned", cordon),
         ("pod bound", bind),
         ("other pod moved", move),
         ("GPU taint rule", taint),
-    ):
-        samples = event_cost(apply)
-        wall = [x.wall for x in samples]
-        worst, busiest = max(samples, key=lambda x: x.wall), max(samples, key=lambda x: x.cpu)
-        print(
-            f"  {label:16} median {statistics.median(wall) * 1000:6.2f} ms   "
-            f"p99 {percentile(wall, 0.99) * 1000:6.2f} ms   "
-            f"max {worst.wall * 1000:6.2f} ms (CPU {worst.cpu * 1000:.2f} ms)   "
-            f"CPU p99 {percentile([x.cpu for x in samples], 0.99) * 1000:5.2f} ms, "
-            f"max {busiest.cpu * 1000:5.2f} ms ({busiest.collecting * 1000:.2f} ms of it "
-            "collecting garbage)"
-        )
-    full = [seconds for generation, seconds in collections.done if generation == 2]
-    print(
-        f"  garbage collections while handling events: {len(collections.done)}, "
-        f"{len(full)} of them full, longest {max(full, default=0) * 1000:.2f} ms"
-    )
-    gc.callbacks.remove(collections)
-    gc.collect()
-    print(
-        f"memory: peak RSS {rss_mib():.0f} MiB (interpreter and libraries {base:.0f} MiB "
-        "before the cluster was built)"
-    )
-    bench_coarsening(rng)
-    bench_partitions(500)
+    ]
 
 
 if __name__ == "__main__":

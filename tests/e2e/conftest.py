@@ -38,14 +38,7 @@ def e2e_stack() -> Iterator[stack.Stack]:
         assert running.control_plane and running.root_ca and running.workload
         running.agent = agent.start(running.workload.kube, running.supervisor, workdir)
         running.timings["agent"] = time.monotonic() - began
-        running.installed = install.install(
-            running.control_plane.kube,
-            running.control_plane.kubeconfig,
-            running.supervisor,
-            running.registry,
-            running.root_ca,
-            workdir,
-        )
+        running.installed = install.install(running)
         running.timings["installed"] = time.monotonic() - began
         (workdir / "timings.txt").write_text(
             "".join(f"{k}: {v:.1f}s\n" for k, v in running.timings.items())

@@ -58,10 +58,13 @@ def bind(nodes: list[int], pods: list[int], policy: str, rnd: random.Random) -> 
     return chosen
 
 
+Running = tuple[int, list[int], list[int], int]  # pool, nodes, demands, ends
+
+
 def simulate(assumption: type[Ledger], policy: str, seed: int) -> tuple[int, int]:
     rnd = random.Random(seed)
     real = [[GPUS] * NODES for _ in range(POOLS)]
-    running: list[tuple[int, list[int], list[int], int]] = []  # pool, nodes, demands, ends
+    running: list[Running] = []
     published = [Counter(p) for p in real]
     since: list[list[list[int]]] = [[] for _ in range(POOLS)]
     admitted = over = 0
@@ -69,26 +72,11 @@ def simulate(assumption: type[Ledger], policy: str, seed: int) -> tuple[int, int
         if minute % PUBLISH_EVERY == 0:
             published = [Counter(p) for p in real]
             since = [[] for _ in range(POOLS)]
-        for pool, nodes, demands, ends in list(running):
-            if ends <= minute:
-                running.remove((pool, nodes, demands, ends))
-                for n, d in zip(nodes, demands, strict=True):
-                    real[pool][n] += d
+        running = release_ended(real, running, minute)
         for _ in range(rnd.randint(8, 16)):
-            size = rnd.choice([1, 1, 2, 2, 4, 8])
-            pods = [size, size] if rnd.random() < 0.2 else [size]
+            pods = arrival(rnd)
             for pool in rnd.sample(range(POOLS), POOLS):
-                ledger = assumption(
-                    {(f,): n for f, n in published[pool].items()}, (GPUS,), whole_node=False
-                )
-                for earlier in since[pool]:
-                    ledger.place_best_effort([(d,) for d in earlier], gang=len(earlier) > 1)
-                ok = (
-                    ledger.place_gang([(d,) for d in pods])
-                    if len(pods) > 1
-                    else ledger.place_shared((pods[0],), 1)
-                )
-                if not ok:
+                if not admits(assumption, published[pool], since[pool], pods):
                     continue
                 admitted += 1
                 since[pool].append(pods)
@@ -101,6 +89,37 @@ def simulate(assumption: type[Ledger], policy: str, seed: int) -> tuple[int, int
                     running.append((pool, nodes, pods, minute + rnd.randint(20, 120)))
                 break
     return admitted, over
+
+
+def release_ended(real: list[list[int]], running: list[Running], minute: int) -> list[Running]:
+    """Give back the devices of the replicas that ended by `minute`; the ones still running."""
+    still = []
+    for pool, nodes, demands, ends in running:
+        if ends <= minute:
+            for n, d in zip(nodes, demands, strict=True):
+                real[pool][n] += d
+        else:
+            still.append((pool, nodes, demands, ends))
+    return still
+
+
+def arrival(rnd: random.Random) -> list[int]:
+    """A new replica's per-pod GPU demands: one pod, or a gang of two, of 1 to 8 GPUs."""
+    size = rnd.choice([1, 1, 2, 2, 4, 8])
+    return [size, size] if rnd.random() < 0.2 else [size]
+
+
+def admits(
+    assumption: type[Ledger], published: Counter, since: list[list[int]], pods: list[int]
+) -> bool:
+    """Whether admission, on the pool's published histogram less what it admitted since,
+    lets `pods` in."""
+    ledger = assumption({(f,): n for f, n in published.items()}, (GPUS,), whole_node=False)
+    for earlier in since:
+        ledger.place_best_effort([(d,) for d in earlier], gang=len(earlier) > 1)
+    if len(pods) > 1:
+        return ledger.place_gang([(d,) for d in pods])
+    return ledger.place_shared((pods[0],), 1)
 
 
 def rates(seeds: range = range(3)) -> dict[tuple[str, str], float]:

@@ -13,9 +13,11 @@ from __future__ import annotations
 
 from datetime import timedelta
 from pathlib import Path
+from typing import TypedDict, Unpack
 
 import pytest
 import yaml
+from modelplane_devtools.fields import reject_unknown
 from modelplane_devtools.sim import cli
 from modelplane_devtools.sim.arrivals import ArrivalError, Workload, read_model
 from modelplane_devtools.sim.binder import NodeChoice
@@ -66,23 +68,28 @@ MODEL = {
 }
 
 
+class RunOptions(TypedDict, total=False):
+    hours: int  # how long the workload runs; default 3
+    skip: bool  # skip unchanged steps (Settings.skip_unchanged); default True
+
+
 def run(
     fleet: dict,
     choice: NodeChoice,
     republish: str,
     seed: int = 3,
     policies=None,
-    hours=3,
-    skip=True,
+    **options: Unpack[RunOptions],
 ):
-    length = timedelta(hours=hours)
+    reject_unknown(options, RunOptions)
+    length = timedelta(hours=options.get("hours", 3))
     workload = Workload(read_model(MODEL).arrivals(length, seed), length)
     settings = Settings(
         step=timedelta(minutes=1),
         republish=timedelta(minutes=int(republish.rstrip("m"))),
         choice=choice,
         seed=seed,
-        skip_unchanged=skip,
+        skip_unchanged=options.get("skip", True),
     )
     return simulate(from_fleet_file(fleet), workload, settings, policies)
 

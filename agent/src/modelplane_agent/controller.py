@@ -72,7 +72,13 @@ from modelplane_agent.state import (
     Touched,
 )
 from modelplane_agent.status import content, pool_status, replica_status, warning
-from modelplane_agent.writes import heartbeat_due, observed_at, retry_delay, write_reason
+from modelplane_agent.writes import (
+    Pacing,
+    heartbeat_due,
+    observed_at,
+    retry_delay,
+    write_reason,
+)
 
 log = logging.getLogger("modelplane_agent")
 
@@ -258,67 +264,90 @@ class Controller:
     # ------------------------------------------------------------------ watches
 
     async def _watch(self, kind: str) -> None:
+        """Keep `kind` folded into the state: list, then watch from the list's version;
+        a watch that must restart relists (`_restarting`), one that fails resumes after
+        a doubling backoff (`_watch_failed`)."""
         backoff = self.settings.backoff_initial
         version: str | None = None
         while not self._stopping.is_set():
             try:
                 if version is None:
-                    if kind in OPTIONAL and not await self._discovered(kind):
-                        await asyncio.sleep(self.settings.idle)  # then look again
+                    version = await self._start_listing(kind)
+                    if version is None:
                         continue
-                    version = await self._relist(kind)
                 async for event, obj in self.api.watch(kind, version):
                     version = _resource_version(obj) or version
-                    if event in ("ADDED", "MODIFIED", "DELETED"):
-                        metrics.EVENTS.labels(kind, event).inc()
-                        started = time.perf_counter()
-                        self._mark(kind, self._apply(kind, event, obj), [obj])
-                        metrics.RECOMPUTE.labels("event").observe(time.perf_counter() - started)
-                    # An event, or a BOOKMARK (only its version matters): current up to now.
-                    self.currency[kind].heard(self.clock(), self.monotonic())
+                    self._on_watch_event(kind, event, obj)
                     backoff = self.settings.backoff_initial
             except asyncio.CancelledError:
                 raise
-            except Idle as silence:
-                # No event nor bookmark for that long: the stream may be half-open, or
-                # the server sends no bookmarks. A list proves the kind current again.
-                metrics.WATCH_RESTARTS.labels(kind, "silent").inc()
-                log.info("%s watch silent (%s): relisting", kind, silence, extra={"resource": "-"})
-                version = None
-            except Gone:
-                metrics.WATCH_RESTARTS.labels(kind, "gone").inc()
-                log.info("%s watch expired (410 Gone): relisting", kind, extra={"resource": "-"})
-                version = None
-            except Unapplied as error:
-                # Its resourceVersion is already behind us: resuming would skip it for
-                # good. A relist folds the object as it is now.
-                metrics.WATCH_RESTARTS.labels(kind, "unapplied").inc()
-                log.error(
-                    "%s watch event not applied (%s): relisting",
-                    kind,
-                    error,
-                    exc_info=error.__cause__,
-                    extra={"resource": "-"},
-                )
+            except (Idle, Gone, Unapplied) as restart:
+                self._restarting(kind, restart)
                 version = None
             except Exception as error:  # network, API server restarts, 403, 5xx ...
-                metrics.WATCH_RESTARTS.labels(kind, "error").inc()
-                self.currency[kind].failed(self.clock(), describe(error))
-                delay = backoff * (0.5 + self.jitter())
-                asked = retry_after(error)
-                if asked is not None:
-                    delay = max(delay, min(asked, self.settings.retry_after_max))
-                log.warning(
-                    "%s watch failed (%s); resuming in %.1fs",
-                    kind,
-                    describe(error),
-                    delay,
-                    extra={"resource": "-"},
-                )
+                delay = self._watch_failed(kind, error, backoff)
                 if kind in OPTIONAL:
                     version = None  # it may have stopped being served: discover it again
                 await asyncio.sleep(delay)
                 backoff = min(backoff * 2, self.settings.backoff_max)
+
+    async def _start_listing(self, kind: str) -> str | None:
+        """Relist `kind` and return the list's version; None (after waiting `idle`) for
+        an optional kind the API server does not serve."""
+        if kind in OPTIONAL and not await self._discovered(kind):
+            await asyncio.sleep(self.settings.idle)  # then look again
+            return None
+        return await self._relist(kind)
+
+    def _on_watch_event(self, kind: str, event: str, obj: Mapping) -> None:
+        """Fold one watch event (or bookmark) into the state."""
+        if event in ("ADDED", "MODIFIED", "DELETED"):
+            metrics.EVENTS.labels(kind, event).inc()
+            started = time.perf_counter()
+            self._mark(kind, self._apply(kind, event, obj), [obj])
+            metrics.RECOMPUTE.labels("event").observe(time.perf_counter() - started)
+        # An event, or a BOOKMARK (only its version matters): current up to now.
+        self.currency[kind].heard(self.clock(), self.monotonic())
+
+    def _restarting(self, kind: str, restart: Idle | Gone | Unapplied) -> None:
+        """Count and log why `kind`'s watch restarts from a relist."""
+        if isinstance(restart, Idle):
+            # No event nor bookmark for that long: the stream may be half-open, or
+            # the server sends no bookmarks. A list proves the kind current again.
+            metrics.WATCH_RESTARTS.labels(kind, "silent").inc()
+            log.info("%s watch silent (%s): relisting", kind, restart, extra={"resource": "-"})
+        elif isinstance(restart, Gone):
+            metrics.WATCH_RESTARTS.labels(kind, "gone").inc()
+            log.info("%s watch expired (410 Gone): relisting", kind, extra={"resource": "-"})
+        else:
+            # Its resourceVersion is already behind us: resuming would skip it for
+            # good. A relist folds the object as it is now.
+            metrics.WATCH_RESTARTS.labels(kind, "unapplied").inc()
+            log.error(
+                "%s watch event not applied (%s): relisting",
+                kind,
+                restart,
+                exc_info=restart.__cause__,
+                extra={"resource": "-"},
+            )
+
+    def _watch_failed(self, kind: str, error: Exception, backoff: float) -> float:
+        """Count, record and log a failed watch of `kind`; return the seconds to wait
+        before resuming (`backoff` jittered, or longer if the server asked for it)."""
+        metrics.WATCH_RESTARTS.labels(kind, "error").inc()
+        self.currency[kind].failed(self.clock(), describe(error))
+        delay = backoff * (0.5 + self.jitter())
+        asked = retry_after(error)
+        if asked is not None:
+            delay = max(delay, min(asked, self.settings.retry_after_max))
+        log.warning(
+            "%s watch failed (%s); resuming in %.1fs",
+            kind,
+            describe(error),
+            delay,
+            extra={"resource": "-"},
+        )
+        return delay
 
     async def _discovered(self, kind: str) -> bool:
         """Whether the API server serves an optional kind (a failure to tell raises).
@@ -585,8 +614,7 @@ class Controller:
             current,
             since_attempt=self._age(self.last_attempt, key),
             written_age=written_age,
-            min_interval=self.settings.min_interval.total_seconds(),
-            heartbeat=heartbeat_seconds,
+            pacing=Pacing(self.settings.min_interval.total_seconds(), heartbeat_seconds),
             newer_than=newer_than,
         )
         if reason is None:

@@ -11,6 +11,7 @@ import sys
 from collections.abc import Callable
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
+from typing import TypedDict, Unpack
 
 import click
 from lightkube import AsyncClient
@@ -135,6 +136,18 @@ async def _run(controller: Controller, api: LightkubeApi) -> None:
         await api.close()
 
 
+class Flags(TypedDict):
+    """The command line, one entry per option below (click passes them as keywords)."""
+
+    kubeconfig: str | None
+    listen: str
+    max_age: str | None
+    min_interval: str
+    watch_silence: str
+    log_level: str
+    debug_nodes: bool
+
+
 @click.command()
 @click.option("--kubeconfig", default=None, help="Kubeconfig file; in-cluster config if unset.")
 @click.option("--listen", default="0.0.0.0:8080", show_default=True, help="host:port for probes.")
@@ -165,34 +178,34 @@ async def _run(controller: Controller, api: LightkubeApi) -> None:
     help="Serve /debug/nodes: the free devices counted for every node of every pool (JSON), "
     "for tests; never published.",
 )
-def cli(
-    kubeconfig: str | None,
-    listen: str,
-    max_age: str | None,
-    min_interval: str,
-    watch_silence: str,
-    log_level: str,
-    debug_nodes: bool,
-):
+def cli(**flags: Unpack[Flags]):
     """Publish every PoolObservation's histogram and every ReplicaObservation's pod state."""
     try:
-        settings = settings_from(max_age, min_interval, watch_silence)
-        config = kube_config(kubeconfig)
+        settings = settings_from(flags["max_age"], flags["min_interval"], flags["watch_silence"])
+        config = kube_config(flags["kubeconfig"])
     except (ValueError, NoConfiguration) as error:
         click.echo(f"modelplane-agent: {error}", err=True)
         sys.exit(1)
-    handler = logging.StreamHandler()
-    handler.addFilter(_ResourceDefault())
-    handler.setFormatter(logging.Formatter("%(asctime)s %(levelname)s %(resource)s %(message)s"))
-    logging.basicConfig(level=log_level.upper(), handlers=[handler])
-    for chatty in ("httpx", "httpx2"):  # one line per request, watches included
-        logging.getLogger(chatty).setLevel(max(logging.WARNING, logging.root.level))
+    _configure_logging(flags["log_level"])
     api = LightkubeApi(
         AsyncClient(config=config, field_manager="modelplane-agent"), idle=settings.idle
     )
-    controller = Controller(api, _now, settings)
+    _run_serving(Controller(api, _now, settings), api, flags["listen"], flags["debug_nodes"])
+
+
+def _configure_logging(level: str) -> None:
+    handler = logging.StreamHandler()
+    handler.addFilter(_ResourceDefault())
+    handler.setFormatter(logging.Formatter("%(asctime)s %(levelname)s %(resource)s %(message)s"))
+    logging.basicConfig(level=level.upper(), handlers=[handler])
+    for chatty in ("httpx", "httpx2"):  # one line per request, watches included
+        logging.getLogger(chatty).setLevel(max(logging.WARNING, logging.root.level))
+
+
+def _run_serving(controller: Controller, api: LightkubeApi, listen: str, debug_nodes: bool) -> None:
+    """Run the controller until it stops, serving health (and /debug/nodes) meanwhile."""
     host, _, port = listen.rpartition(":")
-    allowance = 10 * settings.tick + 30
+    allowance = 10 * controller.settings.tick + 30
     with asyncio.Runner() as runner:
         view = on_loop(runner.get_loop(), lambda: json.dumps(node_view(controller.state)).encode())
         server = serve(

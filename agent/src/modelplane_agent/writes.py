@@ -22,6 +22,7 @@ doubling to `backoff_max`; never sooner than the API server asked
 from __future__ import annotations
 
 from collections.abc import Mapping
+from dataclasses import dataclass
 from datetime import datetime
 
 from modelplane_common.timeutil import parse_time
@@ -55,14 +56,22 @@ def heartbeat_due(
     return age >= heartbeat or age < 0
 
 
+@dataclass(frozen=True)
+class Pacing:
+    """How often one observation's status is written, in seconds: at most once per
+    `min_interval`, and again, unchanged, once its `heartbeat` is due."""
+
+    min_interval: float
+    heartbeat: float
+
+
 def write_reason(
     new: Mapping,
     current: Mapping | None,
     *,
     since_attempt: float | None,
     written_age: float | None,
-    min_interval: float,
-    heartbeat: float,
+    pacing: Pacing,
     newer_than: datetime | None = None,
 ) -> str | None:
     """Why to write `new` now ("change", "heartbeat", "refresh"), or None.
@@ -71,13 +80,13 @@ def write_reason(
     observation (None if never); `newer_than`: the `observedAt` a pool must reach
     because a replica of it turned scheduled then.
     """
-    if since_attempt is not None and since_attempt < min_interval:
+    if since_attempt is not None and since_attempt < pacing.min_interval:
         return None
     if content(new) != content(current):
         return "change"
     new_at, current_at = observed_at(new), observed_at(current)
     assert new_at is not None  # the publisher always stamps one
-    if heartbeat_due(new_at, current_at, written_age, heartbeat):
+    if heartbeat_due(new_at, current_at, written_age, pacing.heartbeat):
         return "heartbeat"
     if newer_than is not None and current_at is not None and current_at < newer_than <= new_at:
         return "refresh"

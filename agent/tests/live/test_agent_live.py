@@ -200,8 +200,9 @@ def replica(client: Client) -> tuple:
 POOL = Pool("a", [{"name": "gpu", "driver": DRIVER, "deviceClassName": DRIVER}], [], None)
 
 
-def test_kube_scheduler_agrees_with_the_agents_report_after_every_step(cluster):
-    client = Client(KubeConfig.from_file(cluster.kubeconfig), field_manager="agent-live-test")
+def create_agent_objects(client: Client) -> None:
+    """The agent's CRDs, the team's and the probes' namespaces, the device class, and the
+    pool "a" and replica team/r the agent reports on."""
     for path in sorted((ROOT / "deploy" / "agent" / "crds").glob("*.yaml")):
         client.create(CustomResourceDefinition(yaml.safe_load(path.read_text())))
     eventually(lambda: list(client.list(PoolObservation)) == [], "the agent CRDs are served")
@@ -246,13 +247,11 @@ def test_kube_scheduler_agrees_with_the_agents_report_after_every_step(cluster):
             }
         )
     )
-    template(client, "one-gpu", 1)
-    template(client, "five-gpus", 5)
-    node(client, "n1")
-    node(client, "n2")
 
-    port = free_port()
-    agent = cluster.supervisor.start(
+
+def start_agent(cluster, port: int):
+    """The agent, serving /debug/nodes on `port`, writing as soon as anything changes."""
+    return cluster.supervisor.start(
         "modelplane-agent",
         [
             sys.executable,
@@ -264,7 +263,10 @@ def test_kube_scheduler_agrees_with_the_agents_report_after_every_step(cluster):
             "--debug-nodes",
         ],
     ).popen
-    oracle = Oracle(client, "probes", {"agent-live.modelplane.ai/probe": "true"})
+
+
+def agreement(client: Client, port: int, oracle: Oracle) -> Callable[..., None]:
+    """The check each step ends with (see `agrees`), its probes numbered step by step."""
     steps = iter(range(100))
 
     def agrees(what: str, expected: tuple | None = None) -> None:
@@ -288,6 +290,22 @@ def test_kube_scheduler_agrees_with_the_agents_report_after_every_step(cluster):
             lambda: settled_view(client, port, POOL, members, 5) == (view, []),
             f"{what}: the report as it was before the probes",
         )
+
+    return agrees
+
+
+def test_kube_scheduler_agrees_with_the_agents_report_after_every_step(cluster):
+    client = Client(KubeConfig.from_file(cluster.kubeconfig), field_manager="agent-live-test")
+    create_agent_objects(client)
+    template(client, "one-gpu", 1)
+    template(client, "five-gpus", 5)
+    node(client, "n1")
+    node(client, "n2")
+
+    port = free_port()
+    agent = start_agent(cluster, port)
+    oracle = Oracle(client, "probes", {"agent-live.modelplane.ai/probe": "true"})
+    agrees = agreement(client, port, oracle)
 
     agrees("start: two empty nodes", (2, {(4,): 2}))
     eventually(lambda: replica(client)[:4] == (0, 0, "False", "Pending"), "no pod yet")

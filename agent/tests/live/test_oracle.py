@@ -28,7 +28,7 @@ import os
 import sys
 import time
 import urllib.request
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -191,30 +191,37 @@ def test_kube_scheduler_binds_exactly_what_the_agent_reports_free(world: World, 
 def apply_state(world: World, state: State) -> None:
     client = world.client
     client.create(PoolObservation(pool_manifest(state)))
-    uids: dict[str, str] = {}
+    uids: dict[str, str] = {}  # each node's, for the slices it owns
     for step in state.steps:
-        op = step["op"]
-        if op == "node":
+        if step["op"] == "node":
             uids[step["name"]] = create_node(client, step, state.seed)
-        elif op == "node-update":
-            update_node(client, step)
-        elif op == "slice":
-            client.create(ResourceSlice(slice_manifest(step, uids[step["node"]], state.seed)))
-        elif op == "delete-slice":
-            delete(client, ResourceSlice, step["name"])
-        elif op == "taint-rule":
-            client.create(DeviceTaintRule(taint_rule_manifest(step, state.seed)))
-        elif op == "hog":
-            client.create(Pod(hog_manifest(step, state.seed)))
-        elif op == "workload":
-            create_workload(client, step, state.seed)
-        elif op == "observe":
-            # What the agent makes of the state so far is checked at the end, not here.
-            settled_view(client, world.agent_port, state.pool, state.members)
-        elif op == "settle":
-            settle(client, state)
         else:
-            raise ValueError(f"unknown step {op!r}")
+            apply_step(world, state, step, uids)
+
+
+def apply_step(world: World, state: State, step: dict, uids: Mapping[str, str]) -> None:
+    """Apply one step other than creating a node."""
+    client = world.client
+    op = step["op"]
+    if op == "node-update":
+        update_node(client, step)
+    elif op == "slice":
+        client.create(ResourceSlice(slice_manifest(step, uids[step["node"]], state.seed)))
+    elif op == "delete-slice":
+        delete(client, ResourceSlice, step["name"])
+    elif op == "taint-rule":
+        client.create(DeviceTaintRule(taint_rule_manifest(step, state.seed)))
+    elif op == "hog":
+        client.create(Pod(hog_manifest(step, state.seed)))
+    elif op == "workload":
+        create_workload(client, step, state.seed)
+    elif op == "observe":
+        # What the agent makes of the state so far is checked at the end, not here.
+        settled_view(client, world.agent_port, state.pool, state.members)
+    elif op == "settle":
+        settle(client, state)
+    else:
+        raise ValueError(f"unknown step {op!r}")
 
 
 def labels(seed: int, role: str | None = None) -> dict[str, str]:

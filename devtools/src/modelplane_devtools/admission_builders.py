@@ -3,12 +3,18 @@
 A queued replica is built as a ModelReplica wire dict (deployment_builders)
 and read back through the function's own reader (`read_queued`), so tests
 judge exactly what compose-model-replica reads from Crossplane.
+
+`in_flight`'s optional, keyword-only fields are named once, in the TypedDict
+`InFlightFields`, as the other builder modules do theirs (see
+`deployment_builders`): plain keywords at call sites, checked by mypy where it
+checks the caller and by `fields.reject_unknown` at run time.
 """
 
 from __future__ import annotations
 
 from collections.abc import Sequence
 from datetime import datetime
+from typing import TypedDict, Unpack
 
 from crossplane.function import resource
 from modelplane_common.capacity.admission import ADMITTED, OVERCOMMITTED, Queued, read_queued
@@ -17,42 +23,53 @@ from modelplane_common.capacity.readers import read_cluster
 from modelplane_common.timeutil import format_time
 
 from modelplane_devtools import deployment_builders as t
+from modelplane_devtools.fields import reject_unknown
 
 CLUSTER = "east"
 
 
-def in_flight(
-    name: str,
-    placed_at: datetime | str,
-    *,
-    namespace: str = "team-a",
-    gpus: int = 8,
-    pool: str = "h100",
-    role: str = "Standalone",
-    workers: int = 1,
-    copies: int = 1,
-    verdict: str | None = None,
-    pods_scheduled: bool = False,
-    scheduled_at: str | None = None,
-    cluster: str = CLUSTER,
-) -> dict:
+class InFlightFields(TypedDict, total=False):
+    namespace: str  # default "team-a"
+    gpus: int  # default 8
+    pool: str  # default "h100"
+    role: str  # default "Standalone"
+    workers: int  # default 1
+    copies: int  # default 1
+    verdict: str | None  # default none recorded
+    pods_scheduled: bool  # default False
+    scheduled_at: str | None  # default unset
+    cluster: str  # default CLUSTER
+
+
+def in_flight(name: str, placed_at: datetime | str, **fields: Unpack[InFlightFields]) -> dict:
     """A ModelReplica on `cluster`; `verdict` records Admitted or Overcommitted for its
     current placement, as compose-model-replica writes it."""
+    reject_unknown(fields, InFlightFields)
     placed = placed_at if isinstance(placed_at, str) else format_time(placed_at)
+    pods_scheduled = fields.get("pods_scheduled", False)
+    engine = t.replica_engine(
+        "serve",
+        fields.get("pool", "h100"),
+        gpus=fields.get("gpus", 8),
+        role=fields.get("role", "Standalone"),
+        workers=fields.get("workers", 1),
+        copies=fields.get("copies", 1),
+    )
     body = t.model_replica(
         name,
-        namespace,
-        cluster,
-        [t.replica_engine("serve", pool, gpus=gpus, role=role, workers=workers, copies=copies)],
+        fields.get("namespace", "team-a"),
+        fields.get("cluster", CLUSTER),
+        [engine],
         deployment_name=name.rsplit("-", 1)[0],
         pods_scheduled="True" if pods_scheduled else "False",
         reason="AllPodsScheduled" if pods_scheduled else "WaitingForPods",
-        scheduled_at=scheduled_at,
+        scheduled_at=fields.get("scheduled_at"),
         ready=pods_scheduled,
         placed_at=placed,
     )
     for member in body["spec"]["engines"][0]["members"]:
         member["template"] = {"spec": {"containers": [{"name": "serve", "image": "vllm"}]}}
+    verdict = fields.get("verdict")
     if verdict in (ADMITTED, OVERCOMMITTED):
         body["status"]["admission"] = {"placedAt": placed, "verdict": verdict}
     return body

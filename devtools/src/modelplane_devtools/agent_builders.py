@@ -3,43 +3,56 @@
 Each returns a plain JSON mapping of the real wire shape (resource.k8s.io/v1
 for DRA objects), so what the tests feed the agent is what it reads from a
 cluster. Test-only: it lives in devtools so the agent's image does not ship it.
+
+A builder's optional, keyword-only fields are named once, in a TypedDict
+(`NodeFields`, `SliceFields`, ...), taken as `**fields: Unpack[...]` and read with
+their defaults where they are used. Call sites stay plain keywords
+(`node("n1", cordoned=True)`); mypy checks their names and types wherever it
+checks the caller, and `fields.reject_unknown` raises TypeError for an unknown
+one at run time, as a named parameter would.
 """
 
 from __future__ import annotations
 
 from collections.abc import Iterable, Mapping, Sequence
+from typing import TypedDict, Unpack
 
 from modelplane_common import labels
+
+from modelplane_devtools.fields import reject_unknown
 
 NVIDIA = "gpu.nvidia.com"
 NIC_DRIVER = "nic.example.com"
 
 
-def node(
-    name: str,
-    pool: str | None = "a100",
-    *,
-    ready: bool | None = True,
-    cordoned: bool = False,
-    taints: Sequence[Mapping] = (),
-    extra_labels: Mapping[str, str] | None = None,
-    allocatable: Mapping[str, str] | None = None,
-) -> dict:
+class NodeFields(TypedDict, total=False):
+    ready: bool | None  # default True; None: booting, no Ready condition posted yet
+    cordoned: bool  # default False
+    taints: Sequence[Mapping]  # default none
+    extra_labels: Mapping[str, str] | None  # default none
+    allocatable: Mapping[str, str] | None  # default a roomy GPU node's (64 cpu, 512Gi, 110 pods)
+
+
+def node(name: str, pool: str | None = "a100", **fields: Unpack[NodeFields]) -> dict:
     """A Node; `ready=None` is a booting node that has not posted a Ready condition yet.
 
     `allocatable` defaults to a roomy GPU node's (64 cpu, 512Gi, 110 pods).
     """
-    node_labels = {"kubernetes.io/hostname": name, **(extra_labels or {})}
+    reject_unknown(fields, NodeFields)
+    node_labels = {"kubernetes.io/hostname": name, **(fields.get("extra_labels") or {})}
     if pool is not None:
         node_labels[labels.POOL] = pool
+    ready = fields.get("ready", True)
     conditions = (
         []
         if ready is None
         else [{"type": "Ready", "status": "True" if ready else "False", "reason": "Kubelet"}]
     )
+    taints = fields.get("taints", ())
     spec: dict = {"taints": list(taints)} if taints else {}
-    if cordoned:
+    if fields.get("cordoned", False):
         spec["unschedulable"] = True
+    allocatable = fields.get("allocatable")
     return {
         "apiVersion": "v1",
         "kind": "Node",
@@ -83,23 +96,28 @@ def device(
     return out
 
 
+class SliceFields(TypedDict, total=False):
+    driver: str  # default NVIDIA
+    name: str | None  # default "<node or fabric>-<driver>-<generation>"
+    pool: str | None  # default the node's name, or "fabric"
+    generation: int  # default 1
+    slice_count: int  # default 1
+    shared_counters: Mapping[str, Mapping[str, str]] | None  # default none
+
+
 def resource_slice(
-    node_name: str | None,
-    devices: Iterable[Mapping],
-    *,
-    driver: str = NVIDIA,
-    name: str | None = None,
-    pool: str | None = None,
-    generation: int = 1,
-    slice_count: int = 1,
-    shared_counters: Mapping[str, Mapping[str, str]] | None = None,
+    node_name: str | None, devices: Iterable[Mapping], **fields: Unpack[SliceFields]
 ) -> dict:
     """A ResourceSlice; `node_name=None` is a network-attached slice (allNodes).
 
     `slice_count` is the pool's `resourceSliceCount`: how many slices of this
     generation the driver publishes for the pool.
     """
-    pool_name = pool or node_name or "fabric"
+    reject_unknown(fields, SliceFields)
+    driver = fields.get("driver", NVIDIA)
+    generation = fields.get("generation", 1)
+    slice_count = fields.get("slice_count", 1)
+    pool_name = fields.get("pool") or node_name or "fabric"
     spec: dict = {
         "driver": driver,
         "pool": {"name": pool_name, "generation": generation, "resourceSliceCount": slice_count},
@@ -109,7 +127,7 @@ def resource_slice(
         spec["allNodes"] = True
     else:
         spec["nodeName"] = node_name
-    if shared_counters:
+    if shared_counters := fields.get("shared_counters"):
         spec["sharedCounters"] = [
             {"name": set_name, "counters": {k: {"value": v} for k, v in counters.items()}}
             for set_name, counters in shared_counters.items()
@@ -117,7 +135,9 @@ def resource_slice(
     return {
         "apiVersion": "resource.k8s.io/v1",
         "kind": "ResourceSlice",
-        "metadata": {"name": name or f"{node_name or 'fabric'}-{driver}-{generation}"},
+        "metadata": {
+            "name": fields.get("name") or f"{node_name or 'fabric'}-{driver}-{generation}"
+        },
         "spec": spec,
     }
 
@@ -179,17 +199,22 @@ def device_class(name: str, *expressions: str) -> dict:
     }
 
 
+class PoolObservationFields(TypedDict, total=False):
+    tolerations: Sequence[Mapping]  # default none
+    status: Mapping | None  # default empty
+    generation: int  # default 1
+    min_pod_requests: Mapping[str, object] | None  # default unset
+    max_age: object  # any value, to test lenient reading; default unset
+
+
 def pool_observation(
-    pool: str,
-    kinds: Sequence[tuple[str, str, str]],
-    *,
-    tolerations: Sequence[Mapping] = (),
-    status: Mapping | None = None,
-    generation: int = 1,
-    min_pod_requests: Mapping[str, object] | None = None,
-    max_age: object = None,
+    pool: str, kinds: Sequence[tuple[str, str, str]], **fields: Unpack[PoolObservationFields]
 ) -> dict:
     """A PoolObservation; `kinds` are (name, driver, deviceClassName)."""
+    reject_unknown(fields, PoolObservationFields)
+    tolerations = fields.get("tolerations", ())
+    min_pod_requests = fields.get("min_pod_requests")
+    max_age = fields.get("max_age")
     spec: dict = {
         "poolName": pool,
         "nodeSelector": {"matchLabels": {labels.POOL: pool}},
@@ -206,27 +231,36 @@ def pool_observation(
     return {
         "apiVersion": labels.AGENT_API_VERSION,
         "kind": "PoolObservation",
-        "metadata": {"name": pool, "generation": generation},
+        "metadata": {"name": pool, "generation": fields.get("generation", 1)},
         "spec": spec,
-        "status": dict(status or {}),
+        "status": dict(fields.get("status") or {}),
     }
 
 
-def pod(
-    name: str,
-    *,
-    replica: str = "r",
-    namespace: str = "team",
-    node_name: str | None = None,
-    unschedulable: str | None = None,
-    phase: str = "Pending",
-    claims: Sequence[str] = (),
-    template_claims: Mapping[str, str | None] | None = None,
-    requests: Mapping[str, str] | None = None,
-) -> dict:
+class PodFields(TypedDict, total=False):
+    replica: str  # default "r"
+    namespace: str  # default "team"
+    node_name: str | None  # default unbound
+    unschedulable: str | None  # kube-scheduler's message; default none
+    phase: str  # default "Pending" ("Running" once bound)
+    claims: Sequence[str]  # default none
+    template_claims: Mapping[str, str | None] | None  # default none
+    requests: Mapping[str, str] | None  # default none
+
+
+def pod(name: str, **fields: Unpack[PodFields]) -> dict:
     """A pod. `claims` are ResourceClaims it names directly; `template_claims` maps
     each entry made from a template to the claim its status names for it (None: the
     status does not list it yet); `requests` are its one container's requests."""
+    reject_unknown(fields, PodFields)
+    replica = fields.get("replica", "r")
+    namespace = fields.get("namespace", "team")
+    node_name = fields.get("node_name")
+    unschedulable = fields.get("unschedulable")
+    phase = fields.get("phase", "Pending")
+    claims = fields.get("claims", ())
+    template_claims = fields.get("template_claims")
+    requests = fields.get("requests")
     conditions = []
     if unschedulable is not None:
         conditions.append(

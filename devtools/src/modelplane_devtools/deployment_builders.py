@@ -5,6 +5,13 @@ its wire dicts with the shell's own `readers.read_inputs`, so tests plan on
 exactly what fn.py would read. Everything here builds the dicts the
 XRDs define (InferenceCluster, ModelDeployment, ModelReplica) and the
 RunFunctionRequest Crossplane sends, so tests exercise the real readers.
+
+A builder's optional, keyword-only fields are named once, in a TypedDict
+(`PoolFields`, `ClusterFields`, ...), taken as `**fields: Unpack[...]` and read with
+their defaults where they are used. Call sites stay plain keywords
+(`pool("p", 4, max_nodes=8)`); mypy checks their names and types wherever it
+checks the caller, and `fields.reject_unknown` raises TypeError for an unknown
+one at run time, as a named parameter would.
 """
 
 from __future__ import annotations
@@ -13,6 +20,7 @@ import random
 import re
 from collections.abc import Iterable, Mapping, Sequence
 from datetime import UTC, datetime, timedelta
+from typing import TypedDict, Unpack
 
 from compose_model_deployment import fn, placement, readers
 from crossplane.function import resource
@@ -22,6 +30,7 @@ from modelplane_common.devices import DeviceKind, DeviceRequest
 from modelplane_common.timeutil import format_time
 
 from modelplane_devtools import wire
+from modelplane_devtools.fields import reject_unknown
 
 NOW = datetime(2025, 6, 1, 12, 0, 0, tzinfo=UTC)
 
@@ -90,19 +99,24 @@ def device(
     return d
 
 
+class PoolFields(TypedDict, total=False):
+    max_nodes: int | None  # default unset
+    histogram: Iterable[tuple[Mapping[str, int], int]] | None  # default unobserved
+    observed_at: str | None  # default a minute ago
+    observed_nodes: int | None  # default `nodes`
+    fallback: object  # any value, to test lenient reading; default unset
+
+
 def pool(
-    name: str,
-    nodes: int,
-    devices: Sequence[dict] | None = None,
-    *,
-    max_nodes: int | None = None,
-    histogram: Iterable[tuple[Mapping[str, int], int]] | None = None,
-    observed_at: str | None = None,
-    observed_nodes: int | None = None,
-    fallback: object = None,
+    name: str, nodes: int, devices: Sequence[dict] | None = None, **fields: Unpack[PoolFields]
 ) -> tuple[dict, dict]:
     """(spec.nodePools entry, status.gpuPools entry). A histogram makes the pool observed;
     `fallback` (any value, to test lenient reading) is the pool's own override."""
+    reject_unknown(fields, PoolFields)
+    max_nodes = fields.get("max_nodes")
+    histogram = fields.get("histogram")
+    observed_nodes = fields.get("observed_nodes")
+    fallback = fields.get("fallback")
     devices = list(devices or [device()])
     spec: dict = {"name": name, "nodeCount": nodes, "devices": devices}
     if max_nodes is not None:
@@ -117,7 +131,7 @@ def pool(
     if histogram is not None:
         buckets = [{"free": dict(free), "nodes": n} for free, n in histogram]
         status.update(
-            observedAt=observed_at or ago(1),
+            observedAt=fields.get("observed_at") or ago(1),
             observedNodes=observed_nodes if observed_nodes is not None else nodes,
             nodesByFreeDevices=buckets,
         )
@@ -134,18 +148,24 @@ def random_histogram(nodes: int, rnd: random.Random) -> list[tuple[dict, int]]:
     return [({"gpu": free}, n) for free, n in enumerate(counts) if n]
 
 
-def cluster(
-    name: str,
-    pools: Sequence[tuple[dict, dict]],
-    *,
-    cluster_labels: Mapping[str, str] | None = None,
-    taints: Sequence[Mapping] = (),
-    ready: bool | None = True,
-    mode: str = "Observed",
-    max_age: str = "5m",
-    fallback: object = None,
-) -> dict:
+class ClusterFields(TypedDict, total=False):
+    cluster_labels: Mapping[str, str] | None  # default none
+    taints: Sequence[Mapping]  # default none
+    ready: bool | None  # default True; None: no Ready condition
+    mode: str  # default "Observed"
+    max_age: str  # default "5m"
+    fallback: object  # any value, to test lenient reading; default unset
+
+
+def cluster(name: str, pools: Sequence[tuple[dict, dict]], **fields: Unpack[ClusterFields]) -> dict:
     """An InferenceCluster; `fallback` (any value) is spec.observation.fallback."""
+    reject_unknown(fields, ClusterFields)
+    cluster_labels = fields.get("cluster_labels")
+    taints = fields.get("taints", ())
+    ready = fields.get("ready", True)
+    mode = fields.get("mode", "Observed")
+    max_age = fields.get("max_age", "5m")
+    fallback = fields.get("fallback")
     obj: dict = {
         "apiVersion": labels.API_VERSION,
         "kind": "InferenceCluster",
@@ -212,19 +232,29 @@ def _request(kind: str, count: int, selectors: Sequence[str]) -> dict:
     return r
 
 
+class DeploymentFields(TypedDict, total=False):
+    match_labels: Mapping[str, str] | None  # default no cluster selector
+    tolerations: Sequence[Mapping]  # default none
+    template_labels: Mapping[str, str] | None  # default none
+    healing: Mapping[str, str] | None  # default unset
+    failed_placements: Sequence[Mapping]  # default none
+    scheduled: int | None  # status.replicas.scheduled; default unset
+
+
 def deployment(
     name: str = "llm",
     namespace: str = "team-a",
     replicas: int = 1,
     engines: Sequence[dict] | None = None,
-    *,
-    match_labels: Mapping[str, str] | None = None,
-    tolerations: Sequence[Mapping] = (),
-    template_labels: Mapping[str, str] | None = None,
-    healing: Mapping[str, str] | None = None,
-    failed_placements: Sequence[Mapping] = (),
-    scheduled: int | None = None,
+    **fields: Unpack[DeploymentFields],
 ) -> dict:
+    reject_unknown(fields, DeploymentFields)
+    match_labels = fields.get("match_labels")
+    tolerations = fields.get("tolerations", ())
+    template_labels = fields.get("template_labels")
+    healing = fields.get("healing")
+    failed_placements = fields.get("failed_placements", ())
+    scheduled = fields.get("scheduled")
     spec: dict = {"engines": list(engines or [standalone()])}
     if match_labels is not None:
         spec["clusterSelector"] = {"matchLabels": dict(match_labels)}
@@ -254,37 +284,64 @@ def deployment(
 # --- ModelReplica ---------------------------------------------------------------------------
 
 
-def replica_engine(
-    name: str,
-    pool_name: str,
-    *,
-    gpus: int = 1,
-    copies: int = 1,
-    role: str = "Standalone",
-    workers: int = 1,
-    leader_gpus: int = 0,
-    device_class: str = "gpu.example.com",
-) -> dict:
+class EngineFields(TypedDict, total=False):
+    gpus: int  # per member (per worker for a gang); default 1
+    copies: int  # default 1
+    role: str  # default "Standalone"; any other role builds a Leader + Worker gang
+    workers: int  # default 1
+    leader_gpus: int  # default 0
+    device_class: str  # default "gpu.example.com"
+
+
+def replica_engine(name: str, pool_name: str, **fields: Unpack[EngineFields]) -> dict:
+    reject_unknown(fields, EngineFields)
+    device_class = fields.get("device_class", "gpu.example.com")
+    gpus = fields.get("gpus", 1)
+
     def req(count: int) -> list[dict]:
         return [{"name": "gpu", "deviceClassName": device_class, "count": count}] if count else []
 
     members: list[dict]
-    if role == "Standalone":  # any other role builds a Leader + Worker gang
+    if (
+        fields.get("role", "Standalone") == "Standalone"
+    ):  # any other role builds a Leader + Worker gang
         members = [{"role": "Standalone", "nodePoolName": pool_name, "deviceRequests": req(gpus)}]
     else:
         members = [
-            {"role": "Leader", "nodePoolName": pool_name, "deviceRequests": req(leader_gpus)},
+            {
+                "role": "Leader",
+                "nodePoolName": pool_name,
+                "deviceRequests": req(fields.get("leader_gpus", 0)),
+            },
             {
                 "role": "Worker",
                 "nodePoolName": pool_name,
                 "deviceRequests": req(gpus),
-                "worker": {"nodes": workers},
+                "worker": {"nodes": fields.get("workers", 1)},
             },
         ]
     for m in members:
         if not m["deviceRequests"]:
             del m["deviceRequests"]
-    return {"name": name, "copies": copies, "members": members}
+    return {"name": name, "copies": fields.get("copies", 1), "members": members}
+
+
+class ReplicaStatusFields(TypedDict, total=False):
+    pods_scheduled: str  # PodsScheduled status; default "True"
+    reason: str  # PodsScheduled reason; default "AllPodsScheduled"
+    since: str | None  # PodsScheduled lastTransitionTime; default 30 minutes ago
+    scheduled_at: str | None  # default 30 minutes ago when scheduled, else unset
+    ready: bool  # default True
+    placed_at: str | None  # the placed-at annotation; default unset
+
+
+class RunningReplicaFields(ReplicaStatusFields, total=False):
+    extra_labels: Mapping[str, str] | None  # default none
+
+
+class ReplicaFields(RunningReplicaFields, total=False):
+    deployment_name: str | None  # default unlabelled (no owning deployment)
+    index: int | None  # replica index label; default 0
 
 
 def model_replica(
@@ -292,17 +349,23 @@ def model_replica(
     namespace: str,
     cluster_name: str,
     engines: Sequence[dict],
-    *,
-    deployment_name: str | None = None,
-    index: int | None = None,
-    pods_scheduled: str = "True",
-    reason: str = "AllPodsScheduled",
-    since: str | None = None,
-    scheduled_at: str | None = None,
-    ready: bool = True,
-    placed_at: str | None = None,
-    extra_labels: Mapping[str, str] | None = None,
+    **fields: Unpack[ReplicaFields],
 ) -> dict:
+    reject_unknown(fields, ReplicaFields)
+    meta = _replica_metadata(name, namespace, cluster_name, fields)
+    return {
+        "apiVersion": labels.API_VERSION,
+        "kind": "ModelReplica",
+        "metadata": meta,
+        "spec": {"clusterName": cluster_name, "engines": list(engines)},
+        "status": _replica_status(fields),
+    }
+
+
+def _replica_metadata(name: str, namespace: str, cluster_name: str, fields: ReplicaFields) -> dict:
+    deployment_name = fields.get("deployment_name")
+    index = fields.get("index")
+    placed_at = fields.get("placed_at")
     meta: dict = {"name": name, "namespace": namespace, "labels": {}}
     if deployment_name is not None:
         meta["labels"] = {
@@ -311,15 +374,22 @@ def model_replica(
             labels.CLUSTER: cluster_name,
             labels.REPLICA_INDEX: str(index if index is not None else 0),
         }
-    meta["labels"].update(extra_labels or {})
+    meta["labels"].update(fields.get("extra_labels") or {})
     if placed_at:
         meta["annotations"] = {readers.PLACED_AT: placed_at}
+    return meta
+
+
+def _replica_status(fields: ReplicaStatusFields) -> dict:
+    pods_scheduled = fields.get("pods_scheduled", "True")
+    scheduled_at = fields.get("scheduled_at")
+    ready = fields.get("ready", True)
     conditions = [
         {
             "type": "PodsScheduled",
             "status": pods_scheduled,
-            "reason": reason,
-            "lastTransitionTime": since or ago(30),
+            "reason": fields.get("reason", "AllPodsScheduled"),
+            "lastTransitionTime": fields.get("since") or ago(30),
         }
     ]
     conditions.append(
@@ -334,20 +404,19 @@ def model_replica(
         status["scheduledAt"] = scheduled_at
     elif pods_scheduled == "True":
         status["scheduledAt"] = ago(30)
-    return {
-        "apiVersion": labels.API_VERSION,
-        "kind": "ModelReplica",
-        "metadata": meta,
-        "spec": {"clusterName": cluster_name, "engines": list(engines)},
-        "status": status,
-    }
+    return status
 
 
-def running_replica(index: int = 0, cluster: str = "b", **observed) -> dict:
+def running_replica(
+    index: int = 0, cluster: str = "b", **observed: Unpack[RunningReplicaFields]
+) -> dict:
     """Replica `index` of the deployment `deployment()` builds (team-a/llm), running:
     one 8-GPU engine "serve" on `cluster`'s pool "p", placed an hour ago, its pods
     scheduled and Ready. `observed` overrides model_replica's status arguments
-    (ready=False, pods_scheduled="False", reason=..., since=..., placed_at=...)."""
+    (ready=False, pods_scheduled="False", reason=..., since=..., placed_at=...) and
+    may add `extra_labels`."""
+    reject_unknown(observed, RunningReplicaFields)
+    overrides: RunningReplicaFields = {"placed_at": ago(60), **observed}
     return model_replica(
         f"llm-{index}",
         "team-a",
@@ -355,7 +424,7 @@ def running_replica(index: int = 0, cluster: str = "b", **observed) -> dict:
         [replica_engine("serve", "p", gpus=8)],
         deployment_name="llm",
         index=index,
-        **{"placed_at": ago(60), **observed},
+        **overrides,
     )
 
 

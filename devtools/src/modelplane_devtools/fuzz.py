@@ -347,6 +347,9 @@ def _type_ok(schema: dict, value: Any) -> bool:
     return not wanted or isinstance(value, wanted)
 
 
+_Option = tuple[bool, str, st.SearchStrategy]  # (valid, why, the values to draw from)
+
+
 @st.composite
 def mutation(draw: st.DrawFn, seed: Seed) -> Mutation:
     where, body = draw(st.sampled_from(seed.documents()))
@@ -354,51 +357,69 @@ def mutation(draw: st.DrawFn, seed: Seed) -> Mutation:
     value = _get(body, path)
     schema = schema_of(body, path)
     parent = schema_of(body, path[:-1]) if len(path) > 1 else SCHEMAS.get(str(body.get("kind")))
-    key = path[-1]
-
-    options: list[tuple[bool, str, st.SearchStrategy]] = []
-    if schema is not None:
-        if "enum" in schema:
-            others = [e for e in schema["enum"] if e != value]
-            if others:
-                options.append((True, "enum member", st.sampled_from(others)))
-            options.append((False, "unknown enum member", st.just("Bogus")))
-        if schema.get("type") == "boolean":
-            options.append((True, "flipped", st.just(not value)))
-        if schema.get("type") == "integer":
-            low = int(schema.get("minimum", 0))
-            high = int(schema.get("maximum", max(low, 64)))
-            options.append((True, "in bounds", st.integers(low, min(high, low + 1000))))
-            options.append((False, "below minimum", st.just(low - 1)))
-        if schema.get("format") == "date-time" and isinstance(value, str):
-            options.append((False, "malformed time", st.sampled_from(_BAD_TIMES)))
-        odd = [v for v in _ODD_VALUES if not _type_ok(schema, v)]
-        if odd:
-            options.append((False, "wrong type", st.sampled_from(odd)))
-    else:
-        options.append((False, "unschematic value", st.sampled_from(_ODD_VALUES)))
-    if _looks_like_time(value) and rfc3339_spellings(value):
-        options.append((True, "time re-spelt", st.sampled_from(rfc3339_spellings(value))))
-        options.append((False, "malformed time", st.sampled_from(_BAD_TIMES)))
-    if isinstance(key, str):
-        required = set((parent or {}).get("required") or ())
-        defaulted = schema is not None and "default" in schema
-        if parent is not None and key not in required and not defaulted:
-            options.append((True, "optional field removed", st.just(_DELETE)))
-        else:
-            options.append((False, "required field removed", st.just(_DELETE)))
-    elif parent is not None and parent.get("type") == "array":
-        siblings = len(_get(body, path[:-1]))
-        fits = siblings - 1 >= int(parent.get("minItems", 0))
-        options.append((fits, "list item removed", st.just(_DELETE)))
-    else:
-        options.append((False, "list item removed", st.just(_DELETE)))
-
+    options = [
+        *_value_options(schema, value),
+        *_time_options(value),
+        _removal_option(body, path, schema, parent),
+    ]
     # Half the mutants valid where the node allows a valid change at all.
     wanted = draw(st.booleans())
     options = [o for o in options if o[0] == wanted] or options
     valid, why, values = draw(st.sampled_from(options))
     return Mutation(where, path, draw(values), valid, why)
+
+
+def _value_options(schema: dict | None, value: Any) -> list[_Option]:
+    """New values the node's schema allows or forbids (any odd value where it has none)."""
+    if schema is None:
+        return [(False, "unschematic value", st.sampled_from(_ODD_VALUES))]
+    options: list[_Option] = []
+    if "enum" in schema:
+        others = [e for e in schema["enum"] if e != value]
+        if others:
+            options.append((True, "enum member", st.sampled_from(others)))
+        options.append((False, "unknown enum member", st.just("Bogus")))
+    if schema.get("type") == "boolean":
+        options.append((True, "flipped", st.just(not value)))
+    if schema.get("type") == "integer":
+        low = int(schema.get("minimum", 0))
+        high = int(schema.get("maximum", max(low, 64)))
+        options.append((True, "in bounds", st.integers(low, min(high, low + 1000))))
+        options.append((False, "below minimum", st.just(low - 1)))
+    if schema.get("format") == "date-time" and isinstance(value, str):
+        options.append((False, "malformed time", st.sampled_from(_BAD_TIMES)))
+    odd = [v for v in _ODD_VALUES if not _type_ok(schema, v)]
+    if odd:
+        options.append((False, "wrong type", st.sampled_from(odd)))
+    return options
+
+
+def _time_options(value: Any) -> list[_Option]:
+    """A time-looking value re-spelt (still the same instant) or malformed."""
+    if not (_looks_like_time(value) and rfc3339_spellings(value)):
+        return []
+    return [
+        (True, "time re-spelt", st.sampled_from(rfc3339_spellings(value))),
+        (False, "malformed time", st.sampled_from(_BAD_TIMES)),
+    ]
+
+
+def _removal_option(body: dict, path: Path_, schema: dict | None, parent: dict | None) -> _Option:
+    """Removing the node: valid for an optional field without a default, or a list item
+    whose list keeps its minItems."""
+    key = path[-1]
+    delete = st.just(_DELETE)
+    if isinstance(key, str):
+        required = set((parent or {}).get("required") or ())
+        defaulted = schema is not None and "default" in schema
+        optional = parent is not None and key not in required and not defaulted
+        why = "optional field removed" if optional else "required field removed"
+        return (optional, why, delete)
+    if parent is not None and parent.get("type") == "array":
+        siblings = len(_get(body, path[:-1]))
+        fits = siblings - 1 >= int(parent.get("minItems", 0))
+        return (fits, "list item removed", delete)
+    return (False, "list item removed", delete)
 
 
 def apply(seed: Seed, mutations: Sequence[Mutation]) -> Seed:

@@ -75,19 +75,29 @@ def claim_manifest(name: str, namespace: str, requests: list[dict], labels: dict
     }
 
 
+@dataclass(frozen=True)
+class PodTerms:
+    """What a pool asks of every pod placed on it: its tolerations and the requests
+    (cpu, memory) of its smallest pod."""
+
+    tolerations: Sequence[Mapping] = ()
+    requests: Mapping[str, str] | None = None
+
+
 def pinned_pod(
     name: str,
     namespace: str,
     node: str,
     claim: str,
     labels: Mapping[str, str],
-    tolerations: Sequence[Mapping] = (),
-    requests: Mapping[str, str] | None = None,
+    terms: PodTerms | None = None,
 ) -> dict:
-    """A pod that may only go to `node` (required affinity on the node's name), using `claim`."""
+    """A pod that may only go to `node` (required affinity on the node's name), using `claim`,
+    on the pool's `terms` (none: no tolerations, no requests)."""
+    terms = terms or PodTerms()
     resources: dict[str, Any] = {"claims": [{"name": "devices"}]}
-    if requests:
-        resources["requests"] = dict(requests)
+    if terms.requests:
+        resources["requests"] = dict(terms.requests)
     term = {"matchFields": [{"key": "metadata.name", "operator": "In", "values": [node]}]}
     affinity = {"requiredDuringSchedulingIgnoredDuringExecution": {"nodeSelectorTerms": [term]}}
     spec: dict[str, Any] = {
@@ -96,8 +106,8 @@ def pinned_pod(
         "containers": [{"name": "main", "image": "example.invalid/main:1", "resources": resources}],
         "terminationGracePeriodSeconds": 0,
     }
-    if tolerations:
-        spec["tolerations"] = [dict(t) for t in tolerations]
+    if terms.tolerations:
+        spec["tolerations"] = [dict(t) for t in terms.tolerations]
     metadata = {"name": name, "namespace": namespace, "labels": dict(labels)}
     return {"metadata": metadata, "spec": spec}
 
@@ -258,8 +268,7 @@ class Oracle:
                 probe.node,
                 probe.name,
                 labels,
-                pool.tolerations,
-                pool.min_pod_requests,
+                PodTerms(pool.tolerations, pool.min_pod_requests),
             )
             self.client.create(Pod(pod))
         pending = {p.name: p for p in probes}

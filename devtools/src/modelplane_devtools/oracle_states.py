@@ -225,7 +225,9 @@ class _Builder:
         if nics:
             nic_devices = [{"name": f"nic-{i}", "attributes": {"index": i}} for i in range(nics)]
             self.steps.append(
-                _slice(f"{name}-nics", name, NIC_DRIVER, f"{name}-nics", 1, 1, nic_devices)
+                _slice(
+                    f"{name}-nics", name, SlicePool(NIC_DRIVER, f"{name}-nics", 1, 1), nic_devices
+                )
             )
         self.work.extend(self.workloads(name, gpus, partitioned, nics, wave=1))
         if late and change:
@@ -354,10 +356,9 @@ class _Builder:
         if generation == 1 and self.on("incomplete-pools", 0.3):
             declared += 1  # a slice the driver has not published (yet)
         names = [f"{node}-gpus-g{generation}-{i}" for i in range(len(groups))]
+        pool = SlicePool(GPU_DRIVER, node, generation, declared)
         for slice_name, (devices, counters) in zip(names, groups, strict=True):
-            into.append(
-                _slice(slice_name, node, GPU_DRIVER, node, generation, declared, devices, counters)
-            )
+            into.append(_slice(slice_name, node, pool, devices, counters))
         self.published[node] = names
 
     # ------------------------------------------------------------------ workloads
@@ -447,24 +448,28 @@ def _split(inventory: list[dict], rng: random.Random) -> list[list[dict]]:
     return [inventory[:cut], inventory[cut:]]
 
 
+@dataclass(frozen=True)
+class SlicePool:
+    """The DRA pool a slice belongs to: its driver and name, the generation the slice is
+    of and how many slices that generation has (resourceSliceCount)."""
+
+    driver: str
+    name: str
+    generation: int
+    slices: int
+
+
 def _slice(
-    name: str,
-    node: str,
-    driver: str,
-    pool: str,
-    generation: int,
-    count: int,
-    devices: list[dict],
-    counters: list[dict] | None = None,
+    name: str, node: str, pool: SlicePool, devices: list[dict], counters: list[dict] | None = None
 ) -> dict:
     return {
         "op": "slice",
         "name": name,
         "node": node,
-        "driver": driver,
-        "pool": pool,
-        "generation": generation,
-        "resourceSliceCount": count,
+        "driver": pool.driver,
+        "pool": pool.name,
+        "generation": pool.generation,
+        "resourceSliceCount": pool.slices,
         "devices": devices,
         "sharedCounters": counters or [],
     }

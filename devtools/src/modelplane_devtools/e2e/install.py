@@ -32,8 +32,7 @@ import yaml
 
 from modelplane_devtools.e2e import functions, pki, provider, runtime
 from modelplane_devtools.e2e.kube import Kube, condition, eventually
-from modelplane_devtools.e2e.processes import Supervisor
-from modelplane_devtools.e2e.stack import ROOT, binary
+from modelplane_devtools.e2e.stack import ROOT, Stack, binary
 
 CONTROL_PLANE = ROOT / "deploy" / "control-plane"
 CONFIGURATION_META = ROOT / "apis" / "crossplane.yaml"
@@ -143,15 +142,14 @@ def installed_function(kube: Kube, package: str) -> dict | None:
     return None
 
 
-def install(
-    kube: Kube,
-    kubeconfig: Path,
-    supervisor: Supervisor,
-    registry: str,
-    root_ca: Path,
-    workdir: Path,
-    source: functions.PackageSource | None = None,
-) -> Installed:
+def install(stack: Stack, source: functions.PackageSource | None = None) -> Installed:
+    """Install Modelplane on the stack's control plane as README step 1 does, and serve
+    what the package manager installed."""
+    assert stack.control_plane is not None and stack.root_ca is not None, "start the stack first"
+    kube, kubeconfig = stack.control_plane.kube, stack.control_plane.kubeconfig
+    supervisor, registry, root_ca, workdir = (
+        stack.supervisor, stack.registry, stack.root_ca, stack.workdir,
+    )  # fmt: skip
     source = source or functions.source_from_environment()
     out = workdir / "packages"
     out.mkdir(parents=True, exist_ok=True)

@@ -23,12 +23,16 @@ import base64
 import copy
 from functools import partial
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import yaml
 
 from modelplane_devtools.e2e import pki
 from modelplane_devtools.e2e.kube import Kube, condition, eventually
-from modelplane_devtools.e2e.processes import Process, Supervisor, free_port, listening
+from modelplane_devtools.e2e.processes import Process, free_port, listening
+
+if TYPE_CHECKING:
+    from modelplane_devtools.e2e.stack import Cluster
 
 MODULE = "sigs.k8s.io/lws"
 GROUP = "leaderworkerset.x-k8s.io"
@@ -100,16 +104,10 @@ def _established(kube: Kube, name: str) -> bool:
 
 
 def start(
-    supervisor: Supervisor,
-    kube: Kube,
-    kubeconfig: Path,
-    workdir: Path,
-    ca: pki.KeyPair,
-    *,
-    binary: Path,
-    source: Path,
+    cluster: Cluster, workdir: Path, ca: pki.KeyPair, *, binary: Path, source: Path
 ) -> Process:
     """CRDs, then the manager, then its webhook configurations once it serves them."""
+    supervisor, kube, kubeconfig = cluster.supervisor, cluster.kube, cluster.kubeconfig
     definitions = crds(source)
     kube.apply(definitions)
     for crd in definitions:
@@ -117,7 +115,7 @@ def start(
         eventually(partial(_established, kube, name), f"CRD {name} Established", timeout=60)
     home = workdir / "lws"
     certs = home / "tls"
-    serving = pki.sign(ca, certs, "webhook", common_name="lws-webhook", ips=("127.0.0.1",))
+    serving = pki.sign(ca, certs, "webhook", pki.Subject("lws-webhook", ips=("127.0.0.1",)))
     (certs / "tls.crt").write_bytes(serving.cert.read_bytes())
     (certs / "tls.key").write_bytes(serving.key.read_bytes())
     port = free_port()

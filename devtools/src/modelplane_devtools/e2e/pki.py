@@ -53,17 +53,19 @@ def new_ca(directory: Path, name: str) -> KeyPair:
     return KeyPair(cert, key)
 
 
-def sign(
-    ca: KeyPair,
-    directory: Path,
-    name: str,
-    *,
-    common_name: str,
-    organization: str | None = None,
-    ips: tuple[str, ...] = (),
-    dns: tuple[str, ...] = (),
-) -> KeyPair:
-    """A certificate for both server and client use, signed by ca.
+@dataclass(frozen=True)
+class Subject:
+    """Who a certificate names: CN and O (a client's user and group to Kubernetes) and the
+    subject alternative names a server answers to."""
+
+    common_name: str
+    organization: str | None = None
+    ips: tuple[str, ...] = ()
+    dns: tuple[str, ...] = ()
+
+
+def sign(ca: KeyPair, directory: Path, name: str, subject: Subject) -> KeyPair:
+    """A certificate for both server and client use, signed by ca, kept as directory/name.*.
 
     Subject alternative names are the given IPs and DNS names; a client
     certificate (no names) is identified by its CN and O, which Kubernetes
@@ -73,10 +75,13 @@ def sign(
     key = new_key(directory / f"{name}.key")
     csr = directory / f"{name}.csr"
     cert = directory / f"{name}.crt"
-    subject = f"/CN={common_name}" + (f"/O={organization}" if organization else "")
-    _openssl("req", "-new", "-key", str(key), "-out", str(csr), "-subj", subject, cwd=directory)
+    organization = f"/O={subject.organization}" if subject.organization else ""
+    distinguished = f"/CN={subject.common_name}{organization}"
+    _openssl(
+        "req", "-new", "-key", str(key), "-out", str(csr), "-subj", distinguished, cwd=directory
+    )  # fmt: skip
     extensions = directory / f"{name}.ext"
-    names = [f"IP:{ip}" for ip in ips] + [f"DNS:{d}" for d in dns]
+    names = [f"IP:{ip}" for ip in subject.ips] + [f"DNS:{d}" for d in subject.dns]
     lines = [
         "basicConstraints=CA:FALSE",
         "keyUsage=critical,digitalSignature,keyEncipherment",
@@ -115,5 +120,5 @@ class ClusterCredentials:
 
 def cluster_credentials(directory: Path, ca_name: str) -> ClusterCredentials:
     ca = new_ca(directory, ca_name)
-    admin = sign(ca, directory, "admin", common_name="admin", organization="system:masters")
+    admin = sign(ca, directory, "admin", Subject("admin", organization="system:masters"))
     return ClusterCredentials(ca, admin, service_account_keys(directory))

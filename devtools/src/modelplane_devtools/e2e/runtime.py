@@ -66,9 +66,7 @@ def issue(ca: pki.KeyPair, directory: Path, name: str) -> Certificates:
         ca,
         directory.with_name(f"{directory.name}-issued"),
         "server",
-        common_name=name,
-        ips=("127.0.0.1",),
-        dns=(f"{name}.{CROSSPLANE_NAMESPACE}.svc",),
+        pki.Subject(name, ips=("127.0.0.1",), dns=(f"{name}.{CROSSPLANE_NAMESPACE}.svc",)),
     )
     directory.mkdir(parents=True, exist_ok=True)
     certs = Certificates(directory)

@@ -255,8 +255,8 @@ def start_cluster(
     home.mkdir(parents=True, exist_ok=True)
     etcd = _start_etcd(supervisor, home, name)
     serving = pki.sign(
-        credentials.ca, home / "pki", "apiserver", common_name="kube-apiserver",
-        ips=("127.0.0.1",), dns=("localhost",),
+        credentials.ca, home / "pki", "apiserver",
+        pki.Subject("kube-apiserver", ips=("127.0.0.1",), dns=("localhost",)),
     )  # fmt: skip
     port = free_port()
     server = f"https://127.0.0.1:{port}"
@@ -509,9 +509,7 @@ def start(workdir: Path) -> Stack:
         )
         stack.timings["kwok"] = time.monotonic() - began
         lws.start(
-            stack.supervisor,
-            stack.workload.kube,
-            stack.workload.kubeconfig,
+            stack.workload,
             workdir,
             credentials.ca,
             binary=binary("lws"),
