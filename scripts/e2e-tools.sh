@@ -8,7 +8,7 @@
 # skipped; Crossplane core comes from scripts/setup.sh. openssl is installed
 # with apt-get when missing.
 #
-# Usage: scripts/e2e-tools.sh [kubernetes|etcd|provider-kubernetes|registry|kwok|lws]...
+# Usage: scripts/e2e-tools.sh [kubernetes|etcd|provider-kubernetes|registry|workloads]...
 # (no argument: all of them, one after another; a cold build takes ~15 min on
 # two cores and grows the Go build cache by a few GB).
 set -euo pipefail
@@ -55,9 +55,10 @@ provider-kubernetes() {
   build provider-kubernetes provider-kubernetes=github.com/crossplane-contrib/provider-kubernetes/cmd/provider
 }
 registry() { build registry registry=github.com/google/go-containerregistry/cmd/registry; }
-kwok() { build kwok kwok=sigs.k8s.io/kwok/cmd/kwok; }
-# LWS's manager is its module's cmd package: -o names it `cmd`, renamed here.
-lws() { build lws lws=sigs.k8s.io/lws/cmd; }
+# kwok and LWS share one module (and one go build), so the Kubernetes
+# libraries both use compile once. LWS's manager is its module's cmd package:
+# -o names it `cmd`, renamed here.
+workloads() { build workloads kwok=sigs.k8s.io/kwok/cmd/kwok lws=sigs.k8s.io/lws/cmd; }
 
 # The suite makes its certificates with openssl.
 if ! command -v openssl >/dev/null 2>&1; then
@@ -66,10 +67,10 @@ if ! command -v openssl >/dev/null 2>&1; then
 fi
 
 targets=("$@")
-if [ ${#targets[@]} -eq 0 ]; then targets=(kubernetes etcd provider-kubernetes registry kwok lws); fi
+if [ ${#targets[@]} -eq 0 ]; then targets=(kubernetes etcd provider-kubernetes registry workloads); fi
 for target in "${targets[@]}"; do
   case "${target}" in
-    kubernetes | etcd | provider-kubernetes | registry | kwok | lws) "${target}" ;;
+    kubernetes | etcd | provider-kubernetes | registry | workloads) "${target}" ;;
     *) echo "e2e-tools: unknown target ${target}" >&2; exit 2 ;;
   esac
 done

@@ -8,12 +8,12 @@ from modelplane_devtools.e2e import kwok, lws, stack
 
 @pytest.fixture(scope="module")
 def kwok_source():
-    return stack.module_dir("kwok", kwok.MODULE)
+    return stack.module_dir("workloads", kwok.MODULE)
 
 
 @pytest.fixture(scope="module")
 def lws_source():
-    return stack.module_dir("lws", lws.MODULE)
+    return stack.module_dir("workloads", lws.MODULE)
 
 
 def test_kwok_runs_its_default_node_and_pod_stages(kwok_source):

@@ -138,11 +138,17 @@ def test_under_qemu_every_extension_module_imports_and_the_bytecode_is_arm64s_ow
         for path in (runtime.rootfs / SITE / "modelplane_common").glob("*.py")
     )
     smoke = dataclasses.replace(runtime, entrypoint=("/venv/bin/python", "/tmp/image_smoke.py"))
-    done = _emulated(
-        smoke,
-        [name, *STDLIB_SOURCES, *own],
-        files={"/tmp/image_smoke.py": Path(image_smoke.__file__)},
-    )
+    # The sandbox runs as the image's unprivileged user, who may not reach into
+    # the checkout (a clone in a 0700 folder): it gets a world-readable copy.
+    scratch = packages.world_readable_tempdir("modelplane-smoke-")
+    try:
+        script = scratch / "image_smoke.py"
+        shutil.copyfile(image_smoke.__file__, script)
+        script.chmod(0o644)
+        files = {"/tmp/image_smoke.py": script}
+        done = _emulated(smoke, [name, *STDLIB_SOURCES, *own], files=files)
+    finally:
+        shutil.rmtree(scratch)
     assert done.returncode == 0, done.stdout + done.stderr
     report = json.loads(done.stdout)
     assert (report["machine"], report["prefix"]) == ("aarch64", "/venv")

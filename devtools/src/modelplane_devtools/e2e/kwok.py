@@ -1,6 +1,6 @@
 """kwok plays kubelet for the workload cluster's GPU nodes.
 
-kwok v0.8.0 (`tools/kwok`) runs as a process on 127.0.0.1 against the
+kwok v0.8.0 (`tools/workloads`) runs as a process on 127.0.0.1 against the
 workload cluster and manages only the nodes annotated `MANAGED` (the ones
 `fleet.add_nodes` creates). It does what a kubelet's API traffic would:
 

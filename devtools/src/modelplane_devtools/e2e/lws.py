@@ -1,6 +1,6 @@
 """The LeaderWorkerSet controller on the workload cluster, as a process on 127.0.0.1.
 
-LWS v0.9.0 (`tools/lws`) runs its manager against the workload cluster: it
+LWS v0.9.0 (`tools/workloads`) runs its manager against the workload cluster: it
 turns each LeaderWorkerSet into a leader StatefulSet, and each leader pod
 into a StatefulSet of workers (the controller manager's StatefulSet
 controller creates the pods, kube-scheduler binds them, kwok runs them). Its

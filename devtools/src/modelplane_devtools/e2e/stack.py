@@ -505,7 +505,7 @@ def start(workdir: Path) -> Stack:
             stack.workload.kubeconfig,
             workdir,
             binary=binary("kwok"),
-            source=module_dir("kwok", kwok.MODULE),
+            source=module_dir("workloads", kwok.MODULE),
         )
         stack.timings["kwok"] = time.monotonic() - began
         lws.start(
@@ -513,7 +513,7 @@ def start(workdir: Path) -> Stack:
             workdir,
             credentials.ca,
             binary=binary("lws"),
-            source=module_dir("lws", lws.MODULE),
+            source=module_dir("workloads", lws.MODULE),
         )
         stack.timings["lws"] = time.monotonic() - began
         stack.timings["clusters"] = time.monotonic() - began
