@@ -5,7 +5,7 @@ from __future__ import annotations
 from datetime import UTC, datetime, timedelta
 
 import pytest
-from compose_model_replica.pods_scheduled import Previous, Report, judge, parse_report
+from compose_model_replica.pods_scheduled import AgentReport, Previous, judge, parse_report
 from modelplane_agent.state import CLAIMS, PODS, REPLICAS, ClusterState
 from modelplane_agent.status import replica_status
 from modelplane_devtools import agent_builders as t
@@ -176,7 +176,7 @@ def test_the_replica_function_reads_all_bound_as_all_pods_scheduled():
     state = run(R, t.pod("r-0", node_name="n1"), t.pod("r-1", node_name="n2"))
     status = replica_status(state.replica_report(KEY), NOW, None, 1)
     parsed = parse_report(status)
-    assert parsed == Report(NOW, 2, 2, "True", "AllPodsBound", parsed.message, NOW)  # type: ignore[union-attr]
+    assert parsed == AgentReport(NOW, 2, 2, "True", "AllPodsBound", parsed.message, NOW)  # type: ignore[union-attr]
     verdict = judge(parsed, 2, NOW, timedelta(minutes=5), Previous(), lambda _: None)
     assert (verdict.condition.status, verdict.condition.reason) == ("True", "AllPodsScheduled")
     assert verdict.scheduled_at == NOW

@@ -22,7 +22,13 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping
 
 from modelplane_agent.replicas import ReplicaReport, observe_replica
-from modelplane_agent.snapshot import Pod, ReplicaSpec, replica_spec_from, selects, status_of
+from modelplane_agent.snapshot import (
+    Pod,
+    ReplicaObservationSpec,
+    replica_spec_from,
+    selects,
+    status_of,
+)
 
 ReplicaKey = tuple[str, str]  # namespace, name
 
@@ -30,7 +36,7 @@ ReplicaKey = tuple[str, str]  # namespace, name
 class ReplicaView:
     def __init__(self) -> None:
         self.pods: dict[str, dict[str, Pod]] = {}  # namespace -> name -> pod
-        self.replicas: dict[ReplicaKey, ReplicaSpec] = {}
+        self.replicas: dict[ReplicaKey, ReplicaObservationSpec] = {}
         self.status: dict[ReplicaKey, Mapping] = {}
         self.index: dict[tuple[str, str, str], set[ReplicaKey]] = {}
         self.selected: dict[ReplicaKey, set[str]] = {}
@@ -139,7 +145,7 @@ class ReplicaView:
         }
 
 
-def _index_pair(spec: ReplicaSpec) -> tuple[str, str, str] | None:
+def _index_pair(spec: ReplicaObservationSpec) -> tuple[str, str, str] | None:
     if spec.problem or not spec.match_labels:
         return None
     return (spec.namespace, *min(spec.match_labels.items()))

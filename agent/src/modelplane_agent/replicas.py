@@ -40,7 +40,7 @@ from dataclasses import dataclass
 
 from modelplane_common.outcome import Condition
 
-from modelplane_agent.snapshot import Pod, ReplicaSpec, selects
+from modelplane_agent.snapshot import Pod, ReplicaObservationSpec, selects
 
 SCHEDULED = "Scheduled"
 
@@ -53,7 +53,7 @@ class ReplicaReport:
 
 
 def observe_replica(
-    spec: ReplicaSpec, pods: Iterable[Pod], claim_allocated: Callable[[str, str], bool]
+    spec: ReplicaObservationSpec, pods: Iterable[Pod], claim_allocated: Callable[[str, str], bool]
 ) -> ReplicaReport:
     """The report on one replica, from the pods of its namespace (others are ignored);
     `claim_allocated(namespace, name)` says whether a claim is seen allocated."""

@@ -527,7 +527,7 @@ def pod_from(obj: Mapping) -> Pod:
 
 
 @dataclass(frozen=True, slots=True)
-class ReplicaSpec:
+class ReplicaObservationSpec:
     namespace: str
     name: str
     generation: int
@@ -535,12 +535,12 @@ class ReplicaSpec:
     problem: str = ""
 
 
-def replica_spec_from(obj: Mapping) -> ReplicaSpec:
+def replica_spec_from(obj: Mapping) -> ReplicaObservationSpec:
     match_labels = _map(_map(obj.get("spec")).get("selector")).get("matchLabels")
     problem = ""
     if not isinstance(match_labels, Mapping) or not match_labels:
         problem = f"spec.selector.matchLabels must be a non-empty map, got {match_labels!r}"
-    return ReplicaSpec(
+    return ReplicaObservationSpec(
         namespace=namespace_of(obj),
         name=name_of(obj),
         generation=_int(_map(obj.get("metadata")).get("generation")),

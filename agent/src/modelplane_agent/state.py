@@ -47,7 +47,7 @@ from modelplane_agent.snapshot import (
     Node,
     Pod,
     PoolSpec,
-    ReplicaSpec,
+    ReplicaObservationSpec,
     allocated_devices,
     device_class_from,
     is_allocated,
@@ -116,7 +116,7 @@ class ClusterState:
         return self.pool_view.status
 
     @property
-    def replicas(self) -> dict[ReplicaKey, ReplicaSpec]:
+    def replicas(self) -> dict[ReplicaKey, ReplicaObservationSpec]:
         return self.replica_view.replicas
 
     @property

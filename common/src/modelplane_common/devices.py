@@ -34,8 +34,8 @@ SYNTHETIC = "Synthetic"
 # A kind's name, count and claim mode are not visible to CEL and are not part of it,
 # so identical device kinds in different pools or clusters share cache entries.
 Attributes = tuple[tuple[str, str, Any], ...]
-Capacity = tuple[tuple[str, str], ...]
-DeviceView = tuple[str, Attributes, Capacity]
+CapacityPairs = tuple[tuple[str, str], ...]
+DeviceView = tuple[str, Attributes, CapacityPairs]
 
 _ATTRIBUTE_TYPES = ("string", "int", "bool", "version")
 
@@ -51,7 +51,7 @@ class DeviceKind:
     driver: str = ""
     # Normalised for CEL (sorted, each entry typed or marked invalid): see device_view.
     attributes: Attributes = ()
-    capacity: Capacity = ()
+    capacity: CapacityPairs = ()
 
     @property
     def claimed(self) -> bool:

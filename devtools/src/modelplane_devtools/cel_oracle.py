@@ -39,7 +39,7 @@ OUTCOMES = frozenset({"true", "false", "compile", "cost", "runtime", "input"})
 
 
 @dataclass(frozen=True, slots=True)
-class Verdict:
+class OracleAnswer:
     outcome: str
     message: str = ""
 
@@ -68,7 +68,7 @@ class Oracle:
         )
         self.pid = self._process.pid
 
-    def judge(self, expression: str, device: Mapping[str, Any]) -> Verdict:
+    def judge(self, expression: str, device: Mapping[str, Any]) -> OracleAnswer:
         """Kubernetes' verdict on one selector for one device (`{driver, attributes,
         capacity}` with attributes as `{int|bool|string|version: value}` and capacity as
         quantity strings)."""
@@ -80,7 +80,7 @@ class Oracle:
         if not line:
             raise RuntimeError(f"cel-oracle (pid {self.pid}) exited; its log: {self.stderr()}")
         answer = json.loads(line)
-        verdict = Verdict(answer["outcome"], answer.get("message", ""))
+        verdict = OracleAnswer(answer["outcome"], answer.get("message", ""))
         if verdict.outcome not in OUTCOMES or verdict.outcome == "input":
             raise RuntimeError(f"cel-oracle could not read the case: {verdict}")
         return verdict

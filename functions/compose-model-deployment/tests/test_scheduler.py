@@ -71,7 +71,7 @@ OTHER_PENDING = t.model_replica(
 )
 
 
-class Capacity(NamedTuple):
+class CapacityCase(NamedTuple):
     spec: str  # the capacity rule the case proves
     xr: dict  # the ModelDeployment
     clusters: list[dict]  # the selected InferenceClusters
@@ -81,131 +81,131 @@ class Capacity(NamedTuple):
 
 
 CAPACITY = [
-    Capacity(
+    CapacityCase(
         spec="a fresh histogram's free GPUs are shared, not charged as whole nodes",
         xr=t.deployment(replicas=4, engines=[t.standalone(gpus=2)]),
         clusters=[one_pool(1, [(FULL, 1)])],
         placed=4,
     ),
-    Capacity(
+    CapacityCase(
         spec="an unobserved pool charges a whole node per claiming pod",
         xr=t.deployment(replicas=4, engines=[t.standalone(gpus=2)]),
         clusters=[one_pool(1)],
         placed=1,
     ),
-    Capacity(
+    CapacityCase(
         spec="a stale observation falls back to whole-node accounting",
         xr=t.deployment(replicas=4, engines=[t.standalone(gpus=2)]),
         clusters=[one_pool(1, [(FULL, 1)], observed_at=t.ago(10))],
         placed=1,
     ),
-    Capacity(
+    CapacityCase(
         spec="a Declared cluster uses whole-node accounting",
         xr=t.deployment(replicas=4, engines=[t.standalone(gpus=2)]),
         clusters=[t.cluster("a", [t.pool("p", 1, histogram=[(FULL, 1)])], mode="Declared")],
         placed=1,
     ),
-    Capacity(
+    CapacityCase(
         spec="a histogram contradicting the declared devices falls back to whole nodes",
         xr=t.deployment(replicas=4, engines=[t.standalone(gpus=2)]),
         clusters=[one_pool(1, [({"gpu": 9}, 1)])],
         placed=1,
     ),
-    Capacity(
+    CapacityCase(
         spec="the histogram's used devices are not offered again",
         xr=t.deployment(replicas=4, engines=[t.standalone(gpus=2)]),
         clusters=[one_pool(1, [({"gpu": 4}, 1)])],
         placed=2,
     ),
-    Capacity(
+    CapacityCase(
         spec="a pool may grow by nodes minus observedNodes empty nodes",
         xr=t.deployment(replicas=3, engines=[t.standalone(gpus=8)]),
         clusters=[one_pool(1, [({"gpu": 0}, 1)], max_nodes=3, observed_nodes=1)],
         placed=2,
     ),
-    Capacity(
+    CapacityCase(
         spec="growth is clamped at zero during a surge",
         xr=t.deployment(replicas=3, engines=[t.standalone(gpus=8)]),
         clusters=[one_pool(1, [(FULL, 1)], max_nodes=3, observed_nodes=5)],
         placed=1,
     ),
-    Capacity(
+    CapacityCase(
         spec="a booting node is neither free nor growable",
         xr=t.deployment(replicas=2, engines=[t.standalone(gpus=8)]),
         clusters=[one_pool(1, [(FULL, 1)], max_nodes=2, observed_nodes=2)],
         placed=1,
     ),
-    Capacity(
+    CapacityCase(
         spec="a replica scheduled after the observation is charged",
         xr=t.deployment(replicas=1, engines=[t.standalone(gpus=8)]),
         clusters=[one_pool(1, [(FULL, 1)])],
         others=[OTHER_LATE],
         placed=0,
     ),
-    Capacity(
+    CapacityCase(
         spec="a replica the observation already contains is not charged twice",
         xr=t.deployment(replicas=1, engines=[t.standalone(gpus=8)]),
         clusters=[one_pool(1, [(FULL, 1)])],
         others=[OTHER_EARLY],
         placed=1,
     ),
-    Capacity(
+    CapacityCase(
         spec="a replica whose pods are not all scheduled is charged",
         xr=t.deployment(replicas=1, engines=[t.standalone(gpus=8)]),
         clusters=[one_pool(1, [(FULL, 1)])],
         others=[OTHER_PENDING],
         placed=0,
     ),
-    Capacity(
+    CapacityCase(
         spec="every replica pinned to an unobserved pool is charged",
         xr=t.deployment(replicas=2, engines=[t.standalone(gpus=8)]),
         clusters=[one_pool(2)],
         others=[OTHER_EARLY],
         placed=1,
     ),
-    Capacity(
+    CapacityCase(
         spec="gang pods never share a node",
         xr=t.deployment(replicas=1, engines=[t.gang(leader_gpus=0, worker_gpus=8)]),
         clusters=[one_pool(1, [({"gpu": 16}, 1)], devices=[t.device(count=16)])],
         placed=0,
     ),
-    Capacity(
+    CapacityCase(
         spec="standalone pods may share a node",
         xr=t.deployment(replicas=1, engines=[t.standalone(gpus=8, copies=2)]),
         clusters=[one_pool(1, [({"gpu": 16}, 1)], devices=[t.device(count=16)])],
         placed=1,
     ),
-    Capacity(
+    CapacityCase(
         spec="a claimless leader still needs a node apart from its workers",
         xr=t.deployment(replicas=1, engines=[t.gang(worker_gpus=8, workers=2)]),
         clusters=[one_pool(2, [(FULL, 2)])],
         placed=0,
     ),
-    Capacity(
+    CapacityCase(
         spec="a claimless leader may sit on a node with no free device",
         xr=t.deployment(replicas=1, engines=[t.gang(worker_gpus=8, workers=2)]),
         clusters=[one_pool(3, [(FULL, 2), ({"gpu": 0}, 1)])],
         placed=1,
     ),
-    Capacity(
+    CapacityCase(
         spec="copies of a gang are independent and may reuse each other's nodes",
         xr=t.deployment(replicas=1, engines=[t.gang(worker_gpus=8, copies=2)]),
         clusters=[one_pool(2, [(FULL, 2)])],
         placed=1,
     ),
-    Capacity(
+    CapacityCase(
         spec="a gang needs distinct nodes even when the devices add up",
         xr=t.deployment(replicas=1, engines=[t.gang(leader_gpus=4, worker_gpus=4, workers=3)]),
         clusters=[one_pool(3, [(FULL, 3)])],
         placed=0,
     ),
-    Capacity(
+    CapacityCase(
         spec="the leader gets the one node only it can use (Hall's condition)",
         xr=t.deployment(replicas=1, engines=[t.gang(leader_gpus=8, worker_gpus=2, workers=2)]),
         clusters=[one_pool(3, [(FULL, 1), ({"gpu": 2}, 2)])],
         placed=1,
     ),
-    Capacity(
+    CapacityCase(
         spec="one pass never overcommits what it has just placed",
         xr=t.deployment(replicas=3, engines=[t.standalone(gpus=4)]),
         clusters=[one_pool(1, [(FULL, 1)])],
@@ -215,7 +215,7 @@ CAPACITY = [
 
 
 @pytest.mark.parametrize("case", CAPACITY, ids=lambda case: case.spec)
-def test_capacity_rules(case: Capacity):
+def test_capacity_rules(case: CapacityCase):
     plan = t.schedule(case.xr, case.clusters, case.own, case.others)
     assert placed(plan) == case.placed
     assert plan.missing == case.xr["spec"]["replicas"] - case.placed

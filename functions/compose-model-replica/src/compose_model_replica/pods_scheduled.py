@@ -63,7 +63,7 @@ INVALID_SPEC = "InvalidSpec"
 
 
 @dataclass(frozen=True, slots=True)
-class Report:
+class AgentReport:
     """A well-formed ReplicaObservation status."""
 
     observed_at: datetime
@@ -91,7 +91,7 @@ class Unobserved:
     message: str
 
 
-Source = Report | Malformed | Unobserved
+Source = AgentReport | Malformed | Unobserved
 
 NOT_REPORTED = Unobserved("the agent has not reported on the replica's pods yet")
 
@@ -173,7 +173,7 @@ def parse_report(status: object) -> Source:
     if defects:
         return Malformed(tuple(defects))
     assert observed_at is not None and pods is not None and scheduled_pods is not None
-    return Report(
+    return AgentReport(
         observed_at=observed_at,
         pods=pods,
         scheduled_pods=scheduled_pods,
@@ -222,7 +222,7 @@ class PodsScheduledVerdict:
 
 
 def _unschedulable_message(
-    report: Report, engine_of: Callable[[str], str | None], previous: Previous
+    report: AgentReport, engine_of: Callable[[str], str | None], previous: Previous
 ) -> tuple[str, str]:
     """(condition message, what the scheduler says now)."""
     said = report.message or "the cluster scheduler reported a pod unschedulable"
@@ -238,7 +238,7 @@ def _unschedulable_message(
     return message, message
 
 
-def _scheduled_at(report: Report, previous: Previous) -> datetime:
+def _scheduled_at(report: AgentReport, previous: Previous) -> datetime:
     assert report.since is not None
     if (
         previous.reason == ALL_PODS_SCHEDULED
