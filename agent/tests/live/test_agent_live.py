@@ -15,6 +15,7 @@ import signal
 import sys
 import time
 from collections.abc import Callable
+from functools import partial
 from pathlib import Path
 
 import pytest
@@ -23,8 +24,11 @@ from lightkube import Client
 from lightkube.config.kubeconfig import KubeConfig
 from lightkube.generic_resource import create_namespaced_resource
 from lightkube.types import PatchType
+from modelplane_common.inputs import find_condition
+from modelplane_devtools.e2e import kube
 from modelplane_devtools.e2e.processes import free_port
 from modelplane_devtools.oracle import (
+    NOT_SERVED,
     CustomResourceDefinition,
     DeviceClass,
     Namespace,
@@ -49,18 +53,8 @@ TEMPLATE = create_namespaced_resource(
 )
 
 
-def eventually(check: Callable[[], object], what: str, seconds: float = 45) -> None:
-    deadline = time.monotonic() + seconds
-    last: object = None
-    while time.monotonic() < deadline:
-        try:
-            last = check()
-            if last is True:
-                return
-        except Exception as error:  # the object may not exist yet
-            last = error
-        time.sleep(0.5)
-    pytest.fail(f"{what}: never held; last seen: {last}")
+# Every step here polls every 0.5 s for up to 45 s; an object not served yet is not yet.
+eventually = partial(kube.eventually, timeout=45, every=0.5, not_yet=NOT_SERVED)
 
 
 def node(client: Client, name: str) -> None:
@@ -184,9 +178,19 @@ def agent_view(client: Client) -> tuple[int, dict[tuple[int, ...], int]]:
     }
 
 
+def reports(client: Client, expected: tuple) -> bool:
+    """The pool's report is `expected`; else AssertionError saying what it is."""
+    seen = agent_view(client)
+    assert seen == expected, f"the agent reports {seen}"
+    return True
+
+
 def replica(client: Client) -> tuple:
+    """(pods, scheduledPods, Scheduled's status, reason, message); () until the agent wrote it."""
     status = client.get(ReplicaObservation, "r", namespace="team").get("status") or {}
-    scheduled = next(c for c in status.get("conditions", []) if c["type"] == "Scheduled")
+    scheduled = find_condition({"status": status}, "Scheduled")
+    if not scheduled:
+        return ()
     return (
         status["pods"],
         status["scheduledPods"],
@@ -273,7 +277,7 @@ def agreement(client: Client, port: int, oracle: Oracle) -> Callable[..., None]:
         """The report is `expected` (when the step decides it), and kube-scheduler binds
         exactly what the agent's per-node view says is free, node by node."""
         if expected is not None:
-            eventually(lambda: agent_view(client) == expected or agent_view(client), what)
+            eventually(lambda: reports(client, expected), what)
         members = [
             n["metadata"]["name"]
             for n in client.list(Node)

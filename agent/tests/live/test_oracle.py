@@ -28,7 +28,7 @@ import os
 import sys
 import time
 import urllib.request
-from collections.abc import Callable, Iterator, Mapping
+from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -38,8 +38,10 @@ import yaml
 from lightkube import Client
 from lightkube.config.kubeconfig import KubeConfig
 from lightkube.types import PatchType
+from modelplane_devtools.e2e.kube import eventually
 from modelplane_devtools.e2e.processes import free_port
 from modelplane_devtools.oracle import (
+    NOT_SERVED,
     CustomResourceDefinition,
     DeviceClass,
     DeviceTaintRule,
@@ -91,24 +93,18 @@ class World:
     timings: list[tuple[int, float]] = field(default_factory=list)
 
 
-def eventually(check: Callable[[], bool], what: str, seconds: float = 60) -> None:
-    deadline = time.monotonic() + seconds
-    while time.monotonic() < deadline:
-        try:
-            if check():
-                return
-        except Exception:  # not served yet: lightkube raises ApiError or the HTTP error
-            pass
-        time.sleep(0.2)
-    pytest.fail(f"{what}: not within {seconds}s")
-
-
 @pytest.fixture(scope="module")
 def world(cluster) -> Iterator[World]:
     client = Client(KubeConfig.from_file(cluster.kubeconfig), field_manager="oracle-test")
     for path in sorted((ROOT / "deploy" / "agent" / "crds").glob("*.yaml")):
         client.create(CustomResourceDefinition(yaml.safe_load(path.read_text())))
-    eventually(lambda: list(client.list(PoolObservation)) == [], "the agent CRDs are served")
+    eventually(
+        lambda: list(client.list(PoolObservation)) == [],
+        "the agent CRDs are served",
+        timeout=60,
+        every=0.2,
+        not_yet=NOT_SERVED,
+    )
     client.create(
         Namespace(
             {
@@ -120,7 +116,13 @@ def world(cluster) -> Iterator[World]:
             }
         )
     )
-    eventually(lambda: bool(client.get(ServiceAccount, "default", namespace=NAMESPACE)), "SA")
+    eventually(
+        lambda: bool(client.get(ServiceAccount, "default", namespace=NAMESPACE)),
+        f"{NAMESPACE}'s default ServiceAccount",
+        timeout=60,
+        every=0.2,
+        not_yet=NOT_SERVED,
+    )
     for name, expression in CLASSES.items():
         client.create(
             DeviceClass(
@@ -144,7 +146,7 @@ def world(cluster) -> Iterator[World]:
         ],
     )
     world = World(client, port)
-    eventually(lambda: _ready(port), "the agent is ready", 60)
+    eventually(lambda: _ready(port), "the agent is ready", timeout=60, every=0.2)
     yield world
     total = sum(seconds for _, seconds in world.timings)
     print(

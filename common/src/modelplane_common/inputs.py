@@ -41,10 +41,11 @@ from __future__ import annotations
 import json
 from collections.abc import Callable, Mapping, Sequence
 from datetime import datetime, timedelta
+from typing import TypeVar
 
 from modelplane_schemas.inferencecluster import Observation
 from modelplane_schemas.inferencecluster import Spec as InferenceClusterSpec
-from pydantic import ValidationError
+from pydantic import BaseModel, ValidationError
 
 from modelplane_common.timeutil import parse_duration, parse_time_or_none
 
@@ -71,13 +72,11 @@ def whole_number(value: object) -> int | None:
     2.5, infinities and NaN. Python's bool is an int, a JSON true is not a
     number: it is None here.
     """
+    if isinstance(value, float):
+        return int(value) if value.is_integer() and _INT64_LOW <= value < _INT64_END else None
     if isinstance(value, bool):
         return None
-    if isinstance(value, int):
-        return value
-    if isinstance(value, float) and value.is_integer() and _INT64_LOW <= value < _INT64_END:
-        return int(value)
-    return None
+    return value if isinstance(value, int) else None
 
 
 def _integral(value: object) -> object:
@@ -240,10 +239,11 @@ def condition_since(condition: Mapping) -> datetime | None:
 
 
 def validation_problems(
-    error: object, lenient: Callable[[tuple], bool] = lambda loc: False
+    error: object, lenient: Callable[[tuple], bool] = lambda loc: False, at: tuple = ()
 ) -> list[str]:
-    """A pydantic ValidationError as `field.path: reason (got value)` lines, no URLs;
-    a defect at a location `lenient` accepts is left to that field's own reader."""
+    """A pydantic ValidationError as `field.path: reason (got value)` lines, no URLs, each
+    path under `at` (the validated value's own path); a defect at a location `lenient`
+    accepts is left to that field's own reader."""
     errors = getattr(error, "errors", None)
     if not callable(errors):
         return [str(error)]
@@ -251,12 +251,27 @@ def validation_problems(
     for item in errors(include_url=False):
         if lenient(tuple(item.get("loc", ()))):
             continue
-        path = field_path(item.get("loc", ()))
+        path = field_path((*at, *item.get("loc", ())))
         if item.get("type") == "missing":
             lines.append(f"{path}: is required (got no value)")
         else:
             lines.append(problem(path, str(item.get("msg", "is invalid")), item.get("input")))
     return lines
+
+
+Model = TypeVar("Model", bound=BaseModel)
+
+
+def as_stored(model: type[Model], value: object) -> Model:
+    """`value` validated against a model generated from an XRD under the rules above, as
+    the API server validates what it stores: an integer only where `whole_number` says
+    so (3.0 is 3; "3", true and 2.5 are not), an enum only one of its values, a string
+    never coerced from a number. Raises pydantic.ValidationError (`validation_problems`).
+
+    Pydantic's default (lax) mode would coerce "3" and true to integers; strict
+    validation of the JSON text keeps every enum value a string, as it is on the wire.
+    """
+    return model.model_validate_json(json.dumps(_integral(value)), strict=True)
 
 
 def field_path(loc: Sequence[object]) -> str:

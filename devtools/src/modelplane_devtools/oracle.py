@@ -35,6 +35,9 @@ from modelplane_common.inputs import find_condition
 from modelplane_devtools.oracle_states import Pool
 
 PHASE_LABEL = "oracle.modelplane.ai/phase"
+# What a lightkube client raises while an object, or its kind, is not served yet:
+# the live tests' `eventually(..., not_yet=NOT_SERVED)` keeps polling on it.
+NOT_SERVED: tuple[type[Exception], ...] = (ApiError,)
 DECIDE_SECONDS = 30.0  # kube-scheduler answers a pinned probe in well under a second
 
 # The live tests' resource classes, created once per process: lightkube's registry

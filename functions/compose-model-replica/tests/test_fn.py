@@ -1092,7 +1092,10 @@ def test_an_unknown_member_role_is_never_guessed_and_keeps_everything():
     rsp = call(xr(engine), RUNNING)
     assert set(desired(rsp)) == set(RUNNING)
     message = conditions(rsp)["WorkloadsComposed"][2]
-    assert 'members[0].role: must be one of Standalone, Leader, Worker (got "Solo")' in message
+    assert (
+        "members[0].role: Input should be 'Standalone', 'Leader' or 'Worker' (got \"Solo\")"
+        in message
+    )
 
 
 def test_each_request_logs_its_decision_and_timings_at_debug_bound_to_tag_and_xr():

@@ -39,6 +39,15 @@ class Role(StrEnum):
     WORKER = "Worker"
 
 
+# Rule "engine shape", the XRDs' CEL rule on an engine, with its message.
+ENGINE_SHAPE_RULE = "an engine has one Standalone member, or one Leader and one Worker member"
+
+
+def has_engine_shape(roles: Iterable[str]) -> bool:
+    """Rule "engine shape": one Standalone member, or one Leader and one Worker member."""
+    return sorted(roles) in ([Role.STANDALONE], [Role.LEADER, Role.WORKER])
+
+
 def is_gang(roles: Iterable[str]) -> bool:
     """Rule "gang": an engine whose members are not one Standalone is a gang.
 

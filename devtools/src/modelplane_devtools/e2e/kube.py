@@ -105,23 +105,32 @@ def condition(obj: dict | None, kind: str) -> dict | None:
 
 
 def eventually(
-    probe: Callable[[], T | None], what: str, *, timeout: float = 120, every: float = 1
+    probe: Callable[[], T | None],
+    what: str,
+    *,
+    timeout: float = 120,
+    every: float = 1,
+    not_yet: tuple[type[Exception], ...] = (),
 ) -> T:
-    """Poll probe() until it returns something truthy; fail saying what was awaited.
+    """Poll probe() every `every` seconds until it returns something truthy; fail
+    (NotYet, an AssertionError) saying what was awaited and what was last seen.
 
     A probe may raise AssertionError to explain what it saw; the last
-    explanation is in the failure.
+    explanation is in the failure. KubectlFailed, and any exception of a type
+    in `not_yet` (`modelplane_devtools.oracle.NOT_SERVED` for a lightkube
+    client: the object or its kind is not served yet), also mean "not yet".
     """
     deadline = time.monotonic() + timeout
     last = "never probed"
+    waits_on: tuple[type[Exception], ...] = (AssertionError, KubectlFailed, *not_yet)
     while True:
         try:
             result = probe()
             if result:
                 return result
             last = f"probe returned {result!r}"
-        except (AssertionError, KubectlFailed) as error:
-            last = str(error)
+        except waits_on as error:
+            last = str(error) or repr(error)
         if time.monotonic() >= deadline:
-            raise NotYet(f"{what}: not within {timeout:.0f}s; last seen: {last}")
+            raise NotYet(f"{what}: not within {timeout:g}s; last seen: {last}")
         time.sleep(every)

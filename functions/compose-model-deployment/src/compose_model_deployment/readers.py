@@ -26,7 +26,14 @@ from crossplane.function import resource as wire
 from google.protobuf import struct_pb2
 from modelplane_common import labels
 from modelplane_common.capacity import admission
-from modelplane_common.capacity.fleet import Charge, Cluster, Role, pods_per_copy
+from modelplane_common.capacity.fleet import (
+    ENGINE_SHAPE_RULE,
+    Charge,
+    Cluster,
+    Role,
+    has_engine_shape,
+    pods_per_copy,
+)
 from modelplane_common.capacity.readers import (
     UnreadableCluster,
     get_str,
@@ -124,14 +131,10 @@ def _member_shape(member: schema.Member) -> MemberShape:
 
 
 def _engine_shape(position: int, engine: schema.Engine) -> EngineShape:
-    roles = sorted(m.role.value for m in engine.members)
-    if roles not in (["Standalone"], ["Leader", "Worker"]):
+    roles = [m.role.value for m in engine.members]
+    if not has_engine_shape(roles):
         raise ValueError(
-            problem(
-                f"spec.template.spec.engines[{position}].members",
-                "must be one Standalone member, or one Leader and one Worker member",
-                roles,
-            )
+            problem(f"spec.template.spec.engines[{position}].members", ENGINE_SHAPE_RULE, roles)
         )
     members = tuple(_member_shape(m) for m in engine.members)
     return EngineShape(engine.name, engine.copies or 1, members)

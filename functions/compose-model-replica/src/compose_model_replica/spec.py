@@ -2,10 +2,19 @@
 
 The XRD rejects most malformed replicas, but a function must not trust
 that: a replica written before a validation rule existed, or rendered
-offline, reaches the function unvalidated. So the spec is parsed by hand,
-engine by engine. A well-formed engine becomes an `Engine`; an engine the
-XRD should have rejected becomes an `InvalidEngine` naming every defect,
-and the caller keeps whatever already runs for it instead of guessing.
+offline, reaches the function unvalidated. So the spec is validated here,
+against the model generated from the XRD (modelplane_schemas.modelreplica,
+`inputs.as_stored`), engine by engine: a well-formed engine becomes an
+`Engine`; an engine the XRD should have rejected becomes an `InvalidEngine`
+naming every defect, and the caller keeps whatever already runs for it
+instead of guessing, while the replica's other engines go on.
+
+What the generated model cannot say is checked here by hand, one rule each:
+the XRD's two CEL rules (an engine's roles; worker set exactly on a
+Worker), its list-map keys (engine names, a member's request names, each
+unique), a selector expression that is not blank, and the shape of the
+fields of a member's template that the workloads merge into (the XRD keeps
+the template's unknown fields, so the model types it as any object).
 
 Shapes (design/api.md section 4)
     An engine is one Standalone member, or one Leader and one Worker member
@@ -15,26 +24,33 @@ Shapes (design/api.md section 4)
 Leniency, deliberately
     - A member's `template` may be a PodTemplateSpec (`{metadata, spec}`) or
       a bare pod spec (`{containers: ...}`).
-    - Counts are read with `whole_number`: the wire delivers 3 as 3.0.
+    - Counts are whole numbers (`inputs.whole_number`): the wire delivers 3
+      as 3.0. A null `copies` is an absent one (1), as the API server
+      prunes a null from a field that is not nullable.
 """
 
 from __future__ import annotations
 
-import re
 from collections.abc import Mapping
 from dataclasses import dataclass
+from typing import Annotated
 
-from modelplane_common.capacity.fleet import is_gang, pods_per_copy
+from modelplane_common.capacity.fleet import (
+    ENGINE_SHAPE_RULE,
+    has_engine_shape,
+    is_gang,
+    pods_per_copy,
+)
 from modelplane_common.devices import DeviceRequest
-from modelplane_common.inputs import InvalidInput, enum, problem, whole_number
+from modelplane_common.inputs import as_stored, problem, validation_problems
+from modelplane_schemas import modelreplica as schema
+from pydantic import TypeAdapter, ValidationError
 
-STANDALONE = "Standalone"
-LEADER = "Leader"
-WORKER = "Worker"
-ROLES = (STANDALONE, LEADER, WORKER)
+LEADER = schema.Role.LEADER.value
+WORKER = schema.Role.WORKER.value
 
-_DNS_LABEL = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?$")
-_ENGINE_NAME_MAX = 40
+# An engine's name as the generated model has it (a DNS label of at most 40).
+_ENGINE_NAME = TypeAdapter(Annotated[str, schema.Engine.model_fields["name"]])
 
 
 @dataclass(frozen=True, slots=True)
@@ -105,64 +121,6 @@ class ParsedSpec:
     @property
     def engine_names(self) -> tuple[str, ...]:
         return tuple(e.name for e in self.engines) + tuple(i.name for i in self.invalid if i.name)
-
-
-def _selector_expression(selector: object, where: str, defects: list[str]) -> str | None:
-    cel = selector.get("cel") if isinstance(selector, Mapping) else None
-    expression = cel.get("expression") if isinstance(cel, Mapping) else None
-    if isinstance(expression, str) and expression.strip():
-        return expression
-    defects.append(f"{where} needs a CEL expression in cel.expression (got {cel!r})")
-    return None
-
-
-def _device_request(
-    item: object, at: str, seen: set[str], defects: list[str]
-) -> DeviceRequest | None:
-    """One deviceRequests[] entry, or None when it cannot become a request."""
-    if not isinstance(item, Mapping):
-        defects.append(f"{at} must be an object")
-        return None
-    name = item.get("name")
-    if not isinstance(name, str) or not _DNS_LABEL.match(name):
-        defects.append(f"{at}.name must be a DNS label, got {name!r}")
-        return None
-    if name in seen:
-        defects.append(f"{at}.name {name!r} is repeated")
-        return None
-    seen.add(name)
-    at = f"{at} ({name})"
-    device_class = item.get("deviceClassName")
-    count = whole_number(item.get("count"))
-    if not isinstance(device_class, str) or not device_class:
-        defects.append(f"{at} needs a deviceClassName")
-    if count is None or count < 1:
-        defects.append(f"{at}.count must be a positive count, got {item.get('count')!r}")
-    selectors = _selectors(item.get("selectors") or [], at, defects)
-    if not (isinstance(device_class, str) and device_class and count and count >= 1):
-        return None
-    return DeviceRequest(name=name, count=count, selectors=selectors, device_class=device_class)
-
-
-def _selectors(raw: object, at: str, defects: list[str]) -> tuple[str, ...]:
-    if not isinstance(raw, list):
-        defects.append(f"{at}.selectors must be a list")
-        return ()
-    expressions = [
-        _selector_expression(s, f"{at}.selectors[{j}]", defects) for j, s in enumerate(raw)
-    ]
-    return tuple(e for e in expressions if e)
-
-
-def _device_requests(raw: object, where: str, defects: list[str]) -> tuple[DeviceRequest, ...]:
-    if raw is None:
-        return ()
-    if not isinstance(raw, list):
-        defects.append(f"{where} must be a list")
-        return ()
-    seen: set[str] = set()
-    requests = [_device_request(item, f"{where}[{i}]", seen, defects) for i, item in enumerate(raw)]
-    return tuple(r for r in requests if r is not None)
 
 
 def _pod_template(raw: object, where: str, defects: list[str]) -> tuple[Mapping, Mapping]:
@@ -244,93 +202,119 @@ def _container_defects(container: object, at: str) -> list[str]:
     return []
 
 
-def _member(raw: object, where: str, defects: list[str]) -> Member | None:
-    if not isinstance(raw, Mapping):
-        defects.append(f"{where} must be an object")
-        return None
-    try:
-        # The shared rule for enums: an unknown role is never guessed at.
-        role = enum(raw.get("role"), f"{where}.role", ROLES, default="")
-    except InvalidInput as err:
-        defects.append(str(err))
-        return None
-    if not role:
-        defects.append(f"{where}.role: is required (got no value)")
-        return None
-    where = f"{where} ({role})"
-    pool = raw.get("nodePoolName")
-    if not isinstance(pool, str) or not _DNS_LABEL.match(pool):
-        defects.append(f"{where} needs a nodePoolName")
-    worker = raw.get("worker")
-    nodes = whole_number(worker.get("nodes")) if isinstance(worker, Mapping) else None
-    if role == WORKER and (nodes is None or nodes < 1):
-        defects.append(f"{where} needs worker.nodes, a positive count of worker pods per copy")
-    if role != WORKER and worker is not None:
-        defects.append(f"{where} sets worker, which only a Worker member may")
-    requests = _device_requests(raw.get("deviceRequests"), f"{where}.deviceRequests", defects)
-    metadata, pod_spec = _pod_template(raw.get("template"), where, defects)
-    if not isinstance(pool, str):
-        return None
+def _requests(member: schema.Member, where: str, defects: list[str]) -> tuple[DeviceRequest, ...]:
+    """A member's device requests; each name once (the XRD's list-map key), no blank CEL."""
+    seen: set[str] = set()
+    requests = []
+    for i, request in enumerate(member.deviceRequests or ()):
+        at = f"{where}.deviceRequests[{i}]"
+        if request.name in seen:
+            defects.append(problem(f"{at}.name", "is repeated", request.name))
+        seen.add(request.name)
+        selectors = tuple(s.cel.expression for s in request.selectors or ())
+        for j, expression in enumerate(selectors):
+            if not expression.strip():
+                defects.append(
+                    problem(f"{at}.selectors[{j}].cel.expression", "is blank", expression)
+                )
+        requests.append(
+            DeviceRequest(
+                name=request.name,
+                count=request.count,
+                selectors=selectors,
+                device_class=request.deviceClassName,
+            )
+        )
+    return tuple(requests)
+
+
+def _member(member: schema.Member, position: int, defects: list[str]) -> Member:
+    role = member.role.value
+    where = f"members[{position}] ({role})"
+    # The XRD's CEL rule: worker is set on a Worker member, and only there.
+    if role == WORKER and member.worker is None:
+        defects.append(problem(f"{where}.worker", "is required on a Worker member", None))
+    if role != WORKER and member.worker is not None:
+        defects.append(
+            problem(
+                f"{where}.worker", "is set only on a Worker member", member.model_dump()["worker"]
+            )
+        )
+    requests = _requests(member, where, defects)
+    metadata, pod_spec = _pod_template(member.template, where, defects)
     return Member(
         role=role,
-        pool=pool,
+        pool=member.nodePoolName,
         requests=requests,
-        worker_nodes=nodes if role == WORKER else None,
+        worker_nodes=member.worker.nodes if role == WORKER and member.worker else None,
         pod_metadata=metadata,
         pod_spec=pod_spec,
     )
 
 
+def _engine_name(raw: object) -> str:
+    """The engine's name when it is a valid one, else "" (the engine cannot be named)."""
+    name = raw.get("name") if isinstance(raw, Mapping) else None
+    try:
+        return _ENGINE_NAME.validate_python(name, strict=True)
+    except ValidationError:
+        return ""
+
+
 def _engine(raw: object, position: int) -> Engine | InvalidEngine:
-    if not isinstance(raw, Mapping):
-        return InvalidEngine("", (f"engines[{position}] must be an object",))
-    name = raw.get("name")
-    if not isinstance(name, str) or not _DNS_LABEL.match(name) or len(name) > _ENGINE_NAME_MAX:
-        return InvalidEngine(
-            "", (f"engines[{position}].name must be a DNS label of at most 40 characters",)
-        )
+    name = _engine_name(raw)
+    try:
+        engine = as_stored(schema.Engine, raw)
+    except ValidationError as err:
+        # An engine without a name is only known by its position in the list.
+        at = () if name else ("spec", "engines", position)
+        return InvalidEngine(name, tuple(validation_problems(err, at=at)))
     defects: list[str] = []
-    copies = whole_number(raw.get("copies", 1))
-    if copies is None or copies < 1:
-        defects.append(f"copies must be a positive count, got {raw.get('copies')!r}")
-    raw_members = raw.get("members")
-    if not isinstance(raw_members, list):
-        raw_members = []
-    members = [_member(m, f"members[{i}]", defects) for i, m in enumerate(raw_members)]
-    roles = sorted(str(m.get("role")) for m in raw_members if isinstance(m, Mapping))
-    if roles not in ([STANDALONE], [LEADER, WORKER]):
-        defects.append(
-            "an engine has one Standalone member, or one Leader and one Worker member; "
-            f"got {', '.join(map(str, roles)) or 'no members'}"
-        )
+    members = tuple(_member(m, i, defects) for i, m in enumerate(engine.members))
+    roles = [m.role for m in members]
+    if not has_engine_shape(roles):
+        defects.append(problem("members", ENGINE_SHAPE_RULE, roles))
     if defects:
         return InvalidEngine(name, tuple(defects))
-    assert copies is not None and all(m is not None for m in members)
-    return Engine(name, copies, tuple(m for m in members if m is not None))
+    copies = (
+        engine.copies if engine.copies is not None else schema.Engine.model_fields["copies"].default
+    )
+    return Engine(name, copies, members)
+
+
+def _in_an_engine(loc: tuple) -> bool:
+    return len(loc) > 1 and loc[0] == "engines" and isinstance(loc[1], int)
+
+
+def _spec_defects(spec: Mapping) -> tuple[list[str], bool]:
+    """What the generated model finds wrong in the spec outside its engines (each engine
+    is judged on its own, by `_engine`), and whether the tolerations are among it."""
+    try:
+        as_stored(schema.Spec, spec)
+    except ValidationError as err:
+        tolerations = any(e["loc"][:1] == ("tolerations",) for e in err.errors())
+        return validation_problems(err, _in_an_engine, at=("spec",)), tolerations
+    return [], False
 
 
 def parse_spec(spec: Mapping) -> ParsedSpec:
     """Parse a ModelReplica spec; never raises."""
-    defects: list[str] = []
+    defects, bad_tolerations = _spec_defects(spec)
     cluster = spec.get("clusterName")
-    if not isinstance(cluster, str) or not cluster:
-        defects.append("spec.clusterName is empty")
-        cluster = ""
-    tolerations = spec.get("tolerations") or []
-    if not isinstance(tolerations, list) or not all(isinstance(t, Mapping) for t in tolerations):
-        defects.append("spec.tolerations must be a list of tolerations")
-        tolerations = []
+    tolerations = spec.get("tolerations")
     raw_engines = spec.get("engines")
-    if not isinstance(raw_engines, list) or not raw_engines:
-        defects.append("spec.engines declares no engine")
-        raw_engines = []
     engines: list[Engine] = []
     invalid: list[InvalidEngine] = []
     seen: set[str] = set()
-    for position, raw in enumerate(raw_engines):
+    for position, raw in enumerate(raw_engines if isinstance(raw_engines, list) else ()):
         parsed = _engine(raw, position)
         if parsed.name and parsed.name in seen:
-            invalid.append(InvalidEngine("", (f"engine name {parsed.name!r} is repeated",)))
+            # The XRD's list-map key: the second engine of a name is not that engine.
+            invalid.append(
+                InvalidEngine(
+                    "", (problem(f"spec.engines[{position}].name", "is repeated", parsed.name),)
+                )
+            )
             continue
         seen.add(parsed.name)
         if isinstance(parsed, Engine):
@@ -338,8 +322,8 @@ def parse_spec(spec: Mapping) -> ParsedSpec:
         else:
             invalid.append(parsed)
     return ParsedSpec(
-        cluster=cluster,
-        tolerations=tuple(tolerations),
+        cluster=cluster if isinstance(cluster, str) else "",
+        tolerations=() if bad_tolerations else tuple(tolerations or ()),
         engines=tuple(engines),
         invalid=tuple(invalid),
         defects=tuple(defects),
