@@ -596,3 +596,23 @@ def test_each_request_logs_its_decision_and_timings_at_debug_bound_to_tag_and_xr
     assert decided["pools"] == {"NoAgent": 2}
     assert decided["conditions"]["Configured"] == "True/ValidSpec"
     assert {"read_ms", "decide_ms", "write_ms"} <= set(decided)
+
+
+@pytest.mark.parametrize(
+    ("observation", "seconds"),
+    [
+        pytest.param({"mode": "Observed", "maxAge": "1m"}, 15, id="observed: a quarter of maxAge"),
+        pytest.param({"mode": "Observed", "maxAge": "2s"}, 1, id="never below one second"),
+        pytest.param({"mode": "Observed", "maxAge": "5m"}, 60, id="never above the settled 60s"),
+        pytest.param({"mode": "Declared"}, 60, id="declared reads no agent: the settled 60s"),
+    ],
+)
+def test_an_observed_cluster_is_called_again_within_a_quarter_of_its_max_age(observation, seconds):
+    rsp = render(xr(observation=observation), OBSERVED_ALL)
+    assert rsp.meta.ttl.ToTimedelta().total_seconds() == seconds
+
+
+def test_a_cluster_whose_watch_circuit_is_open_is_called_again_soon():
+    body = xr(observation={"mode": "Declared"})
+    body["status"] = {"conditions": [{"type": "Responsive", "status": "False"}]}
+    assert render(body, OBSERVED_ALL).meta.ttl.ToTimedelta().total_seconds() == 10

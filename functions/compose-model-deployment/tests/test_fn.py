@@ -307,3 +307,58 @@ def test_a_pass_that_plans_nothing_logs_why_at_debug():
         asyncio.run(runner.RunFunction(t.request(t.deployment(), [], []), None))
     (kept,) = [line for line in captured if line["event"] == "nothing planned, every replica kept"]
     assert (kept["log_level"], kept["reason"]) == ("debug", "NoClusters")
+
+
+SETTLED_XR = t.deployment(replicas=1, engines=[t.standalone(gpus=8)])
+
+
+@pytest.mark.parametrize(
+    ("req", "seconds"),
+    [
+        pytest.param(
+            t.request(SETTLED_XR, CLUSTERS, [RUNNING], OWN),
+            60,
+            id="every replica placed and Ready: the settled 60s",
+        ),
+        pytest.param(
+            t.request(SETTLED_XR, CLUSTERS, []),
+            10,
+            id="a replica placed this pass, not Ready yet: called again in 10s",
+        ),
+        pytest.param(
+            t.request(
+                SETTLED_XR,
+                CLUSTERS,
+                [t.running_replica(0, "b", ready=False)],
+                {"replica-0": t.running_replica(0, "b", ready=False)},
+            ),
+            10,
+            id="a placed replica not Ready yet: 10s",
+        ),
+        pytest.param(
+            t.request(t.deployment(replicas=4, engines=[t.standalone(gpus=8)]), CLUSTERS, []),
+            10,
+            id="some placed and not Ready, the rest waiting for capacity: 10s",
+        ),
+        pytest.param(
+            t.request(t.deployment(replicas=1, engines=[t.standalone(gpus=16)]), CLUSTERS, []),
+            60,
+            id="nothing placed, waiting for capacity: 60s, capacity is not watched",
+        ),
+        pytest.param(
+            t.request(SETTLED_XR, None, None, OWN),
+            60,
+            id="nothing planned: 60s",
+        ),
+    ],
+)
+def test_a_converging_deployment_asks_to_be_called_again_soon(req, seconds):
+    assert run(req).meta.ttl.ToTimedelta().total_seconds() == seconds
+
+
+def test_a_settled_deployment_whose_watch_circuit_is_open_is_called_again_soon():
+    xr = {
+        **SETTLED_XR,
+        "status": {"conditions": [{"type": "Responsive", "status": "False"}]},
+    }
+    assert run(t.request(xr, CLUSTERS, [RUNNING], OWN)).meta.ttl.ToTimedelta().seconds == 10

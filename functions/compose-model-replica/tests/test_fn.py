@@ -1194,3 +1194,32 @@ def test_a_replica_in_its_settle_time_waits_and_asks_to_be_called_back():
     assert conditions(rsp)["Admitted"][:2] == ("False", "WaitingForAdmission")
     assert rsp.meta.ttl.ToTimedelta().total_seconds() == 7
     assert "admission" not in desired_status(rsp)
+
+
+# --- When to be called again ----------------------------------------------------------------
+
+SERVING = {**AVAILABLE, **observation(report(1, 1))}
+
+
+@pytest.mark.parametrize(
+    ("observed", "seconds"),
+    [
+        pytest.param({}, 10, id="admitted, nothing available yet: called again in 10s"),
+        pytest.param(AVAILABLE, 10, id="available but its pods not yet reported: 10s"),
+        pytest.param(
+            {**AVAILABLE, **observation(report(1, 0, state="False", reason="Pending"))},
+            10,
+            id="available with a pod unscheduled: 10s",
+        ),
+        pytest.param(SERVING, 60, id="Ready with every pod scheduled: the settled 60s"),
+    ],
+)
+def test_a_converging_replica_asks_to_be_called_again_soon(observed, seconds):
+    rsp = call(xr(), observed)
+    assert rsp.meta.ttl.ToTimedelta().total_seconds() == seconds
+
+
+def test_a_settled_replica_whose_watch_circuit_is_open_is_called_again_soon():
+    open_circuit = {"conditions": [{"type": "Responsive", "status": "False"}]}
+    rsp = call(xr(status=open_circuit), SERVING)
+    assert rsp.meta.ttl.ToTimedelta().total_seconds() == 10

@@ -56,7 +56,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from datetime import datetime, timedelta
 
-from modelplane_common import labels
+from modelplane_common import labels, requeue
 from modelplane_common.capacity.fleet import Fallback
 from modelplane_common.capacity.readers import read_fallbacks
 from modelplane_common.composed import ObservedObject
@@ -146,6 +146,8 @@ class Decision:
     events: tuple[Event, ...]
     verdicts: tuple[PoolVerdict, ...]
     ready: bool  # the cluster's own Ready
+    # When to be called again: modelplane_common.requeue.
+    requeue_after: timedelta = requeue.SETTLED
 
 
 def provider_config(xr_name: str, secret_ref: Mapping) -> dict:
@@ -381,6 +383,12 @@ def decide(
         ),
         verdicts=verdicts,
         ready=_ready(desired),
+        requeue_after=requeue.soonest(
+            requeue.observation_refresh(max_age) if mode == "Observed" else None,
+            requeue.converging(
+                False, circuit_open=requeue.circuit_open({"status": previous_status})
+            ),
+        ),
     )
 
 

@@ -3,7 +3,8 @@
 Translates a RunFunctionRequest into `core.decide` inputs (the XR's name,
 spec and status, every observed composed resource read once, `now` and the
 function's own version) and its Decision back into desired resources with
-their readiness, the XR's status and readiness, conditions and events. No
+their readiness, the XR's status and readiness, conditions, events and
+when to be called again (`meta.ttl`). No
 decisions are made here; see core.py for the model.
 """
 
@@ -90,6 +91,7 @@ class FunctionRunner(grpcv1.FunctionRunnerServiceServicer):
         resource.update(rsp.desired.composite, {"status": decision.status})
         rsp.desired.composite.ready = fnv1.READY_TRUE if decision.ready else fnv1.READY_FALSE
         emit(rsp, decision.conditions, decision.events)
+        rsp.meta.ttl.FromTimedelta(decision.requeue_after)
         laps.lap("write")
         log.debug("decided", **_summary(decision), **laps.as_fields())
         return rsp

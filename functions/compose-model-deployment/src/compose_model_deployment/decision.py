@@ -31,10 +31,10 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
-from datetime import datetime
+from datetime import datetime, timedelta
 
 from google.protobuf import struct_pb2
-from modelplane_common import inputs, logs
+from modelplane_common import inputs, logs, requeue
 from modelplane_common.outcome import capped
 
 from compose_model_deployment import absence, placement, readers, report, writer
@@ -70,6 +70,8 @@ class Unplanned:
     said: report.Report
     why: report.NothingPlanned
     cluster_labels: Mapping[str, str] | None
+    requeue_after: timedelta  # nothing moves while nothing is planned: SETTLED, unless
+    # the deployment's watch circuit is open (modelplane_common.requeue)
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -82,6 +84,7 @@ class Planned:
     plan: Plan
     notes: tuple[str, ...]  # input problems, in reading order
     cluster_labels: Mapping[str, str]
+    requeue_after: timedelta  # _requeue_after
 
 
 Outcome = Unplanned | Planned
@@ -100,7 +103,17 @@ def _unplanned(
         said=report.kept_as_is(why, kept=len(own), kept_ready=ready, was_ready=reported.was_ready),
         why=why,
         cluster_labels=cluster_labels,
+        requeue_after=requeue.converging(False, circuit_open=reported.circuit_open),
     )
+
+
+def _requeue_after(plan: Plan, reported: Reported) -> timedelta:
+    """Soon while a placed replica is not Ready yet, replicas were just removed or healed,
+    or the watch circuit is open (modelplane_common.requeue). A deployment waiting for
+    capacity alone looks again at SETTLED: capacity reaches it only through required
+    resources, and each call reads the fleet."""
+    moving = plan.ready < plan.scheduled or bool(plan.removed) or bool(plan.healed)
+    return requeue.converging(moving, circuit_open=reported.circuit_open)
 
 
 def _cannot_plan(desired: int | None, reason: str, message: str) -> report.NothingPlanned:
@@ -186,6 +199,7 @@ def decide(
         plan=plan,
         notes=notes,
         cluster_labels=labels,
+        requeue_after=_requeue_after(plan, reported),
     )
 
 

@@ -7,7 +7,8 @@ outcome it returns to the wire: the requirements (`cluster_labels`), the
 desired composed resources, the deployment's status, and the report's
 conditions and events (`modelplane_common.respond.emit`), its readiness
 also as `desired.composite.ready`, which Crossplane turns into the XR's
-`Ready`. Nothing is decided here: the outcome carries all of it.
+`Ready`, and when to be called again (`meta.ttl`). Nothing is decided
+here: the outcome carries all of it.
 """
 
 from __future__ import annotations
@@ -89,6 +90,7 @@ def _write(rsp: fnv1.RunFunctionResponse, outcome: Outcome) -> None:
     resource.update(rsp.desired.composite, {"status": outcome.status})
     rsp.desired.composite.ready = fnv1.READY_TRUE if outcome.said.ready else fnv1.READY_FALSE
     emit(rsp, outcome.said.conditions, outcome.said.events)
+    rsp.meta.ttl.FromTimedelta(outcome.requeue_after)
 
 
 def run_function(

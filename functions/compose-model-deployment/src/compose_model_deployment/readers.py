@@ -24,7 +24,7 @@ from datetime import datetime, timedelta
 
 from crossplane.function import resource as wire
 from google.protobuf import struct_pb2
-from modelplane_common import labels
+from modelplane_common import labels, requeue
 from modelplane_common.capacity import admission
 from modelplane_common.capacity.fleet import (
     ENGINE_SHAPE_RULE,
@@ -220,6 +220,7 @@ class Reported:
     was_ready: bool  # Crossplane last reported it Ready
     scheduled: object  # status.replicas.scheduled, any value: it is only compared
     memories: Mapping[str, list]  # MEMORIES, as they are
+    circuit_open: bool  # Crossplane is dropping its watch events (requeue.circuit_open)
 
 
 def read_reported(xr: Mapping) -> Reported:
@@ -229,6 +230,7 @@ def read_reported(xr: Mapping) -> Reported:
         was_ready=find_condition(xr, "Ready").get("status") == "True",
         scheduled=replicas.get("scheduled") if isinstance(replicas, Mapping) else None,
         memories={m: list(status[m]) for m in MEMORIES if isinstance(status.get(m), list)},
+        circuit_open=requeue.circuit_open(xr),
     )
 
 

@@ -22,7 +22,10 @@ everything the shell writes:
    keeps the Objects as they are, does not change it.
 4. Warning events for everything a person has to fix, the resources the
    shell must require next (the cluster, and its replicas until the
-   verdict is recorded), and when to look again while admission settles.
+   verdict is recorded), and when to be called again: at admission's
+   settle deadline, else soon while the replica is not yet Ready with every
+   pod scheduled or its watch circuit is open (modelplane_common.requeue:
+   Crossplane may drop the events that would report the workloads' progress).
 
 Phases (each a function below that returns what it decided; `decide` runs them in order)
     1. admit     -> AdmissionVerdict (admission.py) for the current placement.
@@ -71,7 +74,7 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from datetime import timedelta
 
-from modelplane_common import inputs
+from modelplane_common import inputs, requeue
 from modelplane_common.capacity.admission import CONDITION as ADMITTED_CONDITION
 from modelplane_common.capacity.admission import OVERCOMMITTED
 from modelplane_common.composed import ObservedObject
@@ -93,8 +96,6 @@ from compose_model_replica.spec import Engine, ParsedSpec
 from compose_model_replica.workloads import Replica, engine_prefix, observation_resource
 
 DEFAULT_MAX_AGE = inputs.DEFAULT_MAX_AGE
-# The soonest the function asks to be called again, however little settle time is left.
-MIN_REQUEUE = timedelta(seconds=1)
 
 COMPOSED = "WorkloadsComposed"
 READY = "WorkloadsReady"
@@ -126,7 +127,8 @@ class Outcome:
     conditions: tuple[Condition, ...]
     events: tuple[Event, ...]
     ready: bool  # the replica's own Ready: WorkloadsReady is True
-    requeue_after: timedelta | None  # while admission settles: when to look again
+    # When to be called again: admission's settle deadline, else modelplane_common.requeue.
+    requeue_after: timedelta
 
 
 @dataclass(frozen=True, slots=True)
@@ -527,7 +529,11 @@ def decide(given: Inputs) -> Outcome:
         ),
         events=warning_events(given, target, pods_verdict, listed),
         ready=ready.condition.status == "True",
-        requeue_after=(
-            max(verdict.retry_after, MIN_REQUEUE) if verdict.retry_after is not None else None
+        requeue_after=requeue.soonest(
+            verdict.retry_after,
+            requeue.converging(
+                ready.condition.status != "True" or pods_verdict.condition.status != "True",
+                circuit_open=given.replica.circuit_open,
+            ),
         ),
     )

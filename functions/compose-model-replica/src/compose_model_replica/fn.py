@@ -57,9 +57,7 @@ def _write(rsp: fnv1.RunFunctionResponse, outcome: core.Outcome) -> None:
     resource.update(rsp.desired.composite, {"status": dict(outcome.status)})
     rsp.desired.composite.ready = fnv1.READY_TRUE if outcome.ready else fnv1.READY_FALSE
     emit(rsp, outcome.conditions, outcome.events)
-    if outcome.requeue_after is not None:
-        # Honoured where realtime compositions requeue on the TTL; else the poll interval.
-        rsp.meta.ttl.FromTimedelta(outcome.requeue_after)
+    rsp.meta.ttl.FromTimedelta(outcome.requeue_after)
 
 
 class FunctionRunner(grpcv1.FunctionRunnerServiceServicer):

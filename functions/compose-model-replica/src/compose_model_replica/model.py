@@ -42,6 +42,7 @@ class ReplicaInput:
     placement: str  # the raw modelplane.ai/placed-at annotation, "" when none
     placement_problem: str | None  # why that annotation cannot be read
     queued: Queued  # this replica, as its fellow replicas read it
+    circuit_open: bool = False  # Crossplane is dropping its watch events (requeue.circuit_open)
 
     @property
     def verdict_recorded(self) -> bool:

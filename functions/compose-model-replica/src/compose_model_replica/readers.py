@@ -29,7 +29,7 @@ from datetime import datetime
 from crossplane.function import resource
 from crossplane.function.proto.v1 import run_function_pb2 as fnv1
 from google.protobuf import struct_pb2
-from modelplane_common import inputs, labels
+from modelplane_common import inputs, labels, requeue
 from modelplane_common.capacity.admission import (
     Queued,
     placement_annotation,
@@ -90,6 +90,7 @@ def read_replica(composite: struct_pb2.Struct) -> ReplicaInput:
         placement=placement,
         placement_problem=_placement_problem(placement),
         queued=read_queued(composite, spec.cluster),
+        circuit_open=requeue.circuit_open(xr),
     )
 
 

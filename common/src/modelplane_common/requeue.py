@@ -1,0 +1,69 @@
+"""When each function asks Crossplane to call it again (`meta.ttl` of its response).
+
+Crossplane v2 reconciles an XR when the XR or one of its composed resources
+changes (realtime compositions, on by default, which also turn polling off)
+and when the TTL its function pipeline returned runs out. Required resources
+are not watched. Its per-XR watch circuit breaker drops most of those events
+while it is open, and a new replica opens it as a matter of course: the
+numbers and the evidence are in design/reconcile.md. So no function may rely
+on an event to see its XR converge; each states here how soon it must look
+again, and the TTL, which the breaker never drops, guarantees it:
+
+    CONVERGING  something the XR owns is on its way (a replica admitted but
+                not yet Ready, a deployment with a placed replica not yet
+                Ready, or one that just removed or healed replicas), or its
+                watch circuit is open (Crossplane's `Responsive` condition on
+                the XR reads False), so the next change may never arrive as
+                an event: look again soon, so Ready follows the workload
+                within seconds.
+    SETTLED     nothing is moving and events flow: the SDK's own default, so a
+                settled fleet costs what it cost before this rule.
+    observation_refresh
+                an InferenceCluster that reads the agent looks again at a
+                quarter of its `maxAge`, so the histogram it publishes is never
+                more than that behind the agent's, whatever the breaker drops.
+
+The functions' own earlier deadlines (admission's settle time) come first:
+`soonest` picks the earliest.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from datetime import timedelta
+
+from modelplane_common.inputs import condition_status
+
+CONVERGING = timedelta(seconds=10)
+# The Function SDK's default TTL (crossplane.function.response.DEFAULT_TTL); plain
+# here because the agent's image, which shares this package, carries no SDK.
+SETTLED = timedelta(minutes=1)
+# The TTL never goes below this, however short a maxAge is.
+FLOOR = timedelta(seconds=1)
+
+
+# The condition Crossplane sets on every XR: False/WatchCircuitOpen while its
+# circuit breaker drops the XR's watch events.
+RESPONSIVE = "Responsive"
+
+
+def circuit_open(xr: Mapping) -> bool:
+    """Whether Crossplane says it is dropping the XR's watch events (Responsive False)."""
+    return condition_status(xr, RESPONSIVE) == "False"
+
+
+def converging(moving: bool, *, circuit_open: bool) -> timedelta:
+    """CONVERGING while something the XR owns is on its way or its events may be dropped,
+    else SETTLED."""
+    return CONVERGING if moving or circuit_open else SETTLED
+
+
+def observation_refresh(max_age: timedelta) -> timedelta:
+    """A quarter of the cluster's maxAge, between FLOOR and SETTLED."""
+    return min(max(max_age / 4, FLOOR), SETTLED)
+
+
+def soonest(*deadlines: timedelta | None) -> timedelta:
+    """The earliest of the deadlines given (None: no deadline), never below FLOOR."""
+    given = [d for d in deadlines if d is not None]
+    return max(min(given, default=SETTLED), FLOOR)
