@@ -356,6 +356,7 @@ async def rows(runs: int) -> list[tuple[Figures, Target]]:
             f"{len(wire) / 1000:.1f} KB on the wire"
         )
         widest = deployment_request(biggest, clusters, OTHERS, settled=False)
+        budget(widest, len(wire), matcher)
         out.append(
             (
                 await measure(
@@ -411,6 +412,24 @@ async def rows(runs: int) -> list[tuple[Figures, Target]]:
             )
         )
     return out
+
+
+def budget(payload: bytes, template_bytes: int, matcher: deployment_fn.Matcher) -> None:
+    """What one composed replica costs in the XRD-maximum response, measured on the
+    response as the function serializes it (Crossplane may refuse to receive it), and
+    the largest template that would leave 10 % of Crossplane's 4 MiB free."""
+    req = fnv1.RunFunctionRequest.FromString(payload)
+    rsp = deployment_fn.run_function(req, NOW, matcher)
+    total, count = rsp.ByteSize(), len(rsp.desired.resources)
+    rsp.desired.ClearField("resources")
+    rest = rsp.ByteSize()  # everything but the composed replicas (their map entries too)
+    fixed = (total - rest) / count - template_bytes
+    room = (0.9 * CROSSPLANE_MAX_RECV - rest) / count - fixed
+    print(
+        f"XRD-maximum response: {total:,} bytes = {count} replicas x ({fixed:.0f} B fixed + "
+        f"{template_bytes:,} B template) + {rest:,} B status and results; "
+        f"a template under {room / 1000:.2f} KB on the wire leaves 10 % of 4 MiB free"
+    )
 
 
 def show(results: list[tuple[Figures, Target]], before: dict[str, dict]) -> None:
