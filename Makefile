@@ -1,5 +1,5 @@
 # The two commands the README promises, and the helpers around them.
-.PHONY: setup render test packages e2e-tools e2e e2e-admission e2e-admission-baseline bench-admission schemas schemas-check bench bench-agent agent-live agent-oracle lint fuzz sim version
+.PHONY: setup render test packages e2e-tools e2e e2e-admission e2e-admission-baseline bench-admission bench-fleet schemas schemas-check bench bench-agent agent-live agent-oracle lint fuzz sim version
 
 setup:
 	bash scripts/setup.sh
@@ -70,6 +70,10 @@ bench-agent:
 
 bench-admission:
 	uv run --frozen python tests/bench/bench_admission.py
+
+# The control plane's cost at fleet scale against its targets (design/scheduler.md).
+bench-fleet:
+	uv run --frozen python tests/bench/bench_fleet.py
 
 # The fleet simulator on the default fleet and arrivals (examples/sim): every
 # accounting policy through the real placement core; prints the summary table

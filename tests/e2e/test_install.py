@@ -53,7 +53,12 @@ def test_the_configuration_is_healthy_and_its_dependencies_are_in_its_lock(plane
 
 
 def test_provider_kubernetes_runs_with_exactly_the_runtime_configs_arguments(e2e_stack):
-    config = _manifest("DeploymentRuntimeConfig")
+    wanted = _manifest("Provider")["spec"]["runtimeConfigRef"]["name"]
+    (config,) = [
+        d
+        for d in install.control_plane_manifests()
+        if d["kind"] == "DeploymentRuntimeConfig" and d["metadata"]["name"] == wanted
+    ]
     (container,) = config["spec"]["deploymentTemplate"]["spec"]["template"]["spec"]["containers"]
     (process,) = [
         p for p in e2e_stack.supervisor.processes if p.name == e2e_stack.installed.provider

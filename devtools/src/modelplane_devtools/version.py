@@ -87,6 +87,8 @@ COPIES = (
     Copy(
         "deploy/control-plane/configuration.yaml", rf"modelplane-ai/modelplane-fleet:v({_SEMVER})"
     ),
+    # The functions installed with their runtime configuration, at the Configuration's pins.
+    Copy("deploy/control-plane/functions.yaml", rf"modelplane-ai/compose-[a-z-]+:v({_SEMVER})"),
     Copy("README.md", _PUSHED),
     Copy("design/agent.md", _PUSHED),
 )

@@ -8,27 +8,42 @@ no image build), builds each package with the same `crossplane xpkg build`
 but without a runtime image and serves the function's console script from
 this workspace's virtualenv. Everything else is the same: `install` pushes
 either to the registry, the package manager installs them, and `serve` runs
-each function the package manager installed on 127.0.0.1, serving mTLS with
-a certificate from Crossplane's own root CA (the one that also issued
+each function the package manager installed on the loopback, serving mTLS
+with a certificate from Crossplane's own root CA (the one that also issued
 Crossplane's client certificate, so each side verifies the other), reported
 on its FunctionRevision (`runtime`).
+
+A function runs as many processes as its DeploymentRuntimeConfig asks pods
+(`spec.deploymentTemplate.spec.replicas`, deploy/control-plane/functions.yaml),
+each on its own loopback address (127.0.0.1, 127.0.0.2, ...) and one port,
+behind a name that a DNS server of the harness (`dns`) answers with all of
+them, as cluster DNS answers a headless Service with its pods: the
+revision's endpoint is `dns://<that server>/<name>.crossplane-system.svc:<port>`,
+so Crossplane's gRPC client resolves and round-robins exactly as it does
+against Crossplane's own Deployment runtime. Each process logs at debug
+level: one line per RunFunction call, which is how a test sees the spread.
 """
 
 from __future__ import annotations
 
 import atexit
+import functools
 import os
 import shutil
 import subprocess
 import sys
 from dataclasses import dataclass
 from pathlib import Path
+from typing import TYPE_CHECKING
 
-from modelplane_devtools.e2e import pki, runtime
+from modelplane_devtools.e2e import dns, pki, runtime
 from modelplane_devtools.e2e.kube import Kube
 from modelplane_devtools.e2e.processes import Supervisor, free_port, listening
 from modelplane_devtools.e2e.stack import ROOT, binary
 from modelplane_devtools.render import program_of
+
+if TYPE_CHECKING:
+    from modelplane_devtools.packages import Runtime
 
 # The Configuration package: apis/ (its crossplane.yaml, XRDs and Compositions).
 CONFIGURATION = "modelplane-fleet"
@@ -52,6 +67,7 @@ class PackageSource:
             str(Path(sys.executable).parent / name),
             f"--address={address}",
             f"--tls-certs-dir={certs}",
+            "--debug",
         ]
 
 
@@ -88,8 +104,19 @@ class PackagedSource(PackageSource):
         tls = staged / "tls"
         shutil.copytree(certs, tls)
         tls.chmod(0o755)
-        image = packages.unpack(packages.xpkg(name, self.directory), staged / "image")
-        return image.command([f"--address={address}"], tls_dir=tls)
+        image = unpacked(name, self.directory)
+        return image.command([f"--address={address}", "--debug"], tls_dir=tls)
+
+
+@functools.cache
+def unpacked(name: str, directory: Path) -> Runtime:
+    """The function's image unpacked once per session, shared by all its processes
+    (its root filesystem is read-only to them), in a world-readable temporary directory."""
+    from modelplane_devtools import packages
+
+    staged = packages.world_readable_tempdir(f"modelplane-e2e-{name}-image-")
+    atexit.register(shutil.rmtree, staged, ignore_errors=True)
+    return packages.unpack(packages.xpkg(name, directory), staged / "image")
 
 
 def source_from_environment() -> PackageSource:
@@ -124,6 +151,11 @@ def build_package(root: Path, target: Path) -> Path:
     return target
 
 
+def pod_name(function: str, index: int) -> str:
+    """The supervisor's (and the log file's) name of a function's index-th process."""
+    return function if index == 0 else f"{function}-{index}"
+
+
 def serve(
     kube: Kube,
     supervisor: Supervisor,
@@ -134,20 +166,40 @@ def serve(
 ) -> str:
     """Run the function the package manager installed as `function` (a Function object).
 
-    The program is the one its package names (`render.program_of`); the
-    runtime's address goes into the active FunctionRevision's
-    `status.endpoint`. Returns that address.
+    The program is the one its package names (`render.program_of`), one
+    process per pod its runtime config asks for; the DNS name of their
+    addresses goes into the active FunctionRevision's `status.endpoint`.
+    Returns that endpoint.
     """
     name = function["metadata"]["name"]
     revision = runtime.wait_for_revision(kube, "functionrevisions", name)
     certs = runtime.issue(ca, workdir / "functions" / name, name)
     runtime.hand_over_certificate(kube, "functionrevision", revision, certs)
     port = free_port()
-    address = f"127.0.0.1:{port}"
+    hosts = [
+        f"127.0.0.{i + 1}" for i in range(runtime.pods(runtime.runtime_config(kube, function)))
+    ]
     program = program_of(function["spec"]["package"])
-    process = supervisor.start(name, source.serve(program, address, certs.directory))
-    supervisor.wait_until(process, lambda: listening(port), "serving")
-    runtime.report_healthy(
-        kube, "functionrevision", revision["metadata"]["name"], served_at=address, endpoint=address
+    for index, host in enumerate(hosts):
+        command = source.serve(program, f"{host}:{port}", certs.directory)
+        process = supervisor.start(pod_name(name, index), command)
+        supervisor.wait_until(process, functools.partial(listening, port, host), "serving")
+    service = f"{name}.{runtime.CROSSPLANE_NAMESPACE}.svc"
+    dns_port = dns.free_udp_port()
+    resolver = supervisor.start(
+        f"{name}-dns",
+        [sys.executable, "-m", "modelplane_devtools.e2e.dns", f"--port={dns_port}",
+         f"--record={service}={','.join(hosts)}"],
+    )  # fmt: skip
+    supervisor.wait_until(
+        resolver, lambda: dns.resolves(dns_port, service) == hosts, "answering for its Service"
     )
-    return address
+    endpoint = f"dns://127.0.0.1:{dns_port}/{service}:{port}"
+    runtime.report_healthy(
+        kube,
+        "functionrevision",
+        revision["metadata"]["name"],
+        served_at=f"{', '.join(hosts)} port {port}",
+        endpoint=endpoint,
+    )
+    return endpoint

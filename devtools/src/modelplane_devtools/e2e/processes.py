@@ -25,8 +25,8 @@ def free_port() -> int:
         return s.getsockname()[1]
 
 
-def listening(port: int) -> bool:
-    with contextlib.suppress(OSError), socket.create_connection(("127.0.0.1", port), 0.2):
+def listening(port: int, host: str = "127.0.0.1") -> bool:
+    with contextlib.suppress(OSError), socket.create_connection((host, port), 0.2):
         return True
     return False
 

@@ -39,10 +39,6 @@ def package(out: Path) -> Path:
     return build_package(source, out / "provider-kubernetes.xpkg")
 
 
-class RuntimeConfigUnusable(RuntimeError):
-    pass
-
-
 def runtime_arguments(config: dict) -> list[str]:
     """The arguments a DeploymentRuntimeConfig gives the package's runtime container."""
     template = ((config.get("spec") or {}).get("deploymentTemplate") or {}).get("spec") or {}
@@ -51,17 +47,9 @@ def runtime_arguments(config: dict) -> list[str]:
         if container.get("name") == RUNTIME_CONTAINER:
             return [str(a) for a in container.get("args") or []]
     name = (config.get("metadata") or {}).get("name")
-    raise RuntimeConfigUnusable(f"DeploymentRuntimeConfig {name} has no {RUNTIME_CONTAINER}")
-
-
-def runtime_config(kube: Kube, provider: dict) -> dict:
-    """The DeploymentRuntimeConfig the Provider names (`default` when it names none)."""
-    reference = (provider.get("spec") or {}).get("runtimeConfigRef") or {}
-    name = reference.get("name", "default")
-    config = kube.get("deploymentruntimeconfig", name)
-    if config is None:
-        raise RuntimeConfigUnusable(f"Provider names DeploymentRuntimeConfig {name}: not found")
-    return config
+    raise runtime.RuntimeConfigUnusable(
+        f"DeploymentRuntimeConfig {name} has no {RUNTIME_CONTAINER}"
+    )
 
 
 DEFINITIONS = ("CustomResourceDefinition", "ManagedResourceDefinition")
@@ -89,7 +77,7 @@ def serve(
     revision = runtime.wait_for_revision(kube, "providerrevisions", name)
     provider = kube.get("provider", name)
     assert provider, f"Provider {name} vanished"
-    args = runtime_arguments(runtime_config(kube, provider))
+    args = runtime_arguments(runtime.runtime_config(kube, provider))
     certs = runtime.issue(ca, workdir / "provider-kubernetes" / "tls", name)
     runtime.webhook_service(kube, name)
     runtime.hand_over_certificate(kube, "providerrevision", revision, certs)

@@ -155,6 +155,31 @@ def webhook_service(kube: Kube, package: str) -> None:
     )
 
 
+class RuntimeConfigUnusable(RuntimeError):
+    pass
+
+
+def runtime_config(kube: Kube, package: dict) -> dict:
+    """The DeploymentRuntimeConfig a Provider or Function names (`default` when it names none)."""
+    reference = (package.get("spec") or {}).get("runtimeConfigRef") or {}
+    name = reference.get("name", "default")
+    config = kube.get("deploymentruntimeconfig", name)
+    if config is None:
+        kind = package.get("kind", "package")
+        raise RuntimeConfigUnusable(f"{kind} names DeploymentRuntimeConfig {name}: not found")
+    return config
+
+
+def pods(config: dict) -> int:
+    """How many pods the runtime config's Deployment runs (`spec.replicas`, 1 when unset)."""
+    template = ((config.get("spec") or {}).get("deploymentTemplate") or {}).get("spec") or {}
+    replicas = template.get("replicas", 1)
+    if not isinstance(replicas, int) or replicas < 1:
+        name = (config.get("metadata") or {}).get("name")
+        raise RuntimeConfigUnusable(f"DeploymentRuntimeConfig {name} replicas {replicas!r}")
+    return replicas
+
+
 def healthy(kube: Kube, kind: str, name: str) -> bool:
     """The package (`function`, `provider`, `configuration`) is Installed and Healthy."""
     package = kube.get(kind, name)

@@ -1,0 +1,475 @@
+"""The control plane's cost at fleet scale, against its targets (a script, not a test).
+
+    uv run python tests/bench/bench_fleet.py [--runs 30] [--save out.json] [--before out.json]
+
+Every call goes through the function's real gRPC server (the SDK's
+`FunctionRunnerService` servicer on a `grpc.aio` server bound to a free port
+on 127.0.0.1, with the options `modelplane_common.server` serves with) from an
+in-process client that receives like Crossplane's function runner: grpc-go's
+default 4 MiB receive limit, no send limit (design/scheduler.md, "Control-plane
+cost and Crossplane's message limits"). A response over 4 MiB therefore FAILS
+here as it fails in Crossplane, and a request over the server's 64 MB fails
+as it fails against the function's pod.
+
+fleet-L is 48 clusters x 5 pools (240 pools) x 46 nodes (11,040 nodes of
+8 GPUs) holding 8,000 ModelReplicas of other deployments. Each row prints
+the request and response bytes of one call and its end-to-end latency over
+`--runs` calls: wall-clock p50/p99 and, because the benchmark machine is
+shared, the CPU time (client and server, one process) p50/p99 too. A target
+is judged on wall clock. `--save` writes the figures as JSON; `--before`
+reads such a file and prints its figures beside this run's, so one run shows
+before and after.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import random
+import statistics
+import sys
+import time
+from collections.abc import Callable, Iterable
+from dataclasses import asdict, dataclass
+from pathlib import Path
+
+import grpc
+from compose_model_deployment import fn as deployment_fn
+from compose_model_replica.fn import FunctionRunner as ReplicaRunner
+from crossplane.function import logging, resource
+from crossplane.function.proto.v1 import run_function_pb2 as fnv1
+from crossplane.function.proto.v1 import run_function_pb2_grpc as grpcv1
+from modelplane_common.server import DEFAULT_MAX_MESSAGE_MB
+from modelplane_devtools import deployment_builders as t
+
+sys.path.insert(0, str(Path(__file__).parent))
+import bench_admission  # the admission bench's cluster and queue builders
+
+CLUSTERS, POOLS, NODES = 48, 5, 46
+OTHERS = 8_000
+FLEET_WIDE = 100_000
+XRD_MAX_REPLICAS = 1000
+MiB = 1024 * 1024
+CROSSPLANE_MAX_RECV = 4 * MiB  # grpc-go's defaultClientMaxReceiveMessageSize
+METHOD = "/apiextensions.fn.proto.v1.FunctionRunnerService/RunFunction"
+NOW = t.NOW
+
+
+# --- fleet-L ------------------------------------------------------------------------------
+
+
+def fleet(rnd: random.Random) -> list[dict]:
+    clusters = []
+    for c in range(CLUSTERS):
+        pools = [
+            t.pool(
+                f"pool-{p}",
+                NODES,
+                [t.device("gpu", 8)],
+                max_nodes=NODES + 10,
+                histogram=t.random_histogram(NODES, rnd),
+            )
+            for p in range(POOLS)
+        ]
+        clusters.append(t.cluster(f"cluster-{c:02d}", pools, cluster_labels={"fleet": "prod"}))
+    return clusters
+
+
+def small_template() -> dict:
+    """The pod template the other deployments' replicas carry (as bench_deployment's)."""
+    return {
+        "spec": {
+            "containers": [
+                {
+                    "name": "engine",
+                    "image": "vllm/vllm-openai:v0.9.0",
+                    "args": ["--model", "meta-llama/Llama-3.1-8B"] * 8,
+                    "env": [{"name": f"VAR_{i}", "value": "x" * 24} for i in range(12)],
+                }
+            ]
+        }
+    }
+
+
+def realistic_template() -> dict:
+    """A vLLM serving pod template of about 4 KB as JSON: image, arguments, environment,
+    probes, resources, volumes: what a production ModelDeployment member carries."""
+    probe = {"httpGet": {"path": "/health", "port": 8000}, "periodSeconds": 10}
+    env = [
+        {"name": f"VLLM_SETTING_{i:02d}", "value": f"value-{i:02d}-" + "v" * 40} for i in range(24)
+    ]
+    env.append({"name": "HF_TOKEN", "valueFrom": {"secretKeyRef": {"name": "hf", "key": "token"}}})
+    args = ["--model", "meta-llama/Llama-3.1-70B-Instruct", "--tensor-parallel-size", "2"]
+    args += [f"--option-{i}=value-{i}" for i in range(30)]
+    return {
+        "metadata": {"labels": {"app.kubernetes.io/name": "vllm", "tier": "serving"}},
+        "spec": {
+            "containers": [
+                {
+                    "name": "engine",
+                    "image": "registry.example.com/inference/vllm-openai:v0.9.0-cu124",
+                    "command": ["python3", "-m", "vllm.entrypoints.openai.api_server"],
+                    "args": args,
+                    "env": env,
+                    "ports": [{"name": "http", "containerPort": 8000}],
+                    "readinessProbe": probe,
+                    "livenessProbe": {**probe, "failureThreshold": 6},
+                    "startupProbe": {**probe, "failureThreshold": 120},
+                    "resources": {
+                        "requests": {"cpu": "16", "memory": "200Gi"},
+                        "limits": {"memory": "200Gi"},
+                    },
+                    "volumeMounts": [
+                        {"name": "cache", "mountPath": "/root/.cache/huggingface"},
+                        {"name": "shm", "mountPath": "/dev/shm"},
+                    ],
+                }
+            ],
+            "volumes": [
+                {"name": "cache", "persistentVolumeClaim": {"claimName": "model-cache"}},
+                {"name": "shm", "emptyDir": {"medium": "Memory", "sizeLimit": "32Gi"}},
+            ],
+            "terminationGracePeriodSeconds": 120,
+        },
+    }
+
+
+def other_replica(i: int, rnd: random.Random) -> dict:
+    cluster = f"cluster-{rnd.randrange(CLUSTERS):02d}"
+    pool = f"pool-{rnd.randrange(POOLS)}"
+    if i % 5 == 0:
+        engine = t.replica_engine("gang", pool, role="Gang", gpus=8, workers=1)
+    else:
+        engine = t.replica_engine("serve", pool, gpus=rnd.choice([1, 2, 4]), copies=1)
+    for member in engine["members"]:
+        member["template"] = small_template()
+    return t.model_replica(
+        f"model-{i}",
+        f"ns-{i % 200}",
+        cluster,
+        [engine],
+        deployment_name=f"model-{i // 4}",
+        index=i % 4,
+        pods_scheduled="True",
+        reason="AllPodsScheduled",
+        scheduled_at=t.ago(30),
+    )
+
+
+def others(count: int, rnd: random.Random) -> Iterable[dict]:
+    return (other_replica(i, rnd) for i in range(count))
+
+
+def our_deployment(replicas: int, template: dict | None = None) -> dict:
+    engine = t.standalone(gpus=1)
+    if template is not None:
+        engine["members"][0]["template"] = template
+    return t.deployment(replicas=replicas, engines=[engine], match_labels={"fleet": "prod"})
+
+
+def deployment_request(xr: dict, clusters: list[dict], count: int, settled: bool) -> bytes:
+    """compose-model-deployment's request: the fleet, `count` other ModelReplicas, and (when
+    settled) the deployment's own replicas placed, scheduled and ready 30 minutes ago."""
+    rnd = random.Random(11)
+    req = t.request(xr, clusters, [])
+    items = req.required_resources[deployment_fn.REPLICAS].items
+    for body in others(count, rnd):
+        items.add().resource.CopyFrom(resource.dict_to_struct(body))
+    if settled:
+        plan = t.schedule(xr, clusters, {}, [], matcher=deployment_fn.default_matcher())
+        own = t.own_from_plan(xr, plan, scheduled_at=t.ago(30), since=t.ago(30))
+        for key, body in own.items():
+            req.observed.resources[key].resource.CopyFrom(resource.dict_to_struct(body))
+            items.add().resource.CopyFrom(resource.dict_to_struct(body))
+    return req.SerializeToString()
+
+
+def admission_request(replicas: int, in_flight: int) -> bytes:
+    """compose-model-replica's request for the last in-flight replica of a cluster holding
+    `replicas` ModelReplicas (bench_admission's worst case)."""
+    wire, _ = bench_admission.build(replicas, in_flight)
+    return wire
+
+
+# --- the server and the client ------------------------------------------------------------
+
+
+@dataclass
+class Figures:
+    row: str
+    request_bytes: int
+    response_bytes: int
+    ok: bool
+    error: str
+    wall_p50_ms: float
+    wall_p99_ms: float
+    cpu_p50_ms: float
+    cpu_p99_ms: float
+
+
+def percentile(values: list[float], q: float) -> float:
+    ordered = sorted(values)
+    return ordered[min(len(ordered) - 1, round(q * (len(ordered) - 1)))] * 1000
+
+
+class Served:
+    """One function's servicer on a grpc.aio server at 127.0.0.1:<free port>, and a client
+    channel that receives like Crossplane."""
+
+    def __init__(self, servicer: grpcv1.FunctionRunnerServiceServicer) -> None:
+        limit = DEFAULT_MAX_MESSAGE_MB * MiB
+        self.server = grpc.aio.server(
+            options=[
+                ("grpc.max_receive_message_length", limit),
+                ("grpc.max_send_message_length", limit),
+            ]
+        )
+        grpcv1.add_FunctionRunnerServiceServicer_to_server(servicer, self.server)
+        self.port = self.server.add_insecure_port("127.0.0.1:0")
+        self.channel: grpc.aio.Channel | None = None
+
+    async def __aenter__(self) -> Served:
+        await self.server.start()
+        self.channel = grpc.aio.insecure_channel(
+            f"127.0.0.1:{self.port}",
+            options=[
+                ("grpc.max_receive_message_length", CROSSPLANE_MAX_RECV),
+                ("grpc.max_send_message_length", -1),
+            ],
+        )
+        return self
+
+    async def __aexit__(self, *_: object) -> None:
+        assert self.channel is not None
+        await self.channel.close()
+        await self.server.stop(grace=None)
+
+    async def call(self, payload: bytes) -> bytes:
+        assert self.channel is not None
+        # Raw bytes both ways: the request is serialized once, the response measured as sent.
+        unary = self.channel.unary_unary(METHOD)
+        return await unary(payload, timeout=120)
+
+
+async def measure(
+    row: str, served: Served, payload: bytes, runs: int, check: Callable[[bytes], str] | None
+) -> Figures:
+    walls, cpus, answer, error = [], [], b"", ""
+    for _ in range(runs):
+        wall, cpu = time.perf_counter(), time.process_time()
+        try:
+            answer = await served.call(payload)
+        except grpc.aio.AioRpcError as e:
+            error = f"{e.code().name}: {(e.details() or '')[:120]}"
+            break
+        walls.append(time.perf_counter() - wall)
+        cpus.append(time.process_time() - cpu)
+    if not error and check is not None:
+        error = check(answer)
+    return Figures(
+        row=row,
+        request_bytes=len(payload),
+        response_bytes=len(answer),
+        ok=not error,
+        error=error,
+        wall_p50_ms=statistics.median(walls) * 1000 if walls else 0.0,
+        wall_p99_ms=percentile(walls, 0.99) if walls else 0.0,
+        cpu_p50_ms=statistics.median(cpus) * 1000 if cpus else 0.0,
+        cpu_p99_ms=percentile(cpus, 0.99) if cpus else 0.0,
+    )
+
+
+def composed(count: int) -> Callable[[bytes], str]:
+    """A check that the response composes `count` resources and reports no fatal result."""
+
+    def check(answer: bytes) -> str:
+        rsp = fnv1.RunFunctionResponse.FromString(answer)
+        fatal = [r.message for r in rsp.results if r.severity == fnv1.SEVERITY_FATAL]
+        if fatal:
+            return f"fatal: {fatal[0][:120]}"
+        if len(rsp.desired.resources) != count:
+            return f"composed {len(rsp.desired.resources)} resources, wanted {count}"
+        return ""
+
+    return check
+
+
+# --- the rows -----------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Target:
+    """A row's target: maxima for the request, the response and the wall-clock p99."""
+
+    request_bytes: int | None = None
+    response_bytes: int | None = None
+    p99_ms: float | None = None
+
+    def met(self, f: Figures) -> bool:
+        return (
+            f.ok
+            and (self.request_bytes is None or f.request_bytes <= self.request_bytes)
+            and (self.response_bytes is None or f.response_bytes < self.response_bytes)
+            and (self.p99_ms is None or f.wall_p99_ms <= self.p99_ms)
+        )
+
+    def text(self) -> str:
+        parts = []
+        if self.request_bytes is not None:
+            parts.append(f"request <= {self.request_bytes / 1000:,.0f} KB")
+        if self.response_bytes is not None:
+            parts.append(f"response < {self.response_bytes / MiB:.0f} MiB")
+        if self.p99_ms is not None:
+            parts.append(f"p99 <= {self.p99_ms:.0f} ms")
+        return ", ".join(parts) or "every call succeeds"
+
+
+async def rows(runs: int) -> list[tuple[Figures, Target]]:
+    clusters = fleet(random.Random(7))
+    matcher = deployment_fn.default_matcher()
+    out = []
+    async with Served(deployment_fn.FunctionRunner(matcher, clock=lambda: NOW)) as deployments:
+        settled = deployment_request(our_deployment(10), clusters, OTHERS, settled=True)
+        out.append(
+            (
+                await measure(
+                    "settled deployment (10 replicas)", deployments, settled, runs, composed(10)
+                ),
+                Target(request_bytes=200_000, p99_ms=20),
+            )
+        )
+        placing = deployment_request(our_deployment(10), clusters, OTHERS, settled=False)
+        out.append(
+            (
+                await measure(
+                    "deployment placing 10 replicas", deployments, placing, runs, composed(10)
+                ),
+                Target(request_bytes=1_000_000, p99_ms=100),
+            )
+        )
+        template = realistic_template()
+        biggest = our_deployment(XRD_MAX_REPLICAS, template)
+        wire = resource.dict_to_struct(template).SerializeToString()
+        print(
+            f"realistic template: {len(json.dumps(template)) / 1000:.1f} KB as JSON, "
+            f"{len(wire) / 1000:.1f} KB on the wire"
+        )
+        widest = deployment_request(biggest, clusters, OTHERS, settled=False)
+        budget(widest, len(wire), matcher)
+        out.append(
+            (
+                await measure(
+                    f"{XRD_MAX_REPLICAS} replicas (the XRD maximum), realistic template",
+                    deployments,
+                    widest,
+                    max(3, runs // 10),
+                    composed(XRD_MAX_REPLICAS),
+                ),
+                Target(response_bytes=CROSSPLANE_MAX_RECV),
+            )
+        )
+        fleet_wide = deployment_request(our_deployment(10), clusters, FLEET_WIDE, settled=True)
+        out.append(
+            (
+                await measure(
+                    "100k fleet-wide: compose-model-deployment",
+                    deployments,
+                    fleet_wide,
+                    3,
+                    composed(10),
+                ),
+                Target(request_bytes=CROSSPLANE_MAX_RECV),
+            )
+        )
+        del fleet_wide
+    async with Served(ReplicaRunner(clock=lambda: NOW)) as replicas:
+        admission = admission_request(OTHERS, 100)
+        out.append(
+            (
+                await measure(
+                    "admission: 8,000 on the cluster, 100 in flight",
+                    replicas,
+                    admission,
+                    runs,
+                    None,
+                ),
+                Target(p99_ms=100),
+            )
+        )
+        per_cluster = -(-FLEET_WIDE // CLUSTERS)
+        wide = admission_request(per_cluster, 100)
+        out.append(
+            (
+                await measure(
+                    f"100k fleet-wide: compose-model-replica ({per_cluster:,} on its cluster)",
+                    replicas,
+                    wide,
+                    runs,
+                    None,
+                ),
+                Target(request_bytes=CROSSPLANE_MAX_RECV),
+            )
+        )
+    return out
+
+
+def budget(payload: bytes, template_bytes: int, matcher: deployment_fn.Matcher) -> None:
+    """What one composed replica costs in the XRD-maximum response, measured on the
+    response as the function serializes it (Crossplane may refuse to receive it), and
+    the largest template that would leave 10 % of Crossplane's 4 MiB free."""
+    req = fnv1.RunFunctionRequest.FromString(payload)
+    rsp = deployment_fn.run_function(req, NOW, matcher)
+    total, count = rsp.ByteSize(), len(rsp.desired.resources)
+    rsp.desired.ClearField("resources")
+    rest = rsp.ByteSize()  # everything but the composed replicas (their map entries too)
+    fixed = (total - rest) / count - template_bytes
+    room = (0.9 * CROSSPLANE_MAX_RECV - rest) / count - fixed
+    print(
+        f"XRD-maximum response: {total:,} bytes = {count} replicas x ({fixed:.0f} B fixed + "
+        f"{template_bytes:,} B template) + {rest:,} B status and results; "
+        f"a template under {room / 1000:.2f} KB on the wire leaves 10 % of 4 MiB free"
+    )
+
+
+def show(results: list[tuple[Figures, Target]], before: dict[str, dict]) -> None:
+    print(
+        f"{'row':58s} {'request':>10s} {'response':>10s} {'p50':>7s} {'p99':>7s} "
+        f"{'cpu p50':>7s} {'cpu p99':>7s}  target -> verdict"
+    )
+    for f, target in results:
+        verdict = "met" if target.met(f) else "NOT MET"
+        print(
+            f"{f.row:58s} {f.request_bytes / 1000:>8,.0f}KB {f.response_bytes / 1000:>8,.0f}KB "
+            f"{f.wall_p50_ms:>5.0f}ms {f.wall_p99_ms:>5.0f}ms {f.cpu_p50_ms:>5.0f}ms "
+            f"{f.cpu_p99_ms:>5.0f}ms  {target.text()} -> {verdict}"
+            + (f" ({f.error})" if f.error else "")
+        )
+        was = before.get(f.row)
+        if was is not None:
+            print(
+                f"{'  before':58s} {was['request_bytes'] / 1000:>8,.0f}KB "
+                f"{was['response_bytes'] / 1000:>8,.0f}KB {was['wall_p50_ms']:>5.0f}ms "
+                f"{was['wall_p99_ms']:>5.0f}ms {was['cpu_p50_ms']:>5.0f}ms "
+                f"{was['cpu_p99_ms']:>5.0f}ms" + (f"  ({was['error']})" if was["error"] else "")
+            )
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser()
+    parser.add_argument("--runs", type=int, default=30)
+    parser.add_argument("--save", type=Path, help="write this run's figures as JSON")
+    parser.add_argument("--before", type=Path, help="a --save file to print beside this run")
+    args = parser.parse_args()
+    logging.configure(level=logging.Level.INFO)  # as the functions serve by default
+    results = asyncio.run(rows(args.runs))
+    before = {}
+    if args.before is not None:
+        before = {row["row"]: row for row in json.loads(args.before.read_text())}
+    show(results, before)
+    if args.save is not None:
+        args.save.write_text(json.dumps([asdict(f) for f, _ in results], indent=1))
+
+
+if __name__ == "__main__":
+    main()
