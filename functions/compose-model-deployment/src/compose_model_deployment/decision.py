@@ -28,7 +28,8 @@ InferenceClusters by are None when the deployment cannot be read, so
 nothing is required.
 
 The tenant (tenancy.py: the Namespace and its ResourceQuotas) is read in one
-place, `_tenant`, and required next to the fleet (`Outcome.tenancy`): its
+place, `tenancy.read_tenant`, and required next to the fleet (`tenancy` on
+both outcomes): its
 labels decide which clusters admit the deployment, its quota how many
 devices the namespace may claim.
 """
