@@ -122,13 +122,9 @@ def test_access_and_quota(e2e_stack, planes):
         )
         assert replicas_of(control, DENIED) == []
 
-        limited = eventually(lambda: _quota_exceeded(control), "QuotaExceeded", timeout=180)
-        assert limited["message"] == (
-            "2 of 3 replicas placed: 1 pool checked, 1 namespace quota exceeded; "
-            f"namespace {LIMITED} quota devices allows 8 {GPU.driver} device(s): "
-            "8 used, a replica requests 4"
-        )
+        # Until admission decides, the two placed replicas wait and are not counted.
         eventually(lambda: _both_admitted(control), "both replicas admitted", timeout=180)
+        eventually(lambda: _quota_exceeded(control), "QuotaExceeded, 2 of 3", timeout=180)
     finally:
         leave_nothing_behind(control)
 
@@ -141,7 +137,12 @@ def _not_admitted(control: Kube) -> dict:
 
 def _quota_exceeded(control: Kube) -> dict:
     found = scheduled(control, "limited", LIMITED)
-    assert found.get("reason") == "QuotaExceeded", found
+    assert (found.get("reason"), found.get("message")) == (
+        "QuotaExceeded",
+        "2 of 3 replicas placed: 1 pool checked, 1 namespace quota exceeded; "
+        f"namespace {LIMITED} quota devices allows 8 {GPU.driver} device(s): "
+        "8 used, a replica requests 4",
+    ), found
     assert len(replicas_of(control, LIMITED)) == 2
     return found
 
