@@ -11,12 +11,16 @@ with the read-only ClusterRole deploy/control-plane ships:
 - in an admitted namespace whose ResourceQuota allows 8 devices of the
   class, a deployment of three 4-device replicas gets two, says QuotaExceeded
   with the quota, the used and the requested, and both replicas are admitted
-  (admission re-checked the quota behind the namespace's replicas).
+  (admission re-checked the quota behind the namespace's replicas);
+- the access selector's evaluator (modelplane_common.selectors) selects the
+  same namespaces as the API server's own label selection, operator by
+  operator.
 """
 
 from __future__ import annotations
 
 import pytest
+from modelplane_common.selectors import parse_label_selector
 from modelplane_devtools.e2e import fleet, install
 from modelplane_devtools.e2e.kube import Kube, condition, eventually
 
@@ -169,3 +173,57 @@ def leave_nothing_behind(control: Kube) -> None:
         f"InferenceCluster {CLUSTER} gone",
         timeout=180,
     )
+
+
+# -- the selector's semantics, against the API server's own ------------------------------------
+
+ORACLE_NAMESPACES = {
+    "sel-vision-prod": {"team": "vision", "tier": "prod"},
+    "sel-vision-dev": {"team": "vision", "tier": "dev"},
+    "sel-speech": {"team": "speech"},
+    "sel-bare": {},
+}
+SELECTORS = [
+    {"matchLabels": {"team": "vision"}},
+    {"matchLabels": {"team": "vision", "tier": "prod"}},
+    {"matchExpressions": [{"key": "team", "operator": "In", "values": ["vision", "speech"]}]},
+    {"matchExpressions": [{"key": "team", "operator": "NotIn", "values": ["vision"]}]},
+    {"matchExpressions": [{"key": "tier", "operator": "Exists"}]},
+    {"matchExpressions": [{"key": "tier", "operator": "DoesNotExist"}]},
+    {
+        "matchLabels": {"team": "vision"},
+        "matchExpressions": [{"key": "tier", "operator": "NotIn", "values": ["prod"]}],
+    },
+]
+
+
+def _as_query(selector: dict) -> str:
+    """The selector in the API server's query syntax, which it parses and evaluates itself."""
+    terms = [f"{k}={v}" for k, v in sorted((selector.get("matchLabels") or {}).items())]
+    for e in selector.get("matchExpressions") or []:
+        values = ",".join(e.get("values") or [])
+        terms.append(
+            {
+                "In": f"{e['key']} in ({values})",
+                "NotIn": f"{e['key']} notin ({values})",
+                "Exists": e["key"],
+                "DoesNotExist": f"!{e['key']}",
+            }[e["operator"]]
+        )
+    return ",".join(terms)
+
+
+def test_the_access_selector_selects_what_the_api_server_selects(planes):
+    control, _ = planes
+    control.apply([namespace(n, labels) for n, labels in ORACLE_NAMESPACES.items()])
+    for selector in SELECTORS:
+        listed = control.kubectl(
+            "get", "namespaces", "-l", _as_query(selector), "-o", "name"
+        ).split()
+        by_server = sorted(n.removeprefix("namespace/") for n in listed if "/sel-" in n)
+        ours = sorted(
+            n
+            for n, labels in ORACLE_NAMESPACES.items()
+            if parse_label_selector(selector, "s").matches(labels)
+        )
+        assert ours == by_server, selector
