@@ -27,13 +27,18 @@ Phases (each a function below that returns what it decided; `plan` runs them in 
                   each engine on one pool by rule "pool order". Capacity is
                   charged as it is used; the last replica that finds no place
                   leaves its `Diagnosis` (modelplane_common.capacity.diagnosis).
+                  Only clusters whose access selector selects the namespace
+                  are eligible, and every pool tried is first checked against
+                  the namespace's device quota (`Inputs.tenant`,
+                  modelplane_common.capacity.quota), charged like capacity.
 
 Named ordering rules (design/scheduler.md, "Ordering rules")
     cluster order  fewest replicas of this deployment first, ties by name.
     pool order     smallest matching hardware first (most devices per node
                    of a claimed kind), then by name; unmatched pools last.
-    victim order   leaving (moving or held) first, then pods not all
-                   scheduled, then the cluster with the most replicas of this
+    victim order   leaving (moving or held) first, then on a cluster that no
+                   longer admits the namespace, then pods not all scheduled,
+                   then the cluster with the most replicas of this
                    deployment, then the highest index.
 
 Invariants
@@ -45,6 +50,12 @@ Invariants
       can no longer hold its shape is re-placed; and if no other place fits,
       it stays where it is (stranded, not counted as scheduled).
     - Nothing is deleted except by scale-down to `spec.replicas`.
+    - An access edit moves nothing: a replica on a cluster that no longer
+      admits its namespace stays (reported in `Plan.unadmitted`), takes no
+      new devices there, and is removed first on scale-down.
+    - One pass never takes the namespace over its device quota: each new
+      placement is charged to the quota ledger before the next is tried; a
+      quota lowered under what runs removes nothing.
     - One pass never overcommits: every new placement is charged to the
       ledger before the next is tried (see modelplane_common.capacity: fit, pools).
     - Identity is (namespace, name); the same input in any order gives the
