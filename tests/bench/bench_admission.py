@@ -21,7 +21,8 @@ import time
 import tracemalloc
 from datetime import timedelta
 
-from compose_model_replica.fn import REPLICAS_REQUIREMENT, FunctionRunner
+from compose_model_replica.fn import FunctionRunner
+from compose_model_replica.readers import QUOTAS_REQUIREMENT, REPLICAS_REQUIREMENT
 from crossplane.function import resource
 from crossplane.function.proto.v1 import run_function_pb2 as fnv1
 from modelplane_common.timeutil import format_time
@@ -81,6 +82,7 @@ def build(count: int, in_flight: int) -> tuple[bytes, str]:
     req.required_resources["cluster"].items.add().resource.CopyFrom(
         resource.dict_to_struct(cluster(rnd))
     )
+    req.required_resources[QUOTAS_REQUIREMENT].SetInParent()  # fetched: no ResourceQuota
     items = req.required_resources[REPLICAS_REQUIREMENT].items
     for body in fleet:
         items.add().resource.CopyFrom(resource.dict_to_struct(body))

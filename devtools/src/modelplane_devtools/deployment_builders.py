@@ -19,13 +19,15 @@ from __future__ import annotations
 import random
 import re
 from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import replace
 from datetime import UTC, datetime, timedelta
-from typing import TypedDict, Unpack
+from typing import Literal, TypedDict, Unpack
 
-from compose_model_deployment import fn, placement, readers
+from compose_model_deployment import fn, placement, readers, tenancy
 from crossplane.function import resource
 from crossplane.function.proto.v1 import run_function_pb2 as fnv1
 from modelplane_common import labels
+from modelplane_common.capacity import quota
 from modelplane_common.devices import DeviceKind, DeviceRequest
 from modelplane_common.timeutil import format_time
 
@@ -155,6 +157,7 @@ class ClusterFields(TypedDict, total=False):
     mode: str  # default "Observed"
     max_age: str  # default "5m"
     fallback: object  # any value, to test lenient reading; default unset
+    namespace_selector: Mapping  # spec.access.namespaceSelector; default unset (every namespace)
 
 
 def cluster(name: str, pools: Sequence[tuple[dict, dict]], **fields: Unpack[ClusterFields]) -> dict:
@@ -181,6 +184,8 @@ def cluster(name: str, pools: Sequence[tuple[dict, dict]], **fields: Unpack[Clus
         obj["spec"]["observation"]["fallback"] = fallback
     if taints:
         obj["spec"]["taints"] = [dict(t) for t in taints]
+    if "namespace_selector" in fields:
+        obj["spec"]["access"] = {"namespaceSelector": dict(fields["namespace_selector"])}
     if ready is not None:
         obj["status"]["conditions"] = [
             {"type": "Ready", "status": "True" if ready else "False", "reason": "Available"}
@@ -431,14 +436,52 @@ def running_replica(
 # --- requests and plans ----------------------------------------------------------------------
 
 
+def namespace(name: str = "team-a", labels: Mapping[str, str] | None = None) -> dict:
+    """A v1 Namespace, as the deployment requires its own."""
+    meta: dict = {"name": name}
+    if labels:
+        meta["labels"] = dict(labels)
+    return {"apiVersion": "v1", "kind": "Namespace", "metadata": meta}
+
+
+def device_quota(
+    hard: Mapping[str, object], namespace: str = "team-a", name: str = "devices"
+) -> dict:
+    """A v1 ResourceQuota limiting devices per DeviceClass (`{"gpu.example.com": 8}`)."""
+    return {
+        "apiVersion": "v1",
+        "kind": "ResourceQuota",
+        "metadata": {"name": name, "namespace": namespace},
+        "spec": {"hard": {quota.quota_key(c): v for c, v in hard.items()}},
+    }
+
+
+class TenantFields(TypedDict, total=False):
+    namespace_labels: Mapping[str, str] | None  # the Namespace's labels; default none
+    quotas: Sequence[dict]  # its ResourceQuotas (device_quota); default none
+
+
 def request(
     xr: dict,
     clusters: Sequence[dict] | None,
     replicas: Sequence[dict] | None,
     own: Mapping[str, dict] | None = None,
+    namespaces: Sequence[dict] | Literal["own"] | None = "own",
+    quotas: Sequence[dict] | None = (),
 ) -> fnv1.RunFunctionRequest:
-    """A RunFunctionRequest; None for clusters or replicas means "not fetched yet"."""
-    fetched = {name: items for name, items in ((fn.CLUSTERS, clusters), (fn.REPLICAS, replicas))}
+    """A RunFunctionRequest; None for an input means "not fetched yet". By default the
+    deployment's Namespace is fetched (no labels) and no ResourceQuota exists."""
+    if namespaces == "own":
+        namespaces = [namespace(str((xr.get("metadata") or {}).get("namespace", "")))]
+    fetched = {
+        name: items
+        for name, items in (
+            (fn.CLUSTERS, clusters),
+            (fn.REPLICAS, replicas),
+            (tenancy.NAMESPACE, namespaces),
+            (tenancy.QUOTAS, quotas),
+        )
+    }
     return wire.request(
         xr, own, {name: items for name, items in fetched.items() if items is not None}
     )
@@ -452,12 +495,22 @@ def schedule(
     *,
     now: datetime = NOW,
     matcher=stand_in_matcher,
+    **tenant_fields: Unpack[TenantFields],
 ) -> placement.Plan:
     """Run the core on wire dicts through the shell's own reader, without the gRPC shell."""
+    reject_unknown(tenant_fields, TenantFields)
     dep = readers.read_deployment(xr)
     observed = {k: readers.Observed.of(resource.dict_to_struct(o)) for k, o in (own or {}).items()}
+    ns = namespace(dep.spec.namespace, tenant_fields.get("namespace_labels"))
+    fetched = tenancy.TenantFetched([ns], tenant_fields.get("quotas", ()))
+    tenant, _ = tenancy.read_tenant(dep.spec.namespace, fetched)
     read = readers.read_inputs(
-        xr, dep.spec, clusters, observed, [resource.dict_to_struct(o) for o in others]
+        xr,
+        dep.spec,
+        clusters,
+        observed,
+        [resource.dict_to_struct(o) for o in others],
+        quota_namespace=dep.spec.namespace if tenant.quota.limited else None,
     )
     return placement.plan(
         placement.Inputs(
@@ -467,6 +520,7 @@ def schedule(
             failed=read.failed,
             now=now,
             others=read.others,
+            tenant=replace(tenant, used=read.others.namespace_claims()),
         ),
         matcher,
     )

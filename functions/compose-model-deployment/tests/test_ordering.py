@@ -112,3 +112,30 @@ def test_scale_down_returns_survivors_and_removed_without_touching_its_input():
     assert [o.name for o in removed] == ["llm-2", "llm-3"]
     assert sorted(survivors.kept) == [0, 1] and survivors.moving == ()
     assert sorted(retained.kept) == [0, 1, 2] and len(retained.moving) == 1
+
+
+@pytest.mark.parametrize(
+    ("everyone", "leaving", "unadmitted", "first"),
+    [
+        pytest.param(
+            [replica(0, "a", pods="False"), replica(1, "b")],
+            set(),
+            {"llm-1"},
+            "llm-1",
+            id="victim order: on a cluster that no longer admits the namespace before pending pods",
+        ),
+        pytest.param(
+            [replica(0, "a"), replica(1, "b")],
+            {"llm-0"},
+            {"llm-1"},
+            "llm-0",
+            id="victim order: a leaving replica still goes before an unadmitted one",
+        ),
+    ],
+)
+def test_victim_order_unadmitted(everyone, leaving, unadmitted, first):
+    replicas_on = {o.cluster: 1 for o in everyone}
+    victim = min(
+        everyone, key=lambda o: placement.victim_order(o, leaving, replicas_on, unadmitted)
+    )
+    assert victim.name == first

@@ -150,6 +150,9 @@ def call(replica, observed=None, required=None, fetched=True):
     if required is not None and "cluster-replicas" not in required:
         # Crossplane fetched the cluster's replicas: this one alone, unless a test says.
         required = {**required, "cluster-replicas": [replica]}
+    if required is not None and "resource-quotas" not in required:
+        # And the namespace's ResourceQuotas: none, unless a test says.
+        required = {**required, "resource-quotas": []}
     runner = FunctionRunner(clock=lambda: NOW)
     return run(runner, request(replica, observed or {}, required if fetched else None))
 

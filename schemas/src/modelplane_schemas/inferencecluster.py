@@ -7,8 +7,57 @@ from __future__ import annotations
 from enum import StrEnum
 from typing import Annotated, Any
 
-from pydantic import AwareDatetime, BaseModel, ConfigDict, Field
+from pydantic import AwareDatetime, BaseModel, ConfigDict, Field, RootModel
 from typing_extensions import TypeAliasType
+
+
+class Operator(StrEnum):
+    IN = "In"
+    NOT_IN = "NotIn"
+    EXISTS = "Exists"
+    DOES_NOT_EXIST = "DoesNotExist"
+
+
+class Value(RootModel[str]):
+    root: Annotated[str, Field(max_length=63)]
+
+
+class MatchExpression(BaseModel):
+    model_config = ConfigDict(
+        extra="allow",
+    )
+    key: Annotated[str, Field(max_length=316, min_length=1)]
+    operator: Operator
+    values: Annotated[list[Value] | None, Field(max_length=64)] = None
+
+
+MatchLabelsAdditionalProperty = TypeAliasType(
+    "MatchLabelsAdditionalProperty", Annotated[str, Field(max_length=63)]
+)
+
+
+class NamespaceSelector(BaseModel):
+    model_config = ConfigDict(
+        extra="allow",
+    )
+    matchExpressions: Annotated[list[MatchExpression] | None, Field(max_length=32)] = (
+        None
+    )
+    matchLabels: Annotated[
+        dict[str, MatchLabelsAdditionalProperty] | None, Field(max_length=64)
+    ] = None
+
+
+class Access(BaseModel):
+    model_config = ConfigDict(
+        extra="allow",
+    )
+    namespaceSelector: Annotated[
+        NamespaceSelector | None,
+        Field(
+            description="A label selector over the labels of a ModelDeployment's Namespace; only deployments in a matching namespace get new replicas here. Absent or empty selects every namespace. Replicas already here when a namespace stops matching keep running, are reported, and are the first removed on scale-down."
+        ),
+    ] = None
 
 
 class SecretRef(BaseModel):
@@ -223,6 +272,12 @@ class Spec(BaseModel):
     model_config = ConfigDict(
         extra="allow",
     )
+    access: Annotated[
+        Access | None,
+        Field(
+            description='Which tenants may place replicas on this cluster (design/tenancy.md, "Access and quotas"). Absent, every namespace may.'
+        ),
+    ] = None
     credentials: Annotated[
         Credentials, Field(description="Where the workload cluster's kubeconfig lives.")
     ]

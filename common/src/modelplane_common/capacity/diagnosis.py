@@ -4,7 +4,8 @@ Model
     An attempt to place a replica anywhere walks every selected cluster and,
     on a cluster that takes new replicas, every pool. Each pool it checked
     gets exactly one `Cause`: the first rule that rejected it for the engine
-    that did not fit. A cluster that takes no new replicas (not Ready, or an
+    that did not fit. A cluster that takes no new replicas (its access
+    selector does not select the deployment's namespace, not Ready, or an
     untolerated NoSchedule/NoExecute taint) gives its cause to each of its
     pools, so the counts always add up to the pools checked.
 
@@ -12,7 +13,10 @@ Model
     order they were checked. `summary()` is the one place it becomes text,
     the causes by count (most first, ties in `Cause` order), e.g.
     `240 pools checked, 180 too few free devices, 40 taint not tolerated,
-    20 selector does not match`.
+    20 selector does not match`. A cluster whose access selector does not
+    select the deployment's namespace also says how many clusters that is
+    (`16 namespace not admitted (2 clusters)`), and a quota shortfall adds
+    the quota, the used and the requested (capacity/quota.py).
 
 Invariants
     - `sum(counts) == checked`: every pool checked has one cause.
@@ -25,15 +29,25 @@ from __future__ import annotations
 from collections import Counter
 from dataclasses import dataclass
 from enum import StrEnum
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from modelplane_common.capacity.quota import QuotaShortfall
 
 
 class Cause(StrEnum):
     """What rejected a pool, in the order placement checks it."""
 
+    # The cluster's spec.access.namespaceSelector does not select the deployment's namespace.
+    NAMESPACE_NOT_ADMITTED = "namespace not admitted"
     CLUSTER_NOT_READY = "cluster not Ready"
     TAINT_NOT_TOLERATED = "taint not tolerated"
     RECENTLY_FAILED = "failed recently"
     SELECTOR_MISMATCH = "selector does not match"
+    # The devices the engine would claim from this pool would take the namespace
+    # over its device quota (capacity/quota.py); checked before capacity, as a
+    # quota is admission's first rule whatever the pools hold.
+    QUOTA_EXCEEDED = "namespace quota exceeded"
     # The pool's free devices of some claimed kind, summed over all its nodes
     # (under DeviceCount: declared minus claimed), are fewer than the engine
     # claims in all.
@@ -59,6 +73,12 @@ class PoolRefusal:
 @dataclass(frozen=True, slots=True)
 class Diagnosis:
     refusals: tuple[PoolRefusal, ...]
+    # The first quota shortfall met (a QUOTA_EXCEEDED refusal): the quota, the used, the requested.
+    quota: QuotaShortfall | None = None
+
+    @property
+    def clusters_not_admitting(self) -> int:
+        return len({r.cluster for r in self.refusals if r.cause is Cause.NAMESPACE_NOT_ADMITTED})
 
     @property
     def checked(self) -> int:
@@ -74,8 +94,15 @@ class Diagnosis:
             return "no pool checked: no selected InferenceCluster has a pool"
         noun = "pool" if self.checked == 1 else "pools"
         parts = [f"{self.checked} {noun} checked"]
-        parts.extend(f"{count} {cause}" for cause, count in self.counts())
-        return ", ".join(parts)
+        parts.extend(self._part(cause, count) for cause, count in self.counts())
+        text = ", ".join(parts)
+        return f"{text}; {self.quota.message()}" if self.quota is not None else text
+
+    def _part(self, cause: Cause, count: int) -> str:
+        if cause is Cause.NAMESPACE_NOT_ADMITTED:
+            clusters = self.clusters_not_admitting
+            return f"{count} {cause} ({clusters} cluster{'' if clusters == 1 else 's'})"
+        return f"{count} {cause}"
 
 
 NOTHING_CHECKED = Diagnosis(())

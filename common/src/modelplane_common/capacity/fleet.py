@@ -20,7 +20,7 @@ Vocabulary
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from enum import StrEnum
@@ -28,6 +28,7 @@ from enum import StrEnum
 from modelplane_common.devices import DeviceKind
 from modelplane_common.inputs import DEFAULT_MAX_AGE
 from modelplane_common.observation import DeviceKinds, ParsedObservation
+from modelplane_common.selectors import EVERYTHING, LabelSelector
 from modelplane_common.tolerations import Taint, Toleration
 
 PoolKey = tuple[str, str]
@@ -112,6 +113,15 @@ class Cluster:
     taints: tuple[Taint, ...] = ()
     ready: bool = True
     max_age: timedelta = DEFAULT_MAX_AGE
+    # spec.access.namespaceSelector: which namespaces' deployments may place here.
+    access: LabelSelector = EVERYTHING
+
+    def admits(self, namespace_labels: Mapping[str, str] | None) -> bool:
+        """Whether a deployment in a namespace with these labels may place new replicas
+        here; labels None (the Namespace cannot be read): only if access is not restricted."""
+        if namespace_labels is None:
+            return not self.access.requirements
+        return self.access.matches(namespace_labels)
 
     def pool(self, name: str) -> Pool | None:
         for pool in self.pools:

@@ -47,6 +47,7 @@ from modelplane_common.observation import (
     declared_nodes,
     parse_observation,
 )
+from modelplane_common.selectors import EVERYTHING, LabelSelector, parse_label_selector
 from modelplane_common.timeutil import parse_time_or_none
 from modelplane_common.tolerations import Taint
 
@@ -178,8 +179,27 @@ def read_cluster(obj: Mapping) -> tuple[Cluster, list[str]]:
         for t in spec.get("taints") or ()
     )
     ready = find_condition(obj, "Ready").get("status") != "False"
-    cluster = Cluster(name=name, pools=tuple(pools), taints=taints, ready=ready, max_age=max_age)
+    cluster = Cluster(
+        name=name,
+        pools=tuple(pools),
+        taints=taints,
+        ready=ready,
+        max_age=max_age,
+        access=read_access(name, spec.get("access")),
+    )
     return cluster, notes
+
+
+def read_access(name: str, access: object) -> LabelSelector:
+    """spec.access.namespaceSelector; absent, every namespace. Raises UnreadableCluster
+    when it is not a valid LabelSelector (the schema cannot check every rule of one)."""
+    raw = access.get("namespaceSelector") if isinstance(access, Mapping) else None
+    if raw is None:
+        return EVERYTHING
+    try:
+        return parse_label_selector(raw, "spec.access.namespaceSelector")
+    except ValueError as err:
+        raise UnreadableCluster(name, [str(err)]) from err
 
 
 # --- replicas, straight from the Structs ------------------------------------------------------

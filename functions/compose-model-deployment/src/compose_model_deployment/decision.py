@@ -14,8 +14,9 @@ translates it to the wire:
                the kept replicas imply and `report.kept_as_is`. The reasons,
                in the order they are checked:
                  InvalidDeployment  the deployment breaks its schema;
-                 WaitingForInputs   Crossplane has not fetched the clusters or
-                                    the replicas yet;
+                 WaitingForInputs   Crossplane has not fetched the clusters,
+                                    the replicas, the Namespace or its
+                                    ResourceQuotas yet;
                  NoClusters         no InferenceCluster matches clusterSelector;
                  InvalidReplica     one of the deployment's own replicas is
                                     unreadable;
@@ -25,20 +26,26 @@ Bad or missing input never deletes running work: every path that cannot
 trust its inputs ends in `Unplanned`. The labels to require
 InferenceClusters by are None when the deployment cannot be read, so
 nothing is required.
+
+The tenant (tenancy.py: the Namespace and its ResourceQuotas) is read in one
+place, `tenancy.read_tenant`, and required next to the fleet (`tenancy` on
+both outcomes): its
+labels decide which clusters admit the deployment, its quota how many
+devices the namespace may claim.
 """
 
 from __future__ import annotations
 
 from collections.abc import Iterable, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field, replace
 from datetime import datetime, timedelta
 
 from google.protobuf import struct_pb2
 from modelplane_common import inputs, logs, requeue
 from modelplane_common.outcome import capped
 
-from compose_model_deployment import absence, placement, readers, report, writer
-from compose_model_deployment.model import DeploymentSpec, MissingCluster
+from compose_model_deployment import absence, placement, readers, report, tenancy, writer
+from compose_model_deployment.model import DeploymentSpec, MissingCluster, Tenant
 from compose_model_deployment.placement import Inputs, InvalidSelector, Matcher, Plan
 from compose_model_deployment.readers import Observed, Reported
 
@@ -59,6 +66,8 @@ class Fetched:
     replicas: Iterable[struct_pb2.Struct] | None
     # Whether the cluster list is empty, known without reading it.
     no_clusters: bool = False
+    # The Namespace and its ResourceQuotas (tenancy.py).
+    tenant: tenancy.TenantFetched = field(default_factory=tenancy.TenantFetched)
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -72,6 +81,7 @@ class Unplanned:
     cluster_labels: Mapping[str, str] | None
     requeue_after: timedelta  # nothing moves while nothing is planned: SETTLED, unless
     # the deployment's watch circuit is open (modelplane_common.requeue)
+    tenancy: tuple[tenancy.Requirement, ...] = ()
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -85,6 +95,7 @@ class Planned:
     notes: tuple[str, ...]  # input problems, in reading order
     cluster_labels: Mapping[str, str]
     requeue_after: timedelta  # _requeue_after
+    tenancy: tuple[tenancy.Requirement, ...] = ()
 
 
 Outcome = Unplanned | Planned
@@ -95,6 +106,7 @@ def _unplanned(
     own: Mapping[str, Observed],
     reported: Reported,
     cluster_labels: Mapping[str, str] | None = None,
+    namespace: str | None = None,
 ) -> Unplanned:
     ready = sum(1 for observed in own.values() if readers.replica_ready(observed.obj))
     return Unplanned(
@@ -104,6 +116,7 @@ def _unplanned(
         why=why,
         cluster_labels=cluster_labels,
         requeue_after=requeue.converging(False, circuit_open=reported.circuit_open),
+        tenancy=tenancy.requirements(namespace) if namespace is not None else (),
     )
 
 
@@ -128,7 +141,7 @@ def _unfetched(fetched: Fetched) -> list[str]:
         name
         for name, items in ((CLUSTERS, fetched.clusters), (REPLICAS, fetched.replicas))
         if items is None
-    ]
+    ] + fetched.tenant.unfetched()
 
 
 def _not_ready_to_plan(
@@ -174,22 +187,32 @@ def decide(
         why = _cannot_plan(readers.replica_count(xr), "InvalidDeployment", str(err))
         return _unplanned(why, own, reported)
     labels = deployment.cluster_labels
+    namespace = deployment.spec.namespace
     waiting = _not_ready_to_plan(deployment.spec.replicas, fetched, labels)
     if waiting is not None:
-        return _unplanned(waiting, own, reported, labels)
+        return _unplanned(waiting, own, reported, labels, namespace)
     assert fetched.clusters is not None and fetched.replicas is not None
+    tenant, tenant_notes = tenancy.read_tenant(namespace, fetched.tenant)
     try:
-        read = readers.read_inputs(xr, deployment.spec, fetched.clusters, own, fetched.replicas)
+        read = readers.read_inputs(
+            xr,
+            deployment.spec,
+            fetched.clusters,
+            own,
+            fetched.replicas,
+            quota_namespace=namespace if tenant.quota.limited else None,
+        )
     except readers.InvalidOwnReplica as err:
         message = f"{err}; every replica is kept as it is"
         why = _cannot_plan(deployment.spec.replicas, "InvalidReplica", message)
-        return _unplanned(why, own, reported, labels)
+        return _unplanned(why, own, reported, labels, namespace)
+    tenant = replace(tenant, used=read.others.namespace_claims())
     try:
-        plan, missing = _schedule(deployment.spec, read, now, matcher, laps)
+        plan, missing = _schedule(deployment.spec, read, tenant, now, matcher, laps)
     except InvalidSelector as err:
         why = _cannot_plan(deployment.spec.replicas, "InvalidSelector", str(err))
-        return _unplanned(why, own, reported, labels)
-    notes = (*read.notes, *plan.others_notes)
+        return _unplanned(why, own, reported, labels, namespace)
+    notes = (*read.notes, *tenant_notes, *plan.others_notes)
     return Planned(
         resources=writer.planned_resources(deployment, plan, own),
         status=writer.status(plan, missing),
@@ -200,12 +223,14 @@ def decide(
         notes=notes,
         cluster_labels=labels,
         requeue_after=_requeue_after(plan, reported),
+        tenancy=tenancy.requirements(namespace),
     )
 
 
 def _schedule(
     spec: DeploymentSpec,
     read: readers.PlanningInputs,
+    tenant: Tenant,
     now: datetime,
     matcher: Matcher,
     laps: logs.Laps,
@@ -230,6 +255,7 @@ def _schedule(
             now=now,
             held=absences.held,
             others=read.others,
+            tenant=tenant,
         ),
         matcher,
     )

@@ -26,7 +26,7 @@ from modelplane_common import labels, logs
 from modelplane_common.guard import guarded
 from modelplane_common.respond import emit
 
-from compose_model_deployment import readers, report
+from compose_model_deployment import readers, report, tenancy
 from compose_model_deployment.decision import (
     CLUSTERS,
     REPLICAS,
@@ -56,6 +56,28 @@ def _require(rsp: fnv1.RunFunctionResponse, name: str, kind: str, match: Mapping
     rsp.requirements.resources[name].CopyFrom(selector)
 
 
+def _require_tenancy(rsp: fnv1.RunFunctionResponse, wanted: tenancy.Requirement) -> None:
+    selector = fnv1.ResourceSelector(api_version=wanted.api_version, kind=wanted.kind)
+    if wanted.match_name is not None:
+        selector.match_name = wanted.match_name
+    else:
+        selector.match_labels.SetInParent()  # set and empty: every object of the kind
+    if wanted.namespace is not None:
+        selector.namespace = wanted.namespace
+    rsp.requirements.resources[wanted.name].CopyFrom(selector)
+
+
+def _tenant_fetched(req: fnv1.RunFunctionRequest) -> tenancy.TenantFetched:
+    required = req.required_resources
+
+    def items(name: str) -> list[dict] | None:
+        if name not in required:
+            return None
+        return [readers.as_object(item.resource) for item in required[name].items]
+
+    return tenancy.TenantFetched(namespaces=items(tenancy.NAMESPACE), quotas=items(tenancy.QUOTAS))
+
+
 def _own_observed(req: fnv1.RunFunctionRequest) -> dict[str, readers.Observed]:
     return {
         key: readers.Observed.of(observed.resource)
@@ -77,6 +99,7 @@ def _fetched(req: fnv1.RunFunctionRequest) -> Fetched:
         ),
         replicas=(item.resource for item in replicas) if replicas is not None else None,
         no_clusters=clusters is not None and not clusters,
+        tenant=_tenant_fetched(req),
     )
 
 
@@ -85,6 +108,8 @@ def _write(rsp: fnv1.RunFunctionResponse, outcome: Outcome) -> None:
     if outcome.cluster_labels is not None:
         _require(rsp, CLUSTERS, "InferenceCluster", outcome.cluster_labels)
         _require(rsp, REPLICAS, "ModelReplica", {})
+    for wanted in outcome.tenancy:
+        _require_tenancy(rsp, wanted)
     for key, desired in outcome.resources.items():
         rsp.desired.resources[key].resource.update(desired)
     resource.update(rsp.desired.composite, {"status": outcome.status})

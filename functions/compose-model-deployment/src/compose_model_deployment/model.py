@@ -12,10 +12,13 @@ wire or the clock.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from collections import Counter
+from collections.abc import Mapping
+from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 
 from modelplane_common.capacity.fleet import PlacedEngine, PoolKey, Role, is_gang
+from modelplane_common.capacity.quota import DeviceQuota
 from modelplane_common.devices import DeviceRequest
 from modelplane_common.timeutil import parse_duration
 from modelplane_common.tolerations import Toleration
@@ -67,6 +70,25 @@ class DeploymentSpec:
 
     def replica_name(self, index: int) -> str:
         return f"{self.name}-{index}"
+
+
+# --- the tenant: who the deployment belongs to (design/tenancy.md, "Access and quotas") --------
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Tenant:
+    """The deployment's namespace as access and quotas see it.
+
+    `labels` are its Namespace's labels (InferenceCluster
+    spec.access.namespaceSelector is matched against them; None when the
+    Namespace cannot be read, and then only clusters that do not restrict
+    access admit it); `quota` its device quota; `used` what the namespace's
+    other replicas, fleet-wide and not Overcommitted, claim per DeviceClass.
+    """
+
+    labels: Mapping[str, str] | None = field(default_factory=dict)
+    quota: DeviceQuota = field(default_factory=lambda: DeviceQuota(""))
+    used: Counter[str] = field(default_factory=Counter)
 
 
 # --- replicas that already exist ----------------------------------------------------------------

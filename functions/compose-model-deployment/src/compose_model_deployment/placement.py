@@ -27,13 +27,18 @@ Phases (each a function below that returns what it decided; `plan` runs them in 
                   each engine on one pool by rule "pool order". Capacity is
                   charged as it is used; the last replica that finds no place
                   leaves its `Diagnosis` (modelplane_common.capacity.diagnosis).
+                  Only clusters whose access selector selects the namespace
+                  are eligible, and every pool tried is first checked against
+                  the namespace's device quota (`Inputs.tenant`,
+                  modelplane_common.capacity.quota), charged like capacity.
 
 Named ordering rules (design/scheduler.md, "Ordering rules")
     cluster order  fewest replicas of this deployment first, ties by name.
     pool order     smallest matching hardware first (most devices per node
                    of a claimed kind), then by name; unmatched pools last.
-    victim order   leaving (moving or held) first, then pods not all
-                   scheduled, then the cluster with the most replicas of this
+    victim order   leaving (moving or held) first, then on a cluster that no
+                   longer admits the namespace, then pods not all scheduled,
+                   then the cluster with the most replicas of this
                    deployment, then the highest index.
 
 Invariants
@@ -45,6 +50,12 @@ Invariants
       can no longer hold its shape is re-placed; and if no other place fits,
       it stays where it is (stranded, not counted as scheduled).
     - Nothing is deleted except by scale-down to `spec.replicas`.
+    - An access edit moves nothing: a replica on a cluster that no longer
+      admits its namespace stays (reported in `Plan.unadmitted`), takes no
+      new devices there, and is removed first on scale-down.
+    - One pass never takes the namespace over its device quota: each new
+      placement is charged to the quota ledger before the next is tried; a
+      quota lowered under what runs removes nothing.
     - One pass never overcommits: every new placement is charged to the
       ledger before the next is tried (see modelplane_common.capacity: fit, pools).
     - Identity is (namespace, name); the same input in any order gives the
@@ -87,6 +98,7 @@ from modelplane_common.capacity.pools import (
     place_engine,
     shortage,
 )
+from modelplane_common.capacity.quota import QuotaLedger, QuotaShortfall, devices_of
 from modelplane_common.devices import DeviceKind, DeviceRequest
 from modelplane_common.outcome import capped
 
@@ -95,6 +107,7 @@ from compose_model_deployment.model import (
     EngineShape,
     FailedPlacement,
     OwnReplica,
+    Tenant,
 )
 
 MAX_FAILED_PLACEMENTS = 32
@@ -152,6 +165,8 @@ class Inputs:
     # (readers.OtherReplicas does: reading every one of 8,000 replicas each
     # pass would cost more than the rest of the pass).
     others: Mapping[str, OthersOnCluster] = field(default_factory=dict)
+    # The namespace's labels, quota and the devices its other replicas claim (tenancy.py).
+    tenant: Tenant = field(default_factory=Tenant)
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -204,6 +219,8 @@ class Plan:
     reservations: Mapping[PoolKey, tuple[Reservation, ...]] = field(default_factory=dict)
     # What reading the other replicas noted, by the order their clusters were first tried.
     others_notes: tuple[str, ...] = ()
+    # Replicas kept on a cluster whose access selector no longer selects the namespace.
+    unadmitted: tuple[PlannedReplica, ...] = ()
 
     @property
     def scheduled(self) -> int:
@@ -283,20 +300,27 @@ def cluster_order(cluster: Cluster, replicas_on: Mapping[str, int]) -> tuple[int
 
 
 def victim_order(
-    own: OwnReplica, leaving: AbstractSet[str], replicas_on: Mapping[str, int]
+    own: OwnReplica,
+    leaving: AbstractSet[str],
+    replicas_on: Mapping[str, int],
+    unadmitted: AbstractSet[str] = frozenset(),
 ) -> tuple[int, int, int]:
     """Rule "victim order": scale-down removes the smallest key first.
 
     Replicas being re-placed or held on a cluster that cannot be seen go
-    first, then those whose pods are not all scheduled, then those on the
-    cluster with the most replicas of this deployment, then the highest index.
+    first, then those on a cluster that no longer admits the namespace
+    (`unadmitted`, by name), then those whose pods are not all scheduled,
+    then those on the cluster with the most replicas of this deployment,
+    then the highest index.
     """
     if own.name in leaving:
         state = 0
-    elif own.pods_scheduled.status != "True":
+    elif own.name in unadmitted:
         state = 1
-    else:
+    elif own.pods_scheduled.status != "True":
         state = 2
+    else:
+        state = 3
     return (state, -replicas_on.get(own.cluster, 0), -own.index)
 
 
@@ -492,7 +516,9 @@ def retain(
 # -- phase 3: scale down ---------------------------------------------------------------------
 
 
-def scale_down(retained: Retained, replicas: int) -> tuple[Retained, tuple[OwnReplica, ...]]:
+def scale_down(
+    retained: Retained, replicas: int, unadmitted: AbstractSet[str] = frozenset()
+) -> tuple[Retained, tuple[OwnReplica, ...]]:
     """The replicas that stay and those removed (by index), by rule "victim order"."""
     everyone = retained.everyone()
     excess = len(everyone) - replicas
@@ -502,7 +528,7 @@ def scale_down(retained: Retained, replicas: int) -> tuple[Retained, tuple[OwnRe
     replicas_on = Counter(own.cluster for own in everyone)
     removed: list[OwnReplica] = []
     for _ in range(excess):
-        victim = min(everyone, key=lambda o: victim_order(o, leaving, replicas_on))
+        victim = min(everyone, key=lambda o: victim_order(o, leaving, replicas_on, unadmitted))
         everyone.remove(victim)
         replicas_on[victim.cluster] -= 1
         removed.append(victim)
@@ -554,6 +580,42 @@ class _Filler:
         self.ledgers = ledgers
         self.matching = matching
         self.avoid = avoid
+        self.namespace_labels: Mapping[str, str] | None = {}
+        self.quota = QuotaLedger(Tenant().quota)
+        # The first quota shortfall the current attempt met, for its Diagnosis.
+        self.quota_short: QuotaShortfall | None = None
+
+    def with_tenant(self, tenant: Tenant, charged: Counter[str]) -> _Filler:
+        """Access by the namespace's labels; the quota charged with what the namespace holds."""
+        self.namespace_labels = tenant.labels
+        self.quota = QuotaLedger(tenant.quota, tenant.used + charged)
+        return self
+
+    def admits(self, cluster: Cluster) -> bool:
+        return cluster.admits(self.namespace_labels)
+
+    def _fit_pool(
+        self,
+        cluster: Cluster,
+        pool: Pool,
+        engine: EngineShape,
+        trials: dict[PoolKey, PoolLedger],
+        claimed: Counter[str],
+    ) -> tuple[PlacedEngine, PoolLedger] | Cause:
+        """One engine on one pool: the resolved engine and the charged trial, or the cause."""
+        if pool.key in self.avoid:
+            return Cause.RECENTLY_FAILED
+        resolved = self.matching.resolve(engine, pool)
+        if resolved is None:
+            return Cause.SELECTOR_MISMATCH
+        short = self.quota.shortfall(claimed + devices_of((resolved,)))
+        if short is not None:
+            self.quota_short = self.quota_short or short
+            return Cause.QUOTA_EXCEEDED
+        trial = trials.get(pool.key) or self.ledgers.ledger(cluster, pool).copy()
+        if place_engine(trial, pool, resolved):
+            return resolved, trial
+        return shortage(trial, pool, resolved)
 
     def try_cluster(
         self, cluster: Cluster, engines: Sequence[EngineShape]
@@ -562,27 +624,21 @@ class _Filler:
         charge only if all fit. On failure, why each pool refused the engine that did not."""
         trials: dict[PoolKey, PoolLedger] = {}
         placed: dict[str, PlacedEngine] = {}
+        claimed: Counter[str] = Counter()
         for engine in engines:
             refused: list[PoolRefusal] = []
             for pool in self.matching.pool_order(engine, cluster.pools):
-                if pool.key in self.avoid:
-                    refused.append(PoolRefusal(cluster.name, pool.name, Cause.RECENTLY_FAILED))
+                fitted = self._fit_pool(cluster, pool, engine, trials, claimed)
+                if isinstance(fitted, Cause):
+                    refused.append(PoolRefusal(cluster.name, pool.name, fitted))
                     continue
-                resolved = self.matching.resolve(engine, pool)
-                if resolved is None:
-                    refused.append(PoolRefusal(cluster.name, pool.name, Cause.SELECTOR_MISMATCH))
-                    continue
-                trial = trials.get(pool.key) or self.ledgers.ledger(cluster, pool).copy()
-                if place_engine(trial, pool, resolved):
-                    trials[pool.key] = trial
-                    placed[engine.name] = resolved
-                    break
-                refused.append(
-                    PoolRefusal(cluster.name, pool.name, shortage(trial, pool, resolved))
-                )
+                placed[engine.name], trials[pool.key] = fitted
+                claimed.update(devices_of((fitted[0],)))
+                break
             else:
                 return refused
         self.ledgers.commit(trials)
+        self.quota.charge(claimed)
         return placed
 
     def eligible(self) -> tuple[list[Cluster], list[PoolRefusal]]:
@@ -591,7 +647,9 @@ class _Filler:
         refused: list[PoolRefusal] = []
         tolerations = self.spec.tolerations
         for cluster in self.clusters.values():
-            if not cluster.ready:
+            if not self.admits(cluster):
+                cause = Cause.NAMESPACE_NOT_ADMITTED
+            elif not cluster.ready:
                 cause = Cause.CLUSTER_NOT_READY
             elif cluster.untolerated(tolerations, "NoSchedule") or cluster.untolerated(
                 tolerations, "NoExecute"
@@ -608,12 +666,13 @@ class _Filler:
     ) -> tuple[Cluster, dict[str, PlacedEngine]] | Diagnosis:
         """The first cluster by rule "cluster order" that holds every engine, or why none does."""
         usable, refused = self.eligible()
+        self.quota_short = None
         for cluster in sorted(usable, key=lambda c: cluster_order(c, replicas_on)):
             placed = self.try_cluster(cluster, self.spec.engines)
             if isinstance(placed, dict):
                 return cluster, placed
             refused.extend(placed)
-        return Diagnosis(tuple(refused)) if refused else NOTHING_CHECKED
+        return Diagnosis(tuple(refused), self.quota_short) if refused else NOTHING_CHECKED
 
 
 def _held_in_place(inputs: Inputs, retained: Retained) -> dict[int, PlannedReplica]:
@@ -641,7 +700,10 @@ def _staying(
     missing = [s for s, e in zip(spec.engines, staying.engines, strict=True) if e is None]
     if not missing:
         return tuple(e for e in staying.engines if e is not None)
-    placed = filler.try_cluster(clusters[staying.own.cluster], missing)
+    cluster = clusters[staying.own.cluster]
+    if not filler.admits(cluster):
+        return None  # new devices on a cluster that no longer admits the namespace: move
+    placed = filler.try_cluster(cluster, missing)
     if not isinstance(placed, dict):
         return None
     return tuple(
@@ -725,6 +787,7 @@ def fill(
         engines = _staying(staying, spec, clusters, filler)
         if engines is None:
             replicas_on[staying.own.cluster] -= 1
+            filler.quota.release(devices_of(e for e in staying.engines if e is not None))
             why = f"its pools can no longer hold its shape on cluster {staying.own.cluster}"
             moving.append((staying.own, why))
             continue
@@ -736,6 +799,7 @@ def fill(
         found = filler.place_anywhere(replicas_on)
         if isinstance(found, Diagnosis):
             diagnosis = found
+            filler.quota.charge(devices_of(own.engines))  # stranded: it still holds them
         else:
             replicas_on[found[0].name] += 1
         planned[own.index] = _moved(own, why, found, spec, now)
@@ -791,16 +855,21 @@ def plan(inputs: Inputs, matcher: Matcher) -> Plan:
     clusters = {c.name: c for c in sorted(inputs.clusters, key=lambda c: c.name)}
     matching = Matching(matcher)
     memory = remember(inputs)
-    retained, removed = scale_down(retain(inputs, clusters, memory, matching), spec.replicas)
+    labels = inputs.tenant.labels
+    retained = retain(inputs, clusters, memory, matching)
+    retained, removed = scale_down(retained, spec.replicas, _unadmitted(retained, clusters, labels))
     kept = kept_charges(retained, spec)
     ledgers = PoolLedgers(inputs.now, lambda name: (*_others_on(inputs, name), *kept.get(name, ())))
-    filler = _Filler(spec, clusters, ledgers, matching, memory.avoid)
+    filler = _Filler(spec, clusters, ledgers, matching, memory.avoid).with_tenant(
+        inputs.tenant, _quota_charged(retained, kept)
+    )
     filled = fill(inputs, clusters, retained, removed, filler)
+    replicas = tuple(filled.replicas[i] for i in sorted(filled.replicas))
 
     failures = sorted(memory.failures.values(), key=lambda f: (-f.expires_at.timestamp(), f.key))
     failures = sorted(failures[:MAX_FAILED_PLACEMENTS], key=lambda f: (f.expires_at, f.key))
     return Plan(
-        replicas=tuple(filled.replicas[i] for i in sorted(filled.replicas)),
+        replicas=replicas,
         removed=removed,
         healed=memory.healed,
         failed_placements=tuple(failures),
@@ -809,4 +878,34 @@ def plan(inputs: Inputs, matcher: Matcher) -> Plan:
         bases=dict(ledgers.bases),
         reservations=ledgers.reservations(),
         others_notes=tuple(n for c in ledgers.clusters_read for n in _others_notes(inputs, c)),
+        unadmitted=tuple(
+            r
+            for r in replicas
+            if r.change is not Change.HELD
+            and r.cluster in clusters
+            and not clusters[r.cluster].admits(labels)
+        ),
     )
+
+
+def _unadmitted(
+    retained: Retained, clusters: Mapping[str, Cluster], labels: Mapping[str, str] | None
+) -> frozenset[str]:
+    """The replicas on a selected cluster that no longer admits the namespace, by name."""
+    return frozenset(
+        own.name
+        for own in retained.everyone()
+        if own.cluster in clusters and not clusters[own.cluster].admits(labels)
+    )
+
+
+def _quota_charged(retained: Retained, kept: Mapping[str, Sequence[Charge]]) -> Counter[str]:
+    """What the deployment's staying replicas claim: the kept ones' resolved engines and
+    the held ones' engines (moving replicas are charged where they land)."""
+    charged: Counter[str] = Counter()
+    for charges in kept.values():
+        for charge in charges:
+            charged.update(devices_of(charge.engines))
+    for own in retained.held:
+        charged.update(devices_of(own.engines))
+    return charged

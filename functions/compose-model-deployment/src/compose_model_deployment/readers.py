@@ -18,6 +18,7 @@ plus notes the report turns into the InputsValid condition and warnings.
 from __future__ import annotations
 
 import re
+from collections import Counter
 from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import dataclass
 from datetime import datetime, timedelta
@@ -34,6 +35,7 @@ from modelplane_common.capacity.fleet import (
     has_engine_shape,
     pods_per_copy,
 )
+from modelplane_common.capacity.quota import devices_of
 from modelplane_common.capacity.readers import (
     UnreadableCluster,
     get_str,
@@ -396,17 +398,38 @@ class OtherReplicas(Mapping[str, OthersOnCluster]):
         clusters: Iterable[str],
         own: set[tuple[str, str]],
         deployment: tuple[str, str],
+        quota_namespace: str | None = None,
     ) -> None:
         wanted = set(clusters)
         self._own = own
         self._deployment = deployment  # (namespace, name)
         self._by_cluster: dict[str, list[struct_pb2.Struct]] = {}
         self._read: dict[str, OthersOnCluster] = {}
+        # The namespace's other replicas, fleet-wide, when its devices are limited.
+        self._namespace: list[struct_pb2.Struct] = []
         for resource in resources:
             spec = get_struct(resource, "spec")
             cluster = get_str(spec, "clusterName")
             if cluster in wanted:
                 self._by_cluster.setdefault(cluster, []).append(resource)
+            if quota_namespace is not None:
+                self._collect_namespace(resource, quota_namespace)
+
+    def _collect_namespace(self, resource: struct_pb2.Struct, namespace: str) -> None:
+        meta = get_struct(resource, "metadata")
+        identity = (get_str(meta, "namespace"), get_str(meta, "name"))
+        if identity[0] == namespace and identity not in self._own:
+            self._namespace.append(resource)
+
+    def namespace_claims(self) -> Counter[str]:
+        """What the namespace's other replicas claim per DeviceClass, fleet-wide; an
+        Overcommitted one holds nothing (capacity/quota.py)."""
+        claimed: Counter[str] = Counter()
+        for resource in self._namespace:
+            if admission.recorded_verdict(resource) == admission.OVERCOMMITTED:
+                continue
+            claimed.update(devices_of(read_engines(get_struct(resource, "spec"))))
+        return claimed
 
     def __getitem__(self, cluster: str) -> OthersOnCluster:
         if cluster not in self._read:
@@ -509,11 +532,14 @@ def read_inputs(
     cluster_objects: Iterable[Mapping],
     own_observed: Mapping[str, Observed],
     replica_structs: Iterable[struct_pb2.Struct],
+    quota_namespace: str | None = None,
 ) -> PlanningInputs:
     """Read the clusters, this deployment's replicas, its memories and the fleet's replicas.
 
     The one reader `decision.decide` and the test builders share. Raises
     InvalidOwnReplica when one of its own replicas is unreadable.
+    `quota_namespace`, when the namespace's devices are limited, also gathers
+    its other replicas fleet-wide (OtherReplicas.namespace_claims).
     """
     clusters, unreadable, notes = read_clusters(cluster_objects)
     own, own_notes = read_own_replicas(own_observed, spec)
@@ -524,6 +550,7 @@ def read_inputs(
         clusters=(c.name for c in clusters),
         own={(spec.namespace, r.name) for r in own},
         deployment=(spec.namespace, spec.name),
+        quota_namespace=quota_namespace,
     )
     return PlanningInputs(
         clusters=tuple(clusters),

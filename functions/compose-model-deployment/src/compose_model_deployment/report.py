@@ -10,14 +10,17 @@ Conditions
     ReplicasScheduled  True/AllReplicasScheduled, False/WaitingForAdmission (placed
                        replicas their cluster has not admitted yet), False/InsufficientCapacity
                        (the no-fit diagnosis, modelplane_common.capacity.diagnosis), False/
+                       QuotaExceeded (the same, when the namespace's device quota refused a
+                       pool: the message adds the quota, the used and the requested), False/
                        ClusterUnavailable (replicas held, absence.py), or the
                        reason a pass kept everything as it is.
     ReplicasReady      readiness.py's judgement; the same judgement is `ready`.
     InputsValid        False/DegradedInputs listing the input problems.
 Events
     One per placed, moved, updated, held, stranded and removed replica and per
-    healing; an InsufficientCapacity warning only when the scheduled count
-    changed; at most MAX_NOTE_EVENTS input problems.
+    healing; an InsufficientCapacity (or QuotaExceeded) warning only when the
+    scheduled count changed; one warning per replica kept on a cluster that no
+    longer admits the namespace; at most MAX_NOTE_EVENTS input problems.
 """
 
 from __future__ import annotations
@@ -26,6 +29,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 from modelplane_common.capacity.diagnosis import NOTHING_CHECKED
+from modelplane_common.capacity.quota import QUOTA_EXCEEDED
 from modelplane_common.outcome import MAX_MESSAGE, Condition, Event, capped
 
 from compose_model_deployment import readiness
@@ -88,6 +92,13 @@ def _why_unplaced(plan: Plan) -> str:
     return (plan.diagnosis or NOTHING_CHECKED).summary()
 
 
+def _unplaced_reason(plan: Plan) -> str:
+    """QuotaExceeded when the namespace's quota refused a pool, else InsufficientCapacity."""
+    if plan.diagnosis is not None and plan.diagnosis.quota is not None:
+        return QUOTA_EXCEEDED
+    return "InsufficientCapacity"
+
+
 def _shortfall(plan: Plan) -> str:
     """`ReplicasScheduled`'s message and its event when capacity is short."""
     return capped(f"{plan.scheduled} of {plan.desired} replicas placed: {_why_unplaced(plan)}")
@@ -126,13 +137,18 @@ def _scheduled(plan: Plan) -> Condition:
         )
     if plan.missing:
         return Condition(
-            type=SCHEDULED, status="False", reason="InsufficientCapacity", message=_shortfall(plan)
+            type=SCHEDULED, status="False", reason=_unplaced_reason(plan), message=_shortfall(plan)
         )
+    unadmitted = (
+        f"; {len(plan.unadmitted)} on a cluster that no longer admits the namespace"
+        if plan.unadmitted
+        else ""
+    )
     return Condition(
         type=SCHEDULED,
         status="True",
         reason="AllReplicasScheduled",
-        message=f"{plan.scheduled} of {plan.desired} replicas placed",
+        message=f"{plan.scheduled} of {plan.desired} replicas placed{unadmitted}",
     )
 
 
@@ -198,8 +214,17 @@ def _events(plan: Plan, previous_scheduled: object, notes: Sequence[str]) -> lis
         Event("Normal", f"removed replica {gone.name} from {gone.cluster} (scale down)")
         for gone in plan.removed
     )
+    events.extend(
+        Event(
+            "Warning",
+            f"replica {r.name} runs on {r.cluster}, whose spec.access.namespaceSelector no "
+            "longer selects this namespace: it keeps running there, no new replica goes "
+            "there, and scale-down removes it first",
+        )
+        for r in plan.unadmitted
+    )
     if plan.missing > len(plan.held) + len(plan.waiting) and previous_scheduled != plan.scheduled:
-        events.append(Event("Warning", f"InsufficientCapacity: {_shortfall(plan)}"))
+        events.append(Event("Warning", f"{_unplaced_reason(plan)}: {_shortfall(plan)}"))
     events.extend(_note_events(notes))
     return events
 

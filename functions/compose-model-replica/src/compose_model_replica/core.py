@@ -80,7 +80,7 @@ from modelplane_common.capacity.admission import OVERCOMMITTED
 from modelplane_common.composed import ObservedObject
 from modelplane_common.outcome import Condition, Event, unchanged
 
-from compose_model_replica import admission, pods_scheduled
+from compose_model_replica import admission, pods_scheduled, quota_gate
 from compose_model_replica.admission import AdmissionVerdict, Applicant
 from compose_model_replica.model import (
     Absent,
@@ -114,6 +114,10 @@ class Requirements:
 
     cluster: str  # the InferenceCluster; "" when the spec names none
     replicas_of: str  # the cluster whose ModelReplicas admission reads; "" once decided
+    # The namespace whose ResourceQuotas (and, under a device quota, ModelReplicas)
+    # admission reads (quota_gate.py); "" once decided.
+    quotas_of: str = ""
+    namespace_replicas: bool = False
 
 
 @dataclass(frozen=True, slots=True)
@@ -164,7 +168,11 @@ def admit(given: Inputs) -> AdmissionVerdict:
         has_workloads=_has_workloads(spec, given.observed),
         problem=problem,
     )
-    return admission.judge(applicant, cluster, given.fellows, given.now)
+    verdict = admission.judge(applicant, cluster, given.fellows, given.now)
+    if not verdict.admitted or quota_gate.already_decided(applicant):
+        return verdict
+    quota = quota_gate.gate(applicant, given.quota, given.namespace_replicas, given.now)
+    return quota or verdict
 
 
 # -- phase 2: resolve --------------------------------------------------------------------------
@@ -491,7 +499,14 @@ def requirements(given: Inputs) -> Requirements:
     recorded: a decided replica never reads them again (design/admission.md, "Cost")."""
     replica = given.replica
     cluster = replica.spec.cluster
-    return Requirements(cluster, "" if replica.verdict_recorded or not cluster else cluster)
+    deciding = not replica.verdict_recorded and bool(cluster)
+    limited = given.quota is not None and given.quota.limited
+    return Requirements(
+        cluster,
+        cluster if deciding else "",
+        quotas_of=replica.namespace if deciding else "",
+        namespace_replicas=deciding and limited,
+    )
 
 
 # -- the pass ----------------------------------------------------------------------------------

@@ -23,7 +23,12 @@ from modelplane_common.outcome import log_fields
 from modelplane_common.respond import emit
 
 from compose_model_replica import core, readers
-from compose_model_replica.readers import CLUSTER_REQUIREMENT, REPLICAS_REQUIREMENT
+from compose_model_replica.readers import (
+    CLUSTER_REQUIREMENT,
+    NAMESPACE_REPLICAS_REQUIREMENT,
+    QUOTAS_REQUIREMENT,
+    REPLICAS_REQUIREMENT,
+)
 
 __all__ = ["CLUSTER_REQUIREMENT", "REPLICAS_REQUIREMENT", "FunctionRunner"]
 
@@ -45,6 +50,25 @@ def _require(rsp: fnv1.RunFunctionResponse, wanted: core.Requirements) -> None:
             labels.MODEL_REPLICA_KIND,
             match_labels={labels.CLUSTER: wanted.replicas_of},
         )
+    if wanted.quotas_of:
+        _require_in_namespace(rsp, QUOTAS_REQUIREMENT, "v1", "ResourceQuota", wanted.quotas_of)
+    if wanted.quotas_of and wanted.namespace_replicas:
+        _require_in_namespace(
+            rsp,
+            NAMESPACE_REPLICAS_REQUIREMENT,
+            labels.API_VERSION,
+            labels.MODEL_REPLICA_KIND,
+            wanted.quotas_of,
+        )
+
+
+def _require_in_namespace(
+    rsp: fnv1.RunFunctionResponse, name: str, api_version: str, kind: str, namespace: str
+) -> None:
+    """Every object of a kind in one namespace (an empty matchLabels, set: "all of them")."""
+    selector = fnv1.ResourceSelector(api_version=api_version, kind=kind, namespace=namespace)
+    selector.match_labels.SetInParent()
+    rsp.requirements.resources[name].CopyFrom(selector)
 
 
 def _write(rsp: fnv1.RunFunctionResponse, outcome: core.Outcome) -> None:

@@ -24,6 +24,7 @@ from datetime import datetime, timedelta
 
 from modelplane_common.capacity.admission import Queued, Record
 from modelplane_common.capacity.fleet import Cluster
+from modelplane_common.capacity.quota import DeviceQuota
 from modelplane_common.composed import ObservedObject
 
 from compose_model_replica.pods_scheduled import Previous
@@ -98,3 +99,7 @@ class Inputs:
     fellows: tuple[Queued, ...] | None  # the cluster's ModelReplicas; None: not fetched
     observed: Mapping[str, ObservedObject]
     now: datetime
+    # The namespace's device quota (quota_gate.py); None: its ResourceQuotas are not fetched.
+    quota: DeviceQuota | None = None
+    # The namespace's ModelReplicas, fleet-wide; None: not fetched (needed only under a quota).
+    namespace_replicas: tuple[Queued, ...] | None = None

@@ -37,6 +37,7 @@ from modelplane_common.capacity.admission import (
     record_from_status,
 )
 from modelplane_common.capacity.fleet import Cluster
+from modelplane_common.capacity.quota import DeviceQuota, read_device_quota
 from modelplane_common.capacity.readers import UnreadableCluster, get_str, get_struct, read_cluster
 from modelplane_common.composed import ObservedObject, observed_object
 from modelplane_common.timeutil import parse_time_or_none
@@ -57,6 +58,9 @@ from compose_model_replica.spec import parse_spec
 CLUSTER_REQUIREMENT = "cluster"
 # The cluster's ModelReplicas (label modelplane.ai/cluster), for admission.
 REPLICAS_REQUIREMENT = "cluster-replicas"
+# The namespace's ResourceQuotas and, under a device quota, its ModelReplicas (quota_gate.py).
+QUOTAS_REQUIREMENT = "resource-quotas"
+NAMESPACE_REPLICAS_REQUIREMENT = "namespace-replicas"
 
 
 def read_request(req: fnv1.RunFunctionRequest, now: datetime) -> Inputs:
@@ -69,6 +73,35 @@ def read_request(req: fnv1.RunFunctionRequest, now: datetime) -> Inputs:
         fellows=read_fellows(req, cluster_name),
         observed={name: read_observed(r) for name, r in req.observed.resources.items()},
         now=now,
+        quota=read_quota(req, replica.namespace),
+        namespace_replicas=read_namespace_replicas(req, replica.namespace),
+    )
+
+
+def read_quota(req: fnv1.RunFunctionRequest, namespace: str) -> DeviceQuota | None:
+    """The namespace's device quota; None while its ResourceQuotas are not fetched.
+    A malformed hard value is skipped (capacity/quota.py), so it limits nothing."""
+    if QUOTAS_REQUIREMENT not in req.required_resources:
+        return None
+    quotas = [
+        inputs.integral_object(resource.struct_to_dict(item.resource))
+        for item in req.required_resources[QUOTAS_REQUIREMENT].items
+    ]
+    quota, _ = read_device_quota(namespace, quotas)
+    return quota
+
+
+def read_namespace_replicas(
+    req: fnv1.RunFunctionRequest, namespace: str
+) -> tuple[Queued, ...] | None:
+    """The namespace's ModelReplicas, fleet-wide, as admission queues them; None while
+    not fetched. Each is charged on the cluster its spec names."""
+    if NAMESPACE_REPLICAS_REQUIREMENT not in req.required_resources:
+        return None
+    return tuple(
+        read_queued(item.resource, get_str(get_struct(item.resource, "spec"), "clusterName"))
+        for item in req.required_resources[NAMESPACE_REPLICAS_REQUIREMENT].items
+        if get_str(get_struct(item.resource, "metadata"), "namespace") == namespace
     )
 
 

@@ -1,0 +1,150 @@
+"""Admission re-checks the namespace's device quota at its commit point (quota_gate.py)."""
+
+from __future__ import annotations
+
+from datetime import timedelta
+
+import pytest
+from compose_model_replica.fn import FunctionRunner
+from compose_model_replica.readers import (
+    CLUSTER_REQUIREMENT,
+    NAMESPACE_REPLICAS_REQUIREMENT,
+    QUOTAS_REQUIREMENT,
+    REPLICAS_REQUIREMENT,
+)
+from modelplane_common.capacity.admission import ADMITTED, OVERCOMMITTED, WAITING
+from modelplane_devtools import admission_builders as a
+from modelplane_devtools import deployment_builders as t
+from modelplane_devtools.wire import conditions, desired_status, request, run
+
+NOW = t.NOW
+OLD = NOW - timedelta(minutes=1)
+OLDER = NOW - timedelta(minutes=2)
+GPU = "gpu.example.com"
+ROOMY = t.cluster(
+    "east", [t.pool("h100", 4, histogram=[({"gpu": 8}, 4)], observed_at=t.ago(seconds=1))]
+)
+QUOTA_8 = t.device_quota({GPU: 8})
+
+
+def call(me, quotas, namespace_replicas=None):
+    required = {CLUSTER_REQUIREMENT: [ROOMY], REPLICAS_REQUIREMENT: [me]}
+    if quotas is not None:
+        required[QUOTAS_REQUIREMENT] = quotas
+    if namespace_replicas is not None:
+        required[NAMESPACE_REPLICAS_REQUIREMENT] = [me, *namespace_replicas]
+    return run(FunctionRunner(clock=lambda: NOW), request(me, {}, required))
+
+
+def admitted(rsp):
+    _, reason, message = conditions(rsp)["Admitted"]
+    return reason, message
+
+
+@pytest.mark.parametrize(
+    ("namespace_replicas", "verdict"),
+    [
+        pytest.param([], ADMITTED, id="alone under the quota: admitted"),
+        pytest.param(
+            [a.in_flight("x-0", OLDER, cluster="west")],
+            OVERCOMMITTED,
+            id="an earlier in-flight replica of the namespace on another cluster goes first",
+        ),
+        pytest.param(
+            [a.in_flight("x-0", NOW - timedelta(seconds=30), cluster="west")],
+            ADMITTED,
+            id="one placed later waits behind it",
+        ),
+        pytest.param(
+            [a.in_flight("x-0", NOW, cluster="west", verdict=ADMITTED)],
+            OVERCOMMITTED,
+            id="an admitted replica of the namespace counts whenever it was placed",
+        ),
+        pytest.param(
+            [a.in_flight("x-0", OLDER, cluster="west", verdict=OVERCOMMITTED)],
+            ADMITTED,
+            id="an overcommitted one holds nothing",
+        ),
+        pytest.param(
+            [a.in_flight("x-0", OLDER, cluster="west", namespace="team-b")],
+            ADMITTED,
+            id="another namespace's replicas do not count",
+        ),
+    ],
+)
+def test_the_quota_is_replayed_in_queue_order_fleet_wide(namespace_replicas, verdict):
+    me = a.in_flight("me-0", OLD)
+    reason, message = admitted(call(me, [QUOTA_8], namespace_replicas))
+    assert reason == verdict
+    if verdict == OVERCOMMITTED:
+        assert message == (
+            "QuotaExceeded: namespace team-a quota devices allows 8 gpu.example.com device(s): "
+            "8 used, a replica requests 8"
+        )
+
+
+def test_the_overcommitted_verdict_is_recorded_with_the_quota():
+    me = a.in_flight("me-0", OLD)
+    rsp = call(me, [QUOTA_8], [a.in_flight("x-0", OLDER, cluster="west")])
+    record = desired_status(rsp)["admission"]
+    assert record["verdict"] == OVERCOMMITTED
+    assert record["message"] == (
+        "QuotaExceeded: namespace team-a quota devices allows 8 gpu.example.com device(s): "
+        "8 used, a replica requests 8"
+    )
+
+
+@pytest.mark.parametrize(
+    ("quotas", "namespace_replicas", "why"),
+    [
+        pytest.param(
+            None, None, "the namespace's ResourceQuotas are not fetched yet", id="quotas unfetched"
+        ),
+        pytest.param(
+            [QUOTA_8],
+            None,
+            "the namespace's ModelReplicas are not fetched yet",
+            id="under a quota, the namespace's replicas unfetched",
+        ),
+    ],
+)
+def test_admission_waits_for_the_quota_inputs(quotas, namespace_replicas, why):
+    reason, message = admitted(call(a.in_flight("me-0", OLD), quotas, namespace_replicas))
+    assert reason == WAITING
+    assert why in message
+
+
+def test_without_a_device_quota_the_namespace_replicas_are_not_needed():
+    assert admitted(call(a.in_flight("me-0", OLD), [], None))[0] == ADMITTED
+
+
+def test_a_decided_verdict_is_not_rejudged_when_the_quota_drops():
+    me = a.in_flight("me-0", OLD, verdict=ADMITTED)
+    crowd = [a.in_flight(f"x-{i}", OLDER, cluster="west", verdict=ADMITTED) for i in range(3)]
+    assert admitted(call(me, [QUOTA_8], crowd))[0] == ADMITTED
+
+
+@pytest.mark.parametrize(
+    ("quotas", "required"),
+    [
+        pytest.param(None, {QUOTAS_REQUIREMENT}, id="first the ResourceQuotas"),
+        pytest.param([], {QUOTAS_REQUIREMENT}, id="no device quota: nothing more"),
+        pytest.param(
+            [QUOTA_8],
+            {QUOTAS_REQUIREMENT, NAMESPACE_REPLICAS_REQUIREMENT},
+            id="under a device quota, the namespace's replicas too",
+        ),
+    ],
+)
+def test_requirements_in_two_steps(quotas, required):
+    rsp = call(a.in_flight("me-0", OLD), quotas, None)
+    wanted = set(rsp.requirements.resources) & {QUOTAS_REQUIREMENT, NAMESPACE_REPLICAS_REQUIREMENT}
+    assert wanted == required
+    for name in wanted:
+        assert rsp.requirements.resources[name].namespace == "team-a"
+
+
+def test_a_decided_replica_requires_no_quota_input():
+    rsp = call(a.in_flight("me-0", OLD, verdict=ADMITTED), [QUOTA_8], [])
+    assert QUOTAS_REQUIREMENT not in rsp.requirements.resources
+    assert NAMESPACE_REPLICAS_REQUIREMENT not in rsp.requirements.resources
