@@ -18,6 +18,7 @@ composes the deployment's ModelReplica and writes its status.
 from __future__ import annotations
 
 import json
+from collections.abc import Iterator
 
 import pytest
 from modelplane_devtools.e2e import fleet, install, pki
@@ -30,9 +31,9 @@ CLUSTER = "gpu-tenancy"
 SECRETS = "tenancy-system"
 TEAM = "team-tenancy"
 POLICY_REFUSAL = "ModelReplicas are written by Crossplane only"
-GPU = fleet.DeviceKind(
-    "gpu", "gpu.nvidia.com", 8, {"productName": {"string": "NVIDIA-H100-80GB-HBM3"}}, {}
-)
+# A product no other suite's selectors ask for: their deployments, some without a
+# clusterSelector, are never placed on this module's cluster.
+GPU = fleet.DeviceKind("gpu", "gpu.nvidia.com", 8, {"productName": {"string": "E2E-TENANCY"}}, {})
 POOL = fleet.Pool("tenancy", 2, (GPU,))
 
 
@@ -146,7 +147,7 @@ def policy_status(control: Kube) -> dict:
 
 
 @pytest.fixture(scope="module")
-def tenants(e2e_stack: Stack) -> tuple[Kube, Kube, Kube]:
+def tenants(e2e_stack: Stack) -> Iterator[tuple[Kube, Kube, Kube]]:
     """(admin, tenant, broad): the platform's client and the two tenant identities."""
     assert e2e_stack.control_plane is not None
     control = e2e_stack.control_plane.kube
@@ -173,11 +174,13 @@ def tenants(e2e_stack: Stack) -> tuple[Kube, Kube, Kube]:
             role_binding("ml-team-broad", "Role", "as-crossplane-edit", "broad"),
         ]
     )
-    return (
+    yield (
         control,
         client(e2e_stack, "tenant", "ml-team"),
         client(e2e_stack, "broad", "ml-team"),
     )
+    control.delete("modeldeployment", "chat", TEAM)
+    control.delete("inferencecluster", CLUSTER)
 
 
 def _composed_replica(control: Kube) -> dict:

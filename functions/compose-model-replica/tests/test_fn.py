@@ -1272,3 +1272,13 @@ def test_a_replica_labelled_for_another_cluster_keeps_its_running_work():
     rsp = call(with_times(EARLIER, EARLIER, label="west"), RUNNING, {"cluster": [full_cluster()]})
     assert conditions(rsp)["Admitted"][:2] == ("True", "Admitted")
     assert "east/serve/workload" in desired(rsp)
+
+
+def test_a_stamp_from_the_future_without_a_creation_time_is_queued_last_and_said():
+    rsp = call(with_times("2026-11-29T13:00:00Z"))
+    expected = (
+        'metadata.annotations["modelplane.ai/placed-at"]: outside [creationTimestamp - 10s, '
+        'now + 10s]: queued last instead (got "2026-11-29T13:00:00Z")'
+    )
+    assert ("Warning", expected) in events(rsp)
+    assert conditions(rsp)["Admitted"][:2] == ("False", "WaitingForAdmission")

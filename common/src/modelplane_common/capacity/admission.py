@@ -152,8 +152,8 @@ def placement_time(placement: str, created: datetime | None, now: datetime) -> P
     if not too_early and stamped <= now + PLACEMENT_SKEW:
         return PlacementTime(stamped)
     skew = int(PLACEMENT_SKEW.total_seconds())
-    instead = f"its creationTimestamp {format_time(created)}" if created else "last"
-    reason = f"outside [creationTimestamp - {skew}s, now + {skew}s]: queued at {instead} instead"
+    instead = f"at its creationTimestamp {format_time(created)}" if created else "last"
+    reason = f"outside [creationTimestamp - {skew}s, now + {skew}s]: queued {instead} instead"
     return PlacementTime(
         created, problem(f'metadata.annotations["{labels.PLACED_AT}"]', reason, placement)
     )

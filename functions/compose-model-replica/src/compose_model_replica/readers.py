@@ -110,8 +110,8 @@ def _cluster_label_problem(metadata: Mapping, cluster: str) -> str | None:
     would be charged by neither cluster's replicas."""
     found = metadata.get("labels")
     label = found.get(labels.CLUSTER) if isinstance(found, Mapping) else None
-    if label == cluster:
-        return None
+    if not cluster or label == cluster:
+        return None  # no clusterName: the spec's own defect says so
     return inputs.problem(
         f'metadata.labels["{labels.CLUSTER}"]',
         f"must equal spec.clusterName {cluster!r}, the cluster whose queue it is judged in",
