@@ -263,3 +263,54 @@ def test_a_report_the_agent_says_is_not_current_is_judged_by_its_observed_at(obs
     parsed = parse_observation(status, GPU_AND_NIC)
     assert isinstance(parsed, Observation)
     assert parsed.staleness(NOW, timedelta(minutes=5)) == stale
+
+
+@pytest.mark.parametrize(
+    ("declared", "observed_nodes", "defect"),
+    [
+        pytest.param(4, 4, None, id="a pool reporting its declared nodes is believed"),
+        pytest.param(4, 5, None, id="one node of surge above four declared is believed"),
+        pytest.param(
+            4,
+            6,
+            "observedNodes: more than the pool's 4 declared node(s) plus a surge margin of 1 "
+            "(got 6)",
+            id="two nodes above four declared is rejected naming both counts",
+        ),
+        pytest.param(40, 44, None, id="ten percent of surge above forty declared is believed"),
+        pytest.param(
+            40,
+            45,
+            "observedNodes: more than the pool's 40 declared node(s) plus a surge margin of 4 "
+            "(got 45)",
+            id="more than ten percent above forty declared is rejected",
+        ),
+        pytest.param(
+            0,
+            2,
+            "observedNodes: more than the pool's 0 declared node(s) plus a surge margin of 1 "
+            "(got 2)",
+            id="a pool declared empty may surge by one node only",
+        ),
+    ],
+)
+def test_observed_nodes_beyond_the_declared_pool_and_its_surge_are_rejected(
+    declared, observed_nodes, defect
+):
+    status = report(observedNodes=observed_nodes, nodesByFreeDevices=[])
+    parsed = parse_observation(status, GPU_AND_NIC, declared=declared)
+    if defect is None:
+        assert isinstance(parsed, Observation), parsed
+    else:
+        assert isinstance(parsed, Rejected), parsed
+        assert parsed.defects == (defect,)
+
+
+def test_a_histogram_promising_phantom_nodes_is_rejected_with_every_defect():
+    status = report(observedNodes=1000, nodesByFreeDevices=[{"free": {"gpu": 8}, "nodes": 1000}])
+    parsed = parse_observation(status, GPU_AND_NIC, declared=8)
+    assert isinstance(parsed, Rejected), parsed
+    assert parsed.defects == (
+        "observedNodes: more than the pool's 8 declared node(s) plus a surge margin of 1 "
+        "(got 1000)",
+    )

@@ -1,7 +1,13 @@
 from datetime import UTC, datetime, timedelta
 
 import pytest
-from modelplane_common.timeutil import format_duration, format_time, parse_duration, parse_time
+from modelplane_common.timeutil import (
+    format_duration,
+    format_placement_time,
+    format_time,
+    parse_duration,
+    parse_time,
+)
 
 
 @pytest.mark.parametrize(
@@ -92,3 +98,23 @@ def test_anything_else_is_a_value_error_naming_rfc3339(text):
 )
 def test_durations_format_like_the_xrds(delta, text):
     assert format_duration(delta) == text
+
+
+@pytest.mark.parametrize(
+    ("moment", "text"),
+    [
+        pytest.param(
+            datetime(2026, 12, 1, 15, 0, 0, 250000, tzinfo=UTC),
+            "2026-12-01T15:00:00.250000Z",
+            id="a placement is stamped to the microsecond",
+        ),
+        pytest.param(
+            datetime(2026, 12, 1, 15, 0, 0, tzinfo=UTC),
+            "2026-12-01T15:00:00Z",
+            id="a whole second keeps the second-precision form stamps had before",
+        ),
+    ],
+)
+def test_placement_times_round_trip_to_the_same_string(moment, text):
+    assert format_placement_time(moment) == text
+    assert format_placement_time(parse_time(text)) == text

@@ -22,6 +22,12 @@ Invariants of an accepted observation
     - the buckets' nodes sum to at most `observedNodes`, since cordoned,
       NotReady and untolerably tainted nodes are counted there but not in
       the histogram;
+    - `observedNodes` is at most the pool's declared nodes (maxNodeCount,
+      else nodeCount) plus `surge_margin` of them: a pool does not grow
+      beyond what it declares except briefly, by the nodes a surge upgrade
+      adds before it drains the old ones. A larger count is a broken or
+      forged report, and the histogram it bounds could promise nodes that
+      do not exist;
     - at most MAX_BUCKETS buckets; with the XRD's 8 device kinds per node
       the agent must merge rarer vectors downwards (never upwards) to stay
       under it, or report Observing=False for the pool;
@@ -34,6 +40,7 @@ accounting and the defect is reported.
 
 from __future__ import annotations
 
+import math
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from datetime import datetime, timedelta
@@ -43,6 +50,13 @@ from modelplane_common.inputs import condition_in, problem, whole_number
 from modelplane_common.timeutil import format_duration, format_time, parse_time
 
 MAX_BUCKETS = 512
+
+# A surge upgrade adds nodes before it drains the old ones: GKE one per pool
+# by default, AKS 10% of the pool. A pool may report this many nodes above
+# its declared count; a deeper surge (or a pool that outgrew its spec) is
+# rejected, so the pool is counted by its fallback until it shrinks back or
+# its maxNodeCount is raised (design/observation.md, "Valid report").
+SURGE_FRACTION = 0.1
 
 FreeVector = tuple[int, ...]
 
@@ -200,6 +214,26 @@ def _observed_nodes(status: Mapping) -> tuple[int | None, list[str]]:
     return observed_nodes, []
 
 
+def surge_margin(declared: int) -> int:
+    """The nodes a pool may report beyond its declared ones: 10% of them, at least 1."""
+    return max(1, math.ceil(declared * SURGE_FRACTION))
+
+
+def _beyond_declared(observed_nodes: int | None, declared: int | None) -> list[str]:
+    if observed_nodes is None or declared is None:
+        return []
+    margin = surge_margin(declared)
+    if observed_nodes <= declared + margin:
+        return []
+    return [
+        problem(
+            "observedNodes",
+            f"more than the pool's {declared} declared node(s) plus a surge margin of {margin}",
+            observed_nodes,
+        )
+    ]
+
+
 def _raw_buckets(status: Mapping, max_buckets: int) -> tuple[list, list[str]]:
     raw_buckets = status.get("nodesByFreeDevices")
     if raw_buckets is None:
@@ -253,9 +287,13 @@ def parse_observation(
     status: Mapping | None,
     kinds: DeviceKinds,
     *,
+    declared: int | None = None,
     max_buckets: int = MAX_BUCKETS,
 ) -> ParsedObservation:
     """Parse a PoolObservation status (or a published gpuPools entry).
+
+    `declared` is the pool's declared nodes (`declared_nodes`); None only
+    where no spec is at hand (the agent's own tests of its report's shape).
 
     Never raises: the caller turns NotReported, Blind and Rejected into
     conditions and events and falls back to whole-node accounting.
@@ -271,7 +309,7 @@ def parse_observation(
     observed_at, defects = _observed_at(status)
     observed_nodes, nodes_defects = _observed_nodes(status)
     raw_buckets, bucket_defects = _raw_buckets(status, max_buckets)
-    defects += nodes_defects + bucket_defects
+    defects += nodes_defects + _beyond_declared(observed_nodes, declared) + bucket_defects
     index_of = {name: i for i, name in enumerate(kinds.names)}
     counts: list[tuple[FreeVector, int]] = []
     for position, raw in enumerate(raw_buckets):

@@ -85,6 +85,19 @@ def format_time(moment: datetime) -> str:
     return moment.astimezone(UTC).replace(microsecond=0).strftime("%Y-%m-%dT%H:%M:%SZ")
 
 
+def format_placement_time(moment: datetime) -> str:
+    """A placement time (`modelplane.ai/placed-at`) in UTC, to the microsecond.
+
+    Whole seconds keep the second-precision form placed-at had before, so a
+    stamp written then and read back formats to the same string (a verdict
+    binds its placement's string, design/admission.md).
+    """
+    utc = moment.astimezone(UTC)
+    if utc.microsecond == 0:
+        return format_time(utc)
+    return utc.strftime("%Y-%m-%dT%H:%M:%S.%fZ")
+
+
 def format_duration(delta: timedelta) -> str:
     """A duration the way the XRDs spell them: 5m, 1m30s, 45s, 2h."""
     seconds = int(delta.total_seconds())

@@ -75,12 +75,13 @@ def in_flight(name: str, placed_at: datetime | str, **fields: Unpack[InFlightFie
     return body
 
 
-def queued(body: dict, cluster: str = CLUSTER) -> Queued:
-    return read_queued(resource.dict_to_struct(body), cluster)
+def queued(body: dict, cluster: str = CLUSTER, now: datetime = t.NOW) -> Queued:
+    """The replica as admission reads it at `now` (the builders' clock by default)."""
+    return read_queued(resource.dict_to_struct(body), cluster, now)
 
 
-def queue(bodies: Sequence[dict], cluster: str = CLUSTER) -> list[Queued]:
-    return [queued(b, cluster) for b in bodies]
+def queue(bodies: Sequence[dict], cluster: str = CLUSTER, now: datetime = t.NOW) -> list[Queued]:
+    return [queued(b, cluster, now) for b in bodies]
 
 
 def fleet_cluster(body: dict) -> Cluster:

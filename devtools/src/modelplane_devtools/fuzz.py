@@ -22,7 +22,13 @@ document's kind has a schema in `apis/`, the mutation reads it:
               function through an old object, an offline render or a bug.
 
 Nodes without a schema (a provider's status, a workload manifest) take only
-invalid mutations. `check` states what every mutant must satisfy: RunFunction
+invalid mutations. Any node may also take a hostile value (`hostile`): maps
+nested around the depth compose-model-deployment refuses and the depth
+protobuf stops decoding (`modelplane_common.nesting`), or a string near the
+size etcd stores. Every request reaches the function the way gRPC delivers
+it, serialized and parsed again: one too deep to parse is answered with an
+error for that composite alone (Crossplane keeps its resources), and is
+counted as `undecodable`, not as a crash. `check` states what every mutant must satisfy: RunFunction
 returns (no exception, no internal-error Fatal from the safety net), and on
 invalid input every observed composed resource stays desired unless the
 response is Fatal (Crossplane then keeps them all; tests/render proves it).
@@ -50,8 +56,11 @@ from typing import Any
 import yaml
 from crossplane.function import logging
 from crossplane.function.proto.v1 import run_function_pb2 as fnv1
+from google.protobuf import json_format
+from google.protobuf.message import DecodeError
 from hypothesis import strategies as st
 from modelplane_common.guard import INTERNAL_ERROR
+from modelplane_common.nesting import MAX_TEMPLATE_DEPTH
 
 from modelplane_devtools import render, wire
 
@@ -185,12 +194,30 @@ def _selected(selector: fnv1.ResourceSelector, body: Mapping) -> bool:
     return all(found.get(k) == v for k, v in selector.match_labels.labels.items())
 
 
+def through_the_wire(req: fnv1.RunFunctionRequest) -> fnv1.RunFunctionRequest:
+    """The request as the function's gRPC server parses it. Raises DecodeError when
+    protobuf cannot (nested past its depth limit): the server answers that call with an
+    error, before any function code runs."""
+    return fnv1.RunFunctionRequest.FromString(req.SerializeToString())
+
+
+def _wire_request(seed: Seed, required: Mapping[str, list[dict]] | None) -> fnv1.RunFunctionRequest:
+    """The request Crossplane would build. json_format, which builds it here, refuses a
+    document nested about 50 levels deep; Crossplane would send it, and protobuf would
+    refuse it at the server (it stops near 33): DecodeError, as `through_the_wire`."""
+    try:
+        return wire.request(seed.xr, seed.observed, required)
+    except json_format.ParseError as err:
+        raise DecodeError(f"nested past what protobuf decodes: {err}") from err
+
+
 def requests(seed: Seed, function_runner: Any | None = None) -> Iterator[fnv1.RunFunctionRequest]:
-    """The requests Crossplane would send, answering requirements from the seed."""
+    """The requests Crossplane would send, answering requirements from the seed, as the
+    function receives them (`through_the_wire`; raises DecodeError)."""
     function_runner = function_runner or runner(seed.function)
     required: dict[str, list[dict]] | None = None
     for _ in range(MAX_REQUIREMENT_ROUNDS):
-        req = wire.request(seed.xr, seed.observed, required)
+        req = through_the_wire(_wire_request(seed, required))
         yield req
         rsp = call(function_runner, req)
         answer = {
@@ -361,6 +388,7 @@ def mutation(draw: st.DrawFn, seed: Seed) -> Mutation:
         *_value_options(schema, value),
         *_time_options(value),
         _removal_option(body, path, schema, parent),
+        *_hostile_options(),
     ]
     # Half the mutants valid where the node allows a valid change at all.
     wanted = draw(st.booleans())
@@ -392,6 +420,44 @@ def _value_options(schema: dict | None, value: Any) -> list[_Option]:
     if odd:
         options.append((False, "wrong type", st.sampled_from(odd)))
     return options
+
+
+# Hostile shapes: one level past the template depth the deployment refuses, the
+# deepest a deployment's own request decodes, past what any request decodes, and far
+# past it (json_format, which builds the harness' requests, stops at 100 levels);
+# strings of 64 KiB and of 1 MiB (etcd stores objects up to 1.5 MiB).
+NESTING_DEPTHS = (MAX_TEMPLATE_DEPTH + 1, 25, 28, 40, 90)
+OVERSIZED_STRINGS = (64 * 1024, 1024 * 1024)
+
+
+def nested_map(levels: int) -> dict:
+    """`levels` maps nested in each other, a string at the bottom."""
+    value: dict = {"leaf": "x"}
+    for _ in range(levels - 1):
+        value = {"deeper": value}
+    return value
+
+
+def _hostile_options() -> list[_Option]:
+    return [
+        (False, "deeply nested", st.sampled_from(NESTING_DEPTHS).map(nested_map)),
+        (False, "oversized string", st.sampled_from(OVERSIZED_STRINGS).map(lambda n: "x" * n)),
+    ]
+
+
+@st.composite
+def hostile(draw: st.DrawFn, seed: Seed) -> Mutation:
+    """One node of one document replaced by a hostile value."""
+    where, body = draw(st.sampled_from(seed.documents()))
+    path = draw(st.sampled_from([p for p in paths(body) if p[0] not in ("apiVersion", "kind")]))
+    _, why, values = draw(st.sampled_from(_hostile_options()))
+    return Mutation(where, path, draw(values), False, why)
+
+
+@st.composite
+def hostile_mutants(draw: st.DrawFn, pool: Sequence[Seed]) -> Mutant:
+    seed = draw(st.sampled_from(pool))
+    return Mutant(seed, (draw(hostile(seed)),))
 
 
 def _time_options(value: Any) -> list[_Option]:
@@ -483,6 +549,7 @@ class Outcome:
     internal_error: str | None = None  # the safety net's Fatal message
     dropped: tuple[str, ...] = ()  # observed composed resources missing from desired
     fatal: str | None = None
+    undecodable: str | None = None  # protobuf refused the request: the call fails alone
     requests: list[fnv1.RunFunctionRequest] = field(default_factory=list)
     digests: list[str] = field(default_factory=list)
 
@@ -505,6 +572,9 @@ def check(mutant: Mutant, runners: Mapping[str, Any]) -> Outcome:
             rsp = call(function_runner, req)
             outcome.requests.append(req)
             outcome.digests.append(digest(rsp))
+    except DecodeError as err:
+        outcome.undecodable = str(err)[:300]
+        return outcome
     except Exception as err:  # the point of the exercise
         outcome.crashed = f"{type(err).__name__}: {err}"[:300]
         return outcome
@@ -563,7 +633,15 @@ def survey(per_function: int, seed: int = 0) -> dict[str, dict[str, int]]:
         mine = [s for s in pool if s.function == function]
         tally = counts.setdefault(
             function,
-            {"mutants": 0, "valid": 0, "crashed": 0, "internal": 0, "dropped": 0, "fatal": 0},
+            {
+                "mutants": 0,
+                "valid": 0,
+                "crashed": 0,
+                "internal": 0,
+                "dropped": 0,
+                "fatal": 0,
+                "undecodable": 0,
+            },
         )
 
         def record(mutant: Mutant, tally: dict[str, int] = tally, function: str = function) -> None:
@@ -574,6 +652,7 @@ def survey(per_function: int, seed: int = 0) -> dict[str, dict[str, int]]:
             tally["internal"] += outcome.internal_error is not None
             tally["dropped"] += bool(outcome.dropped) and mutant.invalid
             tally["fatal"] += outcome.fatal is not None
+            tally["undecodable"] += outcome.undecodable is not None
             failure = outcome.failure(mutant.invalid)
             if failure:
                 samples.setdefault(function, []).append(f"{mutant.describe()} -> {failure}")

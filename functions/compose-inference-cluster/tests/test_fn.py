@@ -435,6 +435,26 @@ def test_a_rejected_report_warns_with_the_pools_fallback():
     ), warnings
 
 
+def test_a_report_of_more_nodes_than_the_pool_declares_is_rejected_naming_the_count():
+    # h100 declares nodeCount 4, maxNodeCount 6: 7 nodes is within the surge margin, 8 is not.
+    forged = {
+        **H100_REPORT,
+        "observedNodes": 8,
+        "nodesByFreeDevices": [{"free": {"gpu": 8}, "nodes": 8}],
+    }
+    rsp = render(xr(), {**OBSERVED_ALL, "pool-h100": pool_object(forged)})
+    warnings = [m for severity, m in events(rsp) if severity == "Warning"]
+    assert any(
+        m.startswith("pool h100: observation rejected")
+        and "observedNodes: more than the pool's 6 declared node(s) plus a surge margin of 1 "
+        "(got 8)"
+        in m
+        for m in warnings
+    ), warnings
+    published = {p["name"]: p for p in desired_status(rsp)["gpuPools"]}
+    assert "nodesByFreeDevices" not in published["h100"]
+
+
 def test_switching_to_declared_removes_the_observation_objects():
     declared = xr(observation={"mode": "Declared"})
     assert sorted(desired(render(declared, OBSERVED_ALL))) == ["provider-config"]

@@ -126,8 +126,14 @@ CAPACITY = [
     CapacityCase(
         spec="growth is clamped at zero during a surge",
         xr=t.deployment(replicas=3, engines=[t.standalone(gpus=8)]),
-        clusters=[one_pool(1, [(FULL, 1)], max_nodes=3, observed_nodes=5)],
+        clusters=[one_pool(1, [(FULL, 1)], max_nodes=3, observed_nodes=4)],
         placed=1,
+    ),
+    CapacityCase(
+        spec="a report beyond the surge margin is rejected: the pool is counted by whole nodes",
+        xr=t.deployment(replicas=3, engines=[t.standalone(gpus=8)]),
+        clusters=[one_pool(1, [(FULL, 1)], max_nodes=3, observed_nodes=5)],
+        placed=3,
     ),
     CapacityCase(
         spec="a booting node is neither free nor growable",

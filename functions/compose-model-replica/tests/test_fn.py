@@ -1226,3 +1226,94 @@ def test_a_settled_replica_whose_watch_circuit_is_open_is_called_again_soon():
     open_circuit = {"conditions": [{"type": "Responsive", "status": "False"}]}
     rsp = call(xr(status=open_circuit), SERVING)
     assert rsp.meta.ttl.ToTimedelta().total_seconds() == 10
+
+
+def with_times(placed_at, created=None, label="east"):
+    replica = xr()
+    replica["metadata"]["annotations"][labels.PLACED_AT] = placed_at
+    replica["metadata"]["labels"][labels.CLUSTER] = label
+    if created is not None:
+        replica["metadata"]["creationTimestamp"] = created
+    return replica
+
+
+REPLACED = (
+    'metadata.annotations["modelplane.ai/placed-at"]: outside [creationTimestamp - 10s, '
+    "now + 10s]: queued at its creationTimestamp 2026-11-29T11:50:00Z instead"
+)
+
+
+@pytest.mark.parametrize(
+    ("placed_at", "created", "replaced"),
+    [
+        pytest.param(EARLIER, EARLIER, None, id="a-stamp-at-its-creation-is-believed"),
+        pytest.param(
+            "2026-11-29T11:49:51Z",
+            EARLIER,
+            None,
+            id="a-stamp-up-to-10s-before-creation-is-believed",
+        ),
+        pytest.param("2026-11-29T11:50:00.250000Z", EARLIER, None, id="a-sub-second-stamp-is-read"),
+        pytest.param(
+            "2026-11-29T11:49:49Z",
+            EARLIER,
+            f'{REPLACED} (got "2026-11-29T11:49:49Z")',
+            id="a-stamp-over-10s-before-creation-is-replaced",
+        ),
+        pytest.param(
+            "2000-01-01T00:00:00Z",
+            EARLIER,
+            f'{REPLACED} (got "2000-01-01T00:00:00Z")',
+            id="a-forged-ancient-stamp-is-replaced",
+        ),
+        pytest.param(
+            "2026-11-29T12:00:11Z",
+            EARLIER,
+            f'{REPLACED} (got "2026-11-29T12:00:11Z")',
+            id="a-stamp-over-10s-in-the-future-is-replaced",
+        ),
+    ],
+)
+def test_an_implausible_placement_time_is_replaced_by_the_creation_time_and_said(
+    placed_at, created, replaced
+):
+    rsp = call(with_times(placed_at, created))
+    status, reason, message = conditions(rsp)["Admitted"]
+    assert (status, reason) == ("True", "Admitted")
+    warned = [text for severity, text in events(rsp) if severity == "Warning"]
+    if replaced is None:
+        assert "outside" not in message and not warned
+    else:
+        assert message.endswith(f"; {replaced}")
+        assert replaced in warned
+
+
+def test_a_replica_labelled_for_another_cluster_is_not_judged_and_says_why():
+    rsp = call(with_times(EARLIER, EARLIER, label="west"))
+    expected = (
+        "metadata.labels[\"modelplane.ai/cluster\"]: must equal spec.clusterName 'east', "
+        'the cluster whose queue it is judged in (got "west")'
+    )
+    assert conditions(rsp)["Admitted"] == (
+        "False",
+        "WaitingForAdmission",
+        f"not judged: {expected}",
+    )
+    assert ("Warning", expected) in events(rsp)
+    assert not [name for name in desired(rsp) if name.startswith("east/serve/")]
+
+
+def test_a_replica_labelled_for_another_cluster_keeps_its_running_work():
+    rsp = call(with_times(EARLIER, EARLIER, label="west"), RUNNING, {"cluster": [full_cluster()]})
+    assert conditions(rsp)["Admitted"][:2] == ("True", "Admitted")
+    assert "east/serve/workload" in desired(rsp)
+
+
+def test_a_stamp_from_the_future_without_a_creation_time_is_queued_last_and_said():
+    rsp = call(with_times("2026-11-29T13:00:00Z"))
+    expected = (
+        'metadata.annotations["modelplane.ai/placed-at"]: outside [creationTimestamp - 10s, '
+        'now + 10s]: queued last instead (got "2026-11-29T13:00:00Z")'
+    )
+    assert ("Warning", expected) in events(rsp)
+    assert conditions(rsp)["Admitted"][:2] == ("False", "WaitingForAdmission")

@@ -19,19 +19,32 @@ A queued replica
     and the verdict recorded for its current placement, if any. The queue
     order is (placed-at, namespace, name): every replica of a cluster that
     reads the same replicas computes the same order.
+
+The placement time
+    The scheduler stamps `placed-at` to the microsecond
+    (`timeutil.format_placement_time`); a stamp to the second, as written
+    before, reads the same. A stamp is believed only inside
+    [creationTimestamp - PLACEMENT_SKEW, now + PLACEMENT_SKEW]: the
+    scheduler stamps it just before Crossplane creates the replica, so a
+    stamp far older than the object (or from the future) is forged or from
+    a skewed clock, and would let the replica jump its cluster's queue. Such
+    a replica is queued at its creationTimestamp instead, and the replica
+    itself reports the value (`PlacementTime.replaced`). The annotation stays
+    the key a verdict binds to (`Record.binds`): only the queue time changes.
 """
 
 from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass
-from datetime import UTC, datetime
+from datetime import UTC, datetime, timedelta
 
 from google.protobuf import struct_pb2
 
 from modelplane_common import labels
 from modelplane_common.capacity.fleet import Charge
 from modelplane_common.capacity.readers import get_str, get_struct, read_charge
+from modelplane_common.inputs import problem
 from modelplane_common.outcome import capped
 from modelplane_common.timeutil import format_time, parse_time_or_none
 
@@ -42,6 +55,12 @@ OVERCOMMITTED = "Overcommitted"
 VERDICTS = (ADMITTED, OVERCOMMITTED)
 
 STATUS_FIELD = "admission"
+
+# How far a placed-at may lie before its replica's creationTimestamp, or after
+# `now`, and still be believed: clock skew between the function that stamped
+# it, the API server and the function reading it, plus Crossplane's apply
+# latency. The same allowance as the settle time (design/admission.md).
+PLACEMENT_SKEW = timedelta(seconds=10)
 
 
 @dataclass(frozen=True, slots=True)
@@ -110,13 +129,51 @@ def queue_order(queued: Queued) -> tuple[datetime, str, str]:
     return (queued.placed_at or _NEVER, *queued.key)
 
 
+@dataclass(frozen=True, slots=True)
+class PlacementTime:
+    """When a replica is queued, and why its placed-at was not believed, if it was not."""
+
+    at: datetime | None  # None: no readable time; ordered last
+    replaced: str | None = None  # the one-line report naming the stamp that was replaced
+
+
+def placement_time(placement: str, created: datetime | None, now: datetime) -> PlacementTime:
+    """The queue time of a replica: its placed-at when plausible, else its creationTimestamp.
+
+    A malformed placed-at has no time (reported by the replica as malformed);
+    no annotation at all is the creationTimestamp, as before placed-at existed.
+    """
+    if not placement:
+        return PlacementTime(created)
+    stamped = parse_time_or_none(placement)
+    if stamped is None:
+        return PlacementTime(None)
+    too_early = created is not None and stamped < created - PLACEMENT_SKEW
+    if not too_early and stamped <= now + PLACEMENT_SKEW:
+        return PlacementTime(stamped)
+    skew = int(PLACEMENT_SKEW.total_seconds())
+    instead = f"at its creationTimestamp {format_time(created)}" if created else "last"
+    reason = f"outside [creationTimestamp - {skew}s, now + {skew}s]: queued {instead} instead"
+    return PlacementTime(
+        created, problem(f'metadata.annotations["{labels.PLACED_AT}"]', reason, placement)
+    )
+
+
 def _struct_to_plain(struct: struct_pb2.Struct | None) -> dict:
     if struct is None:
         return {}
     return {key: value.string_value for key, value in struct.fields.items()}
 
 
-def read_queued(resource: struct_pb2.Struct, cluster: str) -> Queued:
+def read_placement_time(resource: struct_pb2.Struct, now: datetime) -> PlacementTime:
+    """`placement_time` of a ModelReplica Struct."""
+    meta = get_struct(resource, "metadata")
+    annotations = _struct_to_plain(get_struct(meta, "annotations") if meta is not None else None)
+    created = parse_time_or_none(get_str(meta, "creationTimestamp"))
+    return placement_time(annotations.get(labels.PLACED_AT, ""), created, now)
+
+
+def read_queued(resource: struct_pb2.Struct, cluster: str, now: datetime) -> Queued:
     """A ModelReplica Struct as admission sees it (straight from the Struct, as the
     scheduler reads the fleet: thousands of replicas are never converted to dicts)."""
     meta = get_struct(resource, "metadata")
@@ -124,11 +181,8 @@ def read_queued(resource: struct_pb2.Struct, cluster: str) -> Queued:
     charge = read_charge(resource, identity, cluster)
     annotations = _struct_to_plain(get_struct(meta, "annotations") if meta is not None else None)
     placement = annotations.get(labels.PLACED_AT, "")
-    placed_at = (
-        parse_time_or_none(placement)
-        if placement
-        else parse_time_or_none(get_str(meta, "creationTimestamp"))
-    )
+    created = parse_time_or_none(get_str(meta, "creationTimestamp"))
+    placed_at = placement_time(placement, created, now).at
     return Queued(charge, placed_at, recorded_verdict(resource, placement))
 
 

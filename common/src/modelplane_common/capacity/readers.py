@@ -147,7 +147,7 @@ def read_cluster(obj: Mapping) -> tuple[Cluster, list[str]]:
         pool_name = str(raw.get("name"))
         fallback = fallbacks[pool_name]
         entry = published.get(pool_name)
-        observation = None if declared else parse_observation(entry, kinds)
+        observation = None if declared else parse_observation(entry, kinds, declared=nodes)
         distrust = None
         if isinstance(observation, Rejected):
             notes.append(

@@ -30,7 +30,8 @@ a crash and a restart are (the agent's fault tests).
 
 The e2e (`start`) runs a control plane and a workload cluster sharing one CA
 and one `processes.Supervisor`; around them Crossplane core v2.3.4 with the
-package manager's External runtime and an OCI registry for the packages on
+package manager's External runtime, running as its Helm chart's service
+account (`crossplane_kubeconfig`) and an OCI registry for the packages on
 the control plane (what `install` then installs: provider-kubernetes
 v1.2.1, the Configuration and the functions, run by the harness), and the agent
 (`agent`, started by the session fixture once the stack is up) on the
@@ -72,6 +73,7 @@ TOOLS = ROOT / ".tools" / "bin"
 GO_MODULES = ROOT / "tools"
 
 CROSSPLANE_NAMESPACE = "crossplane-system"
+CROSSPLANE_SERVICE_ACCOUNT = "crossplane"  # the Helm chart's name for it
 CA_SECRET = "crossplane-root-ca"
 SERVER_SECRET = "crossplane-tls-server"
 CLIENT_SECRET = "crossplane-tls-client"
@@ -383,20 +385,65 @@ def _secret_files(kube: Kube, name: str, namespace: str, into: Path) -> Path:
     return into
 
 
+def crossplane_kubeconfig(stack: Stack, cluster: Cluster) -> Path:
+    """A kubeconfig for Crossplane's own identity: its Helm chart's service account.
+
+    Crossplane runs as `system:serviceaccount:crossplane-system:crossplane`
+    here as in a Helm install, so deploy/control-plane's admission policy
+    (only Crossplane writes ModelReplicas) sees the identity it names. The
+    chart's aggregated `crossplane` ClusterRole is stood in for by
+    cluster-admin: what it may do is RBAC's business, who it is matters here.
+    """
+    kube = cluster.kube
+    kube.kubectl("create", "serviceaccount", CROSSPLANE_SERVICE_ACCOUNT, "-n", CROSSPLANE_NAMESPACE)
+    kube.kubectl(
+        "create", "clusterrolebinding", "e2e-crossplane", "--clusterrole=cluster-admin",
+        f"--serviceaccount={CROSSPLANE_NAMESPACE}:{CROSSPLANE_SERVICE_ACCOUNT}",
+    )  # fmt: skip
+    token = kube.kubectl(
+        "create", "token", CROSSPLANE_SERVICE_ACCOUNT, "-n", CROSSPLANE_NAMESPACE,
+        "--duration=48h",
+    ).strip()  # fmt: skip
+    config = {
+        "apiVersion": "v1",
+        "kind": "Config",
+        "clusters": [
+            {
+                "name": cluster.name,
+                "cluster": {
+                    "server": cluster.server,
+                    "certificate-authority-data": _b64(cluster.ca),
+                },
+            }
+        ],
+        "users": [{"name": "crossplane", "user": {"token": token}}],
+        "contexts": [
+            {"name": cluster.name, "context": {"cluster": cluster.name, "user": "crossplane"}}
+        ],
+        "current-context": cluster.name,
+    }
+    path = stack.workdir / "crossplane" / "kubeconfig"
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(yaml.safe_dump(config, sort_keys=False))
+    return path
+
+
 def start_crossplane(stack: Stack, cluster: Cluster, poll_interval: str = "5s") -> Path:
-    """Crossplane core: `core init` (retried), then `core start` with the External runtime.
+    """Crossplane core: `core init` (retried), then `core start` with the External runtime,
+    both as Crossplane's service account (`crossplane_kubeconfig`).
 
     Returns the folder holding Crossplane's root CA (tls.crt, tls.key), which
     issues the functions' server certificates.
     """
     kube = cluster.kube
     kube.kubectl("create", "namespace", CROSSPLANE_NAMESPACE)
+    kubeconfig = crossplane_kubeconfig(stack, cluster)
     core = binary("crossplane-core")
     crds = module_dir("crossplane-core", "github.com/crossplane/crossplane/v2") / "cluster" / "crds"
     no_webhooks = stack.workdir / "crossplane" / "webhookconfigurations"
     no_webhooks.mkdir(parents=True, exist_ok=True)
     env = {
-        "KUBECONFIG": str(cluster.kubeconfig),
+        "KUBECONFIG": str(kubeconfig),
         "POD_NAMESPACE": CROSSPLANE_NAMESPACE,
         "ENABLE_WEBHOOKS": "false",
         "TLS_CA_SECRET_NAME": CA_SECRET,

@@ -280,7 +280,12 @@ def _verdict(
         return PoolVerdict(name, None, "Declared", "capacity is declared")
     if name not in reports and not agent_seen:
         return PoolVerdict(name, None, "NoAgent", "the agent is not installed on the cluster")
-    parsed = parse_observation(reports.get(name), DeviceKinds.from_declared(pool["devices"]))
+    nodes = declared_nodes(
+        whole_number(pool.get("nodeCount")) or 0, whole_number(pool.get("maxNodeCount"))
+    )
+    parsed = parse_observation(
+        reports.get(name), DeviceKinds.from_declared(pool["devices"]), declared=nodes
+    )
     match parsed:
         case Observation() if (stale := parsed.staleness(now, max_age)) is not None:
             return PoolVerdict(name, parsed, "Stale", f"observation is {stale}")

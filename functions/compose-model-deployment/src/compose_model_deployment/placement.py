@@ -406,8 +406,9 @@ def unschedulable_too_long(own: OwnReplica, spec: DeploymentSpec, now: datetime)
     ps = own.pods_scheduled
     if ps.status != "False" or ps.reason != "Unschedulable" or ps.since is None:
         return None
-    # A condition older than the placement describes the previous placement.
-    if own.placed_at is not None and ps.since < own.placed_at:
+    # A condition older than the placement describes the previous placement. Conditions
+    # are stamped to the second, placed-at to the microsecond: compare to the second.
+    if own.placed_at is not None and ps.since < own.placed_at.replace(microsecond=0):
         return None
     if now - ps.since <= spec.unschedulable_grace:
         return None

@@ -25,7 +25,7 @@ from datetime import datetime, timedelta
 
 from crossplane.function import resource as wire
 from google.protobuf import struct_pb2
-from modelplane_common import labels, requeue
+from modelplane_common import labels, nesting, requeue
 from modelplane_common.capacity import admission
 from modelplane_common.capacity.fleet import (
     ENGINE_SHAPE_RULE,
@@ -167,9 +167,35 @@ def _identity(xr: Mapping) -> tuple[str, str]:
     return namespace, name
 
 
+def _nesting_problems(xr: Mapping) -> list[str]:
+    """Every member template nested deeper than `nesting.MAX_TEMPLATE_DEPTH`: checked
+    first, before anything walks the template, so that no replica of it is composed."""
+    spec = xr.get("spec")
+    template = spec.get("template") if isinstance(spec, Mapping) else None
+    inner = template.get("spec") if isinstance(template, Mapping) else None
+    engines = inner.get("engines") if isinstance(inner, Mapping) else None
+    found: list[str] = []
+    for e, engine in enumerate(engines if isinstance(engines, list) else ()):
+        members = engine.get("members") if isinstance(engine, Mapping) else None
+        for m, member in enumerate(members if isinstance(members, list) else ()):
+            depth = nesting.depth(member.get("template") if isinstance(member, Mapping) else None)
+            if depth > nesting.MAX_TEMPLATE_DEPTH:
+                found.append(
+                    problem(
+                        f"spec.template.spec.engines[{e}].members[{m}].template",
+                        f"nests more than {nesting.MAX_TEMPLATE_DEPTH} maps and lists deep",
+                        depth,
+                    )
+                )
+    return found
+
+
 def read_deployment(xr: Mapping) -> DeploymentInput:
     """Validate the ModelDeployment against its generated model. Raises ValueError
     whose message is one `field.path: reason (got value)` per defect."""
+    too_deep = _nesting_problems(xr)
+    if too_deep:
+        raise ValueError("; ".join(too_deep))
     try:
         # Only what the user wrote: status is ours and never invalidates the spec.
         model = ModelDeployment.model_validate({k: v for k, v in xr.items() if k != "status"})

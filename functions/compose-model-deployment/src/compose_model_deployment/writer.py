@@ -8,7 +8,7 @@ from modelplane_common import labels
 from modelplane_common.capacity.fleet import PlacedMember, Role
 from modelplane_common.outcome import capped
 from modelplane_common.outcome import unchanged as kept_unchanged
-from modelplane_common.timeutil import format_time
+from modelplane_common.timeutil import format_placement_time, format_time
 
 from compose_model_deployment.model import FailedPlacement, MissingCluster
 from compose_model_deployment.placement import Change, Plan, PlannedReplica
@@ -72,7 +72,7 @@ def model_replica(deployment: DeploymentInput, replica: PlannedReplica) -> dict:
                 labels.CLUSTER: replica.cluster,
                 labels.REPLICA_INDEX: str(replica.index),
             },
-            "annotations": {PLACED_AT: format_time(replica.placed_at)},
+            "annotations": {PLACED_AT: format_placement_time(replica.placed_at)},
         },
         "spec": body,
     }

@@ -157,7 +157,7 @@ def _has_workloads(spec: ParsedSpec, observed: Mapping[str, ObservedObject]) -> 
 
 def admit(given: Inputs) -> AdmissionVerdict:
     replica, spec = given.replica, given.replica.spec
-    problem = replica.placement_problem
+    problem = replica.placement_problem or replica.cluster_label_problem
     if problem is None and (spec.defects or spec.invalid):
         problem = "its spec is invalid"
     cluster = given.cluster.facts.fleet if isinstance(given.cluster, Found) else None
@@ -477,7 +477,11 @@ def warning_events(
 ) -> tuple[Event, ...]:
     """The Warning events, in a fixed order: the placement time, the cluster's maxAge,
     the agent's report, then every problem a person has to fix."""
-    said = [given.replica.placement_problem]
+    said = [
+        given.replica.placement_problem,
+        given.replica.placement_replaced,
+        given.replica.cluster_label_problem,
+    ]
     if target.cluster is not None:
         said.append(target.cluster.max_age_problem)
     said.extend(pods_verdict.warnings)
@@ -509,6 +513,12 @@ def requirements(given: Inputs) -> Requirements:
     )
 
 
+def admitted_message(given: Inputs, verdict: AdmissionVerdict) -> str:
+    """The verdict, and the placed-at it was not queued by when that stamp was implausible."""
+    replaced = given.replica.placement_replaced
+    return f"{verdict.message}; {replaced}" if replaced else verdict.message
+
+
 # -- the pass ----------------------------------------------------------------------------------
 
 
@@ -530,7 +540,9 @@ def decide(given: Inputs) -> Outcome:
     listed = (*found.listed, late) if late is not None else found.listed
     pods_verdict = pods(given, target, composition, replica)
     ready = readiness(given, found.by_engine)
-    admitted = Condition(ADMITTED_CONDITION, verdict.status, verdict.reason, verdict.message)
+    admitted = Condition(
+        ADMITTED_CONDITION, verdict.status, verdict.reason, admitted_message(given, verdict)
+    )
     return Outcome(
         requirements=requirements(given),
         resources=leftovers.resources,

@@ -42,6 +42,8 @@ class ReplicaInput:
     previous_admission: Record | None  # status.admission, when readable
     placement: str  # the raw modelplane.ai/placed-at annotation, "" when none
     placement_problem: str | None  # why that annotation cannot be read
+    placement_replaced: str | None  # why it is queued at its creationTimestamp instead
+    cluster_label_problem: str | None  # its cluster label is not spec.clusterName
     queued: Queued  # this replica, as its fellow replicas read it
     circuit_open: bool = False  # Crossplane is dropping its watch events (requeue.circuit_open)
 

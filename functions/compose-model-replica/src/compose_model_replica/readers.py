@@ -33,6 +33,7 @@ from modelplane_common import inputs, labels, requeue
 from modelplane_common.capacity.admission import (
     Queued,
     placement_annotation,
+    read_placement_time,
     read_queued,
     record_from_status,
 )
@@ -65,16 +66,16 @@ NAMESPACE_REPLICAS_REQUIREMENT = "namespace-replicas"
 
 def read_request(req: fnv1.RunFunctionRequest, now: datetime) -> Inputs:
     """Every input of one pass. Raises InvalidInput when the composite cannot be read."""
-    replica = read_replica(req.observed.composite.resource)
+    replica = read_replica(req.observed.composite.resource, now)
     cluster_name = replica.spec.cluster
     return Inputs(
         replica=replica,
         cluster=read_cluster_input(req),
-        fellows=read_fellows(req, cluster_name),
+        fellows=read_fellows(req, cluster_name, now),
         observed={name: read_observed(r) for name, r in req.observed.resources.items()},
         now=now,
         quota=read_quota(req, replica.namespace),
-        namespace_replicas=read_namespace_replicas(req, replica.namespace),
+        namespace_replicas=read_namespace_replicas(req, replica.namespace, now),
     )
 
 
@@ -92,20 +93,20 @@ def read_quota(req: fnv1.RunFunctionRequest, namespace: str) -> DeviceQuota | No
 
 
 def read_namespace_replicas(
-    req: fnv1.RunFunctionRequest, namespace: str
+    req: fnv1.RunFunctionRequest, namespace: str, now: datetime
 ) -> tuple[Queued, ...] | None:
     """The namespace's ModelReplicas, fleet-wide, as admission queues them; None while
     not fetched. Each is charged on the cluster its spec names."""
     if NAMESPACE_REPLICAS_REQUIREMENT not in req.required_resources:
         return None
     return tuple(
-        read_queued(item.resource, get_str(get_struct(item.resource, "spec"), "clusterName"))
+        read_queued(item.resource, get_str(get_struct(item.resource, "spec"), "clusterName"), now)
         for item in req.required_resources[NAMESPACE_REPLICAS_REQUIREMENT].items
         if get_str(get_struct(item.resource, "metadata"), "namespace") == namespace
     )
 
 
-def read_replica(composite: struct_pb2.Struct) -> ReplicaInput:
+def read_replica(composite: struct_pb2.Struct, now: datetime) -> ReplicaInput:
     """The XR. Raises InvalidInput when it has no metadata.name, or metadata or spec
     is not an object: a composite that is not even that cannot be reasoned about."""
     xr = resource.struct_to_dict(composite)
@@ -122,7 +123,9 @@ def read_replica(composite: struct_pb2.Struct) -> ReplicaInput:
         previous_admission=record_from_status(status),
         placement=placement,
         placement_problem=_placement_problem(placement),
-        queued=read_queued(composite, spec.cluster),
+        placement_replaced=read_placement_time(composite, now).replaced,
+        cluster_label_problem=_cluster_label_problem(metadata, spec.cluster),
+        queued=read_queued(composite, spec.cluster, now),
         circuit_open=requeue.circuit_open(xr),
     )
 
@@ -133,6 +136,21 @@ def _placement_problem(placement: str) -> str | None:
             f'metadata.annotations["{labels.PLACED_AT}"]', "must be an RFC 3339 time", placement
         )
     return None
+
+
+def _cluster_label_problem(metadata: Mapping, cluster: str) -> str | None:
+    """The cluster label selects a replica into its cluster's queue (every fellow reads
+    `modelplane.ai/cluster`); one that names another cluster than spec.clusterName
+    would be charged by neither cluster's replicas."""
+    found = metadata.get("labels")
+    label = found.get(labels.CLUSTER) if isinstance(found, Mapping) else None
+    if not cluster or label == cluster:
+        return None  # no clusterName: the spec's own defect says so
+    return inputs.problem(
+        f'metadata.labels["{labels.CLUSTER}"]',
+        f"must equal spec.clusterName {cluster!r}, the cluster whose queue it is judged in",
+        label,
+    )
 
 
 def read_cluster_input(req: fnv1.RunFunctionRequest) -> ClusterInput:
@@ -181,12 +199,14 @@ def _cluster_facts(body: Mapping, fleet: Cluster | None) -> ClusterFacts:
     )
 
 
-def read_fellows(req: fnv1.RunFunctionRequest, cluster_name: str) -> tuple[Queued, ...] | None:
+def read_fellows(
+    req: fnv1.RunFunctionRequest, cluster_name: str, now: datetime
+) -> tuple[Queued, ...] | None:
     """The cluster's ModelReplicas as admission queues them; None while not fetched."""
     if REPLICAS_REQUIREMENT not in req.required_resources:
         return None
     return tuple(
-        read_queued(item.resource, cluster_name)
+        read_queued(item.resource, cluster_name, now)
         for item in req.required_resources[REPLICAS_REQUIREMENT].items
         # The label selected them; the spec is what pins them to the cluster.
         if get_str(get_struct(item.resource, "spec"), "clusterName") == cluster_name
