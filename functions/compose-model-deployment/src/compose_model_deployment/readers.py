@@ -24,7 +24,7 @@ from datetime import datetime, timedelta
 
 from crossplane.function import resource as wire
 from google.protobuf import struct_pb2
-from modelplane_common import labels
+from modelplane_common import labels, pod_template
 from modelplane_common.capacity import admission
 from modelplane_common.capacity.fleet import Charge, Cluster, Role, pods_per_copy
 from modelplane_common.capacity.readers import (
@@ -137,6 +137,20 @@ def _engine_shape(position: int, engine: schema.Engine) -> EngineShape:
     return EngineShape(engine.name, engine.copies or 1, members)
 
 
+def _template_problems(engines: object) -> list[str]:
+    """Every pod template defect (`modelplane_common.pod_template`, the rule the
+    replicas apply too), so that no replica of a template that cannot run, or
+    would bypass the cluster's scheduler, is placed or charged."""
+    found: list[str] = []
+    for e, engine in enumerate(engines if isinstance(engines, list | tuple) else ()):
+        members = engine.get("members") if isinstance(engine, Mapping) else None
+        for m, member in enumerate(members if isinstance(members, list) else ()):
+            if isinstance(member, Mapping):
+                where = f"spec.template.spec.engines[{e}].members[{m}]"
+                found.extend(pod_template.read(member.get("template"), where)[2])
+    return found
+
+
 def _healing(healing: schema.Healing | None, field: str) -> timedelta:
     """A healing duration; absent (or null) it is the generated model's default."""
     value = getattr(healing, field) if healing is not None else None
@@ -177,6 +191,9 @@ def read_deployment(xr: Mapping) -> DeploymentInput:
     engines = tuple(_engine_shape(i, e) for i, e in enumerate(template.spec.engines))
     healing = model.spec.healing
     raw_spec = ((xr.get("spec") or {}).get("template") or {}).get("spec") or {}
+    template_problems = _template_problems(raw_spec.get("engines") or ())
+    if template_problems:
+        raise ValueError("; ".join(template_problems))
     selector = template.spec.clusterSelector
     return DeploymentInput(
         spec=DeploymentSpec(

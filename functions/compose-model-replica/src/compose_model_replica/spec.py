@@ -14,7 +14,8 @@ Shapes (design/api.md section 4)
 
 Leniency, deliberately
     - A member's `template` may be a PodTemplateSpec (`{metadata, spec}`) or
-      a bare pod spec (`{containers: ...}`).
+      a bare pod spec (`{containers: ...}`); `modelplane_common.pod_template`
+      is the one rule for what it may hold (the deployment applies it too).
     - Counts are read with `whole_number`: the wire delivers 3 as 3.0.
 """
 
@@ -24,9 +25,10 @@ import re
 from collections.abc import Mapping
 from dataclasses import dataclass
 
+from modelplane_common import pod_template
 from modelplane_common.capacity.fleet import is_gang, pods_per_copy
 from modelplane_common.devices import DeviceRequest
-from modelplane_common.inputs import InvalidInput, enum, problem, whole_number
+from modelplane_common.inputs import InvalidInput, enum, whole_number
 
 STANDALONE = "Standalone"
 LEADER = "Leader"
@@ -165,85 +167,6 @@ def _device_requests(raw: object, where: str, defects: list[str]) -> tuple[Devic
     return tuple(r for r in requests if r is not None)
 
 
-def _pod_template(raw: object, where: str, defects: list[str]) -> tuple[Mapping, Mapping]:
-    """(pod metadata, pod spec) of a member's template."""
-    if not isinstance(raw, Mapping):
-        defects.append(f"{where}.template must be a pod template with containers")
-        return {}, {}
-    if "spec" in raw:
-        metadata, spec = raw.get("metadata") or {}, raw.get("spec")
-    else:
-        metadata, spec = {}, raw
-    if not isinstance(metadata, Mapping):
-        defects.append(f"{where}.template.metadata must be an object")
-        metadata = {}
-    containers = spec.get("containers") if isinstance(spec, Mapping) else None
-    if not isinstance(containers, list) or not containers:
-        defects.append(f"{where}.template has no containers")
-        return metadata, {}
-    assert isinstance(spec, Mapping)
-    found = _template_shape_defects(metadata, spec, f"{where}.template")
-    defects.extend(found)
-    return (metadata, spec) if not found else ({}, {})
-
-
-# The fields of a pod template the workloads merge into: each must have its
-# Kubernetes shape, or merging would fail half-way. Everything else in the
-# template is passed through untouched for the API server to judge.
-_POD_SPEC_FIELDS = (
-    ("nodeSelector", Mapping, "an object"),
-    ("tolerations", list, "a list"),
-    ("resourceClaims", list, "a list"),
-    ("affinity", Mapping, "an object"),
-)
-
-
-def _template_shape_defects(metadata: Mapping, spec: Mapping, where: str) -> list[str]:
-    defects = []
-    if not isinstance(metadata.get("labels") or {}, Mapping):
-        defects.append(problem(f"{where}.metadata.labels", "must be an object", metadata["labels"]))
-    for name, kind, words in _POD_SPEC_FIELDS:
-        if spec.get(name) is not None and not isinstance(spec[name], kind):
-            defects.append(problem(f"{where}.spec.{name}", f"must be {words}", spec[name]))
-    for i, claim in enumerate(spec.get("resourceClaims") or []):
-        if not isinstance(claim, Mapping):
-            defects.append(problem(f"{where}.spec.resourceClaims[{i}]", "must be an object", claim))
-    defects.extend(_anti_affinity_defects(spec, where))
-    for i, container in enumerate(spec["containers"]):
-        defects.extend(_container_defects(container, f"{where}.spec.containers[{i}]"))
-    return defects
-
-
-def _anti_affinity_defects(spec: Mapping, where: str) -> list[str]:
-    affinity = spec.get("affinity")
-    anti = (affinity or {}).get("podAntiAffinity") if isinstance(affinity, Mapping) else None
-    at = f"{where}.spec.affinity.podAntiAffinity"
-    if anti is None:
-        return []
-    if not isinstance(anti, Mapping):
-        return [problem(at, "must be an object", anti)]
-    terms = anti.get("requiredDuringSchedulingIgnoredDuringExecution")
-    if terms is not None and not isinstance(terms, list):
-        return [
-            problem(f"{at}.requiredDuringSchedulingIgnoredDuringExecution", "must be a list", terms)
-        ]
-    return []
-
-
-def _container_defects(container: object, at: str) -> list[str]:
-    if not isinstance(container, Mapping):
-        return [problem(at, "must be an object", container)]
-    resources = container.get("resources")
-    if resources is not None and not isinstance(resources, Mapping):
-        return [problem(f"{at}.resources", "must be an object", resources)]
-    claims = (resources or {}).get("claims")
-    if claims is not None and (
-        not isinstance(claims, list) or not all(isinstance(c, Mapping) for c in claims)
-    ):
-        return [problem(f"{at}.resources.claims", "must be a list of objects", claims)]
-    return []
-
-
 def _member(raw: object, where: str, defects: list[str]) -> Member | None:
     if not isinstance(raw, Mapping):
         defects.append(f"{where} must be an object")
@@ -268,7 +191,8 @@ def _member(raw: object, where: str, defects: list[str]) -> Member | None:
     if role != WORKER and worker is not None:
         defects.append(f"{where} sets worker, which only a Worker member may")
     requests = _device_requests(raw.get("deviceRequests"), f"{where}.deviceRequests", defects)
-    metadata, pod_spec = _pod_template(raw.get("template"), where, defects)
+    metadata, pod_spec, template_defects = pod_template.read(raw.get("template"), where)
+    defects.extend(template_defects)
     if not isinstance(pool, str):
         return None
     return Member(
