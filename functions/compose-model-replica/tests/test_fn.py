@@ -11,6 +11,7 @@ from compose_model_replica.core import unchanged
 from compose_model_replica.fn import FunctionRunner
 from crossplane.function.proto.v1.run_function_pb2 import READY_FALSE, READY_TRUE
 from modelplane_common import labels
+from modelplane_common.timeutil import format_time
 from modelplane_devtools.wire import conditions, desired, desired_status, events, request, run
 
 NOW = datetime(2026, 11, 29, 12, 0, tzinfo=UTC)
@@ -569,7 +570,7 @@ def test_claiming_member_gets_a_resource_claim_template_its_pods_reference():
 
 def test_claimless_member_gets_no_claim_template_and_no_claims():
     rsp = call(xr(standalone(requests=())))
-    assert sorted(desired(rsp)) == ["east/observation", "east/serve/workload"]
+    assert sorted(desired(rsp)) == ["east/namespace", "east/observation", "east/serve/workload"]
     pod = manifest(rsp, "east/serve/workload")["spec"]["template"]["spec"]
     assert "resourceClaims" not in pod
     assert "resources" not in pod["containers"][0]
@@ -658,7 +659,11 @@ def test_objects_target_the_clusters_provider_config_in_the_replicas_namespace()
         assert obj["metadata"]["namespace"] == "team-a", name
         assert "-east-" in obj["metadata"]["name"], name
         assert obj["spec"]["providerConfigRef"] == {"kind": "ClusterProviderConfig", "name": "east"}
-        assert obj["spec"]["forProvider"]["manifest"]["metadata"]["namespace"] == "team-a"
+        manifest = obj["spec"]["forProvider"]["manifest"]
+        if manifest["kind"] == "Namespace":
+            assert manifest["metadata"]["name"] == "team-a"
+        else:
+            assert manifest["metadata"]["namespace"] == "team-a"
 
 
 @pytest.mark.parametrize(
@@ -1055,7 +1060,8 @@ def test_a_malformed_template_is_an_invalid_engine_not_a_crash():
     engine = copy.deepcopy(standalone())
     engine["members"][0]["template"]["spec"]["containers"] = ["vllm"]
     rsp = call(xr(engine), RUNNING)
-    assert set(desired(rsp)) == set(RUNNING)
+    # The Namespace is the replica's, not the engine's: it is composed still.
+    assert set(desired(rsp)) == {*RUNNING, "east/namespace"}
     message = conditions(rsp)["WorkloadsComposed"][2]
     assert (
         'members[0] (Standalone).template.spec.containers[0]: must be an object (got "vllm")'
@@ -1090,7 +1096,8 @@ def test_an_unknown_member_role_is_never_guessed_and_keeps_everything():
     engine = copy.deepcopy(standalone())
     engine["members"][0]["role"] = "Solo"
     rsp = call(xr(engine), RUNNING)
-    assert set(desired(rsp)) == set(RUNNING)
+    # The Namespace is the replica's, not the engine's: it is composed still.
+    assert set(desired(rsp)) == {*RUNNING, "east/namespace"}
     message = conditions(rsp)["WorkloadsComposed"][2]
     assert 'members[0].role: must be one of Standalone, Leader, Worker (got "Solo")' in message
 
@@ -1191,3 +1198,57 @@ def test_a_replica_in_its_settle_time_waits_and_asks_to_be_called_back():
     assert conditions(rsp)["Admitted"][:2] == ("False", "WaitingForAdmission")
     assert rsp.meta.ttl.ToTimedelta().total_seconds() == 7
     assert "admission" not in desired_status(rsp)
+
+
+# -- the workload namespace (design/tenancy.md) ------------------------------------------------
+
+
+def _cluster_with_pod_security(level):
+    body = cluster()
+    if level is not None:
+        body["spec"]["workloads"] = {"podSecurity": level}
+    return body
+
+
+@pytest.mark.parametrize(
+    ("level", "enforced"),
+    [
+        pytest.param(None, "baseline", id="an unset level enforces baseline"),
+        pytest.param("restricted", "restricted", id="restricted is enforced as written"),
+        pytest.param("privileged", "privileged", id="privileged is enforced as written"),
+    ],
+)
+def test_the_workload_namespace_enforces_the_clusters_pod_security_level(level, enforced):
+    rsp = call(xr(), required={"cluster": [_cluster_with_pod_security(level)]})
+    namespace = manifest(rsp, "east/namespace")
+    assert (namespace["kind"], namespace["metadata"]["name"]) == ("Namespace", "team-a")
+    assert namespace["metadata"]["labels"] == {
+        "pod-security.kubernetes.io/enforce": enforced,
+        "pod-security.kubernetes.io/enforce-version": "latest",
+        "pod-security.kubernetes.io/warn": enforced,
+        "pod-security.kubernetes.io/warn-version": "latest",
+    }
+
+
+def test_the_workload_namespace_is_never_deleted_by_its_object():
+    obj = desired(call(xr()))["east/namespace"]
+    assert "Delete" not in obj["spec"]["managementPolicies"]
+    policies = set(obj["spec"]["managementPolicies"])
+    assert policies == {"Observe", "Create", "Update", "LateInitialize"}
+
+
+def test_an_unknown_pod_security_level_is_an_invalid_cluster_that_composes_nothing_new():
+    rsp = call(xr(), RUNNING, required={"cluster": [_cluster_with_pod_security("lax")]})
+    assert set(desired(rsp)) == set(RUNNING)
+    status, reason, message = conditions(rsp)["WorkloadsComposed"]
+    assert (status, reason) == ("False", "ClusterInvalid")
+    assert "spec.workloads.podSecurity" in message and '"lax"' in message
+
+
+def test_a_replica_not_admitted_yet_composes_its_namespace_already():
+    placed_now = xr()
+    placed_now["metadata"]["annotations"][labels.PLACED_AT] = format_time(NOW)
+    rsp = call(placed_now)
+    assert conditions(rsp)["Admitted"][:2] == ("False", "WaitingForAdmission")
+    assert "east/serve/workload" not in desired(rsp)
+    assert "east/namespace" in desired(rsp)

@@ -28,8 +28,8 @@ Phases (each a function below that returns what it decided; `decide` runs them i
     1. admit     -> AdmissionVerdict (admission.py) for the current placement.
     2. resolve   -> Target: the cluster's own problem, and the cluster's facts
                  when the pass may compose on it.
-    3. compose   -> Composition: the engines' and the ReplicaObservation's
-                 Objects, the engines whose pools the cluster lacks, and the
+    3. compose   -> Composition: the Namespace's, the engines' and the
+                 ReplicaObservation's Objects, the engines whose pools the cluster lacks, and the
                  source PodsScheduled is judged from.
     4. problems  -> Problems: everything that keeps the pass from being
                  clean, in the order they are reported, and per engine.
@@ -40,11 +40,12 @@ Phases (each a function below that returns what it decided; `decide` runs them i
 
 Where the pods run
     In the workload cluster namespace named like the replica's namespace.
-    The replica does not create it: a namespace outlives any one replica
-    and holds other tenants' work, so owning it from a replica would delete
-    it with the replica. When it is missing, provider-kubernetes cannot
-    apply the Objects, their Synced condition says so, and WorkloadsReady
-    is False with reason WorkloadsNotSynced quoting the provider.
+    Every replica composes that Namespace (workloads.py): labelled with the
+    cluster's Pod Security level, never deleted (its Object has no Delete
+    policy), so it outlives any one replica and its other replicas' work.
+    When it cannot be applied (or a workload cannot), provider-kubernetes'
+    Synced condition says why, and WorkloadsReady is False with reason
+    WorkloadsNotSynced quoting the provider.
 
 Invariants
     - Running work is never dropped because an input is missing or wrong.
@@ -90,7 +91,12 @@ from compose_model_replica.model import (
 )
 from compose_model_replica.pods_scheduled import PodsScheduledVerdict
 from compose_model_replica.spec import Engine, ParsedSpec
-from compose_model_replica.workloads import Replica, engine_prefix, observation_resource
+from compose_model_replica.workloads import (
+    Replica,
+    engine_prefix,
+    namespace_resource,
+    observation_resource,
+)
 
 DEFAULT_MAX_AGE = inputs.DEFAULT_MAX_AGE
 # The soonest the function asks to be called again, however little settle time is left.
@@ -271,6 +277,7 @@ def compose(given: Inputs, target: Target, replica: Replica, admitted: bool) -> 
             missing[engine.name] = why
         elif admitted:
             bodies.update(replica.engine_objects(engine, spec.tolerations))
+    bodies[namespace_resource(spec.cluster)] = replica.namespace_object(facts.pod_security)
     report = observation_resource(spec.cluster)
     if facts.mode == "Observed" and (facts.agent_present or report in observed):
         bodies[report] = replica.observation_object()

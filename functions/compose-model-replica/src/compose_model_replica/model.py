@@ -78,6 +78,7 @@ class ClusterFacts:
     max_age_problem: str | None  # why the default replaced a malformed maxAge
     provider_config: str  # status.providerConfigRef.name; "" until published
     agent_present: bool  # status.agent.present
+    pod_security: str = "baseline"  # spec.workloads.podSecurity: the namespace's enforce level
 
 
 @dataclass(frozen=True, slots=True)

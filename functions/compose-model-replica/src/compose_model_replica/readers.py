@@ -55,6 +55,7 @@ from compose_model_replica.pods_scheduled import Previous
 from compose_model_replica.spec import parse_spec
 
 CLUSTER_REQUIREMENT = "cluster"
+DEFAULT_POD_SECURITY = "baseline"  # the XRD's default for spec.workloads.podSecurity
 # The cluster's ModelReplicas (label modelplane.ai/cluster), for admission.
 REPLICAS_REQUIREMENT = "cluster-replicas"
 
@@ -144,7 +145,14 @@ def _cluster_facts(body: Mapping, fleet: Cluster | None) -> ClusterFacts:
         max_age_problem=max_age_problem,
         provider_config=provider_config if isinstance(provider_config, str) else "",
         agent_present=isinstance(agent, Mapping) and agent.get("present") is True,
+        pod_security=_pod_security(spec.get("workloads")),
     )
+
+
+def _pod_security(workloads: object) -> str:
+    """spec.workloads.podSecurity; the schema check before this admits only its enum."""
+    level = workloads.get("podSecurity") if isinstance(workloads, Mapping) else None
+    return level if isinstance(level, str) and level else DEFAULT_POD_SECURITY
 
 
 def read_fellows(req: fnv1.RunFunctionRequest, cluster_name: str) -> tuple[Queued, ...] | None:
