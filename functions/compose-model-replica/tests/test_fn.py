@@ -1252,3 +1252,46 @@ def test_a_replica_not_admitted_yet_composes_its_namespace_already():
     assert conditions(rsp)["Admitted"][:2] == ("False", "WaitingForAdmission")
     assert "east/serve/workload" not in desired(rsp)
     assert "east/namespace" in desired(rsp)
+
+
+# -- PodsCreated (pods_created.py) -------------------------------------------------------------
+
+REFUSED = {
+    "conditions": [
+        {
+            "type": "ReplicaFailure",
+            "status": "True",
+            "reason": "FailedCreate",
+            "message": 'pods "r0-x" is forbidden: violates PodSecurity "baseline:latest"',
+        }
+    ]
+}
+
+
+@pytest.mark.parametrize(
+    ("missing_since", "grace", "reason"),
+    [
+        pytest.param("2026-11-29T11:56:00Z", None, "Creating", id="4m missing of 5m: Creating"),
+        pytest.param("2026-11-29T11:54:00Z", None, "NotCreated", id="6m missing of 5m: released"),
+        pytest.param("2026-11-29T11:54:00Z", "10m", "Creating", id="the spec's grace is read"),
+    ],
+)
+def test_an_admitted_replica_without_its_pods_relays_the_refusal(missing_since, grace, reason):
+    status = {
+        "admission": {"placedAt": EARLIER, "verdict": "Admitted", "decidedAt": EARLIER},
+        "pods": {"expected": 1, "observed": 0, "scheduled": 0, "missingSince": missing_since},
+    }
+    replica = xr(status=status)
+    if grace is not None:
+        replica["spec"]["missingPodsGracePeriod"] = grace
+    observed = {
+        **observation(report(0, 0, state="False", reason="Pending", since=None)),
+        "east/serve/workload": remote_object("Deployment", REFUSED),
+    }
+    rsp = call(replica, observed)
+    status_, why, message = conditions(rsp)["PodsCreated"]
+    assert (status_, why) == ("False", reason)
+    assert 'the Deployment reports FailedCreate: pods "r0-x" is forbidden' in message
+    assert desired_status(rsp)["pods"]["missingSince"] == missing_since
+    warned = [text for severity, text in events(rsp) if "holds no capacity" in text]
+    assert len(warned) == (1 if reason == "NotCreated" else 0)

@@ -24,7 +24,7 @@ from datetime import datetime, timedelta
 
 from crossplane.function import resource as wire
 from google.protobuf import struct_pb2
-from modelplane_common import labels, pod_template
+from modelplane_common import labels, pod_template, pods_created
 from modelplane_common.capacity import admission
 from modelplane_common.capacity.fleet import Charge, Cluster, Role, pods_per_copy
 from modelplane_common.capacity.readers import (
@@ -52,6 +52,7 @@ from modelplane_schemas.modelreplica import Spec as ModelReplicaSpec
 from pydantic import ValidationError
 
 from compose_model_deployment.model import (
+    MISSING_PODS_GRACE,
     UNSCHEDULABLE_GRACE,
     DeploymentSpec,
     EngineShape,
@@ -59,6 +60,7 @@ from compose_model_deployment.model import (
     MemberShape,
     MissingCluster,
     OwnReplica,
+    PodsCreated,
     PodsScheduled,
     healing_default,
 )
@@ -207,6 +209,7 @@ def read_deployment(xr: Mapping) -> DeploymentInput:
             or UNSCHEDULABLE_GRACE,
             avoid_for=_healing(healing, "avoidFor"),
             missing_cluster_grace=_healing(healing, "missingClusterGracePeriod"),
+            missing_pods_grace=_healing(healing, "missingPodsGracePeriod") or MISSING_PODS_GRACE,
         ),
         cluster_labels=dict(selector.matchLabels or {}) if selector else {},
         template_labels=dict((template.metadata.labels or {}) if template.metadata else {}),
@@ -335,6 +338,16 @@ def _pods_scheduled(obj: Mapping) -> PodsScheduled:
     )
 
 
+def _pods_created(obj: Mapping) -> PodsCreated:
+    condition = find_condition(obj, pods_created.TYPE)
+    return PodsCreated(
+        status=str(condition.get("status", "Unknown")),
+        reason=str(condition.get("reason", "")),
+        message=str(condition.get("message", "")),
+        since=parse_time_or_none(condition.get("lastTransitionTime")),
+    )
+
+
 def read_own_replica(
     key: str, observed: Observed, spec: DeploymentSpec
 ) -> tuple[OwnReplica | None, list[str]]:
@@ -370,6 +383,7 @@ def read_own_replica(
         cluster=cluster,
         engines=read_engines(observed.spec),
         pods_scheduled=_pods_scheduled(obj),
+        pods_created=_pods_created(obj),
         scheduled_at=parse_time_or_none(status_of(obj).get("scheduledAt")),
         ready=replica_ready(obj),
         placed_at=parse_time_or_none(

@@ -38,6 +38,7 @@ class ReplicaInput:
     namespace: str
     spec: ParsedSpec
     previous_pods: Previous  # what status said about PodsScheduled last time
+    previous_missing_since: datetime | None  # status.pods.missingSince (pods_created.py)
     previous_admission: Record | None  # status.admission, when readable
     placement: str  # the raw modelplane.ai/placed-at annotation, "" when none
     placement_problem: str | None  # why that annotation cannot be read

@@ -87,11 +87,17 @@ def read_replica(composite: struct_pb2.Struct) -> ReplicaInput:
         namespace=str(metadata.get("namespace") or ""),
         spec=spec,
         previous_pods=Previous.from_status(status),
+        previous_missing_since=_missing_since(status),
         previous_admission=record_from_status(status),
         placement=placement,
         placement_problem=_placement_problem(placement),
         queued=read_queued(composite, spec.cluster),
     )
+
+
+def _missing_since(status: Mapping) -> datetime | None:
+    pods = status.get("pods")
+    return parse_time_or_none(pods.get("missingSince")) if isinstance(pods, Mapping) else None
 
 
 def _placement_problem(placement: str) -> str | None:

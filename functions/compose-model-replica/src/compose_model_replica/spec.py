@@ -24,11 +24,13 @@ from __future__ import annotations
 import re
 from collections.abc import Mapping
 from dataclasses import dataclass
+from datetime import timedelta
 
-from modelplane_common import pod_template
+from modelplane_common import pod_template, pods_created
 from modelplane_common.capacity.fleet import is_gang, pods_per_copy
 from modelplane_common.devices import DeviceRequest
-from modelplane_common.inputs import InvalidInput, enum, whole_number
+from modelplane_common.inputs import InvalidInput, enum, problem, whole_number
+from modelplane_common.timeutil import parse_duration
 
 STANDALONE = "Standalone"
 LEADER = "Leader"
@@ -96,6 +98,8 @@ class ParsedSpec:
     engines: tuple[Engine, ...]
     invalid: tuple[InvalidEngine, ...]
     defects: tuple[str, ...]  # replica-level defects (no engine to pin them on)
+    # spec.missingPodsGracePeriod: how long an admitted replica may lack pods (pods_created.py)
+    missing_pods_grace: timedelta = pods_created.DEFAULT_GRACE
 
     @property
     def expected_pods(self) -> int | None:
@@ -261,10 +265,24 @@ def parse_spec(spec: Mapping) -> ParsedSpec:
             engines.append(parsed)
         else:
             invalid.append(parsed)
+    grace = _missing_pods_grace(spec.get("missingPodsGracePeriod"), defects)
     return ParsedSpec(
         cluster=cluster,
         tolerations=tuple(tolerations),
         engines=tuple(engines),
         invalid=tuple(invalid),
         defects=tuple(defects),
+        missing_pods_grace=grace,
     )
+
+
+def _missing_pods_grace(raw: object, defects: list[str]) -> timedelta:
+    """spec.missingPodsGracePeriod; absent or zero, the default. Unreadable, a defect:
+    the replica is then not clean, and nothing it runs is released or removed."""
+    if raw is None:
+        return pods_created.DEFAULT_GRACE
+    try:
+        return parse_duration(raw) or pods_created.DEFAULT_GRACE
+    except ValueError as err:
+        defects.append(problem("spec.missingPodsGracePeriod", str(err), raw))
+        return pods_created.DEFAULT_GRACE
