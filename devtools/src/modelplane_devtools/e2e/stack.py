@@ -356,6 +356,10 @@ def _apiserver_command(
         "--service-account-issuer=https://kubernetes.default.svc.cluster.local",
         "--service-cluster-ip-range=10.96.0.0/16",
         "--authorization-mode=RBAC",
+        # As every real cluster runs (kubelets need it for their own system pods):
+        # without it the API server itself refuses a privileged container with
+        # "disallowed by cluster policy", before Pod Security ever sees the pod.
+        "--allow-privileged=true",
         # No Service endpoints for the API server itself: its address is loopback.
         "--endpoint-reconciler-type=none",
         "--enable-priority-and-fairness=false",
