@@ -12,7 +12,7 @@ from modelplane_common.capacity.fleet import (
     Role,
     pods_per_copy,
 )
-from modelplane_common.capacity.readers import read_engines
+from modelplane_common.capacity.readers import read_charge, read_engines
 from modelplane_common.outcome import MAX_MESSAGE, capped
 
 
@@ -124,3 +124,24 @@ def test_read_engines_of_no_spec_is_no_engines():
 )
 def test_capped_cuts_messages_to_the_one_cap(length, kept):
     assert len(capped("x" * length)) == kept
+
+
+@pytest.mark.parametrize(
+    ("status", "reason", "released"),
+    [
+        pytest.param("False", "NotCreated", True, id="pods refused past the grace: released"),
+        pytest.param("False", "Creating", False, id="within the grace: charged"),
+        pytest.param("Unknown", "NotObserved", False, id="nothing counted: charged"),
+        pytest.param("True", "Created", False, id="its pods exist: charged"),
+    ],
+)
+def test_a_replica_whose_pods_were_refused_past_the_grace_is_a_released_charge(
+    status, reason, released
+):
+    replica = struct(
+        {
+            "spec": {"clusterName": "a", "engines": []},
+            "status": {"conditions": [{"type": "PodsCreated", "status": status, "reason": reason}]},
+        }
+    )
+    assert read_charge(replica, ("team-a", "r0"), "a").released is released

@@ -129,18 +129,16 @@ def test_a_cluster_in_observed_mode_gets_its_provider_config_and_pool_observatio
     planes, e2e_stack
 ):
     control, workload = planes
-    # The platform's part: the tenant namespace on the workload cluster, GPU nodes with
-    # their devices (the session installed LWS and the agent, and kwok runs the nodes).
-    workload.kubectl("create", "namespace", TEAM)
+    # The platform's part: GPU nodes with their devices (the session installed LWS, the
+    # agent and provider-kubernetes' least-privilege role, and kwok runs the nodes). The
+    # tenant namespace is not created here: the replicas compose it.
+    assert e2e_stack.provider is not None
     fleet.add_nodes(workload, POOLS)
     fleet.await_ready(workload, POOLS)
 
     control.kubectl("create", "namespace", SECRETS)
     control.kubectl("create", "namespace", TEAM)
-    control.kubectl(
-        "create", "secret", "generic", f"{CLUSTER}-kubeconfig", "-n", SECRETS,
-        f"--from-file=kubeconfig={workload.kubeconfig}",
-    )  # fmt: skip
+    control.apply(fleet.kubeconfig_secret(CLUSTER, SECRETS, e2e_stack.provider))
     # The APIs are the Configuration's (the session installed it): every
     # Composition step names a Function the package manager installed for one
     # of its dependencies.

@@ -110,6 +110,7 @@ def test_of_two_deployments_racing_for_the_last_node_exactly_one_runs_and_the_ot
     assert condition(composite(won), "Admitted")["status"] == "True"
     assert composite(won)["status"]["admission"]["verdict"] == "Admitted"
     assert composed(won) == [
+        "east/namespace",
         "east/observation",
         "east/serve/claims-standalone",
         "east/serve/workload",
@@ -121,7 +122,7 @@ def test_of_two_deployments_racing_for_the_last_node_exactly_one_runs_and_the_ot
         "engine serve does not fit pool h100 behind the 1 replica(s) of the cluster placed "
         "before it: it claims 8 gpu device(s), 0 free (too few free devices)"
     )
-    assert composed(lost) == ["east/observation"]
+    assert composed(lost) == ["east/namespace", "east/observation"]
     lost_status = composite(lost)["status"]
 
     # 3. Beta's deployment sees its replica Overcommitted: re-placed at once, elsewhere.

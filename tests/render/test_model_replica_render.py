@@ -111,7 +111,13 @@ def test_pods_scheduled_is_relayed_from_the_agent(rendered, case, status, reason
     xr = composite(rendered[case])
     pods_scheduled = condition(xr, "PodsScheduled")
     assert (pods_scheduled["status"], pods_scheduled["reason"]) == (status, reason)
-    assert xr["status"]["pods"] == pods
+    # An admitted replica with too few pods remembers since when (PodsCreated): a time.
+    published = dict(xr["status"]["pods"])
+    missing_since = published.pop("missingSince", None)
+    assert published == pods
+    too_few = pods.get("observed", pods["expected"]) < pods["expected"]
+    admitted = xr["status"].get("admission", {}).get("verdict") == "Admitted"
+    assert (missing_since is not None) is (too_few and admitted)
 
 
 def test_all_scheduled_relays_the_agents_transition_time_as_scheduled_at(rendered, now):

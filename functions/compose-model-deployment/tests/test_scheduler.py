@@ -241,6 +241,7 @@ NIC_ENGINE = {
         {
             "role": "Standalone",
             "nodeSelector": {"devices": [{"name": "gpu", "count": 2}, {"name": "nic", "count": 2}]},
+            "template": {"spec": {"containers": [{"name": "serve"}]}},
         }
     ],
 }
@@ -263,6 +264,7 @@ def test_synthetic_kinds_are_matched_but_never_claimed():
                 "nodeSelector": {
                     "devices": [{"name": "gpu", "count": 8}, {"name": "ib", "count": 1}]
                 },
+                "template": {"spec": {"containers": [{"name": "serve"}]}},
             }
         ],
     }

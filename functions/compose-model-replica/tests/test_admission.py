@@ -348,3 +348,24 @@ def test_an_admitted_record_is_written_for_the_placement_with_its_time():
         "verdict": ADMITTED,
         "decidedAt": "2025-06-01T12:00:00Z",
     }
+
+
+def _admitted(name, placed_at, pods_created=None):
+    body = a.in_flight(name, placed_at, verdict=ADMITTED)
+    if pods_created is not None:
+        body["status"].setdefault("conditions", []).append(
+            {"type": "PodsCreated", "status": "False", "reason": pods_created}
+        )
+    return body
+
+
+@pytest.mark.parametrize(
+    ("pods_created", "expected"),
+    [
+        pytest.param("NotCreated", ADMITTED, id="behind a replica whose pods were refused: in"),
+        pytest.param("Creating", OVERCOMMITTED, id="behind one still within its grace: not"),
+    ],
+)
+def test_a_replica_whose_pods_were_refused_past_the_grace_holds_no_room(pods_created, expected):
+    bodies = [_admitted("x-0", OLDER, pods_created), a.in_flight("y-0", OLD)]
+    assert verdict_of("y-0", bodies).reason == expected

@@ -11,6 +11,7 @@ from compose_model_replica.core import unchanged
 from compose_model_replica.fn import FunctionRunner
 from crossplane.function.proto.v1.run_function_pb2 import READY_FALSE, READY_TRUE
 from modelplane_common import labels
+from modelplane_common.timeutil import format_time
 from modelplane_devtools.wire import conditions, desired, desired_status, events, request, run
 
 NOW = datetime(2026, 11, 29, 12, 0, tzinfo=UTC)
@@ -572,7 +573,7 @@ def test_claiming_member_gets_a_resource_claim_template_its_pods_reference():
 
 def test_claimless_member_gets_no_claim_template_and_no_claims():
     rsp = call(xr(standalone(requests=())))
-    assert sorted(desired(rsp)) == ["east/observation", "east/serve/workload"]
+    assert sorted(desired(rsp)) == ["east/namespace", "east/observation", "east/serve/workload"]
     pod = manifest(rsp, "east/serve/workload")["spec"]["template"]["spec"]
     assert "resourceClaims" not in pod
     assert "resources" not in pod["containers"][0]
@@ -661,7 +662,11 @@ def test_objects_target_the_clusters_provider_config_in_the_replicas_namespace()
         assert obj["metadata"]["namespace"] == "team-a", name
         assert "-east-" in obj["metadata"]["name"], name
         assert obj["spec"]["providerConfigRef"] == {"kind": "ClusterProviderConfig", "name": "east"}
-        assert obj["spec"]["forProvider"]["manifest"]["metadata"]["namespace"] == "team-a"
+        manifest = obj["spec"]["forProvider"]["manifest"]
+        if manifest["kind"] == "Namespace":
+            assert manifest["metadata"]["name"] == "team-a"
+        else:
+            assert manifest["metadata"]["namespace"] == "team-a"
 
 
 @pytest.mark.parametrize(
@@ -1058,7 +1063,8 @@ def test_a_malformed_template_is_an_invalid_engine_not_a_crash():
     engine = copy.deepcopy(standalone())
     engine["members"][0]["template"]["spec"]["containers"] = ["vllm"]
     rsp = call(xr(engine), RUNNING)
-    assert set(desired(rsp)) == set(RUNNING)
+    # The Namespace is the replica's, not the engine's: it is composed still.
+    assert set(desired(rsp)) == {*RUNNING, "east/namespace"}
     message = conditions(rsp)["WorkloadsComposed"][2]
     assert (
         'members[0] (Standalone).template.spec.containers[0]: must be an object (got "vllm")'
@@ -1093,7 +1099,8 @@ def test_an_unknown_member_role_is_never_guessed_and_keeps_everything():
     engine = copy.deepcopy(standalone())
     engine["members"][0]["role"] = "Solo"
     rsp = call(xr(engine), RUNNING)
-    assert set(desired(rsp)) == set(RUNNING)
+    # The Namespace is the replica's, not the engine's: it is composed still.
+    assert set(desired(rsp)) == {*RUNNING, "east/namespace"}
     message = conditions(rsp)["WorkloadsComposed"][2]
     assert (
         "members[0].role: Input should be 'Standalone', 'Leader' or 'Worker' (got \"Solo\")"
@@ -1317,3 +1324,100 @@ def test_a_stamp_from_the_future_without_a_creation_time_is_queued_last_and_said
     )
     assert ("Warning", expected) in events(rsp)
     assert conditions(rsp)["Admitted"][:2] == ("False", "WaitingForAdmission")
+
+
+# -- the workload namespace (design/tenancy.md) ------------------------------------------------
+
+
+def _cluster_with_pod_security(level):
+    body = cluster()
+    if level is not None:
+        body["spec"]["workloads"] = {"podSecurity": level}
+    return body
+
+
+@pytest.mark.parametrize(
+    ("level", "enforced"),
+    [
+        pytest.param(None, "baseline", id="an unset level enforces baseline"),
+        pytest.param("restricted", "restricted", id="restricted is enforced as written"),
+        pytest.param("privileged", "privileged", id="privileged is enforced as written"),
+    ],
+)
+def test_the_workload_namespace_enforces_the_clusters_pod_security_level(level, enforced):
+    rsp = call(xr(), required={"cluster": [_cluster_with_pod_security(level)]})
+    namespace = manifest(rsp, "east/namespace")
+    assert (namespace["kind"], namespace["metadata"]["name"]) == ("Namespace", "team-a")
+    assert namespace["metadata"]["labels"] == {
+        "pod-security.kubernetes.io/enforce": enforced,
+        "pod-security.kubernetes.io/enforce-version": "latest",
+        "pod-security.kubernetes.io/warn": enforced,
+        "pod-security.kubernetes.io/warn-version": "latest",
+    }
+
+
+def test_the_workload_namespace_is_never_deleted_by_its_object():
+    obj = desired(call(xr()))["east/namespace"]
+    assert "Delete" not in obj["spec"]["managementPolicies"]
+    policies = set(obj["spec"]["managementPolicies"])
+    assert policies == {"Observe", "Create", "Update", "LateInitialize"}
+
+
+def test_an_unknown_pod_security_level_is_an_invalid_cluster_that_composes_nothing_new():
+    rsp = call(xr(), RUNNING, required={"cluster": [_cluster_with_pod_security("lax")]})
+    assert set(desired(rsp)) == set(RUNNING)
+    status, reason, message = conditions(rsp)["WorkloadsComposed"]
+    assert (status, reason) == ("False", "ClusterInvalid")
+    assert "spec.workloads.podSecurity" in message and '"lax"' in message
+
+
+def test_a_replica_not_admitted_yet_composes_its_namespace_already():
+    placed_now = xr()
+    placed_now["metadata"]["annotations"][labels.PLACED_AT] = format_time(NOW)
+    rsp = call(placed_now)
+    assert conditions(rsp)["Admitted"][:2] == ("False", "WaitingForAdmission")
+    assert "east/serve/workload" not in desired(rsp)
+    assert "east/namespace" in desired(rsp)
+
+
+# -- PodsCreated (pods_created.py) -------------------------------------------------------------
+
+REFUSED = {
+    "conditions": [
+        {
+            "type": "ReplicaFailure",
+            "status": "True",
+            "reason": "FailedCreate",
+            "message": 'pods "r0-x" is forbidden: violates PodSecurity "baseline:latest"',
+        }
+    ]
+}
+
+
+@pytest.mark.parametrize(
+    ("missing_since", "grace", "reason"),
+    [
+        pytest.param("2026-11-29T11:56:00Z", None, "Creating", id="4m missing of 5m: Creating"),
+        pytest.param("2026-11-29T11:54:00Z", None, "NotCreated", id="6m missing of 5m: released"),
+        pytest.param("2026-11-29T11:54:00Z", "10m", "Creating", id="the spec's grace is read"),
+    ],
+)
+def test_an_admitted_replica_without_its_pods_relays_the_refusal(missing_since, grace, reason):
+    status = {
+        "admission": {"placedAt": EARLIER, "verdict": "Admitted", "decidedAt": EARLIER},
+        "pods": {"expected": 1, "observed": 0, "scheduled": 0, "missingSince": missing_since},
+    }
+    replica = xr(status=status)
+    if grace is not None:
+        replica["spec"]["missingPodsGracePeriod"] = grace
+    observed = {
+        **observation(report(0, 0, state="False", reason="Pending", since=None)),
+        "east/serve/workload": remote_object("Deployment", REFUSED),
+    }
+    rsp = call(replica, observed)
+    status_, why, message = conditions(rsp)["PodsCreated"]
+    assert (status_, why) == ("False", reason)
+    assert 'the Deployment reports FailedCreate: pods "r0-x" is forbidden' in message
+    assert desired_status(rsp)["pods"]["missingSince"] == missing_since
+    warned = [text for severity, text in events(rsp) if "holds no capacity" in text]
+    assert len(warned) == (1 if reason == "NotCreated" else 0)

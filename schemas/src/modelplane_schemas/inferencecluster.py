@@ -268,6 +268,24 @@ class Taint(BaseModel):
     value: Annotated[str | None, Field(max_length=63)] = None
 
 
+class PodSecurity(StrEnum):
+    PRIVILEGED = "privileged"
+    BASELINE = "baseline"
+    RESTRICTED = "restricted"
+
+
+class Workloads(BaseModel):
+    model_config = ConfigDict(
+        extra="allow",
+    )
+    podSecurity: Annotated[
+        PodSecurity | None,
+        Field(
+            description="The Pod Security Standard enforced on every namespace replicas compose on this cluster (pod-security.kubernetes.io/enforce, and warn, at version latest). Pods that break it are refused by the cluster's API server, and the reason reaches the ModelReplica and its ModelDeployment. Namespaces are created and relabelled, never deleted."
+        ),
+    ] = "baseline"
+
+
 class Spec(BaseModel):
     model_config = ConfigDict(
         extra="allow",
@@ -303,6 +321,13 @@ class Spec(BaseModel):
             max_length=32,
         ),
     ] = None
+    workloads: Annotated[
+        Workloads | None,
+        Field(
+            description="How the replicas' workloads run on the workload cluster.",
+            validate_default=True,
+        ),
+    ] = {}
 
 
 class Agent1(BaseModel):

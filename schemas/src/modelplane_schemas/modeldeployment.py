@@ -29,6 +29,13 @@ class Healing(BaseModel):
             pattern="^([0-9]+(\\.[0-9]+)?(ms|s|m|h))+$",
         ),
     ] = "5m"
+    missingPodsGracePeriod: Annotated[
+        str | None,
+        Field(
+            description="How long an admitted replica may lack the pods it runs (the workload cluster refused them: a missing namespace, a quota, Pod Security, a webhook) before it stops holding capacity and is re-placed elsewhere, the cluster's reason in its conditions. Each replica carries it as spec.missingPodsGracePeriod.",
+            pattern="^([0-9]+(\\.[0-9]+)?(ms|s|m|h))+$",
+        ),
+    ] = "5m"
     unschedulableGracePeriod: Annotated[
         str | None,
         Field(

@@ -132,6 +132,13 @@ class Spec(BaseModel):
         ),
     ]
     engines: Annotated[list[Engine], Field(max_length=8, min_length=1)]
+    missingPodsGracePeriod: Annotated[
+        str | None,
+        Field(
+            description="How long the replica, once admitted, may lack the pods it runs before it holds no capacity (PodsCreated False/NotCreated); its deployment's spec.healing.missingPodsGracePeriod. Default 5m.",
+            pattern="^([0-9]+(\\.[0-9]+)?(ms|s|m|h))+$",
+        ),
+    ] = None
     tolerations: Annotated[
         list[Toleration] | None,
         Field(description="Tolerations every engine pod carries.", max_length=32),
@@ -184,6 +191,12 @@ class Pods(BaseModel):
     )
     expected: Annotated[
         int | None, Field(description="Pods the replica runs when complete.")
+    ] = None
+    missingSince: Annotated[
+        AwareDatetime | None,
+        Field(
+            description="Since when the admitted replica has had fewer pods than it runs (PodsCreated)."
+        ),
     ] = None
     observed: Annotated[int | None, Field(description="Pods the agent sees.")] = None
     scheduled: Annotated[

@@ -187,6 +187,9 @@ class Charge:
     engines: tuple[PlacedEngine, ...]
     pods_scheduled: bool = False
     scheduled_at: datetime | None = None
+    # PodsCreated False/NotCreated: its pods were refused past the grace, so it holds
+    # nothing (modelplane_common.pods_created).
+    released: bool = False
 
     def contained_by(self, observed_at: datetime) -> bool:
         """Rule 1: the histogram already counts this replica's devices."""

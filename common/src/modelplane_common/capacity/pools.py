@@ -185,6 +185,8 @@ def charge_replicas(
     """
     notes: list[str] = []
     for charge in sorted(charges, key=lambda c: (c.namespace, c.name)):
+        if charge.released:
+            continue  # a phantom: its pods were refused (modelplane_common.pods_created)
         if basis.observed_at is not None and charge.contained_by(basis.observed_at):
             continue
         for engine in charge.engines:

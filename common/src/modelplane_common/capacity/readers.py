@@ -19,6 +19,7 @@ from collections.abc import Mapping
 
 from google.protobuf import struct_pb2
 
+from modelplane_common import pods_created
 from modelplane_common.capacity.fleet import (
     Charge,
     Cluster,
@@ -292,12 +293,19 @@ def read_engines(spec: struct_pb2.Struct | None) -> tuple[PlacedEngine, ...]:
 def read_charge(resource: struct_pb2.Struct, identity: tuple[str, str], cluster: str) -> Charge:
     """A ModelReplica pinned to `cluster`, read straight from its Struct, as a charge."""
     status = get_struct(resource, "status")
-    pods_scheduled = False
+    pods_scheduled = released = False
     for value in get_list(status, "conditions"):
         condition = value.struct_value
-        if get_str(condition, "type") == "PodsScheduled":
+        kind = get_str(condition, "type")
+        if kind == "PodsScheduled":
             pods_scheduled = get_str(condition, "status") == "True"
-            break
+        elif kind == pods_created.TYPE:
+            released = pods_created.released(
+                get_str(condition, "status"), get_str(condition, "reason")
+            )
     scheduled_at = parse_time_or_none(get_str(status, "scheduledAt")) if pods_scheduled else None
     engines = read_engines(get_struct(resource, "spec"))
-    return Charge(identity[0], identity[1], cluster, engines, pods_scheduled, scheduled_at)
+    # Positional: this runs once per replica of the fleet (the scheduler's hot path).
+    return Charge(
+        identity[0], identity[1], cluster, engines, pods_scheduled, scheduled_at, released
+    )

@@ -35,8 +35,11 @@ account (`crossplane_kubeconfig`) and an OCI registry for the packages on
 the control plane (what `install` then installs: provider-kubernetes
 v1.2.1, the Configuration and the functions, run by the harness), and the agent
 (`agent`, started by the session fixture once the stack is up) on the
-workload cluster. The agent's live tests (agent/tests/live) run a workload
-cluster alone (`start_workload`), with its own CA and Supervisor.
+workload cluster. provider-kubernetes reaches the workload cluster as the
+least-privilege user of deploy/workload-cluster (`provider_identity`, the
+Stack's `provider` client), never as system:masters. The agent's live
+tests (agent/tests/live) run a workload cluster alone (`start_workload`),
+with its own CA and Supervisor.
 
 Everything listens on 127.0.0.1 on a free port, except what the binaries
 fix themselves (provider-kubernetes: 8080 metrics and 9443 webhooks on all
@@ -234,6 +237,9 @@ class Stack:
     root_ca: Path | None = None
     agent: Agent | None = None
     installed: Installed | None = None
+    # provider-kubernetes' client on the workload cluster: the least-privilege
+    # user deploy/workload-cluster binds, never system:masters.
+    provider: Kube | None = None
     timings: dict[str, float] = field(default_factory=dict)
 
     @property
@@ -295,6 +301,24 @@ def start_workload(workdir: Path, name: str = "workload") -> Cluster:
         raise
 
 
+# The user deploy/workload-cluster's ClusterRoleBinding names.
+PROVIDER_USER = "modelplane:provider-kubernetes"
+
+
+def provider_identity(cluster: Cluster, credentials: pki.ClusterCredentials) -> Kube:
+    """provider-kubernetes' client on `cluster`: a certificate for PROVIDER_USER (in no
+    group) and the ClusterRole and binding of deploy/workload-cluster, applied as the
+    platform applies them. Its kubeconfig is what the InferenceCluster's Secret holds."""
+    cluster.kube.kubectl("apply", "-k", str(ROOT / "deploy" / "workload-cluster"))
+    client = pki.sign(
+        credentials.ca, cluster.workdir / "pki", "provider-kubernetes", pki.Subject(PROVIDER_USER)
+    )
+    kubeconfig = write_kubeconfig(
+        cluster.workdir / "provider-kubeconfig", cluster.name, cluster.server, cluster.ca, client
+    )
+    return Kube(f"{cluster.name}-provider", binary("kubectl"), kubeconfig)
+
+
 def _start_etcd(supervisor: Supervisor, home: Path, name: str) -> str:
     """etcd for one cluster; returns its client URL once it listens."""
     client_port, peer_port = free_port(), free_port()
@@ -334,6 +358,10 @@ def _apiserver_command(
         "--service-account-issuer=https://kubernetes.default.svc.cluster.local",
         "--service-cluster-ip-range=10.96.0.0/16",
         "--authorization-mode=RBAC",
+        # As every real cluster runs (kubelets need it for their own system pods):
+        # without it the API server itself refuses a privileged container with
+        # "disallowed by cluster policy", before Pod Security ever sees the pod.
+        "--allow-privileged=true",
         # No Service endpoints for the API server itself: its address is loopback.
         "--endpoint-reconciler-type=none",
         "--enable-priority-and-fairness=false",
@@ -563,6 +591,7 @@ def start(workdir: Path) -> Stack:
             source=module_dir("workloads", lws.MODULE),
         )
         stack.timings["lws"] = time.monotonic() - began
+        stack.provider = provider_identity(stack.workload, credentials)
         stack.timings["clusters"] = time.monotonic() - began
         stack.registry = start_registry(stack)
         stack.root_ca = start_crossplane(stack, stack.control_plane)

@@ -33,6 +33,7 @@ def healing_default(field: str) -> timedelta:
 UNSCHEDULABLE_GRACE = healing_default("unschedulableGracePeriod")
 AVOID_FOR = healing_default("avoidFor")
 MISSING_CLUSTER_GRACE = healing_default("missingClusterGracePeriod")
+MISSING_PODS_GRACE = healing_default("missingPodsGracePeriod")
 
 
 # --- what the deployment asks for -----------------------------------------------------------
@@ -67,6 +68,7 @@ class DeploymentSpec:
     unschedulable_grace: timedelta = UNSCHEDULABLE_GRACE
     avoid_for: timedelta = AVOID_FOR
     missing_cluster_grace: timedelta = MISSING_CLUSTER_GRACE
+    missing_pods_grace: timedelta = MISSING_PODS_GRACE  # copied onto every replica
 
     def replica_name(self, index: int) -> str:
         return f"{self.name}-{index}"
@@ -104,6 +106,16 @@ class PodsScheduled:
     since: datetime | None = None  # lastTransitionTime
 
 
+@dataclass(frozen=True, slots=True)
+class PodsCreated:
+    """A ModelReplica's PodsCreated condition (modelplane_common.pods_created)."""
+
+    status: str = "Unknown"
+    reason: str = ""
+    message: str = ""
+    since: datetime | None = None  # lastTransitionTime
+
+
 @dataclass(frozen=True, slots=True, kw_only=True)
 class OwnReplica:
     """One of this deployment's replicas, read from the observed composed resources."""
@@ -113,6 +125,7 @@ class OwnReplica:
     cluster: str
     engines: tuple[PlacedEngine, ...]
     pods_scheduled: PodsScheduled = PodsScheduled()
+    pods_created: PodsCreated = PodsCreated()
     scheduled_at: datetime | None = None
     ready: bool = False
     placed_at: datetime | None = None

@@ -101,6 +101,7 @@ from modelplane_common.capacity.pools import (
 from modelplane_common.capacity.quota import QuotaLedger, QuotaShortfall, devices_of
 from modelplane_common.devices import DeviceKind, DeviceRequest
 from modelplane_common.outcome import capped
+from modelplane_common.pods_created import released
 
 from compose_model_deployment.model import (
     DeploymentSpec,
@@ -111,6 +112,8 @@ from compose_model_deployment.model import (
 )
 
 MAX_FAILED_PLACEMENTS = 32
+# How a failed placement whose pods the cluster refused begins its reason.
+PODS_NOT_CREATED = "its pods were not created"
 
 
 class KindMatchLike(Protocol):
@@ -425,6 +428,19 @@ def overcommitted(own: OwnReplica) -> str | None:
     return f"was not admitted on its cluster{detail}"
 
 
+def pods_not_created(own: OwnReplica) -> str | None:
+    """Its cluster refused its pods past the grace (PodsCreated False/NotCreated): it holds
+    nothing, and is re-placed at once with the cluster's reason (modelplane_common.pods_created).
+    A condition older than the placement describes the previous placement."""
+    created = own.pods_created
+    if not released(created.status, created.reason):
+        return None
+    if own.placed_at is not None and (created.since is None or created.since < own.placed_at):
+        return None
+    detail = f": {created.message}" if created.message else ""
+    return f"{PODS_NOT_CREATED}{detail}"
+
+
 def avoided_until(own: OwnReplica, spec: DeploymentSpec, now: datetime) -> datetime:
     """How long a healed replica's pools are avoided.
 
@@ -436,6 +452,9 @@ def avoided_until(own: OwnReplica, spec: DeploymentSpec, now: datetime) -> datet
     """
     if own.admission == OVERCOMMITTED and own.admission_at is not None:
         return own.admission_at + spec.avoid_for
+    if pods_not_created(own) is not None and own.pods_created.since is not None:
+        # Like Overcommitted: a stranded replica stays NotCreated, so count from then.
+        return own.pods_created.since + spec.avoid_for
     return now + spec.avoid_for
 
 
@@ -448,7 +467,7 @@ def remember(inputs: Inputs) -> Memory:
             failures[failure.key] = failure
     healed: list[Healed] = []
     for own in sorted(inputs.own, key=lambda r: r.index):
-        why = unschedulable_too_long(own, spec, now) or overcommitted(own)
+        why = unschedulable_too_long(own, spec, now) or overcommitted(own) or pods_not_created(own)
         if why is None:
             continue
         healed.append(Healed(replica=own.name, cluster=own.cluster, pools=own.pools, why=why))
@@ -476,6 +495,8 @@ def eviction(
     if healing:
         if own.admission == OVERCOMMITTED:
             return "its cluster did not admit it"
+        if pods_not_created(own) is not None:
+            return "its cluster did not create its pods"
         return "its pods are unschedulable"
     cluster = clusters.get(own.cluster)
     if cluster is None:

@@ -25,7 +25,7 @@ from datetime import datetime, timedelta
 
 from crossplane.function import resource as wire
 from google.protobuf import struct_pb2
-from modelplane_common import labels, nesting, requeue
+from modelplane_common import labels, nesting, pod_template, pods_created, requeue
 from modelplane_common.capacity import admission
 from modelplane_common.capacity.fleet import (
     ENGINE_SHAPE_RULE,
@@ -61,6 +61,7 @@ from modelplane_schemas.modelreplica import Spec as ModelReplicaSpec
 from pydantic import ValidationError
 
 from compose_model_deployment.model import (
+    MISSING_PODS_GRACE,
     UNSCHEDULABLE_GRACE,
     DeploymentSpec,
     EngineShape,
@@ -68,6 +69,7 @@ from compose_model_deployment.model import (
     MemberShape,
     MissingCluster,
     OwnReplica,
+    PodsCreated,
     PodsScheduled,
     healing_default,
 )
@@ -142,6 +144,20 @@ def _engine_shape(position: int, engine: schema.Engine) -> EngineShape:
     return EngineShape(engine.name, engine.copies or 1, members)
 
 
+def _template_problems(engines: object) -> list[str]:
+    """Every pod template defect (`modelplane_common.pod_template`, the rule the
+    replicas apply too), so that no replica of a template that cannot run, or
+    would bypass the cluster's scheduler, is placed or charged."""
+    found: list[str] = []
+    for e, engine in enumerate(engines if isinstance(engines, list | tuple) else ()):
+        members = engine.get("members") if isinstance(engine, Mapping) else None
+        for m, member in enumerate(members if isinstance(members, list) else ()):
+            if isinstance(member, Mapping):
+                where = f"spec.template.spec.engines[{e}].members[{m}]"
+                found.extend(pod_template.read(member.get("template"), where)[2])
+    return found
+
+
 def _healing(healing: schema.Healing | None, field: str) -> timedelta:
     """A healing duration; absent (or null) it is the generated model's default."""
     value = getattr(healing, field) if healing is not None else None
@@ -208,6 +224,9 @@ def read_deployment(xr: Mapping) -> DeploymentInput:
     engines = tuple(_engine_shape(i, e) for i, e in enumerate(template.spec.engines))
     healing = model.spec.healing
     raw_spec = ((xr.get("spec") or {}).get("template") or {}).get("spec") or {}
+    template_problems = _template_problems(raw_spec.get("engines") or ())
+    if template_problems:
+        raise ValueError("; ".join(template_problems))
     selector = template.spec.clusterSelector
     return DeploymentInput(
         spec=DeploymentSpec(
@@ -221,6 +240,7 @@ def read_deployment(xr: Mapping) -> DeploymentInput:
             or UNSCHEDULABLE_GRACE,
             avoid_for=_healing(healing, "avoidFor"),
             missing_cluster_grace=_healing(healing, "missingClusterGracePeriod"),
+            missing_pods_grace=_healing(healing, "missingPodsGracePeriod") or MISSING_PODS_GRACE,
         ),
         cluster_labels=dict(selector.matchLabels or {}) if selector else {},
         template_labels=dict((template.metadata.labels or {}) if template.metadata else {}),
@@ -351,6 +371,16 @@ def _pods_scheduled(obj: Mapping) -> PodsScheduled:
     )
 
 
+def _pods_created(obj: Mapping) -> PodsCreated:
+    condition = find_condition(obj, pods_created.TYPE)
+    return PodsCreated(
+        status=str(condition.get("status", "Unknown")),
+        reason=str(condition.get("reason", "")),
+        message=str(condition.get("message", "")),
+        since=parse_time_or_none(condition.get("lastTransitionTime")),
+    )
+
+
 def read_own_replica(
     key: str, observed: Observed, spec: DeploymentSpec
 ) -> tuple[OwnReplica | None, list[str]]:
@@ -386,6 +416,7 @@ def read_own_replica(
         cluster=cluster,
         engines=read_engines(observed.spec),
         pods_scheduled=_pods_scheduled(obj),
+        pods_created=_pods_created(obj),
         scheduled_at=parse_time_or_none(status_of(obj).get("scheduledAt")),
         ready=replica_ready(obj),
         placed_at=parse_time_or_none(

@@ -16,6 +16,11 @@ Conditions
                        reason a pass kept everything as it is.
     ReplicasReady      readiness.py's judgement; the same judgement is `ready`.
     InputsValid        False/DegradedInputs listing the input problems.
+    PodsCreated        True/PodsCreated; False/Creating while a replica's workload
+                       cluster has not created its pods yet, with that cluster's
+                       reason; False/NotCreated while a replica was given up on for
+                       it (released, or re-placed: a failed placement remembered
+                       for avoidFor), with the reason (modelplane_common.pods_created).
 Events
     One per placed, moved, updated, held, stranded and removed replica and per
     healing; an InsufficientCapacity (or QuotaExceeded) warning only when the
@@ -28,16 +33,18 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass
 
+from modelplane_common import pods_created
 from modelplane_common.capacity.diagnosis import NOTHING_CHECKED
 from modelplane_common.capacity.quota import QUOTA_EXCEEDED
 from modelplane_common.outcome import MAX_MESSAGE, Condition, Event, capped
 
 from compose_model_deployment import readiness
-from compose_model_deployment.placement import Change, Plan, PlannedReplica
+from compose_model_deployment.placement import PODS_NOT_CREATED, Change, Plan, PlannedReplica
 
 SCHEDULED = "ReplicasScheduled"
 READY = "ReplicasReady"
 INPUTS = "InputsValid"
+CREATED = pods_created.TYPE
 MAX_NOTE_EVENTS = 5
 # Room left in InputsValid's message for its "N problem(s): " prefix.
 _NOTES_ROOM = MAX_MESSAGE - 34
@@ -152,6 +159,30 @@ def _scheduled(plan: Plan) -> Condition:
     )
 
 
+def _created(plan: Plan) -> Condition:
+    """Whether any replica lacks pods its workload cluster refused, and that cluster's reason."""
+    # One line per replica and cluster, not per pool it was remembered for.
+    given_up = list(
+        dict.fromkeys(
+            f"replica {f.replica} on {f.cluster}: {f.reason}"
+            for f in plan.failed_placements
+            if f.reason.startswith(PODS_NOT_CREATED)
+        )
+    )
+    if given_up:
+        return Condition(CREATED, "False", pods_created.NOT_CREATED, capped("; ".join(given_up)))
+    creating = [
+        f"replica {r.name}: {r.previous.pods_created.message}"
+        for r in plan.replicas
+        if r.previous is not None and r.previous.pods_created.reason == pods_created.CREATING
+    ]
+    if creating:
+        return Condition(CREATED, "False", pods_created.CREATING, capped("; ".join(creating)))
+    return Condition(
+        CREATED, "True", pods_created.CREATED, "no replica lacks pods its cluster refused"
+    )
+
+
 def _inputs(notes: Sequence[str]) -> Condition:
     if notes:
         return Condition(
@@ -239,7 +270,7 @@ def of_plan(
     """
     judged = _judge_readiness(plan, was_ready)
     return Report(
-        (_scheduled(plan), _ready(judged), _inputs(notes)),
+        (_scheduled(plan), _ready(judged), _inputs(notes), _created(plan)),
         tuple(_events(plan, previous_scheduled, notes)),
         judged.ready,
     )

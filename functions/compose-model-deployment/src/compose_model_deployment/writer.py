@@ -8,7 +8,7 @@ from modelplane_common import labels
 from modelplane_common.capacity.fleet import PlacedMember, Role
 from modelplane_common.outcome import capped
 from modelplane_common.outcome import unchanged as kept_unchanged
-from modelplane_common.timeutil import format_placement_time, format_time
+from modelplane_common.timeutil import format_duration, format_placement_time, format_time
 
 from compose_model_deployment.model import FailedPlacement, MissingCluster
 from compose_model_deployment.placement import Change, Plan, PlannedReplica
@@ -56,7 +56,12 @@ def model_replica(deployment: DeploymentInput, replica: PlannedReplica) -> dict:
             for position, member in enumerate(engine.members)
         ]
         engines.append({"name": engine.name, "copies": engine.copies, "members": members})
-    body: dict = {"clusterName": replica.cluster, "engines": engines}
+    body: dict = {
+        "clusterName": replica.cluster,
+        "engines": engines,
+        # The replica judges PodsCreated itself (modelplane_common.pods_created).
+        "missingPodsGracePeriod": format_duration(spec.missing_pods_grace),
+    }
     if deployment.raw_tolerations:
         body["tolerations"] = [dict(t) for t in deployment.raw_tolerations]
     return {

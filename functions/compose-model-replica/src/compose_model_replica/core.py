@@ -31,8 +31,8 @@ Phases (each a function below that returns what it decided; `decide` runs them i
     1. admit     -> AdmissionVerdict (admission.py) for the current placement.
     2. resolve   -> Target: the cluster's own problem, and the cluster's facts
                  when the pass may compose on it.
-    3. compose   -> Composition: the engines' and the ReplicaObservation's
-                 Objects, the engines whose pools the cluster lacks, and the
+    3. compose   -> Composition: the Namespace's, the engines' and the
+                 ReplicaObservation's Objects, the engines whose pools the cluster lacks, and the
                  source PodsScheduled is judged from.
     4. problems  -> Problems: everything that keeps the pass from being
                  clean, in the order they are reported, and per engine.
@@ -43,11 +43,12 @@ Phases (each a function below that returns what it decided; `decide` runs them i
 
 Where the pods run
     In the workload cluster namespace named like the replica's namespace.
-    The replica does not create it: a namespace outlives any one replica
-    and holds other tenants' work, so owning it from a replica would delete
-    it with the replica. When it is missing, provider-kubernetes cannot
-    apply the Objects, their Synced condition says so, and WorkloadsReady
-    is False with reason WorkloadsNotSynced quoting the provider.
+    Every replica composes that Namespace (workloads.py): labelled with the
+    cluster's Pod Security level, never deleted (its Object has no Delete
+    policy), so it outlives any one replica and its other replicas' work.
+    When it cannot be applied (or a workload cannot), provider-kubernetes'
+    Synced condition says why, and WorkloadsReady is False with reason
+    WorkloadsNotSynced quoting the provider.
 
 Invariants
     - Running work is never dropped because an input is missing or wrong.
@@ -79,8 +80,10 @@ from modelplane_common.capacity.admission import CONDITION as ADMITTED_CONDITION
 from modelplane_common.capacity.admission import OVERCOMMITTED
 from modelplane_common.composed import ObservedObject
 from modelplane_common.outcome import Condition, Event, unchanged
+from modelplane_common.pods_created import NOT_CREATED
+from modelplane_common.timeutil import format_time
 
-from compose_model_replica import admission, pods_scheduled, quota_gate
+from compose_model_replica import admission, pods_created, pods_scheduled, quota_gate
 from compose_model_replica.admission import AdmissionVerdict, Applicant
 from compose_model_replica.model import (
     Absent,
@@ -91,9 +94,15 @@ from compose_model_replica.model import (
     Invalid,
     NotFetched,
 )
+from compose_model_replica.pods_created import PodsCreatedVerdict
 from compose_model_replica.pods_scheduled import PodsScheduledVerdict
 from compose_model_replica.spec import Engine, ParsedSpec
-from compose_model_replica.workloads import Replica, engine_prefix, observation_resource
+from compose_model_replica.workloads import (
+    Replica,
+    engine_prefix,
+    namespace_resource,
+    observation_resource,
+)
 
 DEFAULT_MAX_AGE = inputs.DEFAULT_MAX_AGE
 
@@ -281,6 +290,7 @@ def compose(given: Inputs, target: Target, replica: Replica, admitted: bool) -> 
             missing[engine.name] = why
         elif admitted:
             bodies.update(replica.engine_objects(engine, spec.tolerations))
+    bodies[namespace_resource(spec.cluster)] = replica.namespace_object(facts.pod_security)
     report = observation_resource(spec.cluster)
     if facts.mode == "Observed" and (facts.agent_present or report in observed):
         bodies[report] = replica.observation_object()
@@ -473,10 +483,15 @@ def composed_condition(listed: tuple[Problem, ...], kept: bool, cluster: str) ->
 
 
 def warning_events(
-    given: Inputs, target: Target, pods_verdict: PodsScheduledVerdict, listed: tuple[Problem, ...]
+    given: Inputs,
+    target: Target,
+    pods_verdict: PodsScheduledVerdict,
+    listed: tuple[Problem, ...],
+    created_verdict: PodsCreatedVerdict,
 ) -> tuple[Event, ...]:
     """The Warning events, in a fixed order: the placement time, the cluster's maxAge,
-    the agent's report, then every problem a person has to fix."""
+    the agent's report, pods the cluster refused past the grace, then every problem a
+    person has to fix."""
     said = [
         given.replica.placement_problem,
         given.replica.placement_replaced,
@@ -485,14 +500,42 @@ def warning_events(
     if target.cluster is not None:
         said.append(target.cluster.max_age_problem)
     said.extend(pods_verdict.warnings)
+    if created_verdict.condition.reason == NOT_CREATED:
+        said.append(created_verdict.condition.message)
     said.extend(p.message for p in listed if p.warn)
     return tuple(Event("Warning", text) for text in said if text)
 
 
+def created(
+    given: Inputs, composition: Composition, verdict: AdmissionVerdict
+) -> PodsCreatedVerdict:
+    """PodsCreated, judged on the Objects of the cluster the replica is pinned to."""
+    spec = given.replica.spec
+    cluster = given.cluster
+    prefix = f"{spec.cluster}/"
+    return pods_created.judge(
+        pods_created.Evidence(
+            source=composition.source,
+            expected=spec.expected_pods,
+            record=verdict.record,
+            previous_since=given.replica.previous_missing_since,
+            observed={n: o for n, o in given.observed.items() if n.startswith(prefix)},
+            grace=spec.missing_pods_grace,
+            max_age=cluster.facts.max_age if isinstance(cluster, Found) else DEFAULT_MAX_AGE,
+            now=given.now,
+        )
+    )
+
+
 def _status(
-    pods_verdict: PodsScheduledVerdict, ready: WorkloadsReadiness, verdict: AdmissionVerdict
+    pods_verdict: PodsScheduledVerdict,
+    ready: WorkloadsReadiness,
+    verdict: AdmissionVerdict,
+    created: PodsCreatedVerdict,
 ) -> dict:
     status = {**pods_verdict.status(), "engines": list(ready.engines)}
+    if created.missing_since is not None:
+        status["pods"] = {**status["pods"], "missingSince": format_time(created.missing_since)}
     if verdict.record is not None:
         status["admission"] = verdict.record.to_wire()
     return status
@@ -539,6 +582,7 @@ def decide(given: Inputs) -> Outcome:
     late = admission_problem(found.listed, verdict)
     listed = (*found.listed, late) if late is not None else found.listed
     pods_verdict = pods(given, target, composition, replica)
+    created_verdict = created(given, composition, verdict)
     ready = readiness(given, found.by_engine)
     admitted = Condition(
         ADMITTED_CONDITION, verdict.status, verdict.reason, admitted_message(given, verdict)
@@ -547,14 +591,15 @@ def decide(given: Inputs) -> Outcome:
         requirements=requirements(given),
         resources=leftovers.resources,
         kept_unchanged=leftovers.kept,
-        status=_status(pods_verdict, ready, verdict),
+        status=_status(pods_verdict, ready, verdict, created_verdict),
         conditions=(
             pods_verdict.condition,
+            created_verdict.condition,
             ready.condition,
             composed_condition(listed, bool(leftovers.kept), spec.cluster),
             admitted,
         ),
-        events=warning_events(given, target, pods_verdict, listed),
+        events=warning_events(given, target, pods_verdict, listed, created_verdict),
         ready=ready.condition.status == "True",
         requeue_after=requeue.soonest(
             verdict.retry_after,

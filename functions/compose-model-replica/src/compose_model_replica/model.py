@@ -39,6 +39,7 @@ class ReplicaInput:
     namespace: str
     spec: ParsedSpec
     previous_pods: Previous  # what status said about PodsScheduled last time
+    previous_missing_since: datetime | None  # status.pods.missingSince (pods_created.py)
     previous_admission: Record | None  # status.admission, when readable
     placement: str  # the raw modelplane.ai/placed-at annotation, "" when none
     placement_problem: str | None  # why that annotation cannot be read
@@ -82,6 +83,7 @@ class ClusterFacts:
     max_age_problem: str | None  # why the default replaced a malformed maxAge
     provider_config: str  # status.providerConfigRef.name; "" until published
     agent_present: bool  # status.agent.present
+    pod_security: str = "baseline"  # spec.workloads.podSecurity: the namespace's enforce level
 
 
 @dataclass(frozen=True, slots=True)

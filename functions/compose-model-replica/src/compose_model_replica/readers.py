@@ -57,6 +57,7 @@ from compose_model_replica.pods_scheduled import Previous
 from compose_model_replica.spec import parse_spec
 
 CLUSTER_REQUIREMENT = "cluster"
+DEFAULT_POD_SECURITY = "baseline"  # the XRD's default for spec.workloads.podSecurity
 # The cluster's ModelReplicas (label modelplane.ai/cluster), for admission.
 REPLICAS_REQUIREMENT = "cluster-replicas"
 # The namespace's ResourceQuotas and, under a device quota, its ModelReplicas (quota_gate.py).
@@ -120,6 +121,7 @@ def read_replica(composite: struct_pb2.Struct, now: datetime) -> ReplicaInput:
         namespace=str(metadata.get("namespace") or ""),
         spec=spec,
         previous_pods=Previous.from_status(status),
+        previous_missing_since=_missing_since(status),
         previous_admission=record_from_status(status),
         placement=placement,
         placement_problem=_placement_problem(placement),
@@ -128,6 +130,11 @@ def read_replica(composite: struct_pb2.Struct, now: datetime) -> ReplicaInput:
         queued=read_queued(composite, spec.cluster, now),
         circuit_open=requeue.circuit_open(xr),
     )
+
+
+def _missing_since(status: Mapping) -> datetime | None:
+    pods = status.get("pods")
+    return parse_time_or_none(pods.get("missingSince")) if isinstance(pods, Mapping) else None
 
 
 def _placement_problem(placement: str) -> str | None:
@@ -196,7 +203,14 @@ def _cluster_facts(body: Mapping, fleet: Cluster | None) -> ClusterFacts:
         max_age_problem=max_age_problem,
         provider_config=provider_config if isinstance(provider_config, str) else "",
         agent_present=isinstance(agent, Mapping) and agent.get("present") is True,
+        pod_security=_pod_security(spec.get("workloads")),
     )
+
+
+def _pod_security(workloads: object) -> str:
+    """spec.workloads.podSecurity; the schema check before this admits only its enum."""
+    level = workloads.get("podSecurity") if isinstance(workloads, Mapping) else None
+    return level if isinstance(level, str) and level else DEFAULT_POD_SECURITY
 
 
 def read_fellows(

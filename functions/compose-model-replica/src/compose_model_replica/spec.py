@@ -23,7 +23,8 @@ Shapes (design/api.md section 4)
 
 Leniency, deliberately
     - A member's `template` may be a PodTemplateSpec (`{metadata, spec}`) or
-      a bare pod spec (`{containers: ...}`).
+      a bare pod spec (`{containers: ...}`); `modelplane_common.pod_template`
+      is the one rule for what it may hold (the deployment applies it too).
     - Counts are whole numbers (`inputs.whole_number`): the wire delivers 3
       as 3.0. A null `copies` is an absent one (1), as the API server
       prunes a null from a field that is not nullable.
@@ -33,8 +34,10 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass
+from datetime import timedelta
 from typing import Annotated
 
+from modelplane_common import pod_template, pods_created
 from modelplane_common.capacity.fleet import (
     ENGINE_SHAPE_RULE,
     has_engine_shape,
@@ -43,6 +46,7 @@ from modelplane_common.capacity.fleet import (
 )
 from modelplane_common.devices import DeviceRequest
 from modelplane_common.inputs import as_stored, problem, validation_problems
+from modelplane_common.timeutil import parse_duration
 from modelplane_schemas import modelreplica as schema
 from pydantic import TypeAdapter, ValidationError
 
@@ -110,6 +114,8 @@ class ParsedSpec:
     engines: tuple[Engine, ...]
     invalid: tuple[InvalidEngine, ...]
     defects: tuple[str, ...]  # replica-level defects (no engine to pin them on)
+    # spec.missingPodsGracePeriod: how long an admitted replica may lack pods (pods_created.py)
+    missing_pods_grace: timedelta = pods_created.DEFAULT_GRACE
 
     @property
     def expected_pods(self) -> int | None:
@@ -121,85 +127,6 @@ class ParsedSpec:
     @property
     def engine_names(self) -> tuple[str, ...]:
         return tuple(e.name for e in self.engines) + tuple(i.name for i in self.invalid if i.name)
-
-
-def _pod_template(raw: object, where: str, defects: list[str]) -> tuple[Mapping, Mapping]:
-    """(pod metadata, pod spec) of a member's template."""
-    if not isinstance(raw, Mapping):
-        defects.append(f"{where}.template must be a pod template with containers")
-        return {}, {}
-    if "spec" in raw:
-        metadata, spec = raw.get("metadata") or {}, raw.get("spec")
-    else:
-        metadata, spec = {}, raw
-    if not isinstance(metadata, Mapping):
-        defects.append(f"{where}.template.metadata must be an object")
-        metadata = {}
-    containers = spec.get("containers") if isinstance(spec, Mapping) else None
-    if not isinstance(containers, list) or not containers:
-        defects.append(f"{where}.template has no containers")
-        return metadata, {}
-    assert isinstance(spec, Mapping)
-    found = _template_shape_defects(metadata, spec, f"{where}.template")
-    defects.extend(found)
-    return (metadata, spec) if not found else ({}, {})
-
-
-# The fields of a pod template the workloads merge into: each must have its
-# Kubernetes shape, or merging would fail half-way. Everything else in the
-# template is passed through untouched for the API server to judge.
-_POD_SPEC_FIELDS = (
-    ("nodeSelector", Mapping, "an object"),
-    ("tolerations", list, "a list"),
-    ("resourceClaims", list, "a list"),
-    ("affinity", Mapping, "an object"),
-)
-
-
-def _template_shape_defects(metadata: Mapping, spec: Mapping, where: str) -> list[str]:
-    defects = []
-    if not isinstance(metadata.get("labels") or {}, Mapping):
-        defects.append(problem(f"{where}.metadata.labels", "must be an object", metadata["labels"]))
-    for name, kind, words in _POD_SPEC_FIELDS:
-        if spec.get(name) is not None and not isinstance(spec[name], kind):
-            defects.append(problem(f"{where}.spec.{name}", f"must be {words}", spec[name]))
-    for i, claim in enumerate(spec.get("resourceClaims") or []):
-        if not isinstance(claim, Mapping):
-            defects.append(problem(f"{where}.spec.resourceClaims[{i}]", "must be an object", claim))
-    defects.extend(_anti_affinity_defects(spec, where))
-    for i, container in enumerate(spec["containers"]):
-        defects.extend(_container_defects(container, f"{where}.spec.containers[{i}]"))
-    return defects
-
-
-def _anti_affinity_defects(spec: Mapping, where: str) -> list[str]:
-    affinity = spec.get("affinity")
-    anti = (affinity or {}).get("podAntiAffinity") if isinstance(affinity, Mapping) else None
-    at = f"{where}.spec.affinity.podAntiAffinity"
-    if anti is None:
-        return []
-    if not isinstance(anti, Mapping):
-        return [problem(at, "must be an object", anti)]
-    terms = anti.get("requiredDuringSchedulingIgnoredDuringExecution")
-    if terms is not None and not isinstance(terms, list):
-        return [
-            problem(f"{at}.requiredDuringSchedulingIgnoredDuringExecution", "must be a list", terms)
-        ]
-    return []
-
-
-def _container_defects(container: object, at: str) -> list[str]:
-    if not isinstance(container, Mapping):
-        return [problem(at, "must be an object", container)]
-    resources = container.get("resources")
-    if resources is not None and not isinstance(resources, Mapping):
-        return [problem(f"{at}.resources", "must be an object", resources)]
-    claims = (resources or {}).get("claims")
-    if claims is not None and (
-        not isinstance(claims, list) or not all(isinstance(c, Mapping) for c in claims)
-    ):
-        return [problem(f"{at}.resources.claims", "must be a list of objects", claims)]
-    return []
 
 
 def _requests(member: schema.Member, where: str, defects: list[str]) -> tuple[DeviceRequest, ...]:
@@ -241,7 +168,8 @@ def _member(member: schema.Member, position: int, defects: list[str]) -> Member:
             )
         )
     requests = _requests(member, where, defects)
-    metadata, pod_spec = _pod_template(member.template, where, defects)
+    metadata, pod_spec, template_defects = pod_template.read(member.template, where)
+    defects.extend(template_defects)
     return Member(
         role=role,
         pool=member.nodePoolName,
@@ -321,10 +249,24 @@ def parse_spec(spec: Mapping) -> ParsedSpec:
             engines.append(parsed)
         else:
             invalid.append(parsed)
+    grace = _missing_pods_grace(spec.get("missingPodsGracePeriod"), defects)
     return ParsedSpec(
         cluster=cluster if isinstance(cluster, str) else "",
         tolerations=() if bad_tolerations else tuple(tolerations or ()),
         engines=tuple(engines),
         invalid=tuple(invalid),
         defects=tuple(defects),
+        missing_pods_grace=grace,
     )
+
+
+def _missing_pods_grace(raw: object, defects: list[str]) -> timedelta:
+    """spec.missingPodsGracePeriod; absent or zero, the default. Unreadable, a defect:
+    the replica is then not clean, and nothing it runs is released or removed."""
+    if raw is None:
+        return pods_created.DEFAULT_GRACE
+    try:
+        return parse_duration(raw) or pods_created.DEFAULT_GRACE
+    except ValueError as err:
+        defects.append(problem("spec.missingPodsGracePeriod", str(err), raw))
+        return pods_created.DEFAULT_GRACE

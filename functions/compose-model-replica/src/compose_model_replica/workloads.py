@@ -18,6 +18,12 @@ replica's own namespace)
       ResourceClaimTemplate; each pod gets its own claim from it, named
       POD_CLAIM in the pod and referenced by every container.
     - The replica -> one agent ReplicaObservation selecting its pods.
+    - The namespace they all live in -> one Namespace carrying the cluster's
+      Pod Security Admission level (`spec.workloads.podSecurity`) as its
+      enforce and warn labels. Every replica of the namespace on the cluster
+      composes the same manifest, and none may delete it: the Object's
+      management policies leave out Delete, so deleting a replica (or all
+      of them) only stops managing the Namespace. design/tenancy.md.
 
 Every pod carries `modelplane.ai/pool` as nodeSelector, the replica's
 tolerations, and the labels REPLICA, REPLICA_NAMESPACE, ENGINE and ROLE.
@@ -93,6 +99,16 @@ def claims_resource(cluster: str, engine: str, role: str) -> str:
 
 def observation_resource(cluster: str) -> str:
     return f"{cluster}/observation"
+
+
+def namespace_resource(cluster: str) -> str:
+    return f"{cluster}/namespace"
+
+
+# Every action but Delete: the Namespace is shared by every replica of one
+# namespace on the cluster, and deleting it would delete their workloads.
+NAMESPACE_POLICIES = ("Observe", "Create", "Update", "LateInitialize")
+POD_SECURITY = "pod-security.kubernetes.io/"
 
 
 def engine_prefix(cluster: str, engine: str) -> str:
@@ -311,3 +327,24 @@ class Replica:
 
     def observation_object(self) -> dict:
         return self.wrap(self.object_name("pods"), self.replica_observation())
+
+    def namespace_manifest(self, pod_security: str) -> dict:
+        """The workload namespace, enforcing (and warning at) the cluster's Pod Security level."""
+        return {
+            "apiVersion": "v1",
+            "kind": "Namespace",
+            "metadata": {
+                "name": self.namespace,
+                "labels": {
+                    POD_SECURITY + "enforce": pod_security,
+                    POD_SECURITY + "enforce-version": "latest",
+                    POD_SECURITY + "warn": pod_security,
+                    POD_SECURITY + "warn-version": "latest",
+                },
+            },
+        }
+
+    def namespace_object(self, pod_security: str) -> dict:
+        obj = self.wrap(self.object_name("namespace"), self.namespace_manifest(pod_security))
+        obj["spec"]["managementPolicies"] = list(NAMESPACE_POLICIES)
+        return obj

@@ -1,0 +1,216 @@
+"""Pod Security on a workload cluster, and no phantom reservations (design/tenancy.md).
+
+One pool of one 8-GPU node. Deployment `privileged` asks for the whole node
+with a privileged container; the replica composes its workload namespace
+labelled with the cluster's Pod Security level (the default, baseline), so
+the workload cluster's API server refuses its pods. The refusal reaches the
+ModelReplica's and the ModelDeployment's PodsCreated conditions, and while
+the replica waits within its grace it is charged: deployment `fits`, which
+asks for the same node, finds no room. Past the grace the replica holds
+nothing, so `fits` is placed on the node and its pod runs (kwok runs it).
+provider-kubernetes applies everything as the least-privilege user of
+deploy/workload-cluster (`stack.provider_identity`).
+"""
+
+from __future__ import annotations
+
+import pytest
+from modelplane_devtools.e2e import agent, fleet, install
+from modelplane_devtools.e2e.kube import Kube, condition, eventually
+from modelplane_devtools.e2e.stack import Stack
+
+pytestmark = pytest.mark.e2e
+
+CLUSTER = "gpu-psa"
+# Not the story's namespaces: this module may run before it in one session.
+SECRETS = "psa-system"
+TEAM = "team-psa"
+GPU = fleet.DeviceKind(
+    "gpu",
+    "gpu.nvidia.com",
+    8,
+    {"productName": {"string": "NVIDIA-H100-80GB-HBM3"}},
+    {"memory": {"value": "80Gi"}},
+)
+POOL = fleet.Pool("psa", 1, (GPU,))
+GRACE = "150s"
+REPLICA = "modelplane.ai/replica"
+
+
+def deployment(name: str, *, privileged: bool) -> dict:
+    container: dict = {"name": "engine", "image": "example.invalid/engine:v1"}
+    if privileged:
+        container["securityContext"] = {"privileged": True}
+    return {
+        "apiVersion": "modelplane.ai/v1alpha1",
+        "kind": "ModelDeployment",
+        "metadata": {"name": name, "namespace": TEAM},
+        "spec": {
+            "replicas": 1,
+            "healing": {"missingPodsGracePeriod": GRACE},
+            "template": {
+                "spec": {
+                    "clusterSelector": {"matchLabels": {"modelplane.ai/e2e": "psa"}},
+                    "engines": [
+                        {
+                            "name": "serve",
+                            "members": [
+                                {
+                                    "role": "Standalone",
+                                    "nodeSelector": {"devices": [{"name": "gpu", "count": 8}]},
+                                    "template": {"spec": {"containers": [container]}},
+                                }
+                            ],
+                        }
+                    ],
+                }
+            },
+        },
+    }
+
+
+def namespace(name: str) -> dict:
+    return {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": name}}
+
+
+def set_up_the_fleet(e2e_stack: Stack, control: Kube, workload: Kube) -> None:
+    """The platform's part: the node, the cluster's kubeconfig Secret holding
+    provider-kubernetes' least-privilege identity. No tenant namespace on the
+    workload cluster: the replicas compose it."""
+    assert e2e_stack.provider is not None
+    fleet.add_nodes(workload, [POOL])
+    fleet.await_ready(workload, [POOL])
+    control.apply([namespace(SECRETS), namespace(TEAM)])
+    control.apply(fleet.kubeconfig_secret(CLUSTER, SECRETS, e2e_stack.provider))
+    eventually(
+        lambda: install.apis_served_by_the_configuration(control), "the Configuration's APIs"
+    )
+    control.apply(
+        fleet.inference_cluster(
+            CLUSTER, [POOL], labels={"modelplane.ai/e2e": "psa"}, secrets=SECRETS,
+            max_age=agent.MAX_AGE,
+        )
+    )  # fmt: skip
+
+
+def _free_node_published(control: Kube) -> bool:
+    status = (control.get("inferencecluster", CLUSTER) or {}).get("status") or {}
+    pools = {p["name"]: p for p in status.get("gpuPools") or []}
+    buckets = pools.get(POOL.name, {}).get("nodesByFreeDevices")
+    assert buckets, f"no histogram yet for {POOL.name}: {sorted(pools)}"
+    assert any(b["free"].get("gpu") == GPU.count for b in buckets), buckets
+    return True
+
+
+def _condition(control: Kube, kind: str, name: str, type_: str) -> dict:
+    found = condition(control.get(kind, name, TEAM), type_)
+    assert found, f"{kind} {name} has no {type_} condition"
+    return found
+
+
+def _refused_by_pod_security(message: str) -> None:
+    assert "violates PodSecurity" in message and "privileged" in message, message
+
+
+def test_a_privileged_template_is_refused_and_its_replica_stops_holding_the_node(e2e_stack, planes):
+    control, workload = planes
+    set_up_the_fleet(e2e_stack, control, workload)
+    eventually(lambda: _free_node_published(control), "the free node published", timeout=240)
+    try:
+        control.apply(deployment("privileged", privileged=True))
+        check_the_refusal_and_the_release(control, workload)
+    finally:
+        leave_nothing_behind(control)
+
+
+def _labelled_namespace(workload: Kube) -> dict:
+    labels = ((workload.get("namespace", TEAM) or {}).get("metadata") or {}).get("labels") or {}
+    assert labels.get("pod-security.kubernetes.io/enforce") == "baseline", labels
+    return labels
+
+
+def _creating(control: Kube) -> str:
+    created = _condition(control, "modelreplica", "privileged-0", "PodsCreated")
+    assert (created["status"], created["reason"]) == ("False", "Creating"), created
+    _refused_by_pod_security(created["message"])
+    return created["message"]
+
+
+def _not_created(control: Kube) -> str:
+    created = _condition(control, "modelreplica", "privileged-0", "PodsCreated")
+    assert (created["status"], created["reason"]) == ("False", "NotCreated"), created
+    _refused_by_pod_security(created["message"])
+    return created["message"]
+
+
+def _fits_runs(control: Kube, workload: Kube) -> bool:
+    scheduled = _condition(control, "modeldeployment", "fits", "ReplicasScheduled")
+    assert scheduled["reason"] == "AllReplicasScheduled", scheduled
+    pods = workload.list("pods", TEAM)
+    mine = [p for p in pods if (p["metadata"].get("labels") or {}).get(REPLICA) == "fits-0"]
+    assert mine and all(p.get("spec", {}).get("nodeName") for p in mine), pods
+    return True
+
+
+def check_the_refusal_and_the_release(control: Kube, workload: Kube) -> None:
+    # The replica composed its namespace, with the cluster's (default) level.
+    eventually(lambda: _labelled_namespace(workload), "namespace team-psa labelled baseline")
+    # The API server refused the pods; the reason reaches the replica within the grace...
+    eventually(lambda: _creating(control), "privileged-0 PodsCreated False/Creating", timeout=120)
+    # ...and the deployment.
+    relayed = _condition(control, "modeldeployment", "privileged", "PodsCreated")
+    assert relayed["status"] == "False", relayed
+    _refused_by_pod_security(relayed["message"])
+
+    # Within the grace the refused replica is charged: the node is not free for another.
+    control.apply(deployment("fits", privileged=False))
+    eventually(
+        lambda: (
+            _condition(control, "modeldeployment", "fits", "ReplicasScheduled")["reason"]
+            == "InsufficientCapacity"
+        ),
+        "fits finds no room while privileged-0 is charged",
+        timeout=60,
+    )
+    assert _condition(control, "modelreplica", "privileged-0", "PodsCreated")["reason"] == (
+        "Creating"
+    ), "the grace ended before fits was judged: lengthen GRACE"
+
+    # Past the grace it holds nothing, says why, and fits takes the node.
+    eventually(lambda: _not_created(control), "privileged-0 PodsCreated NotCreated", timeout=240)
+    eventually(
+        lambda: (
+            _condition(control, "modeldeployment", "privileged", "PodsCreated")["reason"]
+            == "NotCreated"
+        ),
+        "privileged's PodsCreated False/NotCreated",
+        timeout=120,
+    )
+    given_up = _condition(control, "modeldeployment", "privileged", "PodsCreated")
+    assert given_up["message"].startswith("replica privileged-0 on gpu-psa: its pods were not")
+    _refused_by_pod_security(given_up["message"])
+    failed = (control.get("modeldeployment", "privileged", TEAM) or {})["status"]
+    assert [f["pool"] for f in failed["failedPlacements"]] == [POOL.name]
+    eventually(lambda: _fits_runs(control, workload), "fits placed and running", timeout=240)
+
+
+def leave_nothing_behind(control: Kube) -> None:
+    """Remove the deployments, then the cluster: a later module's deployment must not
+    find this one. The workload namespace stays: nothing deletes it."""
+    control.kubectl("delete", "modeldeployments.modelplane.ai", "--all", "-n", TEAM, "--wait=false")
+    eventually(
+        lambda: not control.list("modelreplicas.modelplane.ai", TEAM),
+        "the ModelReplicas gone",
+        timeout=180,
+    )
+    control.delete("inferencecluster", CLUSTER)
+    eventually(
+        lambda: control.get("inferencecluster", CLUSTER) is None,
+        f"InferenceCluster {CLUSTER} gone",
+        timeout=180,
+    )
+
+
+def test_the_workload_namespace_outlives_its_replicas(planes):
+    _, workload = planes
+    assert _labelled_namespace(workload)
