@@ -35,6 +35,7 @@ HEALTHY = {
     "AllPodsBound", "AllPodsScheduled", "AllPoolsObserved", "AllReplicasReady",
     "AllReplicasScheduled", "AllWorkloadsReady", "Available", "ScaledToZero", "ValidSpec",
     "WatchesCurrent", "HistogramTooLarge", "Admitted", "Composed", "InputsValid", "Observed",
+    "Created",
 }  # fmt: skip
 # Condition types the contract names inside a condition cell.
 TYPES = {"WorkloadsReady"}
