@@ -3,7 +3,7 @@
 - The scheduler stamps `modelplane.ai/placed-at` to the microsecond, and a
   replica placed before that (a stamp to the second) keeps its stamp verbatim,
   so the verdict recorded for it still binds.
-- A stamp outside [creationTimestamp - 10s, now + 10s] is not believed: the
+- A stamp outside [creationTimestamp - 60s, now + 60s] is not believed: the
   replica is queued at its creationTimestamp and says so, naming the stamp.
   A forged early stamp no longer jumps the queue.
 - A replica whose cluster label is not its spec.clusterName is not judged:
@@ -116,8 +116,8 @@ def test_an_implausible_placed_at_is_replaced_by_the_creation_time_and_reported(
     refused = condition(composite(forger), "Admitted")
     assert refused["reason"] == "Overcommitted", refused
     note = (
-        'metadata.annotations["modelplane.ai/placed-at"]: outside [creationTimestamp - 10s, '
-        "now + 10s]: queued at its creationTimestamp"
+        'metadata.annotations["modelplane.ai/placed-at"]: outside [creationTimestamp - 60s, '
+        "now + 60s]: queued at its creationTimestamp"
     )
     assert note in refused["message"] and f'(got "{stamp}")' in refused["message"], refused
     assert any(note in w and stamp in w for w in warnings(forger)), warnings(forger)
