@@ -72,13 +72,11 @@ def whole_number(value: object) -> int | None:
     2.5, infinities and NaN. Python's bool is an int, a JSON true is not a
     number: it is None here.
     """
+    if isinstance(value, float):
+        return int(value) if value.is_integer() and _INT64_LOW <= value < _INT64_END else None
     if isinstance(value, bool):
         return None
-    if isinstance(value, int):
-        return value
-    if isinstance(value, float) and value.is_integer() and _INT64_LOW <= value < _INT64_END:
-        return int(value)
-    return None
+    return value if isinstance(value, int) else None
 
 
 def _integral(value: object) -> object:
