@@ -305,7 +305,6 @@ def read_charge(resource: struct_pb2.Struct, identity: tuple[str, str], cluster:
             )
     scheduled_at = parse_time_or_none(get_str(status, "scheduledAt")) if pods_scheduled else None
     engines = read_engines(get_struct(resource, "spec"))
-    # Positional: this runs once per replica of the fleet (the scheduler's hot path).
     return Charge(
         identity[0], identity[1], cluster, engines, pods_scheduled, scheduled_at, released
     )
