@@ -6,7 +6,7 @@ sets it), and `--clusters` workload clusters, each with kube-scheduler, kwok,
 the LeaderWorkerSet controller and the real agent. Everything in
 `out/scale/<time>/` (the stack's logs beside the table); every process stopped
 by its PID at the end. The profile's sizes are options, defaulting to the full
-profile (`profile.FULL`).
+profile (`profile.FULL`); Crossplane polls at its own default (`POLL_INTERVAL`).
 """
 
 from __future__ import annotations
@@ -20,8 +20,12 @@ from modelplane_devtools.e2e import agent, install, kwok, lws, pki, stack
 from modelplane_devtools.e2e.processes import Supervisor
 from modelplane_devtools.e2e.scale import profile, run
 
+# Crossplane's own default: the e2e suite polls every 5 s to be quick; at fleet scale
+# that would re-run every composite every 5 s, which no control plane is set up to do.
+POLL_INTERVAL = "1m"
 
-def _options(argv: list[str]) -> profile.Profile:
+
+def _options(argv: list[str]) -> tuple[profile.Profile, str]:
     full = profile.FULL
     parser = argparse.ArgumentParser(prog="modelplane-e2e-scale", description=__doc__)
     parser.add_argument("--clusters", type=int, default=full.clusters)
@@ -30,6 +34,11 @@ def _options(argv: list[str]) -> profile.Profile:
     parser.add_argument("--window", type=float, default=full.window, help="seconds")
     parser.add_argument("--settle", type=float, default=full.settle, help="seconds at most")
     parser.add_argument("--seed", type=int, default=full.seed)
+    parser.add_argument(
+        "--poll-interval",
+        default=POLL_INTERVAL,
+        help="Crossplane core's --poll-interval (its own default: 1m)",
+    )
     args = parser.parse_args(argv)
     sized = dataclasses.replace(
         full,
@@ -40,7 +49,8 @@ def _options(argv: list[str]) -> profile.Profile:
         settle=args.settle,
         seed=args.seed,
     )
-    return sized if sized == full else dataclasses.replace(sized, name="custom")
+    named = sized if sized == full else dataclasses.replace(sized, name="custom")
+    return named, args.poll_interval
 
 
 def _workload(
@@ -71,7 +81,7 @@ def _workload(
 
 
 def main(argv: list[str] | None = None) -> int:
-    sized = _options(sys.argv[1:] if argv is None else argv)
+    sized, poll_interval = _options(sys.argv[1:] if argv is None else argv)
     stack.check_ports_free()
     workdir = stack.ROOT / "out" / "scale" / time.strftime("%Y%m%d-%H%M%S")
     workdir.mkdir(parents=True)
@@ -84,7 +94,9 @@ def main(argv: list[str] | None = None) -> int:
         clusters = [_workload(running, i, credentials) for i in range(sized.clusters)]
         running.workload = clusters[0]
         running.registry = stack.start_registry(running)
-        running.root_ca = stack.start_crossplane(running, running.control_plane)
+        running.root_ca = stack.start_crossplane(
+            running, running.control_plane, poll_interval=poll_interval
+        )
         running.installed = install.install(running)
         outcome = run.run(running, [c.kube for c in clusters], sized, workdir)
     finally:
