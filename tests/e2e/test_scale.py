@@ -1,7 +1,7 @@
 """The fleet-scale run's reduced profile on the e2e session's stack (`profile.REDUCED`).
 
 One workload cluster (the session's, with its agent), both arms side by
-side on 20 nodes each, 10 deployments per arm over a minute, then up to
+side on 20 nodes each, 10 deployments per arm over 45 s, then up to
 150 s to settle (`make e2e-scale` runs the full profile on its own stack).
 What must hold whatever the machine's load:
 

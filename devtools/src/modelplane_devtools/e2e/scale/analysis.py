@@ -397,9 +397,14 @@ class Figures:
     pending_at_end: int
     under: UnderPromise
     deployments: int
+    arrival_span: float  # seconds from the first deployment's creation to the last's
     bound_deployments: int
     p50: float | None
     p99: float | None
+
+
+def _span(times: list[float]) -> float:
+    return max(times) - min(times) if times else 0.0
 
 
 def figures(arm: Arm, start: float) -> Figures:
@@ -417,6 +422,7 @@ def figures(arm: Arm, start: float) -> Figures:
         pending_at_end=len(pending),
         under=under_promise(arm, start),
         deployments=len(times),
+        arrival_span=_span([w.created for w in arm.deployments.values()]),
         bound_deployments=len(done),
         p50=percentile(every, 0.50),
         p99=percentile(every, 0.99),

@@ -105,7 +105,10 @@ def table(facts: Facts, figures: dict[str, analysis.Figures], measured: Measured
         f"{facts.set_up_seconds:.0f} s, arrivals and settling {facts.run_seconds:.0f} s"
         + (f"; NOT settled: {len(facts.unsettled)} items" if facts.unsettled else "; settled")
     )
-    return "\n".join([head, "", *_arm_rows(figures), "", *_cost_rows(measured)]) + "\n"
+    spans = ", ".join(f"{f.arm} {f.arrival_span:.0f} s" for f in figures.values())
+    arrived = f"deployments created over (first to last): {spans}"
+    rows = [head, arrived, "", *_arm_rows(figures), "", *_cost_rows(measured)]
+    return "\n".join(rows) + "\n"
 
 
 def write(out: Path, text: str, figures: dict[str, analysis.Figures], measured: Measured) -> Path:

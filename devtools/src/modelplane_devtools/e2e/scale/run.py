@@ -45,6 +45,7 @@ from modelplane_devtools.e2e.stack import Stack
 SECRETS = "scale-system"
 CHUNK = 150  # objects per kubectl apply
 SAMPLE = 5.0  # seconds between samples of the wire while waiting
+CALM = 3  # checks in a row with nothing left to decide or bind: settled
 
 
 @dataclass(frozen=True)
@@ -225,11 +226,18 @@ def meters(stack: Stack, kubes: list[Kube]) -> Meters:
 
 
 def arrive(control: Kube, arrivals: list[Shape], instruments: Meters) -> None:
-    """Each deployment, both arms' at once, at its offset from now."""
+    """Each deployment, both arms' at once, at its offset from now; every deployment
+    already due goes in one apply, so a slow API server delays arrivals without
+    accumulating the delay."""
     began = time.monotonic()
-    for shape in arrivals:
-        instruments.wait(began + shape.at - time.monotonic())
-        control.apply([deployment(shape, arm) for arm in ARMS])
+    pending = list(arrivals)
+    while pending:
+        instruments.wait(began + pending[0].at - time.monotonic())
+        now = time.monotonic() - began
+        due = [s for s in pending if s.at <= now]
+        pending = pending[len(due) :]
+        if due:
+            control.apply([deployment(s, arm) for s in due for arm in ARMS])
 
 
 def _unsettled(control: Kube, kubes: list[Kube]) -> list[str]:
@@ -248,13 +256,14 @@ def _unsettled(control: Kube, kubes: list[Kube]) -> list[str]:
 
 
 def settle(control: Kube, kubes: list[Kube], instruments: Meters, limit: float) -> list[str]:
-    """Wait until nothing is left to decide or bind for three checks in a row, or `limit`
-    seconds; returns what was still unsettled (empty when settled)."""
+    """Wait until nothing is left to decide or bind for `CALM` checks in a row, `SAMPLE`
+    seconds apart, or `limit` seconds; returns what was still unsettled (empty when
+    settled)."""
     deadline = time.monotonic() + limit
     calm = 0
     why: list[str] = []
-    while time.monotonic() < deadline and calm < 3:
-        instruments.wait(10)
+    while time.monotonic() < deadline and calm < CALM:
+        instruments.wait(SAMPLE)
         why = _unsettled(control, kubes)
         calm = 0 if why else calm + 1
     return why
