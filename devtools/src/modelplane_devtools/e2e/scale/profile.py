@@ -55,7 +55,7 @@ class Profile:
 
 
 FULL = Profile("full", clusters=2, nodes=125, deployments=100, window=600, settle=300)
-REDUCED = Profile("reduced", clusters=1, nodes=20, deployments=10, window=45, settle=150)
+REDUCED = Profile("reduced", clusters=1, nodes=20, deployments=10, window=45, settle=420)
 
 
 def team(arm: str) -> str:
