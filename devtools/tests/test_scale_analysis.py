@@ -7,7 +7,7 @@ import dataclasses
 import math
 
 import pytest
-from modelplane_devtools.e2e.scale import analysis, profile
+from modelplane_devtools.e2e.scale import analysis, cost, profile, record
 from modelplane_devtools.e2e.scale.analysis import MODEL, RACE, STALE, PodRecord, ReplicaRecord
 
 T0 = 1_000_000.0
@@ -126,3 +126,25 @@ def test_every_shape_stays_within_the_profile_bounds():
         assert all(1 <= m.gpus <= profile.GPU.count for m in shape.members)
         gang = sum(m.workers or 1 for m in shape.members)
         assert gang == 1 or 2 <= gang <= 4, shape
+
+
+def test_watch_logs_are_read_event_by_event_skipping_kubectl_messages(tmp_path):
+    log = tmp_path / "watch.log"
+    log.write_text(
+        '{"type": "ADDED", "object": {"metadata": {"name": "a"}}}\n'
+        "W1201 some kubectl warning {not json}\n"
+        '{\n  "type": "DELETED",\n  "object": {"metadata": {"name": "a"}}\n}\n'
+    )
+    assert [e["type"] for e in record.events(log)] == ["ADDED", "DELETED"]
+
+
+SS = (
+    "0      0      127.0.0.1:33295      127.0.0.1:40862\n"
+    "\t bbr wscale:10,10 bytes_sent:257313 bytes_received:93875 segs_out:304\n"
+    "0      3193   127.0.0.1:33295      127.0.0.1:54634\n"
+    "\t bbr bytes_acked:376144 bytes_received:266039 segs_in:537\n"
+)
+
+
+def test_bytes_received_are_read_per_connection_from_ss():
+    assert cost.parse_ss(SS) == {"127.0.0.1:40862": 93875, "127.0.0.1:54634": 266039}

@@ -81,9 +81,15 @@ def received(port: int) -> dict[str, int]:
         text=True,
         check=False,
     )
+    return parse_ss(done.stdout)
+
+
+def parse_ss(text: str) -> dict[str, int]:
+    """`ss -tinH state established` output: per peer address, `bytes_received`. Each
+    connection is a line (queues, local and peer address) and an indented info line."""
     out: dict[str, int] = {}
     peer = ""
-    for line in done.stdout.splitlines():
+    for line in text.splitlines():
         if not line.startswith((" ", "\t")):
             peer = line.split()[-1] if line.split() else ""
             continue
