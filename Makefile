@@ -1,5 +1,5 @@
 # The two commands the README promises, and the helpers around them.
-.PHONY: setup render test packages e2e-tools e2e e2e-admission e2e-admission-baseline bench-admission bench-fleet schemas schemas-check bench bench-agent agent-live agent-oracle lint fuzz sim version
+.PHONY: setup render test packages e2e-tools e2e e2e-scale e2e-admission e2e-admission-baseline bench-admission bench-fleet schemas schemas-check bench bench-agent agent-live agent-oracle lint fuzz sim version
 
 setup:
 	bash scripts/setup.sh
@@ -34,6 +34,16 @@ e2e-tools:
 # packages) and the real agent (tests/e2e; logs in out/e2e/).
 e2e: setup packages e2e-tools
 	MODELPLANE_E2E_PACKAGES=dist/xpkg uv run --frozen pytest agent/tests/live tests/e2e -m e2e
+
+# The fleet-scale run (devtools/src/modelplane_devtools/e2e/scale, outside CI):
+# a control plane and two workload clusters (kube-scheduler, kwok, LWS and the
+# real agent on each), 500 kwok nodes in all with DRA ResourceSlices and
+# fragmenting background load, 100 seeded ModelDeployments per arm over 10
+# minutes, Observed and Declared arms side by side; Modelplane from its
+# packages, as `make e2e`. Prints the table and writes it, with the logs, to
+# out/scale/<time>/. Sizes are options: SCALE_ARGS="--nodes 60 --deployments 40".
+e2e-scale: setup packages e2e-tools
+	MODELPLANE_E2E_PACKAGES=dist/xpkg uv run --frozen python -m modelplane_devtools.e2e.scale $(SCALE_ARGS)
 
 # The admission burst alone (tests/e2e/test_admission_burst.py, 30 deployments
 # at once on a fleet at 90% use), functions served from this workspace; prints

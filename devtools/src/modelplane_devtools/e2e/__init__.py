@@ -13,5 +13,6 @@ runs the real agent on the workload cluster, `fleet` plays the workload
 cluster's hardware (fake GPU nodes), `kwok` runs kwok in the kubelets' place,
 `lws` runs the LeaderWorkerSet controller with its CRDs and webhooks;
 `faultproxy` sits between a client and an API server to stall, cut or
-throttle its requests (the agent's fault tests).
+throttle its requests (the agent's fault tests); `scale` is the fleet-scale
+run (`make e2e-scale`, and its reduced profile in tests/e2e/test_scale.py).
 """

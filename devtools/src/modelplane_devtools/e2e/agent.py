@@ -62,7 +62,7 @@ class Installed:
     args: tuple[str, ...]  # the Deployment's container arguments, as applied
 
 
-def install(kube: Kube, workdir: Path) -> Installed:
+def install(kube: Kube, workdir: Path, name: str = DEPLOYMENT) -> Installed:
     """`kubectl apply -k deploy/agent`, as README step 3; then the agent's identity."""
     kube.kubectl("apply", "-k", str(KUSTOMIZATION))
     kube.kubectl(
@@ -71,10 +71,10 @@ def install(kube: Kube, workdir: Path) -> Installed:
     deployment = kube.get("deployment", DEPLOYMENT, NAMESPACE)
     assert deployment is not None, f"kubectl apply -k {KUSTOMIZATION} made no {DEPLOYMENT}"
     (container,) = deployment["spec"]["template"]["spec"]["containers"]
-    return Installed(identity(kube, workdir), tuple(container.get("args") or ()))
+    return Installed(identity(kube, workdir, name), tuple(container.get("args") or ()))
 
 
-def identity(kube: Kube, workdir: Path) -> Path:
+def identity(kube: Kube, workdir: Path, name: str = DEPLOYMENT) -> Path:
     """A kubeconfig holding a token the API server issued for the agent's ServiceAccount."""
     token = kube.kubectl(
         "create", "token", SERVICE_ACCOUNT, "-n", NAMESPACE, "--duration=24h"
@@ -95,26 +95,28 @@ def identity(kube: Kube, workdir: Path) -> Path:
         ],
         "current-context": SERVICE_ACCOUNT,
     }
-    path = workdir / "modelplane-agent.kubeconfig"
+    path = workdir / f"{name}.kubeconfig"
     path.write_text(yaml.safe_dump(config, sort_keys=False))
     return path
 
 
 @dataclass
 class Agent:
-    """One `modelplane-agent` process at a time, started and stopped by its PID."""
+    """One `modelplane-agent` process at a time, started and stopped by its PID; `name`
+    names its process and log (one agent per workload cluster)."""
 
     supervisor: Supervisor
     installed: Installed
     process: Process | None = None
     port: int = 0
+    name: str = DEPLOYMENT
 
     def start(self, timeout: float = 120) -> Agent:
         """Start it and wait until it is ready (every kind listed, so it publishes)."""
         assert self.process is None, "the agent is already running"
         self.port = free_port()
         self.process = self.supervisor.start(
-            "modelplane-agent",
+            self.name,
             [
                 command(),
                 f"--kubeconfig={self.installed.kubeconfig}",
@@ -141,11 +143,11 @@ class Agent:
             return False
 
     def tail(self, lines: int = 40) -> str:
-        log = self.supervisor.logs / "modelplane-agent.log"
+        log = self.supervisor.logs / f"{self.name}.log"
         text = log.read_text(errors="replace").splitlines() if log.exists() else []
         return "\n".join(text[-lines:])
 
 
-def start(kube: Kube, supervisor: Supervisor, workdir: Path) -> Agent:
-    """Install the agent on the cluster and start it."""
-    return Agent(supervisor, install(kube, workdir)).start()
+def start(kube: Kube, supervisor: Supervisor, workdir: Path, name: str = DEPLOYMENT) -> Agent:
+    """Install the agent on the cluster and start it (process and log named `name`)."""
+    return Agent(supervisor, install(kube, workdir, name), name=name).start()

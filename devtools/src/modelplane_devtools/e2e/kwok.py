@@ -54,20 +54,27 @@ def stages(source: Path) -> list[dict]:
 
 
 def start(
-    supervisor: Supervisor, kubeconfig: Path, workdir: Path, *, binary: Path, source: Path
+    supervisor: Supervisor,
+    kubeconfig: Path,
+    workdir: Path,
+    *,
+    binary: Path,
+    source: Path,
+    name: str = "kwok",
 ) -> Process:
     """kwok (`binary`, Stages from its module at `source`) against the cluster at
-    `kubeconfig`; returns once its server answers.
+    `kubeconfig`; returns once its server answers. `name` names its process and its
+    folder in `workdir`, one per workload cluster.
 
     Options go on the command line: a KwokConfiguration in the file would
     replace kwok's defaults (worker counts among them) rather than add to them.
     """
     port = free_port()
-    path = workdir / "kwok" / "stages.yaml"
+    path = workdir / name / "stages.yaml"
     path.parent.mkdir(parents=True, exist_ok=True)
     path.write_text(yaml.safe_dump_all(stages(source), sort_keys=False))
     process = supervisor.start(
-        "kwok",
+        name,
         [
             binary,
             f"--kubeconfig={kubeconfig}",

@@ -104,16 +104,23 @@ def _established(kube: Kube, name: str) -> bool:
 
 
 def start(
-    cluster: Cluster, workdir: Path, ca: pki.KeyPair, *, binary: Path, source: Path
+    cluster: Cluster,
+    workdir: Path,
+    ca: pki.KeyPair,
+    *,
+    binary: Path,
+    source: Path,
+    name: str = "lws",
 ) -> Process:
-    """CRDs, then the manager, then its webhook configurations once it serves them."""
+    """CRDs, then the manager, then its webhook configurations once it serves them.
+    `name` names its process and its folder in `workdir`, one per workload cluster."""
     supervisor, kube, kubeconfig = cluster.supervisor, cluster.kube, cluster.kubeconfig
     definitions = crds(source)
     kube.apply(definitions)
     for crd in definitions:
-        name = crd["metadata"]["name"]
-        eventually(partial(_established, kube, name), f"CRD {name} Established", timeout=60)
-    home = workdir / "lws"
+        crd_name = crd["metadata"]["name"]
+        eventually(partial(_established, kube, crd_name), f"CRD {crd_name} Established", timeout=60)
+    home = workdir / name
     certs = home / "tls"
     serving = pki.sign(ca, certs, "webhook", pki.Subject("lws-webhook", ips=("127.0.0.1",)))
     (certs / "tls.crt").write_bytes(serving.cert.read_bytes())
@@ -122,7 +129,7 @@ def start(
     config = home / "configuration.yaml"
     config.write_text(yaml.safe_dump(configuration(port, certs), sort_keys=False))
     process = supervisor.start(
-        "lws",
+        name,
         [binary, f"--config={config}", "--zap-log-level=info"],
         env={"KUBECONFIG": str(kubeconfig)},
     )

@@ -1,0 +1,150 @@
+"""The fleet-scale run's definitions (`modelplane_devtools.e2e.scale.analysis`) on
+hand-written records, and the profile's promise of one arrival sequence per seed."""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+
+import pytest
+from modelplane_devtools.e2e.scale import analysis, cost, profile, record
+from modelplane_devtools.e2e.scale.analysis import MODEL, RACE, STALE, PodRecord, ReplicaRecord
+
+T0 = 1_000_000.0
+ONE_GPU = profile.Shape("a", 0, 1, 1, (profile.Member("Standalone", 1, 0),))
+OTHER = profile.Shape("b", 0, 1, 1, (profile.Member("Standalone", 1, 0),))
+
+
+def _pod(name: str, replica: str, *, created: float, bound=None, refused=None, node="n0"):
+    return PodRecord(
+        key=name,
+        replica=replica,
+        role="Standalone",
+        pool="p",
+        created=created,
+        node=node if bound else "",
+        bound_at=bound,
+        refused_at=refused,
+    )
+
+
+def _arm(*pods: PodRecord, observed=True, observations=(T0,), admitted=T0 + 5) -> analysis.Arm:
+    return analysis.Arm(
+        name="arm",
+        observed=observed,
+        max_age=60,
+        shapes={"a": ONE_GPU, "b": OTHER},
+        pods=list(pods),
+        replicas={
+            "a-0": ReplicaRecord("a-0", "a", [admitted]),
+            "b-0": ReplicaRecord("b-0", "b", [T0 - 30]),
+        },
+        observations={"p": list(observations)},
+        deployments={},
+        background={},
+        node_pools={"n0": "p"},
+        nic_pools=frozenset(),
+        end=T0 + 300,
+    )
+
+
+REFUSED = _pod("x", "a-0", created=T0 + 6, refused=T0 + 8)
+
+
+@pytest.mark.parametrize(
+    ("arm", "expected"),
+    [
+        pytest.param(_arm(REFUSED), MODEL, id="current-observation-and-nothing-moved-is-the-model"),
+        pytest.param(
+            _arm(REFUSED, _pod("y", "b-0", created=T0 + 1, bound=T0 + 7)),
+            RACE,
+            id="another-deployment-bound-in-the-pool-after-the-observation-is-a-race",
+        ),
+        pytest.param(
+            _arm(REFUSED, _pod("y", "b-0", created=T0 - 20, bound=T0 - 10)),
+            MODEL,
+            id="a-bind-the-observation-already-saw-is-no-race",
+        ),
+        pytest.param(
+            _arm(REFUSED, _pod("y", "a-0", created=T0 + 1, bound=T0 + 3)),
+            STALE,
+            id="a-change-between-observation-and-admission-is-stale",
+        ),
+        pytest.param(_arm(REFUSED, observations=()), STALE, id="no-observation-at-all-is-stale"),
+        pytest.param(
+            _arm(REFUSED, observations=(T0 - 120,)),
+            STALE,
+            id="an-observation-older-than-max-age-is-stale",
+        ),
+        pytest.param(
+            _arm(REFUSED, _pod("y", "a-0", created=T0 + 1, bound=T0 + 3), observed=False),
+            MODEL,
+            id="declared-the-fallback-is-the-model-and-never-stale",
+        ),
+    ],
+)
+def test_a_never_bound_pod_has_one_cause(arm, expected):
+    assert analysis.cause(arm, REFUSED) == expected
+
+
+@pytest.mark.parametrize(
+    ("values", "share", "expected"),
+    [
+        pytest.param([3.0, 1.0, 2.0], 0.5, 2.0, id="p50-of-three-is-the-middle"),
+        pytest.param([1.0, 2.0, math.inf], 0.99, math.inf, id="p99-falling-on-never-is-never"),
+        pytest.param([5.0], 0.99, 5.0, id="one-value-is-every-percentile"),
+        pytest.param([], 0.5, None, id="no-values-no-percentile"),
+    ],
+)
+def test_percentiles_are_nearest_rank(values, share, expected):
+    assert analysis.percentile(values, share) == expected
+
+
+def test_a_replica_is_placed_once_all_its_pods_are_bound_and_live():
+    two = dataclasses.replace(ONE_GPU, copies=2)
+    arm = dataclasses.replace(
+        _arm(
+            _pod("x", "a-0", created=T0, bound=T0 + 4),
+            _pod("y", "a-0", created=T0, bound=T0 + 9),
+            _pod("z", "b-0", created=T0, bound=T0 + 2),
+        ),
+        shapes={"a": two, "b": dataclasses.replace(OTHER, copies=2)},
+    )
+    assert analysis.placed_replicas(arm) == {"a-0": T0 + 9}
+
+
+def test_the_same_seed_gives_the_same_arrivals_and_background():
+    assert profile.shapes(profile.FULL) == profile.shapes(profile.FULL)
+    assert profile.background(profile.FULL) == profile.background(profile.FULL)
+    other = dataclasses.replace(profile.FULL, seed=8)
+    assert profile.shapes(other) != profile.shapes(profile.FULL)
+
+
+def test_every_shape_stays_within_the_profile_bounds():
+    for shape in profile.shapes(profile.FULL):
+        assert 0 <= shape.at <= profile.FULL.window
+        assert all(1 <= m.gpus <= profile.GPU.count for m in shape.members)
+        gang = sum(m.workers or 1 for m in shape.members)
+        assert gang == 1 or 2 <= gang <= 4, shape
+
+
+def test_watch_logs_are_read_event_by_event_skipping_kubectl_messages(tmp_path):
+    log = tmp_path / "watch.log"
+    log.write_text(
+        '{"type": "ADDED", "object": {"metadata": {"name": "a"}}}\n'
+        "W1201 some kubectl warning {not json}\n"
+        '{\n  "type": "DELETED",\n  "object": {"metadata": {"name": "a"}}\n}\n'
+    )
+    assert [e["type"] for e in record.events(log)] == ["ADDED", "DELETED"]
+
+
+SS = (
+    "0      0      127.0.0.1:33295      127.0.0.1:40862\n"
+    "\t bbr wscale:10,10 bytes_sent:257313 bytes_received:93875 segs_out:304\n"
+    "0      3193   127.0.0.1:33295      127.0.0.1:54634\n"
+    "\t bbr bytes_acked:376144 bytes_received:266039 segs_in:537\n"
+)
+
+
+def test_bytes_received_are_read_per_connection_from_ss():
+    assert cost.parse_ss(SS) == {"127.0.0.1:40862": 93875, "127.0.0.1:54634": 266039}
