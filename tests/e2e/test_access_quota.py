@@ -107,9 +107,10 @@ def replicas_of(control: Kube, namespace_name: str) -> list[dict]:
 
 
 def test_access_and_quota(e2e_stack, planes):
-    control, workload = planes
+    control, _ = planes
     control.apply([namespace(SECRETS), namespace(DENIED), namespace(LIMITED, GRANTED)])
-    control.apply(fleet.kubeconfig_secret(CLUSTER, SECRETS, workload))
+    assert e2e_stack.provider is not None
+    control.apply(fleet.kubeconfig_secret(CLUSTER, SECRETS, e2e_stack.provider))
     eventually(
         lambda: install.apis_served_by_the_configuration(control), "the Configuration's APIs"
     )

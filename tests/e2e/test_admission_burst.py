@@ -138,7 +138,7 @@ def namespace(name: str) -> dict:
     return {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": name}}
 
 
-def set_up_the_fleet(control: Kube, workload: Kube) -> None:
+def set_up_the_fleet(control: Kube, workload: Kube, provider: Kube) -> None:
     """The platform's part, idempotent: it may follow the story in one session."""
     workload.apply([namespace(TEAM), namespace(FILLER)])
     workload.apply_files(ROOT / "deploy" / "agent" / "crds")
@@ -147,7 +147,7 @@ def set_up_the_fleet(control: Kube, workload: Kube) -> None:
     workload.apply(filler())
 
     control.apply([namespace(SECRETS), namespace(TEAM)])
-    control.apply(fleet.kubeconfig_secret(CLUSTER, SECRETS, workload))
+    control.apply(fleet.kubeconfig_secret(CLUSTER, SECRETS, provider))
     # The APIs are the Configuration's, installed by the session.
     eventually(
         lambda: install.apis_served_by_the_configuration(control), "the Configuration's APIs"
@@ -214,7 +214,8 @@ def settled(control: Kube) -> dict[str, str]:
 
 def test_a_burst_of_deployments_on_a_nearly_full_fleet_never_double_books(e2e_stack, planes):
     control, workload = planes
-    set_up_the_fleet(control, workload)
+    assert e2e_stack.provider is not None
+    set_up_the_fleet(control, workload, e2e_stack.provider)
     eventually(lambda: _free_nodes(control), f"{NODES - BUSY} free nodes published", timeout=240)
 
     control.apply([deployment(i) for i in range(BURST)])

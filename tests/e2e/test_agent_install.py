@@ -65,12 +65,12 @@ def inference_cluster() -> dict:
     return cluster
 
 
-def set_up(control: Kube, workload: Kube) -> None:
+def set_up(control: Kube, workload: Kube, provider: Kube) -> None:
     """The platform's part, idempotent: the pool's nodes, the Secret, the APIs, the cluster."""
     fleet.add_nodes(workload, [POOL])
     fleet.await_ready(workload, [POOL])
     control.apply(namespace(SECRETS))
-    control.apply(fleet.kubeconfig_secret(CLUSTER, SECRETS, workload))
+    control.apply(fleet.kubeconfig_secret(CLUSTER, SECRETS, provider))
     # The APIs are the Configuration's, installed by the session.
     eventually(
         lambda: install.apis_served_by_the_configuration(control), "the Configuration's APIs"
@@ -101,9 +101,10 @@ def tear_down(control: Kube, workload: Kube) -> None:
 
 
 @pytest.fixture(scope="module")
-def cluster(planes: tuple[Kube, Kube]) -> Iterator[tuple[Kube, Kube]]:
+def cluster(planes: tuple[Kube, Kube], e2e_stack: Stack) -> Iterator[tuple[Kube, Kube]]:
     control, workload = planes
-    set_up(control, workload)
+    assert e2e_stack.provider is not None
+    set_up(control, workload, e2e_stack.provider)
     try:
         yield control, workload
     finally:

@@ -70,7 +70,8 @@ def test_a_reduced_fleet_scale_run_binds_what_it_places_and_the_model_misses_not
     control, workload = planes
     out = ROOT / "out" / "scale" / f"{time.strftime('%Y%m%d-%H%M%S')}-reduced"
     try:
-        outcome = run.run(e2e_stack, [workload], profile.REDUCED, out)
+        assert e2e_stack.provider is not None
+        outcome = run.run(e2e_stack, [workload], [e2e_stack.provider], profile.REDUCED, out)
     finally:
         leave_nothing_behind(control, workload)
 

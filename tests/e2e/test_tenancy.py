@@ -160,8 +160,8 @@ def tenants(e2e_stack: Stack) -> Iterator[tuple[Kube, Kube, Kube]]:
             for n in (SECRETS, TEAM)
         ]
     )
-    assert e2e_stack.workload is not None
-    control.apply(fleet.kubeconfig_secret(CLUSTER, SECRETS, e2e_stack.workload.kube))
+    assert e2e_stack.provider is not None
+    control.apply(fleet.kubeconfig_secret(CLUSTER, SECRETS, e2e_stack.provider))
     control.apply(
         fleet.inference_cluster(
             CLUSTER, [POOL], labels={"modelplane.ai/e2e": "tenancy"}, secrets=SECRETS, max_age="2m"

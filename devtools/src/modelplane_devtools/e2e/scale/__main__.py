@@ -98,7 +98,8 @@ def main(argv: list[str] | None = None) -> int:
             running, running.control_plane, poll_interval=poll_interval
         )
         running.installed = install.install(running)
-        outcome = run.run(running, [c.kube for c in clusters], sized, workdir)
+        providers = [stack.provider_identity(c, credentials) for c in clusters]
+        outcome = run.run(running, [c.kube for c in clusters], providers, sized, workdir)
     finally:
         running.supervisor.stop()
     print(f"table and logs: {outcome.folder}")

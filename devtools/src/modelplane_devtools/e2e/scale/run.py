@@ -54,7 +54,8 @@ class ArmFleet:
 
     arm: str
     index: int
-    kube: Kube
+    kube: Kube  # the platform's admin client of its workload cluster
+    provider: Kube  # provider-kubernetes' least-privilege client of it (stack.provider_identity)
     pools: list[fleet.Pool]
     held: dict[str, int]  # node -> GPUs the background holds
 
@@ -120,14 +121,16 @@ def _namespace(name: str) -> dict:
     return {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": name}}
 
 
-def set_up_workload(kube: Kube, index: int, profile: Profile) -> list[ArmFleet]:
+def set_up_workload(kube: Kube, provider: Kube, index: int, profile: Profile) -> list[ArmFleet]:
     """Both arms' pools on one workload cluster, with the background load on them."""
     kube.apply([_namespace(n) for n in (*(team(a) for a in ARMS), BACKGROUND)])
     taken = background(profile)
     arms = []
     for arm in ARMS:
         arm_pools = pools(arm, index, profile.nodes)
-        arms.append(ArmFleet(arm, index, kube, arm_pools, background_taken(arm_pools, taken)))
+        arms.append(
+            ArmFleet(arm, index, kube, provider, arm_pools, background_taken(arm_pools, taken))
+        )
     add_nodes(kube, [p for a in arms for p in a.pools])
     names = {n for a in arms for p in a.pools for n in p.node_names()}
     eventually(partial(_all_ready, kube, names), "every node Ready", timeout=300, every=5)
@@ -169,7 +172,7 @@ def set_up_control(control: Kube, parts: list[ArmFleet], max_age: str) -> None:
         lambda: install.apis_served_by_the_configuration(control), "the Configuration's APIs"
     )
     for part in parts:
-        control.apply(fleet.kubeconfig_secret(part.cluster, SECRETS, part.kube))
+        control.apply(fleet.kubeconfig_secret(part.cluster, SECRETS, part.provider))
         control.apply(inference_cluster(part, max_age))
     for part in parts:
         eventually(
@@ -311,13 +314,20 @@ class Outcome:
     folder: Path
 
 
-def run(stack: Stack, kubes: list[Kube], profile: Profile, out: Path) -> Outcome:
+def run(
+    stack: Stack, kubes: list[Kube], providers: list[Kube], profile: Profile, out: Path
+) -> Outcome:
     """The whole run on a stack with Modelplane installed and an agent on every workload
-    cluster in `kubes`; the table goes to `out` and is returned."""
+    cluster in `kubes` (admin clients; `providers` holds provider-kubernetes' identity on
+    each, in the same order); the table goes to `out` and is returned."""
     assert stack.control_plane is not None
     control = stack.control_plane.kube
     began = time.monotonic()
-    parts = [part for i, kube in enumerate(kubes) for part in set_up_workload(kube, i, profile)]
+    parts = [
+        part
+        for i, (kube, provider) in enumerate(zip(kubes, providers, strict=True))
+        for part in set_up_workload(kube, provider, i, profile)
+    ]
     set_up_control(control, parts, profile.max_age)
     set_up_seconds = time.monotonic() - began
     arrivals = shapes(profile)
