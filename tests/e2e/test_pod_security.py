@@ -100,16 +100,9 @@ def _labelled_namespace(workload: Kube) -> dict:
     return labels
 
 
-def _creating(control: Kube) -> str:
+def _pods_created_false(control: Kube, reason: str) -> str:
     created = _condition(control, "modelreplica", "privileged-0", "PodsCreated")
-    assert (created["status"], created["reason"]) == ("False", "Creating"), created
-    _refused_by_pod_security(created["message"])
-    return created["message"]
-
-
-def _not_created(control: Kube) -> str:
-    created = _condition(control, "modelreplica", "privileged-0", "PodsCreated")
-    assert (created["status"], created["reason"]) == ("False", "NotCreated"), created
+    assert (created["status"], created["reason"]) == ("False", reason), created
     _refused_by_pod_security(created["message"])
     return created["message"]
 
@@ -127,7 +120,11 @@ def check_the_refusal_and_the_release(control: Kube, workload: Kube) -> None:
     # The replica composed its namespace, with the cluster's (default) level.
     eventually(lambda: _labelled_namespace(workload), "namespace team-psa labelled baseline")
     # The API server refused the pods; the reason reaches the replica within the grace...
-    eventually(lambda: _creating(control), "privileged-0 PodsCreated False/Creating", timeout=120)
+    eventually(
+        lambda: _pods_created_false(control, "Creating"),
+        "privileged-0 PodsCreated False/Creating",
+        timeout=120,
+    )
     # ...and the deployment.
     relayed = _condition(control, "modeldeployment", "privileged", "PodsCreated")
     assert relayed["status"] == "False", relayed
@@ -148,7 +145,11 @@ def check_the_refusal_and_the_release(control: Kube, workload: Kube) -> None:
     ), "the grace ended before fits was judged: lengthen GRACE"
 
     # Past the grace it holds nothing, says why, and fits takes the node.
-    eventually(lambda: _not_created(control), "privileged-0 PodsCreated NotCreated", timeout=240)
+    eventually(
+        lambda: _pods_created_false(control, "NotCreated"),
+        "privileged-0 PodsCreated NotCreated",
+        timeout=240,
+    )
     eventually(
         lambda: (
             _condition(control, "modeldeployment", "privileged", "PodsCreated")["reason"]
