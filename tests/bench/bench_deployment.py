@@ -30,6 +30,8 @@ MATCHER = fn.default_matcher()
 
 
 def fleet(nodes_per_pool: int, rnd: random.Random) -> list[dict]:
+    """CLUSTERS clusters labelled fleet=prod, of POOLS pools of 8-GPU nodes each, their
+    histograms drawn from `rnd` (bench_fleet's fleet-L too)."""
     clusters = []
     for c in range(CLUSTERS):
         pools = []
@@ -48,9 +50,9 @@ def fleet(nodes_per_pool: int, rnd: random.Random) -> list[dict]:
     return clusters
 
 
-def other_replicas(count: int, rnd: random.Random) -> list[dict]:
-    out = []
-    template = {
+def small_template() -> dict:
+    """The pod template the other deployments' replicas carry (bench_fleet's too)."""
+    return {
         "spec": {
             "containers": [
                 {
@@ -62,6 +64,11 @@ def other_replicas(count: int, rnd: random.Random) -> list[dict]:
             ]
         }
     }
+
+
+def other_replicas(count: int, rnd: random.Random) -> list[dict]:
+    out = []
+    template = small_template()
     for i in range(count):
         cluster = f"cluster-{rnd.randrange(CLUSTERS):02d}"
         pool = f"pool-{rnd.randrange(POOLS)}"

@@ -45,8 +45,9 @@ from modelplane_devtools import deployment_builders as t
 
 sys.path.insert(0, str(Path(__file__).parent))
 import bench_admission  # the admission bench's cluster and queue builders
+import bench_deployment  # the deployment bench's fleet and replicas' pod template
 
-CLUSTERS, POOLS, NODES = 48, 5, 46
+CLUSTERS, POOLS, NODES = bench_deployment.CLUSTERS, bench_deployment.POOLS, 46
 OTHERS = 8_000
 FLEET_WIDE = 100_000
 XRD_MAX_REPLICAS = 1000
@@ -57,39 +58,6 @@ NOW = t.NOW
 
 
 # --- fleet-L ------------------------------------------------------------------------------
-
-
-def fleet(rnd: random.Random) -> list[dict]:
-    clusters = []
-    for c in range(CLUSTERS):
-        pools = [
-            t.pool(
-                f"pool-{p}",
-                NODES,
-                [t.device("gpu", 8)],
-                max_nodes=NODES + 10,
-                histogram=t.random_histogram(NODES, rnd),
-            )
-            for p in range(POOLS)
-        ]
-        clusters.append(t.cluster(f"cluster-{c:02d}", pools, cluster_labels={"fleet": "prod"}))
-    return clusters
-
-
-def small_template() -> dict:
-    """The pod template the other deployments' replicas carry (as bench_deployment's)."""
-    return {
-        "spec": {
-            "containers": [
-                {
-                    "name": "engine",
-                    "image": "vllm/vllm-openai:v0.9.0",
-                    "args": ["--model", "meta-llama/Llama-3.1-8B"] * 8,
-                    "env": [{"name": f"VAR_{i}", "value": "x" * 24} for i in range(12)],
-                }
-            ]
-        }
-    }
 
 
 def realistic_template() -> dict:
@@ -143,7 +111,7 @@ def other_replica(i: int, rnd: random.Random) -> dict:
     else:
         engine = t.replica_engine("serve", pool, gpus=rnd.choice([1, 2, 4]), copies=1)
     for member in engine["members"]:
-        member["template"] = small_template()
+        member["template"] = bench_deployment.small_template()
     return t.model_replica(
         f"model-{i}",
         f"ns-{i % 200}",
@@ -326,7 +294,7 @@ class Target:
 
 
 async def rows(runs: int) -> list[tuple[Figures, Target]]:
-    clusters = fleet(random.Random(7))
+    clusters = bench_deployment.fleet(NODES, random.Random(7))
     matcher = deployment_fn.default_matcher()
     out = []
     async with Served(deployment_fn.FunctionRunner(matcher, clock=lambda: NOW)) as deployments:

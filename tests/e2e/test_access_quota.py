@@ -21,7 +21,7 @@ from __future__ import annotations
 
 import pytest
 from modelplane_common.selectors import parse_label_selector
-from modelplane_devtools.e2e import fleet, install
+from modelplane_devtools.e2e import fleet, install, manifests
 from modelplane_devtools.e2e.kube import Kube, condition, eventually
 
 pytestmark = pytest.mark.e2e
@@ -31,22 +31,9 @@ SECRETS = "access-system"
 DENIED = "team-denied"
 LIMITED = "team-limited"
 GRANTED = {"modelplane.ai/e2e-access": "granted"}
-GPU = fleet.DeviceKind(
-    "gpu",
-    "gpu.nvidia.com",
-    8,
-    {"productName": {"string": "NVIDIA-H100-80GB-HBM3"}},
-    {"memory": {"value": "80Gi"}},
-)
+GPU = fleet.H100_80GB
 POOL = fleet.Pool("access", 3, (GPU,))
 QUOTA_KEY = f"{GPU.driver}.deviceclass.resource.k8s.io/devices"
-
-
-def namespace(name: str, labels: dict | None = None) -> dict:
-    meta: dict = {"name": name}
-    if labels:
-        meta["labels"] = labels
-    return {"apiVersion": "v1", "kind": "Namespace", "metadata": meta}
 
 
 def restricted_cluster() -> dict:
@@ -65,25 +52,16 @@ def restricted_cluster() -> dict:
 
 
 def deployment(name: str, namespace_name: str, replicas: int, gpus: int) -> dict:
-    member = {
-        "role": "Standalone",
-        "nodeSelector": {"devices": [{"name": "gpu", "count": gpus}]},
-        "template": {"spec": {"containers": [{"name": "engine", "image": "example.invalid/e:v1"}]}},
-    }
-    return {
-        "apiVersion": "modelplane.ai/v1alpha1",
-        "kind": "ModelDeployment",
-        "metadata": {"name": name, "namespace": namespace_name},
-        "spec": {
-            "replicas": replicas,
-            "template": {
-                "spec": {
-                    "clusterSelector": {"matchLabels": {"modelplane.ai/e2e": "access"}},
-                    "engines": [{"name": "serve", "members": [member]}],
-                }
-            },
-        },
-    }
+    engine = manifests.standalone_engine(
+        container={"name": "engine", "image": "example.invalid/e:v1"}, gpus=gpus
+    )
+    return manifests.model_deployment(
+        name,
+        namespace=namespace_name,
+        engines=[engine],
+        replicas=replicas,
+        cluster_labels={"modelplane.ai/e2e": "access"},
+    )
 
 
 def device_quota(count: int) -> dict:
@@ -108,7 +86,13 @@ def replicas_of(control: Kube, namespace_name: str) -> list[dict]:
 
 def test_access_and_quota(e2e_stack, planes):
     control, _ = planes
-    control.apply([namespace(SECRETS), namespace(DENIED), namespace(LIMITED, GRANTED)])
+    control.apply(
+        [
+            manifests.namespace(SECRETS),
+            manifests.namespace(DENIED),
+            manifests.namespace(LIMITED, labels=GRANTED),
+        ]
+    )
     assert e2e_stack.provider is not None
     control.apply(fleet.kubeconfig_secret(CLUSTER, SECRETS, e2e_stack.provider))
     eventually(
@@ -161,19 +145,7 @@ def _both_admitted(control: Kube) -> bool:
 
 
 def leave_nothing_behind(control: Kube) -> None:
-    """Remove the deployments, then the cluster: a later module's deployment that selects
-    every cluster must not find this one."""
-    for name in (DENIED, LIMITED):
-        control.kubectl(
-            "delete", "modeldeployments.modelplane.ai", "--all", "-n", name, "--wait=false"
-        )
-    eventually(lambda: not replicas_of(control, LIMITED), "the limited replicas gone", timeout=180)
-    control.delete("inferencecluster", CLUSTER)
-    eventually(
-        lambda: control.get("inferencecluster", CLUSTER) is None,
-        f"InferenceCluster {CLUSTER} gone",
-        timeout=180,
-    )
+    fleet.remove_deployments_then_cluster(control, CLUSTER, DENIED, LIMITED)
 
 
 # -- the selector's semantics, against the API server's own ------------------------------------
@@ -216,7 +188,9 @@ def _as_query(selector: dict) -> str:
 
 def test_the_access_selector_selects_what_the_api_server_selects(planes):
     control, _ = planes
-    control.apply([namespace(n, labels) for n, labels in ORACLE_NAMESPACES.items()])
+    control.apply(
+        [manifests.namespace(n, labels=labels) for n, labels in ORACLE_NAMESPACES.items()]
+    )
     for selector in SELECTORS:
         listed = control.kubectl(
             "get", "namespaces", "-l", _as_query(selector), "-o", "name"

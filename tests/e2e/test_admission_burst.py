@@ -23,7 +23,7 @@ import os
 import time
 
 import pytest
-from modelplane_devtools.e2e import fleet, install
+from modelplane_devtools.e2e import fleet, install, manifests
 from modelplane_devtools.e2e.kube import Kube, condition, eventually
 from modelplane_devtools.e2e.stack import ROOT, Stack
 
@@ -37,76 +37,28 @@ FILLER = "burst-filler"
 NODES, BUSY = 20, 18
 BURST = int(os.environ.get("MODELPLANE_E2E_BURST", "30"))
 BASELINE = os.environ.get("MODELPLANE_E2E_BASELINE") == "1"
-GPU = fleet.DeviceKind(
-    "gpu",
-    "gpu.nvidia.com",
-    8,
-    {"productName": {"string": "NVIDIA-H100-80GB-HBM3"}},
-    {"memory": {"value": "80Gi"}},
-)
+GPU = fleet.H100_80GB
 POOL = fleet.Pool("burst", NODES, (GPU,))
 PLACED_AT = "modelplane.ai/placed-at"
 REPLICA_LABEL = "modelplane.ai/replica"
+ENGINE = {"name": "engine", "image": "example.invalid/e:v1"}
 
 
 def deployment(index: int) -> dict:
     """One replica taking a whole 8-GPU node."""
-    return {
-        "apiVersion": "modelplane.ai/v1alpha1",
-        "kind": "ModelDeployment",
-        "metadata": {"name": f"burst-{index:02d}", "namespace": TEAM},
-        "spec": {
-            "replicas": 1,
-            "template": {
-                "spec": {
-                    "clusterSelector": {"matchLabels": {"modelplane.ai/e2e": "burst"}},
-                    "engines": [
-                        {
-                            "name": "serve",
-                            "members": [
-                                {
-                                    "role": "Standalone",
-                                    "nodeSelector": {"devices": [{"name": "gpu", "count": 8}]},
-                                    "template": {
-                                        "spec": {
-                                            "containers": [
-                                                {"name": "engine", "image": "example.invalid/e:v1"}
-                                            ]
-                                        }
-                                    },
-                                }
-                            ],
-                        }
-                    ],
-                }
-            },
-        },
-    }
+    return manifests.model_deployment(
+        f"burst-{index:02d}",
+        namespace=TEAM,
+        engines=[manifests.standalone_engine(container=ENGINE, gpus=8)],
+        cluster_labels={"modelplane.ai/e2e": "burst"},
+    )
 
 
 def filler() -> list[dict]:
     """Other work holding BUSY whole nodes: pods claiming all 8 GPUs of a node each."""
-    claim = {
-        "apiVersion": "resource.k8s.io/v1",
-        "kind": "ResourceClaimTemplate",
-        "metadata": {"name": "whole-node", "namespace": FILLER},
-        "spec": {
-            "spec": {
-                "devices": {
-                    "requests": [
-                        {
-                            "name": "gpu",
-                            "exactly": {
-                                "deviceClassName": GPU.driver,
-                                "allocationMode": "ExactCount",
-                                "count": GPU.count,
-                            },
-                        }
-                    ]
-                }
-            }
-        },
-    }
+    claim = manifests.gpu_claim_template(
+        "whole-node", namespace=FILLER, device_class=GPU.driver, count=GPU.count
+    )
     labels = {"app": "filler"}
     work = {
         "apiVersion": "apps/v1",
@@ -117,36 +69,27 @@ def filler() -> list[dict]:
             "selector": {"matchLabels": labels},
             "template": {
                 "metadata": {"labels": labels},
-                "spec": {
-                    "nodeSelector": {fleet.POOL_LABEL: POOL.name},
-                    "resourceClaims": [{"name": "gpus", "resourceClaimTemplateName": "whole-node"}],
-                    "containers": [
-                        {
-                            "name": "work",
-                            "image": "example.invalid/work:v1",
-                            "resources": {"claims": [{"name": "gpus"}]},
-                        }
-                    ],
-                },
+                "spec": manifests.claiming_pod_spec(
+                    node_selector={fleet.POOL_LABEL: POOL.name},
+                    claim_template="whole-node",
+                    container="work",
+                    image="example.invalid/work:v1",
+                ),
             },
         },
     }
     return [claim, work]
 
 
-def namespace(name: str) -> dict:
-    return {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": name}}
-
-
 def set_up_the_fleet(control: Kube, workload: Kube, provider: Kube) -> None:
     """The platform's part, idempotent: it may follow the story in one session."""
-    workload.apply([namespace(TEAM), namespace(FILLER)])
+    workload.apply([manifests.namespace(TEAM), manifests.namespace(FILLER)])
     workload.apply_files(ROOT / "deploy" / "agent" / "crds")
     fleet.add_nodes(workload, [POOL])
     fleet.await_ready(workload, [POOL])
     workload.apply(filler())
 
-    control.apply([namespace(SECRETS), namespace(TEAM)])
+    control.apply([manifests.namespace(SECRETS), manifests.namespace(TEAM)])
     control.apply(fleet.kubeconfig_secret(CLUSTER, SECRETS, provider))
     # The APIs are the Configuration's, installed by the session.
     eventually(
@@ -226,20 +169,9 @@ def test_a_burst_of_deployments_on_a_nearly_full_fleet_never_double_books(e2e_st
 
 
 def leave_nothing_behind(control: Kube, workload: Kube) -> None:
-    """Remove the burst, then its cluster: a later module's deployment that selects every
-    cluster (the story's) must not find this one."""
-    control.kubectl("delete", "modeldeployments.modelplane.ai", "--all", "-n", TEAM, "--wait=false")
-    eventually(
-        lambda: not control.list("modelreplicas.modelplane.ai", TEAM),
-        "the burst's ModelReplicas gone",
-        timeout=180,
-    )
-    control.delete("inferencecluster", CLUSTER)
-    eventually(
-        lambda: control.get("inferencecluster", CLUSTER) is None,
-        f"InferenceCluster {CLUSTER} gone",
-        timeout=180,
-    )
+    """The burst, then its cluster (which the story's deployment, selecting every cluster,
+    must not find), then the filler removed."""
+    fleet.remove_deployments_then_cluster(control, CLUSTER, TEAM)
     workload.delete("deployment", "filler", FILLER)
 
 

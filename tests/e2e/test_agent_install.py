@@ -23,7 +23,7 @@ from __future__ import annotations
 from collections.abc import Iterator
 
 import pytest
-from modelplane_devtools.e2e import agent, fleet, install
+from modelplane_devtools.e2e import agent, fleet, install, manifests
 from modelplane_devtools.e2e.kube import Kube, condition, eventually
 from modelplane_devtools.e2e.stack import Stack
 
@@ -52,10 +52,6 @@ INSTALLED = [
 ]
 
 
-def namespace(name: str) -> dict:
-    return {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": name}}
-
-
 def inference_cluster() -> dict:
     cluster = fleet.inference_cluster(
         CLUSTER, [POOL], labels={"modelplane.ai/e2e": "agent-install"}, secrets=SECRETS,
@@ -69,7 +65,7 @@ def set_up(control: Kube, workload: Kube, provider: Kube) -> None:
     """The platform's part, idempotent: the pool's nodes, the Secret, the APIs, the cluster."""
     fleet.add_nodes(workload, [POOL])
     fleet.await_ready(workload, [POOL])
-    control.apply(namespace(SECRETS))
+    control.apply(manifests.namespace(SECRETS))
     control.apply(fleet.kubeconfig_secret(CLUSTER, SECRETS, provider))
     # The APIs are the Configuration's, installed by the session.
     eventually(

@@ -19,7 +19,7 @@ import re
 import time
 
 import pytest
-from modelplane_devtools.e2e import functions, runtime
+from modelplane_devtools.e2e import functions, manifests, runtime
 from modelplane_devtools.e2e.kube import Kube, condition, eventually
 from modelplane_devtools.e2e.processes import Process
 
@@ -33,31 +33,13 @@ CALL = re.compile(
     rf"\[debug\s*\] (?:planned|nothing planned)\b.*xr_kind=ModelDeployment"
     rf".*xr_name={DEPLOYMENT}\b"
 )
-PROBE = {
-    "apiVersion": "modelplane.ai/v1alpha1",
-    "kind": "ModelDeployment",
-    "metadata": {"name": DEPLOYMENT, "namespace": NAMESPACE},
-    "spec": {
-        "replicas": 1,
-        # Selects no cluster: every reconcile still runs the whole pipeline.
-        "template": {
-            "spec": {
-                "clusterSelector": {"matchLabels": {"modelplane.ai/none": "spread-probe"}},
-                "engines": [
-                    {
-                        "name": "serve",
-                        "members": [
-                            {
-                                "role": "Standalone",
-                                "template": {"spec": {"containers": [{"name": "serve"}]}},
-                            }
-                        ],
-                    }
-                ],
-            }
-        },
-    },
-}
+# Selects no cluster: every reconcile still runs the whole pipeline.
+PROBE = manifests.model_deployment(
+    DEPLOYMENT,
+    namespace=NAMESPACE,
+    engines=[manifests.standalone_engine(container={"name": "serve"})],
+    cluster_labels={"modelplane.ai/none": "spread-probe"},
+)
 
 
 def _processes(e2e_stack) -> list[Process]:

@@ -15,7 +15,7 @@ deploy/workload-cluster (`stack.provider_identity`).
 from __future__ import annotations
 
 import pytest
-from modelplane_devtools.e2e import agent, fleet, install
+from modelplane_devtools.e2e import agent, fleet, install, manifests
 from modelplane_devtools.e2e.kube import Kube, condition, eventually
 from modelplane_devtools.e2e.stack import Stack
 
@@ -25,13 +25,7 @@ CLUSTER = "gpu-psa"
 # Not the story's namespaces: this module may run before it in one session.
 SECRETS = "psa-system"
 TEAM = "team-psa"
-GPU = fleet.DeviceKind(
-    "gpu",
-    "gpu.nvidia.com",
-    8,
-    {"productName": {"string": "NVIDIA-H100-80GB-HBM3"}},
-    {"memory": {"value": "80Gi"}},
-)
+GPU = fleet.H100_80GB
 POOL = fleet.Pool("psa", 1, (GPU,))
 GRACE = "150s"
 REPLICA = "modelplane.ai/replica"
@@ -41,36 +35,13 @@ def deployment(name: str, *, privileged: bool) -> dict:
     container: dict = {"name": "engine", "image": "example.invalid/engine:v1"}
     if privileged:
         container["securityContext"] = {"privileged": True}
-    return {
-        "apiVersion": "modelplane.ai/v1alpha1",
-        "kind": "ModelDeployment",
-        "metadata": {"name": name, "namespace": TEAM},
-        "spec": {
-            "replicas": 1,
-            "healing": {"missingPodsGracePeriod": GRACE},
-            "template": {
-                "spec": {
-                    "clusterSelector": {"matchLabels": {"modelplane.ai/e2e": "psa"}},
-                    "engines": [
-                        {
-                            "name": "serve",
-                            "members": [
-                                {
-                                    "role": "Standalone",
-                                    "nodeSelector": {"devices": [{"name": "gpu", "count": 8}]},
-                                    "template": {"spec": {"containers": [container]}},
-                                }
-                            ],
-                        }
-                    ],
-                }
-            },
-        },
-    }
-
-
-def namespace(name: str) -> dict:
-    return {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": name}}
+    return manifests.model_deployment(
+        name,
+        namespace=TEAM,
+        engines=[manifests.standalone_engine(container=container, gpus=8)],
+        cluster_labels={"modelplane.ai/e2e": "psa"},
+        healing={"missingPodsGracePeriod": GRACE},
+    )
 
 
 def set_up_the_fleet(e2e_stack: Stack, control: Kube, workload: Kube) -> None:
@@ -80,7 +51,7 @@ def set_up_the_fleet(e2e_stack: Stack, control: Kube, workload: Kube) -> None:
     assert e2e_stack.provider is not None
     fleet.add_nodes(workload, [POOL])
     fleet.await_ready(workload, [POOL])
-    control.apply([namespace(SECRETS), namespace(TEAM)])
+    control.apply([manifests.namespace(SECRETS), manifests.namespace(TEAM)])
     control.apply(fleet.kubeconfig_secret(CLUSTER, SECRETS, e2e_stack.provider))
     eventually(
         lambda: install.apis_served_by_the_configuration(control), "the Configuration's APIs"
@@ -129,16 +100,9 @@ def _labelled_namespace(workload: Kube) -> dict:
     return labels
 
 
-def _creating(control: Kube) -> str:
+def _pods_created_false(control: Kube, reason: str) -> str:
     created = _condition(control, "modelreplica", "privileged-0", "PodsCreated")
-    assert (created["status"], created["reason"]) == ("False", "Creating"), created
-    _refused_by_pod_security(created["message"])
-    return created["message"]
-
-
-def _not_created(control: Kube) -> str:
-    created = _condition(control, "modelreplica", "privileged-0", "PodsCreated")
-    assert (created["status"], created["reason"]) == ("False", "NotCreated"), created
+    assert (created["status"], created["reason"]) == ("False", reason), created
     _refused_by_pod_security(created["message"])
     return created["message"]
 
@@ -156,7 +120,11 @@ def check_the_refusal_and_the_release(control: Kube, workload: Kube) -> None:
     # The replica composed its namespace, with the cluster's (default) level.
     eventually(lambda: _labelled_namespace(workload), "namespace team-psa labelled baseline")
     # The API server refused the pods; the reason reaches the replica within the grace...
-    eventually(lambda: _creating(control), "privileged-0 PodsCreated False/Creating", timeout=120)
+    eventually(
+        lambda: _pods_created_false(control, "Creating"),
+        "privileged-0 PodsCreated False/Creating",
+        timeout=120,
+    )
     # ...and the deployment.
     relayed = _condition(control, "modeldeployment", "privileged", "PodsCreated")
     assert relayed["status"] == "False", relayed
@@ -177,7 +145,11 @@ def check_the_refusal_and_the_release(control: Kube, workload: Kube) -> None:
     ), "the grace ended before fits was judged: lengthen GRACE"
 
     # Past the grace it holds nothing, says why, and fits takes the node.
-    eventually(lambda: _not_created(control), "privileged-0 PodsCreated NotCreated", timeout=240)
+    eventually(
+        lambda: _pods_created_false(control, "NotCreated"),
+        "privileged-0 PodsCreated NotCreated",
+        timeout=240,
+    )
     eventually(
         lambda: (
             _condition(control, "modeldeployment", "privileged", "PodsCreated")["reason"]
@@ -195,20 +167,9 @@ def check_the_refusal_and_the_release(control: Kube, workload: Kube) -> None:
 
 
 def leave_nothing_behind(control: Kube) -> None:
-    """Remove the deployments, then the cluster: a later module's deployment must not
-    find this one. The workload namespace stays: nothing deletes it."""
-    control.kubectl("delete", "modeldeployments.modelplane.ai", "--all", "-n", TEAM, "--wait=false")
-    eventually(
-        lambda: not control.list("modelreplicas.modelplane.ai", TEAM),
-        "the ModelReplicas gone",
-        timeout=180,
-    )
-    control.delete("inferencecluster", CLUSTER)
-    eventually(
-        lambda: control.get("inferencecluster", CLUSTER) is None,
-        f"InferenceCluster {CLUSTER} gone",
-        timeout=180,
-    )
+    """The deployments, then the cluster, removed. The workload namespace stays: nothing
+    deletes it."""
+    fleet.remove_deployments_then_cluster(control, CLUSTER, TEAM)
 
 
 def test_the_workload_namespace_outlives_its_replicas(planes):

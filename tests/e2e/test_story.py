@@ -23,7 +23,7 @@ from collections import Counter
 
 import pytest
 import yaml
-from modelplane_devtools.e2e import agent, fleet, install, kwok, lws
+from modelplane_devtools.e2e import agent, fleet, install, kwok, lws, manifests
 from modelplane_devtools.e2e.kube import Kube, condition, eventually
 from modelplane_devtools.e2e.stack import ROOT, binary
 
@@ -83,30 +83,23 @@ def _member(role: str, gpus: int, expression: str, **extra) -> dict:
     }
 
 
-MODEL_DEPLOYMENT = {
-    "apiVersion": "modelplane.ai/v1alpha1",
-    "kind": "ModelDeployment",
-    "metadata": {"name": DEPLOYMENT, "namespace": TEAM},
-    "spec": {
-        "replicas": 3,
-        "template": {
-            "spec": {
-                "engines": [
-                    # One Standalone engine, one GPU of at least 40 GiB anywhere.
-                    {"name": "router", "members": [_member("Standalone", 1, BIG_ENOUGH)]},
-                    # A gang: a leader and one worker, two H100s each, on distinct nodes.
-                    {
-                        "name": "model",
-                        "members": [
-                            _member("Leader", 2, H100_ONLY),
-                            _member("Worker", 2, H100_ONLY, worker={"nodes": 1}),
-                        ],
-                    },
-                ]
-            }
+MODEL_DEPLOYMENT = manifests.model_deployment(
+    DEPLOYMENT,
+    namespace=TEAM,
+    replicas=3,
+    engines=[
+        # One Standalone engine, one GPU of at least 40 GiB anywhere.
+        {"name": "router", "members": [_member("Standalone", 1, BIG_ENOUGH)]},
+        # A gang: a leader and one worker, two H100s each, on distinct nodes.
+        {
+            "name": "model",
+            "members": [
+                _member("Leader", 2, H100_ONLY),
+                _member("Worker", 2, H100_ONLY, worker={"nodes": 1}),
+            ],
         },
-    },
-}
+    ],
+)
 PODS_PER_REPLICA = 3
 
 

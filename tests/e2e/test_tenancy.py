@@ -21,7 +21,7 @@ import json
 from collections.abc import Iterator
 
 import pytest
-from modelplane_devtools.e2e import fleet, install, pki
+from modelplane_devtools.e2e import fleet, install, manifests, pki
 from modelplane_devtools.e2e.kube import Kube, KubectlFailed, condition, eventually
 from modelplane_devtools.e2e.stack import Stack, binary, write_kubeconfig
 
@@ -35,6 +35,7 @@ POLICY_REFUSAL = "ModelReplicas are written by Crossplane only"
 # clusterSelector, are never placed on this module's cluster.
 GPU = fleet.DeviceKind("gpu", "gpu.nvidia.com", 8, {"productName": {"string": "E2E-TENANCY"}}, {})
 POOL = fleet.Pool("tenancy", 2, (GPU,))
+ENGINE = {"name": "engine", "image": "example.invalid/e:v1"}
 
 
 def client(stack: Stack, user: str, group: str) -> Kube:
@@ -82,37 +83,12 @@ def crossplane_edit_grant() -> dict:
 
 
 def deployment(name: str) -> dict:
-    return {
-        "apiVersion": "modelplane.ai/v1alpha1",
-        "kind": "ModelDeployment",
-        "metadata": {"name": name, "namespace": TEAM},
-        "spec": {
-            "replicas": 1,
-            "template": {
-                "spec": {
-                    "clusterSelector": {"matchLabels": {"modelplane.ai/e2e": "tenancy"}},
-                    "engines": [
-                        {
-                            "name": "serve",
-                            "members": [
-                                {
-                                    "role": "Standalone",
-                                    "nodeSelector": {"devices": [{"name": "gpu", "count": 8}]},
-                                    "template": {
-                                        "spec": {
-                                            "containers": [
-                                                {"name": "engine", "image": "example.invalid/e:v1"}
-                                            ]
-                                        }
-                                    },
-                                }
-                            ],
-                        }
-                    ],
-                }
-            },
-        },
-    }
+    return manifests.model_deployment(
+        name,
+        namespace=TEAM,
+        engines=[manifests.standalone_engine(container=ENGINE, gpus=8)],
+        cluster_labels={"modelplane.ai/e2e": "tenancy"},
+    )
 
 
 def forged_replica(name: str, composed: dict) -> dict:
@@ -154,12 +130,7 @@ def tenants(e2e_stack: Stack) -> Iterator[tuple[Kube, Kube, Kube]]:
     eventually(
         lambda: install.apis_served_by_the_configuration(control), "the Configuration's APIs"
     )
-    control.apply(
-        [
-            {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": n}}
-            for n in (SECRETS, TEAM)
-        ]
-    )
+    control.apply([manifests.namespace(SECRETS), manifests.namespace(TEAM)])
     assert e2e_stack.provider is not None
     control.apply(fleet.kubeconfig_secret(CLUSTER, SECRETS, e2e_stack.provider))
     control.apply(

@@ -48,7 +48,7 @@ from modelplane_agent.state import POOLS, REPLICAS
 from modelplane_common import labels
 from modelplane_common.timeutil import parse_time
 from modelplane_devtools import agent_builders
-from modelplane_devtools.e2e import agent, fleet
+from modelplane_devtools.e2e import agent, fleet, manifests
 from modelplane_devtools.e2e.faultproxy import FaultProxy, read_of, status_write_of
 from modelplane_devtools.e2e.kube import Kube, KubectlFailed, eventually
 from modelplane_devtools.e2e.processes import free_port
@@ -238,7 +238,7 @@ class World:
 def world(cluster) -> World:
     kube = Kube("workload", ROOT / ".tools" / "bin" / "kubectl", cluster.kubeconfig)
     agent_kubeconfig = agent.install(kube, cluster.workdir).kubeconfig
-    kube.apply({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": NAMESPACE}})
+    kube.apply(manifests.namespace(NAMESPACE))
     eventually(
         lambda: kube.get("serviceaccount", "default", NAMESPACE), "team's default ServiceAccount"
     )
@@ -608,7 +608,7 @@ def test_429_answers_to_status_writes_are_retried_after_retry_after(
 def test_observations_deleted_during_a_write_pass_leave_the_publisher_running(
     cluster, world, run_agent
 ):
-    world.kube.apply({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": "churn"}})
+    world.kube.apply(manifests.namespace("churn"))
     replicas = [agent_builders.replica_observation(f"r{i}", "churn") for i in range(CHURN_REPLICAS)]
     old_pool = agent_builders.pool_observation("churn-old", [("gpu", DRIVER, DRIVER)])
     world.kube.apply([*replicas, old_pool])

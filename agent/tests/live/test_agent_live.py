@@ -25,7 +25,7 @@ from lightkube.config.kubeconfig import KubeConfig
 from lightkube.generic_resource import create_namespaced_resource
 from lightkube.types import PatchType
 from modelplane_common.inputs import find_condition
-from modelplane_devtools.e2e import kube
+from modelplane_devtools.e2e import kube, manifests
 from modelplane_devtools.e2e.processes import free_port
 from modelplane_devtools.oracle import (
     NOT_SERVED,
@@ -129,17 +129,12 @@ def pod(client: Client, name: str, template: str) -> None:
                         "modelplane.ai/replica-namespace": "team",
                     },
                 },
-                "spec": {
-                    "nodeSelector": {POOL_LABEL: "a"},
-                    "resourceClaims": [{"name": "gpus", "resourceClaimTemplateName": template}],
-                    "containers": [
-                        {
-                            "name": "engine",
-                            "image": "example.invalid/engine:1",
-                            "resources": {"claims": [{"name": "gpus"}]},
-                        }
-                    ],
-                },
+                "spec": manifests.claiming_pod_spec(
+                    node_selector={POOL_LABEL: "a"},
+                    claim_template=template,
+                    container="engine",
+                    image="example.invalid/engine:1",
+                ),
             }
         )
     )
@@ -148,25 +143,7 @@ def pod(client: Client, name: str, template: str) -> None:
 def template(client: Client, name: str, count: int) -> None:
     client.create(
         TEMPLATE(
-            {
-                "metadata": {"name": name, "namespace": "team"},
-                "spec": {
-                    "spec": {
-                        "devices": {
-                            "requests": [
-                                {
-                                    "name": "gpu",
-                                    "exactly": {
-                                        "deviceClassName": DRIVER,
-                                        "allocationMode": "ExactCount",
-                                        "count": count,
-                                    },
-                                }
-                            ]
-                        }
-                    }
-                },
-            }
+            manifests.gpu_claim_template(name, namespace="team", device_class=DRIVER, count=count)
         )
     )
 

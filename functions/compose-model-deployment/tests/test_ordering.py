@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import pytest
 from compose_model_deployment import placement, readers
-from compose_model_deployment.model import OwnReplica, PodsScheduled
+from compose_model_deployment.model import OwnReplica, ReplicaCondition
 from modelplane_common.capacity.readers import read_cluster
 from modelplane_devtools import deployment_builders as t
 
@@ -19,7 +19,7 @@ def replica(index, cluster, pods="True"):
         name=f"llm-{index}",
         cluster=cluster,
         engines=(),
-        pods_scheduled=PodsScheduled(status=pods),
+        pods_scheduled=ReplicaCondition(status=pods),
     )
 
 

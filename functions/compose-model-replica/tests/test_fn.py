@@ -1180,6 +1180,18 @@ def test_an_admitted_replica_stays_admitted_for_its_placement():
     assert "east/serve/workload" in desired(rsp)
 
 
+def assert_not_judged(rsp, expected: str) -> None:
+    """The replica waits, not judged, naming `expected` in its condition and a Warning
+    event, and composes no workload."""
+    assert conditions(rsp)["Admitted"] == (
+        "False",
+        "WaitingForAdmission",
+        f"not judged: {expected}",
+    )
+    assert ("Warning", expected) in events(rsp)
+    assert not [name for name in desired(rsp) if name.startswith("east/serve/")]
+
+
 def test_a_malformed_placement_time_waits_and_names_the_field_and_value():
     replica = xr()
     replica["metadata"]["annotations"][labels.PLACED_AT] = "yesterday"
@@ -1188,13 +1200,7 @@ def test_a_malformed_placement_time_waits_and_names_the_field_and_value():
         'metadata.annotations["modelplane.ai/placed-at"]: '
         'must be an RFC 3339 time (got "yesterday")'
     )
-    assert conditions(rsp)["Admitted"] == (
-        "False",
-        "WaitingForAdmission",
-        f"not judged: {expected}",
-    )
-    assert ("Warning", expected) in events(rsp)
-    assert not [name for name in desired(rsp) if name.startswith("east/serve/")]
+    assert_not_judged(rsp, expected)
 
 
 def test_a_replica_in_its_settle_time_waits_and_asks_to_be_called_back():
@@ -1301,13 +1307,7 @@ def test_a_replica_labelled_for_another_cluster_is_not_judged_and_says_why():
         "metadata.labels[\"modelplane.ai/cluster\"]: must equal spec.clusterName 'east', "
         'the cluster whose queue it is judged in (got "west")'
     )
-    assert conditions(rsp)["Admitted"] == (
-        "False",
-        "WaitingForAdmission",
-        f"not judged: {expected}",
-    )
-    assert ("Warning", expected) in events(rsp)
-    assert not [name for name in desired(rsp) if name.startswith("east/serve/")]
+    assert_not_judged(rsp, expected)
 
 
 def test_a_replica_labelled_for_another_cluster_keeps_its_running_work():

@@ -48,6 +48,16 @@ class Pool:
         return [f"{self.name}-node-{i}" for i in range(self.nodes)]
 
 
+# The GPU most suites' pools hold: 8 per node, of 80 GiB each.
+H100_80GB = DeviceKind(
+    "gpu",
+    "gpu.nvidia.com",
+    8,
+    {"productName": {"string": "NVIDIA-H100-80GB-HBM3"}},
+    {"memory": {"value": "80Gi"}},
+)
+
+
 def _now() -> str:
     return datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
 
@@ -126,6 +136,27 @@ def kubeconfig_secret(cluster: str, secrets: str, workload: Kube) -> dict:
         "metadata": {"name": f"{cluster}-kubeconfig", "namespace": secrets},
         "data": {"kubeconfig": base64.b64encode(workload.kubeconfig.read_bytes()).decode()},
     }
+
+
+def remove_deployments_then_cluster(control: Kube, cluster: str, *namespaces: str) -> None:
+    """Every ModelDeployment in `namespaces`, then, once their ModelReplicas are gone, the
+    InferenceCluster `cluster`: a later module's deployment that selects every cluster
+    must not find this one."""
+    for namespace in namespaces:
+        control.kubectl(
+            "delete", "modeldeployments.modelplane.ai", "--all", "-n", namespace, "--wait=false"
+        )
+    eventually(
+        lambda: not any(control.list("modelreplicas.modelplane.ai", n) for n in namespaces),
+        f"the ModelReplicas in {', '.join(namespaces)} gone",
+        timeout=180,
+    )
+    control.delete("inferencecluster", cluster)
+    eventually(
+        lambda: control.get("inferencecluster", cluster) is None,
+        f"InferenceCluster {cluster} gone",
+        timeout=180,
+    )
 
 
 def _declared(kind: DeviceKind) -> dict:

@@ -46,7 +46,7 @@ from compose_model_deployment.model import (
     DeploymentSpec,
     FailedPlacement,
     OwnReplica,
-    PodsScheduled,
+    ReplicaCondition,
 )
 from compose_model_deployment.placement import (
     Change,
@@ -98,9 +98,11 @@ class Replica:
     def own(self) -> OwnReplica:
         """As the deployment's composed ModelReplica reads back."""
         if self.bound is not None:
-            ps = PodsScheduled("True", "AllPodsScheduled", "", since=self.scheduled_at)
+            ps = ReplicaCondition("True", "AllPodsScheduled", "", since=self.scheduled_at)
         else:
-            ps = PodsScheduled("False", "Unschedulable", "no node fits", since=self.pending_since)
+            ps = ReplicaCondition(
+                "False", "Unschedulable", "no node fits", since=self.pending_since
+            )
         return OwnReplica(
             index=self.index,
             name=self.name,

@@ -97,18 +97,9 @@ class Tenant:
 
 
 @dataclass(frozen=True, slots=True)
-class PodsScheduled:
-    """A ModelReplica's PodsScheduled condition (Unknown when absent)."""
-
-    status: str = "Unknown"
-    reason: str = ""
-    message: str = ""
-    since: datetime | None = None  # lastTransitionTime
-
-
-@dataclass(frozen=True, slots=True)
-class PodsCreated:
-    """A ModelReplica's PodsCreated condition (modelplane_common.pods_created)."""
+class ReplicaCondition:
+    """One condition of a ModelReplica's status as read (Unknown when absent): its
+    PodsScheduled, or its PodsCreated (modelplane_common.pods_created)."""
 
     status: str = "Unknown"
     reason: str = ""
@@ -124,8 +115,8 @@ class OwnReplica:
     name: str
     cluster: str
     engines: tuple[PlacedEngine, ...]
-    pods_scheduled: PodsScheduled = PodsScheduled()
-    pods_created: PodsCreated = PodsCreated()
+    pods_scheduled: ReplicaCondition = ReplicaCondition()
+    pods_created: ReplicaCondition = ReplicaCondition()
     scheduled_at: datetime | None = None
     ready: bool = False
     placed_at: datetime | None = None

@@ -69,8 +69,7 @@ from compose_model_deployment.model import (
     MemberShape,
     MissingCluster,
     OwnReplica,
-    PodsCreated,
-    PodsScheduled,
+    ReplicaCondition,
     healing_default,
 )
 from compose_model_deployment.placement import OthersOnCluster
@@ -361,19 +360,9 @@ def _label_notes(name: str, found: Mapping, expected: Mapping[str, str]) -> list
     ]
 
 
-def _pods_scheduled(obj: Mapping) -> PodsScheduled:
-    condition = find_condition(obj, "PodsScheduled")
-    return PodsScheduled(
-        status=str(condition.get("status", "Unknown")),
-        reason=str(condition.get("reason", "")),
-        message=str(condition.get("message", "")),
-        since=parse_time_or_none(condition.get("lastTransitionTime")),
-    )
-
-
-def _pods_created(obj: Mapping) -> PodsCreated:
-    condition = find_condition(obj, pods_created.TYPE)
-    return PodsCreated(
+def _replica_condition(obj: Mapping, type_: str) -> ReplicaCondition:
+    condition = find_condition(obj, type_)
+    return ReplicaCondition(
         status=str(condition.get("status", "Unknown")),
         reason=str(condition.get("reason", "")),
         message=str(condition.get("message", "")),
@@ -415,8 +404,8 @@ def read_own_replica(
         name=name,
         cluster=cluster,
         engines=read_engines(observed.spec),
-        pods_scheduled=_pods_scheduled(obj),
-        pods_created=_pods_created(obj),
+        pods_scheduled=_replica_condition(obj, "PodsScheduled"),
+        pods_created=_replica_condition(obj, pods_created.TYPE),
         scheduled_at=parse_time_or_none(status_of(obj).get("scheduledAt")),
         ready=replica_ready(obj),
         placed_at=parse_time_or_none(

@@ -13,15 +13,9 @@ from __future__ import annotations
 import random
 from dataclasses import dataclass
 
-from modelplane_devtools.e2e import fleet
+from modelplane_devtools.e2e import fleet, manifests
 
-GPU = fleet.DeviceKind(
-    "gpu",
-    "gpu.nvidia.com",
-    8,
-    {"productName": {"string": "NVIDIA-H100-80GB-HBM3"}},
-    {"memory": {"value": "80Gi"}},
-)
+GPU = fleet.H100_80GB
 NIC = fleet.DeviceKind("nic", "nic.modelplane.test", 4, {"linkSpeed": {"string": "400G"}}, {})
 OBSERVED, DECLARED = "observed", "declared"
 ARMS = (OBSERVED, DECLARED)
@@ -168,51 +162,25 @@ def _member(member: Member) -> dict:
 
 
 def deployment(shape: Shape, arm: str) -> dict:
-    return {
-        "apiVersion": "modelplane.ai/v1alpha1",
-        "kind": "ModelDeployment",
-        "metadata": {"name": shape.name, "namespace": team(arm)},
-        "spec": {
-            "replicas": shape.replicas,
-            "healing": {"unschedulableGracePeriod": GRACE},
-            "template": {
-                "spec": {
-                    "clusterSelector": {"matchLabels": {ARM_LABEL: arm}},
-                    "engines": [
-                        {
-                            "name": "serve",
-                            "copies": shape.copies,
-                            "members": [_member(m) for m in shape.members],
-                        }
-                    ],
-                }
-            },
-        },
+    engine = {
+        "name": "serve",
+        "copies": shape.copies,
+        "members": [_member(m) for m in shape.members],
     }
+    return manifests.model_deployment(
+        shape.name,
+        namespace=team(arm),
+        engines=[engine],
+        replicas=shape.replicas,
+        cluster_labels={ARM_LABEL: arm},
+        healing={"unschedulableGracePeriod": GRACE},
+    )
 
 
 def _claim_template(count: int) -> dict:
-    return {
-        "apiVersion": "resource.k8s.io/v1",
-        "kind": "ResourceClaimTemplate",
-        "metadata": {"name": f"gpus-{count}", "namespace": BACKGROUND},
-        "spec": {
-            "spec": {
-                "devices": {
-                    "requests": [
-                        {
-                            "name": "gpu",
-                            "exactly": {
-                                "deviceClassName": GPU.driver,
-                                "allocationMode": "ExactCount",
-                                "count": count,
-                            },
-                        }
-                    ]
-                }
-            }
-        },
-    }
+    return manifests.gpu_claim_template(
+        f"gpus-{count}", namespace=BACKGROUND, device_class=GPU.driver, count=count
+    )
 
 
 def _background_pod(node: str, count: int) -> dict:
@@ -220,17 +188,12 @@ def _background_pod(node: str, count: int) -> dict:
         "apiVersion": "v1",
         "kind": "Pod",
         "metadata": {"name": f"bg-{node}", "namespace": BACKGROUND, "labels": {"app": "bg"}},
-        "spec": {
-            "nodeSelector": {"kubernetes.io/hostname": node},
-            "resourceClaims": [{"name": "gpus", "resourceClaimTemplateName": f"gpus-{count}"}],
-            "containers": [
-                {
-                    "name": "work",
-                    "image": "example.invalid/work:v1",
-                    "resources": {"claims": [{"name": "gpus"}]},
-                }
-            ],
-        },
+        "spec": manifests.claiming_pod_spec(
+            node_selector={"kubernetes.io/hostname": node},
+            claim_template=f"gpus-{count}",
+            container="work",
+            image="example.invalid/work:v1",
+        ),
     }
 
 

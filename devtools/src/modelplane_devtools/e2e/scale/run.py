@@ -18,7 +18,7 @@ from dataclasses import dataclass, field
 from functools import partial
 from pathlib import Path
 
-from modelplane_devtools.e2e import fleet, install
+from modelplane_devtools.e2e import fleet, install, manifests
 from modelplane_devtools.e2e.kube import Kube, condition, eventually
 from modelplane_devtools.e2e.scale import analysis, cost, record, report
 from modelplane_devtools.e2e.scale.profile import (
@@ -117,13 +117,9 @@ def _background_bound(kube: Kube, expected: int) -> bool:
     return True
 
 
-def _namespace(name: str) -> dict:
-    return {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": name}}
-
-
 def set_up_workload(kube: Kube, provider: Kube, index: int, profile: Profile) -> list[ArmFleet]:
     """Both arms' pools on one workload cluster, with the background load on them."""
-    kube.apply([_namespace(n) for n in (*(team(a) for a in ARMS), BACKGROUND)])
+    kube.apply([manifests.namespace(n) for n in (*(team(a) for a in ARMS), BACKGROUND)])
     taken = background(profile)
     arms = []
     for arm in ARMS:
@@ -167,7 +163,7 @@ def _published(control: Kube, part: ArmFleet) -> bool:
 
 
 def set_up_control(control: Kube, parts: list[ArmFleet], max_age: str) -> None:
-    control.apply([_namespace(n) for n in (SECRETS, *(team(a) for a in ARMS))])
+    control.apply([manifests.namespace(n) for n in (SECRETS, *(team(a) for a in ARMS))])
     eventually(
         lambda: install.apis_served_by_the_configuration(control), "the Configuration's APIs"
     )
