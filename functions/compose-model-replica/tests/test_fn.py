@@ -1421,3 +1421,33 @@ def test_an_admitted_replica_without_its_pods_relays_the_refusal(missing_since, 
     assert desired_status(rsp)["pods"]["missingSince"] == missing_since
     warned = [text for severity, text in events(rsp) if "holds no capacity" in text]
     assert len(warned) == (1 if reason == "NotCreated" else 0)
+
+
+@pytest.mark.parametrize(
+    ("observed", "admitted"),
+    [
+        pytest.param(
+            {"east/namespace": remote_object("Namespace", ready=True)},
+            False,
+            id="its workload Namespace alone is no running work: it settles first",
+        ),
+        pytest.param(
+            {
+                "east/namespace": remote_object("Namespace", ready=True),
+                **observation(report(0, 0)),
+            },
+            False,
+            id="nor with its ReplicaObservation: it settles first",
+        ),
+        pytest.param(
+            {"east/serve/workload": remote_object("Deployment", {}, ready=True)},
+            True,
+            id="an engine's workload already there is running work: admitted at once",
+        ),
+    ],
+)
+def test_only_an_engine_object_admits_a_settling_replica_as_already_running(observed, admitted):
+    replica = xr()
+    replica["metadata"]["annotations"][labels.PLACED_AT] = "2026-11-29T11:59:57Z"
+    rsp = call(replica, observed)
+    assert (conditions(rsp)["Admitted"][0] == "True") is admitted

@@ -100,6 +100,7 @@ from compose_model_replica.spec import Engine, ParsedSpec
 from compose_model_replica.workloads import (
     Replica,
     engine_prefix,
+    is_engine_resource,
     namespace_resource,
     observation_resource,
 )
@@ -157,11 +158,12 @@ class Problem:
 def _has_workloads(spec: ParsedSpec, observed: Mapping[str, ObservedObject]) -> bool:
     """Whether an engine Object on the replica's cluster exists: it was started already.
 
-    Any name under the cluster's prefix counts (an engine renamed since is
-    still running work); the ReplicaObservation is not a workload.
+    Any engine's name under the cluster's prefix counts (an engine renamed
+    since is still running work); the ReplicaObservation and the workload
+    Namespace, composed before any verdict, are not workloads: counting them
+    would admit every replica at once, past the settle time and the replay.
     """
-    prefix, report = f"{spec.cluster}/", observation_resource(spec.cluster)
-    return bool(spec.cluster) and any(n.startswith(prefix) and n != report for n in observed)
+    return bool(spec.cluster) and any(is_engine_resource(spec.cluster, n) for n in observed)
 
 
 def admit(given: Inputs) -> AdmissionVerdict:

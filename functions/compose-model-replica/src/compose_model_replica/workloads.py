@@ -105,6 +105,16 @@ def namespace_resource(cluster: str) -> str:
     return f"{cluster}/namespace"
 
 
+def is_engine_resource(cluster: str, name: str) -> bool:
+    """Whether a composition resource name is one of an engine's Objects on `cluster`
+    (`<cluster>/<engine>/...`): the ReplicaObservation and the workload Namespace are
+    composed before admission and run nothing, so they are not."""
+    return name.startswith(f"{cluster}/") and name not in (
+        observation_resource(cluster),
+        namespace_resource(cluster),
+    )
+
+
 # Every action but Delete: the Namespace is shared by every replica of one
 # namespace on the cluster, and deleting it would delete their workloads.
 NAMESPACE_POLICIES = ("Observe", "Create", "Update", "LateInitialize")
