@@ -32,7 +32,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from datetime import timedelta
 
-from modelplane_common.inputs import condition_status
+from modelplane_common.inputs import condition_in
 
 CONVERGING = timedelta(seconds=10)
 # The Function SDK's default TTL (crossplane.function.response.DEFAULT_TTL); plain
@@ -47,9 +47,10 @@ FLOOR = timedelta(seconds=1)
 RESPONSIVE = "Responsive"
 
 
-def circuit_open(xr: Mapping) -> bool:
-    """Whether Crossplane says it is dropping the XR's watch events (Responsive False)."""
-    return condition_status(xr, RESPONSIVE) == "False"
+def circuit_open(status: Mapping) -> bool:
+    """Whether Crossplane says it is dropping the XR's watch events: `Responsive` False
+    in the XR's status (an unreadable one reads as not open)."""
+    return condition_in(status.get("conditions"), RESPONSIVE).get("status") == "False"
 
 
 def converging(moving: bool, *, circuit_open: bool) -> timedelta:

@@ -277,7 +277,7 @@ def read_reported(xr: Mapping) -> Reported:
         was_ready=find_condition(xr, "Ready").get("status") == "True",
         scheduled=replicas.get("scheduled") if isinstance(replicas, Mapping) else None,
         memories={m: list(status[m]) for m in MEMORIES if isinstance(status.get(m), list)},
-        circuit_open=requeue.circuit_open(xr),
+        circuit_open=requeue.circuit_open(status),
     )
 
 
