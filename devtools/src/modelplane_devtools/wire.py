@@ -57,3 +57,67 @@ def conditions(rsp: fnv1.RunFunctionResponse) -> dict[str, tuple[str, str, str]]
 def events(rsp: fnv1.RunFunctionResponse) -> list[tuple[str, str]]:
     """(severity, message) of every result, in order."""
     return [(SEVERITY.get(r.severity, "Unspecified"), r.message) for r in rsp.results]
+
+
+# --- the requirement loop, as Crossplane runs it --------------------------------------------
+
+# Crossplane's FetchingFunctionRunner (internal/xfn/required_resources.go) calls a
+# function at most MaxRequirementsIterations + 1 times per reconcile.
+MAX_CALLS = 6
+
+
+class RequirementsDidNotStabilize(AssertionError):
+    """The function kept changing what it requires past MAX_CALLS calls."""
+
+
+def selects(selector: fnv1.ResourceSelector, body: Mapping) -> bool:
+    """Whether a requirement selects this object: its kind, then match_name or
+    match_labels (equality only), within `namespace` when the selector names one."""
+    if body.get("apiVersion") != selector.api_version or body.get("kind") != selector.kind:
+        return False
+    meta = body.get("metadata")
+    meta = meta if isinstance(meta, Mapping) else {}
+    if selector.namespace and meta.get("namespace") != selector.namespace:
+        return False
+    if selector.HasField("match_name"):
+        return meta.get("name") == selector.match_name
+    found = meta.get("labels")
+    found = found if isinstance(found, Mapping) else {}
+    return all(found.get(k) == v for k, v in selector.match_labels.labels.items())
+
+
+def answer(
+    requirements: fnv1.Requirements, fetchable: Sequence[Mapping]
+) -> dict[str, list[Mapping]]:
+    """What Crossplane fetches for each requirement (a name with nothing: no items)."""
+    return {
+        name: [body for body in fetchable if selects(selector, body)]
+        for name, selector in sorted(requirements.resources.items())
+    }
+
+
+def reconcile(
+    call,
+    xr: Mapping,
+    observed: Mapping[str, Mapping] | None,
+    fetchable: Sequence[Mapping],
+) -> list[tuple[fnv1.RunFunctionRequest, fnv1.RunFunctionResponse]]:
+    """Every call of one reconcile: the first with nothing required, each next one with
+    what the previous response required, until a response requires exactly what the
+    previous one did (Crossplane applies only that last response). `call` maps a
+    request to its response."""
+    calls: list[tuple[fnv1.RunFunctionRequest, fnv1.RunFunctionResponse]] = []
+    previous: fnv1.Requirements | None = None  # none before the first call
+    required: Mapping[str, Sequence[Mapping]] = {}
+    for _ in range(MAX_CALLS):
+        req = request(xr, observed, required)
+        rsp = call(req)
+        calls.append((req, rsp))
+        if any(r.severity == fnv1.SEVERITY_FATAL for r in rsp.results):
+            return calls  # Crossplane does not iterate past a fatal result
+        now = rsp.requirements if rsp.HasField("requirements") else None
+        if now == previous:  # proto.Equal: an unset message equals only an unset one
+            return calls
+        previous = now
+        required = answer(rsp.requirements, fetchable)
+    raise RequirementsDidNotStabilize(f"requirements changed on each of {MAX_CALLS} calls")

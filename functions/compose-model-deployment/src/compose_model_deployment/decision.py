@@ -16,7 +16,9 @@ translates it to the wire:
                  InvalidDeployment  the deployment breaks its schema;
                  WaitingForInputs   Crossplane has not fetched the clusters,
                                     the replicas, the Namespace or its
-                                    ResourceQuotas yet;
+                                    ResourceQuotas yet (or fetched only
+                                    the footprint, and its plan does not
+                                    settle: the fleet is required);
                  NoClusters         no InferenceCluster matches clusterSelector;
                  InvalidReplica     one of the deployment's own replicas is
                                     unreadable;
@@ -27,6 +29,14 @@ trust its inputs ends in `Unplanned`. The labels to require
 InferenceClusters by are None when the deployment cannot be read, so
 nothing is required.
 
+What a pass plans on follows from what Crossplane fetched (steady.py): the
+fleet (every selected InferenceCluster and every ModelReplica), or, for a
+deployment that may be settled, its footprint (the clusters its replicas run
+on, by name). A plan on the footprint is returned only when `steady.settles`
+holds; otherwise the pass plans nothing (WaitingForInputs) and requires the
+fleet, so Crossplane calls again with it. Outcomes carry `footprint` when
+the footprint is what the shell requires next.
+
 The tenant (tenancy.py: the Namespace and its ResourceQuotas) is read in one
 place, `tenancy.read_tenant`, and required next to the fleet (`tenancy` on
 both outcomes): its
@@ -36,7 +46,7 @@ devices the namespace may claim.
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from datetime import datetime, timedelta
 
@@ -44,7 +54,7 @@ from google.protobuf import struct_pb2
 from modelplane_common import inputs, logs, requeue
 from modelplane_common.outcome import capped
 
-from compose_model_deployment import absence, placement, readers, report, tenancy, writer
+from compose_model_deployment import absence, placement, readers, report, steady, tenancy, writer
 from compose_model_deployment.model import DeploymentSpec, MissingCluster, Tenant
 from compose_model_deployment.placement import Inputs, InvalidSelector, Matcher, Plan
 from compose_model_deployment.readers import Observed, Reported
@@ -68,6 +78,14 @@ class Fetched:
     no_clusters: bool = False
     # The Namespace and its ResourceQuotas (tenancy.py).
     tenant: tenancy.TenantFetched = field(default_factory=tenancy.TenantFetched)
+    # The footprint's clusters required by name (steady.py), by cluster name; an absent
+    # one fetched as no item. None when no footprint cluster was fetched.
+    footprint: Mapping[str, Sequence[Mapping]] | None = None
+
+    @property
+    def fleet(self) -> bool:
+        """Whether Crossplane fetched (part of) the fleet: the pass plans on it."""
+        return self.clusters is not None or self.replicas is not None
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -82,6 +100,8 @@ class Unplanned:
     requeue_after: timedelta  # nothing moves while nothing is planned: SETTLED, unless
     # the deployment's watch circuit is open (modelplane_common.requeue)
     tenancy: tuple[tenancy.Requirement, ...] = ()
+    # The clusters to require by name instead of the fleet (steady.py); None: the fleet.
+    footprint: tuple[str, ...] | None = None
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -92,10 +112,13 @@ class Planned:
     status: dict
     said: report.Report
     plan: Plan
+    missing: tuple[MissingCluster, ...]  # the missing clusters remembered after it
     notes: tuple[str, ...]  # input problems, in reading order
     cluster_labels: Mapping[str, str]
     requeue_after: timedelta  # _requeue_after
     tenancy: tuple[tenancy.Requirement, ...] = ()
+    # The clusters to require by name instead of the fleet (steady.py); None: the fleet.
+    footprint: tuple[str, ...] | None = None
 
 
 Outcome = Unplanned | Planned
@@ -144,19 +167,24 @@ def _unfetched(fetched: Fetched) -> list[str]:
     ] + fetched.tenant.unfetched()
 
 
+def _waiting(spec_replicas: int, names: Sequence[str]) -> report.NothingPlanned:
+    """Crossplane has not fetched these required resources yet."""
+    return report.NothingPlanned(
+        desired=spec_replicas,
+        status="Unknown",
+        reason="WaitingForInputs",
+        message=capped(f"waiting for Crossplane to fetch {', '.join(names)}"),
+        needs_action=False,
+    )
+
+
 def _not_ready_to_plan(
     spec_replicas: int, fetched: Fetched, labels: Mapping
 ) -> report.NothingPlanned | None:
     """Why the fetched resources cannot be planned on yet, or None when they can."""
     missing = _unfetched(fetched)
     if missing:
-        return report.NothingPlanned(
-            desired=spec_replicas,
-            status="Unknown",
-            reason="WaitingForInputs",
-            message=f"waiting for Crossplane to fetch {', '.join(missing)}",
-            needs_action=False,
-        )
+        return _waiting(spec_replicas, missing)
     if fetched.no_clusters:
         return _cannot_plan(
             spec_replicas,
@@ -176,7 +204,10 @@ def decide(
     laps: logs.Laps | None = None,
 ) -> Outcome:
     """One pass's decision. Raises InvalidInput only when the composite is not an object
-    with metadata and spec (guard.py turns that into a Fatal result)."""
+    with metadata and spec (guard.py turns that into a Fatal result).
+
+    Which inputs it plans on, and which it requires next, follow from what is
+    fetched (steady.py): the fleet, the footprint, or nothing yet."""
     laps = laps or logs.Laps()
     inputs.mapping(xr.get("metadata"), "metadata")
     inputs.mapping(xr.get("spec"), "spec")
@@ -186,40 +217,86 @@ def decide(
     except ValueError as err:
         why = _cannot_plan(readers.replica_count(xr), "InvalidDeployment", str(err))
         return _unplanned(why, own, reported)
+    this = _Pass(xr, deployment, own, reported, now, matcher, laps)
+    footprint = None if fetched.fleet else steady.footprint(deployment.spec, own)
+    if footprint is None:
+        return _decide(this, fetched)
+    if fetched.footprint is None:
+        names = [steady.requirement_name(c) for c in footprint]
+        waiting = _waiting(deployment.spec.replicas, [*names, *fetched.tenant.unfetched()])
+        return replace(this.unplanned(waiting), footprint=footprint)
+    return _decide_steady(this, fetched, footprint)
+
+
+@dataclass(frozen=True, slots=True)
+class _Pass:
+    """What every stage of one pass reads besides the fetched resources."""
+
+    xr: Mapping
+    deployment: readers.DeploymentInput
+    own: Mapping[str, Observed]
+    reported: Reported
+    now: datetime
+    matcher: Matcher
+    laps: logs.Laps
+
+    def unplanned(self, why: report.NothingPlanned) -> Unplanned:
+        """Nothing planned for a readable deployment: its fleet and tenant are required."""
+        labels, namespace = self.deployment.cluster_labels, self.deployment.spec.namespace
+        return _unplanned(why, self.own, self.reported, labels, namespace)
+
+
+def _decide_steady(this: _Pass, fetched: Fetched, footprint: tuple[str, ...]) -> Outcome:
+    """The footprint fetched: its plan when it settles (the footprint required again, so
+    Crossplane stops); else nothing planned and the fleet required for a third call."""
+    assert fetched.footprint is not None
+    if set(fetched.footprint) == set(footprint):
+        clusters = steady.footprint_clusters(fetched.footprint, this.deployment.cluster_labels)
+        on_footprint = Fetched(
+            clusters=clusters, replicas=(), no_clusters=not clusters, tenant=fetched.tenant
+        )
+        outcome = _decide(this, on_footprint)
+        if isinstance(outcome, Planned) and steady.settles(outcome.plan, outcome.missing):
+            return replace(outcome, footprint=footprint)
+    return this.unplanned(_waiting(this.deployment.spec.replicas, [CLUSTERS, REPLICAS]))
+
+
+def _decide(this: _Pass, fetched: Fetched) -> Outcome:
+    """Plan on what is fetched (the fleet, or the footprint standing in for it)."""
+    deployment, reported = this.deployment, this.reported
     labels = deployment.cluster_labels
     namespace = deployment.spec.namespace
     waiting = _not_ready_to_plan(deployment.spec.replicas, fetched, labels)
     if waiting is not None:
-        return _unplanned(waiting, own, reported, labels, namespace)
+        return this.unplanned(waiting)
     assert fetched.clusters is not None and fetched.replicas is not None
     tenant, tenant_notes = tenancy.read_tenant(namespace, fetched.tenant)
     try:
         read = readers.read_inputs(
-            xr,
+            this.xr,
             deployment.spec,
             fetched.clusters,
-            own,
+            this.own,
             fetched.replicas,
             quota_namespace=namespace if tenant.quota.limited else None,
         )
     except readers.InvalidOwnReplica as err:
         message = f"{err}; every replica is kept as it is"
-        why = _cannot_plan(deployment.spec.replicas, "InvalidReplica", message)
-        return _unplanned(why, own, reported, labels, namespace)
+        return this.unplanned(_cannot_plan(deployment.spec.replicas, "InvalidReplica", message))
     tenant = replace(tenant, used=read.others.namespace_claims())
     try:
-        plan, missing = _schedule(deployment.spec, read, tenant, now, matcher, laps)
+        plan, missing = _schedule(deployment.spec, read, tenant, this.now, this.matcher, this.laps)
     except InvalidSelector as err:
-        why = _cannot_plan(deployment.spec.replicas, "InvalidSelector", str(err))
-        return _unplanned(why, own, reported, labels, namespace)
+        return this.unplanned(_cannot_plan(deployment.spec.replicas, "InvalidSelector", str(err)))
     notes = (*read.notes, *tenant_notes, *plan.others_notes)
     return Planned(
-        resources=writer.planned_resources(deployment, plan, own),
+        resources=writer.planned_resources(deployment, plan, this.own),
         status=writer.status(plan, missing),
         said=report.of_plan(
             plan, previous_scheduled=reported.scheduled, was_ready=reported.was_ready, notes=notes
         ),
         plan=plan,
+        missing=missing,
         notes=notes,
         cluster_labels=labels,
         requeue_after=_requeue_after(plan, reported),

@@ -3,7 +3,8 @@
 Reads the RunFunctionRequest (the composite, its observed replicas, the
 required resources in three states: not fetched yet, fetched and empty,
 present), hands them and `now` to `decision.decide`, and translates the
-outcome it returns to the wire: the requirements (`cluster_labels`), the
+outcome it returns to the wire: the requirements (the fleet by
+`cluster_labels`, or the footprint's clusters by name, steady.py), the
 desired composed resources, the deployment's status, and the report's
 conditions and events (`modelplane_common.respond.emit`), its readiness
 also as `desired.composite.ready`, which Crossplane turns into the XR's
@@ -26,7 +27,7 @@ from modelplane_common import labels, logs
 from modelplane_common.guard import guarded
 from modelplane_common.respond import emit
 
-from compose_model_deployment import readers, report, tenancy
+from compose_model_deployment import readers, report, steady, tenancy
 from compose_model_deployment.decision import (
     CLUSTERS,
     REPLICAS,
@@ -54,6 +55,27 @@ def _require(rsp: fnv1.RunFunctionResponse, name: str, kind: str, match: Mapping
     selector.match_labels.SetInParent()
     selector.match_labels.labels.update(dict(match))
     rsp.requirements.resources[name].CopyFrom(selector)
+
+
+def _require_footprint(rsp: fnv1.RunFunctionResponse, clusters: tuple[str, ...]) -> None:
+    """Each cluster the deployment's replicas run on, by name (steady.py)."""
+    for cluster in clusters:
+        selector = fnv1.ResourceSelector(
+            api_version=labels.API_VERSION, kind="InferenceCluster", match_name=cluster
+        )
+        rsp.requirements.resources[steady.requirement_name(cluster)].CopyFrom(selector)
+
+
+def _footprint_fetched(req: fnv1.RunFunctionRequest) -> dict[str, list[dict]] | None:
+    """The footprint clusters fetched, by cluster name; None when none was."""
+    fetched = {
+        name.removeprefix(steady.CLUSTER_PREFIX): [
+            readers.as_object(item.resource) for item in required.items
+        ]
+        for name, required in req.required_resources.items()
+        if name.startswith(steady.CLUSTER_PREFIX)
+    }
+    return fetched or None
 
 
 def _require_tenancy(rsp: fnv1.RunFunctionResponse, wanted: tenancy.Requirement) -> None:
@@ -100,12 +122,15 @@ def _fetched(req: fnv1.RunFunctionRequest) -> Fetched:
         replicas=(item.resource for item in replicas) if replicas is not None else None,
         no_clusters=clusters is not None and not clusters,
         tenant=_tenant_fetched(req),
+        footprint=_footprint_fetched(req),
     )
 
 
 def _write(rsp: fnv1.RunFunctionResponse, outcome: Outcome) -> None:
     """The outcome on the response, translated and nothing more."""
-    if outcome.cluster_labels is not None:
+    if outcome.footprint is not None:
+        _require_footprint(rsp, outcome.footprint)
+    elif outcome.cluster_labels is not None:
         _require(rsp, CLUSTERS, "InferenceCluster", outcome.cluster_labels)
         _require(rsp, REPLICAS, "ModelReplica", {})
     for wanted in outcome.tenancy:

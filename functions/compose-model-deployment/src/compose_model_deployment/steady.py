@@ -1,0 +1,101 @@
+"""Steady mode: a settled deployment reads only what it owns.
+
+Crossplane starts every reconcile with no required resources, fetches
+exactly what a response requires, calls again, and stops as soon as a
+response requires what the previous one did (design/reconcile.md,
+"Required resources"). The pass decides which inputs to ask for from what
+is fetched, never from the clock:
+
+    nothing fetched   a deployment that MAY be settled (at least one own
+                      replica, at least `spec.replicas` of them, every one
+                      readable) requires its FOOTPRINT: each InferenceCluster
+                      its replicas run on, by name (`requirement_name`), and
+                      its tenant (tenancy.py). Any other deployment requires
+                      the FLEET: every InferenceCluster its clusterSelector
+                      selects and every ModelReplica.
+    footprint fetched the same planner runs on the footprint, with no other
+                      replica (`footprint_clusters` drops a cluster the
+                      clusterSelector does not select, so it reads as absent
+                      exactly as in the fleet). Its plan is accepted only when
+                      `settles` holds; then the pass requires the footprint
+                      again and Crossplane stops. Otherwise nothing is planned
+                      and the fleet is required: a third call plans on it.
+    fleet fetched     today's pass; it requires the fleet again.
+
+Why an accepted plan is the fleet's plan (design/scheduler.md, "Steady
+mode"): the planner reads the rest of the fleet only through the pool
+ledgers (other replicas' charges, the namespace's quota use) and the
+clusters new or moving replicas may go to, and reads those only when it
+places something (`placement.fill`). Everything else it reads (retain,
+heal, scale-down's victim order, absence, access) concerns the clusters
+the deployment's own replicas run on, which both modes see alike. A plan
+in which every surviving replica is KEPT, nothing is healed, held, missing
+or unadmitted, no placement was diagnosed and no ledger was ever built
+therefore never consulted the rest, so the fleet would plan it the same.
+The one difference is what is reported about inputs it never reads: a
+malformed InferenceCluster the deployment does not run on is listed in
+InputsValid by a fleet pass and not by a steady one.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+
+from modelplane_common.inputs import InvalidInput
+
+from compose_model_deployment import readers
+from compose_model_deployment.model import DeploymentSpec, MissingCluster
+from compose_model_deployment.placement import Change, Plan
+from compose_model_deployment.readers import Observed
+
+# The prefix of the name under which the shell requires one footprint cluster.
+CLUSTER_PREFIX = "inference-cluster-"
+
+
+def requirement_name(cluster: str) -> str:
+    return CLUSTER_PREFIX + cluster
+
+
+def footprint(spec: DeploymentSpec, own: Mapping[str, Observed]) -> tuple[str, ...] | None:
+    """The clusters the deployment's replicas run on, sorted, when it may be settled;
+    None when it must read the fleet (too few replicas, or one that cannot be read)."""
+    try:
+        replicas, _ = readers.read_own_replicas(own, spec)
+    except (readers.InvalidOwnReplica, InvalidInput):
+        return None  # the fleet pass reports it (InvalidReplica), as it always did
+    if not replicas or len(replicas) < spec.replicas:
+        return None
+    return tuple(sorted({r.cluster for r in replicas}))
+
+
+def _selected(obj: Mapping, match_labels: Mapping[str, str]) -> bool:
+    """Whether the clusterSelector selects this object, as Crossplane's matchLabels does."""
+    meta = obj.get("metadata")
+    found = meta.get("labels") if isinstance(meta, Mapping) else None
+    found = found if isinstance(found, Mapping) else {}
+    return all(found.get(k) == v for k, v in match_labels.items())
+
+
+def footprint_clusters(
+    fetched: Mapping[str, Sequence[Mapping]], match_labels: Mapping[str, str]
+) -> list[Mapping]:
+    """The fetched footprint clusters the clusterSelector selects, by name."""
+    return [
+        obj
+        for name in sorted(fetched)
+        for obj in fetched[name]
+        if isinstance(obj, Mapping) and _selected(obj, match_labels)
+    ]
+
+
+def settles(plan: Plan, missing: Sequence[MissingCluster]) -> bool:
+    """Whether the plan could not have depended on anything outside the footprint."""
+    return (
+        all(r.change is Change.KEPT for r in plan.replicas)
+        and not plan.healed
+        and not plan.unadmitted
+        and plan.diagnosis is None
+        and not plan.bases
+        and not plan.others_notes
+        and not missing
+    )
