@@ -10,18 +10,25 @@
   with more pods than it has nodes. Pools are counted by devices at random,
   so every property above also holds with them in the fleet (they keep no
   per-node trace, so the replay checks only the other pools).
+- Steady mode changes nothing: the response Crossplane applies after the
+  requirement loop (a footprint plan it accepted, or a fleet pass it
+  escalated to) is the response one pass on the whole fleet gives.
 """
 
 from __future__ import annotations
 
+import copy
 from collections import Counter
 from datetime import timedelta
 
+from compose_model_deployment import fn
+from crossplane.function.proto.v1 import run_function_pb2 as fnv1
 from hypothesis import HealthCheck, event, given, settings
 from hypothesis import strategies as st
 from modelplane_common.capacity.fit import fits
 from modelplane_common.timeutil import format_time
 from modelplane_devtools import deployment_builders as t
+from modelplane_devtools import wire
 
 SETTINGS = settings(
     max_examples=200,
@@ -383,3 +390,114 @@ def test_pools_counted_by_devices_never_promise_more_than_they_declare(scenario)
             assert all(g <= entry["per_node"] for g, _ in new), (cluster, pool)
             gangs = Counter(gang for _, gang in new if gang is not None)
             assert all(pods <= entry["nodes"] for pods in gangs.values()), (cluster, pool)
+
+
+# --- steady mode ---------------------------------------------------------------------------
+
+
+def roomy(cluster: dict) -> dict:
+    """The cluster as it was when the replicas were placed: Ready, untainted, 8 nodes
+    per pool, nothing observed (whole nodes free)."""
+    was = copy.deepcopy(cluster)
+    was["spec"].pop("taints", None)
+    for spec in was["spec"]["nodePools"]:
+        spec["nodeCount"] = 8
+    was["status"] = {"conditions": [{"type": "Ready", "status": "True", "reason": "Available"}]}
+    return was
+
+
+def _pods_drawn_afresh(draw, own: dict) -> None:
+    for body in own.values():
+        body["metadata"].setdefault("annotations", {})["modelplane.ai/placed-at"] = t.ago(60)
+        if draw(st.integers(0, 5)) == 0:
+            status, reason, minutes = draw(st.sampled_from(STATES))
+            body["status"]["conditions"][0].update(
+                status=status, reason=reason, lastTransitionTime=t.ago(minutes)
+            )
+
+
+def _fates_drawn(draw, clusters: list[dict]) -> list[dict]:
+    """The clusters now: some deleted, unselected or tainted NoExecute."""
+    now = []
+    for cluster in clusters:
+        fate = draw(st.integers(0, 7))
+        if fate == 0:
+            continue  # deleted
+        if fate == 1:
+            cluster["metadata"]["labels"] = {"tier": "2"}  # no longer selected
+        elif fate == 2:
+            # Its replicas must move: where to is the fleet's question.
+            cluster["spec"]["taints"] = [{"key": "x", "value": "y", "effect": "NoExecute"}]
+        now.append(cluster)
+    return now
+
+
+def _memory_drawn(draw, own: dict) -> dict:
+    """status.missingClusters: nothing, or one of the replicas' clusters missing for a while."""
+    if draw(st.integers(0, 3)) != 0:
+        return {}
+    used = sorted({b["spec"]["clusterName"] for b in own.values()} or {"c0"})
+    since = t.ago(draw(st.sampled_from([1, 10])))
+    return {"missingClusters": [{"name": draw(st.sampled_from(used)), "since": since}]}
+
+
+@st.composite
+def reconciles(draw):
+    """A deployment some passes after it was placed: its replicas as the fleet pass placed
+    them, then their pods' states, spec.replicas, the engine shape, the clusters' labels
+    and existence, other replicas, the namespace's quota and the deployment's memory
+    drawn afresh. Returns (deployment, own replicas, everything Crossplane could fetch)."""
+    clusters, _ = draw(fleets(MIXED))
+    for cluster in clusters:
+        cluster["metadata"]["labels"] = {"tier": draw(st.sampled_from(["1", "1", "2"]))}
+    shape = draw(engines())
+    selector = draw(st.sampled_from([None, {"tier": "1"}]))
+    first = t.deployment(replicas=draw(st.integers(1, 4)), engines=shape, match_labels=selector)
+    plan = t.schedule(first, [roomy(c) for c in clusters], {}, [])
+    own = t.own_from_plan(first, plan, scheduled_at=t.ago(30), since=t.ago(30))
+    _pods_drawn_afresh(draw, own)
+    if draw(st.integers(0, 7)) == 0:
+        shape = draw(engines())  # an edited shape
+    xr = t.deployment(
+        replicas=max(0, len(own) + draw(st.sampled_from([-2, -1, 0, 0, 0, 1]))),
+        engines=shape,
+        match_labels=selector,
+    )
+    memory = _memory_drawn(draw, own)
+    if memory:
+        xr["status"] = memory
+    clusters = _fates_drawn(draw, clusters)
+    _, _, _, _, others = draw(scenarios())
+    quotas = []
+    if draw(st.booleans()):
+        quotas = [t.device_quota({"gpu.example.com": draw(st.integers(0, 24))})]
+    return xr, own, [*clusters, *own.values(), *others, t.namespace("team-a"), *quotas]
+
+
+def _call(req: fnv1.RunFunctionRequest) -> fnv1.RunFunctionResponse:
+    return fn.run_function(req, t.NOW, t.stand_in_matcher)
+
+
+def _applied(rsp: fnv1.RunFunctionResponse) -> fnv1.RunFunctionResponse:
+    """What Crossplane applies from a response: all of it but the requirements."""
+    out = fnv1.RunFunctionResponse()
+    out.CopyFrom(rsp)
+    out.ClearField("requirements")
+    return out
+
+
+def _fleet_pass(xr: dict, own: dict, fetchable: list[dict]) -> fnv1.RunFunctionResponse:
+    """One call with the whole fleet fetched: what every pass did before steady mode."""
+    asks = _call(wire.request(xr, own, {fn.CLUSTERS: [], fn.REPLICAS: []})).requirements
+    return _call(wire.request(xr, own, wire.answer(asks, fetchable)))
+
+
+@SETTINGS
+@given(reconciles())
+def test_what_steady_mode_applies_is_what_the_fleet_pass_gives(scenario):
+    xr, own, fetchable = scenario
+    calls = wire.reconcile(_call, xr, own, fetchable)
+    last = calls[-1][1]
+    accepted = fn.CLUSTERS not in last.requirements.resources
+    event("accepted on the footprint" if accepted else f"{len(calls)} calls, the fleet")
+    assert _applied(last) == _applied(_fleet_pass(xr, own, fetchable))
