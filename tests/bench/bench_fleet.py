@@ -12,7 +12,12 @@ here as it fails in Crossplane, and a request over the server's 64 MB fails
 as it fails against the function's pod.
 
 fleet-L is 48 clusters x 5 pools (240 pools) x 46 nodes (11,040 nodes of
-8 GPUs) holding 8,000 ModelReplicas of other deployments. Each row prints
+8 GPUs) holding 8,000 ModelReplicas of other deployments. The settled and
+the placing rows run one reconcile as Crossplane does (the requirement
+loop: call with nothing fetched, answer each requirement from fleet-L, call
+again until the requirements are stable) and print the whole reconcile
+(request bytes and latency summed over its calls) and, on a second line,
+its last call. Each other row prints
 the request and response bytes of one call and its end-to-end latency over
 `--runs` calls: wall-clock p50/p99 and, because the benchmark machine is
 shared, the CPU time (client and server, one process) p50/p99 too. A target
@@ -42,6 +47,7 @@ from crossplane.function.proto.v1 import run_function_pb2 as fnv1
 from crossplane.function.proto.v1 import run_function_pb2_grpc as grpcv1
 from modelplane_common.server import DEFAULT_MAX_MESSAGE_MB
 from modelplane_devtools import deployment_builders as t
+from modelplane_devtools import wire
 
 sys.path.insert(0, str(Path(__file__).parent))
 import bench_admission  # the admission bench's cluster and queue builders
@@ -153,6 +159,55 @@ def deployment_request(xr: dict, clusters: list[dict], count: int, settled: bool
     return req.SerializeToString()
 
 
+def fleet_objects(xr: dict, clusters: list[dict], count: int, settled: bool):
+    """What Crossplane could fetch for the deployment (the clusters, `count` other
+    ModelReplicas, its own when settled, its Namespace) as (dict, Struct) pairs, and its
+    own replicas as observed composed resources."""
+    rnd = random.Random(11)
+    bodies = [*clusters, *others(count, rnd), t.namespace("team-a")]
+    own: dict[str, dict] = {}
+    if settled:
+        plan = t.schedule(xr, clusters, {}, [], matcher=deployment_fn.default_matcher())
+        own = t.own_from_plan(xr, plan, scheduled_at=t.ago(30), since=t.ago(30))
+        bodies.extend(own.values())
+    return [(body, resource.dict_to_struct(body)) for body in bodies], own
+
+
+def loop_request(
+    xr: dict, own: dict[str, dict], objects, requirements: fnv1.Requirements | None
+) -> bytes:
+    """One call's request: what the previous response required, answered from `objects`."""
+    req = fnv1.RunFunctionRequest()
+    req.observed.composite.resource.CopyFrom(resource.dict_to_struct(xr))
+    for key, body in own.items():
+        req.observed.resources[key].resource.CopyFrom(resource.dict_to_struct(body))
+    for name, selector in (requirements.resources if requirements is not None else {}).items():
+        items = req.required_resources[name].items
+        for body, struct in objects:
+            if wire.selects(selector, body):
+                items.add().resource.CopyFrom(struct)
+    return req.SerializeToString()
+
+
+async def requirement_loop(
+    served: Served, xr: dict, clusters: list[dict], count: int, settled: bool
+) -> list[bytes]:
+    """Every request of one reconcile as Crossplane sends them (wire.reconcile's rule:
+    call with nothing, answer each requirement, call again until a response requires
+    what the previous one did)."""
+    objects, own = fleet_objects(xr, clusters, count, settled)
+    payloads: list[bytes] = []
+    previous: fnv1.Requirements | None = None
+    for _ in range(wire.MAX_CALLS):
+        payloads.append(loop_request(xr, own, objects, previous))
+        rsp = fnv1.RunFunctionResponse.FromString(await served.call(payloads[-1]))
+        now = rsp.requirements if rsp.HasField("requirements") else None
+        if now == previous:
+            return payloads
+        previous = now
+    raise wire.RequirementsDidNotStabilize(f"{wire.MAX_CALLS} calls")
+
+
 def admission_request(replicas: int, in_flight: int) -> bytes:
     """compose-model-replica's request for the last in-flight replica of a cluster holding
     `replicas` ModelReplicas (bench_admission's worst case)."""
@@ -248,6 +303,44 @@ async def measure(
     )
 
 
+async def measure_loop(
+    row: str, served: Served, payloads: list[bytes], runs: int, check: Callable[[bytes], str]
+) -> list[Figures]:
+    """A whole reconcile (every call, summed) and its last call, over `runs` reconciles."""
+    totals: list[tuple[float, float]] = []
+    lasts: list[tuple[float, float]] = []
+    answer = b""
+    for _ in range(runs):
+        wall_sum = cpu_sum = 0.0
+        for payload in payloads:
+            wall, cpu = time.perf_counter(), time.process_time()
+            answer = await served.call(payload)
+            wall, cpu = time.perf_counter() - wall, time.process_time() - cpu
+            wall_sum, cpu_sum = wall_sum + wall, cpu_sum + cpu
+        totals.append((wall_sum, cpu_sum))
+        lasts.append((wall, cpu))
+    error = check(answer)
+
+    def figures(name: str, request_bytes: int, timed: list[tuple[float, float]]) -> Figures:
+        walls, cpus = [w for w, _ in timed], [c for _, c in timed]
+        return Figures(
+            row=name,
+            request_bytes=request_bytes,
+            response_bytes=len(answer),
+            ok=not error,
+            error=error,
+            wall_p50_ms=statistics.median(walls) * 1000,
+            wall_p99_ms=percentile(walls, 0.99),
+            cpu_p50_ms=statistics.median(cpus) * 1000,
+            cpu_p99_ms=percentile(cpus, 0.99),
+        )
+
+    return [
+        figures(f"{row}", sum(len(p) for p in payloads), totals),
+        figures(f"{row}: its last call of {len(payloads)}", len(payloads[-1]), lasts),
+    ]
+
+
 def composed(count: int) -> Callable[[bytes], str]:
     """A check that the response composes `count` resources and reports no fatal result."""
 
@@ -298,24 +391,18 @@ async def rows(runs: int) -> list[tuple[Figures, Target]]:
     matcher = deployment_fn.default_matcher()
     out = []
     async with Served(deployment_fn.FunctionRunner(matcher, clock=lambda: NOW)) as deployments:
-        settled = deployment_request(our_deployment(10), clusters, OTHERS, settled=True)
-        out.append(
+        for row, settled, target in (
+            ("settled deployment (10 replicas)", True, Target(request_bytes=200_000, p99_ms=20)),
             (
-                await measure(
-                    "settled deployment (10 replicas)", deployments, settled, runs, composed(10)
-                ),
-                Target(request_bytes=200_000, p99_ms=20),
-            )
-        )
-        placing = deployment_request(our_deployment(10), clusters, OTHERS, settled=False)
-        out.append(
-            (
-                await measure(
-                    "deployment placing 10 replicas", deployments, placing, runs, composed(10)
-                ),
+                "deployment placing 10 replicas",
+                False,
                 Target(request_bytes=1_000_000, p99_ms=100),
-            )
-        )
+            ),
+        ):
+            xr = our_deployment(10)
+            payloads = await requirement_loop(deployments, xr, clusters, OTHERS, settled)
+            whole, last = await measure_loop(row, deployments, payloads, runs, composed(10))
+            out.extend([(whole, target), (last, Target())])
         template = realistic_template()
         biggest = our_deployment(XRD_MAX_REPLICAS, template)
         wire = resource.dict_to_struct(template).SerializeToString()

@@ -254,3 +254,81 @@ def test_nothing_moves_when_every_cluster_the_deployment_uses_vanishes(functions
     scheduled = condition(composite(rendered), "ReplicasScheduled")
     assert scheduled["reason"] == "ClusterUnavailable"
     assert "every InferenceCluster this deployment runs on is missing" in scheduled["message"]
+
+
+# --- steady mode (design/scheduler.md, "Steady mode") --------------------------------------
+
+
+STEP = 'Pipeline step "compose": '
+
+
+def ours(found: dict | None) -> dict:
+    """A composed resource's labels without those Crossplane adds (crossplane.io/...)."""
+    return {k: v for k, v in (found or {}).items() if not k.startswith("crossplane.io/")}
+
+
+def fleet_pass(xr: dict, healthy: list[dict]) -> dict:
+    """The function's answer in process with the whole fleet fetched: what every
+    reconcile of a settled deployment computed before steady mode."""
+    from compose_model_deployment import fn, tenancy
+    from modelplane_devtools import wire
+
+    fetched = {
+        path: render.load_all(render.fill_time_tokens(path.read_text()))
+        for path in (FLEET_CLUSTERS, FLEET_REPLICAS)
+    }
+    own = {
+        r["metadata"]["annotations"]["crossplane.io/composition-resource-name"]: r for r in healthy
+    }
+    rsp = fn.run_function(
+        wire.request(
+            xr,
+            own,
+            {
+                fn.CLUSTERS: fetched[FLEET_CLUSTERS],
+                fn.REPLICAS: fetched[FLEET_REPLICAS],
+                tenancy.NAMESPACE: [],
+                tenancy.QUOTAS: [],
+            },
+        ),
+        datetime.now(UTC),
+        fn.default_matcher(),
+    )
+    return {
+        "replicas": {
+            d["metadata"]["name"]: (d["spec"], ours(d["metadata"].get("labels")))
+            for d in wire.desired(rsp).values()
+        },
+        "status": {k: v for k, v in wire.desired_status(rsp).items() if k != "conditions"},
+        "conditions": {c: (s, r, m) for c, (s, r, m) in wire.conditions(rsp).items()},
+        "events": sorted(m for _, m in wire.events(rsp)),
+    }
+
+
+def test_a_settled_deployment_rendered_with_the_fleet_gives_what_a_fleet_pass_gives(functions):
+    # Crossplane's requirement loop runs inside the render: the function asks for the two
+    # clusters its replicas run on by name, plans on them and stops there.
+    healthy = [observed(r, "True", "AllPodsScheduled", 5) for r in first_placement(functions)]
+    rendered = functions.render(
+        deployment(), COMPOSITION, observed=healthy, required=[FLEET_CLUSTERS, FLEET_REPLICAS]
+    )
+    xr = composite(rendered)
+    got = {
+        "replicas": {
+            r["metadata"]["name"]: (r["spec"], ours(r["metadata"].get("labels")))
+            for r in by_kind(rendered, "ModelReplica")
+        },
+        "status": {k: v for k, v in xr["status"].items() if k != "conditions"},
+        "conditions": {
+            c["type"]: (c["status"], c["reason"], c.get("message", ""))
+            for c in xr["status"]["conditions"]
+            if c["type"] in ("ReplicasScheduled", "ReplicasReady", "InputsValid", "PodsCreated")
+        },
+        # The function's events, as Crossplane prefixes them; not Crossplane's own.
+        "events": sorted(
+            r["message"].removeprefix(STEP)
+            for r in results(rendered)
+            if r["message"].startswith(STEP)
+        ),
+    }
+    assert got == fleet_pass(deployment(), healthy)
