@@ -1,6 +1,11 @@
+import math
 from datetime import UTC, datetime, timedelta
 
 import pytest
+from crossplane.function import resource
+from google.protobuf import struct_pb2
+from hypothesis import given, settings
+from hypothesis import strategies as st
 from modelplane_common import inputs
 from modelplane_common.inputs import InvalidInput, UnknownValue
 
@@ -175,6 +180,40 @@ def test_integral_object_converts_whole_numbers_only_recursively():
     }
     converted = inputs.integral_object(wire)
     assert isinstance(converted["a"], int) and isinstance(converted["b"][2]["c"], float)
+
+
+JSON = st.recursive(
+    st.none()
+    | st.booleans()
+    | st.text(max_size=5)
+    | st.floats(allow_nan=False, allow_infinity=False)
+    | st.integers(-(2**70), 2**70).map(float)
+    | st.sampled_from([2.0**63, -(2.0**63), -(2.0**63) - 2048, 0.5, -0.0]),
+    lambda inner: st.lists(inner, max_size=4) | st.dictionaries(st.text(max_size=4), inner),
+    max_leaves=20,
+)
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.dictionaries(st.text(max_size=4), JSON, max_size=5))
+def test_struct_object_reads_a_struct_as_json_format_and_integral_object_do(document):
+    struct = resource.dict_to_struct(document)
+    expected = inputs.integral_object(resource.struct_to_dict(struct))
+    got = inputs.struct_object(struct)
+    assert got == expected
+    assert repr(got) == repr(expected)  # the same types too: 8 stays an int, 2.5 a float
+
+
+@pytest.mark.parametrize(
+    "number", [pytest.param(math.inf, id="infinity"), pytest.param(math.nan, id="NaN")]
+)
+def test_struct_object_refuses_what_no_json_carries_as_json_format_does(number):
+    struct = struct_pb2.Struct()
+    struct.fields["n"].number_value = number
+    with pytest.raises(ValueError):
+        resource.struct_to_dict(struct)
+    with pytest.raises(ValueError):
+        inputs.struct_object(struct)
 
 
 @pytest.mark.parametrize(

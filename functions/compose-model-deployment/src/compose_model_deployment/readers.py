@@ -23,7 +23,6 @@ from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 
-from crossplane.function import resource as wire
 from google.protobuf import struct_pb2
 from modelplane_common import labels, nesting, pod_template, pods_created, requeue
 from modelplane_common.capacity import admission
@@ -48,9 +47,9 @@ from modelplane_common.devices import DeviceRequest
 from modelplane_common.inputs import (
     InvalidInput,
     find_condition,
-    integral_object,
     problem,
     status_of,
+    struct_object,
     validation_problems,
 )
 from modelplane_common.timeutil import parse_duration, parse_time_or_none
@@ -88,7 +87,7 @@ def as_object(struct: struct_pb2.Struct) -> dict:
     """A Struct from the request as a dict, its whole numbers ints again
     (CEL selectors compare `int` attributes with int literals, where 200.0
     would be a double and fail to compare)."""
-    return integral_object(wire.struct_to_dict(struct))
+    return struct_object(struct)
 
 
 @dataclass(frozen=True, slots=True)
