@@ -267,7 +267,7 @@ def ours(found: dict | None) -> dict:
     return {k: v for k, v in (found or {}).items() if not k.startswith("crossplane.io/")}
 
 
-def fleet_pass(xr: dict, healthy: list[dict]) -> dict:
+def fleet_pass(xr: dict, healthy: list[dict], clusters: list[dict] | None = None) -> dict:
     """The function's answer in process with the whole fleet fetched: what every
     reconcile of a settled deployment computed before steady mode."""
     from compose_model_deployment import fn, tenancy
@@ -285,7 +285,7 @@ def fleet_pass(xr: dict, healthy: list[dict]) -> dict:
             xr,
             own,
             {
-                fn.CLUSTERS: fetched[FLEET_CLUSTERS],
+                fn.CLUSTERS: fetched[FLEET_CLUSTERS] if clusters is None else clusters,
                 fn.REPLICAS: fetched[FLEET_REPLICAS],
                 tenancy.NAMESPACE: [],
                 tenancy.QUOTAS: [],
@@ -332,3 +332,27 @@ def test_a_settled_deployment_rendered_with_the_fleet_gives_what_a_fleet_pass_gi
         ),
     }
     assert got == fleet_pass(deployment(), healthy)
+
+
+def test_a_settled_render_reads_only_its_clusters_so_an_invalid_other_one_goes_unnoticed(
+    functions,
+):
+    # The one deliberate difference between the modes, and so the proof that the render
+    # ran in steady mode: a selected InferenceCluster no replica runs on, with an invalid
+    # spec, is an input problem of a fleet pass and unseen by a settled one.
+    invalid = {
+        "apiVersion": "modelplane.ai/v1alpha1",
+        "kind": "InferenceCluster",
+        "metadata": {"name": "gpu-broken", "labels": {"modelplane.ai/tier": "production"}},
+        "spec": {"nodePools": [{"name": "p", "nodeCount": -1, "devices": []}]},
+    }
+    fleet = [*render.load_all(FLEET_CLUSTERS.read_text()), invalid]
+    healthy = [observed(r, "True", "AllPodsScheduled", 5) for r in first_placement(functions)]
+    rendered = functions.render(
+        deployment(), COMPOSITION, observed=healthy, required=[*fleet, *fleet_replicas()]
+    )
+    assert "gpu-broken" in fleet_pass(deployment(), healthy, fleet)["conditions"]["InputsValid"][2]
+    inputs = condition(composite(rendered), "InputsValid")
+    assert "gpu-broken" not in inputs.get("message", "")
+    assert not [r for r in results(rendered) if "gpu-broken" in r["message"]]
+    assert condition(composite(rendered), "ReplicasScheduled")["reason"] == "AllReplicasScheduled"
