@@ -164,6 +164,7 @@ def run_function(
     if isinstance(outcome, Unplanned):
         log.debug(
             "nothing planned, every replica kept",
+            requires=_next_inputs(outcome),
             reason=outcome.why.reason,
             message=outcome.why.message,
             kept=len(own),
@@ -174,11 +175,19 @@ def run_function(
         timings.update(laps.seconds)
     log.debug(
         "planned",
+        requires=_next_inputs(outcome),
         **_summary(outcome.plan),
         input_problems=len(outcome.notes),
         **laps.as_fields(),
     )
     return rsp
+
+
+def _next_inputs(outcome: Outcome) -> str:
+    """What the response requires, for the log: the footprint, the fleet or nothing."""
+    if outcome.footprint is not None:
+        return "footprint"
+    return "fleet" if outcome.cluster_labels is not None else "nothing"
 
 
 def _summary(plan: Plan) -> dict[str, object]:
