@@ -313,6 +313,24 @@ def test_d_kubectl_wait_ready_on_the_deployment(planes):
     )
 
 
+def test_d_running_replicas_are_labelled_counted_once_the_agent_observes_their_pods(planes):
+    """Each replica was composed `modelplane.ai/charge=pending`; once its pods are bound
+    and the agent's next report contains them, its deployment relabels it `counted`, so
+    admission on this cluster stops reading it (design/admission.md, "What admission
+    reads")."""
+    control, _ = planes
+
+    def all_counted() -> dict[str, str]:
+        found = {
+            name: r["metadata"].get("labels", {}).get("modelplane.ai/charge", "")
+            for name, r in _replicas(control).items()
+        }
+        assert len(found) == 3 and set(found.values()) == {"counted"}, found
+        return found
+
+    eventually(all_counted, "every running replica labelled modelplane.ai/charge=counted")
+
+
 XR_KINDS = ("inferencecluster", "modelreplica", "modeldeployment")
 
 

@@ -15,6 +15,12 @@ DEPLOYMENT = "modelplane.ai/deployment"
 DEPLOYMENT_NAMESPACE = "modelplane.ai/deployment-namespace"
 CLUSTER = "modelplane.ai/cluster"
 REPLICA_INDEX = "modelplane.ai/replica-index"
+# On every ModelReplica a deployment composes: whether a reader of the fleet must
+# still charge it (capacity/charge_label.py). Readers select the pending ones, so
+# what they read is the replicas in flight, not every replica.
+CHARGE = "modelplane.ai/charge"
+CHARGE_PENDING = "pending"
+CHARGE_COUNTED = "counted"
 
 # On every engine pod, so a ReplicaObservation selects exactly one replica.
 REPLICA = "modelplane.ai/replica"

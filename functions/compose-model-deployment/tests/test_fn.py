@@ -89,7 +89,11 @@ def test_bad_or_missing_input_never_deletes_a_running_replica(req, expected, war
     out = desired(rsp)
     assert list(out) == ["replica-0"]
     assert out["replica-0"]["spec"] == RUNNING["spec"]
-    assert out["replica-0"]["metadata"]["labels"] == RUNNING["metadata"]["labels"]
+    # Every label is kept; the charge label turns pending, since nothing was judged.
+    assert out["replica-0"]["metadata"]["labels"] == {
+        **RUNNING["metadata"]["labels"],
+        labels.CHARGE: labels.CHARGE_PENDING,
+    }
     assert "status" not in out["replica-0"]
     assert conditions(rsp)[fn.SCHEDULED][:2] == expected
     assert bool(events(rsp, "Warning")) is warns
@@ -114,7 +118,7 @@ def test_a_composed_replica_carries_identity_pools_and_device_classes():
         replicas=1,
         engines=[t.gang(leader_gpus=0, worker_gpus=8, workers=1)],
         tolerations=[{"key": "gpu", "operator": "Exists"}],
-        template_labels={"app": "llm", labels.CLUSTER: "spoofed"},
+        template_labels={"app": "llm", labels.CLUSTER: "spoofed", labels.CHARGE: "counted"},
     )
     rsp = run(t.request(xr, CLUSTERS, []))
     replica = desired(rsp)["replica-0"]
@@ -126,6 +130,7 @@ def test_a_composed_replica_carries_identity_pools_and_device_classes():
         labels.DEPLOYMENT_NAMESPACE: "team-a",
         labels.CLUSTER: "a",
         labels.REPLICA_INDEX: "0",
+        labels.CHARGE: labels.CHARGE_PENDING,
     }
     assert replica["metadata"]["annotations"] == {labels.PLACED_AT: "2025-06-01T12:00:00Z"}
     spec = replica["spec"]

@@ -1144,15 +1144,112 @@ def full_cluster():
     return body
 
 
-def test_requires_its_clusters_replicas_by_label_until_decided():
-    undecided = call(xr(), fetched=False)
-    selector = undecided.requirements.resources["cluster-replicas"]
-    assert (selector.kind, dict(selector.match_labels.labels)) == (
-        "ModelReplica",
-        {labels.CLUSTER: "east"},
-    )
-    admitted = xr(status={"admission": {"placedAt": EARLIER, "verdict": "Admitted"}})
-    assert "cluster-replicas" not in call(admitted, fetched=False).requirements.resources
+def observed_cluster(observed_at=FRESH, free=8):
+    """east with one pool, h100, published by the agent at `observed_at`: 8 nodes, `free`
+    GPUs free on each."""
+    body = cluster(pools=("h100",))
+    body["status"]["gpuPools"] = [
+        {
+            "name": "h100",
+            "nodes": 8,
+            "devices": body["spec"]["nodePools"][0]["devices"],
+            "observedAt": observed_at,
+            "observedNodes": 8,
+            "nodesByFreeDevices": [{"free": {"gpu": free}, "nodes": 8}],
+        }
+    ]
+    return body
+
+
+PENDING_ONLY = {labels.CLUSTER: "east", labels.CHARGE: labels.CHARGE_PENDING}
+EVERY_REPLICA = {labels.CLUSTER: "east"}
+
+
+def replica_requirements(rsp) -> dict[str, dict]:
+    """The ModelReplica requirements of the cluster, by name: their match labels."""
+    return {
+        name: dict(selector.match_labels.labels)
+        for name, selector in rsp.requirements.resources.items()
+        if name.startswith("cluster-") and selector.kind == "ModelReplica"
+    }
+
+
+@pytest.mark.parametrize(
+    ("replica", "required", "expected"),
+    [
+        pytest.param(
+            xr(),
+            None,
+            {"cluster-pending-replicas": PENDING_ONLY},
+            id="an undecided replica asks first for its cluster's pending replicas only",
+        ),
+        pytest.param(
+            xr(),
+            {"cluster": [observed_cluster()]},
+            {"cluster-pending-replicas": PENDING_ONLY},
+            id="on a cluster whose every pool is freshly observed it keeps to the pending ones",
+        ),
+        pytest.param(
+            xr(),
+            {"cluster": [observed_cluster(observed_at=STALE)]},
+            {"cluster-replicas": EVERY_REPLICA},
+            id="on a cluster whose observation is older than maxAge it asks for every replica",
+        ),
+        pytest.param(
+            xr(),
+            {"cluster": [cluster()]},
+            {"cluster-replicas": EVERY_REPLICA},
+            id="on a cluster with a pool counted by its fallback it asks for every replica",
+        ),
+        pytest.param(
+            xr(),
+            {"cluster": [cluster(mode="Declared")]},
+            {"cluster-replicas": EVERY_REPLICA},
+            id="on a Declared cluster it asks for every replica",
+        ),
+        pytest.param(
+            xr(status={"admission": {"placedAt": EARLIER, "verdict": "Admitted"}}),
+            {"cluster": [observed_cluster()]},
+            {},
+            id="a replica whose verdict is recorded asks for no replica of its cluster",
+        ),
+    ],
+)
+def test_admission_asks_for_the_replicas_it_must_charge(replica, required, expected):
+    runner = FunctionRunner(clock=lambda: NOW)
+    rsp = run(runner, request(replica, {}, required))
+    assert replica_requirements(rsp) == expected
+
+
+@pytest.mark.parametrize(
+    ("required", "expected"),
+    [
+        pytest.param(
+            {"cluster": [observed_cluster()], "cluster-pending-replicas": []},
+            ("True", "Admitted"),
+            id="the pending replicas of a freshly observed cluster are enough to judge",
+        ),
+        pytest.param(
+            {"cluster": [observed_cluster(free=0)], "cluster-pending-replicas": []},
+            ("False", "Overcommitted"),
+            id="judged on the pending replicas, a full pool still overcommits it",
+        ),
+        pytest.param(
+            {"cluster": [cluster()], "cluster-pending-replicas": []},
+            ("False", "WaitingForAdmission"),
+            id="the pending replicas alone are not judged on a cluster counted by its fallback",
+        ),
+        pytest.param(
+            {"cluster": [observed_cluster(observed_at=STALE)], "cluster-pending-replicas": []},
+            ("False", "WaitingForAdmission"),
+            id="the pending replicas alone are not judged once the observation is stale",
+        ),
+    ],
+)
+def test_admission_judges_only_on_the_set_its_cluster_allows(required, expected):
+    runner = FunctionRunner(clock=lambda: NOW)
+    rsp = run(runner, request(xr(), {}, {**required, "resource-quotas": []}))
+    assert conditions(rsp)["Admitted"][:2] == expected
 
 
 def test_an_overcommitted_replica_composes_nothing_and_says_where_it_falls_short():

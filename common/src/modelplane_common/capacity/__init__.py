@@ -6,6 +6,7 @@
     devicecount.py  DeviceCountLedger: an unobserved pool counted by its devices
     pools.py        a pool's ledger from its status and fallback; charging replicas;
                     PoolLedgers, the per-pass cache of every pool's ledger
+    charge_label.py which replicas a reader must read (the modelplane.ai/charge label)
     diagnosis.py    why a pool refused an engine, counted per cause
 
 One home for each rule: compose-model-deployment places new replicas on

@@ -81,6 +81,7 @@ from enum import StrEnum
 from typing import Protocol
 
 from modelplane_common.capacity.admission import OVERCOMMITTED, WAITING
+from modelplane_common.capacity.charge_label import counted_by_pools
 from modelplane_common.capacity.diagnosis import NOTHING_CHECKED, Cause, Diagnosis, PoolRefusal
 from modelplane_common.capacity.fit import PoolLedger, Reservation
 from modelplane_common.capacity.fleet import (
@@ -182,6 +183,9 @@ class PlannedReplica:
     placed_at: datetime
     previous: OwnReplica | None = None
     why: str = ""
+    # Its pools' fresh observations already count it, so readers of the fleet need not
+    # read it (modelplane_common.capacity.charge_label); False is always safe.
+    counted: bool = False
 
     @property
     def waiting(self) -> bool:
@@ -563,24 +567,37 @@ def scale_down(
     return survivors, tuple(sorted(removed, key=lambda o: o.index))
 
 
+def own_charge(own: OwnReplica, engines: tuple[PlacedEngine, ...], spec: DeploymentSpec) -> Charge:
+    """One of the deployment's replicas as the ledgers charge it, with these engines."""
+    return Charge(
+        namespace=spec.namespace,
+        name=own.name,
+        cluster=own.cluster,
+        engines=engines,
+        pods_scheduled=own.pods_scheduled.status == "True",
+        scheduled_at=own.scheduled_at,
+    )
+
+
 def kept_charges(retained: Retained, spec: DeploymentSpec) -> dict[str, list[Charge]]:
     """What the kept replicas hold, by cluster: the engines still resolved on their pools."""
     charges: dict[str, list[Charge]] = {}
     for kept in retained.kept.values():
-        own = kept.own
         done = tuple(e for e in kept.engines if e is not None)
         if done:
-            charges.setdefault(own.cluster, []).append(
-                Charge(
-                    namespace=spec.namespace,
-                    name=own.name,
-                    cluster=own.cluster,
-                    engines=done,
-                    pods_scheduled=own.pods_scheduled.status == "True",
-                    scheduled_at=own.scheduled_at,
-                )
-            )
+            charges.setdefault(kept.own.cluster, []).append(own_charge(kept.own, done, spec))
     return charges
+
+
+def with_charge_label(
+    replica: PlannedReplica, clusters: Mapping[str, Cluster], spec: DeploymentSpec, now: datetime
+) -> PlannedReplica:
+    """A replica kept exactly where it is is `counted` once its pools' fresh observations
+    contain it; every other change leaves it pending (charge_label.py)."""
+    if replica.change is not Change.KEPT or replica.previous is None:
+        return replica
+    charge = own_charge(replica.previous, replica.engines, spec)
+    return replace(replica, counted=counted_by_pools(charge, clusters.get(replica.cluster), now))
 
 
 # -- phase 4: fill ---------------------------------------------------------------------------
@@ -886,7 +903,10 @@ def plan(inputs: Inputs, matcher: Matcher) -> Plan:
         inputs.tenant, _quota_charged(retained, kept)
     )
     filled = fill(inputs, clusters, retained, removed, filler)
-    replicas = tuple(filled.replicas[i] for i in sorted(filled.replicas))
+    replicas = tuple(
+        with_charge_label(filled.replicas[i], clusters, spec, inputs.now)
+        for i in sorted(filled.replicas)
+    )
 
     failures = sorted(memory.failures.values(), key=lambda f: (-f.expires_at.timestamp(), f.key))
     failures = sorted(failures[:MAX_FAILED_PLACEMENTS], key=lambda f: (f.expires_at, f.key))

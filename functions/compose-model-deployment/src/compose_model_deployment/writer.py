@@ -76,6 +76,7 @@ def model_replica(deployment: DeploymentInput, replica: PlannedReplica) -> dict:
                 labels.DEPLOYMENT_NAMESPACE: spec.namespace,
                 labels.CLUSTER: replica.cluster,
                 labels.REPLICA_INDEX: str(replica.index),
+                labels.CHARGE: labels.CHARGE_COUNTED if replica.counted else labels.CHARGE_PENDING,
             },
             "annotations": {PLACED_AT: format_placement_time(replica.placed_at)},
         },
@@ -84,10 +85,18 @@ def model_replica(deployment: DeploymentInput, replica: PlannedReplica) -> dict:
 
 
 def unchanged(observed: Mapping) -> dict:
-    """An observed composed resource as desired state: identity, labels and spec only."""
+    """An observed composed resource as desired state: identity, labels and spec only,
+    its charge label set to pending: a pass that did not plan it has not judged whether
+    its pools still count it (modelplane_common.capacity.charge_label)."""
     out = kept_unchanged(observed)
     out["apiVersion"] = out["apiVersion"] or labels.API_VERSION
     out["kind"] = out["kind"] or KIND
+    meta = out["metadata"]
+    found = meta.get("labels")
+    meta["labels"] = {
+        **(found if isinstance(found, Mapping) else {}),
+        labels.CHARGE: labels.CHARGE_PENDING,
+    }
     return out
 
 

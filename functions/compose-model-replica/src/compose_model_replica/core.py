@@ -77,7 +77,8 @@ from datetime import timedelta
 
 from modelplane_common import inputs, requeue
 from modelplane_common.capacity.admission import CONDITION as ADMITTED_CONDITION
-from modelplane_common.capacity.admission import OVERCOMMITTED
+from modelplane_common.capacity.admission import OVERCOMMITTED, Queued
+from modelplane_common.capacity.charge_label import reads_pending_only
 from modelplane_common.composed import ObservedObject
 from modelplane_common.outcome import Condition, Event, unchanged
 from modelplane_common.pods_created import NOT_CREATED
@@ -124,6 +125,9 @@ class Requirements:
 
     cluster: str  # the InferenceCluster; "" when the spec names none
     replicas_of: str  # the cluster whose ModelReplicas admission reads; "" once decided
+    # Only those whose charge is pending: every pool of the cluster is freshly observed,
+    # or the cluster is not read yet (capacity/charge_label.py).
+    pending_only: bool = True
     # The namespace whose ResourceQuotas (and, under a device quota, ModelReplicas)
     # admission reads (quota_gate.py); "" once decided.
     quotas_of: str = ""
@@ -179,7 +183,7 @@ def admit(given: Inputs) -> AdmissionVerdict:
         has_workloads=_has_workloads(spec, given.observed),
         problem=problem,
     )
-    verdict = admission.judge(applicant, cluster, given.fellows, given.now)
+    verdict = admission.judge(applicant, cluster, queue_of(given), given.now)
     if not verdict.admitted or quota_gate.already_decided(applicant):
         return verdict
     quota = quota_gate.gate(applicant, given.quota, given.namespace_replicas, given.now)
@@ -543,9 +547,28 @@ def _status(
     return status
 
 
+def _reads_pending_only(given: Inputs) -> bool:
+    """Whether the cluster's pending replicas are all admission must charge: every pool
+    is freshly observed, or the cluster is not read yet, so the cheap set is asked first."""
+    if not isinstance(given.cluster, Found) or given.cluster.facts.fleet is None:
+        return True
+    return reads_pending_only(given.cluster.facts.fleet, given.now)
+
+
+def queue_of(given: Inputs) -> tuple[Queued, ...] | None:
+    """The replicas admission replays the queue with: all of the cluster's, or only its
+    pending ones when that is all it must charge; None until the right set is fetched."""
+    if given.fellows is not None:
+        return given.fellows
+    if given.pending_fellows is not None and isinstance(given.cluster, Found):
+        return given.pending_fellows if _reads_pending_only(given) else None
+    return None
+
+
 def requirements(given: Inputs) -> Requirements:
     """The cluster, and its ModelReplicas only until the verdict for this placement is
-    recorded: a decided replica never reads them again (design/admission.md, "Cost")."""
+    recorded: a decided replica never reads them again (design/admission.md, "Cost").
+    Only the pending ones while every pool of the cluster is freshly observed."""
     replica = given.replica
     cluster = replica.spec.cluster
     deciding = not replica.verdict_recorded and bool(cluster)
@@ -553,6 +576,7 @@ def requirements(given: Inputs) -> Requirements:
     return Requirements(
         cluster,
         cluster if deciding else "",
+        pending_only=_reads_pending_only(given),
         quotas_of=replica.namespace if deciding else "",
         namespace_replicas=deciding and limited,
     )

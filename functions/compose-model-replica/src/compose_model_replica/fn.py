@@ -26,11 +26,17 @@ from compose_model_replica import core, readers
 from compose_model_replica.readers import (
     CLUSTER_REQUIREMENT,
     NAMESPACE_REPLICAS_REQUIREMENT,
+    PENDING_REPLICAS_REQUIREMENT,
     QUOTAS_REQUIREMENT,
     REPLICAS_REQUIREMENT,
 )
 
-__all__ = ["CLUSTER_REQUIREMENT", "REPLICAS_REQUIREMENT", "FunctionRunner"]
+__all__ = [
+    "CLUSTER_REQUIREMENT",
+    "PENDING_REPLICAS_REQUIREMENT",
+    "REPLICAS_REQUIREMENT",
+    "FunctionRunner",
+]
 
 
 def _require(rsp: fnv1.RunFunctionResponse, wanted: core.Requirements) -> None:
@@ -42,7 +48,15 @@ def _require(rsp: fnv1.RunFunctionResponse, wanted: core.Requirements) -> None:
             labels.INFERENCE_CLUSTER_KIND,
             match_name=wanted.cluster,
         )
-    if wanted.replicas_of:
+    if wanted.replicas_of and wanted.pending_only:
+        response.require_resources(
+            rsp,
+            PENDING_REPLICAS_REQUIREMENT,
+            labels.API_VERSION,
+            labels.MODEL_REPLICA_KIND,
+            match_labels={labels.CLUSTER: wanted.replicas_of, labels.CHARGE: labels.CHARGE_PENDING},
+        )
+    elif wanted.replicas_of:
         response.require_resources(
             rsp,
             REPLICAS_REQUIREMENT,

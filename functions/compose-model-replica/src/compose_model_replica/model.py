@@ -12,7 +12,8 @@ per input:
                     and absent, invalid against its XRD, or found (`Found`,
                     its facts read through `capacity.readers.read_cluster`);
     fellows         the cluster's ModelReplicas as admission queues them, or
-                    None while Crossplane has not fetched them;
+                    None while Crossplane has not fetched them; all of them, or
+                    (pending_fellows) only those whose charge label is pending;
     observed        the composed Objects as the control plane last saw them.
 """
 
@@ -107,3 +108,6 @@ class Inputs:
     quota: DeviceQuota | None = None
     # The namespace's ModelReplicas, fleet-wide; None: not fetched (needed only under a quota).
     namespace_replicas: tuple[Queued, ...] | None = None
+    # The cluster's ModelReplicas whose charge is pending (capacity/charge_label.py), the
+    # set admission reads while every pool is freshly observed; None: not fetched.
+    pending_fellows: tuple[Queued, ...] | None = None

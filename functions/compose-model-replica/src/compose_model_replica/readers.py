@@ -58,8 +58,10 @@ from compose_model_replica.spec import parse_spec
 
 CLUSTER_REQUIREMENT = "cluster"
 DEFAULT_POD_SECURITY = "baseline"  # the XRD's default for spec.workloads.podSecurity
-# The cluster's ModelReplicas (label modelplane.ai/cluster), for admission.
+# The cluster's ModelReplicas (label modelplane.ai/cluster), for admission: all of them,
+# or only those whose charge is pending (modelplane_common.capacity.charge_label).
 REPLICAS_REQUIREMENT = "cluster-replicas"
+PENDING_REPLICAS_REQUIREMENT = "cluster-pending-replicas"
 # The namespace's ResourceQuotas and, under a device quota, its ModelReplicas (quota_gate.py).
 QUOTAS_REQUIREMENT = "resource-quotas"
 NAMESPACE_REPLICAS_REQUIREMENT = "namespace-replicas"
@@ -72,7 +74,8 @@ def read_request(req: fnv1.RunFunctionRequest, now: datetime) -> Inputs:
     return Inputs(
         replica=replica,
         cluster=read_cluster_input(req),
-        fellows=read_fellows(req, cluster_name, now),
+        fellows=read_fellows(req, REPLICAS_REQUIREMENT, cluster_name, now),
+        pending_fellows=read_fellows(req, PENDING_REPLICAS_REQUIREMENT, cluster_name, now),
         observed={name: read_observed(r) for name, r in req.observed.resources.items()},
         now=now,
         quota=read_quota(req, replica.namespace),
@@ -214,14 +217,15 @@ def _pod_security(workloads: object) -> str:
 
 
 def read_fellows(
-    req: fnv1.RunFunctionRequest, cluster_name: str, now: datetime
+    req: fnv1.RunFunctionRequest, requirement: str, cluster_name: str, now: datetime
 ) -> tuple[Queued, ...] | None:
-    """The cluster's ModelReplicas as admission queues them; None while not fetched."""
-    if REPLICAS_REQUIREMENT not in req.required_resources:
+    """The cluster's ModelReplicas fetched under `requirement`, as admission queues them;
+    None while not fetched."""
+    if requirement not in req.required_resources:
         return None
     return tuple(
         read_queued(item.resource, cluster_name, now)
-        for item in req.required_resources[REPLICAS_REQUIREMENT].items
+        for item in req.required_resources[requirement].items
         # The label selected them; the spec is what pins them to the cluster.
         if get_str(get_struct(item.resource, "spec"), "clusterName") == cluster_name
     )
