@@ -21,7 +21,7 @@ import copy
 from collections import Counter
 from datetime import timedelta
 
-from compose_model_deployment import fn
+from compose_model_deployment import fn, tenancy
 from crossplane.function.proto.v1 import run_function_pb2 as fnv1
 from hypothesis import HealthCheck, event, given, settings
 from hypothesis import strategies as st
@@ -195,6 +195,8 @@ def scenarios(draw, mix: dict = MIXED):
                         "e", pool, gpus=draw(st.integers(0, 8)), copies=draw(st.integers(1, 2))
                     )
                 ],
+                # Composed by their own deployment, so labelled with their cluster.
+                deployment_name=f"other-{i}",
                 pods_scheduled=status,
                 reason=reason,
                 scheduled_at=t.ago(minutes),
@@ -471,6 +473,8 @@ def reconciles(draw):
     quotas = []
     if draw(st.booleans()):
         quotas = [t.device_quota({"gpu.example.com": draw(st.integers(0, 24))})]
+    # The other deployments label their replicas as they see these clusters.
+    others = t.charge_labelled(others, clusters)
     return xr, own, [*clusters, *own.values(), *others, t.namespace("team-a"), *quotas]
 
 
@@ -487,14 +491,29 @@ def _applied(rsp: fnv1.RunFunctionResponse) -> fnv1.RunFunctionResponse:
 
 
 def _fleet_pass(xr: dict, own: dict, fetchable: list[dict]) -> fnv1.RunFunctionResponse:
-    """One call with the whole fleet fetched: what every pass did before steady mode."""
-    asks = _call(wire.request(xr, own, {fn.CLUSTERS: [], fn.REPLICAS: []})).requirements
-    return _call(wire.request(xr, own, wire.answer(asks, fetchable)))
+    """One call with every selected cluster and EVERY ModelReplica fetched: what every pass
+    planned on before steady mode and the charge label."""
+    asks = _call(wire.request(xr, own, {fn.CLUSTERS: [], fn.PENDING_REPLICAS: []})).requirements
+    fetched = wire.answer(asks, fetchable)
+    replicas = [body for body in fetchable if body.get("kind") == "ModelReplica"]
+    return _call(
+        t.request(
+            xr,
+            fetched[fn.CLUSTERS],
+            replicas,
+            own,
+            namespaces=fetched[tenancy.NAMESPACE],
+            quotas=fetched[tenancy.QUOTAS],
+        )
+    )
 
 
 @SETTINGS
 @given(reconciles())
-def test_what_steady_mode_applies_is_what_the_fleet_pass_gives(scenario):
+def test_what_the_requirement_loop_applies_is_what_a_pass_on_every_replica_gives(scenario):
+    """Steady mode on the footprint, and the fleet pass on the pending replicas plus
+    the whole sets and the namespace's, apply exactly what one pass that reads every
+    selected cluster and every ModelReplica applies."""
     xr, own, fetchable = scenario
     calls = wire.reconcile(_call, xr, own, fetchable)
     last = calls[-1][1]

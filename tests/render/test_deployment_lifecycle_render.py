@@ -268,9 +268,11 @@ def ours(found: dict | None) -> dict:
 
 
 def fleet_pass(xr: dict, healthy: list[dict], clusters: list[dict] | None = None) -> dict:
-    """The function's answer in process with the whole fleet fetched: what every
-    reconcile of a settled deployment computed before steady mode."""
-    from compose_model_deployment import fn, tenancy
+    """The function's answer in process with the whole fleet fetched (every
+    ModelReplica, t.request): what every reconcile of a settled deployment computed
+    before steady mode and the charge label."""
+    from compose_model_deployment import fn
+    from modelplane_devtools import deployment_builders as t
     from modelplane_devtools import wire
 
     fetched = {
@@ -281,15 +283,13 @@ def fleet_pass(xr: dict, healthy: list[dict], clusters: list[dict] | None = None
         r["metadata"]["annotations"]["crossplane.io/composition-resource-name"]: r for r in healthy
     }
     rsp = fn.run_function(
-        wire.request(
+        t.request(
             xr,
+            fetched[FLEET_CLUSTERS] if clusters is None else clusters,
+            fetched[FLEET_REPLICAS],
             own,
-            {
-                fn.CLUSTERS: fetched[FLEET_CLUSTERS] if clusters is None else clusters,
-                fn.REPLICAS: fetched[FLEET_REPLICAS],
-                tenancy.NAMESPACE: [],
-                tenancy.QUOTAS: [],
-            },
+            namespaces=[],
+            quotas=[],
         ),
         datetime.now(UTC),
         fn.default_matcher(),

@@ -16,6 +16,7 @@ one at run time, as a named parameter would.
 
 from __future__ import annotations
 
+import copy
 import random
 import re
 from collections.abc import Iterable, Mapping, Sequence
@@ -23,11 +24,13 @@ from dataclasses import replace
 from datetime import UTC, datetime, timedelta
 from typing import Literal, TypedDict, Unpack
 
-from compose_model_deployment import fn, placement, readers, tenancy
+from compose_model_deployment import fleet_reads, fn, placement, readers, tenancy
 from crossplane.function import resource
 from crossplane.function.proto.v1 import run_function_pb2 as fnv1
 from modelplane_common import labels
 from modelplane_common.capacity import quota
+from modelplane_common.capacity.charge_label import counted_by_pools
+from modelplane_common.capacity.readers import read_charge, read_cluster
 from modelplane_common.devices import DeviceKind, DeviceRequest
 from modelplane_common.timeutil import format_time
 
@@ -433,6 +436,28 @@ def running_replica(
     )
 
 
+def charge_labelled(
+    replicas: Sequence[dict], clusters: Sequence[dict], now: datetime = NOW
+) -> list[dict]:
+    """The replicas, each with the `modelplane.ai/charge` label its own deployment writes
+    at `now` on these clusters (modelplane_common.capacity.charge_label)."""
+    by_name = {str(c["metadata"]["name"]): read_cluster(c)[0] for c in clusters}
+    out = []
+    for body in replicas:
+        labelled = copy.deepcopy(body)
+        meta = labelled["metadata"]
+        cluster = str(labelled["spec"]["clusterName"])
+        charge = read_charge(
+            resource.dict_to_struct(labelled), (meta["namespace"], meta["name"]), cluster
+        )
+        counted = counted_by_pools(charge, by_name.get(cluster), now)
+        meta.setdefault("labels", {})[labels.CHARGE] = (
+            labels.CHARGE_COUNTED if counted else labels.CHARGE_PENDING
+        )
+        out.append(labelled)
+    return out
+
+
 # --- requests and plans ----------------------------------------------------------------------
 
 
@@ -470,21 +495,46 @@ def request(
     quotas: Sequence[dict] | None = (),
 ) -> fnv1.RunFunctionRequest:
     """A RunFunctionRequest; None for an input means "not fetched yet". By default the
-    deployment's Namespace is fetched (no labels) and no ResourceQuota exists."""
+    deployment's Namespace is fetched (no labels) and no ResourceQuota exists.
+
+    `replicas` are the fleet's other ModelReplicas, ALL of them: the request
+    carries them under every requirement a placing pass can make (the pending
+    ones, each given cluster's whole set, the namespace's), as if each were
+    pending, so the pass plans on every one, as it did before the charge label.
+    What Crossplane really fetches is narrower (wire.reconcile runs that loop)."""
+    deployment_namespace = str((xr.get("metadata") or {}).get("namespace", ""))
     if namespaces == "own":
-        namespaces = [namespace(str((xr.get("metadata") or {}).get("namespace", "")))]
-    fetched = {
-        name: items
-        for name, items in (
-            (fn.CLUSTERS, clusters),
-            (fn.REPLICAS, replicas),
-            (tenancy.NAMESPACE, namespaces),
-            (tenancy.QUOTAS, quotas),
-        )
+        namespaces = [namespace(deployment_namespace)]
+    fetched: dict[str, Sequence[dict] | None] = {
+        fn.CLUSTERS: clusters,
+        fn.PENDING_REPLICAS: replicas,
+        tenancy.NAMESPACE: namespaces,
+        tenancy.QUOTAS: quotas,
     }
+    if clusters is not None and replicas is not None:
+        fetched.update(_every_replica_by_requirement(clusters, replicas, deployment_namespace))
     return wire.request(
         xr, own, {name: items for name, items in fetched.items() if items is not None}
     )
+
+
+def _every_replica_by_requirement(
+    clusters: Sequence[dict], replicas: Sequence[dict], deployment_namespace: str
+) -> dict[str, Sequence[dict] | None]:
+    """Each cluster's whole set and the namespace's, out of every replica given."""
+    out: dict[str, Sequence[dict] | None] = {
+        fleet_reads.NAMESPACE_REPLICAS: [
+            r
+            for r in replicas
+            if (r.get("metadata") or {}).get("namespace") == deployment_namespace
+        ]
+    }
+    for cluster in clusters:
+        name = str((cluster.get("metadata") or {}).get("name", ""))
+        out[fleet_reads.whole_requirement(name)] = [
+            r for r in replicas if (r.get("spec") or {}).get("clusterName") == name
+        ]
+    return out
 
 
 def schedule(
@@ -504,12 +554,13 @@ def schedule(
     ns = namespace(dep.spec.namespace, tenant_fields.get("namespace_labels"))
     fetched = tenancy.TenantFetched([ns], tenant_fields.get("quotas", ()))
     tenant, _ = tenancy.read_tenant(dep.spec.namespace, fetched)
+    structs = [resource.dict_to_struct(o) for o in others]
     read = readers.read_inputs(
         xr,
         dep.spec,
-        clusters,
+        readers.read_clusters(clusters),
         observed,
-        [resource.dict_to_struct(o) for o in others],
+        fleet_reads.Replicas(pending=structs, namespace=structs),
         quota_namespace=dep.spec.namespace if tenant.quota.limited else None,
     )
     return placement.plan(

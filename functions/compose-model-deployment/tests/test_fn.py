@@ -100,17 +100,87 @@ def test_bad_or_missing_input_never_deletes_a_running_replica(req, expected, war
     assert xr_status(rsp)["replicas"]["scheduled"] == 1
 
 
-def test_requirements_select_clusters_by_labels_and_replicas_everywhere():
+def test_requirements_select_clusters_by_labels_and_the_pending_replicas_everywhere():
     rsp = run(t.request(t.deployment(match_labels={"tier": "1"}), None, None))
     clusters = rsp.requirements.resources[fn.CLUSTERS]
-    replicas = rsp.requirements.resources[fn.REPLICAS]
+    replicas = rsp.requirements.resources[fn.PENDING_REPLICAS]
     assert (clusters.kind, dict(clusters.match_labels.labels)) == (
         "InferenceCluster",
         {"tier": "1"},
     )
     assert replicas.kind == "ModelReplica"
-    assert replicas.HasField("match_labels") and not replicas.match_labels.labels
+    assert dict(replicas.match_labels.labels) == {labels.CHARGE: labels.CHARGE_PENDING}
     assert replicas.namespace == ""
+
+
+def replica_requirements(rsp) -> dict[str, tuple[str, dict]]:
+    """The ModelReplica requirements by name: (namespace, match labels)."""
+    return {
+        name: (s.namespace, dict(s.match_labels.labels))
+        for name, s in rsp.requirements.resources.items()
+        if s.kind == "ModelReplica"
+    }
+
+
+PENDING = {"pending-replicas": ("", {labels.CHARGE: labels.CHARGE_PENDING})}
+STALE_B = t.cluster("b", [t.pool("p", 1, histogram=[(FULL, 1)], observed_at=t.ago(10))])
+DECLARED_B = t.cluster("b", [t.pool("p", 1)], mode="Declared")
+
+
+@pytest.mark.parametrize(
+    ("clusters", "quotas", "expected"),
+    [
+        pytest.param(
+            CLUSTERS,
+            [],
+            PENDING,
+            id="on freshly observed clusters a placing pass reads only the pending replicas",
+        ),
+        pytest.param(
+            [CLUSTERS[0], DECLARED_B],
+            [],
+            {**PENDING, "replicas-on-b": ("", {labels.CLUSTER: "b"})},
+            id="a Declared cluster's replicas are read whole",
+        ),
+        pytest.param(
+            [CLUSTERS[0], STALE_B],
+            [],
+            {**PENDING, "replicas-on-b": ("", {labels.CLUSTER: "b"})},
+            id="a cluster whose observation is older than maxAge has its replicas read whole",
+        ),
+        pytest.param(
+            CLUSTERS,
+            [t.device_quota({"gpu.example.com": 8})],
+            {**PENDING, "namespace-replicas": ("team-a", {})},
+            id="under a device quota every replica of the namespace is read",
+        ),
+    ],
+)
+def test_a_placing_pass_requires_the_replicas_it_must_charge(clusters, quotas, expected):
+    pending_only = {fn.CLUSTERS: clusters, fn.PENDING_REPLICAS: []}
+    tenant = {"namespace": [t.namespace("team-a")], "resource-quotas": quotas}
+    rsp = run(wire.request(t.deployment(replicas=2), {}, {**pending_only, **tenant}))
+    assert replica_requirements(rsp) == expected
+    if len(expected) > 1:  # it waits for the rest before it plans
+        assert conditions(rsp)[fn.SCHEDULED][:2] == ("Unknown", "WaitingForInputs")
+        assert not desired(rsp)
+
+
+def test_a_pending_replica_and_its_whole_cluster_set_are_charged_once():
+    """A replica fetched both as pending and in its cluster's whole set holds its node once:
+    one free node, one other replica on it; the deployment's replica finds no room."""
+    declared = t.cluster("b", [t.pool("p", 2)], mode="Declared")
+    other = t.running_replica(0, "b")
+    other["metadata"]["namespace"] = "team-b"
+    required = {
+        fn.CLUSTERS: [declared],
+        fn.PENDING_REPLICAS: [other],
+        "replicas-on-b": [other],
+        "namespace": [t.namespace("team-a")],
+        "resource-quotas": [],
+    }
+    rsp = run(wire.request(t.deployment(replicas=2), {}, required))
+    assert xr_status(rsp)["replicas"]["scheduled"] == 1
 
 
 def test_a_composed_replica_carries_identity_pools_and_device_classes():

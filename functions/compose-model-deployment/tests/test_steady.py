@@ -27,15 +27,22 @@ CLUSTERS = [
     t.cluster("b", [t.pool("p", 4, histogram=[(FULL, 3)])], cluster_labels=SELECTED),
     t.cluster("c", [t.pool("p", 4, histogram=[(FULL, 4)])], cluster_labels=SELECTED),
 ]
-OTHERS = [
-    t.model_replica("other-0", "team-b", "a", [t.replica_engine("e", "p", gpus=8)]),
-    t.model_replica("other-1", "team-b", "c", [t.replica_engine("e", "p", gpus=8)]),
-]
+# Other deployments' replicas as their deployments label them: other-0 runs (counted),
+# other-1 waits for its pods (pending).
+OTHERS = t.charge_labelled(
+    [
+        t.model_replica("other-0", "team-b", "a", [t.replica_engine("e", "p", gpus=8)]),
+        t.model_replica(
+            "other-1", "team-b", "c", [t.replica_engine("e", "p", gpus=8)], pods_scheduled="False"
+        ),
+    ],
+    CLUSTERS,
+)
 TENANT = [t.namespace("team-a")]
 
 FOOTPRINT_AB = ["inference-cluster-a", "inference-cluster-b", "namespace", "resource-quotas"]
 FOOTPRINT_A = ["inference-cluster-a", "namespace", "resource-quotas"]
-FLEET = ["inference-clusters", "model-replicas", "namespace", "resource-quotas"]
+FLEET = ["inference-clusters", "namespace", "pending-replicas", "resource-quotas"]
 
 
 def deployment(replicas: int, gpus: int = 8, **fields) -> dict:

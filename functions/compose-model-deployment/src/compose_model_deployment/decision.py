@@ -50,18 +50,27 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from datetime import datetime, timedelta
 
-from google.protobuf import struct_pb2
 from modelplane_common import inputs, logs, requeue
 from modelplane_common.outcome import capped
 
-from compose_model_deployment import absence, placement, readers, report, steady, tenancy, writer
+from compose_model_deployment import (
+    absence,
+    fleet_reads,
+    placement,
+    readers,
+    report,
+    steady,
+    tenancy,
+    writer,
+)
 from compose_model_deployment.model import DeploymentSpec, MissingCluster, Tenant
 from compose_model_deployment.placement import Inputs, InvalidSelector, Matcher, Plan
 from compose_model_deployment.readers import Observed, Reported
 
-# The names under which the shell requires InferenceClusters and ModelReplicas.
+# The names under which the shell requires InferenceClusters and the pending ModelReplicas
+# (fleet_reads.py names the rest).
 CLUSTERS = "inference-clusters"
-REPLICAS = "model-replicas"
+PENDING_REPLICAS = fleet_reads.PENDING_REPLICAS
 
 
 @dataclass(frozen=True, slots=True)
@@ -70,10 +79,11 @@ class Fetched:
 
     Clusters are few and read as dicts; replicas can number thousands and
     stay protobuf Structs (readers.OtherReplicas reads them lazily).
+    `replicas` is None until the pending ones are fetched (fleet_reads.py).
     """
 
     clusters: Iterable[Mapping] | None
-    replicas: Iterable[struct_pb2.Struct] | None
+    replicas: fleet_reads.Replicas | None
     # Whether the cluster list is empty, known without reading it.
     no_clusters: bool = False
     # The Namespace and its ResourceQuotas (tenancy.py).
@@ -102,6 +112,8 @@ class Unplanned:
     tenancy: tuple[tenancy.Requirement, ...] = ()
     # The clusters to require by name instead of the fleet (steady.py); None: the fleet.
     footprint: tuple[str, ...] | None = None
+    # With the fleet: which replicas to require besides the pending ones (fleet_reads.py).
+    reads: fleet_reads.Reads = field(default_factory=fleet_reads.Reads)
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -119,6 +131,8 @@ class Planned:
     tenancy: tuple[tenancy.Requirement, ...] = ()
     # The clusters to require by name instead of the fleet (steady.py); None: the fleet.
     footprint: tuple[str, ...] | None = None
+    # With the fleet: which replicas to require besides the pending ones (fleet_reads.py).
+    reads: fleet_reads.Reads = field(default_factory=fleet_reads.Reads)
 
 
 Outcome = Unplanned | Planned
@@ -162,7 +176,7 @@ def _cannot_plan(desired: int | None, reason: str, message: str) -> report.Nothi
 def _unfetched(fetched: Fetched) -> list[str]:
     return [
         name
-        for name, items in ((CLUSTERS, fetched.clusters), (REPLICAS, fetched.replicas))
+        for name, items in ((CLUSTERS, fetched.clusters), (PENDING_REPLICAS, fetched.replicas))
         if items is None
     ] + fetched.tenant.unfetched()
 
@@ -253,16 +267,20 @@ def _decide_steady(this: _Pass, fetched: Fetched, footprint: tuple[str, ...]) ->
     if set(fetched.footprint) == set(footprint):
         clusters = steady.footprint_clusters(fetched.footprint, this.deployment.cluster_labels)
         on_footprint = Fetched(
-            clusters=clusters, replicas=(), no_clusters=not clusters, tenant=fetched.tenant
+            clusters=clusters,
+            replicas=fleet_reads.Replicas(),
+            no_clusters=not clusters,
+            tenant=fetched.tenant,
         )
-        outcome = _decide(this, on_footprint)
+        outcome = _decide(this, on_footprint, reads_fleet=False)
         if isinstance(outcome, Planned) and steady.settles(outcome.plan, outcome.missing):
             return replace(outcome, footprint=footprint)
-    return this.unplanned(_waiting(this.deployment.spec.replicas, [CLUSTERS, REPLICAS]))
+    return this.unplanned(_waiting(this.deployment.spec.replicas, [CLUSTERS, PENDING_REPLICAS]))
 
 
-def _decide(this: _Pass, fetched: Fetched) -> Outcome:
-    """Plan on what is fetched (the fleet, or the footprint standing in for it)."""
+def _decide(this: _Pass, fetched: Fetched, reads_fleet: bool = True) -> Outcome:
+    """Plan on what is fetched (the fleet, or the footprint standing in for it, which
+    reads no other replica: `reads_fleet` False)."""
     deployment, reported = this.deployment, this.reported
     labels = deployment.cluster_labels
     namespace = deployment.spec.namespace
@@ -271,23 +289,35 @@ def _decide(this: _Pass, fetched: Fetched) -> Outcome:
         return this.unplanned(waiting)
     assert fetched.clusters is not None and fetched.replicas is not None
     tenant, tenant_notes = tenancy.read_tenant(namespace, fetched.tenant)
+    clusters_read = readers.read_clusters(fetched.clusters)
+    reads = fleet_reads.Reads()
+    if reads_fleet:
+        reads = fleet_reads.Reads(
+            whole=fleet_reads.whole_clusters(clusters_read[0], this.now),
+            namespace=namespace if tenant.quota.limited else None,
+        )
+    unfetched = fetched.replicas.unfetched(reads)
+    if unfetched:
+        return replace(this.unplanned(_waiting(deployment.spec.replicas, unfetched)), reads=reads)
     try:
         read = readers.read_inputs(
             this.xr,
             deployment.spec,
-            fetched.clusters,
+            clusters_read,
             this.own,
             fetched.replicas,
             quota_namespace=namespace if tenant.quota.limited else None,
         )
     except readers.InvalidOwnReplica as err:
         message = f"{err}; every replica is kept as it is"
-        return this.unplanned(_cannot_plan(deployment.spec.replicas, "InvalidReplica", message))
+        why = _cannot_plan(deployment.spec.replicas, "InvalidReplica", message)
+        return replace(this.unplanned(why), reads=reads)
     tenant = replace(tenant, used=read.others.namespace_claims())
     try:
         plan, missing = _schedule(deployment.spec, read, tenant, this.now, this.matcher, this.laps)
     except InvalidSelector as err:
-        return this.unplanned(_cannot_plan(deployment.spec.replicas, "InvalidSelector", str(err)))
+        why = _cannot_plan(deployment.spec.replicas, "InvalidSelector", str(err))
+        return replace(this.unplanned(why), reads=reads)
     notes = (*read.notes, *tenant_notes, *plan.others_notes)
     return Planned(
         resources=writer.planned_resources(deployment, plan, this.own),
@@ -301,6 +331,7 @@ def _decide(this: _Pass, fetched: Fetched) -> Outcome:
         cluster_labels=labels,
         requeue_after=_requeue_after(plan, reported),
         tenancy=tenancy.requirements(namespace),
+        reads=reads,
     )
 
 

@@ -27,10 +27,10 @@ from modelplane_common import labels, logs
 from modelplane_common.guard import guarded
 from modelplane_common.respond import emit
 
-from compose_model_deployment import readers, report, steady, tenancy
+from compose_model_deployment import fleet_reads, readers, report, steady, tenancy
 from compose_model_deployment.decision import (
     CLUSTERS,
-    REPLICAS,
+    PENDING_REPLICAS,
     Fetched,
     Outcome,
     Unplanned,
@@ -78,6 +78,22 @@ def _footprint_fetched(req: fnv1.RunFunctionRequest) -> dict[str, list[dict]] | 
     return fetched or None
 
 
+def _require_replicas(rsp: fnv1.RunFunctionResponse, reads: fleet_reads.Reads) -> None:
+    """The pending ModelReplicas fleet-wide, every one of each cluster read whole, and,
+    under a quota, every one of the namespace (fleet_reads.py)."""
+    _require(rsp, PENDING_REPLICAS, "ModelReplica", {labels.CHARGE: labels.CHARGE_PENDING})
+    for cluster in reads.whole:
+        _require(
+            rsp, fleet_reads.whole_requirement(cluster), "ModelReplica", {labels.CLUSTER: cluster}
+        )
+    if reads.namespace is not None:
+        selector = fnv1.ResourceSelector(
+            api_version=labels.API_VERSION, kind="ModelReplica", namespace=reads.namespace
+        )
+        selector.match_labels.SetInParent()  # set and empty: every one in the namespace
+        rsp.requirements.resources[fleet_reads.NAMESPACE_REPLICAS].CopyFrom(selector)
+
+
 def _require_tenancy(rsp: fnv1.RunFunctionResponse, wanted: tenancy.Requirement) -> None:
     selector = fnv1.ResourceSelector(api_version=wanted.api_version, kind=wanted.kind)
     if wanted.match_name is not None:
@@ -108,18 +124,34 @@ def _own_observed(req: fnv1.RunFunctionRequest) -> dict[str, readers.Observed]:
     }
 
 
+def _replicas_fetched(req: fnv1.RunFunctionRequest) -> fleet_reads.Replicas | None:
+    """The fleet's ModelReplicas as fetched (fleet_reads.py); None until the pending ones are."""
+    required = req.required_resources
+    if PENDING_REPLICAS not in required:
+        return None
+    namespace = required.get(fleet_reads.NAMESPACE_REPLICAS)
+    return fleet_reads.Replicas(
+        pending=(item.resource for item in required[PENDING_REPLICAS].items),
+        whole={
+            name.removeprefix(fleet_reads.WHOLE_PREFIX): [item.resource for item in found.items]
+            for name, found in required.items()
+            if name.startswith(fleet_reads.WHOLE_PREFIX)
+        },
+        namespace=(item.resource for item in namespace.items) if namespace is not None else None,
+    )
+
+
 def _fetched(req: fnv1.RunFunctionRequest) -> Fetched:
     """The required resources; a kind Crossplane has not fetched yet is None."""
     required = req.required_resources
     clusters = required[CLUSTERS].items if CLUSTERS in required else None
-    replicas = required[REPLICAS].items if REPLICAS in required else None
     return Fetched(
         clusters=(
             (readers.as_object(item.resource) for item in clusters)
             if clusters is not None
             else None
         ),
-        replicas=(item.resource for item in replicas) if replicas is not None else None,
+        replicas=_replicas_fetched(req),
         no_clusters=clusters is not None and not clusters,
         tenant=_tenant_fetched(req),
         footprint=_footprint_fetched(req),
@@ -132,7 +164,7 @@ def _write(rsp: fnv1.RunFunctionResponse, outcome: Outcome) -> None:
         _require_footprint(rsp, outcome.footprint)
     elif outcome.cluster_labels is not None:
         _require(rsp, CLUSTERS, "InferenceCluster", outcome.cluster_labels)
-        _require(rsp, REPLICAS, "ModelReplica", {})
+        _require_replicas(rsp, outcome.reads)
     for wanted in outcome.tenancy:
         _require_tenancy(rsp, wanted)
     for key, desired in outcome.resources.items():

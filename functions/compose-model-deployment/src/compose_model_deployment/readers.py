@@ -59,6 +59,7 @@ from modelplane_schemas.modeldeployment import ModelDeployment
 from modelplane_schemas.modelreplica import Spec as ModelReplicaSpec
 from pydantic import ValidationError
 
+from compose_model_deployment import fleet_reads
 from compose_model_deployment.model import (
     MISSING_PODS_GRACE,
     UNSCHEDULABLE_GRACE,
@@ -434,12 +435,15 @@ def admission_of(obj: Mapping) -> tuple[str | None, str, datetime | None]:
 
 
 class OtherReplicas(Mapping[str, OthersOnCluster]):
-    """Every required ModelReplica that is not ours, by spec.clusterName; a cluster's
-    are read (`capacity.readers.read_charge`) the first time it is looked up."""
+    """The fetched ModelReplicas that are not ours, by spec.clusterName; a cluster's
+    are read (`capacity.readers.read_charge`) the first time it is looked up.
+
+    A cluster read whole (fleet_reads.py) takes its replicas from its whole
+    set, every other one from the pending set, so none is charged twice."""
 
     def __init__(
         self,
-        resources: Iterable[struct_pb2.Struct],
+        replicas: fleet_reads.Replicas,
         clusters: Iterable[str],
         own: set[tuple[str, str]],
         deployment: tuple[str, str],
@@ -452,12 +456,17 @@ class OtherReplicas(Mapping[str, OthersOnCluster]):
         self._read: dict[str, OthersOnCluster] = {}
         # The namespace's other replicas, fleet-wide, when its devices are limited.
         self._namespace: list[struct_pb2.Struct] = []
-        for resource in resources:
-            spec = get_struct(resource, "spec")
-            cluster = get_str(spec, "clusterName")
-            if cluster in wanted:
+        for resource in replicas.pending:
+            cluster = get_str(get_struct(resource, "spec"), "clusterName")
+            if cluster in wanted and cluster not in replicas.whole:
                 self._by_cluster.setdefault(cluster, []).append(resource)
-            if quota_namespace is not None:
+        for cluster, resources in sorted(replicas.whole.items()):
+            for resource in resources if cluster in wanted else ():
+                # The label selected it; the spec is what pins it to the cluster.
+                if get_str(get_struct(resource, "spec"), "clusterName") == cluster:
+                    self._by_cluster.setdefault(cluster, []).append(resource)
+        if quota_namespace is not None:
+            for resource in replicas.namespace or ():
                 self._collect_namespace(resource, quota_namespace)
 
     def _collect_namespace(self, resource: struct_pb2.Struct, namespace: str) -> None:
@@ -532,9 +541,11 @@ class PlanningInputs:
     notes: tuple[str, ...]  # input problems, in reading order (placement adds the others' later)
 
 
-def read_clusters(
-    cluster_objects: Iterable[Mapping],
-) -> tuple[list[Cluster], dict[str, str], list[str]]:
+# The selected clusters, those whose spec cannot be read (and why), and the notes.
+ReadClusters = tuple[list[Cluster], dict[str, str], list[str]]
+
+
+def read_clusters(cluster_objects: Iterable[Mapping]) -> ReadClusters:
     """The selected clusters, those whose spec cannot be read (and why), and the notes."""
     notes: list[str] = []
     clusters: list[Cluster] = []
@@ -574,24 +585,25 @@ def read_own_replicas(
 def read_inputs(
     xr: Mapping,
     spec: DeploymentSpec,
-    cluster_objects: Iterable[Mapping],
+    clusters_read: ReadClusters,
     own_observed: Mapping[str, Observed],
-    replica_structs: Iterable[struct_pb2.Struct],
+    replicas: fleet_reads.Replicas,
     quota_namespace: str | None = None,
 ) -> PlanningInputs:
-    """Read the clusters, this deployment's replicas, its memories and the fleet's replicas.
+    """Read this deployment's replicas, its memories and the fleet's replicas, beside the
+    clusters `read_clusters` read.
 
     The one reader `decision.decide` and the test builders share. Raises
     InvalidOwnReplica when one of its own replicas is unreadable.
     `quota_namespace`, when the namespace's devices are limited, also gathers
     its other replicas fleet-wide (OtherReplicas.namespace_claims).
     """
-    clusters, unreadable, notes = read_clusters(cluster_objects)
+    clusters, unreadable, notes = clusters_read
     own, own_notes = read_own_replicas(own_observed, spec)
     failed, failed_notes = read_failed_placements(xr)
     remembered, missing_notes = read_missing_clusters(xr)
     others = OtherReplicas(
-        replica_structs,
+        replicas,
         clusters=(c.name for c in clusters),
         own={(spec.namespace, r.name) for r in own},
         deployment=(spec.namespace, spec.name),
