@@ -13,6 +13,10 @@ per input:
                     its facts read through `capacity.readers.read_cluster`);
     fellows         the cluster's ModelReplicas as admission queues them, or
                     None while Crossplane has not fetched them;
+    deployment      the replica's ModelDeployment, required while a member names
+                    its template by digest: not fetched yet, fetched and absent,
+                    or its members' templates (`DeploymentTemplates`, raw: the
+                    digest decides which of them may be used, templates.py);
     observed        the composed Objects as the control plane last saw them.
 """
 
@@ -47,6 +51,10 @@ class ReplicaInput:
     cluster_label_problem: str | None  # its cluster label is not spec.clusterName
     queued: Queued  # this replica, as its fellow replicas read it
     circuit_open: bool = False  # Crossplane is dropping its watch events (requeue.circuit_open)
+    # Its ModelDeployment's name, from its labels, when they name one in its own
+    # namespace ("" otherwise), and why they do not, when a template is named by digest.
+    deployment: str = ""
+    deployment_problem: str | None = None
 
     @property
     def verdict_recorded(self) -> bool:
@@ -57,12 +65,12 @@ class ReplicaInput:
 
 @dataclass(frozen=True, slots=True)
 class NotFetched:
-    """Crossplane has not fetched the required InferenceCluster yet."""
+    """Crossplane has not fetched the required InferenceCluster (or ModelDeployment) yet."""
 
 
 @dataclass(frozen=True, slots=True)
 class Absent:
-    """Fetched: no InferenceCluster has that name."""
+    """Fetched: no InferenceCluster (or ModelDeployment) has that name."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -95,6 +103,17 @@ ClusterInput = NotFetched | Absent | Invalid | Found
 
 
 @dataclass(frozen=True, slots=True)
+class DeploymentTemplates:
+    """The fetched ModelDeployment's member templates by (engine name, member position),
+    as the tenant last wrote them: each is used only when its digest is the replica's."""
+
+    templates: Mapping[tuple[str, int], Mapping]
+
+
+DeploymentInput = NotFetched | Absent | DeploymentTemplates
+
+
+@dataclass(frozen=True, slots=True)
 class Inputs:
     """Everything one pass decides on."""
 
@@ -107,3 +126,5 @@ class Inputs:
     quota: DeviceQuota | None = None
     # The namespace's ModelReplicas, fleet-wide; None: not fetched (needed only under a quota).
     namespace_replicas: tuple[Queued, ...] | None = None
+    # The replica's ModelDeployment (its templates); not fetched while not required.
+    deployment: DeploymentInput = NotFetched()
