@@ -170,28 +170,27 @@ def read_replica(composite: struct_pb2.Struct, now: datetime) -> ReplicaInput:
 
 def _deployment_of(metadata: Mapping, spec: ParsedSpec) -> tuple[str, str | None]:
     """The ModelDeployment the labels name in the replica's own namespace (never in
-    another: templates are read from the tenant's own deployment only), and why they
-    name none, which matters only when a member names its template by digest."""
+    another: templates are read from the tenant's own deployment only), or "" and why
+    they name none. Asked only when a member names its template by digest."""
+    if not spec.templates_by_digest:
+        return "", None
     found = metadata.get("labels")
     found = found if isinstance(found, Mapping) else {}
     name, namespace = found.get(labels.DEPLOYMENT), found.get(labels.DEPLOYMENT_NAMESPACE)
     own = str(metadata.get("namespace") or "")
-    why = None
     if not isinstance(name, str) or not name:
-        why = inputs.problem(
+        return "", inputs.problem(
             f'metadata.labels["{labels.DEPLOYMENT}"]',
             "must name the ModelDeployment whose templates the replica names by digest",
             name,
         )
-    elif namespace != own:
-        why = inputs.problem(
+    if namespace != own:
+        return "", inputs.problem(
             f'metadata.labels["{labels.DEPLOYMENT_NAMESPACE}"]',
             f"must be the replica's own namespace {own!r}, where its ModelDeployment is",
             namespace,
         )
-    if not spec.templates_by_digest:
-        return "", None
-    return (name if why is None and isinstance(name, str) else ""), why
+    return name, None
 
 
 def _missing_since(status: Mapping) -> datetime | None:
