@@ -30,6 +30,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import copy
 import json
 import random
 import statistics
@@ -45,6 +46,7 @@ from compose_model_replica.fn import FunctionRunner as ReplicaRunner
 from crossplane.function import logging, resource
 from crossplane.function.proto.v1 import run_function_pb2 as fnv1
 from crossplane.function.proto.v1 import run_function_pb2_grpc as grpcv1
+from modelplane_common import template_digest
 from modelplane_common.server import DEFAULT_MAX_MESSAGE_MB
 from modelplane_devtools import deployment_builders as t
 from modelplane_devtools import wire
@@ -133,6 +135,28 @@ def other_replica(i: int, rnd: random.Random) -> dict:
 
 def others(count: int, rnd: random.Random) -> Iterable[dict]:
     return (other_replica(i, rnd) for i in range(count))
+
+
+def by_digest(replica: dict) -> dict:
+    """The replica as compose-model-deployment now writes it: each template by digest."""
+    slim = copy.deepcopy(replica)
+    for engine in slim["spec"]["engines"]:
+        for member in engine["members"]:
+            member["templateDigest"] = template_digest.of(member.pop("template"))
+    return slim
+
+
+def replica_bytes(count: int = 1000) -> None:
+    """A fleet-L replica on the wire (its Struct), mean of `count`: its template inline, as
+    the previous version wrote it (the other rows' fleet still holds that form), and by digest."""
+    rnd = random.Random(7)
+    replicas = [other_replica(i, rnd) for i in range(count)]
+    inline = sum(len(resource.dict_to_struct(r).SerializeToString()) for r in replicas)
+    slim = sum(len(resource.dict_to_struct(by_digest(r)).SerializeToString()) for r in replicas)
+    print(
+        f"a fleet-L ModelReplica on the wire: {inline / count:,.0f} B with its template inline, "
+        f"{slim / count:,.0f} B with it by digest"
+    )
 
 
 def our_deployment(replicas: int, template: dict | None = None) -> dict:
@@ -412,6 +436,7 @@ async def rows(runs: int) -> list[tuple[Figures, Target]]:
         )
         widest = deployment_request(biggest, clusters, OTHERS, settled=False)
         budget(widest, len(wire), matcher)
+        replica_bytes()
         out.append(
             (
                 await measure(
@@ -471,19 +496,19 @@ async def rows(runs: int) -> list[tuple[Figures, Target]]:
 
 def budget(payload: bytes, template_bytes: int, matcher: deployment_fn.Matcher) -> None:
     """What one composed replica costs in the XRD-maximum response, measured on the
-    response as the function serializes it (Crossplane may refuse to receive it), and
-    the largest template that would leave 10 % of Crossplane's 4 MiB free."""
+    response as the function serializes it (Crossplane may refuse to receive it). A
+    replica names its member's template by digest (modelplane_common.template_digest),
+    so its size no longer grows with the template's."""
     req = fnv1.RunFunctionRequest.FromString(payload)
     rsp = deployment_fn.run_function(req, NOW, matcher)
     total, count = rsp.ByteSize(), len(rsp.desired.resources)
     rsp.desired.ClearField("resources")
     rest = rsp.ByteSize()  # everything but the composed replicas (their map entries too)
-    fixed = (total - rest) / count - template_bytes
-    room = (0.9 * CROSSPLANE_MAX_RECV - rest) / count - fixed
+    per_replica = (total - rest) / count
     print(
-        f"XRD-maximum response: {total:,} bytes = {count} replicas x ({fixed:.0f} B fixed + "
-        f"{template_bytes:,} B template) + {rest:,} B status and results; "
-        f"a template under {room / 1000:.2f} KB on the wire leaves 10 % of 4 MiB free"
+        f"XRD-maximum response: {total:,} bytes = {count} replicas x {per_replica:.0f} B "
+        f"(its {template_bytes:,} B template named by digest) + {rest:,} B status and results; "
+        f"{(CROSSPLANE_MAX_RECV - total) / CROSSPLANE_MAX_RECV:.0%} of 4 MiB free"
     )
 
 

@@ -68,8 +68,17 @@ def as_existing(replica: dict, placed_at: str, status: dict | None = None) -> di
     return body
 
 
+def deployments_of(replicas: list[dict]) -> list[dict]:
+    """The ModelDeployment of each replica (its labels name it), which holds the
+    templates the replica names by digest."""
+    return [
+        deployment(r["metadata"]["labels"][labels.DEPLOYMENT], r["metadata"]["namespace"])
+        for r in replicas
+    ]
+
+
 def admit(functions, replica: dict, both: list[dict]) -> list[dict]:
-    return functions.render(replica, REPLICA, required=[*fleet(), *both])
+    return functions.render(replica, REPLICA, required=[*fleet(), *both, *deployments_of(both)])
 
 
 def composed(rendered: list[dict]) -> list[str]:

@@ -261,3 +261,28 @@ def test_rendered_resources_validate_against_their_schemas(rendered, api_extensi
     assert done.returncode == 0, done.stdout + done.stderr
     if case.startswith("replica-leader-workers"):
         assert embedded, "a gang renders a LeaderWorkerSet to validate"
+
+
+def test_a_template_named_by_digest_is_rendered_from_the_required_deployment(rendered, now):
+    (deployment,) = _docs("examples/replicas/single-gpu-deployment.yaml", now)
+    member = deployment["spec"]["template"]["spec"]["engines"][0]["members"][0]
+    workload = manifest(rendered["replica-single-gpu"], "gpu-east/serve/workload")
+    (container,) = workload["spec"]["template"]["spec"]["containers"]
+    (wanted,) = member["template"]["spec"]["containers"]
+    assert (container["image"], container["args"]) == (wanted["image"], wanted["args"])
+    composed = condition(composite(rendered["replica-single-gpu"]), "WorkloadsComposed")
+    assert (composed["status"], composed["reason"]) == ("True", "Composed")
+
+
+def test_a_deployment_edited_since_its_digest_keeps_every_workload_as_observed(rendered, now):
+    docs = rendered["replica-single-gpu-template-edited"]
+    composed = condition(composite(docs), "WorkloadsComposed")
+    assert (composed["status"], composed["reason"]) == ("False", "TemplateDigestMismatch")
+    assert "members[0] (Standalone).templateDigest: is not the digest of" in composed["message"]
+    observed = {
+        o["metadata"]["annotations"]["crossplane.io/composition-resource-name"]: o
+        for o in _docs("examples/replicas/single-gpu-pending.yaml", now)
+    }
+    got = objects(docs)
+    for name in ("gpu-east/serve/workload", "gpu-east/serve/claims-standalone"):
+        assert got[name]["spec"]["forProvider"] == observed[name]["spec"]["forProvider"], name

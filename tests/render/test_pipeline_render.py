@@ -58,7 +58,8 @@ def test_scheduled_replicas_render_to_valid_pinned_workloads(functions, api_exte
         rendered = functions.render(
             as_new_replica(replica),
             render.ROOT / "apis/modelreplica/composition.yaml",
-            required=FLEET,
+            # The replica names its templates by digest: its ModelDeployment holds them.
+            required=[*FLEET, path],
         )
         done = render.validate(api_extensions, rendered)
         assert done.returncode == 0, done.stdout + done.stderr

@@ -21,7 +21,13 @@ from modelplane_common.timeutil import format_placement_time, format_time, parse
 from modelplane_devtools import render
 from modelplane_devtools.rendered import by_kind, composite, condition, results
 
-from tests.render.test_admission_render import composed, deployment, fleet, place
+from tests.render.test_admission_render import (
+    composed,
+    deployment,
+    deployments_of,
+    fleet,
+    place,
+)
 
 REPLICA = render.ROOT / "apis/modelreplica/composition.yaml"
 FORGED = "2000-01-01T00:00:00Z"
@@ -46,7 +52,7 @@ def placed(functions, name: str, namespace: str, observed=None) -> dict:
 
 
 def admit(functions, replica: dict, both: list[dict]) -> list[dict]:
-    return functions.render(replica, REPLICA, required=[*fleet(), *both])
+    return functions.render(replica, REPLICA, required=[*fleet(), *both, *deployments_of(both)])
 
 
 def warnings(rendered: list[dict]) -> list[str]:

@@ -83,7 +83,12 @@ def test_the_default_scheduler_named_explicitly_is_placed(functions):
 
 def test_a_replica_written_with_a_node_name_composes_no_workload(functions):
     xr = yaml.safe_load((ROOT / "examples/replicas/single-gpu.yaml").read_text())
-    xr["spec"]["engines"][0]["members"][0]["template"]["spec"]["nodeName"] = "gpu-east-l40s-0"
+    # Written by hand (inline, not by digest): the replica's own check refuses it.
+    member = xr["spec"]["engines"][0]["members"][0]
+    del member["templateDigest"]
+    member["template"] = {
+        "spec": {"nodeName": "gpu-east-l40s-0", "containers": [{"name": "vllm", "image": "vllm"}]}
+    }
     rendered = functions.render(xr, REPLICA, required=[ROOT / "examples/fleet/clusters.yaml"])
     composed = condition(composite(rendered), "WorkloadsComposed")
     assert (composed["status"], composed["reason"]) == ("False", "InvalidSpec")

@@ -37,6 +37,9 @@ PLACED_AT = "modelplane.ai/placed-at"
 INFERENCE_CLUSTER_KIND = "InferenceCluster"
 # The kind compose-model-replica requires by the cluster label, for admission.
 MODEL_REPLICA_KIND = "ModelReplica"
+# The kind compose-model-replica requires by name (its deployment label), in its own
+# namespace, for the templates it names by digest.
+MODEL_DEPLOYMENT_KIND = "ModelDeployment"
 
 # Set by LeaderWorkerSet's pod webhook on a group's leader and inherited by its
 # workers: one value per gang copy.

@@ -3,7 +3,10 @@
 Both compose-model-deployment (which refuses the ModelDeployment with
 `InvalidDeployment` before anything is placed or charged) and
 compose-model-replica (which refuses a ModelReplica written some other way)
-read templates through `read`, so the two can never disagree.
+read templates through `read`, so the two can never disagree. A replica
+that names a template by digest (`modelplane_common.template_digest`) gets
+it from its ModelDeployment only when the digest proves it is the one the
+deployment read; compose-model-replica then only `split`s it.
 
 What is checked, and why
     - Shape: a PodTemplateSpec (`{metadata, spec}`) or a bare pod spec, with
@@ -47,10 +50,7 @@ def read(raw: object, where: str) -> tuple[Mapping, Mapping, list[str]]:
     that cannot run is composed."""
     if not isinstance(raw, Mapping):
         return {}, {}, [f"{where}.template must be a pod template with containers"]
-    if "spec" in raw:
-        metadata, spec = raw.get("metadata") or {}, raw.get("spec")
-    else:
-        metadata, spec = {}, raw
+    metadata, spec = _parts(raw)
     if not isinstance(metadata, Mapping):
         return {}, {}, [f"{where}.template.metadata must be an object"]
     containers = spec.get("containers") if isinstance(spec, Mapping) else None
@@ -63,6 +63,25 @@ def read(raw: object, where: str) -> tuple[Mapping, Mapping, list[str]]:
         *scheduling_bypass(spec, at),
     ]
     return (metadata, spec, []) if not defects else ({}, {}, defects)
+
+
+def _parts(raw: Mapping) -> tuple[object, object]:
+    """(metadata, spec) of a PodTemplateSpec, or ({}, raw) of a bare pod spec."""
+    if "spec" in raw:
+        return raw.get("metadata") or {}, raw.get("spec")
+    return {}, raw
+
+
+def split(template: Mapping) -> tuple[Mapping, Mapping]:
+    """(pod metadata, pod spec) of a template `read` already accepted, checking nothing
+    again: compose-model-replica uses it on a template whose digest proves that
+    compose-model-deployment read it (modelplane_common.template_digest). A part that
+    is not an object, which such a template never has, is empty."""
+    metadata, spec = _parts(template)
+    return (
+        metadata if isinstance(metadata, Mapping) else {},
+        spec if isinstance(spec, Mapping) else {},
+    )
 
 
 def scheduling_bypass(spec: Mapping, at: str) -> list[str]:

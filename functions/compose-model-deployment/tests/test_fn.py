@@ -11,7 +11,7 @@ import asyncio
 import pytest
 import structlog
 from compose_model_deployment import fn
-from modelplane_common import labels
+from modelplane_common import labels, template_digest
 from modelplane_devtools import deployment_builders as t
 from modelplane_devtools import wire
 from modelplane_devtools.wire import conditions, desired
@@ -212,12 +212,59 @@ def test_a_composed_replica_carries_identity_pools_and_device_classes():
     assert leader == {
         "role": "Leader",
         "nodePoolName": "p",
-        "template": {"spec": {"containers": [{"name": "leader"}]}},
+        "templateDigest": template_digest.of({"spec": {"containers": [{"name": "leader"}]}}),
     }
     assert worker["deviceRequests"] == [
         {"name": "gpu", "deviceClassName": "gpu.example.com", "count": 8}
     ]
     assert worker["worker"] == {"nodes": 1} and worker["nodePoolName"] == "p"
+
+
+def _member_templates(xr):
+    """(engine, position) -> the template the deployment gives that member."""
+    return {
+        (engine["name"], position): member["template"]
+        for engine in xr["spec"]["template"]["spec"]["engines"]
+        for position, member in enumerate(engine["members"])
+    }
+
+
+@pytest.mark.parametrize(
+    "engines",
+    [
+        pytest.param([t.standalone(gpus=1)], id="a standalone member names its template by digest"),
+        pytest.param(
+            [t.gang(leader_gpus=0, worker_gpus=8, workers=1)],
+            id="a leader and a worker each name their own template by digest",
+        ),
+        pytest.param(
+            [t.standalone("prefill", gpus=1), t.standalone("decode", gpus=1)],
+            id="each engine's member names its own engine's template",
+        ),
+    ],
+)
+def test_a_composed_replica_carries_template_digests_not_templates(engines):
+    xr = t.deployment(replicas=1, engines=engines)
+    expected = {at: template_digest.of(tpl) for at, tpl in _member_templates(xr).items()}
+    replica = desired(run(t.request(xr, CLUSTERS, [])))["replica-0"]
+    found = {}
+    for engine in replica["spec"]["engines"]:
+        for position, member in enumerate(engine["members"]):
+            assert "template" not in member
+            found[(engine["name"], position)] = member["templateDigest"]
+    assert found == expected
+
+
+def test_an_edited_template_rewrites_the_running_replica_with_the_new_digest():
+    xr = t.deployment(replicas=1, engines=[t.standalone(gpus=8)])
+    before = desired(run(t.request(xr, CLUSTERS, [])))["replica-0"]
+    member = xr["spec"]["template"]["spec"]["engines"][0]["members"][0]
+    member["template"]["spec"]["containers"][0]["image"] = "vllm:v2"
+    observed = {"replica-0": {**before, "status": t.running_replica(0, "a")["status"]}}
+    after = desired(run(t.request(xr, CLUSTERS, [], own=observed)))["replica-0"]
+    digest = after["spec"]["engines"][0]["members"][0]["templateDigest"]
+    assert digest == template_digest.of(member["template"])
+    assert digest != before["spec"]["engines"][0]["members"][0]["templateDigest"]
 
 
 @pytest.mark.parametrize(

@@ -10,7 +10,7 @@ import structlog
 from compose_model_replica.core import unchanged
 from compose_model_replica.fn import FunctionRunner
 from crossplane.function.proto.v1.run_function_pb2 import READY_FALSE, READY_TRUE
-from modelplane_common import labels
+from modelplane_common import labels, template_digest
 from modelplane_common.timeutil import format_time
 from modelplane_devtools.wire import conditions, desired, desired_status, events, request, run
 
@@ -1548,3 +1548,260 @@ def test_only_an_engine_object_admits_a_settling_replica_as_already_running(obse
     replica["metadata"]["annotations"][labels.PLACED_AT] = "2026-11-29T11:59:57Z"
     rsp = call(replica, observed)
     assert (conditions(rsp)["Admitted"][0] == "True") is admitted
+
+
+# --- templates by digest: taken from the ModelDeployment only while the digest matches ------
+
+
+EDITED = {"spec": {"containers": [{"name": "vllm", "image": "vllm/vllm-openai:v0.12.0"}]}}
+# A template compose-model-deployment refuses: it binds pods without the cluster's scheduler.
+BYPASS = {"spec": {"nodeName": "gpu-1", "containers": [{"name": "vllm", "image": "evil"}]}}
+
+
+def by_digest(engine):
+    """The engine as compose-model-deployment writes it: each template named by digest."""
+    out = copy.deepcopy(engine)
+    for member in out["members"]:
+        member["templateDigest"] = template_digest.of(member.pop("template"))
+    return out
+
+
+def owned(replica, deployment="llm", namespace="team-a"):
+    """The replica labelled as its deployment composes it."""
+    replica["metadata"]["labels"].update(
+        {labels.DEPLOYMENT: deployment, labels.DEPLOYMENT_NAMESPACE: namespace}
+    )
+    return replica
+
+
+def model_deployment(*engines, template=TEMPLATE, name="llm", namespace="team-a"):
+    """The ModelDeployment whose engines give each member `template`."""
+    return {
+        "apiVersion": "modelplane.ai/v1alpha1",
+        "kind": "ModelDeployment",
+        "metadata": {"name": name, "namespace": namespace},
+        "spec": {
+            "replicas": 1,
+            "template": {
+                "spec": {
+                    "engines": [
+                        {
+                            "name": engine,
+                            "members": [
+                                {"role": "Standalone", "template": copy.deepcopy(template)}
+                            ],
+                        }
+                        for engine in engines or ("serve",)
+                    ]
+                }
+            },
+        },
+    }
+
+
+def with_deployment(*deployments):
+    return {"cluster": [cluster()], "deployment": list(deployments)}
+
+
+def kept_as_observed(rsp, observed):
+    """Every observed engine Object is in the response exactly as observed."""
+    got = desired(rsp)
+    return all(
+        got.get(name) == unchanged({k: v for k, v in body.items() if k != "status"})
+        for name, body in observed.items()
+        if name.startswith("east/serve/")
+    )
+
+
+def test_the_first_call_asks_for_the_deployment_by_name_in_its_namespace_beside_the_cluster():
+    rsp = call(owned(xr(by_digest(standalone()))), fetched=False)
+    selector = rsp.requirements.resources["deployment"]
+    assert (selector.api_version, selector.kind, selector.match_name, selector.namespace) == (
+        "modelplane.ai/v1alpha1",
+        "ModelDeployment",
+        "llm",
+        "team-a",
+    )
+    assert "cluster" in rsp.requirements.resources
+
+
+@pytest.mark.parametrize(
+    "replica",
+    [
+        pytest.param(owned(xr()), id="a replica whose templates are inline asks for no deployment"),
+        pytest.param(
+            owned(xr(by_digest(standalone())), namespace="team-b"),
+            id="labels naming another namespace's deployment ask for none",
+        ),
+    ],
+)
+def test_no_deployment_is_required_unless_a_template_is_named_by_digest_in_its_namespace(replica):
+    rsp = call(replica, fetched=False)
+    assert "deployment" not in rsp.requirements.resources
+
+
+def test_a_matching_digest_composes_the_deployments_template():
+    template = {
+        "metadata": {"labels": {"app": "vllm"}},
+        "spec": {"containers": [{"name": "vllm", "image": "vllm:v3", "args": ["--port", "8000"]}]},
+    }
+    replica = owned(xr(by_digest({**standalone(), "members": [
+        {**standalone()["members"][0], "template": template}]})))  # fmt: skip
+    rsp = call(replica, {}, with_deployment(model_deployment(template=template)))
+    pod = manifest(rsp, "east/serve/workload")["spec"]["template"]
+    assert pod["spec"]["containers"][0]["image"] == "vllm:v3"
+    assert pod["spec"]["containers"][0]["args"] == ["--port", "8000"]
+    assert pod["metadata"]["labels"]["app"] == "vllm"
+    assert conditions(rsp)["WorkloadsComposed"][:2] == ("True", "Composed")
+
+
+def test_a_digest_matches_whatever_order_the_deployments_keys_come_in():
+    reordered = {"spec": {"containers": [{"image": TEMPLATE["spec"]["containers"][0]["image"],
+                                          "name": "vllm"}]}}  # fmt: skip
+    replica = owned(xr(by_digest(standalone())))
+    rsp = call(replica, {}, with_deployment(model_deployment(template=reordered)))
+    assert manifest(rsp, "east/serve/workload")["kind"] == "Deployment"
+
+
+def test_a_gang_takes_each_members_own_template_by_position():
+    leader = {"spec": {"containers": [{"name": "leader", "image": "l"}]}}
+    worker = {"spec": {"containers": [{"name": "worker", "image": "w"}]}}
+    engine = gang()
+    engine["members"][0]["template"], engine["members"][1]["template"] = leader, worker
+    body = model_deployment()
+    body["spec"]["template"]["spec"]["engines"][0]["members"] = [
+        {"role": "Leader", "template": leader},
+        {"role": "Worker", "worker": {"nodes": 2}, "template": worker},
+    ]
+    rsp = call(owned(xr(by_digest(engine))), {}, with_deployment(body))
+    lws = manifest(rsp, "east/serve/workload")["spec"]["leaderWorkerTemplate"]
+    assert lws["leaderTemplate"]["spec"]["containers"][0]["image"] == "l"
+    assert lws["workerTemplate"]["spec"]["containers"][0]["image"] == "w"
+
+
+@pytest.mark.parametrize(
+    ("replica", "required", "reason", "message", "warned"),
+    [
+        pytest.param(
+            owned(xr(by_digest(standalone()))),
+            {"cluster": [cluster()]},
+            "DeploymentNotResolved",
+            "waiting for ModelDeployment team-a/llm",
+            False,
+            id="the deployment not fetched yet waits, unwarned",
+        ),
+        pytest.param(
+            owned(xr(by_digest(standalone()))),
+            with_deployment(),
+            "DeploymentNotFound",
+            "ModelDeployment team-a/llm does not exist",
+            True,
+            id="the deployment absent is warned",
+        ),
+        pytest.param(
+            owned(xr(by_digest(standalone()))),
+            with_deployment(model_deployment(template=EDITED)),
+            "TemplateDigestMismatch",
+            "engine serve: members[0] (Standalone).templateDigest: is not the digest of "
+            "ModelDeployment team-a/llm's template for it (holds "
+            f"{template_digest.of(EDITED)}); its workloads are kept until the deployment "
+            f'rewrites the replica (got "{template_digest.of(TEMPLATE)}")',
+            False,
+            id="the deployment's template edited since waits for the rewrite, unwarned",
+        ),
+        pytest.param(
+            owned(xr(by_digest(standalone()))),
+            with_deployment(model_deployment(template=BYPASS)),
+            "TemplateDigestMismatch",
+            f"(holds {template_digest.of(BYPASS)})",
+            False,
+            id="a template the deployment would refuse never reaches a workload",
+        ),
+        pytest.param(
+            owned(xr(by_digest(standalone()))),
+            with_deployment(model_deployment("other")),
+            "TemplateDigestMismatch",
+            "(holds no template there)",
+            False,
+            id="the deployment without the engine holds no template for it",
+        ),
+        pytest.param(
+            owned(xr(by_digest(standalone())), deployment=""),
+            {"cluster": [cluster()]},
+            "DeploymentNotFound",
+            'metadata.labels["modelplane.ai/deployment"]: must name the ModelDeployment whose '
+            'templates the replica names by digest (got "")',
+            True,
+            id="no deployment label names the field and value",
+        ),
+        pytest.param(
+            owned(xr(by_digest(standalone())), namespace="team-b"),
+            {"cluster": [cluster()]},
+            "DeploymentNotFound",
+            'metadata.labels["modelplane.ai/deployment-namespace"]: must be the replica\'s own '
+            "namespace 'team-a', where its ModelDeployment is (got \"team-b\")",
+            True,
+            id="a deployment label naming another namespace names the field and value",
+        ),
+    ],
+)
+@pytest.mark.parametrize(
+    "observed",
+    [
+        pytest.param(RUNNING, id="running workloads are kept exactly as observed"),
+        pytest.param({}, id="with nothing composed yet, nothing is"),
+    ],
+)
+def test_a_template_not_in_hand_never_changes_or_deletes_workloads(
+    replica, required, reason, message, warned, observed
+):
+    rsp = call(replica, observed, required)
+    assert kept_as_observed(rsp, observed)
+    assert {n for n in desired(rsp) if n.startswith("east/serve/")} == {
+        n for n in observed if n.startswith("east/serve/")
+    }
+    status, got_reason, got_message = conditions(rsp)["WorkloadsComposed"]
+    assert (status, got_reason) == ("False", reason)
+    assert message in got_message
+    warnings = [m for severity, m in events(rsp) if severity == "Warning"]
+    assert any(message in w for w in warnings) == warned
+    # Its workloads, kept, still say how it runs; it looks again soon.
+    assert conditions(rsp)["WorkloadsReady"][0] == ("True" if observed else "False")
+    assert rsp.meta.ttl.ToTimedelta().total_seconds() == 10
+
+
+def test_one_engine_whose_template_is_not_in_hand_leaves_the_others_composing():
+    observed = {"east/serve/workload": RUNNING["east/serve/workload"]}
+    replica = owned(xr(by_digest(standalone()), by_digest(standalone("decode", pool="l40s"))))
+    body = model_deployment("serve", "decode")
+    body["spec"]["template"]["spec"]["engines"][0]["members"][0]["template"] = EDITED
+    rsp = call(replica, observed, with_deployment(body))
+    assert kept_as_observed(rsp, observed)
+    assert manifest(rsp, "east/decode/workload")["kind"] == "Deployment"
+    assert conditions(rsp)["WorkloadsComposed"][1] == "TemplateDigestMismatch"
+
+
+def test_a_replica_with_inline_templates_composes_without_its_deployment():
+    rsp = call(owned(xr()), {}, {"cluster": [cluster()]})
+    (container,) = manifest(rsp, "east/serve/workload")["spec"]["template"]["spec"]["containers"]
+    assert container["image"] == TEMPLATE["spec"]["containers"][0]["image"]
+    assert conditions(rsp)["WorkloadsComposed"][:2] == ("True", "Composed")
+    assert "deployment" not in rsp.requirements.resources
+
+
+def test_an_inline_template_that_bypasses_the_scheduler_is_still_refused():
+    engine = standalone()
+    engine["members"][0]["template"] = BYPASS
+    rsp = call(owned(xr(engine)), RUNNING, {"cluster": [cluster()]})
+    assert kept_as_observed(rsp, RUNNING)
+    assert conditions(rsp)["WorkloadsComposed"][1] == "InvalidSpec"
+
+
+def test_a_member_with_both_template_and_digest_is_an_invalid_engine():
+    engine = standalone()
+    engine["members"][0]["templateDigest"] = template_digest.of(TEMPLATE)
+    rsp = call(owned(xr(engine)), RUNNING, with_deployment(model_deployment()))
+    assert kept_as_observed(rsp, RUNNING)
+    status, reason, message = conditions(rsp)["WorkloadsComposed"]
+    assert (status, reason) == ("False", "InvalidSpec")
+    assert "members[0] (Standalone).templateDigest: is set beside template" in message

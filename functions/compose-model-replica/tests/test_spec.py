@@ -8,6 +8,7 @@ from compose_model_replica.spec import parse_spec
 
 CONTAINERS = {"containers": [{"name": "engine", "image": "vllm/vllm-openai:v0.9.0"}]}
 GPU = {"name": "gpu", "deviceClassName": "gpu.nvidia.com", "count": 1.0}
+DIGEST = "sha256:" + "0" * 64
 
 
 def member(**fields: object) -> dict:
@@ -119,7 +120,30 @@ ENGINE_DEFECTS = [
         "members[0] (Standalone).template.spec.tolerations: must be a list (got {})",
         id="a template field the workloads merge into has the wrong shape",
     ),
+    pytest.param(
+        engine(member(templateDigest=DIGEST)),
+        f'members[0] (Standalone).templateDigest: is set beside template (got "{DIGEST}")',
+        id="a template both inline and by digest",
+    ),
+    pytest.param(
+        engine(member(template=None, templateDigest="sha256:ABC")),
+        "members[0].templateDigest: String should match pattern '^sha256:[0-9a-f]{64}$' "
+        '(got "sha256:ABC")',
+        id="a digest that is not sha256 and 64 lowercase hex",
+    ),
+    pytest.param(
+        engine(member(template=None)),
+        "members[0] (Standalone).template must be a pod template with containers",
+        id="a member with neither a template nor a digest",
+    ),
 ]
+
+
+def test_a_member_named_by_digest_holds_the_digest_and_no_template_until_resolved():
+    parsed = parse_spec(spec(engine(member(template=None, templateDigest=DIGEST))))
+    ((only,),) = [e.members for e in parsed.engines]
+    assert (only.template_digest, only.position, only.pod_spec) == (DIGEST, 0, {})
+    assert parsed.templates_by_digest and parsed.expected_pods == 1
 
 
 @pytest.mark.parametrize(("bad", "defect"), ENGINE_DEFECTS)

@@ -77,7 +77,16 @@ class Member(BaseModel):
     role: Role
     template: Annotated[
         dict[str, Any] | None,
-        Field(description="The pod template of this member's pods."),
+        Field(
+            description="The pod template of this member's pods, inline. Written by earlier versions of compose-model-deployment, which now writes templateDigest instead."
+        ),
+    ] = None
+    templateDigest: Annotated[
+        str | None,
+        Field(
+            description="The pod template by reference: sha256 of the canonical JSON of the template compose-model-deployment validated for this member (its ModelDeployment's engine of this name, member at this position). compose-model-replica renders that template from the ModelDeployment only while its digest equals this one.",
+            pattern="^sha256:[0-9a-f]{64}$",
+        ),
     ] = None
     worker: Worker | None = None
 

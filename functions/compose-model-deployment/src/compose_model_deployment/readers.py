@@ -112,7 +112,8 @@ class DeploymentInput:
     spec: DeploymentSpec
     cluster_labels: dict[str, str]
     template_labels: dict[str, str]
-    # Raw engines and tolerations, copied onto every ModelReplica (templates are opaque).
+    # Raw engines and tolerations: every ModelReplica names each member's template by its
+    # digest (writer.py) and carries the tolerations as they are.
     raw_engines: tuple[Mapping, ...]
     raw_tolerations: tuple[Mapping, ...]
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 
-from modelplane_common import labels
+from modelplane_common import labels, template_digest
 from modelplane_common.capacity.fleet import PlacedMember, Role
 from modelplane_common.outcome import capped
 from modelplane_common.outcome import unchanged as kept_unchanged
@@ -39,13 +39,17 @@ def _member(member: PlacedMember, raw: Mapping) -> dict:
         ]
     if member.role == Role.WORKER:
         wire["worker"] = {"nodes": member.pods_per_copy}
-    if raw.get("template") is not None:
-        wire["template"] = raw["template"]
+    template = raw.get("template")
+    if isinstance(template, Mapping):
+        # By reference: compose-model-replica renders it from the ModelDeployment while
+        # the template there still has this digest (modelplane_common.template_digest).
+        wire["templateDigest"] = template_digest.of(template)
     return wire
 
 
 def model_replica(deployment: DeploymentInput, replica: PlannedReplica) -> dict:
-    """A planned replica as its ModelReplica, with the templates the deployment gave its members."""
+    """A planned replica as its ModelReplica, naming by digest the templates the deployment
+    gave its members (validated by readers.read_deployment before anything is planned)."""
     spec = deployment.spec
     raw_by_name = {str(e.get("name")): e for e in deployment.raw_engines}
     engines = []

@@ -21,16 +21,20 @@ everything the shell writes:
    Objects alone, so a missing cluster or another input problem, which
    keeps the Objects as they are, does not change it.
 4. Warning events for everything a person has to fix, the resources the
-   shell must require next (the cluster, and its replicas until the
-   verdict is recorded), and when to be called again: at admission's
-   settle deadline, else soon while the replica is not yet Ready with every
-   pod scheduled or its watch circuit is open (modelplane_common.requeue:
-   Crossplane may drop the events that would report the workloads' progress).
+   shell must require next (the cluster, its replicas until the verdict is
+   recorded, and the ModelDeployment while a member names its template by
+   digest), and when to be called again: at admission's settle deadline,
+   else soon while the replica is not yet Ready with every pod scheduled,
+   a template is not in hand, or its watch circuit is open
+   (modelplane_common.requeue: Crossplane may drop the events that would
+   report the workloads' progress).
 
 Phases (each a function below that returns what it decided; `decide` runs them in order)
     1. admit     -> AdmissionVerdict (admission.py) for the current placement.
     2. resolve   -> Target: the cluster's own problem, and the cluster's facts
-                 when the pass may compose on it.
+                 when the pass may compose on it; then templates.resolve ->
+                 Templates: the engines whose pod templates are in hand (inline,
+                 or named by digest and taken from the ModelDeployment).
     3. compose   -> Composition: the Namespace's, the engines' and the
                  ReplicaObservation's Objects, the engines whose pools the cluster lacks, and the
                  source PodsScheduled is judged from.
@@ -56,7 +60,9 @@ Invariants
       did not compose is re-emitted unchanged unless the pass is CLEAN:
       the cluster resolved, its spec valid against its XRD (an unknown
       observation.mode makes it invalid) and with a provider config, the
-      replica's spec valid, every engine's pools in the cluster's spec.
+      replica's spec valid, every engine's templates in hand (a digest that
+      does not match the ModelDeployment's template keeps its workloads as
+      they are: templates.py), every engine's pools in the cluster's spec.
       Only a clean pass removes leftovers (an engine removed from the
       spec, the Objects of the cluster the replica left, the
       ReplicaObservation in Declared mode). Waiting for admission or being
@@ -84,7 +90,7 @@ from modelplane_common.outcome import Condition, Event, unchanged
 from modelplane_common.pods_created import NOT_CREATED
 from modelplane_common.timeutil import format_time
 
-from compose_model_replica import admission, pods_created, pods_scheduled, quota_gate
+from compose_model_replica import admission, pods_created, pods_scheduled, quota_gate, templates
 from compose_model_replica.admission import AdmissionVerdict, Applicant
 from compose_model_replica.model import (
     Absent,
@@ -98,6 +104,7 @@ from compose_model_replica.model import (
 from compose_model_replica.pods_created import PodsCreatedVerdict
 from compose_model_replica.pods_scheduled import PodsScheduledVerdict
 from compose_model_replica.spec import Engine, ParsedSpec
+from compose_model_replica.templates import Templates
 from compose_model_replica.workloads import (
     Replica,
     engine_prefix,
@@ -132,6 +139,10 @@ class Requirements:
     # admission reads (quota_gate.py); "" once decided.
     quotas_of: str = ""
     namespace_replicas: bool = False
+    # The ModelDeployment (in the replica's namespace) whose templates it names by
+    # digest (templates.py); "" when no member does, or the labels name none.
+    deployment: str = ""
+    deployment_namespace: str = ""
 
 
 @dataclass(frozen=True, slots=True)
@@ -283,7 +294,11 @@ def _missing_pools(engine: Engine, facts: ClusterFacts, cluster: str) -> str | N
     return f"pool {', '.join(missing)} is not in InferenceCluster {cluster}'s spec"
 
 
-def compose(given: Inputs, target: Target, replica: Replica, admitted: bool) -> Composition:
+def compose(
+    given: Inputs, target: Target, replica: Replica, admitted: bool, held: Templates
+) -> Composition:
+    """The Objects this pass composes: an engine's only when admitted, its pools are on
+    the cluster and its templates are in hand (`held`)."""
     spec, observed = given.replica.spec, given.observed
     facts = target.cluster
     if facts is None:
@@ -294,8 +309,8 @@ def compose(given: Inputs, target: Target, replica: Replica, admitted: bool) -> 
         why = _missing_pools(engine, facts, spec.cluster)
         if why is not None:
             missing[engine.name] = why
-        elif admitted:
-            bodies.update(replica.engine_objects(engine, spec.tolerations))
+        elif admitted and engine.name in held.engines:
+            bodies.update(replica.engine_objects(held.engines[engine.name], spec.tolerations))
     bodies[namespace_resource(spec.cluster)] = replica.namespace_object(facts.pod_security)
     report = observation_resource(spec.cluster)
     if facts.mode == "Observed" and (facts.agent_present or report in observed):
@@ -318,8 +333,12 @@ class Problems:
     by_engine: Mapping[str, str]  # engine -> why it has no workload (status.engines[])
 
 
-def problems(spec: ParsedSpec, target: Target, composition: Composition) -> Problems:
-    """The cluster's problem first, then the spec's, then the engines whose pools are missing."""
+def problems(
+    spec: ParsedSpec, target: Target, composition: Composition, held: Templates
+) -> Problems:
+    """The cluster's problem first, then the spec's, then the templates not in hand, then
+    the engines whose pools are missing. Templates not in hand are not an engine's
+    status: its workloads, kept as observed, say how it runs."""
     listed: list[Problem] = [target.problem] if target.problem is not None else []
     by_engine: dict[str, str] = {}
     if spec.defects:
@@ -333,6 +352,7 @@ def problems(spec: ParsedSpec, target: Target, composition: Composition) -> Prob
                 f"engine {invalid.name}: {invalid.message}" if invalid.name else invalid.message,
             )
         )
+    listed.extend(Problem(u.reason, u.message, u.warn) for u in held.problems)
     for engine, why in composition.missing_pools.items():
         by_engine[engine] = why
         listed.append(Problem("PoolNotFound", f"engine {engine}: {why}"))
@@ -567,8 +587,10 @@ def queue_of(given: Inputs) -> tuple[Queued, ...] | None:
 
 def requirements(given: Inputs) -> Requirements:
     """The cluster, and its ModelReplicas only until the verdict for this placement is
-    recorded: a decided replica never reads them again (design/admission.md, "Cost").
-    Only the pending ones while every pool of the cluster is freshly observed."""
+    recorded: a decided replica never reads them again (design/admission.md, "Cost"),
+    only the pending ones while every pool of the cluster is freshly observed; and on
+    every pass, asked from the first, the ModelDeployment whose templates it names by
+    digest."""
     replica = given.replica
     cluster = replica.spec.cluster
     deciding = not replica.verdict_recorded and bool(cluster)
@@ -579,6 +601,15 @@ def requirements(given: Inputs) -> Requirements:
         pending_only=_reads_pending_only(given),
         quotas_of=replica.namespace if deciding else "",
         namespace_replicas=deciding and limited,
+        deployment=replica.deployment if replica.spec.templates_by_digest else "",
+        deployment_namespace=replica.namespace,
+    )
+
+
+def reference(given: Inputs) -> templates.Reference:
+    replica = given.replica
+    return templates.Reference(
+        replica.namespace, replica.deployment, replica.deployment_problem, given.deployment
     )
 
 
@@ -602,8 +633,9 @@ def decide(given: Inputs) -> Outcome:
         cluster=spec.cluster,
         provider_config=target.cluster.provider_config if target.cluster is not None else "",
     )
-    composition = compose(given, target, replica, verdict.admitted)
-    found = problems(spec, target, composition)
+    held = templates.resolve(spec.engines, reference(given))
+    composition = compose(given, target, replica, verdict.admitted, held)
+    found = problems(spec, target, composition, held)
     leftovers = keep(given.observed, composition.desired, clean=not found.listed)
     late = admission_problem(found.listed, verdict)
     listed = (*found.listed, late) if late is not None else found.listed
@@ -630,7 +662,10 @@ def decide(given: Inputs) -> Outcome:
         requeue_after=requeue.soonest(
             verdict.retry_after,
             requeue.converging(
-                ready.condition.status != "True" or pods_verdict.condition.status != "True",
+                ready.condition.status != "True"
+                or pods_verdict.condition.status != "True"
+                # Required resources are not watched: only a call shows the template.
+                or bool(held.problems),
                 circuit_open=given.replica.circuit_open,
             ),
         ),

@@ -25,6 +25,7 @@ from modelplane_common.respond import emit
 from compose_model_replica import core, readers
 from compose_model_replica.readers import (
     CLUSTER_REQUIREMENT,
+    DEPLOYMENT_REQUIREMENT,
     NAMESPACE_REPLICAS_REQUIREMENT,
     PENDING_REPLICAS_REQUIREMENT,
     QUOTAS_REQUIREMENT,
@@ -63,6 +64,15 @@ def _require(rsp: fnv1.RunFunctionResponse, wanted: core.Requirements) -> None:
             labels.API_VERSION,
             labels.MODEL_REPLICA_KIND,
             match_labels={labels.CLUSTER: wanted.replicas_of},
+        )
+    if wanted.deployment:
+        response.require_resources(
+            rsp,
+            DEPLOYMENT_REQUIREMENT,
+            labels.API_VERSION,
+            labels.MODEL_DEPLOYMENT_KIND,
+            match_name=wanted.deployment,
+            namespace=wanted.deployment_namespace,
         )
     if wanted.quotas_of:
         _require_in_namespace(rsp, QUOTAS_REQUIREMENT, "v1", "ResourceQuota", wanted.quotas_of)

@@ -14,6 +14,10 @@ per input:
     fellows         the cluster's ModelReplicas as admission queues them, or
                     None while Crossplane has not fetched them; all of them, or
                     (pending_fellows) only those whose charge label is pending;
+    deployment      the replica's ModelDeployment, required while a member names
+                    its template by digest: not fetched yet, fetched and absent,
+                    or its members' templates (`DeploymentTemplates`, raw: the
+                    digest decides which of them may be used, templates.py);
     observed        the composed Objects as the control plane last saw them.
 """
 
@@ -48,6 +52,10 @@ class ReplicaInput:
     cluster_label_problem: str | None  # its cluster label is not spec.clusterName
     queued: Queued  # this replica, as its fellow replicas read it
     circuit_open: bool = False  # Crossplane is dropping its watch events (requeue.circuit_open)
+    # Its ModelDeployment's name, from its labels, when they name one in its own
+    # namespace ("" otherwise), and why they do not, when a template is named by digest.
+    deployment: str = ""
+    deployment_problem: str | None = None
 
     @property
     def verdict_recorded(self) -> bool:
@@ -58,12 +66,12 @@ class ReplicaInput:
 
 @dataclass(frozen=True, slots=True)
 class NotFetched:
-    """Crossplane has not fetched the required InferenceCluster yet."""
+    """Crossplane has not fetched the required InferenceCluster (or ModelDeployment) yet."""
 
 
 @dataclass(frozen=True, slots=True)
 class Absent:
-    """Fetched: no InferenceCluster has that name."""
+    """Fetched: no InferenceCluster (or ModelDeployment) has that name."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -96,6 +104,17 @@ ClusterInput = NotFetched | Absent | Invalid | Found
 
 
 @dataclass(frozen=True, slots=True)
+class DeploymentTemplates:
+    """The fetched ModelDeployment's member templates by (engine name, member position),
+    as the tenant last wrote them: each is used only when its digest is the replica's."""
+
+    templates: Mapping[tuple[str, int], Mapping]
+
+
+DeploymentInput = NotFetched | Absent | DeploymentTemplates
+
+
+@dataclass(frozen=True, slots=True)
 class Inputs:
     """Everything one pass decides on."""
 
@@ -111,3 +130,5 @@ class Inputs:
     # The cluster's ModelReplicas whose charge is pending (capacity/charge_label.py), the
     # set admission reads while every pool is freshly observed; None: not fetched.
     pending_fellows: tuple[Queued, ...] | None = None
+    # The replica's ModelDeployment (its templates); not fetched while not required.
+    deployment: DeploymentInput = NotFetched()

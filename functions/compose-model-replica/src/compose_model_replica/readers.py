@@ -13,6 +13,9 @@ One reader per kind:
                      generated from its XRD and read into the capacity types
                      by `capacity.readers.read_cluster`, plus what only the
                      replica needs (provider config, agent presence);
+    ModelDeployment  `read_deployment_input`: only its members' templates, by
+                     engine name and member position, as the tenant wrote them
+                     (templates.py uses one only when its digest is the replica's);
     Object           `read_observed`: its Ready and Synced conditions and the
                      remote object provider-kubernetes last saw.
 
@@ -47,6 +50,8 @@ from compose_model_replica.model import (
     Absent,
     ClusterFacts,
     ClusterInput,
+    DeploymentInput,
+    DeploymentTemplates,
     Found,
     Inputs,
     Invalid,
@@ -54,7 +59,7 @@ from compose_model_replica.model import (
     ReplicaInput,
 )
 from compose_model_replica.pods_scheduled import Previous
-from compose_model_replica.spec import parse_spec
+from compose_model_replica.spec import ParsedSpec, parse_spec
 
 CLUSTER_REQUIREMENT = "cluster"
 DEFAULT_POD_SECURITY = "baseline"  # the XRD's default for spec.workloads.podSecurity
@@ -65,6 +70,8 @@ PENDING_REPLICAS_REQUIREMENT = "cluster-pending-replicas"
 # The namespace's ResourceQuotas and, under a device quota, its ModelReplicas (quota_gate.py).
 QUOTAS_REQUIREMENT = "resource-quotas"
 NAMESPACE_REPLICAS_REQUIREMENT = "namespace-replicas"
+# The replica's ModelDeployment, by name in its namespace, for templates named by digest.
+DEPLOYMENT_REQUIREMENT = "deployment"
 
 
 def read_request(req: fnv1.RunFunctionRequest, now: datetime) -> Inputs:
@@ -80,7 +87,33 @@ def read_request(req: fnv1.RunFunctionRequest, now: datetime) -> Inputs:
         now=now,
         quota=read_quota(req, replica.namespace),
         namespace_replicas=read_namespace_replicas(req, replica.namespace, now),
+        deployment=read_deployment_input(req),
     )
+
+
+def read_deployment_input(req: fnv1.RunFunctionRequest) -> DeploymentInput:
+    """Not fetched (no entry yet), fetched and absent (an empty entry), or its members'
+    templates. Lenient: an engine without a name, or a member whose template is not an
+    object, gives no template (a replica that names one by digest then waits)."""
+    if DEPLOYMENT_REQUIREMENT not in req.required_resources:
+        return NotFetched()
+    items = req.required_resources[DEPLOYMENT_REQUIREMENT].items
+    if not items:
+        return Absent()
+    body = resource.struct_to_dict(items[0].resource)
+    spec = body.get("spec")
+    template = spec.get("template") if isinstance(spec, Mapping) else None
+    inner = template.get("spec") if isinstance(template, Mapping) else None
+    engines = inner.get("engines") if isinstance(inner, Mapping) else None
+    found: dict[tuple[str, int], Mapping] = {}
+    for engine in engines if isinstance(engines, list) else ():
+        name = engine.get("name") if isinstance(engine, Mapping) else None
+        members = engine.get("members") if isinstance(engine, Mapping) else None
+        for position, member in enumerate(members if isinstance(members, list) else ()):
+            raw = member.get("template") if isinstance(member, Mapping) else None
+            if isinstance(name, str) and isinstance(raw, Mapping):
+                found[(name, position)] = raw
+    return DeploymentTemplates(found)
 
 
 def read_quota(req: fnv1.RunFunctionRequest, namespace: str) -> DeviceQuota | None:
@@ -119,6 +152,7 @@ def read_replica(composite: struct_pb2.Struct, now: datetime) -> ReplicaInput:
     spec = parse_spec(inputs.mapping(xr.get("spec"), "spec"))
     status = inputs.status_of(xr)
     placement = placement_annotation(metadata)
+    deployment, deployment_problem = _deployment_of(metadata, spec)
     return ReplicaInput(
         name=name,
         namespace=str(metadata.get("namespace") or ""),
@@ -132,7 +166,34 @@ def read_replica(composite: struct_pb2.Struct, now: datetime) -> ReplicaInput:
         cluster_label_problem=_cluster_label_problem(metadata, spec.cluster),
         queued=read_queued(composite, spec.cluster, now),
         circuit_open=requeue.circuit_open(status),
+        deployment=deployment,
+        deployment_problem=deployment_problem,
     )
+
+
+def _deployment_of(metadata: Mapping, spec: ParsedSpec) -> tuple[str, str | None]:
+    """The ModelDeployment the labels name in the replica's own namespace (never in
+    another: templates are read from the tenant's own deployment only), or "" and why
+    they name none. Asked only when a member names its template by digest."""
+    if not spec.templates_by_digest:
+        return "", None
+    found = metadata.get("labels")
+    found = found if isinstance(found, Mapping) else {}
+    name, namespace = found.get(labels.DEPLOYMENT), found.get(labels.DEPLOYMENT_NAMESPACE)
+    own = str(metadata.get("namespace") or "")
+    if not isinstance(name, str) or not name:
+        return "", inputs.problem(
+            f'metadata.labels["{labels.DEPLOYMENT}"]',
+            "must name the ModelDeployment whose templates the replica names by digest",
+            name,
+        )
+    if namespace != own:
+        return "", inputs.problem(
+            f'metadata.labels["{labels.DEPLOYMENT_NAMESPACE}"]',
+            f"must be the replica's own namespace {own!r}, where its ModelDeployment is",
+            namespace,
+        )
+    return name, None
 
 
 def _missing_since(status: Mapping) -> datetime | None:

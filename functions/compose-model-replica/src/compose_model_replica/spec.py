@@ -10,9 +10,10 @@ naming every defect, and the caller keeps whatever already runs for it
 instead of guessing, while the replica's other engines go on.
 
 What the generated model cannot say is checked here by hand, one rule each:
-the XRD's two CEL rules (an engine's roles; worker set exactly on a
-Worker), its list-map keys (engine names, a member's request names, each
-unique), a selector expression that is not blank, and the shape of the
+the XRD's three CEL rules (an engine's roles; worker set exactly on a
+Worker; template or templateDigest, not both), its list-map keys (engine
+names, a member's request names, each unique), a selector expression that
+is not blank, and the shape of the
 fields of a member's template that the workloads merge into (the XRD keeps
 the template's unknown fields, so the model types it as any object).
 
@@ -20,6 +21,15 @@ Shapes (design/api.md section 4)
     An engine is one Standalone member, or one Leader and one Worker member
     (a gang). `copies` independent copies of it run; a gang copy is the
     leader plus `worker.nodes` workers, each on its own node.
+
+Templates, inline or by digest
+    A member names its pod template by `templateDigest` (what
+    compose-model-deployment writes): its Member then holds the digest and
+    no template, and templates.py takes the template from the ModelDeployment
+    while the digest matches. A member may instead carry `template` inline
+    (what earlier versions wrote, and a replica written by hand): it is read
+    here, through the one rule the deployment applies too. One or the other,
+    never both (the XRD's third CEL rule).
 
 Leniency, deliberately
     - A member's `template` may be a PodTemplateSpec (`{metadata, spec}`) or
@@ -65,6 +75,10 @@ class Member:
     worker_nodes: int | None
     pod_metadata: Mapping
     pod_spec: Mapping
+    # spec...members[].templateDigest: the template is the ModelDeployment's, taken
+    # (templates.py) only while its digest is this; None: the template is inline.
+    template_digest: str | None = None
+    position: int = 0  # the member's index in its engine, where the deployment has its template
 
     @property
     def pods_per_copy(self) -> int:
@@ -93,6 +107,11 @@ class Engine:
     def pods(self) -> int:
         """Pods the engine runs when complete: copies x pods per copy."""
         return self.copies * sum(m.pods_per_copy for m in self.members)
+
+    @property
+    def templates_by_digest(self) -> bool:
+        """Whether a member's template is to be taken from the ModelDeployment."""
+        return any(m.template_digest is not None for m in self.members)
 
 
 @dataclass(frozen=True, slots=True)
@@ -127,6 +146,11 @@ class ParsedSpec:
     @property
     def engine_names(self) -> tuple[str, ...]:
         return tuple(e.name for e in self.engines) + tuple(i.name for i in self.invalid if i.name)
+
+    @property
+    def templates_by_digest(self) -> bool:
+        """Whether an engine takes a template from the ModelDeployment (it is required)."""
+        return any(e.templates_by_digest for e in self.engines)
 
 
 def _requests(member: schema.Member, where: str, defects: list[str]) -> tuple[DeviceRequest, ...]:
@@ -168,8 +192,15 @@ def _member(member: schema.Member, position: int, defects: list[str]) -> Member:
             )
         )
     requests = _requests(member, where, defects)
-    metadata, pod_spec, template_defects = pod_template.read(member.template, where)
-    defects.extend(template_defects)
+    digest = member.templateDigest
+    if digest is not None and member.template is not None:
+        # The XRD's CEL rule: one template, named one way.
+        defects.append(problem(f"{where}.templateDigest", "is set beside template", digest))
+    metadata: Mapping = {}
+    pod_spec: Mapping = {}
+    if digest is None:
+        metadata, pod_spec, template_defects = pod_template.read(member.template, where)
+        defects.extend(template_defects)
     return Member(
         role=role,
         pool=member.nodePoolName,
@@ -177,6 +208,8 @@ def _member(member: schema.Member, position: int, defects: list[str]) -> Member:
         worker_nodes=member.worker.nodes if role == WORKER and member.worker else None,
         pod_metadata=metadata,
         pod_spec=pod_spec,
+        template_digest=digest,
+        position=position,
     )
 
 
