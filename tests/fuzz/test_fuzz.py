@@ -19,7 +19,7 @@ from pathlib import Path
 
 import pytest
 from hypothesis import HealthCheck, given, settings
-from modelplane_common import nesting
+from modelplane_common import labels, nesting
 from modelplane_devtools import fuzz
 
 PROFILE = os.environ.get("MODELPLANE_FUZZ", "ci")
@@ -89,10 +89,12 @@ def _scheduler_seed() -> fuzz.Seed:
 
 def _with_hostile_replica(seed: fuzz.Seed, template: object) -> fuzz.Seed:
     """The seed with one more ModelReplica in the fleet, of another deployment, whose
-    first member's pod template is `template`."""
+    first member's pod template is `template`, its charge pending."""
     replica = copy.deepcopy(next(b for b in seed.fetchable if b.get("kind") == "ModelReplica"))
     replica["metadata"]["name"] = "hostile-0"
     replica["metadata"]["namespace"] = "elsewhere"
+    # Pending, so a placing pass requires it (a counted one it would not even read).
+    replica["metadata"].setdefault("labels", {})[labels.CHARGE] = labels.CHARGE_PENDING
     replica["spec"]["engines"][0]["members"][0]["template"] = template
     return fuzz.Seed(seed.name + "-hostile", seed.function, seed.xr, seed.observed,
                      (*seed.fetchable, replica))  # fmt: skip
