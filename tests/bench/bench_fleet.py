@@ -12,12 +12,15 @@ here as it fails in Crossplane, and a request over the server's 64 MB fails
 as it fails against the function's pod.
 
 fleet-L is 48 clusters x 5 pools (240 pools) x 46 nodes (11,040 nodes of
-8 GPUs) holding 8,000 ModelReplicas of other deployments. The settled and
-the placing rows run one reconcile as Crossplane does (the requirement
-loop: call with nothing fetched, answer each requirement from fleet-L, call
-again until the requirements are stable) and print the whole reconcile
-(request bytes and latency summed over its calls) and, on a second line,
-its last call. Each other row prints
+8 GPUs) holding 8,000 ModelReplicas of other deployments, written as
+compose-model-deployment writes them (templates by digest, the charge label
+its rule gives; one in 50 has its pods not scheduled yet, so it is pending).
+The settled and the placing rows run one reconcile as Crossplane does (the
+requirement loop: call with nothing fetched, answer each requirement from
+fleet-L by its selector, call again until the requirements are stable) and
+print the whole reconcile (request bytes and latency summed over its calls)
+and, on a second line, its last call; the XRD-maximum and the 100k rows
+time the last (largest) call of such a loop. Each other row prints
 the request and response bytes of one call and its end-to-end latency over
 `--runs` calls: wall-clock p50/p99 and, because the benchmark machine is
 shared, the CPU time (client and server, one process) p50/p99 too. A target
@@ -36,7 +39,7 @@ import random
 import statistics
 import sys
 import time
-from collections.abc import Callable, Iterable
+from collections.abc import Callable
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
@@ -111,7 +114,13 @@ def realistic_template() -> dict:
     }
 
 
-def other_replica(i: int, rnd: random.Random) -> dict:
+# One other replica in IN_FLIGHT_EVERY has its pods not scheduled yet (pending).
+IN_FLIGHT_EVERY = 50
+
+
+def other_replica(i: int, rnd: random.Random, inline: bool = False) -> dict:
+    """Replica `i` of another deployment, as compose-model-deployment writes it: its
+    member templates by digest (`inline`: in the form the previous version wrote)."""
     cluster = f"cluster-{rnd.randrange(CLUSTERS):02d}"
     pool = f"pool-{rnd.randrange(POOLS)}"
     if i % 5 == 0:
@@ -119,7 +128,12 @@ def other_replica(i: int, rnd: random.Random) -> dict:
     else:
         engine = t.replica_engine("serve", pool, gpus=rnd.choice([1, 2, 4]), copies=1)
     for member in engine["members"]:
-        member["template"] = bench_deployment.small_template()
+        template = bench_deployment.small_template()
+        if inline:
+            member["template"] = template
+        else:
+            member["templateDigest"] = template_digest.of(template)
+    flying = i % IN_FLIGHT_EVERY == 0
     return t.model_replica(
         f"model-{i}",
         f"ns-{i % 200}",
@@ -127,14 +141,16 @@ def other_replica(i: int, rnd: random.Random) -> dict:
         [engine],
         deployment_name=f"model-{i // 4}",
         index=i % 4,
-        pods_scheduled="True",
-        reason="AllPodsScheduled",
-        scheduled_at=t.ago(30),
+        pods_scheduled="False" if flying else "True",
+        reason="PodsPending" if flying else "AllPodsScheduled",
+        scheduled_at=None if flying else t.ago(30),
     )
 
 
-def others(count: int, rnd: random.Random) -> Iterable[dict]:
-    return (other_replica(i, rnd) for i in range(count))
+def others(count: int, rnd: random.Random, clusters: list[dict]) -> list[dict]:
+    """`count` other replicas, each with the charge label its deployment writes on these
+    clusters (t.charge_labelled: the deployment's own rule)."""
+    return t.charge_labelled([other_replica(i, rnd) for i in range(count)], clusters)
 
 
 def by_digest(replica: dict) -> dict:
@@ -148,9 +164,9 @@ def by_digest(replica: dict) -> dict:
 
 def replica_bytes(count: int = 1000) -> None:
     """A fleet-L replica on the wire (its Struct), mean of `count`: its template inline, as
-    the previous version wrote it (the other rows' fleet still holds that form), and by digest."""
+    the previous version wrote it, and by digest, as every row's fleet holds it."""
     rnd = random.Random(7)
-    replicas = [other_replica(i, rnd) for i in range(count)]
+    replicas = [other_replica(i, rnd, inline=True) for i in range(count)]
     inline = sum(len(resource.dict_to_struct(r).SerializeToString()) for r in replicas)
     slim = sum(len(resource.dict_to_struct(by_digest(r)).SerializeToString()) for r in replicas)
     print(
@@ -166,29 +182,12 @@ def our_deployment(replicas: int, template: dict | None = None) -> dict:
     return t.deployment(replicas=replicas, engines=[engine], match_labels={"fleet": "prod"})
 
 
-def deployment_request(xr: dict, clusters: list[dict], count: int, settled: bool) -> bytes:
-    """compose-model-deployment's request: the fleet, `count` other ModelReplicas, and (when
-    settled) the deployment's own replicas placed, scheduled and ready 30 minutes ago."""
-    rnd = random.Random(11)
-    req = t.request(xr, clusters, [])
-    items = req.required_resources[deployment_fn.REPLICAS].items
-    for body in others(count, rnd):
-        items.add().resource.CopyFrom(resource.dict_to_struct(body))
-    if settled:
-        plan = t.schedule(xr, clusters, {}, [], matcher=deployment_fn.default_matcher())
-        own = t.own_from_plan(xr, plan, scheduled_at=t.ago(30), since=t.ago(30))
-        for key, body in own.items():
-            req.observed.resources[key].resource.CopyFrom(resource.dict_to_struct(body))
-            items.add().resource.CopyFrom(resource.dict_to_struct(body))
-    return req.SerializeToString()
-
-
 def fleet_objects(xr: dict, clusters: list[dict], count: int, settled: bool):
     """What Crossplane could fetch for the deployment (the clusters, `count` other
     ModelReplicas, its own when settled, its Namespace) as (dict, Struct) pairs, and its
     own replicas as observed composed resources."""
     rnd = random.Random(11)
-    bodies = [*clusters, *others(count, rnd), t.namespace("team-a")]
+    bodies = [*clusters, *others(count, rnd, clusters), t.namespace("team-a")]
     own: dict[str, dict] = {}
     if settled:
         plan = t.schedule(xr, clusters, {}, [], matcher=deployment_fn.default_matcher())
@@ -434,7 +433,7 @@ async def rows(runs: int) -> list[tuple[Figures, Target]]:
             f"realistic template: {len(json.dumps(template)) / 1000:.1f} KB as JSON, "
             f"{len(wire) / 1000:.1f} KB on the wire"
         )
-        widest = deployment_request(biggest, clusters, OTHERS, settled=False)
+        widest = (await requirement_loop(deployments, biggest, clusters, OTHERS, False))[-1]
         budget(widest, len(wire), matcher)
         replica_bytes()
         out.append(
@@ -449,20 +448,22 @@ async def rows(runs: int) -> list[tuple[Figures, Target]]:
                 Target(response_bytes=CROSSPLANE_MAX_RECV),
             )
         )
-        fleet_wide = deployment_request(our_deployment(10), clusters, FLEET_WIDE, settled=True)
+        # A deployment placing 10 replicas among 100,000: the largest call of its reconcile.
+        calls = await requirement_loop(deployments, our_deployment(10), clusters, FLEET_WIDE, False)
+        print(f"100k fleet-wide: {len(calls)} calls of {[len(c) // 1000 for c in calls]} KB")
         out.append(
             (
                 await measure(
                     "100k fleet-wide: compose-model-deployment",
                     deployments,
-                    fleet_wide,
+                    max(calls, key=len),
                     3,
                     composed(10),
                 ),
                 Target(request_bytes=CROSSPLANE_MAX_RECV),
             )
         )
-        del fleet_wide
+        del calls
     async with Served(ReplicaRunner(clock=lambda: NOW)) as replicas:
         admission = admission_request(OTHERS, 100)
         out.append(
