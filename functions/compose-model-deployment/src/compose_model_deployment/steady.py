@@ -8,7 +8,8 @@ is fetched, never from the clock:
 
     nothing fetched   a deployment that MAY be settled (at least one own
                       replica, at least `spec.replicas` of them, every one
-                      readable) requires its FOOTPRINT: each InferenceCluster
+                      readable and on a cluster an object can be named
+                      after) requires its FOOTPRINT: each InferenceCluster
                       its replicas run on, by name (`requirement_name`), and
                       its tenant (tenancy.py). Any other deployment requires
                       the FLEET: every InferenceCluster its clusterSelector
