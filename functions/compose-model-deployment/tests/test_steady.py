@@ -78,6 +78,13 @@ def unreadable(own: dict[str, dict]) -> dict[str, dict]:
     return own
 
 
+def on_cluster(own: dict[str, dict], cluster: str) -> dict[str, dict]:
+    own = copy.deepcopy(own)
+    own["replica-1"]["spec"]["clusterName"] = cluster
+    own["replica-1"]["metadata"]["labels"]["modelplane.ai/cluster"] = cluster
+    return own
+
+
 def without(name: str) -> list[dict]:
     return [c for c in CLUSTERS if c["metadata"]["name"] != name]
 
@@ -186,6 +193,14 @@ SEQUENCES = [
         [FLEET, FLEET],
         "InvalidReplica",
         id="an unreadable own replica reads the fleet and says InvalidReplica as before",
+    ),
+    pytest.param(
+        deployment(2),
+        on_cluster(OWN, "a/b"),
+        CLUSTERS,
+        [FLEET, FLEET],
+        "ClusterUnavailable",
+        id="a replica on a cluster no object can be named reads the fleet, where it is missing",
     ),
     pytest.param(
         deployment(0),

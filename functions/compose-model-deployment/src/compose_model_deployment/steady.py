@@ -8,7 +8,8 @@ is fetched, never from the clock:
 
     nothing fetched   a deployment that MAY be settled (at least one own
                       replica, at least `spec.replicas` of them, every one
-                      readable) requires its FOOTPRINT: each InferenceCluster
+                      readable and on a cluster an object can be named
+                      after) requires its FOOTPRINT: each InferenceCluster
                       its replicas run on, by name (`requirement_name`), and
                       its tenant (tenancy.py). Any other deployment requires
                       the FLEET: every InferenceCluster its clusterSelector
@@ -39,6 +40,7 @@ InputsValid by a fleet pass and not by a steady one.
 
 from __future__ import annotations
 
+import re
 from collections.abc import Mapping, Sequence
 
 from modelplane_common.inputs import InvalidInput
@@ -50,6 +52,10 @@ from compose_model_deployment.readers import Observed
 
 # The prefix of the name under which the shell requires one footprint cluster.
 CLUSTER_PREFIX = "inference-cluster-"
+# What an InferenceCluster can be named (a DNS-1123 subdomain). Crossplane gets a footprint
+# cluster by name and fails the whole reconcile on a name the API refuses ("a/b"); a
+# replica naming a cluster no object can be named reads the fleet, where it is missing.
+_OBJECT_NAME = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$")
 
 
 def requirement_name(cluster: str) -> str:
@@ -58,14 +64,18 @@ def requirement_name(cluster: str) -> str:
 
 def footprint(spec: DeploymentSpec, own: Mapping[str, Observed]) -> tuple[str, ...] | None:
     """The clusters the deployment's replicas run on, sorted, when it may be settled;
-    None when it must read the fleet (too few replicas, or one that cannot be read)."""
+    None when it must read the fleet (too few replicas, one that cannot be read, or one
+    on a cluster no object can be named)."""
     try:
         replicas, _ = readers.read_own_replicas(own, spec)
     except (readers.InvalidOwnReplica, InvalidInput):
         return None  # the fleet pass reports it (InvalidReplica), as it always did
     if not replicas or len(replicas) < spec.replicas:
         return None
-    return tuple(sorted({r.cluster for r in replicas}))
+    clusters = tuple(sorted({r.cluster for r in replicas}))
+    if not all(len(c) <= 253 and _OBJECT_NAME.match(c) for c in clusters):
+        return None
+    return clusters
 
 
 def _selected(obj: Mapping, match_labels: Mapping[str, str]) -> bool:
