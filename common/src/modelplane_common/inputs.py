@@ -42,14 +42,16 @@ import json
 import math
 from collections.abc import Callable, Mapping, Sequence
 from datetime import datetime, timedelta
-from typing import TypeVar
+from typing import TYPE_CHECKING, TypeVar
 
-from google.protobuf import struct_pb2
 from modelplane_schemas.inferencecluster import Observation
 from modelplane_schemas.inferencecluster import Spec as InferenceClusterSpec
 from pydantic import BaseModel, ValidationError
 
 from modelplane_common.timeutil import parse_duration, parse_time_or_none
+
+if TYPE_CHECKING:  # the agent imports this module, and its image carries no protobuf
+    from google.protobuf import struct_pb2
 
 # As the generated model (from the InferenceCluster XRD) has it.
 DEFAULT_MAX_AGE_TEXT: str = Observation.model_fields["maxAge"].default
