@@ -33,6 +33,17 @@ SETTINGS = settings(
 NOW = t.NOW
 
 
+def _shape(draw) -> dict:
+    """A replica's namespace and engine shape, as admission_builders.in_flight's fields."""
+    return {
+        "namespace": draw(st.sampled_from(["a", "b"])),
+        "gpus": draw(st.sampled_from([1, 2, 4, 8])),
+        "role": "Gang" if draw(st.booleans()) else "Standalone",
+        "workers": draw(st.integers(1, 2)),
+        "copies": draw(st.integers(1, 2)),
+    }
+
+
 @st.composite
 def snapshots(draw):
     """A cluster of one pool, and up to 10 replicas placed in a handful of seconds."""
@@ -54,16 +65,11 @@ def snapshots(draw):
     count = draw(st.integers(1, 10))
     bodies = []
     for i in range(count):
-        gang = draw(st.booleans())
         bodies.append(
             a.in_flight(
                 f"d{i}-0",
                 NOW - timedelta(seconds=30 + draw(st.integers(0, 3))),
-                namespace=draw(st.sampled_from(["a", "b"])),
-                gpus=draw(st.sampled_from([1, 2, 4, 8])),
-                role="Gang" if gang else "Standalone",
-                workers=draw(st.integers(1, 2)),
-                copies=draw(st.integers(1, 2)),
+                **_shape(draw),
                 verdict=draw(st.sampled_from([None, None, None, ADMITTED, OVERCOMMITTED])),
             )
         )
@@ -151,11 +157,7 @@ def labelled_snapshots(draw):
             a.in_flight(
                 f"d{i}-0",
                 NOW - timedelta(seconds=60 + draw(st.integers(0, 3))),
-                namespace=draw(st.sampled_from(["a", "b"])),
-                gpus=draw(st.sampled_from([1, 2, 4, 8])),
-                role="Gang" if draw(st.booleans()) else "Standalone",
-                workers=draw(st.integers(1, 2)),
-                copies=draw(st.integers(1, 2)),
+                **_shape(draw),
                 verdict=verdict,
                 pods_scheduled=running,
                 scheduled_at=t.ago(seconds=draw(st.integers(0, 55))) if running else None,
