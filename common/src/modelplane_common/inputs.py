@@ -115,10 +115,11 @@ def struct_object(struct: struct_pb2.Struct) -> dict:
     in one pass (about three times faster than json_format, which the clusters and
     replicas of every request go through). Infinity and NaN raise ValueError, as
     json_format does: no JSON carries them."""
-    return {key: _plain(value) for key, value in struct.fields.items()}
+    return {key: plain_value(value) for key, value in struct.fields.items()}
 
 
-def _plain(value: struct_pb2.Value) -> object:
+def plain_value(value: struct_pb2.Value) -> object:
+    """One protobuf Value as `struct_object` reads it."""
     kind = value.WhichOneof("kind")
     if kind == "string_value":
         return value.string_value
@@ -131,7 +132,7 @@ def _plain(value: struct_pb2.Value) -> object:
         whole = number.is_integer() and _INT64_LOW <= number < _INT64_END
         return int(number) if whole else number
     if kind == "list_value":
-        return [_plain(v) for v in value.list_value.values]
+        return [plain_value(v) for v in value.list_value.values]
     if kind == "bool_value":
         return value.bool_value
     return None  # null_value, or no kind set (json_format reads both as null)

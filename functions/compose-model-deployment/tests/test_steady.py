@@ -260,3 +260,27 @@ def test_the_first_call_of_a_settled_deployment_waits_and_keeps_every_replica():
     assert {k: v["spec"] for k, v in wire.desired(rsp).items()} == {
         k: v["spec"] for k, v in OWN.items()
     }
+
+
+def with_implausible_pool(cluster: dict) -> dict:
+    """The cluster with a second pool, q, whose report counts more nodes than it has."""
+    out = copy.deepcopy(cluster)
+    spec, status = t.pool("q", 2, histogram=[(FULL, 2)], observed_nodes=9)
+    out["spec"]["nodePools"].append(spec)
+    out["status"]["gpuPools"].append(status)
+    return out
+
+
+@pytest.mark.parametrize(
+    ("settled", "noticed"),
+    [
+        pytest.param(True, False, id="a settled pass reads only the pools its replicas use"),
+        pytest.param(False, True, id="a placing pass reads every pool of the cluster"),
+    ],
+)
+def test_a_pool_no_replica_uses_is_read_only_when_the_pass_places(settled, noticed):
+    clusters = [with_implausible_pool(CLUSTERS[0]), *CLUSTERS[1:]]
+    xr = deployment(2 if settled else 3)
+    calls = wire.reconcile(call, xr, OWN, [*clusters, *OWN.values(), *OTHERS, *TENANT])
+    inputs_valid = wire.conditions(calls[-1][1])["InputsValid"]
+    assert ("pool q" in inputs_valid[2]) is noticed, inputs_valid

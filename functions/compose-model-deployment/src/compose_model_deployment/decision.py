@@ -50,6 +50,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from datetime import datetime, timedelta
 
+from google.protobuf import struct_pb2
 from modelplane_common import inputs, logs, requeue
 from modelplane_common.outcome import capped
 
@@ -88,9 +89,10 @@ class Fetched:
     no_clusters: bool = False
     # The Namespace and its ResourceQuotas (tenancy.py).
     tenant: tenancy.TenantFetched = field(default_factory=tenancy.TenantFetched)
-    # The footprint's clusters required by name (steady.py), by cluster name; an absent
-    # one fetched as no item. None when no footprint cluster was fetched.
-    footprint: Mapping[str, Sequence[Mapping]] | None = None
+    # The footprint's clusters required by name (steady.py), by cluster name, as Structs
+    # (steady.footprint_clusters reads them); an absent one fetched as no item. None when
+    # no footprint cluster was fetched.
+    footprint: Mapping[str, Sequence[struct_pb2.Struct]] | None = None
 
     @property
     def fleet(self) -> bool:
@@ -238,7 +240,7 @@ def decide(
     if fetched.footprint is None:
         names = [steady.requirement_name(c) for c in footprint]
         waiting = _waiting(deployment.spec.replicas, [*names, *fetched.tenant.unfetched()])
-        return replace(this.unplanned(waiting), footprint=footprint)
+        return replace(this.unplanned(waiting), footprint=tuple(footprint))
     return _decide_steady(this, fetched, footprint)
 
 
@@ -260,12 +262,16 @@ class _Pass:
         return _unplanned(why, self.own, self.reported, labels, namespace)
 
 
-def _decide_steady(this: _Pass, fetched: Fetched, footprint: tuple[str, ...]) -> Outcome:
+def _decide_steady(
+    this: _Pass, fetched: Fetched, footprint: Mapping[str, frozenset[str]]
+) -> Outcome:
     """The footprint fetched: its plan when it settles (the footprint required again, so
     Crossplane stops); else nothing planned and the fleet required for a third call."""
     assert fetched.footprint is not None
     if set(fetched.footprint) == set(footprint):
-        clusters = steady.footprint_clusters(fetched.footprint, this.deployment.cluster_labels)
+        clusters = steady.footprint_clusters(
+            fetched.footprint, this.deployment.cluster_labels, footprint
+        )
         on_footprint = Fetched(
             clusters=clusters,
             replicas=fleet_reads.Replicas(),
@@ -274,7 +280,7 @@ def _decide_steady(this: _Pass, fetched: Fetched, footprint: tuple[str, ...]) ->
         )
         outcome = _decide(this, on_footprint, reads_fleet=False)
         if isinstance(outcome, Planned) and steady.settles(outcome.plan, outcome.missing):
-            return replace(outcome, footprint=footprint)
+            return replace(outcome, footprint=tuple(footprint))
     return this.unplanned(_waiting(this.deployment.spec.replicas, [CLUSTERS, PENDING_REPLICAS]))
 
 

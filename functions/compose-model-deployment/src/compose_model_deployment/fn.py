@@ -23,6 +23,7 @@ import grpc
 from crossplane.function import logging, resource, response
 from crossplane.function.proto.v1 import run_function_pb2 as fnv1
 from crossplane.function.proto.v1 import run_function_pb2_grpc as grpcv1
+from google.protobuf import struct_pb2
 from modelplane_common import labels, logs
 from modelplane_common.guard import guarded
 from modelplane_common.respond import emit
@@ -66,12 +67,10 @@ def _require_footprint(rsp: fnv1.RunFunctionResponse, clusters: tuple[str, ...])
         rsp.requirements.resources[steady.requirement_name(cluster)].CopyFrom(selector)
 
 
-def _footprint_fetched(req: fnv1.RunFunctionRequest) -> dict[str, list[dict]] | None:
-    """The footprint clusters fetched, by cluster name; None when none was."""
+def _footprint_fetched(req: fnv1.RunFunctionRequest) -> dict[str, list[struct_pb2.Struct]] | None:
+    """The footprint clusters fetched, by cluster name, as Structs; None when none was."""
     fetched = {
-        name.removeprefix(steady.CLUSTER_PREFIX): [
-            readers.as_object(item.resource) for item in required.items
-        ]
+        name.removeprefix(steady.CLUSTER_PREFIX): [item.resource for item in required.items]
         for name, required in req.required_resources.items()
         if name.startswith(steady.CLUSTER_PREFIX)
     }

@@ -13,14 +13,16 @@ is fetched, never from the clock:
                       its replicas run on, by name (`requirement_name`), and
                       its tenant (tenancy.py). Any other deployment requires
                       the FLEET: every InferenceCluster its clusterSelector
-                      selects and every ModelReplica.
+                      selects and the ModelReplicas it must charge
+                      (fleet_reads.py).
     footprint fetched the same planner runs on the footprint, with no other
-                      replica (`footprint_clusters` drops a cluster the
-                      clusterSelector does not select, so it reads as absent
-                      exactly as in the fleet). Its plan is accepted only when
-                      `settles` holds; then the pass requires the footprint
-                      again and Crossplane stops. Otherwise nothing is planned
-                      and the fleet is required: a third call plans on it.
+                      replica (`footprint_clusters` reads only the pools in
+                      use, and drops a cluster the clusterSelector does not
+                      select, so it reads as absent exactly as in the fleet).
+                      Its plan is accepted only when `settles` holds; then
+                      the pass requires the footprint again and Crossplane
+                      stops. Otherwise nothing is planned and the fleet is
+                      required: a third call plans on it.
     fleet fetched     today's pass; it requires the fleet again.
 
 Why an accepted plan is the fleet's plan (design/scheduler.md, "Steady
@@ -34,8 +36,10 @@ in which every surviving replica is KEPT, nothing is healed, held, missing
 or unadmitted, no placement was diagnosed and no ledger was ever built
 therefore never consulted the rest, so the fleet would plan it the same.
 The one difference is what is reported about inputs it never reads: a
-malformed InferenceCluster the deployment does not run on is listed in
-InputsValid by a fleet pass and not by a steady one.
+malformed InferenceCluster the deployment does not run on, or a rejected
+histogram of a pool its replicas do not use, is listed in InputsValid by a
+fleet pass and not by a steady one (`footprint_clusters` reads only the pools
+in use).
 """
 
 from __future__ import annotations
@@ -43,7 +47,8 @@ from __future__ import annotations
 import re
 from collections.abc import Mapping, Sequence
 
-from modelplane_common.inputs import InvalidInput
+from google.protobuf import struct_pb2
+from modelplane_common.inputs import InvalidInput, plain_value, struct_object
 
 from compose_model_deployment import readers
 from compose_model_deployment.model import DeploymentSpec, MissingCluster
@@ -62,20 +67,24 @@ def requirement_name(cluster: str) -> str:
     return CLUSTER_PREFIX + cluster
 
 
-def footprint(spec: DeploymentSpec, own: Mapping[str, Observed]) -> tuple[str, ...] | None:
-    """The clusters the deployment's replicas run on, sorted, when it may be settled;
-    None when it must read the fleet (too few replicas, one that cannot be read, or one
-    on a cluster no object can be named)."""
+def footprint(
+    spec: DeploymentSpec, own: Mapping[str, Observed]
+) -> dict[str, frozenset[str]] | None:
+    """The clusters the deployment's replicas run on, sorted, each with the pools they use
+    there, when it may be settled; None when it must read the fleet (too few replicas, one
+    that cannot be read, or one on a cluster no object can be named)."""
     try:
         replicas, _ = readers.read_own_replicas(own, spec)
     except (readers.InvalidOwnReplica, InvalidInput):
         return None  # the fleet pass reports it (InvalidReplica), as it always did
     if not replicas or len(replicas) < spec.replicas:
         return None
-    clusters = tuple(sorted({r.cluster for r in replicas}))
-    if not all(len(c) <= 253 and _OBJECT_NAME.match(c) for c in clusters):
+    pools: dict[str, set[str]] = {}
+    for replica in replicas:
+        pools.setdefault(replica.cluster, set()).update(replica.pools)
+    if not all(len(c) <= 253 and _OBJECT_NAME.match(c) for c in pools):
         return None
-    return clusters
+    return {cluster: frozenset(pools[cluster]) for cluster in sorted(pools)}
 
 
 def _selected(obj: Mapping, match_labels: Mapping[str, str]) -> bool:
@@ -86,16 +95,45 @@ def _selected(obj: Mapping, match_labels: Mapping[str, str]) -> bool:
     return all(found.get(k) == v for k, v in match_labels.items())
 
 
-def footprint_clusters(
-    fetched: Mapping[str, Sequence[Mapping]], match_labels: Mapping[str, str]
-) -> list[Mapping]:
-    """The fetched footprint clusters the clusterSelector selects, by name."""
-    return [
-        obj
-        for name in sorted(fetched)
-        for obj in fetched[name]
-        if isinstance(obj, Mapping) and _selected(obj, match_labels)
+def _pool_name(entry: struct_pb2.Value) -> str | None:
+    name = entry.struct_value.fields.get("name") if entry.HasField("struct_value") else None
+    return name.string_value if name is not None and name.HasField("string_value") else None
+
+
+def _in_use(cluster: struct_pb2.Struct, pools: frozenset[str]) -> dict:
+    """A footprint cluster read from its Struct with `status.gpuPools` cut to the pools the
+    deployment's replicas use there: a plan that settles reads no other pool (it builds no
+    ledger), and one that would is not kept. Reading every pool's histogram was most of a
+    settled call. Anything not shaped as a list of named pools is read whole."""
+    status = cluster.fields.get("status")
+    listed = status.struct_value.fields.get("gpuPools") if status is not None else None
+    if listed is None or not listed.HasField("list_value"):
+        return struct_object(cluster)
+    obj = {k: plain_value(v) for k, v in cluster.fields.items() if k != "status"}
+    assert status is not None
+    kept = {k: plain_value(v) for k, v in status.struct_value.fields.items() if k != "gpuPools"}
+    kept["gpuPools"] = [
+        plain_value(entry)
+        for entry in listed.list_value.values
+        if _pool_name(entry) is None or _pool_name(entry) in pools
     ]
+    obj["status"] = kept
+    return obj
+
+
+def footprint_clusters(
+    fetched: Mapping[str, Sequence[struct_pb2.Struct]],
+    match_labels: Mapping[str, str],
+    pools: Mapping[str, frozenset[str]],
+) -> list[Mapping]:
+    """The fetched footprint clusters the clusterSelector selects, by name, each with only
+    the pools in use (`_in_use`)."""
+    read = (
+        _in_use(struct, pools.get(name, frozenset()))
+        for name in sorted(fetched)
+        for struct in fetched[name]
+    )
+    return [obj for obj in read if _selected(obj, match_labels)]
 
 
 def settles(plan: Plan, missing: Sequence[MissingCluster]) -> bool:
