@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import os
+import subprocess
+
 import pytest
 from modelplane_devtools.e2e import kwok, lws, stack
 
@@ -73,3 +76,18 @@ def test_lws_kustomization_patches_apply(operations, expected):
 def test_lws_kustomization_patch_other_than_replace_is_refused():
     with pytest.raises(ValueError, match="'add'"):
         lws._replace({"webhooks": []}, [{"op": "add", "path": "/webhooks/0", "value": {}}])
+
+
+def test_a_module_the_go_cache_lacks_is_downloaded(tmp_path, monkeypatch):
+    """A fresh machine's empty module cache: the source is fetched, never read from `.`."""
+    cache = tmp_path / "gomodcache"
+    monkeypatch.setenv("GOMODCACHE", str(cache))
+    try:
+        source = stack.module_dir("workloads", kwok.MODULE)
+        assert source.is_relative_to(cache) and source.name.startswith("kwok@v"), source
+        assert kwok.stages(source)
+    finally:
+        # The test's own cache only, named outright: never the machine's.
+        subprocess.run(
+            ["go", "clean", "-modcache"], check=True, env={**os.environ, "GOMODCACHE": str(cache)}
+        )

@@ -54,6 +54,7 @@ error naming the fix, never a skip.
 from __future__ import annotations
 
 import base64
+import json
 import os
 import subprocess
 import time
@@ -98,20 +99,25 @@ def binary(name: str) -> Path:
 
 
 def module_dir(tools_module: str, module: str) -> Path:
-    """Where the Go module cache holds `module`, at the version tools/<tools_module> pins."""
+    """Where the Go module cache holds `module`, at the version tools/<tools_module> pins,
+    downloading it first when the cache lacks it. `go mod download` does both; `go list
+    -m` prints an empty directory for a module not downloaded yet (a fresh machine)."""
     done = subprocess.run(
-        ["go", "list", "-m", "-f", "{{.Dir}}", module],
+        ["go", "mod", "download", "-json", module],
         cwd=GO_MODULES / tools_module,
         capture_output=True,
         text=True,
         check=False,
     )
-    path = Path(done.stdout.strip())
-    if done.returncode != 0 or not path.is_dir():
-        raise ToolMissing(
-            f"cannot find {module} source ({done.stderr.strip()}): run `make e2e-tools`"
-        )
-    return path
+    try:
+        found = json.loads(done.stdout) if done.stdout.strip() else {}
+    except json.JSONDecodeError:
+        found = {}
+    where = str(found.get("Dir") or "")
+    if done.returncode != 0 or not where or not Path(where).is_dir():
+        why = found.get("Error") or done.stderr.strip()
+        raise ToolMissing(f"cannot download {module} source into the Go module cache: {why}")
+    return Path(where)
 
 
 def _b64(path: Path) -> str:
