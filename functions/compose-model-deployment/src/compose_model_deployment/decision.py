@@ -30,7 +30,8 @@ InferenceClusters by are None when the deployment cannot be read, so
 nothing is required.
 
 What a pass plans on follows from what Crossplane fetched (steady.py): the
-fleet (every selected InferenceCluster and every ModelReplica), or, for a
+fleet (every selected InferenceCluster and the ModelReplicas it must charge,
+fleet_reads.py), or, for a
 deployment that may be settled, its footprint (the clusters its replicas run
 on, by name). A plan on the footprint is returned only when `steady.settles`
 holds; otherwise the pass plans nothing (WaitingForInputs) and requires the
