@@ -40,7 +40,6 @@ from compose_model_replica.readers import (
 from crossplane.function import resource
 from crossplane.function.proto.v1 import run_function_pb2 as fnv1
 from modelplane_common import labels
-from modelplane_common.capacity.charge_label import counted_by_pools
 from modelplane_common.timeutil import format_time
 from modelplane_devtools import admission_builders as a
 from modelplane_devtools import deployment_builders as t
@@ -89,24 +88,13 @@ def replicas(count: int, in_flight: int, rnd: random.Random) -> list[dict]:
     return out
 
 
-def labelled(bodies: list[dict], cluster_body: dict) -> list[dict]:
-    """Each replica with the charge label its deployment writes, by the deployment's rule."""
-    fleet_cluster = a.fleet_cluster(cluster_body)
-    for body in bodies:
-        counted = counted_by_pools(a.queued(body).charge, fleet_cluster, NOW)
-        body["metadata"]["labels"][labels.CHARGE] = (
-            labels.CHARGE_COUNTED if counted else labels.CHARGE_PENDING
-        )
-    return bodies
-
-
 def build(count: int, in_flight: int, read: str = "pending") -> tuple[bytes, str]:
     """The request for the last replica of the queue, with what Crossplane fetches for
     `read`: the pending replicas of the cluster, or all of them."""
     rnd = random.Random(7)
     bodies = replicas(count, in_flight, rnd)
     cluster_body = cluster(rnd)
-    fleet = labelled(bodies, cluster_body)
+    fleet = t.charge_labelled(bodies, [cluster_body], NOW)
     mine = fleet[-1]
     req = fnv1.RunFunctionRequest()
     req.observed.composite.resource.CopyFrom(resource.dict_to_struct(mine))

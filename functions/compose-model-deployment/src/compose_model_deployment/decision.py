@@ -297,11 +297,11 @@ def _decide(this: _Pass, fetched: Fetched, reads_fleet: bool = True) -> Outcome:
     assert fetched.clusters is not None and fetched.replicas is not None
     tenant, tenant_notes = tenancy.read_tenant(namespace, fetched.tenant)
     clusters_read = readers.read_clusters(fetched.clusters)
+    quota_namespace = namespace if tenant.quota.limited else None
     reads = fleet_reads.Reads()
     if reads_fleet:
         reads = fleet_reads.Reads(
-            whole=fleet_reads.whole_clusters(clusters_read[0], this.now),
-            namespace=namespace if tenant.quota.limited else None,
+            whole=fleet_reads.whole_clusters(clusters_read[0], this.now), namespace=quota_namespace
         )
     unfetched = fetched.replicas.unfetched(reads)
     if unfetched:
@@ -313,7 +313,7 @@ def _decide(this: _Pass, fetched: Fetched, reads_fleet: bool = True) -> Outcome:
             clusters_read,
             this.own,
             fetched.replicas,
-            quota_namespace=namespace if tenant.quota.limited else None,
+            quota_namespace=quota_namespace,
         )
     except readers.InvalidOwnReplica as err:
         message = f"{err}; every replica is kept as it is"
