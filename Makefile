@@ -1,5 +1,5 @@
 # The two commands the README promises, and the helpers around them.
-.PHONY: setup render test packages e2e-tools e2e e2e-scale e2e-admission e2e-admission-baseline bench-admission bench-fleet schemas schemas-check bench bench-agent agent-live agent-oracle lint fuzz sim version
+.PHONY: setup render test packages e2e-tools e2e e2e-scale e2e-settled e2e-admission e2e-admission-baseline bench-admission bench-fleet schemas schemas-check bench bench-agent agent-live agent-oracle lint fuzz sim version
 
 setup:
 	bash scripts/setup.sh
@@ -44,6 +44,14 @@ e2e: setup packages e2e-tools
 # out/scale/<time>/. Sizes are options: SCALE_ARGS="--nodes 60 --deployments 40".
 e2e-scale: setup packages e2e-tools
 	MODELPLANE_E2E_PACKAGES=dist/xpkg uv run --frozen python -m modelplane_devtools.e2e.scale $(SCALE_ARGS)
+
+# What a settled fleet costs the control plane (devtools/src/modelplane_devtools/e2e/scale/settled.py,
+# outside CI): 200 ModelDeployments x 10 replicas of one 1-GPU pod on one workload
+# cluster, Ready, then a window in which nothing is listed; with
+# SETTLED_ARGS="--before <folder of an earlier commit's dist/xpkg>" the same fleet
+# then runs on those functions for a second window. Writes out/settled/<time>/.
+e2e-settled: setup packages e2e-tools
+	MODELPLANE_E2E_PACKAGES=dist/xpkg uv run --frozen python -m modelplane_devtools.e2e.scale.settled $(SETTLED_ARGS)
 
 # The admission burst alone (tests/e2e/test_admission_burst.py, 30 deployments
 # at once on a fleet at 90% use), functions served from this workspace; prints

@@ -7,7 +7,7 @@ import dataclasses
 import math
 
 import pytest
-from modelplane_devtools.e2e.scale import analysis, cost, profile, record
+from modelplane_devtools.e2e.scale import analysis, cost, profile, record, run
 from modelplane_devtools.e2e.scale.analysis import MODEL, RACE, STALE, PodRecord, ReplicaRecord
 
 T0 = 1_000_000.0
@@ -148,3 +148,78 @@ SS = (
 
 def test_bytes_received_are_read_per_connection_from_ss():
     assert cost.parse_ss(SS) == {"127.0.0.1:40862": 93875, "127.0.0.1:54634": 266039}
+
+
+GANG = profile.Shape(
+    "g", 0, 1, 1, (profile.Member("Leader", 2, 0), profile.Member("Worker", 2, 0, 2))
+)
+
+
+def _md(name: str, reason: str) -> dict:
+    conditions = [{"type": "ReplicasScheduled", "status": "True", "reason": reason}]
+    return {"metadata": {"name": name}, "status": {"conditions": conditions}}
+
+
+def _mr(name: str, deployment: str, verdict: str, *, deleting: bool = False) -> dict:
+    meta: dict = {"name": name, "labels": {analysis.DEPLOYMENT_LABEL: deployment}}
+    if deleting:
+        meta["deletionTimestamp"] = "2026-12-01T00:00:00Z"
+    return {"metadata": meta, "status": {"admission": {"verdict": verdict}}}
+
+
+def _running(name: str, replica: str, *, bound: bool = True, deleting: bool = False) -> dict:
+    meta: dict = {"name": name, "labels": {analysis.REPLICA_LABEL: replica}}
+    if deleting:
+        meta["deletionTimestamp"] = "2026-12-01T00:00:00Z"
+    status = "True" if bound else "False"
+    return {
+        "metadata": meta,
+        "status": {"conditions": [{"type": "PodScheduled", "status": status}]},
+    }
+
+
+@pytest.mark.parametrize(
+    ("deployments", "replicas", "pods", "want"),
+    [
+        pytest.param(
+            [_md("a", "AllReplicasScheduled"), _md("g", "InsufficientCapacity")],
+            [_mr("a-0", "a", "Admitted"), _mr("g-0", "g", "Admitted")],
+            [_running("a-0-x", "a-0"), *(_running(f"g-0-{i}", "g-0") for i in range(3))],
+            [],
+            id="every deployment decided and every admitted replica's pods bound is settled",
+        ),
+        pytest.param(
+            [_md("a", "Placing")], [], [], ["arm/a: Placing"],
+            id="a deployment still deciding is not settled",
+        ),
+        pytest.param(
+            [], [_mr("a-0", "a", "Admitted")], [_running("a-0-x", "a-0", bound=False)],
+            ["arm/pod a-0-x not bound", "arm/a-0: admitted, 0 of 1 pods bound"],
+            id="a pod not bound is not settled",
+        ),
+        pytest.param(
+            [], [_mr("a-0", "a", "Admitted")], [], ["arm/a-0: admitted, 0 of 1 pods bound"],
+            id="an admitted replica whose pods are not created yet is not settled",
+        ),
+        pytest.param(
+            [], [_mr("g-0", "g", "Admitted")], [_running("g-0-0", "g-0"), _running("g-0-1", "g-0")],
+            ["arm/g-0: admitted, 2 of 3 pods bound"],
+            id="a gang is settled only with every pod of it bound",
+        ),
+        pytest.param(
+            [], [_mr("a-0", "a", "Admitted")], [_running("a-0-x", "a-0", deleting=True)],
+            ["arm/a-0: admitted, 0 of 1 pods bound"],
+            id="a pod being deleted does not count as bound",
+        ),
+        pytest.param(
+            [],
+            [_mr("a-0", "a", "Overcommitted"), _mr("a-1", "a", "Admitted", deleting=True)],
+            [],
+            [],
+            id="a replica refused or being deleted expects no pods",
+        ),
+    ],
+)  # fmt: skip
+def test_unsettled(deployments, replicas, pods, want):
+    given = {"a": ONE_GPU, "g": GANG}
+    assert run.unsettled("arm", deployments, replicas, pods, given) == want

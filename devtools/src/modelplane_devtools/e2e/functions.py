@@ -203,3 +203,30 @@ def serve(
         endpoint=endpoint,
     )
     return endpoint
+
+
+def serve_instead(
+    kube: Kube,
+    supervisor: Supervisor,
+    name: str,
+    endpoint: str,
+    workdir: Path,
+    source: PackageSource,
+) -> None:
+    """Serve the Function `name` from `source` in place of the processes `serve` started:
+    the same addresses and certificates, so Crossplane, which keeps the revision's
+    endpoint, reconnects to the other code without noticing. For comparing two builds of
+    a function on one stack; the package manager's view (the revision) does not change."""
+    function = kube.get("functions.pkg.crossplane.io", name)
+    assert function is not None, f"no Function {name}"
+    port = int(endpoint.rsplit(":", 1)[1])
+    certs = runtime.Certificates(workdir / "functions" / name)
+    program = program_of(function["spec"]["package"])
+    pods = runtime.pods(runtime.runtime_config(kube, function))
+    for index in range(pods):
+        host = f"127.0.0.{index + 1}"
+        (running,) = [p for p in supervisor.processes if p.name == pod_name(name, index)]
+        supervisor.stop_process(running)
+        command = source.serve(program, f"{host}:{port}", certs.directory)
+        process = supervisor.start(pod_name(name, index), command)
+        supervisor.wait_until(process, functools.partial(listening, port, host), "serving")

@@ -1,12 +1,10 @@
-"""`make e2e-scale`: a stack with several workload clusters, then one fleet-scale run.
+"""`make e2e-scale`: one fleet-scale run (`run`) on the stack `bring_up` starts with
+`--clusters` workload clusters.
 
-The control plane as the e2e suite runs it (Crossplane core, the registry,
-Modelplane installed from its packages: MODELPLANE_E2E_PACKAGES, as `make e2e`
-sets it), and `--clusters` workload clusters, each with kube-scheduler, kwok,
-the LeaderWorkerSet controller and the real agent. Everything in
-`out/scale/<time>/` (the stack's logs beside the table); every process stopped
-by its PID at the end. The profile's sizes are options, defaulting to the full
-profile (`profile.FULL`); Crossplane polls at its own default (`POLL_INTERVAL`).
+Everything in `out/scale/<time>/` (the stack's logs beside the table); every
+process stopped by its PID at the end. The profile's sizes are options,
+defaulting to the full profile (`profile.FULL`); Crossplane polls at its own
+default (`POLL_INTERVAL`).
 """
 
 from __future__ import annotations
@@ -16,9 +14,10 @@ import dataclasses
 import sys
 import time
 
-from modelplane_devtools.e2e import agent, install, kwok, lws, pki, stack
+from modelplane_devtools.e2e import stack
 from modelplane_devtools.e2e.processes import Supervisor
 from modelplane_devtools.e2e.scale import profile, run
+from modelplane_devtools.e2e.scale.bring_up import bring_up
 
 # Crossplane's own default: the e2e suite polls every 5 s to be quick; at fleet scale
 # that would re-run every composite every 5 s, which no control plane is set up to do.
@@ -53,53 +52,14 @@ def _options(argv: list[str]) -> tuple[profile.Profile, str]:
     return named, args.poll_interval
 
 
-def _workload(
-    running: stack.Stack, index: int, credentials: pki.ClusterCredentials
-) -> stack.Cluster:
-    name = f"workload-{index}"
-    cluster = stack.start_cluster(
-        running.supervisor, running.workdir, name, credentials, stack.WORKLOAD, node_lifecycle=True
-    )
-    kwok.start(
-        running.supervisor,
-        cluster.kubeconfig,
-        running.workdir,
-        binary=stack.binary("kwok"),
-        source=stack.module_dir("workloads", kwok.MODULE),
-        name=f"{name}-kwok",
-    )
-    lws.start(
-        cluster,
-        running.workdir,
-        credentials.ca,
-        binary=stack.binary("lws"),
-        source=stack.module_dir("workloads", lws.MODULE),
-        name=f"{name}-lws",
-    )
-    agent.start(cluster.kube, running.supervisor, running.workdir, name=f"{name}-modelplane-agent")
-    return cluster
-
-
 def main(argv: list[str] | None = None) -> int:
     sized, poll_interval = _options(sys.argv[1:] if argv is None else argv)
-    stack.check_ports_free()
     workdir = stack.ROOT / "out" / "scale" / time.strftime("%Y%m%d-%H%M%S")
     workdir.mkdir(parents=True)
     running = stack.Stack(workdir, Supervisor(workdir / "logs"))
     try:
-        credentials = pki.cluster_credentials(workdir / "pki", "e2e-ca")
-        running.control_plane = stack.start_cluster(
-            running.supervisor, workdir, "control-plane", credentials, stack.CONTROL_PLANE
-        )
-        clusters = [_workload(running, i, credentials) for i in range(sized.clusters)]
-        running.workload = clusters[0]
-        running.registry = stack.start_registry(running)
-        running.root_ca = stack.start_crossplane(
-            running, running.control_plane, poll_interval=poll_interval
-        )
-        running.installed = install.install(running)
-        providers = [stack.provider_identity(c, credentials) for c in clusters]
-        outcome = run.run(running, [c.kube for c in clusters], providers, sized, workdir)
+        kubes, providers = bring_up(running, sized.clusters, poll_interval)
+        outcome = run.run(running, kubes, providers, sized, workdir)
     finally:
         running.supervisor.stop()
     print(f"table and logs: {outcome.folder}")

@@ -128,17 +128,31 @@ def metrics_port(crossplane: Process) -> int:
     raise RuntimeError("Crossplane was started without METRICS_PORT")
 
 
-def requests_sent(port: int, functions: list[str]) -> dict[str, float]:
-    """RunFunctionRequests Crossplane sent each function so far, from its metrics."""
+def scrape(port: int) -> str:
+    """Crossplane core's metrics, as its endpoint on `port` serves them."""
     url = f"http://127.0.0.1:{port}/metrics"
     with urllib.request.urlopen(url, timeout=10) as response:
-        text = response.read().decode()
-    sent: dict[str, float] = dict.fromkeys(functions, 0.0)
+        return response.read().decode()
+
+
+LABEL = re.compile(r'(\w+)="((?:[^"\\]|\\.)*)"')
+
+
+def sums(text: str, metric: str, label: str) -> dict[str, float]:
+    """Per value of `label`, the sum of `metric`'s samples over its other labels, from
+    the Prometheus text format."""
+    out: dict[str, float] = defaultdict(float)
     for line in text.splitlines():
-        if not line.startswith(REQUESTS + "{"):
+        if not line.startswith(metric + "{"):
             continue
         labels, _, value = line.rpartition(" ")
-        for function in functions:
-            if f'"{function}"' in labels:
-                sent[function] += float(value)
-    return sent
+        found = dict(LABEL.findall(labels[len(metric) :]))
+        if label in found:
+            out[found[label]] += float(value)
+    return dict(out)
+
+
+def requests_sent(port: int, functions: list[str]) -> dict[str, float]:
+    """RunFunctionRequests Crossplane sent each function so far, from its metrics."""
+    sent = sums(scrape(port), REQUESTS, "function_name")
+    return {function: sent.get(function, 0.0) for function in functions}

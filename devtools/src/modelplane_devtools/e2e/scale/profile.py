@@ -48,7 +48,7 @@ class Profile:
         return self.clusters * self.nodes * len(ARMS)
 
 
-FULL = Profile("full", clusters=2, nodes=125, deployments=100, window=600, settle=300)
+FULL = Profile("full", clusters=2, nodes=125, deployments=100, window=600, settle=900)
 REDUCED = Profile("reduced", clusters=1, nodes=20, deployments=10, window=45, settle=420)
 
 

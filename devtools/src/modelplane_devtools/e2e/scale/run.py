@@ -13,6 +13,7 @@ together; their capacity is separate (every pod is pinned to its pool).
 from __future__ import annotations
 
 import time
+from collections import Counter
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from functools import partial
@@ -110,6 +111,10 @@ def _all_ready(kube: Kube, names: set[str]) -> bool:
     return True
 
 
+def await_nodes(kube: Kube, names: set[str]) -> None:
+    eventually(partial(_all_ready, kube, names), "every node Ready", timeout=300, every=5)
+
+
 def _background_bound(kube: Kube, expected: int) -> bool:
     listed = kube.list("pods", BACKGROUND)
     bound = [p for p in listed if (condition(p, "PodScheduled") or {}).get("status") == "True"]
@@ -129,7 +134,7 @@ def set_up_workload(kube: Kube, provider: Kube, index: int, profile: Profile) ->
         )
     add_nodes(kube, [p for a in arms for p in a.pools])
     names = {n for a in arms for p in a.pools for n in p.node_names()}
-    eventually(partial(_all_ready, kube, names), "every node Ready", timeout=300, every=5)
+    await_nodes(kube, names)
     objects = background_objects({n: c for a in arms for n, c in a.held.items()})
     _apply_chunked(kube, objects)
     busy = sum(1 for a in arms for c in a.held.values() if c)
@@ -237,24 +242,60 @@ def arrive(control: Kube, arrivals: list[Shape], instruments: Meters) -> None:
         pending = pending[len(due) :]
         if due:
             control.apply([deployment(s, arm) for s in due for arm in ARMS])
+            created = len(arrivals) - len(pending)
+            elapsed = time.monotonic() - began
+            print(f"arrivals: {created} of {len(arrivals)} per arm, {elapsed:.0f} s", flush=True)
 
 
-def _unsettled(control: Kube, kubes: list[Kube]) -> list[str]:
-    """Why the fleet is not settled yet: deployments still deciding, pods not bound."""
+def unsettled(
+    arm: str,
+    deployments: list[dict],
+    replicas: list[dict],
+    pods: list[dict],
+    given: dict[str, Shape],
+) -> list[str]:
+    """Why an arm is not settled yet: a deployment still deciding, a pod not bound, or a
+    replica admitted for its placement whose pods are not all bound, which includes pods
+    not created yet (its workloads may still be on their way to the workload cluster)."""
     why = []
-    for arm in ARMS:
-        for md in control.list("modeldeployments.modelplane.ai", team(arm)):
-            reason = (condition(md, "ReplicasScheduled") or {}).get("reason", "")
-            if reason not in ("AllReplicasScheduled", "InsufficientCapacity"):
-                why.append(f"{arm}/{md['metadata']['name']}: {reason or 'no condition'}")
-        for kube in kubes:
-            for pod in kube.list("pods", team(arm)):
-                if (condition(pod, "PodScheduled") or {}).get("status") != "True":
-                    why.append(f"{arm}/pod {pod['metadata']['name']} not bound")
+    for md in deployments:
+        reason = (condition(md, "ReplicasScheduled") or {}).get("reason", "")
+        if reason not in ("AllReplicasScheduled", "InsufficientCapacity"):
+            why.append(f"{arm}/{md['metadata']['name']}: {reason or 'no condition'}")
+    bound: Counter[str] = Counter()
+    for pod in pods:
+        if (condition(pod, "PodScheduled") or {}).get("status") != "True":
+            why.append(f"{arm}/pod {pod['metadata']['name']} not bound")
+        elif not pod["metadata"].get("deletionTimestamp"):
+            bound[(pod["metadata"].get("labels") or {}).get(analysis.REPLICA_LABEL, "")] += 1
+    for replica in replicas:
+        meta = replica["metadata"]
+        verdict = ((replica.get("status") or {}).get("admission") or {}).get("verdict")
+        if verdict != "Admitted" or meta.get("deletionTimestamp"):
+            continue
+        labels = meta.get("labels") or {}
+        deployment = labels.get(analysis.DEPLOYMENT_LABEL) or meta["name"].rsplit("-", 1)[0]
+        wanted = given[deployment].pods_per_replica if deployment in given else 1
+        if bound[meta["name"]] < wanted:
+            why.append(
+                f"{arm}/{meta['name']}: admitted, {bound[meta['name']]} of {wanted} pods bound"
+            )
     return why
 
 
-def settle(control: Kube, kubes: list[Kube], instruments: Meters, limit: float) -> list[str]:
+def _unsettled(control: Kube, kubes: list[Kube], given: dict[str, Shape]) -> list[str]:
+    why = []
+    for arm in ARMS:
+        deployments = control.list("modeldeployments.modelplane.ai", team(arm))
+        replicas = control.list("modelreplicas.modelplane.ai", team(arm))
+        pods = [pod for kube in kubes for pod in kube.list("pods", team(arm))]
+        why += unsettled(arm, deployments, replicas, pods, given)
+    return why
+
+
+def settle(
+    control: Kube, kubes: list[Kube], given: list[Shape], instruments: Meters, limit: float
+) -> list[str]:
     """Wait until nothing is left to decide or bind for `CALM` checks in a row, `SAMPLE`
     seconds apart, or `limit` seconds; returns what was still unsettled (empty when
     settled)."""
@@ -263,8 +304,10 @@ def settle(control: Kube, kubes: list[Kube], instruments: Meters, limit: float) 
     why: list[str] = []
     while time.monotonic() < deadline and calm < CALM:
         instruments.wait(SAMPLE)
-        why = _unsettled(control, kubes)
+        why = _unsettled(control, kubes, {s.name: s for s in given})
         calm = 0 if why else calm + 1
+        left = deadline - time.monotonic()
+        print(f"settling: {len(why)} unsettled, at most {left:.0f} s left", flush=True)
     return why
 
 
@@ -324,13 +367,15 @@ def run(
         for i, (kube, provider) in enumerate(zip(kubes, providers, strict=True))
         for part in set_up_workload(kube, provider, i, profile)
     ]
+    print(f"set-up: {profile.nodes_in_all} nodes Ready, background bound", flush=True)
     set_up_control(control, parts, profile.max_age)
     set_up_seconds = time.monotonic() - began
+    print(f"set-up: every InferenceCluster published, {set_up_seconds:.0f} s", flush=True)
     arrivals = shapes(profile)
     instruments = meters(stack, kubes)
     start_wall, start = time.time(), time.monotonic()
     arrive(control, arrivals, instruments)
-    unsettled = settle(control, kubes, instruments, profile.settle)
+    still = settle(control, kubes, arrivals, instruments, profile.settle)
     seconds = time.monotonic() - start
     measured = report.Measured.take(stack, instruments, seconds)
     instruments.recorder.stop()
@@ -345,6 +390,6 @@ def run(
         )
         for arm in ARMS
     }
-    run_facts = report.Facts(profile, len(kubes), set_up_seconds, seconds, unsettled)
+    run_facts = report.Facts(profile, len(kubes), set_up_seconds, seconds, still)
     table = report.table(run_facts, figures, measured)
-    return Outcome(table, figures, unsettled, report.write(out, table, figures, measured))
+    return Outcome(table, figures, still, report.write(out, table, figures, measured))

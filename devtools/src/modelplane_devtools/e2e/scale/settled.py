@@ -1,0 +1,368 @@
+"""`make e2e-settled`: what a settled fleet costs the control plane, now and before.
+
+A settled fleet is one where nothing is left to place, heal or scale: every
+ModelDeployment reads `ReplicasReady` True and every pod runs. What it costs
+is what its XRs' periodic reconciles cost (each function's TTL,
+`design/reconcile.md`), and that is what steady mode and the charge label cut
+(`design/scheduler.md`, "Steady mode" and "What a placing pass reads"). This
+run measures it on the real control plane.
+
+**The fleet.** The stack of `make e2e-scale` (`bring_up`) with one workload
+cluster; one Observed InferenceCluster of kwok nodes of 8 GPUs in DRA
+ResourceSlices (the nodes are `--deployments x --replicas` GPUs and a tenth
+more, in `profile.pools`' two pools); `--deployments` ModelDeployments of
+`--replicas` replicas of one engine of one 1-GPU pod, in batches of
+`--batch`, each batch Ready before the next goes in.
+
+**Two windows of `--window` seconds**, in which the harness lists nothing (it
+reads `ss` every few seconds and Crossplane's metrics at each end):
+
+1. the functions of this checkout, from their packages, `--warm` seconds after
+   the last deployment is Ready;
+2. with `--before <folder of .xpkg>` (`make packages` of an earlier commit):
+   every function process replaced by the same function from those packages,
+   on the same addresses and certificates (`functions.serve_instead`), once
+   every deployment is Ready again and `--warm` seconds have passed (`WARM`:
+   past the watch circuit breaker's cooldown, so every XR is reconciled at
+   its settled pace by the functions now serving it). The
+   Configuration (XRDs and Compositions) stays this checkout's; the earlier
+   functions rewrite the replicas the way they write them.
+
+**Figures per window** (per minute of the window): CPU seconds of each
+process (`cost.cpu_seconds`: user + system, descendants and reaped children
+included), RunFunctionRequests per function and the bytes its server
+received per request (`cost.Wire`), the mean seconds per call as Crossplane
+times it (`function_run_function_seconds`), and reconciles per composite kind
+(`controller_runtime_reconcile_total` of Crossplane's `composite/<xrd>`
+controllers), so bytes per reconcile is bytes per request times calls per
+reconcile. Printed as one table and written with every process's figures to
+`out/settled/<time>/`.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import math
+import sys
+import time
+from dataclasses import asdict, dataclass
+from pathlib import Path
+
+from modelplane_devtools.e2e import functions, stack
+from modelplane_devtools.e2e.kube import Kube, condition
+from modelplane_devtools.e2e.processes import Supervisor
+from modelplane_devtools.e2e.scale import cost, run
+from modelplane_devtools.e2e.scale.bring_up import bring_up
+from modelplane_devtools.e2e.scale.profile import (
+    GPU,
+    OBSERVED,
+    Member,
+    Shape,
+    deployment,
+    pools,
+    team,
+)
+
+COMPOSITES = ("modeldeployments", "modelreplicas", "inferenceclusters")
+RECONCILES = "controller_runtime_reconcile_total"
+CALL_SECONDS = "function_run_function_seconds_sum"
+CHECK = 10.0  # seconds between checks while a batch becomes Ready
+BATCH_LIMIT = 1200.0  # seconds a batch may take to become Ready
+# Creating a deployment's replicas (and, after the swap, rewriting them) opens
+# Crossplane's watch circuit breaker on it, which closes at the first event 5 min
+# later (design/reconcile.md); while open, the functions requeue at 10 s. Past that
+# and one settled TTL (60 s), every XR runs at its settled pace through whatever now
+# serves its functions.
+WARM = 330.0
+
+
+@dataclass(frozen=True)
+class Sizes:
+    deployments: int = 200
+    replicas: int = 10
+    batch: int = 20
+    window: float = 300.0
+    warm: float = WARM
+    # The InferenceCluster's own default maxAge. The fleet-scale run's 60 s, on this
+    # loaded 2-core machine, let relayed observations age past it while replicas were
+    # being created: pools fell back to whole-node accounting and refused replicas.
+    max_age: str = "5m"
+
+    @property
+    def pods(self) -> int:
+        return self.deployments * self.replicas
+
+    @property
+    def nodes(self) -> int:
+        """Nodes of 8 GPUs for every 1-GPU pod, and a tenth more."""
+        return math.ceil(self.pods * 1.1 / GPU.count)
+
+
+def shapes(sizes: Sizes) -> list[Shape]:
+    one_gpu = (Member("Standalone", 1, 0),)
+    return [Shape(f"md-{i:03d}", 0.0, sizes.replicas, 1, one_gpu) for i in range(sizes.deployments)]
+
+
+@dataclass(frozen=True)
+class Reading:
+    """What the control plane had spent so far, at one moment."""
+
+    at: float  # time.monotonic()
+    cpu: dict[str, float]  # process -> CPU seconds
+    requests: dict[str, float]  # function -> RunFunctionRequests
+    call_seconds: dict[str, float]  # function -> seconds Crossplane spent in its calls
+    reconciles: dict[str, float]  # composite plural -> reconciles
+    wire: dict[str, int]  # function -> bytes its server received
+
+
+def read(running: stack.Stack, wire: cost.Wire, metrics_port: int) -> Reading:
+    wire.sample()
+    text = cost.scrape(metrics_port)
+    controllers = cost.sums(text, RECONCILES, "controller")
+    return Reading(
+        at=time.monotonic(),
+        cpu=cost.snapshot(running.supervisor.processes),
+        requests=cost.sums(text, cost.REQUESTS, "function_name"),
+        call_seconds=cost.sums(text, CALL_SECONDS, "function_name"),
+        reconciles={
+            plural: controllers.get(f"composite/{plural}.modelplane.ai", 0.0)
+            for plural in COMPOSITES
+        },
+        wire=wire.totals(),
+    )
+
+
+def _per_minute(after: dict, before: dict, minutes: float) -> dict[str, float]:
+    return {key: (after[key] - before.get(key, 0)) / minutes for key in after}
+
+
+@dataclass(frozen=True)
+class Window:
+    """One window's figures, per minute of it."""
+
+    name: str
+    seconds: float
+    cpu: dict[str, float]  # process -> CPU s per minute
+    calls: dict[str, float]  # function -> requests per minute
+    call_seconds: dict[str, float]  # function -> Crossplane's seconds in its calls, per minute
+    reconciles: dict[str, float]  # composite plural -> reconciles per minute
+    wire: dict[str, float]  # function -> bytes received per minute
+
+    @classmethod
+    def between(cls, name: str, start: Reading, end: Reading) -> Window:
+        minutes = (end.at - start.at) / 60
+        return cls(
+            name,
+            end.at - start.at,
+            _per_minute(end.cpu, start.cpu, minutes),
+            _per_minute(end.requests, start.requests, minutes),
+            _per_minute(end.call_seconds, start.call_seconds, minutes),
+            _per_minute(end.reconciles, start.reconciles, minutes),
+            _per_minute(end.wire, start.wire, minutes),
+        )
+
+    def function_cpu(self, function: str) -> float:
+        """CPU of every pod of a function (`functions.pod_name`: `<name>`, `<name>-1`, ...)."""
+        return sum(
+            value
+            for process, value in self.cpu.items()
+            if process == function or process.removeprefix(function + "-").isdigit()
+        )
+
+    def per_call(self, function: str, per_minute: dict[str, float]) -> float | None:
+        calls = self.calls.get(function, 0.0)
+        return per_minute.get(function, 0.0) / calls if calls else None
+
+
+def measure(name: str, running: stack.Stack, wire: cost.Wire, port: int, seconds: float) -> Window:
+    """A window in which the harness only samples the wire."""
+    print(f"{name}: measuring {seconds:.0f} s, nothing listed", flush=True)
+    start = read(running, wire, port)
+    deadline = start.at + seconds
+    while (left := deadline - time.monotonic()) > 0:
+        time.sleep(min(run.SAMPLE, left))
+        wire.sample()
+    return Window.between(name, start, read(running, wire, port))
+
+
+def _ready(md: dict) -> bool:
+    return (condition(md, "ReplicasReady") or {}).get("status") == "True"
+
+
+def await_ready(control: Kube, names: set[str], began: float, what: str) -> None:
+    """Until every named ModelDeployment reads ReplicasReady True, saying how far it got."""
+    deadline = time.monotonic() + BATCH_LIMIT
+    while True:
+        listed = control.list("modeldeployments.modelplane.ai", team(OBSERVED))
+        waiting = sorted(
+            m["metadata"]["name"]
+            for m in listed
+            if m["metadata"]["name"] in names and not _ready(m)
+        )
+        print(
+            f"{what}: {len(names) - len(waiting)} of {len(names)} deployments Ready, "
+            f"{time.monotonic() - began:.0f} s",
+            flush=True,
+        )
+        if not waiting:
+            return
+        if time.monotonic() > deadline:
+            raise TimeoutError(f"{what}: not Ready within {BATCH_LIMIT:.0f} s: {waiting[:10]}")
+        time.sleep(CHECK)
+
+
+def create(control: Kube, sizes: Sizes) -> float:
+    """Every deployment, `batch` at a time, each batch Ready before the next; returns
+    the seconds it took."""
+    began = time.monotonic()
+    given = shapes(sizes)
+    names: set[str] = set()
+    for at in range(0, len(given), sizes.batch):
+        batch = given[at : at + sizes.batch]
+        control.apply([deployment(s, OBSERVED) for s in batch])
+        names |= {s.name for s in batch}
+        await_ready(control, names, began, f"batch {at // sizes.batch + 1}")
+    return time.monotonic() - began
+
+
+def rewritten(control: Kube) -> dict[str, int]:
+    """How the ModelReplicas are written now: members named by digest, charge-labelled."""
+    listed = control.list("modelreplicas.modelplane.ai", team(OBSERVED))
+    by_digest = sum(
+        1
+        for r in listed
+        if any(
+            "templateDigest" in member
+            for engine in r["spec"].get("engines") or []
+            for member in engine.get("members") or []
+        )
+    )
+    labelled = sum(1 for r in listed if "modelplane.ai/charge" in r["metadata"].get("labels", {}))
+    return {"replicas": len(listed), "named by digest": by_digest, "charge-labelled": labelled}
+
+
+SHOWN = ("crossplane", "crossplane-contrib-provider-kubernetes", "control-plane-kube-apiserver",
+         "control-plane-etcd")  # fmt: skip
+
+
+def _cell(value: float | None, scale: float = 1.0, digits: int = 1) -> str:
+    return "-" if value is None else f"{value / scale:.{digits}f}"
+
+
+def table(head: str, windows: list[Window], functions_served: list[str]) -> str:
+    rows = [head, "", "| | " + " | ".join(w.name for w in windows) + " |"]
+    rows.append("|---|" + "---|" * len(windows))
+
+    def row(label: str, cells: list[str]) -> None:
+        rows.append(f"| {label} | " + " | ".join(cells) + " |")
+
+    row("all processes, CPU s per minute", [_cell(sum(w.cpu.values())) for w in windows])
+    for process in SHOWN:
+        row(f"{process}, CPU s per minute", [_cell(w.cpu.get(process)) for w in windows])
+    for plural in COMPOSITES:
+        row(f"{plural} reconciles per minute", [_cell(w.reconciles.get(plural)) for w in windows])
+    for function in functions_served:
+        short = function.removeprefix("modelplane-ai-")
+        row(
+            f"{short}, CPU s per minute (all pods)",
+            [_cell(w.function_cpu(function)) for w in windows],
+        )
+        row(f"{short}, calls per minute", [_cell(w.calls.get(function)) for w in windows])
+        row(
+            f"{short}, KiB received per call",
+            [_cell(w.per_call(function, w.wire), 1024) for w in windows],
+        )
+        row(
+            f"{short}, ms per call (Crossplane's timing)",
+            [_cell(w.per_call(function, w.call_seconds), 1e-3, 0) for w in windows],
+        )
+    return "\n".join(rows) + "\n"
+
+
+def _options(argv: list[str]) -> tuple[Sizes, Path | None, str]:
+    parser = argparse.ArgumentParser(prog="modelplane-e2e-settled", description=__doc__)
+    defaults = Sizes()
+    parser.add_argument("--deployments", type=int, default=defaults.deployments)
+    parser.add_argument("--replicas", type=int, default=defaults.replicas, help="per deployment")
+    parser.add_argument("--batch", type=int, default=defaults.batch, help="deployments at once")
+    parser.add_argument("--window", type=float, default=defaults.window, help="seconds")
+    parser.add_argument("--warm", type=float, default=defaults.warm, help="seconds")
+    parser.add_argument("--max-age", default=defaults.max_age, help="the clusters' maxAge")
+    parser.add_argument("--before", type=Path, help="a folder of earlier .xpkg files")
+    parser.add_argument("--before-name", default="before", help="the earlier packages' column")
+    args = parser.parse_args(argv)
+    sizes = Sizes(args.deployments, args.replicas, args.batch, args.window, args.warm, args.max_age)
+    return sizes, args.before, args.before_name
+
+
+def main(argv: list[str] | None = None) -> int:
+    sizes, before, before_name = _options(sys.argv[1:] if argv is None else argv)
+    workdir = stack.ROOT / "out" / "settled" / time.strftime("%Y%m%d-%H%M%S")
+    workdir.mkdir(parents=True)
+    running = stack.Stack(workdir, Supervisor(workdir / "logs"))
+    try:
+        kubes, providers = bring_up(running, 1, "1m")
+        text, data = settled_run(running, kubes[0], providers[0], sizes, before, before_name)
+    finally:
+        running.supervisor.stop()
+    (workdir / "table.md").write_text(text)
+    (workdir / "figures.json").write_text(json.dumps(data, indent=2) + "\n")
+    print(text)
+    print(f"table and logs: {workdir}")
+    return 0
+
+
+def settled_run(
+    running: stack.Stack,
+    kube: Kube,
+    provider: Kube,
+    sizes: Sizes,
+    before: Path | None,
+    before_name: str,
+) -> tuple[str, dict]:
+    """The fleet, its creation, then the windows; returns the table and the figures."""
+    assert running.control_plane and running.installed
+    control = running.control_plane.kube
+    served = sorted(running.installed.functions)
+    pool_list = pools(OBSERVED, 0, sizes.nodes)
+    held = {node: 0 for pool in pool_list for node in pool.node_names()}
+    run.add_nodes(kube, pool_list)
+    run.await_nodes(kube, set(held))
+    run.set_up_control(
+        control, [run.ArmFleet(OBSERVED, 0, kube, provider, pool_list, held)], sizes.max_age
+    )
+    creation = create(control, sizes)
+    (crossplane,) = [p for p in running.supervisor.processes if p.name == "crossplane"]
+    port = cost.metrics_port(crossplane)
+    wire = cost.Wire(
+        {name: int(a.rsplit(":", 1)[1]) for name, a in running.installed.functions.items()}
+    )
+    time.sleep(sizes.warm)
+    state = {"this checkout": rewritten(control)}
+    windows = [measure("this checkout", running, wire, port, sizes.window)]
+    if before is not None:
+        source = functions.PackagedSource(before)
+        for name, endpoint in running.installed.functions.items():
+            functions.serve_instead(
+                control, running.supervisor, name, endpoint, running.workdir, source
+            )
+        began = time.monotonic()
+        await_ready(control, {s.name for s in shapes(sizes)}, began, f"{before_name} functions")
+        time.sleep(sizes.warm)
+        state[before_name] = rewritten(control)
+        windows.append(measure(before_name, running, wire, port, sizes.window))
+    head = (
+        f"settled fleet: {sizes.deployments} ModelDeployments x {sizes.replicas} replicas "
+        f"({sizes.pods} ModelReplicas, {sizes.pods} pods of 1 GPU) on {sizes.nodes} kwok "
+        f"nodes of one workload cluster (maxAge {sizes.max_age}), created in "
+        f"{creation:.0f} s ({sizes.batch} at a time); windows of {sizes.window:.0f} s, "
+        f"{sizes.warm:.0f} s after Ready; replicas at each window: {json.dumps(state)}"
+    )
+    data = {"sizes": asdict(sizes), "creation_seconds": creation, "replicas": state,
+            "windows": [asdict(w) for w in windows]}  # fmt: skip
+    return table(head, windows, served), data
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
