@@ -7,6 +7,7 @@ import dataclasses
 import math
 
 import pytest
+from modelplane_devtools.e2e.kube import KubectlFailed
 from modelplane_devtools.e2e.scale import analysis, cost, profile, record, run
 from modelplane_devtools.e2e.scale.analysis import MODEL, RACE, STALE, PodRecord, ReplicaRecord
 
@@ -223,3 +224,36 @@ def _running(name: str, replica: str, *, bound: bool = True, deleting: bool = Fa
 def test_unsettled(deployments, replicas, pods, want):
     given = {"a": ONE_GPU, "g": GANG}
     assert run.unsettled("arm", deployments, replicas, pods, given) == want
+
+
+class _Listing:
+    """A Kube that lists what it was given per kind, or fails as an overloaded server."""
+
+    def __init__(self, listed: dict[str, list[dict]], failing: str = "") -> None:
+        self.listed, self.failing = listed, failing
+
+    def list(self, kind: str, namespace: str) -> list[dict]:
+        if kind == self.failing:
+            raise KubectlFailed(f"kubectl get {kind} exited 1: stream error: INTERNAL_ERROR")
+        return self.listed.get(kind, [])
+
+
+@pytest.mark.parametrize(
+    ("failing", "settled"),
+    [
+        pytest.param("", True, id="every list answered and nothing left: settled"),
+        pytest.param(
+            "modelreplicas.modelplane.ai", False,
+            id="a list the API server fails is a reason, never read as nothing left",
+        ),
+        pytest.param("pods", False, id="a workload cluster's failed list is a reason too"),
+    ],
+)  # fmt: skip
+def test_a_failed_list_leaves_the_fleet_unsettled(failing, settled):
+    control = _Listing(
+        {"modeldeployments.modelplane.ai": [_md("a", "AllReplicasScheduled")]}, failing
+    )
+    workload = _Listing({}, failing)
+    why = run._unsettled(control, [workload], {"a": ONE_GPU})  # type: ignore[arg-type]
+    assert (why == []) is settled
+    assert all("INTERNAL_ERROR" in reason for reason in why)

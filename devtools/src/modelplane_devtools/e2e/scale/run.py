@@ -20,7 +20,7 @@ from functools import partial
 from pathlib import Path
 
 from modelplane_devtools.e2e import fleet, install, manifests
-from modelplane_devtools.e2e.kube import Kube, condition, eventually
+from modelplane_devtools.e2e.kube import Kube, KubectlFailed, condition, eventually
 from modelplane_devtools.e2e.scale import analysis, cost, record, report
 from modelplane_devtools.e2e.scale.profile import (
     ARM_LABEL,
@@ -284,11 +284,18 @@ def unsettled(
 
 
 def _unsettled(control: Kube, kubes: list[Kube], given: dict[str, Shape]) -> list[str]:
+    """`unsettled` on what the API servers list now. A list an overloaded API server
+    fails (it answered a full run's third check with an HTTP/2 INTERNAL_ERROR) is
+    a reason in itself: nothing is known settled, and the next check lists again."""
     why = []
     for arm in ARMS:
-        deployments = control.list("modeldeployments.modelplane.ai", team(arm))
-        replicas = control.list("modelreplicas.modelplane.ai", team(arm))
-        pods = [pod for kube in kubes for pod in kube.list("pods", team(arm))]
+        try:
+            deployments = control.list("modeldeployments.modelplane.ai", team(arm))
+            replicas = control.list("modelreplicas.modelplane.ai", team(arm))
+            pods = [pod for kube in kubes for pod in kube.list("pods", team(arm))]
+        except KubectlFailed as failed:
+            why.append(f"{arm}: {failed}")
+            continue
         why += unsettled(arm, deployments, replicas, pods, given)
     return why
 
