@@ -26,6 +26,8 @@ from collections import defaultdict
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from prometheus_client.parser import text_string_to_metric_families
+
 from modelplane_devtools.e2e.processes import Process
 
 TICK = os.sysconf("SC_CLK_TCK")
@@ -135,20 +137,14 @@ def scrape(port: int) -> str:
         return response.read().decode()
 
 
-LABEL = re.compile(r'(\w+)="((?:[^"\\]|\\.)*)"')
-
-
 def sums(text: str, metric: str, label: str) -> dict[str, float]:
-    """Per value of `label`, the sum of `metric`'s samples over its other labels, from
-    the Prometheus text format."""
+    """Per value of `label`, the sum of the samples named `metric` over their other
+    labels, from the Prometheus text format (prometheus_client's parser)."""
     out: dict[str, float] = defaultdict(float)
-    for line in text.splitlines():
-        if not line.startswith(metric + "{"):
-            continue
-        labels, _, value = line.rpartition(" ")
-        found = dict(LABEL.findall(labels[len(metric) :]))
-        if label in found:
-            out[found[label]] += float(value)
+    for family in text_string_to_metric_families(text):
+        for sample in family.samples:
+            if sample.name == metric and label in sample.labels:
+                out[sample.labels[label]] += sample.value
     return dict(out)
 
 
