@@ -205,6 +205,11 @@ def serve(
     return endpoint
 
 
+def endpoint_port(endpoint: str) -> int:
+    """The port of a function's `host:port` or `dns://.../<name>:<port>` endpoint."""
+    return int(endpoint.rsplit(":", 1)[1])
+
+
 def serve_instead(
     kube: Kube,
     supervisor: Supervisor,
@@ -219,7 +224,7 @@ def serve_instead(
     a function on one stack; the package manager's view (the revision) does not change."""
     function = kube.get("functions.pkg.crossplane.io", name)
     assert function is not None, f"no Function {name}"
-    port = int(endpoint.rsplit(":", 1)[1])
+    port = endpoint_port(endpoint)
     certs = runtime.Certificates(workdir / "functions" / name)
     program = program_of(function["spec"]["package"])
     pods = runtime.pods(runtime.runtime_config(kube, function))

@@ -121,8 +121,9 @@ class Wire:
 REQUESTS = "function_run_function_request_total"
 
 
-def metrics_port(crossplane: Process) -> int:
+def metrics_port(processes: list[Process]) -> int:
     """Crossplane core's metrics port, from the environment the Supervisor gave it."""
+    (crossplane,) = [p for p in processes if p.name == "crossplane"]
     environ = (PROC / str(crossplane.pid) / "environ").read_bytes().split(b"\0")
     for entry in environ:
         if entry.startswith(b"METRICS_PORT="):

@@ -20,6 +20,7 @@ from functools import partial
 from pathlib import Path
 
 from modelplane_devtools.e2e import fleet, install, manifests
+from modelplane_devtools.e2e.functions import endpoint_port
 from modelplane_devtools.e2e.kube import Kube, KubectlFailed, condition, eventually
 from modelplane_devtools.e2e.scale import analysis, cost, record, report
 from modelplane_devtools.e2e.scale.profile import (
@@ -198,14 +199,16 @@ class Meters:
 
     def wait(self, seconds: float) -> None:
         """Sleep `seconds`, sampling the wire along the way."""
-        deadline = time.monotonic() + seconds
-        while (left := deadline - time.monotonic()) > 0:
-            self.sample()
-            time.sleep(min(SAMPLE, max(0.0, left)))
+        sampling(seconds, self.sample)
 
 
-def _port(address: str) -> int:
-    return int(address.rsplit(":", 1)[1])
+def sampling(seconds: float, sample: Callable[[], None]) -> None:
+    """Sleep `seconds`, calling `sample` every SAMPLE seconds along the way (the wire's
+    counters are per connection, so a connection that closes between samples is lost)."""
+    deadline = time.monotonic() + seconds
+    while (left := deadline - time.monotonic()) > 0:
+        sample()
+        time.sleep(min(SAMPLE, left))
 
 
 def meters(stack: Stack, kubes: list[Kube]) -> Meters:
@@ -217,9 +220,8 @@ def meters(stack: Stack, kubes: list[Kube]) -> Meters:
         for kind in record.WORKLOAD_KINDS:
             recorder.watch(kube, kind)
     functions = stack.installed.functions
-    wire = cost.Wire({name: _port(address) for name, address in functions.items()})
-    (crossplane,) = [p for p in stack.supervisor.processes if p.name == "crossplane"]
-    port = cost.metrics_port(crossplane)
+    wire = cost.Wire({name: endpoint_port(address) for name, address in functions.items()})
+    port = cost.metrics_port(stack.supervisor.processes)
     return Meters(
         recorder,
         wire,

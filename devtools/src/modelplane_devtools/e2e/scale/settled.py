@@ -49,8 +49,10 @@ import time
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
+from modelplane_common import labels
+
 from modelplane_devtools.e2e import functions, stack
-from modelplane_devtools.e2e.kube import Kube, condition
+from modelplane_devtools.e2e.kube import Kube, condition, eventually
 from modelplane_devtools.e2e.processes import Supervisor
 from modelplane_devtools.e2e.scale import cost, run
 from modelplane_devtools.e2e.scale.bring_up import bring_up
@@ -179,10 +181,7 @@ def measure(name: str, running: stack.Stack, wire: cost.Wire, port: int, seconds
     """A window in which the harness only samples the wire."""
     print(f"{name}: measuring {seconds:.0f} s, nothing listed", flush=True)
     start = read(running, wire, port)
-    deadline = start.at + seconds
-    while (left := deadline - time.monotonic()) > 0:
-        time.sleep(min(run.SAMPLE, left))
-        wire.sample()
+    run.sampling(seconds, wire.sample)
     return Window.between(name, start, read(running, wire, port))
 
 
@@ -191,25 +190,19 @@ def _ready(md: dict) -> bool:
 
 
 def await_ready(control: Kube, names: set[str], began: float, what: str) -> None:
-    """Until every named ModelDeployment reads ReplicasReady True, saying how far it got."""
-    deadline = time.monotonic() + BATCH_LIMIT
-    while True:
+    """Until every named ModelDeployment reads ReplicasReady True, saying how far it got
+    (a list the loaded API server fails is a check that found nothing yet)."""
+
+    def all_ready() -> bool:
         listed = control.list("modeldeployments.modelplane.ai", team(OBSERVED))
-        waiting = sorted(
-            m["metadata"]["name"]
-            for m in listed
-            if m["metadata"]["name"] in names and not _ready(m)
-        )
+        ready = sum(1 for m in listed if m["metadata"]["name"] in names and _ready(m))
         print(
-            f"{what}: {len(names) - len(waiting)} of {len(names)} deployments Ready, "
-            f"{time.monotonic() - began:.0f} s",
+            f"{what}: {ready} of {len(names)} deployments Ready, {time.monotonic() - began:.0f} s",
             flush=True,
         )
-        if not waiting:
-            return
-        if time.monotonic() > deadline:
-            raise TimeoutError(f"{what}: not Ready within {BATCH_LIMIT:.0f} s: {waiting[:10]}")
-        time.sleep(CHECK)
+        return ready == len(names)
+
+    eventually(all_ready, f"{what}: every deployment Ready", timeout=BATCH_LIMIT, every=CHECK)
 
 
 def create(control: Kube, sizes: Sizes) -> float:
@@ -238,12 +231,17 @@ def rewritten(control: Kube) -> dict[str, int]:
             for member in engine.get("members") or []
         )
     )
-    labelled = sum(1 for r in listed if "modelplane.ai/charge" in r["metadata"].get("labels", {}))
+    labelled = sum(1 for r in listed if labels.CHARGE in r["metadata"].get("labels", {}))
     return {"replicas": len(listed), "named by digest": by_digest, "charge-labelled": labelled}
 
 
-SHOWN = ("crossplane", "crossplane-contrib-provider-kubernetes", "control-plane-kube-apiserver",
-         "control-plane-etcd")  # fmt: skip
+# The platform's processes the table shows one by one (the functions get rows of their own).
+PLATFORM_PROCESSES = (
+    "crossplane",
+    "crossplane-contrib-provider-kubernetes",
+    "control-plane-kube-apiserver",
+    "control-plane-etcd",
+)
 
 
 def _cell(value: float | None, scale: float = 1.0, digits: int = 1) -> str:
@@ -258,7 +256,7 @@ def table(head: str, windows: list[Window], functions_served: list[str]) -> str:
         rows.append(f"| {label} | " + " | ".join(cells) + " |")
 
     row("all processes, CPU s per minute", [_cell(sum(w.cpu.values())) for w in windows])
-    for process in SHOWN:
+    for process in PLATFORM_PROCESSES:
         row(f"{process}, CPU s per minute", [_cell(w.cpu.get(process)) for w in windows])
     for plural in COMPOSITES:
         row(f"{plural} reconciles per minute", [_cell(w.reconciles.get(plural)) for w in windows])
@@ -338,10 +336,9 @@ def settled_run(
         control, [run.ArmFleet(OBSERVED, 0, kube, provider, pool_list, held)], sizes.max_age
     )
     creation = create(control, sizes)
-    (crossplane,) = [p for p in running.supervisor.processes if p.name == "crossplane"]
-    port = cost.metrics_port(crossplane)
+    port = cost.metrics_port(running.supervisor.processes)
     wire = cost.Wire(
-        {name: int(a.rsplit(":", 1)[1]) for name, a in running.installed.functions.items()}
+        {name: functions.endpoint_port(a) for name, a in running.installed.functions.items()}
     )
     _warm(sizes.warm)
     state = {"this checkout": rewritten(control)}
