@@ -1,8 +1,9 @@
-from datetime import timedelta
+from datetime import UTC, datetime, timedelta
 
 import pytest
 from crossplane.function.response import DEFAULT_TTL
 from modelplane_common import requeue
+from modelplane_common.timeutil import format_time
 
 S = timedelta(seconds=1)
 
@@ -25,29 +26,52 @@ def test_soonest(deadlines, expected):
 
 
 @pytest.mark.parametrize(
-    ("moving", "circuit_open", "expected"),
+    ("moving", "dropping_events", "expected"),
     [
         pytest.param(True, False, requeue.CONVERGING, id="something on its way: converging"),
         pytest.param(False, True, requeue.CONVERGING, id="events may be dropped: converging"),
         pytest.param(False, False, requeue.SETTLED, id="nothing moving, events flow: settled"),
     ],
 )
-def test_converging(moving, circuit_open, expected):
-    assert requeue.converging(moving, circuit_open=circuit_open) == expected
+def test_converging(moving, dropping_events, expected):
+    assert requeue.converging(moving, dropping_events=dropping_events) == expected
 
 
-def responsive(status):
-    return {"conditions": [{"type": "Responsive", "status": status}]}
+NOW = datetime(2026, 12, 1, 12, 0, tzinfo=UTC)
+
+
+def responsive(status, turned=None):
+    condition = {"type": "Responsive", "status": status}
+    if turned is not None:
+        condition["lastTransitionTime"] = format_time(NOW - turned)
+    return {"conditions": [condition]}
 
 
 @pytest.mark.parametrize(
     ("status", "expected"),
     [
-        pytest.param(responsive("False"), True, id="Responsive False: the circuit is open"),
-        pytest.param(responsive("True"), False, id="Responsive True: events flow"),
+        pytest.param(responsive("False", 60 * S), True, id="opened a minute ago: dropping"),
+        pytest.param(
+            responsive("False", requeue.DROPPING_FOR - S),
+            True,
+            id="a second short of cooldown and half-open interval: still dropping",
+        ),
+        pytest.param(
+            responsive("False", requeue.DROPPING_FOR),
+            False,
+            id="past cooldown and half-open interval: the next event passes",
+        ),
+        pytest.param(
+            responsive("False", timedelta(hours=3)),
+            False,
+            id="a settled XR still reading False hours after opening: events flow",
+        ),
+        pytest.param(responsive("False"), True, id="no transition time: read as just opened"),
+        pytest.param(responsive("False", -60 * S), True, id="a future transition: just opened"),
+        pytest.param(responsive("True", 60 * S), False, id="Responsive True: events flow"),
         pytest.param({}, False, id="no condition yet: events flow"),
         pytest.param({"conditions": "x"}, False, id="unreadable: events flow"),
     ],
 )
-def test_circuit_open_reads_crossplanes_responsive_condition(status, expected):
-    assert requeue.circuit_open(status) is expected
+def test_dropping_events_reads_crossplanes_responsive_condition_and_its_age(status, expected):
+    assert requeue.dropping_events(status, NOW) is expected

@@ -11,13 +11,23 @@ again, and the TTL, which the breaker never drops, guarantees it:
 
     CONVERGING  something the XR owns is on its way (a replica admitted but
                 not yet Ready, a deployment with a placed replica not yet
-                Ready, or one that just removed or healed replicas), or its
-                watch circuit is open (Crossplane's `Responsive` condition on
-                the XR reads False), so the next change may never arrive as
-                an event: look again soon, so Ready follows the workload
-                within seconds.
+                Ready, or one that just removed or healed replicas), or the
+                breaker may be dropping its events (`dropping_events`), so the
+                next change may never arrive as an event: look again soon, so
+                Ready follows the workload within seconds.
     SETTLED     nothing is moving and events flow: the SDK's own default, so a
                 settled fleet costs what it cost before this rule.
+
+The breaker drops events only for a while after it opens. Crossplane keeps
+its state per XR and changes it only when an event arrives: an open circuit
+closes on the first event after its cooldown, and until then the XR's
+`Responsive` condition reads False, however long ago it opened. A settled XR
+has no events, so on its own it would read False forever (measured on the
+settled e2e fleet: design/scheduler.md, "A settled fleet on the real control
+plane"). So the condition
+counts as dropping only within DROPPING_FOR of turning False: Crossplane's
+default cooldown, plus its 30 s between half-open probes, after which even the
+first event passes (design/reconcile.md, "The watch circuit breaker").
     observation_refresh
                 an InferenceCluster that reads the agent looks again at a
                 quarter of its `maxAge`, so the histogram it publishes is never
@@ -30,9 +40,10 @@ The functions' own earlier deadlines (admission's settle time) come first:
 from __future__ import annotations
 
 from collections.abc import Mapping
-from datetime import timedelta
+from datetime import datetime, timedelta
 
 from modelplane_common.inputs import condition_in
+from modelplane_common.timeutil import parse_time_or_none
 
 CONVERGING = timedelta(seconds=10)
 # The Function SDK's default TTL (crossplane.function.response.DEFAULT_TTL); plain
@@ -42,21 +53,29 @@ SETTLED = timedelta(minutes=1)
 FLOOR = timedelta(seconds=1)
 
 
-# The condition Crossplane sets on every XR: False/WatchCircuitOpen while its
-# circuit breaker drops the XR's watch events.
+# The condition Crossplane sets on every XR: False/WatchCircuitOpen from the moment
+# its circuit breaker opens until an event arrives after the cooldown.
 RESPONSIVE = "Responsive"
+# How long after opening the breaker may drop an event: Crossplane's default
+# `--circuit-breaker-cooldown` (5m) plus its fixed half-open interval (30 s).
+DROPPING_FOR = timedelta(minutes=5, seconds=30)
 
 
-def circuit_open(status: Mapping) -> bool:
-    """Whether Crossplane says it is dropping the XR's watch events: `Responsive` False
-    in the XR's status (an unreadable one reads as not open)."""
-    return condition_in(status.get("conditions"), RESPONSIVE).get("status") == "False"
+def dropping_events(status: Mapping, now: datetime) -> bool:
+    """Whether Crossplane may be dropping the XR's watch events: `Responsive` False in the
+    XR's status, turned False less than DROPPING_FOR ago (an unreadable condition reads
+    as closed; an unreadable or future transition time as just opened)."""
+    responsive = condition_in(status.get("conditions"), RESPONSIVE)
+    if responsive.get("status") != "False":
+        return False
+    opened = parse_time_or_none(responsive.get("lastTransitionTime"))
+    return opened is None or now - opened < DROPPING_FOR
 
 
-def converging(moving: bool, *, circuit_open: bool) -> timedelta:
+def converging(moving: bool, *, dropping_events: bool) -> timedelta:
     """CONVERGING while something the XR owns is on its way or its events may be dropped,
     else SETTLED."""
-    return CONVERGING if moving or circuit_open else SETTLED
+    return CONVERGING if moving or dropping_events else SETTLED
 
 
 def observation_refresh(max_age: timedelta) -> timedelta:

@@ -3,11 +3,12 @@
 from __future__ import annotations
 
 import copy
-from datetime import UTC, datetime
+from datetime import UTC, datetime, timedelta
 
 import pytest
 import structlog
 from compose_inference_cluster.fn import FunctionRunner
+from modelplane_common.timeutil import format_time
 from modelplane_devtools.wire import conditions, desired, desired_status, events, request, run
 
 NOW = datetime(2026, 11, 29, 12, 0, tzinfo=UTC)
@@ -632,7 +633,21 @@ def test_an_observed_cluster_is_called_again_within_a_quarter_of_its_max_age(obs
     assert rsp.meta.ttl.ToTimedelta().total_seconds() == seconds
 
 
-def test_a_cluster_whose_watch_circuit_is_open_is_called_again_soon():
+@pytest.mark.parametrize(
+    ("opened", "seconds"),
+    [
+        pytest.param(timedelta(minutes=1), 10, id="a circuit open a minute: called again in 10s"),
+        pytest.param(
+            timedelta(minutes=6), 60, id="open past its cooldown, no event since: the settled 60s"
+        ),
+    ],
+)
+def test_a_cluster_whose_watch_circuit_drops_events_is_called_again_soon(opened, seconds):
     body = xr(observation={"mode": "Declared"})
-    body["status"] = {"conditions": [{"type": "Responsive", "status": "False"}]}
-    assert render(body, OBSERVED_ALL).meta.ttl.ToTimedelta().total_seconds() == 10
+    responsive = {
+        "type": "Responsive",
+        "status": "False",
+        "lastTransitionTime": format_time(NOW - opened),
+    }
+    body["status"] = {"conditions": [responsive]}
+    assert render(body, OBSERVED_ALL).meta.ttl.ToTimedelta().total_seconds() == seconds

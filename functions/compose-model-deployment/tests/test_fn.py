@@ -478,9 +478,17 @@ def test_a_converging_deployment_asks_to_be_called_again_soon(req, seconds):
     assert run(req).meta.ttl.ToTimedelta().total_seconds() == seconds
 
 
-def test_a_settled_deployment_whose_watch_circuit_is_open_is_called_again_soon():
-    xr = {
-        **SETTLED_XR,
-        "status": {"conditions": [{"type": "Responsive", "status": "False"}]},
-    }
-    assert run(t.request(xr, CLUSTERS, [RUNNING], OWN)).meta.ttl.ToTimedelta().seconds == 10
+@pytest.mark.parametrize(
+    ("opened", "seconds"),
+    [
+        pytest.param(1, 10, id="a circuit open a minute: called again in 10s"),
+        pytest.param(6, 60, id="open past its cooldown, no event since: the settled 60s"),
+    ],
+)
+def test_a_settled_deployment_whose_watch_circuit_drops_events_is_called_again_soon(
+    opened, seconds
+):
+    responsive = {"type": "Responsive", "status": "False", "lastTransitionTime": t.ago(opened)}
+    xr = {**SETTLED_XR, "status": {"conditions": [responsive]}}
+    rsp = run(t.request(xr, CLUSTERS, [RUNNING], OWN))
+    assert rsp.meta.ttl.ToTimedelta().total_seconds() == seconds

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import copy
-from datetime import UTC, datetime
+from datetime import UTC, datetime, timedelta
 
 import pytest
 import structlog
@@ -1332,10 +1332,23 @@ def test_a_converging_replica_asks_to_be_called_again_soon(observed, seconds):
     assert rsp.meta.ttl.ToTimedelta().total_seconds() == seconds
 
 
-def test_a_settled_replica_whose_watch_circuit_is_open_is_called_again_soon():
-    open_circuit = {"conditions": [{"type": "Responsive", "status": "False"}]}
-    rsp = call(xr(status=open_circuit), SERVING)
-    assert rsp.meta.ttl.ToTimedelta().total_seconds() == 10
+@pytest.mark.parametrize(
+    ("opened", "seconds"),
+    [
+        pytest.param(timedelta(minutes=1), 10, id="a circuit open a minute: called again in 10s"),
+        pytest.param(
+            timedelta(minutes=6), 60, id="open past its cooldown, no event since: the settled 60s"
+        ),
+    ],
+)
+def test_a_settled_replica_whose_watch_circuit_drops_events_is_called_again_soon(opened, seconds):
+    responsive = {
+        "type": "Responsive",
+        "status": "False",
+        "lastTransitionTime": format_time(NOW - opened),
+    }
+    rsp = call(xr(status={"conditions": [responsive]}), SERVING)
+    assert rsp.meta.ttl.ToTimedelta().total_seconds() == seconds
 
 
 def with_times(placed_at, created=None, label="east"):

@@ -390,7 +390,9 @@ def decide(
         ready=_ready(desired),
         requeue_after=requeue.soonest(
             requeue.observation_refresh(max_age) if mode == "Observed" else None,
-            requeue.converging(False, circuit_open=requeue.circuit_open(previous_status)),
+            requeue.converging(
+                False, dropping_events=requeue.dropping_events(previous_status, now)
+            ),
         ),
     )
 

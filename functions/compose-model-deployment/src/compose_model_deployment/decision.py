@@ -155,7 +155,7 @@ def _unplanned(
         said=report.kept_as_is(why, kept=len(own), kept_ready=ready, was_ready=reported.was_ready),
         why=why,
         cluster_labels=cluster_labels,
-        requeue_after=requeue.converging(False, circuit_open=reported.circuit_open),
+        requeue_after=requeue.converging(False, dropping_events=reported.dropping_events),
         tenancy=tenancy.requirements(namespace) if namespace is not None else (),
     )
 
@@ -166,7 +166,7 @@ def _requeue_after(plan: Plan, reported: Reported) -> timedelta:
     capacity alone looks again at SETTLED: capacity reaches it only through required
     resources, and each call reads the fleet."""
     moving = plan.ready < plan.scheduled or bool(plan.removed) or bool(plan.healed)
-    return requeue.converging(moving, circuit_open=reported.circuit_open)
+    return requeue.converging(moving, dropping_events=reported.dropping_events)
 
 
 def _cannot_plan(desired: int | None, reason: str, message: str) -> report.NothingPlanned:
@@ -228,7 +228,7 @@ def decide(
     laps = laps or logs.Laps()
     inputs.mapping(xr.get("metadata"), "metadata")
     inputs.mapping(xr.get("spec"), "spec")
-    reported = readers.read_reported(xr)
+    reported = readers.read_reported(xr, now)
     try:
         deployment = readers.read_deployment(xr)
     except ValueError as err:

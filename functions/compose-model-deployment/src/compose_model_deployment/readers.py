@@ -268,17 +268,17 @@ class Reported:
     was_ready: bool  # Crossplane last reported it Ready
     scheduled: object  # status.replicas.scheduled, any value: it is only compared
     memories: Mapping[str, list]  # MEMORIES, as they are
-    circuit_open: bool  # Crossplane is dropping its watch events (requeue.circuit_open)
+    dropping_events: bool  # Crossplane may be dropping its watch events (requeue.dropping_events)
 
 
-def read_reported(xr: Mapping) -> Reported:
+def read_reported(xr: Mapping, now: datetime) -> Reported:
     status = status_of(xr)
     replicas = status.get("replicas")
     return Reported(
         was_ready=find_condition(xr, "Ready").get("status") == "True",
         scheduled=replicas.get("scheduled") if isinstance(replicas, Mapping) else None,
         memories={m: list(status[m]) for m in MEMORIES if isinstance(status.get(m), list)},
-        circuit_open=requeue.circuit_open(status),
+        dropping_events=requeue.dropping_events(status, now),
     )
 
 

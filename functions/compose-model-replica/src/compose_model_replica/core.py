@@ -666,7 +666,7 @@ def decide(given: Inputs) -> Outcome:
                 or pods_verdict.condition.status != "True"
                 # Required resources are not watched: only a call shows the template.
                 or bool(held.problems),
-                circuit_open=given.replica.circuit_open,
+                dropping_events=given.replica.dropping_events,
             ),
         ),
     )

@@ -51,7 +51,7 @@ class ReplicaInput:
     placement_replaced: str | None  # why it is queued at its creationTimestamp instead
     cluster_label_problem: str | None  # its cluster label is not spec.clusterName
     queued: Queued  # this replica, as its fellow replicas read it
-    circuit_open: bool = False  # Crossplane is dropping its watch events (requeue.circuit_open)
+    dropping_events: bool = False  # Crossplane may be dropping its events (requeue.dropping_events)
     # Its ModelDeployment's name, from its labels, when they name one in its own
     # namespace ("" otherwise), and why they do not, when a template is named by digest.
     deployment: str = ""

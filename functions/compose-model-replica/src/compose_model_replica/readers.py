@@ -165,7 +165,7 @@ def read_replica(composite: struct_pb2.Struct, now: datetime) -> ReplicaInput:
         placement_replaced=read_placement_time(composite, now).replaced,
         cluster_label_problem=_cluster_label_problem(metadata, spec.cluster),
         queued=read_queued(composite, spec.cluster, now),
-        circuit_open=requeue.circuit_open(status),
+        dropping_events=requeue.dropping_events(status, now),
         deployment=deployment,
         deployment_problem=deployment_problem,
     )
