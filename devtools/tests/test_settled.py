@@ -3,7 +3,11 @@ a metrics scrape sums, what a window divides, what the table shows."""
 
 from __future__ import annotations
 
+from dataclasses import replace
+from datetime import UTC, datetime, timedelta
+
 import pytest
+from modelplane_common.timeutil import format_time
 from modelplane_devtools.e2e.scale import cost, settled
 
 MD = "modelplane-ai-compose-model-deployment"
@@ -90,8 +94,40 @@ def test_window(figure, want):
     assert figure == pytest.approx(want) if want is not None else figure is None
 
 
+NOW = datetime(2026, 12, 2, 12, 0, tzinfo=UTC)
+
+
+def _xr(status: str | None, opened_ago: timedelta = timedelta()) -> dict:
+    if status is None:
+        return {"status": {}}
+    responsive = {"type": "Responsive", "status": status}
+    responsive["lastTransitionTime"] = format_time(NOW - opened_ago)
+    return {"status": {"conditions": [responsive]}}
+
+
+@pytest.mark.parametrize(
+    ("listed", "want"),
+    [
+        pytest.param([], settled.Circuits(0, 0, 0), id="no XRs, no circuits"),
+        pytest.param(
+            [_xr("True"), _xr(None), _xr("False", timedelta(minutes=1))],
+            settled.Circuits(3, 1, 1),
+            id="one opened a minute ago: open and dropping; closed and unset are neither",
+        ),
+        pytest.param(
+            [_xr("False", timedelta(minutes=20)), _xr("False", timedelta(minutes=2))],
+            settled.Circuits(2, 2, 1),
+            id="one read open 20 minutes after opening: open, no longer dropping",
+        ),
+    ],
+)  # fmt: skip
+def test_circuits_count_open_and_dropping_by_responsive_condition(listed, want):
+    assert settled.Circuits.of(listed, NOW) == want
+
+
 def test_table_shows_each_window_as_a_column_with_its_figures():
-    text = settled.table("head", [WINDOW, WINDOW], [MD])
+    circuits = {"modeldeployments": settled.Circuits(20, 3, 1)}
+    text = settled.table("head", [WINDOW, replace(WINDOW, circuits=circuits)], [MD])
     lines = text.splitlines()
     assert lines[0] == "head"
     assert lines[2] == "| | w | w |"
@@ -99,6 +135,10 @@ def test_table_shows_each_window_as_a_column_with_its_figures():
     assert "| compose-model-deployment, ms per call (Crossplane's timing) | 10 | 10 |" in lines
     assert "| compose-model-deployment, CPU s per minute (all pods) | 4.0 | 4.0 |" in lines
     assert "| modelreplicas reconciles per minute | - | - |" in lines
+    assert (
+        "| modeldeployments reading Responsive False after the window | - "
+        "| 3 of 20, 1 opened within 5m30s |"
+    ) in lines
 
 
 @pytest.mark.parametrize(

@@ -35,7 +35,11 @@ received per request (`cost.Wire`), the mean seconds per call as Crossplane
 times it (`function_run_function_seconds`), and reconciles per composite kind
 (`controller_runtime_reconcile_total` of Crossplane's `composite/<xrd>`
 controllers), so bytes per reconcile is bytes per request times calls per
-reconcile. Printed as one table and written with every process's figures to
+reconcile; and after the window, how many XRs of each kind read `Responsive`
+False, and how many of those opened recently enough to be dropping events
+(`requeue.dropping_events`; Crossplane reports a circuit open until an event
+arrives after its cooldown, so a settled XR's may read open long after).
+Printed as one table and written with every process's figures to
 `out/settled/<time>/`.
 """
 
@@ -46,10 +50,12 @@ import json
 import math
 import sys
 import time
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, field, replace
+from datetime import UTC, datetime
 from pathlib import Path
 
-from modelplane_common import labels
+from modelplane_common import labels, requeue
+from modelplane_common.timeutil import format_duration
 
 from modelplane_devtools.e2e import functions, stack
 from modelplane_devtools.e2e.kube import Kube, condition, eventually
@@ -72,11 +78,11 @@ CALL_SECONDS = "function_run_function_seconds_sum"
 CHECK = 10.0  # seconds between checks while a batch becomes Ready
 BATCH_LIMIT = 1200.0  # seconds a batch may take to become Ready
 # Creating a deployment's replicas (and, after the swap, rewriting them) opens
-# Crossplane's watch circuit breaker on it, which closes at the first event 5 min
-# later (design/reconcile.md); while open, the functions requeue at 10 s. Past that
-# and one settled TTL (60 s), an XR runs at its settled pace unless events keep its
-# circuit open, which the window's reconciles per minute show.
-WARM = 330.0
+# Crossplane's watch circuit breaker on it (design/reconcile.md); the functions
+# requeue at 10 s for DROPPING_FOR after it opens. Past that and one more converging
+# TTL, an XR runs at its settled pace unless events keep reopening its circuit, which
+# the window's reconciles per minute and the circuits read after it show.
+WARM = (requeue.DROPPING_FOR + requeue.CONVERGING).total_seconds()
 
 
 @dataclass(frozen=True)
@@ -135,6 +141,38 @@ def read(running: stack.Stack, wire: cost.Wire, metrics_port: int) -> Reading:
     )
 
 
+@dataclass(frozen=True)
+class Circuits:
+    """The watch circuits of one kind of XR as their `Responsive` conditions read."""
+
+    xrs: int
+    open: int  # Responsive False
+    dropping: int  # of those, opened less than requeue.DROPPING_FOR ago
+
+    @classmethod
+    def of(cls, listed: list[dict], now: datetime) -> Circuits:
+        def is_open(xr: dict) -> bool:
+            return (condition(xr, requeue.RESPONSIVE) or {}).get("status") == "False"
+
+        return cls(
+            len(listed),
+            sum(1 for xr in listed if is_open(xr)),
+            sum(1 for xr in listed if requeue.dropping_events(xr.get("status") or {}, now)),
+        )
+
+    def cell(self) -> str:
+        within = format_duration(requeue.DROPPING_FOR)
+        return f"{self.open} of {self.xrs}, {self.dropping} opened within {within}"
+
+
+def circuits(control: Kube) -> dict[str, Circuits]:
+    """Each composite kind's circuits, read after a window (the window lists nothing)."""
+    return {
+        plural: Circuits.of(control.list(f"{plural}.modelplane.ai"), datetime.now(UTC))
+        for plural in COMPOSITES
+    }
+
+
 def _per_minute(after: dict, before: dict, minutes: float) -> dict[str, float]:
     return {key: (after[key] - before.get(key, 0)) / minutes for key in after}
 
@@ -150,6 +188,7 @@ class Window:
     call_seconds: dict[str, float]  # function -> Crossplane's seconds in its calls, per minute
     reconciles: dict[str, float]  # composite plural -> reconciles per minute
     wire: dict[str, float]  # function -> bytes received per minute
+    circuits: dict[str, Circuits] = field(default_factory=dict)  # plural -> after the window
 
     @classmethod
     def between(cls, name: str, start: Reading, end: Reading) -> Window:
@@ -179,10 +218,12 @@ class Window:
 
 def measure(name: str, running: stack.Stack, wire: cost.Wire, port: int, seconds: float) -> Window:
     """A window in which the harness only samples the wire."""
+    assert running.control_plane
     print(f"{name}: measuring {seconds:.0f} s, nothing listed", flush=True)
     start = read(running, wire, port)
     run.sampling(seconds, wire.sample)
-    return Window.between(name, start, read(running, wire, port))
+    window = Window.between(name, start, read(running, wire, port))
+    return replace(window, circuits=circuits(running.control_plane.kube))
 
 
 def _ready(md: dict) -> bool:
@@ -260,6 +301,11 @@ def table(head: str, windows: list[Window], functions_served: list[str]) -> str:
         row(f"{process}, CPU s per minute", [_cell(w.cpu.get(process)) for w in windows])
     for plural in COMPOSITES:
         row(f"{plural} reconciles per minute", [_cell(w.reconciles.get(plural)) for w in windows])
+    for plural in COMPOSITES:
+        row(
+            f"{plural} reading Responsive False after the window",
+            [w.circuits[plural].cell() if plural in w.circuits else "-" for w in windows],
+        )
     for function in functions_served:
         short = function.removeprefix("modelplane-ai-")
         row(
