@@ -4,9 +4,26 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import Mapping, Sequence
+from datetime import datetime, timedelta
 
 from crossplane.function import resource
 from crossplane.function.proto.v1 import run_function_pb2 as fnv1
+from modelplane_common.timeutil import format_time
+
+# A settled XR whose Responsive condition turned False `opened` ago, and the TTL its
+# function must ask for (modelplane_common.requeue.dropping_events): as pytest's
+# (opened, seconds) parameters with their ids.
+OPEN_CIRCUIT_TTLS = [
+    (timedelta(minutes=1), 10, "a circuit open a minute: called again in 10s"),
+    (timedelta(minutes=6), 60, "open past its cooldown, no event since: the settled 60s"),
+]
+
+
+def open_circuit(opened_at: datetime) -> dict:
+    """An XR status whose `Responsive` condition turned False at `opened_at`."""
+    turned = format_time(opened_at)
+    return {"conditions": [{"type": "Responsive", "status": "False", "lastTransitionTime": turned}]}
+
 
 SEVERITY = {
     fnv1.SEVERITY_NORMAL: "Normal",

@@ -3,12 +3,12 @@
 from __future__ import annotations
 
 import copy
-from datetime import UTC, datetime, timedelta
+from datetime import UTC, datetime
 
 import pytest
 import structlog
 from compose_inference_cluster.fn import FunctionRunner
-from modelplane_common.timeutil import format_time
+from modelplane_devtools import wire
 from modelplane_devtools.wire import conditions, desired, desired_status, events, request, run
 
 NOW = datetime(2026, 11, 29, 12, 0, tzinfo=UTC)
@@ -634,20 +634,9 @@ def test_an_observed_cluster_is_called_again_within_a_quarter_of_its_max_age(obs
 
 
 @pytest.mark.parametrize(
-    ("opened", "seconds"),
-    [
-        pytest.param(timedelta(minutes=1), 10, id="a circuit open a minute: called again in 10s"),
-        pytest.param(
-            timedelta(minutes=6), 60, id="open past its cooldown, no event since: the settled 60s"
-        ),
-    ],
+    ("opened", "seconds"), [pytest.param(*case[:2], id=case[2]) for case in wire.OPEN_CIRCUIT_TTLS]
 )
 def test_a_cluster_whose_watch_circuit_drops_events_is_called_again_soon(opened, seconds):
     body = xr(observation={"mode": "Declared"})
-    responsive = {
-        "type": "Responsive",
-        "status": "False",
-        "lastTransitionTime": format_time(NOW - opened),
-    }
-    body["status"] = {"conditions": [responsive]}
+    body["status"] = wire.open_circuit(NOW - opened)
     assert render(body, OBSERVED_ALL).meta.ttl.ToTimedelta().total_seconds() == seconds

@@ -479,16 +479,11 @@ def test_a_converging_deployment_asks_to_be_called_again_soon(req, seconds):
 
 
 @pytest.mark.parametrize(
-    ("opened", "seconds"),
-    [
-        pytest.param(1, 10, id="a circuit open a minute: called again in 10s"),
-        pytest.param(6, 60, id="open past its cooldown, no event since: the settled 60s"),
-    ],
+    ("opened", "seconds"), [pytest.param(*case[:2], id=case[2]) for case in wire.OPEN_CIRCUIT_TTLS]
 )
 def test_a_settled_deployment_whose_watch_circuit_drops_events_is_called_again_soon(
     opened, seconds
 ):
-    responsive = {"type": "Responsive", "status": "False", "lastTransitionTime": t.ago(opened)}
-    xr = {**SETTLED_XR, "status": {"conditions": [responsive]}}
+    xr = {**SETTLED_XR, "status": wire.open_circuit(t.NOW - opened)}
     rsp = run(t.request(xr, CLUSTERS, [RUNNING], OWN))
     assert rsp.meta.ttl.ToTimedelta().total_seconds() == seconds

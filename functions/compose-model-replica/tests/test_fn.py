@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import copy
-from datetime import UTC, datetime, timedelta
+from datetime import UTC, datetime
 
 import pytest
 import structlog
@@ -12,6 +12,7 @@ from compose_model_replica.fn import FunctionRunner
 from crossplane.function.proto.v1.run_function_pb2 import READY_FALSE, READY_TRUE
 from modelplane_common import labels, template_digest
 from modelplane_common.timeutil import format_time
+from modelplane_devtools import wire
 from modelplane_devtools.wire import conditions, desired, desired_status, events, request, run
 
 NOW = datetime(2026, 11, 29, 12, 0, tzinfo=UTC)
@@ -1333,21 +1334,10 @@ def test_a_converging_replica_asks_to_be_called_again_soon(observed, seconds):
 
 
 @pytest.mark.parametrize(
-    ("opened", "seconds"),
-    [
-        pytest.param(timedelta(minutes=1), 10, id="a circuit open a minute: called again in 10s"),
-        pytest.param(
-            timedelta(minutes=6), 60, id="open past its cooldown, no event since: the settled 60s"
-        ),
-    ],
+    ("opened", "seconds"), [pytest.param(*case[:2], id=case[2]) for case in wire.OPEN_CIRCUIT_TTLS]
 )
 def test_a_settled_replica_whose_watch_circuit_drops_events_is_called_again_soon(opened, seconds):
-    responsive = {
-        "type": "Responsive",
-        "status": "False",
-        "lastTransitionTime": format_time(NOW - opened),
-    }
-    rsp = call(xr(status={"conditions": [responsive]}), SERVING)
+    rsp = call(xr(status=wire.open_circuit(NOW - opened)), SERVING)
     assert rsp.meta.ttl.ToTimedelta().total_seconds() == seconds
 
 
