@@ -17,21 +17,21 @@ again, and the TTL, which the breaker never drops, guarantees it:
                 Ready follows the workload within seconds.
     SETTLED     nothing is moving and events flow: the SDK's own default, so a
                 settled fleet costs what it cost before this rule.
+    observation_refresh
+                an InferenceCluster that reads the agent looks again at a
+                quarter of its `maxAge`, so the histogram it publishes is never
+                more than that behind the agent's, whatever the breaker drops.
 
 The breaker drops events only for a while after it opens. Crossplane keeps
 its state per XR and changes it only when an event arrives: an open circuit
 closes on the first event after its cooldown, and until then the XR's
 `Responsive` condition reads False, however long ago it opened. A settled XR
-has no events, so on its own it would read False forever (measured on the
-settled e2e fleet: design/scheduler.md, "A settled fleet on the real control
-plane"). So the condition
-counts as dropping only within DROPPING_FOR of turning False: Crossplane's
-default cooldown, plus its 30 s between half-open probes, after which even the
-first event passes (design/reconcile.md, "The watch circuit breaker").
-    observation_refresh
-                an InferenceCluster that reads the agent looks again at a
-                quarter of its `maxAge`, so the histogram it publishes is never
-                more than that behind the agent's, whatever the breaker drops.
+has no events, so its condition may read False for as long as it stays
+settled (measured on the settled e2e fleet: design/scheduler.md, "A settled
+fleet on the real control plane"). So the condition counts as dropping only
+within DROPPING_FOR of turning False: Crossplane's default cooldown plus its
+30 s between half-open probes, after which even the first event passes
+(design/reconcile.md, "The watch circuit breaker").
 
 The functions' own earlier deadlines (admission's settle time) come first:
 `soonest` picks the earliest.

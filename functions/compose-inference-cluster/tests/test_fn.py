@@ -636,7 +636,9 @@ def test_an_observed_cluster_is_called_again_within_a_quarter_of_its_max_age(obs
 @pytest.mark.parametrize(
     ("opened", "seconds"), [pytest.param(*case[:2], id=case[2]) for case in wire.OPEN_CIRCUIT_TTLS]
 )
-def test_a_cluster_whose_watch_circuit_drops_events_is_called_again_soon(opened, seconds):
+def test_a_cluster_with_an_open_circuit_is_called_again_soon_while_it_may_drop_events(
+    opened, seconds
+):
     body = xr(observation={"mode": "Declared"})
     body["status"] = wire.open_circuit(NOW - opened)
     assert render(body, OBSERVED_ALL).meta.ttl.ToTimedelta().total_seconds() == seconds

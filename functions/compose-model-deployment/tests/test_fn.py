@@ -481,7 +481,7 @@ def test_a_converging_deployment_asks_to_be_called_again_soon(req, seconds):
 @pytest.mark.parametrize(
     ("opened", "seconds"), [pytest.param(*case[:2], id=case[2]) for case in wire.OPEN_CIRCUIT_TTLS]
 )
-def test_a_settled_deployment_whose_watch_circuit_drops_events_is_called_again_soon(
+def test_a_settled_deployment_with_an_open_circuit_is_called_again_soon_while_it_may_drop_events(
     opened, seconds
 ):
     xr = {**SETTLED_XR, "status": wire.open_circuit(t.NOW - opened)}

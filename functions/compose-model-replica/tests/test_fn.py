@@ -1336,7 +1336,9 @@ def test_a_converging_replica_asks_to_be_called_again_soon(observed, seconds):
 @pytest.mark.parametrize(
     ("opened", "seconds"), [pytest.param(*case[:2], id=case[2]) for case in wire.OPEN_CIRCUIT_TTLS]
 )
-def test_a_settled_replica_whose_watch_circuit_drops_events_is_called_again_soon(opened, seconds):
+def test_a_settled_replica_with_an_open_circuit_is_called_again_soon_while_it_may_drop_events(
+    opened, seconds
+):
     rsp = call(xr(status=wire.open_circuit(NOW - opened)), SERVING)
     assert rsp.meta.ttl.ToTimedelta().total_seconds() == seconds
 
