@@ -75,3 +75,21 @@ def responsive(status, turned=None):
 )
 def test_dropping_events_reads_crossplanes_responsive_condition_and_its_age(status, expected):
     assert requeue.dropping_events(status, NOW) is expected
+
+
+@pytest.mark.parametrize(
+    ("status", "expected"),
+    [
+        pytest.param(responsive("False", 60 * S), True, id="False a minute ago: open"),
+        pytest.param(
+            responsive("False", timedelta(hours=3)),
+            True,
+            id="False for hours: still reads open, though it drops nothing",
+        ),
+        pytest.param(responsive("True", 60 * S), False, id="Responsive True: closed"),
+        pytest.param({}, False, id="no condition yet: closed"),
+        pytest.param({"conditions": "x"}, False, id="unreadable: closed"),
+    ],
+)
+def test_reads_open_is_what_the_responsive_condition_says(status, expected):
+    assert requeue.reads_open(status) is expected

@@ -7,8 +7,9 @@ import dataclasses
 import math
 
 import pytest
+from modelplane_common import labels
 from modelplane_devtools.e2e.kube import KubectlFailed
-from modelplane_devtools.e2e.scale import analysis, cost, profile, record, run
+from modelplane_devtools.e2e.scale import analysis, cost, profile, record, report, run
 from modelplane_devtools.e2e.scale.analysis import MODEL, RACE, STALE, PodRecord, ReplicaRecord
 
 T0 = 1_000_000.0
@@ -114,6 +115,218 @@ def test_a_replica_is_placed_once_all_its_pods_are_bound_and_live():
     assert analysis.placed_replicas(arm) == {"a-0": T0 + 9}
 
 
+def _relayed_arm(*relayed: float, observed: bool = True) -> analysis.Arm:
+    arm = _arm(_pod("x", "a-0", created=T0, bound=T0 + 10), observed=observed)
+    arm.replicas["a-0"].relayed.extend(relayed)
+    return arm
+
+
+@pytest.mark.parametrize(
+    ("arm", "expected"),
+    [
+        pytest.param(_relayed_arm(T0 + 14), [4.0], id="relayed-4-s-after-the-last-bind"),
+        pytest.param(
+            _relayed_arm(T0 + 2, T0 + 40, T0 + 25),
+            [15.0],
+            id="the-first-true-at-or-after-the-bind-counts-not-an-earlier-placement-s",
+        ),
+        pytest.param(_relayed_arm(T0 + 10), [0.0], id="relayed-in-the-second-of-the-bind-is-0"),
+        pytest.param(_relayed_arm(), [math.inf], id="bound-but-never-relayed-is-never"),
+        pytest.param(_relayed_arm(T0 + 14, observed=False), [], id="a-declared-arm-relays-nothing"),
+        pytest.param(
+            _arm(_pod("x", "a-0", created=T0, refused=T0 + 3)),
+            [],
+            id="a-replica-not-placed-has-no-relay-time",
+        ),
+    ],
+)
+def test_time_to_relay_runs_from_the_last_bind_to_the_replicas_pods_scheduled(arm, expected):
+    assert analysis.times_to_relay(arm) == expected
+
+
+def _replica_event(kind: str, status: str, at: str) -> dict:
+    condition = {"type": "PodsScheduled", "status": status, "lastTransitionTime": at}
+    return {
+        "type": kind,
+        "object": {
+            "metadata": {"name": "a-0", "namespace": "team"},
+            "status": {"conditions": [condition]},
+        },
+    }
+
+
+def test_a_replicas_pods_scheduled_true_transitions_are_recorded_once_each():
+    events = [
+        _replica_event("ADDED", "Unknown", "2026-12-02T03:07:55Z"),
+        _replica_event("MODIFIED", "True", "2026-12-02T03:22:16Z"),
+        _replica_event("MODIFIED", "True", "2026-12-02T03:22:16Z"),
+        _replica_event("MODIFIED", "Unknown", "2026-12-02T03:23:23Z"),
+        _replica_event("MODIFIED", "True", "2026-12-02T03:25:23Z"),
+    ]
+    relayed = analysis.replicas(events, "team")["a-0"].relayed
+    assert relayed == [
+        analysis.when("2026-12-02T03:22:16Z"),
+        analysis.when("2026-12-02T03:25:23Z"),
+    ]
+
+
+APISERVER_LOG = (
+    "W1202 03:12:25.354732   27449 controller.go:139] slow openapi aggregation\n"
+    "E1202 03:18:29.146490   27449 watcher.go:335] watch chan error: etcd event received "
+    "with PrevKv=nil (key=/registry/kubernetes.m.crossplane.io/objects/a)\n"
+    "W1202 03:18:38.466443   27449 cacher.go:182] Terminating all watchers from cacher "
+    "objects.kubernetes.m.crossplane.io\n"
+    "W1202 03:28:38.466443   27449 cacher.go:182] Terminating all watchers from cacher "
+    "objects.kubernetes.m.crossplane.io\n"
+    "W1202 03:29:00.000000   27449 cacher.go:182] Terminating all watchers from cacher "
+    "modelreplicas.modelplane.ai\n"
+)
+
+
+@pytest.mark.parametrize(
+    ("log", "expected"),
+    [
+        pytest.param(
+            APISERVER_LOG,
+            {"modelreplicas.modelplane.ai": 1, "objects.kubernetes.m.crossplane.io": 2},
+            id="each-reset-is-counted-per-resource",
+        ),
+        pytest.param("I1202 03:00:00 serving securely\n", {}, id="a-log-without-resets-is-none"),
+    ],
+)
+def test_watch_cache_resets_are_counted_from_the_api_servers_log(log, expected):
+    assert analysis.watch_cache_resets(log) == expected
+
+
+def _mr_status(
+    name: str, *, ready_since: str = "", placed: str = "", verdict: str = "", decided: str = ""
+) -> dict:
+    meta: dict = {"name": name, "namespace": "team"}
+    if placed:
+        meta["annotations"] = {labels.PLACED_AT: placed}
+    status: dict = {}
+    if ready_since:
+        status["conditions"] = [
+            {"type": "Ready", "status": "False", "lastTransitionTime": ready_since}
+        ]
+    if verdict:
+        status["admission"] = {"placedAt": placed, "verdict": verdict, "decidedAt": decided}
+    return {"type": "MODIFIED", "object": {"metadata": meta, "status": status}}
+
+
+NO_STALE = analysis.StaleWrites(0, 0, 0, 0, 0)
+
+
+@pytest.mark.parametrize(
+    ("replica_events", "expected"),
+    [
+        pytest.param(
+            [_mr_status("a-0", ready_since="03:08:03"), _mr_status("a-0", ready_since="03:09:16")],
+            NO_STALE,
+            id="conditions-moving-forward-are-no-stale-write",
+        ),
+        pytest.param(
+            [
+                _mr_status("a-0", ready_since="03:08:03"),
+                _mr_status("a-0", ready_since="03:09:16"),
+                _mr_status("a-0", ready_since="03:08:03"),
+            ],
+            dataclasses.replace(NO_STALE, replica_conditions_back=1),
+            id="a-condition-put-back-to-an-earlier-transition-is-a-stale-write",
+        ),
+        pytest.param(
+            [_mr_status("a-0", ready_since="03:09:16"), _mr_status("b-0", ready_since="03:08:03")],
+            NO_STALE,
+            id="another-replicas-earlier-transition-is-no-stale-write",
+        ),
+        pytest.param(
+            [
+                _mr_status("a-0", placed="03:13:00", verdict="Admitted", decided="03:13:36"),
+                _mr_status("a-0", placed="03:13:00", verdict="Admitted", decided="03:15:02"),
+            ],
+            dataclasses.replace(NO_STALE, decided_again=1),
+            id="one-placement-decided-twice-with-the-same-verdict",
+        ),
+        pytest.param(
+            [
+                _mr_status("a-0", placed="03:13:00", verdict="Admitted", decided="03:13:36"),
+                _mr_status("a-0", placed="03:13:00", verdict="Overcommitted", decided="03:14:00"),
+            ],
+            dataclasses.replace(NO_STALE, decided_again=1, both_verdicts=1),
+            id="one-placement-admitted-and-overcommitted-is-counted-as-both",
+        ),
+        pytest.param(
+            [
+                _mr_status("a-0", placed="03:13:00"),
+                _mr_status("a-0", placed="03:13:21"),
+                _mr_status("a-0", placed="03:13:00"),
+                _mr_status("a-0"),
+            ],
+            dataclasses.replace(NO_STALE, placements_back=1),
+            id="a-placed-at-put-back-to-an-earlier-one-counts-an-annotation-missing-does-not",
+        ),
+    ],
+)  # fmt: skip
+def test_stale_writes_are_counted_from_the_replicas_record(replica_events, expected):
+    assert analysis.stale_writes(replica_events, [], "team") == expected
+
+
+def test_stale_writes_count_deployments_conditions_moved_back_apart():
+    moved_back = [
+        _mr_status("md", ready_since="03:09"),
+        _mr_status("md", ready_since="03:08"),
+    ]
+    stale = analysis.stale_writes([], moved_back, "team")
+    assert stale == dataclasses.replace(NO_STALE, deployment_conditions_back=1)
+    assert analysis.stale_writes([], moved_back, "other") == NO_STALE
+
+
+def _facts(
+    unsettled: list[str], resets: dict[str, int], gaps: dict[str, record.Gap] | None = None
+) -> report.Facts:
+    return report.Facts(profile.REDUCED, 1, 10.0, 60.0, unsettled, resets, gaps or {})
+
+
+MANY = [f"observed/md-{i:03}-0: admitted, 0 of 1 pods bound" for i in range(14)]
+
+
+@pytest.mark.parametrize(
+    ("facts", "expected"),
+    [
+        pytest.param(
+            _facts([], {}), ["control-plane watch cache resets: none"], id="a-healthy-run-says-none"
+        ),
+        pytest.param(
+            _facts(["declared/md-001-0: admitted, 1 of 2 pods bound"], {"objects.x": 1}),
+            [
+                "unsettled: declared/md-001-0: admitted, 1 of 2 pods bound",
+                "control-plane watch cache resets: objects.x 1",
+            ],
+            id="an-unsettled-run-names-what-was-left-and-the-resets",
+        ),
+        pytest.param(
+            _facts(MANY, {}),
+            [
+                "unsettled: " + "; ".join(MANY[:12]) + "; and 2 more",
+                "control-plane watch cache resets: none",
+            ],
+            id="past-twelve-reasons-the-rest-are-counted",
+        ),
+        pytest.param(
+            _facts([], {}, {"control-plane-modelreplicas": record.Gap(1, 2, "Unable to connect")}),
+            [
+                "control-plane watch cache resets: none",
+                "record of control-plane-modelreplicas may fall short: restarted 1 times, "
+                "kubectl failed 2 times (Unable to connect)",
+            ],
+            id="a-watch-that-restarted-or-failed-is-named-with-its-last-failure",
+        ),
+    ],
+)  # fmt: skip
+def test_the_table_says_what_may_have_bent_its_figures(facts, expected):
+    assert report._health(facts) == expected
+
+
 def test_the_same_seed_gives_the_same_arrivals_and_background():
     assert profile.shapes(profile.FULL) == profile.shapes(profile.FULL)
     assert profile.background(profile.FULL) == profile.background(profile.FULL)
@@ -145,6 +358,19 @@ SS = (
     "0      3193   127.0.0.1:33295      127.0.0.1:54634\n"
     "\t bbr bytes_acked:376144 bytes_received:266039 segs_in:537\n"
 )
+
+
+def test_a_watch_logs_kubectl_failures_are_read_apart_from_its_events(tmp_path):
+    log = tmp_path / "watch.log"
+    log.write_text(
+        '{"type":"ADDED","object":{"metadata":{"name":"a"}}}\n'
+        "Unable to connect to the server: stream error: stream ID 5; INTERNAL_ERROR\n"
+        '{\n  "type": "DELETED",\n  "object": {}\n}\n'
+    )
+    assert record.failures(log) == [
+        "Unable to connect to the server: stream error: stream ID 5; INTERNAL_ERROR"
+    ]
+    assert record.failures(tmp_path / "never-started.log") == []
 
 
 def test_bytes_received_are_read_per_connection_from_ss():

@@ -61,13 +61,19 @@ RESPONSIVE = "Responsive"
 DROPPING_FOR = timedelta(minutes=5, seconds=30)
 
 
+def reads_open(status: Mapping) -> bool:
+    """Whether the XR's status says its circuit is open: `Responsive` False (an unreadable
+    condition reads as closed). Whether it is still dropping events is `dropping_events`."""
+    return condition_in(status.get("conditions"), RESPONSIVE).get("status") == "False"
+
+
 def dropping_events(status: Mapping, now: datetime) -> bool:
-    """Whether Crossplane may be dropping the XR's watch events: `Responsive` False in the
-    XR's status, turned False less than DROPPING_FOR ago (an unreadable condition reads
-    as closed; an unreadable or future transition time as just opened)."""
-    responsive = condition_in(status.get("conditions"), RESPONSIVE)
-    if responsive.get("status") != "False":
+    """Whether Crossplane may be dropping the XR's watch events: its circuit `reads_open`,
+    turned False less than DROPPING_FOR ago (an unreadable or future transition time
+    reads as just opened)."""
+    if not reads_open(status):
         return False
+    responsive = condition_in(status.get("conditions"), RESPONSIVE)
     opened = parse_time_or_none(responsive.get("lastTransitionTime"))
     return opened is None or now - opened < DROPPING_FOR
 

@@ -34,6 +34,12 @@ def _options(argv: list[str]) -> tuple[profile.Profile, str]:
     parser.add_argument("--settle", type=float, default=full.settle, help="seconds at most")
     parser.add_argument("--seed", type=int, default=full.seed)
     parser.add_argument(
+        "--max-age",
+        type=int,
+        default=full.max_age_seconds,
+        help="the InferenceClusters' spec.observation.maxAge, in seconds",
+    )
+    parser.add_argument(
         "--poll-interval",
         default=POLL_INTERVAL,
         help="Crossplane core's --poll-interval (its own default: 1m)",
@@ -47,6 +53,7 @@ def _options(argv: list[str]) -> tuple[profile.Profile, str]:
         window=args.window,
         settle=args.settle,
         seed=args.seed,
+        max_age_seconds=args.max_age,
     )
     named = sized if sized == full else dataclasses.replace(sized, name="custom")
     return named, args.poll_interval

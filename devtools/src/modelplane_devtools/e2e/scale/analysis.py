@@ -40,17 +40,36 @@ them for readers):
 - **Time to all pods bound**: from a deployment's creation to the bind of the
   last pod of its replicas, for deployments whose every replica was placed;
   the others count as never (a percentile that falls on them reads `never`).
+- **Time to relay** (Observed arms): for each placed replica, from the bind
+  of its last pod to the first `PodsScheduled` True transition of its
+  ModelReplica at or after it: how long the agent's report took to reach the
+  control plane (the agent, provider-kubernetes' watch, the control plane's
+  watch cache, Crossplane, compose-model-replica). A replica never relayed by
+  the end counts as never.
+- **Stale writes** (what a loaded control plane does to the record): Crossplane
+  reads an XR from its cache and writes the status its pipeline returns with
+  a server-side apply, which no resourceVersion guards, so a reconcile that
+  read an XR older than its last write puts older conditions back. Counted per
+  arm: status updates in which some condition's `lastTransitionTime` moved
+  back (replicas, deployments); placements whose admission was decided more
+  than once (the verdict was overwritten and decided again); placed-at
+  annotations that moved back (a deployment re-emitted an older placement);
+  and placements that got both verdicts, `Admitted` and `Overcommitted`,
+  which admission's order must never allow.
 """
 
 from __future__ import annotations
 
 import math
+import re
 import statistics
 from bisect import bisect_right
 from collections import defaultdict
-from collections.abc import Iterable
+from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
 from datetime import datetime
+
+from modelplane_common import labels
 
 from modelplane_devtools.e2e.fleet import POOL_LABEL
 from modelplane_devtools.e2e.scale.profile import GPU, NIC, Shape
@@ -135,6 +154,7 @@ class ReplicaRecord:
     admitted: list[float] = field(default_factory=list)  # decidedAt of each Admitted verdict
     verdict: str = ""  # the latest verdict seen, for its current placement
     gone: bool = False
+    relayed: list[float] = field(default_factory=list)  # each PodsScheduled True transition
 
 
 def replicas(events: Iterable[dict], namespace: str) -> dict[str, ReplicaRecord]:
@@ -153,6 +173,10 @@ def replicas(events: Iterable[dict], namespace: str) -> dict[str, ReplicaRecord]
             record.admitted.append(decided)
         record.verdict = verdict.get("verdict", "")
         record.gone = event["type"] == "DELETED"
+        scheduled = _condition(obj, "PodsScheduled")
+        relayed = when(scheduled.get("lastTransitionTime"))
+        if scheduled.get("status") == "True" and relayed and relayed not in record.relayed:
+            record.relayed.append(relayed)
     return found
 
 
@@ -166,6 +190,71 @@ def observations(events: Iterable[dict], pool_names: set[str]) -> dict[str, list
         if pool in pool_names and at:
             seen[pool].add(at)
     return {pool: sorted(times) for pool, times in seen.items()}
+
+
+@dataclass(frozen=True)
+class StaleWrites:
+    replica_conditions_back: int  # replica status updates with a condition moved back
+    deployment_conditions_back: int
+    decided_again: int  # placements whose admission was decided more than once
+    placements_back: int  # placed-at annotations that moved to an earlier time
+    both_verdicts: int  # placements both Admitted and Overcommitted: must be 0
+
+
+def _transitions(obj: dict) -> dict[str, str]:
+    conditions = (obj.get("status") or {}).get("conditions") or []
+    return {c.get("type", ""): c.get("lastTransitionTime") or "" for c in conditions}
+
+
+def _in_namespace(events: Iterable[dict], namespace: str) -> Iterator[tuple[str, dict]]:
+    """(name, object) of each event whose object is in the namespace, in order."""
+    for event in events:
+        meta = event["object"].get("metadata", {})
+        if meta.get("namespace") == namespace:
+            yield meta["name"], event["object"]
+
+
+def conditions_back(events: Iterable[dict], namespace: str) -> int:
+    """Updates of an object in which some condition's lastTransitionTime is earlier than
+    the one the previous update of that object carried."""
+    last: dict[str, dict[str, str]] = {}
+    back = 0
+    for name, obj in _in_namespace(events, namespace):
+        now, before = _transitions(obj), last.get(name, {})
+        back += any(t and before.get(kind, "") > t for kind, t in now.items())
+        last[name] = now
+    return back
+
+
+def _placements(events: Iterable[dict], namespace: str) -> tuple[dict, int]:
+    """Each (replica, placedAt) with the (verdict, decidedAt) pairs recorded for it, and
+    how often a replica's placed-at annotation moved back."""
+    decided: dict[tuple[str, str], set[tuple[str, str]]] = defaultdict(set)
+    annotated: dict[str, str] = {}
+    back = 0
+    for name, obj in _in_namespace(events, namespace):
+        verdict = (obj.get("status") or {}).get("admission") or {}
+        if verdict.get("placedAt") and verdict.get("verdict"):
+            decided[(name, verdict["placedAt"])].add(
+                (verdict["verdict"], verdict.get("decidedAt", ""))
+            )
+        placed = (obj["metadata"].get("annotations") or {}).get(labels.PLACED_AT, "")
+        back += bool(placed and placed < annotated.get(name, ""))
+        annotated[name] = placed or annotated.get(name, "")
+    return decided, back
+
+
+def stale_writes(
+    replica_events: list[dict], deployment_events: list[dict], namespace: str
+) -> StaleWrites:
+    decided, placements_back = _placements(replica_events, namespace)
+    return StaleWrites(
+        replica_conditions_back=conditions_back(replica_events, namespace),
+        deployment_conditions_back=conditions_back(deployment_events, namespace),
+        decided_again=sum(1 for pairs in decided.values() if len(pairs) > 1),
+        placements_back=placements_back,
+        both_verdicts=sum(1 for pairs in decided.values() if len({v for v, _ in pairs}) > 1),
+    )
 
 
 @dataclass(frozen=True)
@@ -213,6 +302,7 @@ class Arm:
     node_pools: dict[str, str]  # node -> pool
     nic_pools: frozenset[str]
     end: float
+    stale: StaleWrites = field(default_factory=lambda: StaleWrites(0, 0, 0, 0, 0))
 
     def shape_of(self, pod: PodRecord) -> Shape | None:
         replica = self.replicas.get(pod.replica)
@@ -323,6 +413,33 @@ def times_to_bound(arm: Arm) -> list[float | None]:
     return out
 
 
+def times_to_relay(arm: Arm) -> list[float]:
+    """Per placed replica of an Observed arm: seconds from its last pod's bind to its
+    first `PodsScheduled` True at or after it; `inf` if none by the end."""
+    if not arm.observed:
+        return []
+    out = []
+    for name, bound in placed_replicas(arm).items():
+        after = [t for t in arm.replicas[name].relayed if t >= bound]
+        out.append(min(after) - bound if after else math.inf)
+    return out
+
+
+# kube-apiserver's line when its watch cache of a resource lost its place in etcd's
+# history: every watch of that resource is ended and its clients list it again.
+_CACHE_RESET = re.compile(r"Terminating all watchers from cacher (\S+)")
+
+
+def watch_cache_resets(apiserver_log: str) -> dict[str, int]:
+    """How often the API server's watch cache of each resource was reset, from its log.
+    A reset means the cache had fallen behind etcd by more than etcd keeps (compaction,
+    every 5 min): every watcher of that resource saw its changes that late."""
+    counted: dict[str, int] = defaultdict(int)
+    for match in _CACHE_RESET.finditer(apiserver_log):
+        counted[match.group(1)] += 1
+    return dict(sorted(counted.items()))
+
+
 def _free_at(arm: Arm, t: float) -> dict[str, tuple[int, int]]:
     """Free (GPUs, NICs) per node at time t."""
     free = {
@@ -401,6 +518,9 @@ class Figures:
     bound_deployments: int
     p50: float | None
     p99: float | None
+    relay_p50: float | None  # None: a Declared arm, whose replicas nobody reports on
+    relay_p99: float | None
+    stale: StaleWrites
 
 
 def _span(times: list[float]) -> float:
@@ -412,6 +532,7 @@ def figures(arm: Arm, start: float) -> Figures:
     done = [t for t in times if t is not None]
     every = [math.inf if t is None else t for t in times]
     pending = [p for p in arm.pods if p.bound_at is None and p.refused_at is None and not p.gone]
+    relays = times_to_relay(arm)
     return Figures(
         arm=arm.name,
         replicas_wanted=sum(s.replicas for s in arm.shapes.values()),
@@ -426,4 +547,7 @@ def figures(arm: Arm, start: float) -> Figures:
         bound_deployments=len(done),
         p50=percentile(every, 0.50),
         p99=percentile(every, 0.99),
+        relay_p50=percentile(relays, 0.50),
+        relay_p99=percentile(relays, 0.99),
+        stale=arm.stale,
     )

@@ -8,7 +8,9 @@ themselves (creation, conditions' transitions, `observedAt`, `decidedAt`), so
 what is computed from them does not depend on how busy the machine was when
 it happened. A watch the server closes is started again (its log continues;
 the new watch's initial ADDED events repeat states already recorded, which
-the analysis reads as no change).
+the analysis reads as no change). A watch that cannot start again (its list
+fails on an overloaded API server) leaves the record short from then on:
+`gaps` says so, and the table names it.
 """
 
 from __future__ import annotations
@@ -31,6 +33,7 @@ class Watch:
     name: str
     command: tuple[str, ...]
     process: Process | None = None
+    restarts: int = 0
 
     @property
     def log_name(self) -> str:
@@ -66,6 +69,7 @@ class Recorder:
             if w.process is not None and w.process.popen.poll() is not None:
                 self.supervisor.stop_process(w.process)
                 w.process = self.supervisor.start(w.log_name, w.command)
+                w.restarts += 1
 
     def stop(self) -> None:
         for w in self.watches:
@@ -73,8 +77,35 @@ class Recorder:
                 self.supervisor.stop_process(w.process)
                 w.process = None
 
+    def gaps(self) -> dict[str, Gap]:
+        """Each watch that did not record the whole run: restarted, or kubectl failed."""
+        found = {}
+        for w in self.watches:
+            failed = failures(self.supervisor.logs / f"{w.log_name}.log")
+            if w.restarts or failed:
+                found[w.name] = Gap(w.restarts, len(failed), failed[-1] if failed else "")
+        return found
+
     def log(self, kube: Kube, kind: str) -> Path:
         return self.supervisor.logs / f"watch-{kube.name}-{kind.split('.', 1)[0]}.log"
+
+
+@dataclass(frozen=True)
+class Gap:
+    """How a watch's record may fall short: a restart loses the changes between the old
+    watch's end and the new one's list; a kubectl failure (a list the API server failed)
+    loses everything until a later restart lists again."""
+
+    restarts: int
+    failures: int
+    last_failure: str
+
+
+def failures(path: Path) -> list[str]:
+    """kubectl's own messages in a watch's log (its events are JSON objects, one per
+    line's start or pretty-printed; anything else is kubectl saying why it stopped)."""
+    text = path.read_text(errors="replace") if path.exists() else ""
+    return [line for line in text.splitlines() if line and line[0] not in "{} "]
 
 
 def events(path: Path) -> list[dict]:

@@ -12,7 +12,7 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from modelplane_devtools.e2e.scale import analysis, cost
+from modelplane_devtools.e2e.scale import analysis, cost, record
 from modelplane_devtools.e2e.scale.profile import Profile
 
 if TYPE_CHECKING:
@@ -55,6 +55,8 @@ class Facts:
     set_up_seconds: float
     run_seconds: float
     unsettled: list[str]
+    watch_cache_resets: dict[str, int]  # resource -> resets of the control plane's cache
+    record_gaps: dict[str, record.Gap]  # watch -> how its record may fall short
 
 
 def _seconds(value: float | None) -> str:
@@ -67,9 +69,9 @@ def _arm_rows(figures: dict[str, analysis.Figures]) -> list[str]:
     rows = [
         "| arm | replicas placed | admitted, not bound | pods created "
         "| never bound: the model / race / stale | pending at end | deployments fully bound "
-        "| time to all pods bound p50 / p99 "
+        "| time to all pods bound p50 / p99 | bound to relayed p50 / p99 "
         "| time some deployment waited for capacity | idle GPUs while it waited (mean, GPU-min) |",
-        "|---|---|---|---|---|---|---|---|---|---|",
+        "|---|---|---|---|---|---|---|---|---|---|---|",
     ]
     for f in figures.values():
         causes = " / ".join(str(f.never_bound[c]) for c in analysis.CAUSES)
@@ -77,8 +79,26 @@ def _arm_rows(figures: dict[str, analysis.Figures]) -> list[str]:
             f"| {f.arm} | {f.replicas_placed} of {f.replicas_wanted} "
             f"| {len(f.admitted_unbound)} | {f.pods_created} "
             f"| {causes} | {f.pending_at_end} | {f.bound_deployments} of {f.deployments} "
-            f"| {_seconds(f.p50)} / {_seconds(f.p99)} | {f.under.waited_minutes:.1f} min "
+            f"| {_seconds(f.p50)} / {_seconds(f.p99)} "
+            f"| {_seconds(f.relay_p50)} / {_seconds(f.relay_p99)} "
+            f"| {f.under.waited_minutes:.1f} min "
             f"| {f.under.mean_idle_gpus:.0f}, {f.under.idle_gpu_minutes:.0f} |"
+        )
+    return rows
+
+
+def _stale_rows(figures: dict[str, analysis.Figures]) -> list[str]:
+    rows = [
+        "| arm | status updates with a condition moved back: replicas / deployments "
+        "| admissions decided again | placed-at moved back | placements both Admitted "
+        "and Overcommitted |",
+        "|---|---|---|---|---|",
+    ]
+    for f in figures.values():
+        s = f.stale
+        rows.append(
+            f"| {f.arm} | {s.replica_conditions_back} / {s.deployment_conditions_back} "
+            f"| {s.decided_again} | {s.placements_back} | {s.both_verdicts} |"
         )
     return rows
 
@@ -96,6 +116,29 @@ def _cost_rows(measured: Measured) -> list[str]:
     return rows
 
 
+SHOWN_UNSETTLED = 12  # the reasons the head names when a run did not settle
+
+
+def _health(facts: Facts) -> list[str]:
+    """What may have bent the figures: what was still unsettled, the control plane's
+    watch caches that fell behind etcd (their watchers saw changes minutes late), and
+    the watches whose record falls short (figures read from them undercount)."""
+    lines = []
+    if facts.unsettled:
+        named = "; ".join(facts.unsettled[:SHOWN_UNSETTLED])
+        more = len(facts.unsettled) - SHOWN_UNSETTLED
+        lines.append(f"unsettled: {named}" + (f"; and {more} more" if more > 0 else ""))
+    resets = ", ".join(f"{name} {n}" for name, n in facts.watch_cache_resets.items())
+    lines.append(f"control-plane watch cache resets: {resets or 'none'}")
+    for name, gap in facts.record_gaps.items():
+        last = f" ({gap.last_failure})" if gap.failures else ""
+        lines.append(
+            f"record of {name} may fall short: restarted {gap.restarts} times, "
+            f"kubectl failed {gap.failures} times{last}"
+        )
+    return lines
+
+
 def table(facts: Facts, figures: dict[str, analysis.Figures], measured: Measured) -> str:
     p = facts.profile
     head = (
@@ -107,7 +150,17 @@ def table(facts: Facts, figures: dict[str, analysis.Figures], measured: Measured
     )
     spans = ", ".join(f"{f.arm} {f.arrival_span:.0f} s" for f in figures.values())
     arrived = f"deployments created over (first to last): {spans}"
-    rows = [head, arrived, "", *_arm_rows(figures), "", *_cost_rows(measured)]
+    rows = [
+        head,
+        arrived,
+        *_health(facts),
+        "",
+        *_arm_rows(figures),
+        "",
+        *_stale_rows(figures),
+        "",
+        *_cost_rows(measured),
+    ]
     return "\n".join(rows) + "\n"
 
 

@@ -338,19 +338,22 @@ def _arm(
         e for p in mine for e in logs(p.kube, "poolobservations.agent.modelplane.ai")
     ]
     namespace = team(name)
+    replica_events = logs(None, "modelreplicas.modelplane.ai")
+    deployment_events = logs(None, "modeldeployments.modelplane.ai")
     return analysis.Arm(
         name=name,
         observed=name == OBSERVED,
         max_age=max_age,
         shapes={s.name: s for s in given},
         pods=analysis.pods(pod_events, namespace),
-        replicas=analysis.replicas(logs(None, "modelreplicas.modelplane.ai"), namespace),
+        replicas=analysis.replicas(replica_events, namespace),
         observations=analysis.observations(observation_events, {p.name for p in pool_list}),
-        deployments=analysis.deployments(logs(None, "modeldeployments.modelplane.ai"), namespace),
+        deployments=analysis.deployments(deployment_events, namespace),
         background={n: c for p in mine for n, c in p.held.items()},
         node_pools={n: pool.name for pool in pool_list for n in pool.node_names()},
         nic_pools=frozenset(pool.name for pool in pool_list if NIC in pool.devices),
         end=end,
+        stale=analysis.stale_writes(replica_events, deployment_events, namespace),
     )
 
 
@@ -399,6 +402,9 @@ def run(
         )
         for arm in ARMS
     }
-    run_facts = report.Facts(profile, len(kubes), set_up_seconds, seconds, still)
+    apiserver_log = stack.logs / f"{stack.control_plane.name}-kube-apiserver.log"
+    resets = analysis.watch_cache_resets(apiserver_log.read_text(errors="replace"))
+    gaps = instruments.recorder.gaps()
+    run_facts = report.Facts(profile, len(kubes), set_up_seconds, seconds, still, resets, gaps)
     table = report.table(run_facts, figures, measured)
     return Outcome(table, figures, still, report.write(out, table, figures, measured))

@@ -151,13 +151,11 @@ class Circuits:
 
     @classmethod
     def of(cls, listed: list[dict], now: datetime) -> Circuits:
-        def is_open(xr: dict) -> bool:
-            return (condition(xr, requeue.RESPONSIVE) or {}).get("status") == "False"
-
+        statuses = [xr.get("status") or {} for xr in listed]
         return cls(
-            len(listed),
-            sum(1 for xr in listed if is_open(xr)),
-            sum(1 for xr in listed if requeue.dropping_events(xr.get("status") or {}, now)),
+            len(statuses),
+            sum(1 for status in statuses if requeue.reads_open(status)),
+            sum(1 for status in statuses if requeue.dropping_events(status, now)),
         )
 
     def cell(self) -> str:
