@@ -317,7 +317,7 @@ MANY = [f"observed/md-{i:03}-0: admitted, 0 of 1 pods bound" for i in range(14)]
             [
                 "control-plane watch cache resets: none",
                 "record of control-plane-modelreplicas may fall short: restarted 1 times, "
-                "kubectl failed 2 times (Unable to connect)",
+                "2 kubectl messages, the last: Unable to connect",
             ],
             id="a-watch-that-restarted-or-failed-is-named-with-its-last-failure",
         ),
@@ -360,17 +360,17 @@ SS = (
 )
 
 
-def test_a_watch_logs_kubectl_failures_are_read_apart_from_its_events(tmp_path):
+def test_a_watch_logs_kubectl_messages_are_read_apart_from_its_events(tmp_path):
     log = tmp_path / "watch.log"
     log.write_text(
         '{"type":"ADDED","object":{"metadata":{"name":"a"}}}\n'
         "Unable to connect to the server: stream error: stream ID 5; INTERNAL_ERROR\n"
         '{\n  "type": "DELETED",\n  "object": {}\n}\n'
     )
-    assert record.failures(log) == [
+    assert record.messages(log) == [
         "Unable to connect to the server: stream error: stream ID 5; INTERNAL_ERROR"
     ]
-    assert record.failures(tmp_path / "never-started.log") == []
+    assert record.messages(tmp_path / "never-started.log") == []
 
 
 def test_bytes_received_are_read_per_connection_from_ss():

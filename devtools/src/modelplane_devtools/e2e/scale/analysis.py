@@ -425,15 +425,17 @@ def times_to_relay(arm: Arm) -> list[float]:
     return out
 
 
-# kube-apiserver's line when its watch cache of a resource lost its place in etcd's
-# history: every watch of that resource is ended and its clients list it again.
+# kube-apiserver's line when its watch cache of a resource is reset after an error on
+# the cache's own watch of etcd: every watch of that resource is ended and its
+# clients list it again.
 _CACHE_RESET = re.compile(r"Terminating all watchers from cacher (\S+)")
 
 
 def watch_cache_resets(apiserver_log: str) -> dict[str, int]:
     """How often the API server's watch cache of each resource was reset, from its log.
-    A reset means the cache had fallen behind etcd by more than etcd keeps (compaction,
-    every 5 min): every watcher of that resource saw its changes that late."""
+    In the full runs each reset followed the cache falling behind etcd by more than
+    etcd keeps (compaction, every 5 min): every watcher of that resource had seen its
+    changes that late."""
     counted: dict[str, int] = defaultdict(int)
     for match in _CACHE_RESET.finditer(apiserver_log):
         counted[match.group(1)] += 1

@@ -78,12 +78,13 @@ class Recorder:
                 w.process = None
 
     def gaps(self) -> dict[str, Gap]:
-        """Each watch that did not record the whole run: restarted, or kubectl failed."""
+        """Each watch that may not have recorded the whole run: restarted, or kubectl
+        printed something of its own (why it stopped, or could not start)."""
         found = {}
         for w in self.watches:
-            failed = failures(self.supervisor.logs / f"{w.log_name}.log")
-            if w.restarts or failed:
-                found[w.name] = Gap(w.restarts, len(failed), failed[-1] if failed else "")
+            said = messages(self.supervisor.logs / f"{w.log_name}.log")
+            if w.restarts or said:
+                found[w.name] = Gap(w.restarts, len(said), said[-1] if said else "")
         return found
 
     def log(self, kube: Kube, kind: str) -> Path:
@@ -93,17 +94,17 @@ class Recorder:
 @dataclass(frozen=True)
 class Gap:
     """How a watch's record may fall short: a restart loses the changes between the old
-    watch's end and the new one's list; a kubectl failure (a list the API server failed)
+    watch's end and the new one's list; a list the API server failed (kubectl says so)
     loses everything until a later restart lists again."""
 
     restarts: int
-    failures: int
-    last_failure: str
+    messages: int  # kubectl's own lines in the log
+    last_message: str
 
 
-def failures(path: Path) -> list[str]:
-    """kubectl's own messages in a watch's log (its events are JSON objects, one per
-    line's start or pretty-printed; anything else is kubectl saying why it stopped)."""
+def messages(path: Path) -> list[str]:
+    """kubectl's own lines in a watch's log: its events are JSON objects (a line each, or
+    pretty-printed), anything else is kubectl telling why it stopped or a warning."""
     text = path.read_text(errors="replace") if path.exists() else ""
     return [line for line in text.splitlines() if line and line[0] not in "{} "]
 

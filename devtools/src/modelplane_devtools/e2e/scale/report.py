@@ -131,10 +131,10 @@ def _health(facts: Facts) -> list[str]:
     resets = ", ".join(f"{name} {n}" for name, n in facts.watch_cache_resets.items())
     lines.append(f"control-plane watch cache resets: {resets or 'none'}")
     for name, gap in facts.record_gaps.items():
-        last = f" ({gap.last_failure})" if gap.failures else ""
+        last = f", the last: {gap.last_message}" if gap.messages else ""
         lines.append(
             f"record of {name} may fall short: restarted {gap.restarts} times, "
-            f"kubectl failed {gap.failures} times{last}"
+            f"{gap.messages} kubectl messages{last}"
         )
     return lines
 
