@@ -93,6 +93,13 @@ def _condition(obj: dict, kind: str) -> dict:
     return {}
 
 
+def _in_namespace(events: Iterable[dict], namespace: str) -> Iterator[dict]:
+    """The events whose object is in the namespace, in order."""
+    for event in events:
+        if event["object"].get("metadata", {}).get("namespace") == namespace:
+            yield event
+
+
 @dataclass
 class PodRecord:
     key: str  # namespace/name/uid
@@ -137,10 +144,8 @@ def _update_pod(record: PodRecord, kind: str, obj: dict) -> None:
 def pods(events: Iterable[dict], namespace: str) -> list[PodRecord]:
     """Every pod of the namespace the watch saw, with its first bind and refusal."""
     found: dict[str, PodRecord] = {}
-    for event in events:
+    for event in _in_namespace(events, namespace):
         obj = event["object"]
-        if obj.get("metadata", {}).get("namespace") != namespace:
-            continue
         fresh = _new_pod(obj)
         record = found.setdefault(fresh.key, fresh)
         _update_pod(record, event["type"], obj)
@@ -159,11 +164,9 @@ class ReplicaRecord:
 
 def replicas(events: Iterable[dict], namespace: str) -> dict[str, ReplicaRecord]:
     found: dict[str, ReplicaRecord] = {}
-    for event in events:
+    for event in _in_namespace(events, namespace):
         obj = event["object"]
-        meta = obj.get("metadata", {})
-        if meta.get("namespace") != namespace:
-            continue
+        meta = obj["metadata"]
         name = meta["name"]
         deployment = (meta.get("labels") or {}).get(DEPLOYMENT_LABEL) or name.rsplit("-", 1)[0]
         record = found.setdefault(name, ReplicaRecord(name, deployment))
@@ -206,20 +209,14 @@ def _transitions(obj: dict) -> dict[str, str]:
     return {c.get("type", ""): c.get("lastTransitionTime") or "" for c in conditions}
 
 
-def _in_namespace(events: Iterable[dict], namespace: str) -> Iterator[tuple[str, dict]]:
-    """(name, object) of each event whose object is in the namespace, in order."""
-    for event in events:
-        meta = event["object"].get("metadata", {})
-        if meta.get("namespace") == namespace:
-            yield meta["name"], event["object"]
-
-
 def conditions_back(events: Iterable[dict], namespace: str) -> int:
     """Updates of an object in which some condition's lastTransitionTime is earlier than
     the one the previous update of that object carried."""
     last: dict[str, dict[str, str]] = {}
     back = 0
-    for name, obj in _in_namespace(events, namespace):
+    for event in _in_namespace(events, namespace):
+        obj = event["object"]
+        name = obj["metadata"]["name"]
         now, before = _transitions(obj), last.get(name, {})
         back += any(t and before.get(kind, "") > t for kind, t in now.items())
         last[name] = now
@@ -232,7 +229,9 @@ def _placements(events: Iterable[dict], namespace: str) -> tuple[dict, int]:
     decided: dict[tuple[str, str], set[tuple[str, str]]] = defaultdict(set)
     annotated: dict[str, str] = {}
     back = 0
-    for name, obj in _in_namespace(events, namespace):
+    for event in _in_namespace(events, namespace):
+        obj = event["object"]
+        name = obj["metadata"]["name"]
         verdict = (obj.get("status") or {}).get("admission") or {}
         if verdict.get("placedAt") and verdict.get("verdict"):
             decided[(name, verdict["placedAt"])].add(
@@ -273,11 +272,9 @@ class Waiting:
 def deployments(events: Iterable[dict], namespace: str) -> dict[str, Waiting]:
     created: dict[str, float] = {}
     reasons: dict[str, set[tuple[float, str]]] = defaultdict(set)
-    for event in events:
+    for event in _in_namespace(events, namespace):
         obj = event["object"]
-        meta = obj.get("metadata", {})
-        if meta.get("namespace") != namespace:
-            continue
+        meta = obj["metadata"]
         created[meta["name"]] = when(meta["creationTimestamp"]) or 0.0
         c = _condition(obj, "ReplicasScheduled")
         since = when(c.get("lastTransitionTime"))
