@@ -16,7 +16,7 @@ import time
 from collections import Counter
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from functools import partial
+from functools import cache, partial
 from pathlib import Path
 
 from modelplane_devtools.e2e import fleet, install, manifests
@@ -393,6 +393,8 @@ def run(
     instruments.recorder.stop()
     end = time.time()
 
+    # Both arms read the same control-plane watches: each log is parsed once.
+    @cache
     def logs(kube: Kube | None, kind: str) -> list[dict]:
         return record.events(instruments.recorder.log(kube or control, kind))
 
@@ -402,8 +404,9 @@ def run(
         )
         for arm in ARMS
     }
-    apiserver_log = stack.logs / f"{stack.control_plane.name}-kube-apiserver.log"
-    resets = analysis.watch_cache_resets(apiserver_log.read_text(errors="replace"))
+    apiserver = stack.control_plane.apiserver.process
+    assert apiserver is not None
+    resets = analysis.watch_cache_resets(apiserver.log.read_text(errors="replace"))
     gaps = instruments.recorder.gaps()
     run_facts = report.Facts(profile, len(kubes), set_up_seconds, seconds, still, resets, gaps)
     table = report.table(run_facts, figures, measured)
