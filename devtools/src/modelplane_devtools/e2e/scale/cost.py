@@ -138,14 +138,28 @@ def scrape(port: int) -> str:
         return response.read().decode()
 
 
+Series = tuple[tuple[str, str], ...]  # one sample's labels, sorted by name
+
+
+def series(text: str, metric: str) -> dict[Series, float]:
+    """Each sample named `metric`, by its labels, from the Prometheus text format
+    (prometheus_client's parser); the name is matched whole."""
+    return {
+        tuple(sorted(sample.labels.items())): sample.value
+        for family in text_string_to_metric_families(text)
+        for sample in family.samples
+        if sample.name == metric
+    }
+
+
 def sums(text: str, metric: str, label: str) -> dict[str, float]:
     """Per value of `label`, the sum of the samples named `metric` over their other
-    labels, from the Prometheus text format (prometheus_client's parser)."""
+    labels (`series`)."""
     out: dict[str, float] = defaultdict(float)
-    for family in text_string_to_metric_families(text):
-        for sample in family.samples:
-            if sample.name == metric and label in sample.labels:
-                out[sample.labels[label]] += sample.value
+    for labels, value in series(text, metric).items():
+        found = dict(labels)
+        if label in found:
+            out[found[label]] += value
     return dict(out)
 
 
