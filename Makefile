@@ -46,10 +46,19 @@ e2e-scale: setup packages e2e-tools
 	MODELPLANE_E2E_PACKAGES=dist/xpkg uv run --frozen python -m modelplane_devtools.e2e.scale $(SCALE_ARGS)
 
 # What a settled fleet costs the control plane (devtools/src/modelplane_devtools/e2e/scale/settled.py,
-# outside CI): 200 ModelDeployments x 10 replicas of one 1-GPU pod on one workload
-# cluster, Ready, then a window in which nothing is listed; with
-# SETTLED_ARGS="--before <folder of an earlier commit's dist/xpkg>" the same fleet
-# then runs on those functions for a second window. Writes out/settled/<time>/.
+# outside CI): ModelDeployments of replicas of one 1-GPU pod, created at most one
+# replica a second, Ready, then a window in which nothing is listed. Prints a table
+# (CPU per process, the control plane API server's writes per replica-minute by
+# resource and verb) and ends with one line for comparing runs:
+#   settled: replicas=<n> writes-per-replica-minute=<x> control-plane-cpu-s-per-minute=<y>
+# Profiles (SETTLED_ARGS="--profile fleet"; every size is an option, see --help):
+#   small, the default: 20 x 10 = 200 replicas on one workload cluster of 28 kwok
+#     nodes; at least 14 min once the stack is up (200 s creating, 340 s warm, a
+#     300 s window), plus what the batches of 5 wait to be Ready.
+#   fleet: 200 x 10 = 2,000 replicas over two workload clusters of 138 kwok nodes
+#     each, 20 a batch; at least 44 min once the stack is up (2,000 s creating).
+# With SETTLED_ARGS="--before <folder of an earlier commit's dist/xpkg>" the same
+# fleet then runs on those functions for a second window. Writes out/settled/<time>/.
 e2e-settled: setup packages e2e-tools
 	MODELPLANE_E2E_PACKAGES=dist/xpkg uv run --frozen python -m modelplane_devtools.e2e.scale.settled $(SETTLED_ARGS)
 
