@@ -16,8 +16,8 @@ and a tenth more, split evenly over the clusters, each cluster's in
 the clusters, in batches of `--batch`, each batch Ready before the next goes
 in. Deployments go in one at a time, paced so that at most `--pace` replicas
 a second are created (`pause`): every replica is the API server's and
-Crossplane's work at once, and on this 2-core machine 2,000 replicas in
-batches of 20 deployments did not become Ready within `BATCH_LIMIT`.
+Crossplane's work at once, and on this 2-core machine the first batch of 20
+deployments of 10, created at once, was not Ready within `BATCH_LIMIT`.
 `PROFILES` names the sizes a run starts from (`--profile`; `--help` states
 what each takes at least); every size is also an option of its own.
 
@@ -345,9 +345,10 @@ def await_ready(control: Kube, names: set[str], began: float, what: str) -> None
 
 
 def pause(applied_at: float, replicas: int, pace: float, now: float) -> float:
-    """Seconds to wait before the next deployment goes in: the last one, applied at
-    `applied_at`, created `replicas` replicas, which at `pace` a second take
-    replicas / pace seconds (the time since counts, a slow apply included)."""
+    """Seconds to wait before the next deployment goes in: the last one, whose apply
+    returned at `applied_at`, created `replicas` replicas, which at `pace` a second
+    take replicas / pace seconds; the time since counts, so a long wait for a batch
+    to be Ready leaves no pause."""
     return max(0.0, applied_at + replicas / pace - now)
 
 
