@@ -179,10 +179,16 @@ class Reading:
 
 def read(running: stack.Stack, wire: cost.Wire, metrics_port: int) -> Reading:
     assert running.control_plane
+    control = running.control_plane.kube
     wire.sample()
     text = cost.scrape(metrics_port)
     controllers = cost.sums(text, RECONCILES, "controller")
-    api_requests = writes.requests(writes.scrape(running.control_plane.kube))
+    # A loaded API server may fail one read (kubectl's INTERNAL_ERROR): read it again
+    # rather than lose the run at the window's edge.
+    api_text = eventually(
+        lambda: writes.scrape(control), "the API server's metrics", timeout=60, every=5
+    )
+    api_requests = writes.requests(api_text)
     return Reading(
         at=time.monotonic(),
         cpu=cost.snapshot(running.supervisor.processes),
