@@ -44,11 +44,11 @@ import copy
 import hashlib
 from collections.abc import Mapping
 
-from modelplane_common import labels
+from modelplane_common import labels, pod_template
 
 from compose_model_replica.spec import LEADER, WORKER, Engine, Member
 
-POD_CLAIM = "modelplane-devices"
+POD_CLAIM = pod_template.DEVICE_CLAIM
 WORKLOAD_NAME_MAX = 40
 NAME_MAX = 63
 
