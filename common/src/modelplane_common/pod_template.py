@@ -158,7 +158,8 @@ def device_bypass(spec: Mapping, at: str) -> list[str]:
             "the claim the fleet scheduler charges",
             claim.get("name") if isinstance(claim, Mapping) else claim,
         )
-        for i, claim in enumerate(_listed(spec.get("resourceClaims")))
+        # The first entry names the rule (every entry is refused alike).
+        for i, claim in enumerate(_listed(spec.get("resourceClaims"))[:1])
     ]
     if spec.get("ephemeralContainers") is not None:
         defects.append(
@@ -185,16 +186,18 @@ def _container_device_defects(container: Mapping, at: str) -> list[str]:
     if not isinstance(resources, Mapping):
         return []
     defects = _resource_defects(resources, f"{at}.resources")
-    for i, claim in enumerate(_listed(resources.get("claims"))):
-        name = claim.get("name") if isinstance(claim, Mapping) else claim
-        if name != DEVICE_CLAIM:
-            defects.append(
-                problem(
-                    f"{at}.resources.claims[{i}].name",
-                    f"must be {DEVICE_CLAIM}: the one claim the fleet scheduler charges",
-                    name,
-                )
+    names = [
+        c.get("name") if isinstance(c, Mapping) else c for c in _listed(resources.get("claims"))
+    ]
+    other = next((i for i, name in enumerate(names) if name != DEVICE_CLAIM), None)
+    if other is not None:
+        defects.append(
+            problem(
+                f"{at}.resources.claims[{other}].name",
+                f"must be {DEVICE_CLAIM}: the one claim the fleet scheduler charges",
+                names[other],
             )
+        )
     return defects
 
 
@@ -209,16 +212,17 @@ def _resource_defects(resources: object, at: str) -> list[str]:
         if amounts is not None and not isinstance(amounts, Mapping):
             defects.append(problem(f"{at}.{kind}", "must be an object", amounts))
             continue
-        for name in amounts or {}:
-            if not is_plain_resource(name):
-                defects.append(
-                    problem(
-                        f'{at}.{kind}["{name}"]',
-                        "is not allowed: only cpu, memory, ephemeral-storage and hugepages-* "
-                        "may be set; devices come only from the member's nodeSelector.devices",
-                        name,
-                    )
+        # The first one names the rule; a map of thousands would make a message of thousands.
+        name = next((n for n in amounts or {} if not is_plain_resource(n)), None)
+        if name is not None:
+            defects.append(
+                problem(
+                    f'{at}.{kind}["{name}"]',
+                    "is not allowed: only cpu, memory, ephemeral-storage and hugepages-* "
+                    "may be set; devices come only from the member's nodeSelector.devices",
+                    name,
                 )
+            )
     return defects
 
 
