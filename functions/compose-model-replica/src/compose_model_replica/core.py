@@ -31,10 +31,14 @@ everything the shell writes:
 
 Phases (each a function below that returns what it decided; `decide` runs them in order)
     1. admit     -> AdmissionVerdict (admission.py) for the current placement.
-    2. resolve   -> Target: the cluster's own problem, and the cluster's facts
-                 when the pass may compose on it; then templates.resolve ->
-                 Templates: the engines whose pod templates are in hand (inline,
-                 or named by digest and taken from the ModelDeployment).
+    2. resolve   -> Target: the cluster's own problem (or that it reserves the
+                 replica's namespace: modelplane_common.workload_namespace), and
+                 the cluster's facts when the pass may compose on it; before it,
+                 held_templates -> Templates: the engines whose pod templates are
+                 in hand (inline, or named by digest and taken from the
+                 ModelDeployment) and whose priority class the cluster approves.
+                 A reserved namespace or an unapproved class also keeps a replica
+                 not yet admitted from being judged (phase 1).
     3. compose   -> Composition: the Namespace's, the engines' and the
                  ReplicaObservation's Objects, the engines whose pools the cluster lacks, and the
                  source PodsScheduled is judged from.
