@@ -178,3 +178,57 @@ def test_a_selector_not_in_dra_shape_is_named_and_keeps_every_replica(selector):
         "spec.template.spec.engines[0].members[0].nodeSelector.devices[0].selectors[0]"
     ), text
     assert desired(rsp)["replica-0"]["spec"] == ON_B["spec"]
+
+
+MEMBER = "spec.template.spec.engines[0].members[0].template"
+
+
+@pytest.mark.parametrize(
+    ("pod_spec", "message"),
+    [
+        pytest.param(
+            {"resourceClaims": [{"name": "more", "resourceClaimTemplateName": "mine"}]},
+            f"{MEMBER}.spec.resourceClaims[0]: is not allowed: devices come only from the "
+            "member's nodeSelector.devices, the claim the fleet scheduler charges "
+            '(got "more")',
+            id="an extra resourceClaims entry",
+        ),
+        pytest.param(
+            {"containers": [{"name": "vllm", "resources": {"limits": {"nvidia.com/gpu": 8}}}]},
+            f'{MEMBER}.spec.containers[0].resources.limits["nvidia.com/gpu"]: is not allowed: '
+            "only cpu, memory, ephemeral-storage and hugepages-* may be set; devices come "
+            'only from the member\'s nodeSelector.devices (got "nvidia.com/gpu")',
+            id="an extended-resource limit",
+        ),
+        pytest.param(
+            {"serviceAccountName": "modelplane-agent"},
+            f"{MEMBER}.spec.serviceAccountName: must be default or unset: another "
+            "ServiceAccount on the workload cluster is not the namespace's to use "
+            '(got "modelplane-agent")',
+            id="another ServiceAccount",
+        ),
+    ],
+)
+def test_a_template_taking_devices_or_an_identity_is_refused_and_keeps_every_replica(
+    pod_spec, message
+):
+    xr = deployment()
+    template = xr["spec"]["template"]["spec"]["engines"][0]["members"][0]["template"]
+    template["spec"] = {**template["spec"], **pod_spec}
+    rsp = run(t.request(xr, [A, B], [], OWN))
+    assert conditions(rsp)[fn.SCHEDULED] == ("False", "InvalidDeployment", message)
+    assert desired(rsp)["replica-0"]["spec"] == ON_B["spec"]
+
+
+@pytest.mark.parametrize("namespace", ["kube-system", "default", "modelplane-system"])
+def test_a_deployment_in_a_reserved_namespace_places_nothing_and_keeps_every_replica(namespace):
+    xr = t.deployment(namespace=namespace, replicas=2, match_labels={"tier": "1"})
+    rsp = run(t.request(xr, [A, B], [], OWN))
+    status, reason, text = conditions(rsp)[fn.SCHEDULED]
+    assert (status, reason) == ("False", "InvalidDeployment")
+    assert text == (
+        "metadata.namespace: is reserved on every workload cluster (default, modelplane-system "
+        f'and kube-*): a tenant\'s pods may not run in a system namespace (got "{namespace}")'
+    )
+    assert sorted(desired(rsp)) == ["replica-0"]
+    assert desired(rsp)["replica-0"]["spec"] == ON_B["spec"]

@@ -100,6 +100,24 @@ def cluster(mode="Observed", agent=True, pools=("h100", "l40s"), max_age="5m", p
     return body
 
 
+def tenancy_cluster(priority_classes=(), reserved=()):
+    """The test cluster with its spec.tenancy."""
+    body = cluster()
+    body["spec"]["tenancy"] = {
+        "priorityClassNames": list(priority_classes),
+        "reservedNamespaces": list(reserved),
+    }
+    return body
+
+
+def with_priority(engine, name):
+    """`engine` whose first member's template names PriorityClass `name`."""
+    engine = copy.deepcopy(engine)
+    member = engine["members"][0]
+    member["template"] = {"spec": {**member["template"]["spec"], "priorityClassName": name}}
+    return engine
+
+
 SCHEDULED = {"state": "True", "reason": "AllBound", "message": "", "since": EARLIER}
 
 
@@ -945,6 +963,27 @@ RUNNING = {
             True,
             id="tolerations not a list",
         ),
+        pytest.param(
+            xr(namespace="kube-system"),
+            {"cluster": [cluster()]},
+            "NamespaceReserved",
+            True,
+            id="a namespace reserved on every cluster",
+        ),
+        pytest.param(
+            xr(namespace="gpu-operator"),
+            {"cluster": [tenancy_cluster(reserved=("gpu-operator",))]},
+            "NamespaceReserved",
+            True,
+            id="a namespace the cluster reserves",
+        ),
+        pytest.param(
+            xr(with_priority(standalone(), "system-node-critical")),
+            {"cluster": [tenancy_cluster(priority_classes=("inference-high",))]},
+            "PriorityClassNotApproved",
+            True,
+            id="a priority class the cluster does not approve (since removed from its list)",
+        ),
     ],
 )
 def test_bad_input_keeps_running_workloads_unchanged_and_says_why(
@@ -1299,6 +1338,62 @@ def test_a_malformed_placement_time_waits_and_names_the_field_and_value():
         'must be an RFC 3339 time (got "yesterday")'
     )
     assert_not_judged(rsp, expected)
+
+
+@pytest.mark.parametrize(
+    ("replica", "body", "expected", "namespace_composed"),
+    [
+        pytest.param(
+            xr(namespace="modelplane-system"),
+            cluster(),
+            "metadata.namespace: is reserved on every workload cluster (default, "
+            "modelplane-system and kube-*): a tenant's pods may not run in a system namespace "
+            '(got "modelplane-system")',
+            False,
+            id="the agent's namespace is refused, naming it, and not composed",
+        ),
+        pytest.param(
+            xr(namespace="lws-system"),
+            tenancy_cluster(reserved=("lws-system", "gpu-operator")),
+            "metadata.namespace: is reserved on this workload cluster "
+            '(spec.tenancy.reservedNamespaces) (got "lws-system")',
+            False,
+            id="a namespace on the cluster's reserved list is refused, naming it, and not composed",
+        ),
+        pytest.param(
+            xr(with_priority(standalone(), "system-node-critical")),
+            cluster(),
+            "engine serve: members[0] (Standalone).template.spec.priorityClassName: is not "
+            "approved on this cluster (spec.tenancy.priorityClassNames: none) "
+            '(got "system-node-critical")',
+            True,
+            id="a priority class on a cluster that approves none is refused, naming it",
+        ),
+    ],
+)
+def test_a_replica_its_cluster_refuses_is_not_admitted_and_composes_no_workload(
+    replica, body, expected, namespace_composed
+):
+    rsp = call(replica, required={"cluster": [body]})
+    assert_not_judged(rsp, expected)
+    assert ("east/namespace" in desired(rsp)) == namespace_composed
+    assert "admission" not in desired_status(rsp)
+
+
+def test_a_reserved_namespace_is_never_relabelled_on_the_workload_cluster():
+    rsp = call(xr(namespace="kube-system"))
+    assert not [n for n in desired(rsp) if n.startswith("east/")]
+    assert conditions(rsp)["WorkloadsComposed"][:2] == ("False", "NamespaceReserved")
+
+
+def test_an_approved_priority_class_reaches_the_pods():
+    replica = xr(with_priority(standalone(), "inference-high"))
+    rsp = call(
+        replica, required={"cluster": [tenancy_cluster(priority_classes=("inference-high",))]}
+    )
+    pod = manifest(rsp, "east/serve/workload")["spec"]["template"]["spec"]
+    assert pod["priorityClassName"] == "inference-high"
+    assert conditions(rsp)["Admitted"][:2] == ("True", "Admitted")
 
 
 def test_a_replica_in_its_settle_time_waits_and_asks_to_be_called_back():

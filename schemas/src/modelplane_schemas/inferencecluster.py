@@ -268,6 +268,34 @@ class Taint(BaseModel):
     value: Annotated[str | None, Field(max_length=63)] = None
 
 
+class PriorityClassName(RootModel[str]):
+    root: Annotated[str, Field(max_length=253, min_length=1)]
+
+
+class ReservedNamespace(RootModel[str]):
+    root: Annotated[str, Field(max_length=63, min_length=1)]
+
+
+class Tenancy(BaseModel):
+    model_config = ConfigDict(
+        extra="allow",
+    )
+    priorityClassNames: Annotated[
+        list[PriorityClassName] | None,
+        Field(
+            description="The PriorityClasses a member's pod template may name in priorityClassName on this cluster. Absent or empty, none may: pods get the cluster's default priority.",
+            max_length=32,
+        ),
+    ] = None
+    reservedNamespaces: Annotated[
+        list[ReservedNamespace] | None,
+        Field(
+            description="Namespaces of the workload cluster no tenant's replicas may use, beside those reserved on every cluster (default, kube-*, modelplane-system): the GPU operator's, the DRA driver's, LeaderWorkerSet's. A replica of such a namespace composes nothing and deletes nothing.",
+            max_length=64,
+        ),
+    ] = None
+
+
 class PodSecurity(StrEnum):
     PRIVILEGED = "privileged"
     BASELINE = "baseline"
@@ -319,6 +347,12 @@ class Spec(BaseModel):
         Field(
             description="Taints every node of the cluster carries, as far as fleet placement is concerned.",
             max_length=32,
+        ),
+    ] = None
+    tenancy: Annotated[
+        Tenancy | None,
+        Field(
+            description='What tenants\' pod templates and namespaces may use on this cluster (design/tenancy.md, "Pod templates" and "Workload namespaces"). Checked by each ModelReplica placed here.'
         ),
     ] = None
     workloads: Annotated[

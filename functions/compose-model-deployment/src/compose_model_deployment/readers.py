@@ -24,7 +24,14 @@ from dataclasses import dataclass
 from datetime import datetime, timedelta
 
 from google.protobuf import struct_pb2
-from modelplane_common import labels, nesting, pod_template, pods_created, requeue
+from modelplane_common import (
+    labels,
+    nesting,
+    pod_template,
+    pods_created,
+    requeue,
+    workload_namespace,
+)
 from modelplane_common.capacity import admission
 from modelplane_common.capacity.fleet import (
     ENGINE_SHAPE_RULE,
@@ -220,6 +227,9 @@ def read_deployment(xr: Mapping) -> DeploymentInput:
     if model.spec is None:
         raise ValueError("spec: is required (got no value)")
     namespace, name = _identity(xr)
+    reserved = workload_namespace.reserved_problem(namespace)
+    if reserved is not None:
+        raise ValueError(reserved)
     template = model.spec.template
     engines = tuple(_engine_shape(i, e) for i, e in enumerate(template.spec.engines))
     healing = model.spec.healing

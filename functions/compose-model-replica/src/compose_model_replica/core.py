@@ -31,10 +31,14 @@ everything the shell writes:
 
 Phases (each a function below that returns what it decided; `decide` runs them in order)
     1. admit     -> AdmissionVerdict (admission.py) for the current placement.
-    2. resolve   -> Target: the cluster's own problem, and the cluster's facts
-                 when the pass may compose on it; then templates.resolve ->
-                 Templates: the engines whose pod templates are in hand (inline,
-                 or named by digest and taken from the ModelDeployment).
+    2. resolve   -> Target: the cluster's own problem (or that it reserves the
+                 replica's namespace: modelplane_common.workload_namespace), and
+                 the cluster's facts when the pass may compose on it; before it,
+                 held_templates -> Templates: the engines whose pod templates are
+                 in hand (inline, or named by digest and taken from the
+                 ModelDeployment) and whose priority class the cluster approves.
+                 A reserved namespace or an unapproved class also keeps a replica
+                 not yet admitted from being judged (phase 1).
     3. compose   -> Composition: the Namespace's, the engines' and the
                  ReplicaObservation's Objects, the engines whose pools the cluster lacks, and the
                  source PodsScheduled is judged from.
@@ -81,7 +85,7 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from datetime import timedelta
 
-from modelplane_common import inputs, requeue
+from modelplane_common import inputs, requeue, workload_namespace
 from modelplane_common.capacity.admission import CONDITION as ADMITTED_CONDITION
 from modelplane_common.capacity.admission import OVERCOMMITTED, Queued
 from modelplane_common.capacity.charge_label import reads_pending_only
@@ -160,6 +164,9 @@ class Outcome:
     requeue_after: timedelta
 
 
+NAMESPACE_RESERVED = "NamespaceReserved"
+
+
 @dataclass(frozen=True, slots=True)
 class Problem:
     reason: str
@@ -181,11 +188,14 @@ def _has_workloads(spec: ParsedSpec, observed: Mapping[str, ObservedObject]) -> 
     return bool(spec.cluster) and any(is_engine_resource(spec.cluster, n) for n in observed)
 
 
-def admit(given: Inputs) -> AdmissionVerdict:
+def admit(given: Inputs, refused: str | None = None) -> AdmissionVerdict:
+    """The verdict; `refused` says why the replica's cluster refuses its namespace or a
+    template (`tenancy_refusal`), which keeps a replica not yet admitted from being judged."""
     replica, spec = given.replica, given.replica.spec
     problem = replica.placement_problem or replica.cluster_label_problem
     if problem is None and (spec.defects or spec.invalid):
         problem = "its spec is invalid"
+    problem = problem or refused
     cluster = given.cluster.facts.fleet if isinstance(given.cluster, Found) else None
     applicant = Applicant(
         queued=replica.queued,
@@ -234,12 +244,38 @@ def _cluster_problem(name: str, cluster: ClusterInput) -> Problem | None:
             return Problem("ClusterNotFound", f"InferenceCluster {name} does not exist")
 
 
+def namespace_problem(given: Inputs) -> Problem | None:
+    """Why the replica's namespace may not run pods on its cluster
+    (`modelplane_common.workload_namespace`); the cluster's own list once it is read."""
+    cluster = given.cluster
+    reserved_here = cluster.facts.reserved_namespaces if isinstance(cluster, Found) else ()
+    why = workload_namespace.reserved_problem(given.replica.namespace, reserved_here)
+    return Problem(NAMESPACE_RESERVED, why) if why is not None else None
+
+
+def tenancy_refusal(given: Inputs, held: Templates) -> str | None:
+    """What the cluster's tenancy rules refuse: the namespace, else a template's priority."""
+    reserved = namespace_problem(given)
+    return reserved.message if reserved is not None else templates.refusal(held)
+
+
 def resolve(given: Inputs) -> Target:
+    """The cluster's facts, unless the cluster or the spec is a problem or the namespace is
+    reserved there: then nothing is composed, and whatever runs is kept as observed."""
     spec, cluster = given.replica.spec, given.cluster
     problem = _cluster_problem(spec.cluster, cluster) if spec.cluster else None
+    problem = problem or namespace_problem(given)
     if isinstance(cluster, Found) and problem is None and not spec.defects:
         return Target(problem, cluster.facts)
     return Target(problem, None)
+
+
+def held_templates(given: Inputs) -> Templates:
+    """The engines whose templates are in hand and that the cluster approves."""
+    held = templates.resolve(given.replica.spec.engines, reference(given))
+    if not isinstance(given.cluster, Found):
+        return held
+    return templates.approve(held, given.cluster.facts.priority_class_names)
 
 
 # -- phase 3: compose --------------------------------------------------------------------------
@@ -625,7 +661,8 @@ def admitted_message(given: Inputs, verdict: AdmissionVerdict) -> str:
 def decide(given: Inputs) -> Outcome:
     """Decide the resources, status, conditions and events of one ModelReplica."""
     spec = given.replica.spec
-    verdict = admit(given)
+    held = held_templates(given)
+    verdict = admit(given, tenancy_refusal(given, held))
     target = resolve(given)
     replica = Replica(
         name=given.replica.name,
@@ -633,7 +670,6 @@ def decide(given: Inputs) -> Outcome:
         cluster=spec.cluster,
         provider_config=target.cluster.provider_config if target.cluster is not None else "",
     )
-    held = templates.resolve(spec.engines, reference(given))
     composition = compose(given, target, replica, verdict.admitted, held)
     found = problems(spec, target, composition, held)
     leftovers = keep(given.observed, composition.desired, clean=not found.listed)

@@ -93,6 +93,9 @@ class ClusterFacts:
     provider_config: str  # status.providerConfigRef.name; "" until published
     agent_present: bool  # status.agent.present
     pod_security: str = "baseline"  # spec.workloads.podSecurity: the namespace's enforce level
+    # spec.tenancy: the PriorityClasses templates may name, the namespaces no replica may use.
+    priority_class_names: tuple[str, ...] = ()
+    reserved_namespaces: tuple[str, ...] = ()
 
 
 @dataclass(frozen=True, slots=True)

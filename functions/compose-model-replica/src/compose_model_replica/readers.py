@@ -268,7 +268,16 @@ def _cluster_facts(body: Mapping, fleet: Cluster | None) -> ClusterFacts:
         provider_config=provider_config if isinstance(provider_config, str) else "",
         agent_present=isinstance(agent, Mapping) and agent.get("present") is True,
         pod_security=_pod_security(spec.get("workloads")),
+        priority_class_names=_tenancy_names(spec, "priorityClassNames"),
+        reserved_namespaces=_tenancy_names(spec, "reservedNamespaces"),
     )
+
+
+def _tenancy_names(spec: Mapping, field: str) -> tuple[str, ...]:
+    """spec.tenancy.<field>, a list of names; the schema check before this admits only that."""
+    tenancy = spec.get("tenancy")
+    names = tenancy.get(field) if isinstance(tenancy, Mapping) else None
+    return tuple(n for n in names if isinstance(n, str)) if isinstance(names, list) else ()
 
 
 def _pod_security(workloads: object) -> str:

@@ -42,6 +42,7 @@ from compose_model_replica.model import Absent, DeploymentInput, DeploymentTempl
 from compose_model_replica.spec import Engine, Member
 
 NOT_RESOLVED = "DeploymentNotResolved"
+PRIORITY_NOT_APPROVED = "PriorityClassNotApproved"
 NOT_FOUND = "DeploymentNotFound"
 MISMATCH = "TemplateDigestMismatch"
 
@@ -134,3 +135,32 @@ def resolve(engines: tuple[Engine, ...], ref: Reference) -> Templates:
                 engine, members=tuple(m for m in members if isinstance(m, Member))
             )
     return Templates(ready, tuple(problems))
+
+
+def approve(held: Templates, priority_class_names: tuple[str, ...]) -> Templates:
+    """`held` without the engines whose templates name a PriorityClass the cluster does not
+    approve (`pod_template.priority_class_defects`): such an engine composes nothing new
+    and keeps its workloads as observed, like any engine whose template is not in hand."""
+    refused: list[Unresolved] = []
+    ready: dict[str, Engine] = {}
+    for name, engine in held.engines.items():
+        defects = [
+            defect
+            for member in engine.members
+            for defect in pod_template.priority_class_defects(
+                member.pod_spec,
+                f"engine {name}: members[{member.position}] ({member.role}).template",
+                priority_class_names,
+            )
+        ]
+        if defects:
+            refused.append(Unresolved(PRIORITY_NOT_APPROVED, "; ".join(defects), True))
+        else:
+            ready[name] = engine
+    return Templates(ready, (*held.problems, *refused))
+
+
+def refusal(held: Templates) -> str | None:
+    """Why admission may not judge the replica: a template its cluster refuses."""
+    refused = [u.message for u in held.problems if u.reason == PRIORITY_NOT_APPROVED]
+    return "; ".join(refused) if refused else None

@@ -23,7 +23,9 @@ replica's own namespace)
       enforce and warn labels. Every replica of the namespace on the cluster
       composes the same manifest, and none may delete it: the Object's
       management policies leave out Delete, so deleting a replica (or all
-      of them) only stops managing the Namespace. design/tenancy.md.
+      of them) only stops managing the Namespace. A namespace reserved on
+      the cluster (modelplane_common.workload_namespace) is never composed.
+      design/tenancy.md.
 
 Every pod carries `modelplane.ai/pool` as nodeSelector, the replica's
 tolerations, and the labels REPLICA, REPLICA_NAMESPACE, ENGINE and ROLE.
@@ -44,11 +46,11 @@ import copy
 import hashlib
 from collections.abc import Mapping
 
-from modelplane_common import labels
+from modelplane_common import labels, pod_template
 
 from compose_model_replica.spec import LEADER, WORKER, Engine, Member
 
-POD_CLAIM = "modelplane-devices"
+POD_CLAIM = pod_template.DEVICE_CLAIM
 WORKLOAD_NAME_MAX = 40
 NAME_MAX = 63
 
