@@ -31,7 +31,8 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[3]
 SOURCE = ROOT / "pyproject.toml"
-_SEMVER = r"[0-9]+\.[0-9]+\.[0-9]+(?:-[0-9A-Za-z.-]+)?"
+_RELEASE = r"[0-9]+\.[0-9]+\.[0-9]+"
+_SEMVER = rf"{_RELEASE}(?:-[0-9A-Za-z.-]+)?"
 
 
 def version() -> str:
@@ -116,8 +117,10 @@ PINS = (
         "github.com/crossplane/crossplane/v2",
         "crossplane-core",
         (
-            # The floor of the Configuration's spec.crossplane.version.
-            Copy("apis/crossplane.yaml", rf'^    version: ">=v({_SEMVER})"$'),
+            # The floor of the Configuration's spec.crossplane.version; `-0` admits
+            # that release's pre-release and vendor builds (`-up.1`), which
+            # Masterminds/semver excludes from a constraint without a pre-release.
+            Copy("apis/crossplane.yaml", rf'^    version: ">=v({_RELEASE})-0"$'),
             # The version the build stamps on the core (package constraints read it).
             Copy("scripts/setup.sh", rf"pkg/version\.version=v({_SEMVER})"),
         ),
