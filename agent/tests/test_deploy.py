@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import copy
+import json
+import logging
 import re
 import shutil
 import subprocess
@@ -13,6 +15,7 @@ from pathlib import Path
 import pytest
 import yaml
 from modelplane_agent.server import serve
+from modelplane_common.timeutil import parse_duration
 from modelplane_devtools import render
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -285,3 +288,109 @@ def test_a_pod_monitor_scrapes_the_agents_metrics_only_when_enabled(tmp_path):
     (endpoint,) = monitor["spec"]["podMetricsEndpoints"]
     (port,) = pod["spec"]["containers"][0]["ports"]
     assert (endpoint["port"], endpoint["path"]) == (port["name"], "/metrics")
+
+
+# ---------------------------------------------------------------- the values schema
+
+SCHEMA = json.loads((CHART / "values.schema.json").read_text())
+
+SCHEMA_CASES = [
+    pytest.param(["logLevel=DEBUG"], None, id="a log level the agent knows renders"),
+    pytest.param(["logLevel=LOUD"], "/logLevel", id="an unknown log level is refused"),
+    pytest.param(["minInterval=1m30s"], None, id="a compound duration renders"),
+    pytest.param(
+        ["minInterval=abc"], "/minInterval", id="a min interval not a duration is refused"
+    ),
+    pytest.param(["minInterval=2"], "/minInterval", id="a duration without its unit is refused"),
+    pytest.param(["maxAge=2m"], None, id="a max age renders"),
+    pytest.param(["maxAge=soon"], "/maxAge", id="a max age not a duration is refused"),
+    pytest.param(["image.pullPolicy=Never"], None, id="a Kubernetes pull policy renders"),
+    pytest.param(
+        ["image.pullPolicy=Sometimes"], "/image/pullPolicy", id="an unknown pull policy is refused"
+    ),
+    pytest.param(
+        ["image.repository=registry.example.com:5000/team/modelplane-agent"],
+        None,
+        id="a repository on a registry with a port renders",
+    ),
+    pytest.param(
+        ["image.repository=registry.example.com/agent:v1"],
+        "/image/repository",
+        id="a repository carrying its tag is refused (the tag is image.tag)",
+    ),
+    pytest.param(["image.tag=v9.9.9-rc.1"], None, id="a tag renders"),
+    pytest.param(["image.tag=v1 beta"], "/image/tag", id="a tag with a space is refused"),
+    pytest.param(["podMonitor.enabled=yes"], "/podMonitor/enabled", id="enabled must be a boolean"),
+    pytest.param(["podMonitor.interval=1m"], None, id="a Prometheus interval renders"),
+    pytest.param(
+        ["podMonitor.interval=often"],
+        "/podMonitor/interval",
+        id="an interval not a duration is refused",
+    ),
+    pytest.param(
+        ["resources.limits.memory=2Gi", "resources.requests.cpu=1"],
+        None,
+        id="resource quantities render",
+    ),
+    pytest.param(
+        ["resources.requests.cpu=lots"],
+        "/resources/requests/cpu",
+        id="a quantity that is not one is refused",
+    ),
+    pytest.param(["nodeSelector.pool=system"], None, id="a node selector renders"),
+    pytest.param(["extraArgs={--watch-silence=2m}"], None, id="extra arguments render"),
+    pytest.param(
+        ["loglevel=INFO"], "additional properties 'loglevel'", id="a misspelt value is refused"
+    ),
+]
+
+
+@pytest.mark.parametrize(("settings", "refused_at"), SCHEMA_CASES)
+def test_the_schema_refuses_values_the_agent_would_not_take(tmp_path, settings, refused_at):
+    done = helm(tmp_path, "template", str(CHART), *(f"--set={s}" for s in settings))
+    if refused_at is None:
+        assert done.returncode == 0, done.stderr
+    else:
+        assert done.returncode != 0, f"{settings} rendered"
+        assert "don't meet the specifications of the schema" in done.stderr, done.stderr
+        assert refused_at in done.stderr, done.stderr
+
+
+def _untyped(values: dict, schema: dict, prefix: str = "") -> list[str]:
+    """The paths of `values` the schema gives no type (its properties, or a map's items)."""
+    missing = []
+    for key, value in values.items():
+        node = schema.get("properties", {}).get(key, schema.get("additionalProperties"))
+        if isinstance(node, dict) and "$ref" in node:
+            node = SCHEMA["definitions"][node["$ref"].rsplit("/", 1)[-1]]
+        if not isinstance(node, dict) or "type" not in node:
+            missing.append(prefix + key)
+        elif isinstance(value, dict):
+            missing += _untyped(value, node, f"{prefix}{key}.")
+    return missing
+
+
+def test_the_schema_types_every_value_of_values_yaml():
+    values = yaml.safe_load((CHART / "values.yaml").read_text())
+    assert _untyped(values, SCHEMA) == []
+
+
+def test_the_schemas_log_levels_are_pythons():
+    levels = SCHEMA["properties"]["logLevel"]["enum"]
+    assert all(isinstance(logging.getLevelName(level), int) for level in levels), levels
+
+
+DURATIONS = ["2s", "500ms", "1m30s", "1.5h", "0s", "2", "s", "5 m", "1d", "-1s", "soon", ""]
+
+
+@pytest.mark.parametrize("text", DURATIONS)
+def test_the_schemas_duration_is_the_agents(text):
+    def parses(t: str) -> bool:
+        try:
+            parse_duration(t)
+        except ValueError:
+            return False
+        return True
+
+    pattern = SCHEMA["properties"]["minInterval"]["pattern"]
+    assert bool(re.search(pattern, text)) == parses(text)
