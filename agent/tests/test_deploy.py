@@ -115,7 +115,8 @@ def test_the_kustomization_applies_every_manifest_of_deploy_agent_as_written():
 
 
 def test_an_image_entry_points_the_deployment_at_another_registry(tmp_path):
-    # What `kustomize edit set image modelplane/agent=<ref>` writes, in an overlay.
+    # What `kustomize edit set image <the entry's name>=<ref>` writes, in an overlay.
+    (entry,) = yaml.safe_load((DEPLOY / "kustomization.yaml").read_text())["images"]
     shutil.copytree(DEPLOY, tmp_path / "agent")
     (tmp_path / "overlay").mkdir()
     (tmp_path / "overlay" / "kustomization.yaml").write_text(
@@ -124,7 +125,7 @@ def test_an_image_entry_points_the_deployment_at_another_registry(tmp_path):
                 "resources": ["../agent"],
                 "images": [
                     {
-                        "name": "modelplane/agent",
+                        "name": entry["name"],
                         "newName": "registry.example.com/modelplane-agent",
                         "newTag": "v9.9.9",
                     }
@@ -132,8 +133,7 @@ def test_an_image_entry_points_the_deployment_at_another_registry(tmp_path):
             }
         )
     )
-    (entry,) = yaml.safe_load((DEPLOY / "kustomization.yaml").read_text())["images"]
-    assert container_of(manifests())["image"].partition(":")[0] == entry["name"]
+    assert container_of(manifests())["image"].rpartition(":")[0] == entry["name"]
     rendered = container_of(render.kustomize(tmp_path / "overlay"))
     assert rendered["image"] == "registry.example.com/modelplane-agent:v9.9.9"
 

@@ -29,6 +29,8 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
+from modelplane_devtools import artifacts
+
 ROOT = Path(__file__).resolve().parents[3]
 SOURCE = ROOT / "pyproject.toml"
 _RELEASE = r"[0-9]+\.[0-9]+\.[0-9]+"
@@ -69,14 +71,17 @@ class Copy:
 
 _PYPROJECT = rf'^version = "({_SEMVER})"$'
 # An image or package reference with our tag; `$fn` is a loop in a shell example.
-_PUSHED = rf"(?:modelplane-agent|modelplane/agent|modelplane-ai/[a-z-]+|\$fn):v({_SEMVER})"
+_PUSHED = rf"(?:modelplane-agent|modelplane-ai/[a-z-]+|\$fn):v({_SEMVER})"
 COPIES = (
     *(
         Copy(str(p.relative_to(ROOT)), _PYPROJECT)
         for p in sorted(ROOT.glob("*/pyproject.toml"))
         + sorted(ROOT.glob("functions/*/pyproject.toml"))
     ),
-    Copy("deploy/agent/deployment.yaml", rf"image: modelplane/agent:v({_SEMVER})"),
+    Copy(
+        "deploy/agent/deployment.yaml",
+        rf"image: {re.escape(artifacts.repository(artifacts.AGENT))}:v({_SEMVER})",
+    ),
     # The agent's chart: its own version and the image tag it defaults to (v<appVersion>).
     Copy("deploy/helm/modelplane-agent/Chart.yaml", rf'^(?:version: |appVersion: ")({_SEMVER})"?$'),
     Copy("examples/functions.yaml", rf"modelplane-ai/compose-[a-z-]+:v({_SEMVER})"),
