@@ -128,6 +128,10 @@ PINS = (
             Copy("apis/crossplane.yaml", rf'^    version: ">=v({_RELEASE})-0"$'),
             # The version the build stamps on the core (package constraints read it).
             Copy("scripts/setup.sh", rf"pkg/version\.version=v({_SEMVER})"),
+            # The supported versions the operators' guide and the design state.
+            Copy("docs/operating.md", rf"^\| Crossplane \| v({_RELEASE}) and every later"),
+            Copy("docs/operating.md", rf"^\| Crossplane \|.*\| core v({_RELEASE}) \("),
+            Copy("design/tooling.md", rf"Crossplane core v({_RELEASE})\n"),
         ),
     ),
     Pin(
@@ -143,6 +147,9 @@ PINS = (
                 "deploy/control-plane/provider-kubernetes.yaml",
                 rf"crossplane-contrib/provider-kubernetes:v({_SEMVER})",
             ),
+            Copy("docs/operating.md", rf"^\| provider-kubernetes \| v({_RELEASE}) and every later"),
+            Copy("docs/operating.md", rf"^\| provider-kubernetes \|.*\| v({_RELEASE}) \(`tools"),
+            Copy("design/tooling.md", rf"provider-kubernetes v({_RELEASE})\n"),
             # The install section's mirror command and the constraint it states.
             Copy(
                 "README.md",
