@@ -13,10 +13,10 @@
 #                                 the XRDs and Compositions), one package layer
 #   dist/images/<function>[-arm64].tar
 #                                 the runtime image alone (docker-archive, tag
-#                                 modelplane/<function>:v<version>)
+#                                 <registry>/<function>:v<version>, its package's)
 #   dist/images/modelplane-agent[-arm64].tar
 #                                 the agent's image (docker-archive, tag
-#                                 modelplane/agent:v<version>); a plain image,
+#                                 <registry>/modelplane-agent:v<version>); a plain image,
 #                                 deploy/agent/deployment.yaml runs it
 #   dist/oci/                     the same images as one OCI layout, tagged
 #                                 <image>-amd64 and <image>-arm64, and <image>:
@@ -94,6 +94,9 @@ done
 # (modelplane_devtools.version, which also checks every copy of it).
 VERSION=$(uv run --frozen --no-sync python -m modelplane_devtools.version)
 TAG=v$VERSION
+# One registry for every artifact (modelplane_devtools.artifacts): each image is
+# tagged <registry>/<its name>, the name the release publishes it under.
+REGISTRY=$(uv run --frozen --no-sync python -m modelplane_devtools.artifacts)
 # The SPDX expression of LICENSE, as every pyproject.toml and package declares it.
 LICENSE=Apache-2.0
 SOURCE_DATE_EPOCH=$(git log -1 --format=%ct)
@@ -324,11 +327,11 @@ for arch in "${ARCHES[@]}"; do
   umoci raw add-layer --image "$OCI:base-$arch" --history.created="$CREATED" \
     --history.created_by="mmdebstrap --architectures=$arch $SUITE $BASE_PACKAGES" "$WORK/$arch/base.tar"
 done
-image() {  # image <package> <arch> <repository> <port>: base + venv layers, entrypoint and user
+image() {  # image <package> <arch> <port>: base + venv layers, entrypoint and user
   # The entrypoint is the package's command of the same name; the tarball is
-  # dist/images/<package>[-<arch>].tar, tagged modelplane/<repository>:v<version>
+  # dist/images/<package>[-<arch>].tar, tagged <registry>/<package>:v<version>
   # (one tag for every architecture, as a registry's index has it).
-  local fn=$1 arch=$2 repository=$3 port=$4
+  local fn=$1 arch=$2 port=$3
   local name=$fn$(suffix "$arch")
   local ref=$OCI:$fn-$arch platform
   platform=$(python_platform "$arch" | paste -sd' ')
@@ -348,8 +351,8 @@ image() {  # image <package> <arch> <repository> <port>: base + venv layers, ent
     --config.label=org.opencontainers.image.licenses="$LICENSE" \
     --config.label=org.opencontainers.image.revision="$REVISION" \
     --config.label=org.opencontainers.image.created="$CREATED"
-  skopeo copy --quiet "oci:$ref" "docker-archive:$DIST/images/$name.tar:modelplane/$repository:$TAG"
-  step "$fn $arch: image dist/images/$name.tar (modelplane/$repository:$TAG) $(du -h "$DIST/images/$name.tar" | cut -f1)"
+  skopeo copy --quiet "oci:$ref" "docker-archive:$DIST/images/$name.tar:$REGISTRY/$fn:$TAG"
+  step "$fn $arch: image dist/images/$name.tar ($REGISTRY/$fn:$TAG) $(du -h "$DIST/images/$name.tar" | cut -f1)"
 }
 
 # ---- 4. the Function package -------------------------------------------------
@@ -374,13 +377,13 @@ for arch in "${ARCHES[@]}"; do
   for fn in "${FUNCTIONS[@]}"; do
     step "$fn $arch: uv sync into /venv"
     venv "$fn" "$arch"
-    image "$fn" "$arch" "$fn" "$FUNCTION_PORT"
+    image "$fn" "$arch" "$FUNCTION_PORT"
     package "$fn" "$arch" &
     pids+=($!)
   done
   step "$AGENT $arch: uv sync into /venv"
   venv "$AGENT" "$arch"
-  image "$AGENT" "$arch" agent "$AGENT_PORT"
+  image "$AGENT" "$arch" "$AGENT_PORT"
 done
 waitall "${pids[@]}"
 

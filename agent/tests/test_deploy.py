@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import copy
+import json
+import logging
 import re
 import shutil
 import subprocess
@@ -13,6 +15,7 @@ from pathlib import Path
 import pytest
 import yaml
 from modelplane_agent.server import serve
+from modelplane_common.timeutil import parse_duration
 from modelplane_devtools import render
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -112,7 +115,8 @@ def test_the_kustomization_applies_every_manifest_of_deploy_agent_as_written():
 
 
 def test_an_image_entry_points_the_deployment_at_another_registry(tmp_path):
-    # What `kustomize edit set image modelplane/agent=<ref>` writes, in an overlay.
+    # What `kustomize edit set image <the entry's name>=<ref>` writes, in an overlay.
+    (entry,) = yaml.safe_load((DEPLOY / "kustomization.yaml").read_text())["images"]
     shutil.copytree(DEPLOY, tmp_path / "agent")
     (tmp_path / "overlay").mkdir()
     (tmp_path / "overlay" / "kustomization.yaml").write_text(
@@ -121,7 +125,7 @@ def test_an_image_entry_points_the_deployment_at_another_registry(tmp_path):
                 "resources": ["../agent"],
                 "images": [
                     {
-                        "name": "modelplane/agent",
+                        "name": entry["name"],
                         "newName": "registry.example.com/modelplane-agent",
                         "newTag": "v9.9.9",
                     }
@@ -129,8 +133,7 @@ def test_an_image_entry_points_the_deployment_at_another_registry(tmp_path):
             }
         )
     )
-    (entry,) = yaml.safe_load((DEPLOY / "kustomization.yaml").read_text())["images"]
-    assert container_of(manifests())["image"].partition(":")[0] == entry["name"]
+    assert container_of(manifests())["image"].rpartition(":")[0] == entry["name"]
     rendered = container_of(render.kustomize(tmp_path / "overlay"))
     assert rendered["image"] == "registry.example.com/modelplane-agent:v9.9.9"
 
@@ -143,9 +146,6 @@ def test_the_deployment_leaves_max_age_to_the_pool_observations():
 # ---------------------------------------------------------------- the Helm chart
 
 CHART = ROOT / "deploy" / "helm" / "modelplane-agent"
-# The Kubernetes version the e2e runs (helm template assumes v1.20 without it, below
-# the chart's kubeVersion floor).
-KUBE_VERSION = "1.35.4"
 
 
 def helm(tmp_path: Path, *args: str) -> subprocess.CompletedProcess:
@@ -169,11 +169,19 @@ def helm_template(tmp_path: Path, *settings: str) -> list[dict]:
         str(CHART),
         "--namespace=modelplane-system",
         "--include-crds",
-        f"--kube-version={KUBE_VERSION}",
         *(f"--set={s}" for s in settings),
     )
     assert done.returncode == 0, done.stderr
     return render.load_all(done.stdout)
+
+
+def test_a_plain_helm_template_renders_the_chart(tmp_path):
+    # No --kube-version: Helm then assumes the Kubernetes version stamped into its
+    # build (v1.20 unless its Makefile's ldflags set another), as GitOps renderers do.
+    done = helm(tmp_path, "template", str(CHART))
+    assert done.returncode == 0, done.stderr
+    kinds = sorted(d["kind"] for d in render.load_all(done.stdout))
+    assert kinds == ["ClusterRole", "ClusterRoleBinding", "Deployment", "ServiceAccount"]
 
 
 def test_helm_lint_finds_nothing_wrong_with_the_chart(tmp_path):
@@ -280,3 +288,109 @@ def test_a_pod_monitor_scrapes_the_agents_metrics_only_when_enabled(tmp_path):
     (endpoint,) = monitor["spec"]["podMetricsEndpoints"]
     (port,) = pod["spec"]["containers"][0]["ports"]
     assert (endpoint["port"], endpoint["path"]) == (port["name"], "/metrics")
+
+
+# ---------------------------------------------------------------- the values schema
+
+SCHEMA = json.loads((CHART / "values.schema.json").read_text())
+
+SCHEMA_CASES = [
+    pytest.param(["logLevel=DEBUG"], None, id="a log level the agent knows renders"),
+    pytest.param(["logLevel=LOUD"], "/logLevel", id="an unknown log level is refused"),
+    pytest.param(["minInterval=1m30s"], None, id="a compound duration renders"),
+    pytest.param(
+        ["minInterval=abc"], "/minInterval", id="a min interval not a duration is refused"
+    ),
+    pytest.param(["minInterval=2"], "/minInterval", id="a duration without its unit is refused"),
+    pytest.param(["maxAge=2m"], None, id="a max age renders"),
+    pytest.param(["maxAge=soon"], "/maxAge", id="a max age not a duration is refused"),
+    pytest.param(["image.pullPolicy=Never"], None, id="a Kubernetes pull policy renders"),
+    pytest.param(
+        ["image.pullPolicy=Sometimes"], "/image/pullPolicy", id="an unknown pull policy is refused"
+    ),
+    pytest.param(
+        ["image.repository=registry.example.com:5000/team/modelplane-agent"],
+        None,
+        id="a repository on a registry with a port renders",
+    ),
+    pytest.param(
+        ["image.repository=registry.example.com/agent:v1"],
+        "/image/repository",
+        id="a repository carrying its tag is refused (the tag is image.tag)",
+    ),
+    pytest.param(["image.tag=v9.9.9-rc.1"], None, id="a tag renders"),
+    pytest.param(["image.tag=v1 beta"], "/image/tag", id="a tag with a space is refused"),
+    pytest.param(["podMonitor.enabled=yes"], "/podMonitor/enabled", id="enabled must be a boolean"),
+    pytest.param(["podMonitor.interval=1m"], None, id="a Prometheus interval renders"),
+    pytest.param(
+        ["podMonitor.interval=often"],
+        "/podMonitor/interval",
+        id="an interval not a duration is refused",
+    ),
+    pytest.param(
+        ["resources.limits.memory=2Gi", "resources.requests.cpu=1"],
+        None,
+        id="resource quantities render",
+    ),
+    pytest.param(
+        ["resources.requests.cpu=lots"],
+        "/resources/requests/cpu",
+        id="a quantity that is not one is refused",
+    ),
+    pytest.param(["nodeSelector.pool=system"], None, id="a node selector renders"),
+    pytest.param(["extraArgs={--watch-silence=2m}"], None, id="extra arguments render"),
+    pytest.param(
+        ["loglevel=INFO"], "additional properties 'loglevel'", id="a misspelt value is refused"
+    ),
+]
+
+
+@pytest.mark.parametrize(("settings", "refused_at"), SCHEMA_CASES)
+def test_the_schema_refuses_values_the_agent_would_not_take(tmp_path, settings, refused_at):
+    done = helm(tmp_path, "template", str(CHART), *(f"--set={s}" for s in settings))
+    if refused_at is None:
+        assert done.returncode == 0, done.stderr
+    else:
+        assert done.returncode != 0, f"{settings} rendered"
+        assert "don't meet the specifications of the schema" in done.stderr, done.stderr
+        assert refused_at in done.stderr, done.stderr
+
+
+def _untyped(values: dict, schema: dict, prefix: str = "") -> list[str]:
+    """The paths of `values` the schema gives no type (its properties, or a map's items)."""
+    missing = []
+    for key, value in values.items():
+        node = schema.get("properties", {}).get(key, schema.get("additionalProperties"))
+        if isinstance(node, dict) and "$ref" in node:
+            node = SCHEMA["definitions"][node["$ref"].rsplit("/", 1)[-1]]
+        if not isinstance(node, dict) or "type" not in node:
+            missing.append(prefix + key)
+        elif isinstance(value, dict):
+            missing += _untyped(value, node, f"{prefix}{key}.")
+    return missing
+
+
+def test_the_schema_types_every_value_of_values_yaml():
+    values = yaml.safe_load((CHART / "values.yaml").read_text())
+    assert _untyped(values, SCHEMA) == []
+
+
+def test_the_schemas_log_levels_are_pythons():
+    levels = SCHEMA["properties"]["logLevel"]["enum"]
+    assert all(isinstance(logging.getLevelName(level), int) for level in levels), levels
+
+
+DURATIONS = ["2s", "500ms", "1m30s", "1.5h", "0s", "2", "s", "5 m", "1d", "-1s", "soon", ""]
+
+
+@pytest.mark.parametrize("text", DURATIONS)
+def test_the_schemas_duration_is_the_agents(text):
+    def parses(t: str) -> bool:
+        try:
+            parse_duration(t)
+        except ValueError:
+            return False
+        return True
+
+    pattern = SCHEMA["properties"]["minInterval"]["pattern"]
+    assert bool(re.search(pattern, text)) == parses(text)

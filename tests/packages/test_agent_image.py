@@ -26,7 +26,7 @@ from pathlib import Path
 import pytest
 import yaml
 from modelplane_agent.main import cli
-from modelplane_devtools import packages, render, version
+from modelplane_devtools import artifacts, packages, render, version
 
 ROOT = render.ROOT
 AGENT = "modelplane-agent"
@@ -112,7 +112,7 @@ def test_the_deployment_runs_the_image_under_its_tag_user_and_port(agent_image):
 def test_the_deployments_image_tag_is_the_workspace_version():
     project = tomllib.loads((ROOT / "agent" / "pyproject.toml").read_text())["project"]
     assert project["version"] == WORKSPACE_VERSION
-    assert CONTAINER["image"] == f"modelplane/agent:v{WORKSPACE_VERSION}"
+    assert CONTAINER["image"] == artifacts.reference(artifacts.AGENT, f"v{WORKSPACE_VERSION}")
 
 
 # What only the functions need (the `function` extra of modelplane-common): about

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import subprocess
 
-from modelplane_devtools import render, version
+from modelplane_devtools import artifacts, render, version
 from modelplane_devtools.rendered import by_kind, composite, condition
 
 CASES = {c["name"]: c for c in render.example_cases()}
@@ -59,7 +59,7 @@ def test_the_first_pass_composes_every_manifest_of_the_kustomization(functions):
     container = deployment["spec"]["forProvider"]["manifest"]["spec"]["template"]["spec"][
         "containers"
     ][0]
-    assert container["image"] == f"modelplane/agent:{version.tag()}"
+    assert container["image"] == artifacts.reference(artifacts.AGENT, version.tag())
     xr = composite(rendered)
     installed = condition(xr, "AgentInstalled")
     assert (installed["status"], installed["reason"]) == ("False", "Installing")

@@ -12,6 +12,8 @@ e2e proves Crossplane spreads calls over them, tests/e2e/test_function_spread.py
 
 from __future__ import annotations
 
+import re
+
 import pytest
 import yaml
 from modelplane_devtools.e2e import install, runtime
@@ -57,3 +59,39 @@ def test_each_function_dependency_is_declared_at_its_pin_with_a_scaled_runtime(d
 
 def test_the_declared_functions_are_the_ones_the_compositions_run():
     assert set(_declared("Function")) == _referenced_functions()
+
+
+# ---------------------------------------------------------------- the documented upgrade
+
+GUIDE = ROOT / "docs" / "operating.md"
+
+
+def _upgrade_applies() -> list[str]:
+    """The files every `kubectl apply -f` of docs/operating.md's "Upgrading" applies."""
+    text = GUIDE.read_text()
+    section = text.split("\n## Upgrading\n", 1)[1].split("\n## ", 1)[0]
+    commands = re.findall(r"`(kubectl apply [^`]*)`", section)
+    return [path for command in commands for path in re.findall(r"-f (\S+)", command)]
+
+
+def _upgrade_manifests() -> list[dict]:
+    return [
+        d for path in _upgrade_applies() for d in yaml.safe_load_all((ROOT / path).read_text()) if d
+    ]
+
+
+def test_the_upgrade_applies_the_files_it_names():
+    paths = _upgrade_applies()
+    assert paths, "docs/operating.md's Upgrading names no `kubectl apply -f`"
+    assert all((ROOT / p).is_file() for p in paths), paths
+
+
+def test_the_upgrade_moves_every_installed_function_and_keeps_its_runtime_config():
+    """An apply without runtimeConfigRef drops it; the CRD then defaults it to `default`."""
+    upgraded = {
+        d["metadata"]["name"]: d["spec"].get("runtimeConfigRef")
+        for d in _upgrade_manifests()
+        if d["kind"] == "Function"
+    }
+    installed = {name: f["spec"]["runtimeConfigRef"] for name, f in _declared("Function").items()}
+    assert upgraded == installed

@@ -29,9 +29,12 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
+from modelplane_devtools import artifacts
+
 ROOT = Path(__file__).resolve().parents[3]
 SOURCE = ROOT / "pyproject.toml"
-_SEMVER = r"[0-9]+\.[0-9]+\.[0-9]+(?:-[0-9A-Za-z.-]+)?"
+_RELEASE = r"[0-9]+\.[0-9]+\.[0-9]+"
+_SEMVER = rf"{_RELEASE}(?:-[0-9A-Za-z.-]+)?"
 
 
 def version() -> str:
@@ -68,14 +71,17 @@ class Copy:
 
 _PYPROJECT = rf'^version = "({_SEMVER})"$'
 # An image or package reference with our tag; `$fn` is a loop in a shell example.
-_PUSHED = rf"(?:modelplane-agent|modelplane/agent|modelplane-ai/[a-z-]+|\$fn):v({_SEMVER})"
+_PUSHED = rf"(?:modelplane-agent|modelplane-ai/[a-z-]+|\$fn):v({_SEMVER})"
 COPIES = (
     *(
         Copy(str(p.relative_to(ROOT)), _PYPROJECT)
         for p in sorted(ROOT.glob("*/pyproject.toml"))
         + sorted(ROOT.glob("functions/*/pyproject.toml"))
     ),
-    Copy("deploy/agent/deployment.yaml", rf"image: modelplane/agent:v({_SEMVER})"),
+    Copy(
+        "deploy/agent/deployment.yaml",
+        rf"image: {re.escape(artifacts.repository(artifacts.AGENT))}:v({_SEMVER})",
+    ),
     # The agent's chart: its own version and the image tag it defaults to (v<appVersion>).
     Copy("deploy/helm/modelplane-agent/Chart.yaml", rf'^(?:version: |appVersion: ")({_SEMVER})"?$'),
     Copy("examples/functions.yaml", rf"modelplane-ai/compose-[a-z-]+:v({_SEMVER})"),
@@ -116,10 +122,16 @@ PINS = (
         "github.com/crossplane/crossplane/v2",
         "crossplane-core",
         (
-            # The floor of the Configuration's spec.crossplane.version.
-            Copy("apis/crossplane.yaml", rf'^    version: ">=v({_SEMVER})"$'),
+            # The floor of the Configuration's spec.crossplane.version; `-0` admits
+            # that release's pre-release and vendor builds (`-up.1`), which
+            # Masterminds/semver excludes from a constraint without a pre-release.
+            Copy("apis/crossplane.yaml", rf'^    version: ">=v({_RELEASE})-0"$'),
             # The version the build stamps on the core (package constraints read it).
             Copy("scripts/setup.sh", rf"pkg/version\.version=v({_SEMVER})"),
+            # The supported versions the operators' guide and the design state.
+            Copy("docs/operating.md", rf"^\| Crossplane \| v({_RELEASE}) and every later"),
+            Copy("docs/operating.md", rf"^\| Crossplane \|.*\| core v({_RELEASE}) \("),
+            Copy("design/tooling.md", rf"Crossplane core v({_RELEASE})\n"),
         ),
     ),
     Pin(
@@ -135,6 +147,9 @@ PINS = (
                 "deploy/control-plane/provider-kubernetes.yaml",
                 rf"crossplane-contrib/provider-kubernetes:v({_SEMVER})",
             ),
+            Copy("docs/operating.md", rf"^\| provider-kubernetes \| v({_RELEASE}) and every later"),
+            Copy("docs/operating.md", rf"^\| provider-kubernetes \|.*\| v({_RELEASE}) \(`tools"),
+            Copy("design/tooling.md", rf"provider-kubernetes v({_RELEASE})\n"),
             # The install section's mirror command and the constraint it states.
             Copy(
                 "README.md",

@@ -86,7 +86,7 @@ def test_an_image_changes_only_the_image_as_the_kustomizations_image_entry_does(
         yaml.safe_dump(
             {
                 "resources": ["../agent"],
-                "images": [{"name": "modelplane/agent", "newName": name, "newTag": tag}],
+                "images": [{"name": agent_install.MANIFESTS.image, "newName": name, "newTag": tag}],
             }
         )
     )
@@ -97,7 +97,9 @@ def test_an_image_changes_only_the_image_as_the_kustomizations_image_entry_does(
 def test_the_function_knows_its_own_version_the_workspaces():
     assert version.version() == VERSION
     assert FunctionRunner().version == version.version()
-    assert agent_install.default_image(VERSION) == f"modelplane/agent:{version.tag()}"
+    assert agent_install.default_image(VERSION) == (
+        f"ghcr.io/modelplane-ai/modelplane-agent:{version.tag()}"
+    )
 
 
 def test_the_composed_deployment_carries_the_kustomizations_arguments():
@@ -297,6 +299,6 @@ def test_run_function_composes_the_install_with_the_functions_version():
     rsp = run(FunctionRunner(clock=lambda: NOW, version="7.7.7"), request(xr, {}))
     deployment = desired(rsp)[DEPLOYMENT]["spec"]["forProvider"]["manifest"]
     assert deployment["spec"]["template"]["spec"]["containers"][0]["image"] == (
-        "modelplane/agent:v7.7.7"
+        "ghcr.io/modelplane-ai/modelplane-agent:v7.7.7"
     )
     assert conditions(rsp)["AgentInstalled"][:2] == ("False", "Installing")

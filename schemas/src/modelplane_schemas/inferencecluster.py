@@ -204,7 +204,7 @@ class Agent(BaseModel):
     image: Annotated[
         str | None,
         Field(
-            description="The agent's image; default modelplane/agent:v<the function's version>.",
+            description="The agent's image; default ghcr.io/modelplane-ai/modelplane-agent:v<the function's version>.",
             max_length=512,
             min_length=1,
             pattern="^[^\\s]+$",

@@ -9,7 +9,8 @@ and its Deployment with the kustomization's arguments. The manifests are
 kustomization (a test fails when it is stale, another when what is composed
 differs from `kubectl kustomize` for the same image), so the three ways to
 install cannot drift. Only the image is the function's: `image` when the
-spec names one, else `modelplane/agent:v<the function's own version>`, the
+spec names one, else `ghcr.io/modelplane-ai/modelplane-agent:v<the function's own
+version>` (the release's name for it, fully qualified), the
 tag `make packages` gives the agent's image of the same build.
 
 Invariants
