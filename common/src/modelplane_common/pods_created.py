@@ -35,6 +35,11 @@ NOT_OBSERVED = "NotObserved"
 # spec.healing.missingPodsGracePeriod's default (the XRDs say the same), for a
 # ModelReplica written without spec.missingPodsGracePeriod.
 DEFAULT_GRACE = timedelta(minutes=5)
+# The platform's maximum for every grace a tenant chooses that keeps a replica charged
+# while it runs nothing (missingPodsGracePeriod here; unschedulableGracePeriod and
+# missingClusterGracePeriod of its deployment): design/tenancy.md, "No phantom
+# reservations". The XRDs refuse longer ones; a reader clamps one stored before that.
+LONGEST_GRACE = timedelta(hours=1)
 
 
 def released(status: str, reason: str) -> bool:

@@ -1526,6 +1526,42 @@ def test_an_admitted_replica_without_its_pods_relays_the_refusal(missing_since, 
 
 
 @pytest.mark.parametrize(
+    ("missing_since", "grace", "reason"),
+    [
+        pytest.param("2026-11-29T11:01:00Z", "100000h", "Creating", id="59m of 100000h: Creating"),
+        pytest.param(
+            "2026-11-29T10:59:00Z", "100000h", "NotCreated", id="61m of 100000h: released at 1h"
+        ),
+        pytest.param(
+            "2026-11-29T10:59:00Z",
+            "99999999999h",
+            "NotCreated",
+            id="61m of a grace no clock holds: released at 1h, no crash",
+        ),
+    ],
+)
+def test_a_grace_past_the_platforms_hour_holds_capacity_an_hour_and_says_so(
+    missing_since, grace, reason
+):
+    placed = "2026-11-29T09:00:00Z"
+    status = {
+        "admission": {"placedAt": placed, "verdict": "Admitted", "decidedAt": placed},
+        "pods": {"expected": 1, "observed": 0, "scheduled": 0, "missingSince": missing_since},
+    }
+    replica = xr(status=status)
+    replica["metadata"]["annotations"][labels.PLACED_AT] = placed
+    replica["spec"]["missingPodsGracePeriod"] = grace
+    observed = {
+        **observation(report(0, 0, state="False", reason="Pending", since=None)),
+        "east/serve/workload": remote_object("Deployment", REFUSED),
+    }
+    rsp = call(replica, observed)
+    assert conditions(rsp)["PodsCreated"][:2] == ("False", reason)
+    line = f'spec.missingPodsGracePeriod: longer than the maximum 1h; using 1h (got "{grace}")'
+    assert ("Warning", line) in events(rsp)
+
+
+@pytest.mark.parametrize(
     ("observed", "admitted"),
     [
         pytest.param(

@@ -515,13 +515,14 @@ def warning_events(
     listed: tuple[Problem, ...],
     created_verdict: PodsCreatedVerdict,
 ) -> tuple[Event, ...]:
-    """The Warning events, in a fixed order: the placement time, the cluster's maxAge,
-    the agent's report, pods the cluster refused past the grace, then every problem a
-    person has to fix."""
+    """The Warning events, in a fixed order: the placement time, a clamped grace, the
+    cluster's maxAge, the agent's report, pods the cluster refused past the grace, then
+    every problem a person has to fix."""
     said = [
         given.replica.placement_problem,
         given.replica.placement_replaced,
         given.replica.cluster_label_problem,
+        given.replica.spec.grace_clamped,
     ]
     if target.cluster is not None:
         said.append(target.cluster.max_age_problem)
