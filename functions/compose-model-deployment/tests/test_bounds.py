@@ -5,8 +5,14 @@ design/robustness.md ("Durations"), design/tenancy.md ("No phantom reservations"
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import pytest
+import yaml
 from compose_model_deployment import fn
+from compose_model_deployment.model import LONGEST_HEALING
+from modelplane_common import inputs, pods_created
+from modelplane_common.timeutil import format_duration
 from modelplane_devtools import deployment_builders as t
 from modelplane_devtools import wire
 from modelplane_devtools.wire import conditions, desired
@@ -106,3 +112,29 @@ def test_an_unschedulable_replica_holds_its_place_at_most_an_hour(minutes, clust
     )
     rsp = run(t.request(xr, fleet("5m"), [], {"replica-0": unschedulable_for(minutes)}))
     assert desired(rsp)["replica-0"]["spec"]["clusterName"] == cluster
+
+
+ROOT = Path(__file__).resolve().parents[3]
+
+
+def xrd_rule(kind: str, *path: str) -> str:
+    """The x-kubernetes-validations rule of one field of an XRD's spec."""
+    definition = yaml.safe_load((ROOT / "apis" / kind / "definition.yaml").read_text())
+    node = definition["spec"]["versions"][0]["schema"]["openAPIV3Schema"]["properties"]["spec"]
+    for step in path:
+        node = node["properties"][step]
+    (rule,) = node["x-kubernetes-validations"]
+    return rule["rule"]
+
+
+@pytest.mark.parametrize(
+    ("kind", "path", "longest"),
+    [
+        *[("modeldeployment", ("healing", f), LONGEST_HEALING[f]) for f in LONGEST_HEALING],
+        ("modelreplica", ("missingPodsGracePeriod",), pods_created.LONGEST_GRACE),
+        ("inferencecluster", ("observation", "maxAge"), inputs.LONGEST_MAX_AGE),
+    ],
+    ids=lambda v: ".".join(v) if isinstance(v, tuple) else str(v),
+)
+def test_the_api_server_refuses_what_the_readers_clamp(kind, path, longest):
+    assert xrd_rule(kind, *path) == f"duration(self) <= duration('{format_duration(longest)}')"
