@@ -15,6 +15,9 @@ every reader of a ModelReplica's charge applies `released`, the one rule:
                  False/NotCreated   fewer exist for longer than the grace:
                                     the replica holds NO capacity, and its
                                     deployment re-places it at once
+                 False/Orphaned     no ModelDeployment owns it any more
+                                    (modelplane_common.orphans): it composes
+                                    nothing and holds NO capacity
                  Unknown/NotObserved  nothing to count (not admitted, no fresh
                                     agent report); charged as before
 
@@ -42,6 +45,10 @@ DEFAULT_GRACE = timedelta(minutes=5)
 LONGEST_GRACE = timedelta(hours=1)
 
 
+# An orphaned replica (modelplane_common.orphans) composes nothing and holds nothing.
+ORPHANED = "Orphaned"
+
+
 def released(status: str, reason: str) -> bool:
     """Whether a PodsCreated condition says the replica holds no capacity."""
-    return status == "False" and reason == NOT_CREATED
+    return status == "False" and reason in (NOT_CREATED, ORPHANED)
