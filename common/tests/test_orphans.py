@@ -2,7 +2,7 @@ import pytest
 from modelplane_common import orphans, pods_created
 
 CONTROLLER = {"apiVersion": "modelplane.ai/v1alpha1", "kind": "ModelDeployment", "name": "llm"}
-COMPOSED = {orphans.COMPOSITE_LABEL: "llm"}
+COMPOSED = {orphans.COMPOSITE_LABEL: "llm"}  # the replica is llm-0
 
 
 @pytest.mark.parametrize(
@@ -14,6 +14,7 @@ COMPOSED = {orphans.COMPOSITE_LABEL: "llm"}
         ({"labels": COMPOSED, "ownerReferences": [{**CONTROLLER, "controller": False}]}, True),
         ({"labels": COMPOSED, "ownerReferences": "garbage"}, True),
         ({"labels": {"modelplane.ai/deployment": "llm"}}, False),
+        ({"name": "llm-0", "labels": {orphans.COMPOSITE_LABEL: "llm-0"}}, False),
         ({}, False),
     ],
     ids=[
@@ -23,6 +24,7 @@ COMPOSED = {orphans.COMPOSITE_LABEL: "llm"}
         "composed, only a reference that is not a controller: orphaned",
         "composed, ownerReferences not a list: orphaned",
         "never composed (written by hand), no owner: judged as before",
+        "labelled with its own name (an XR Crossplane reconciles): judged as before",
         "no labels at all: judged as before",
     ],
 )

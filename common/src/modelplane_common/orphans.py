@@ -9,9 +9,11 @@ The rule, judged from the replica's own metadata and never from a read of
 anything else (a deployment missing from a request is a momentary absence, an
 ownerReference the garbage collector removed is not):
 
-    a replica Crossplane composed (label `crossplane.io/composite`, which
-    Crossplane sets on every composed resource together with its controller
-    ownerReference) that has no controller ownerReference any more
+    a replica Crossplane composed (label `crossplane.io/composite` naming a
+    composite other than the replica itself: Crossplane sets it on every
+    composed resource together with its controller ownerReference, and labels
+    an XR it reconciles with the XR's own name) that has no controller
+    ownerReference any more
 
 is orphaned. compose-model-replica then composes nothing (its workloads go)
 and reports PodsCreated False/Orphaned, which every ledger reads as holding no
@@ -34,7 +36,9 @@ ORPHANED = pods_created.ORPHANED
 def orphaned(metadata: Mapping) -> bool:
     """Whether a replica's metadata says it was composed and no longer has its controller."""
     labels = metadata.get("labels")
-    if not isinstance(labels, Mapping) or COMPOSITE_LABEL not in labels:
+    composite = labels.get(COMPOSITE_LABEL) if isinstance(labels, Mapping) else None
+    # Crossplane labels an XR it reconciles with its own name: that is no composite of it.
+    if not composite or composite == metadata.get("name"):
         return False
     references = metadata.get("ownerReferences")
     return not any(

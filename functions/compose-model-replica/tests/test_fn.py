@@ -1892,7 +1892,7 @@ def test_an_orphaned_replica_composes_nothing_and_holds_no_capacity(
 ):
     replica, observed = admitted_and_running()
     if composite_label:
-        replica["metadata"]["labels"]["crossplane.io/composite"] = "llm"
+        replica["metadata"]["labels"]["crossplane.io/composite"] = "llm"  # it is r0
     if owners:
         replica["metadata"]["ownerReferences"] = owners
     rsp = call(replica, observed)
