@@ -92,8 +92,26 @@ def test_unknown_or_malformed_enum_values_raise_naming_the_field(observation, er
             "spec.observation.maxAge: not a duration such as 5m, 90s or 1h30m; using 5m "
             '(got "soon")',
         ),
+        (
+            {"maxAge": "99999999999h"},
+            timedelta(minutes=5),
+            'spec.observation.maxAge: longer than 2562047h47m16s; using 5m (got "99999999999h")',
+        ),
+        (
+            {"maxAge": "25h"},
+            timedelta(minutes=5),
+            'spec.observation.maxAge: longer than 24h; using 5m (got "25h")',
+        ),
+        ({"maxAge": "24h"}, timedelta(hours=24), None),
     ],
-    ids=["absent is 5m", "a duration is read", "a malformed one falls back to 5m and says so"],
+    ids=[
+        "absent is 5m",
+        "a duration is read",
+        "a malformed one falls back to 5m and says so",
+        "one no clock holds falls back to 5m and says so",
+        "one over the 24h maximum falls back to 5m and says so",
+        "24h is the longest read as written",
+    ],
 )
 def test_max_age_has_one_default(observation, age, defect):
     assert inputs.max_age(observation) == (age, defect)
@@ -242,3 +260,38 @@ def test_struct_object_refuses_what_no_json_carries_as_json_format_does(number):
 def test_condition_in_finds_a_condition_by_type_in_any_shape_of_list(conditions, found):
     assert inputs.condition_in(conditions, "Ready") == found
     assert inputs.find_condition({"status": {"conditions": conditions}}, "Ready") == found
+
+
+HOUR = timedelta(hours=1)
+
+
+@pytest.mark.parametrize(
+    ("raw", "read"),
+    [
+        (None, (timedelta(minutes=5), None)),
+        ("30m", (timedelta(minutes=30), None)),
+        ("1h", (HOUR, None)),
+        ("0s", (timedelta(), None)),
+        ("61m", (HOUR, 'grace: longer than the maximum 1h; using 1h (got "61m")')),
+        (
+            "99999999999h",
+            (HOUR, 'grace: longer than the maximum 1h; using 1h (got "99999999999h")'),
+        ),
+    ],
+    ids=[
+        "absent is the default",
+        "within the maximum it is read as written",
+        "the maximum itself is read as written",
+        "zero is zero (the caller decides what zero means)",
+        "past the maximum it is the maximum, and says so",
+        "past what any clock holds it is the maximum, and says so",
+    ],
+)
+def test_a_bounded_duration_is_clamped_to_its_maximum(raw, read):
+    assert inputs.bounded_duration(raw, "grace", default=timedelta(minutes=5), longest=HOUR) == read
+
+
+def test_a_bounded_duration_that_is_no_duration_is_invalid_input():
+    with pytest.raises(inputs.InvalidInput) as raised:
+        inputs.bounded_duration("soon", "grace", default=HOUR, longest=HOUR)
+    assert str(raised.value) == 'grace: not a duration such as 5m, 90s or 1h30m (got "soon")'

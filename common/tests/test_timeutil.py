@@ -2,6 +2,7 @@ from datetime import UTC, datetime, timedelta
 
 import pytest
 from modelplane_common.timeutil import (
+    DurationTooLong,
     format_duration,
     format_placement_time,
     format_time,
@@ -28,6 +29,30 @@ def test_durations_parse_like_go(text, expected):
 def test_malformed_durations_are_errors(text):
     with pytest.raises(ValueError):
         parse_duration(text)
+
+
+@pytest.mark.parametrize(
+    "text",
+    ["2562048h", "99999999999h", "9" * 400 + "h"],
+    ids=["an hour past what Go holds", "99999999999h", "four hundred digits"],
+)
+def test_durations_longer_than_go_holds_are_value_errors_not_overflows(text):
+    with pytest.raises(DurationTooLong, match="longer than 2562047h47m16s"):
+        parse_duration(text)
+
+
+def test_the_longest_go_duration_still_parses():
+    assert parse_duration("2562047h") == timedelta(hours=2562047)
+
+
+@pytest.mark.parametrize(
+    "text",
+    ["9999-12-31T23:59:59Z", "9708-01-01T00:00:00Z", "0001-01-01T00:00:00Z"],
+    ids=["the last second datetime holds", "year 9708", "the first second datetime holds"],
+)
+def test_times_a_duration_could_move_past_datetimes_range_are_value_errors(text):
+    with pytest.raises(ValueError, match="outside the years 294-9706"):
+        parse_time(text)
 
 
 def test_times_normalise_to_utc_and_round_trip():

@@ -95,7 +95,6 @@ def test_a_quota_of_another_namespace_does_not_apply(functions):
 
 def as_existing(replica: dict, placed_at: str) -> dict:
     body = copy.deepcopy(replica)
-    body["metadata"].pop("ownerReferences", None)
     body["metadata"].setdefault("annotations", {})[labels.PLACED_AT] = placed_at
     return body
 

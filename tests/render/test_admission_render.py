@@ -61,7 +61,6 @@ def place(functions, xr: dict, observed=None, others=()) -> list[dict]:
 def as_existing(replica: dict, placed_at: str, status: dict | None = None) -> dict:
     """A composed ModelReplica as it exists in the API server, with a chosen placement time."""
     body = copy.deepcopy(replica)
-    body["metadata"].pop("ownerReferences", None)
     body["metadata"].setdefault("annotations", {})[labels.PLACED_AT] = placed_at
     if status is not None:
         body["status"] = status

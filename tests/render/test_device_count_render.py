@@ -208,7 +208,6 @@ def one_node_by_devices() -> dict:
 
 def as_existing(replica: dict, placed_at: str) -> dict:
     body = copy.deepcopy(replica)
-    body["metadata"].pop("ownerReferences", None)
     body["metadata"].setdefault("annotations", {})["modelplane.ai/placed-at"] = placed_at
     return body
 

@@ -36,7 +36,6 @@ FORGED = "2000-01-01T00:00:00Z"
 def existing(replica: dict, placed_at: str, created: datetime, status: dict | None = None) -> dict:
     """A composed ModelReplica as the API server holds it: its stamp and creation time."""
     body = copy.deepcopy(replica)
-    body["metadata"].pop("ownerReferences", None)
     body["metadata"]["annotations"][labels.PLACED_AT] = placed_at
     body["metadata"]["creationTimestamp"] = format_time(created)
     if status is not None:

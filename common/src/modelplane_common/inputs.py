@@ -19,9 +19,15 @@ The rules
       never deletes a composed resource: the function keeps what it
       observed and says why, until a person fixes the value.
     - `observation.maxAge` of an InferenceCluster defaults to DEFAULT_MAX_AGE;
-      a malformed one falls back to that default with a warning (freshness
-      only chooses between observed and whole-node accounting, never
-      deletes).
+      a malformed one, or one longer than LONGEST_MAX_AGE, falls back to that
+      default with a warning (freshness only chooses between observed and
+      whole-node accounting, never deletes; one cluster's maxAge never stops
+      a reader of another cluster).
+    - Every duration is bounded (`timeutil.parse_duration` refuses anything
+      longer than Go's time.Duration holds, as the API server does). A
+      duration with a maximum of its own (a tenant's grace periods,
+      `bounded_duration`) longer than that maximum reads as the maximum, with
+      a warning: a clamp only ever shortens a hold.
     - `observation.fallback` and `nodePools[].fallback` of an InferenceCluster
       are the exception to the enum rule: a value outside the enum reads as
       WholeNode with a warning (`capacity.readers.read_fallbacks`), and the
@@ -48,7 +54,12 @@ from modelplane_schemas.inferencecluster import Observation
 from modelplane_schemas.inferencecluster import Spec as InferenceClusterSpec
 from pydantic import BaseModel, ValidationError
 
-from modelplane_common.timeutil import parse_duration, parse_time_or_none
+from modelplane_common.timeutil import (
+    DurationTooLong,
+    format_duration,
+    parse_duration,
+    parse_time_or_none,
+)
 
 if TYPE_CHECKING:  # the agent imports this module, and its image carries no protobuf
     from google.protobuf import struct_pb2
@@ -56,6 +67,9 @@ if TYPE_CHECKING:  # the agent imports this module, and its image carries no pro
 # As the generated model (from the InferenceCluster XRD) has it.
 DEFAULT_MAX_AGE_TEXT: str = Observation.model_fields["maxAge"].default
 DEFAULT_MAX_AGE = parse_duration(DEFAULT_MAX_AGE_TEXT)
+# The InferenceCluster XRD's maximum for observation.maxAge (its x-kubernetes-validations
+# rule says the same): a report a day old says nothing about free devices now.
+LONGEST_MAX_AGE = timedelta(hours=24)
 OBSERVATION_MODES = ("Observed", "Declared")
 DEFAULT_OBSERVATION_MODE = "Observed"
 _SHOWN = 80
@@ -220,16 +234,40 @@ def observation_mode(observation: object, path: str = "spec.observation") -> str
 
 
 def max_age(observation: object, path: str = "spec.observation") -> tuple[timedelta, str | None]:
-    """An InferenceCluster's observation.maxAge, and the defect when the default replaced it."""
+    """An InferenceCluster's observation.maxAge, and the defect when the default replaced it
+    (malformed, or longer than LONGEST_MAX_AGE)."""
     raw = observation.get("maxAge") if isinstance(observation, Mapping) else None
     if raw is None:
         return DEFAULT_MAX_AGE, None
     try:
-        return parse_duration(raw), None
+        value = parse_duration(raw)
+        if value > LONGEST_MAX_AGE:
+            raise DurationTooLong(f"longer than {format_duration(LONGEST_MAX_AGE)}")
     except ValueError as err:
         return DEFAULT_MAX_AGE, problem(
             f"{path}.maxAge", f"{err}; using {DEFAULT_MAX_AGE_TEXT}", raw
         )
+    return value, None
+
+
+def bounded_duration(
+    raw: object, path: str, *, default: timedelta, longest: timedelta
+) -> tuple[timedelta, str | None]:
+    """A duration field with a maximum: absent, `default`; longer than `longest` (however
+    long), `longest` and the line that says so. Raises InvalidInput for a value that is not
+    a duration at all."""
+    if raw is None:
+        return default, None
+    try:
+        value = parse_duration(raw)
+    except DurationTooLong:
+        value = None
+    except ValueError as err:
+        raise InvalidInput(path, str(err), raw) from err
+    if value is not None and value <= longest:
+        return value, None
+    maximum = format_duration(longest)
+    return longest, problem(path, f"longer than the maximum {maximum}; using {maximum}", raw)
 
 
 def status_of(obj: object) -> Mapping:

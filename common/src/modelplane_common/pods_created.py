@@ -15,6 +15,9 @@ every reader of a ModelReplica's charge applies `released`, the one rule:
                  False/NotCreated   fewer exist for longer than the grace:
                                     the replica holds NO capacity, and its
                                     deployment re-places it at once
+                 False/Orphaned     no ModelDeployment owns it any more
+                                    (modelplane_common.orphans): it composes
+                                    nothing and holds NO capacity
                  Unknown/NotObserved  nothing to count (not admitted, no fresh
                                     agent report); charged as before
 
@@ -35,8 +38,17 @@ NOT_OBSERVED = "NotObserved"
 # spec.healing.missingPodsGracePeriod's default (the XRDs say the same), for a
 # ModelReplica written without spec.missingPodsGracePeriod.
 DEFAULT_GRACE = timedelta(minutes=5)
+# The platform's maximum for every grace a tenant chooses that keeps a replica charged
+# while it runs nothing (missingPodsGracePeriod here; unschedulableGracePeriod and
+# missingClusterGracePeriod of its deployment): design/tenancy.md, "No phantom
+# reservations". The XRDs refuse longer ones; a reader clamps one stored before that.
+LONGEST_GRACE = timedelta(hours=1)
+
+
+# An orphaned replica (modelplane_common.orphans) composes nothing and holds nothing.
+ORPHANED = "Orphaned"
 
 
 def released(status: str, reason: str) -> bool:
     """Whether a PodsCreated condition says the replica holds no capacity."""
-    return status == "False" and reason == NOT_CREATED
+    return status == "False" and reason in (NOT_CREATED, ORPHANED)

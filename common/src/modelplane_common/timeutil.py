@@ -13,11 +13,27 @@ _DURATION = re.compile(r"^(?:\d+(?:\.\d+)?(?:ms|s|m|h))+$")
 _UNIT_SECONDS = {"ms": 0.001, "s": 1.0, "m": 60.0, "h": 3600.0}
 
 
+# The longest duration Go's time.Duration holds (int64 nanoseconds, about 292 years):
+# the API server's CEL `duration()` refuses anything longer, and so does this parser,
+# whose callers add durations to times (a longer one overflows datetime).
+LONGEST_DURATION = timedelta(microseconds=(2**63 - 1) // 1000)
+
+
+class DurationTooLong(ValueError):
+    """A well-formed duration longer than `LONGEST_DURATION`, or than a field's maximum."""
+
+
 def parse_duration(text: object) -> timedelta:
-    """Parse a duration such as "5m", "90s" or "1h30m" (the units the XRDs allow)."""
+    """Parse a duration such as "5m", "90s" or "1h30m" (the units the XRDs allow).
+
+    Raises ValueError for anything else, and its subclass DurationTooLong for a
+    duration longer than LONGEST_DURATION (never OverflowError)."""
     if not isinstance(text, str) or not _DURATION.match(text):
         raise ValueError("not a duration such as 5m, 90s or 1h30m")
     seconds = sum(float(n) * _UNIT_SECONDS[unit] for n, unit in _DURATION_PART.findall(text))
+    # Also false for the infinity a few hundred digits make.
+    if not seconds <= LONGEST_DURATION.total_seconds():
+        raise DurationTooLong(f"longer than {format_duration(LONGEST_DURATION)}")
     return timedelta(seconds=seconds)
 
 
@@ -32,6 +48,14 @@ _RFC3339 = re.compile(
 )
 
 
+# Times any parsed duration may be added to or taken from without leaving what datetime
+# holds (years 1-9999): a time read from the wire is only ever compared with, or moved
+# by, such durations, so no arithmetic on it can overflow.
+_EARLIEST = datetime.min.replace(tzinfo=UTC) + LONGEST_DURATION
+_LATEST = datetime.max.replace(tzinfo=UTC) - LONGEST_DURATION
+_READABLE_YEARS = f"the years {_EARLIEST.year + 1}-{_LATEST.year - 1}"
+
+
 def parse_time(text: object) -> datetime:
     """Parse an RFC 3339 timestamp into an aware UTC datetime.
 
@@ -41,7 +65,9 @@ def parse_time(text: object) -> datetime:
     "t" and "z", numeric offsets, any number of fractional digits (kept to
     the microsecond) - and raises ValueError for anything else, including a
     time without a zone: such a time cannot be compared across clocks, which
-    is the whole point of observedAt and scheduledAt.
+    is the whole point of observedAt and scheduledAt. A time so close to
+    datetime's limits that a duration would move it past them is a ValueError
+    too (_EARLIEST, _LATEST).
     """
     if not isinstance(text, str):
         raise ValueError("not an RFC 3339 time")
@@ -67,9 +93,12 @@ def parse_time(text: object) -> datetime:
             micro,
             tzinfo=timezone(offset),
         )
-        return local.astimezone(UTC)
+        utc = local.astimezone(UTC)
     except (ValueError, OverflowError) as err:
         raise ValueError(f"not an RFC 3339 time: {err}") from err
+    if not _EARLIEST <= utc <= _LATEST:
+        raise ValueError(f"not a time this project reads: outside {_READABLE_YEARS}")
+    return utc
 
 
 def parse_time_or_none(text: object) -> datetime | None:

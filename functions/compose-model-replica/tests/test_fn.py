@@ -11,6 +11,7 @@ from compose_model_replica.core import unchanged
 from compose_model_replica.fn import FunctionRunner
 from crossplane.function.proto.v1.run_function_pb2 import READY_FALSE, READY_TRUE
 from modelplane_common import labels, template_digest
+from modelplane_common.pods_created import released
 from modelplane_common.timeutil import format_time
 from modelplane_devtools import wire
 from modelplane_devtools.wire import conditions, desired, desired_status, events, request, run
@@ -1621,6 +1622,42 @@ def test_an_admitted_replica_without_its_pods_relays_the_refusal(missing_since, 
 
 
 @pytest.mark.parametrize(
+    ("missing_since", "grace", "reason"),
+    [
+        pytest.param("2026-11-29T11:01:00Z", "100000h", "Creating", id="59m of 100000h: Creating"),
+        pytest.param(
+            "2026-11-29T10:59:00Z", "100000h", "NotCreated", id="61m of 100000h: released at 1h"
+        ),
+        pytest.param(
+            "2026-11-29T10:59:00Z",
+            "99999999999h",
+            "NotCreated",
+            id="61m of a grace no clock holds: released at 1h, no crash",
+        ),
+    ],
+)
+def test_a_grace_past_the_platforms_hour_holds_capacity_an_hour_and_says_so(
+    missing_since, grace, reason
+):
+    placed = "2026-11-29T09:00:00Z"
+    status = {
+        "admission": {"placedAt": placed, "verdict": "Admitted", "decidedAt": placed},
+        "pods": {"expected": 1, "observed": 0, "scheduled": 0, "missingSince": missing_since},
+    }
+    replica = xr(status=status)
+    replica["metadata"]["annotations"][labels.PLACED_AT] = placed
+    replica["spec"]["missingPodsGracePeriod"] = grace
+    observed = {
+        **observation(report(0, 0, state="False", reason="Pending", since=None)),
+        "east/serve/workload": remote_object("Deployment", REFUSED),
+    }
+    rsp = call(replica, observed)
+    assert conditions(rsp)["PodsCreated"][:2] == ("False", reason)
+    line = f'spec.missingPodsGracePeriod: longer than the maximum 1h; using 1h (got "{grace}")'
+    assert ("Warning", line) in events(rsp)
+
+
+@pytest.mark.parametrize(
     ("observed", "admitted"),
     [
         pytest.param(
@@ -1905,3 +1942,57 @@ def test_a_member_with_both_template_and_digest_is_an_invalid_engine():
     status, reason, message = conditions(rsp)["WorkloadsComposed"]
     assert (status, reason) == ("False", "InvalidSpec")
     assert "members[0] (Standalone).templateDigest: is set beside template" in message
+
+
+# --- orphans (modelplane_common.orphans) ------------------------------------------------------
+
+DEPLOYMENT_OWNER = {
+    "apiVersion": "modelplane.ai/v1alpha1",
+    "kind": "ModelDeployment",
+    "name": "llm",
+    "uid": "7c1f",
+    "controller": True,
+    "blockOwnerDeletion": True,
+}
+
+
+def admitted_and_running():
+    status = {
+        "admission": {"placedAt": EARLIER, "verdict": "Admitted", "decidedAt": EARLIER},
+        "pods": {"expected": 1, "observed": 1, "scheduled": 1},
+    }
+    observed = {
+        **observation(report(1, 1)),
+        "east/serve/workload": remote_object("Deployment", {}, ready=True),
+    }
+    return xr(status=status), observed
+
+
+@pytest.mark.parametrize(
+    ("composite_label", "owners", "orphan"),
+    [
+        pytest.param(True, [], True, id="composed, its owner reference removed: orphaned"),
+        pytest.param(
+            True,
+            [{**DEPLOYMENT_OWNER, "controller": False}],
+            True,
+            id="composed, only a reference that is not its controller: orphaned",
+        ),
+        pytest.param(True, [DEPLOYMENT_OWNER], False, id="composed and owned: runs as before"),
+        pytest.param(False, [], False, id="never composed (written by hand): runs as before"),
+    ],
+)
+def test_an_orphaned_replica_composes_nothing_and_holds_no_capacity(
+    composite_label, owners, orphan
+):
+    replica, observed = admitted_and_running()
+    if composite_label:
+        replica["metadata"]["labels"]["crossplane.io/composite"] = "llm"  # it is r0
+    if owners:
+        replica["metadata"]["ownerReferences"] = owners
+    rsp = call(replica, observed)
+    assert ("east/serve/workload" in desired(rsp)) is not orphan
+    created_status, created_reason, _ = conditions(rsp)["PodsCreated"]
+    assert released(created_status, created_reason) is orphan
+    warned = [text for severity, text in events(rsp) if "no ModelDeployment owns" in text]
+    assert len(warned) == (1 if orphan else 0)

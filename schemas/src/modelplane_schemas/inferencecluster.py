@@ -243,6 +243,7 @@ class Observation(BaseModel):
         str | None,
         Field(
             description="An observation older than this is stale and the scheduler falls back to the pool's fallback accounting.",
+            max_length=32,
             pattern="^([0-9]+(\\.[0-9]+)?(ms|s|m|h))+$",
         ),
     ] = "5m"

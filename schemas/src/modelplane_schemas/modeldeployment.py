@@ -19,6 +19,7 @@ class Healing(BaseModel):
         str | None,
         Field(
             description="How long a cluster and pool that failed a replica are avoided.",
+            max_length=32,
             pattern="^([0-9]+(\\.[0-9]+)?(ms|s|m|h))+$",
         ),
     ] = "30m"
@@ -26,6 +27,7 @@ class Healing(BaseModel):
         str | None,
         Field(
             description="How long replicas stay on an InferenceCluster that is missing from the selected clusters before they are re-placed. If every cluster the deployment runs on is missing, nothing moves.",
+            max_length=32,
             pattern="^([0-9]+(\\.[0-9]+)?(ms|s|m|h))+$",
         ),
     ] = "5m"
@@ -33,6 +35,7 @@ class Healing(BaseModel):
         str | None,
         Field(
             description="How long an admitted replica may lack the pods it runs (the workload cluster refused them: a missing namespace, a quota, Pod Security, a webhook) before it stops holding capacity and is re-placed elsewhere, the cluster's reason in its conditions. Each replica carries it as spec.missingPodsGracePeriod.",
+            max_length=32,
             pattern="^([0-9]+(\\.[0-9]+)?(ms|s|m|h))+$",
         ),
     ] = "5m"
@@ -40,6 +43,7 @@ class Healing(BaseModel):
         str | None,
         Field(
             description="How long a replica may stay Unschedulable before it is re-placed elsewhere.",
+            max_length=32,
             pattern="^([0-9]+(\\.[0-9]+)?(ms|s|m|h))+$",
         ),
     ] = "2m"

@@ -145,6 +145,7 @@ class Spec(BaseModel):
         str | None,
         Field(
             description="How long the replica, once admitted, may lack the pods it runs before it holds no capacity (PodsCreated False/NotCreated); its deployment's spec.healing.missingPodsGracePeriod. Default 5m.",
+            max_length=32,
             pattern="^([0-9]+(\\.[0-9]+)?(ms|s|m|h))+$",
         ),
     ] = None

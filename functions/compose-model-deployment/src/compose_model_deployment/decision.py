@@ -325,7 +325,7 @@ def _decide(this: _Pass, fetched: Fetched, reads_fleet: bool = True) -> Outcome:
     except InvalidSelector as err:
         why = _cannot_plan(deployment.spec.replicas, "InvalidSelector", str(err))
         return replace(this.unplanned(why), reads=reads)
-    notes = (*read.notes, *tenant_notes, *plan.others_notes)
+    notes = (*deployment.notes, *read.notes, *tenant_notes, *plan.others_notes)
     return Planned(
         resources=writer.planned_resources(deployment, plan, this.own),
         status=writer.status(plan, missing),

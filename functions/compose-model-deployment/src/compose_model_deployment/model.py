@@ -17,6 +17,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 
+from modelplane_common import pods_created
 from modelplane_common.capacity.fleet import PlacedEngine, PoolKey, Role, is_gang
 from modelplane_common.capacity.quota import DeviceQuota
 from modelplane_common.devices import DeviceRequest
@@ -34,6 +35,16 @@ UNSCHEDULABLE_GRACE = healing_default("unschedulableGracePeriod")
 AVOID_FOR = healing_default("avoidFor")
 MISSING_CLUSTER_GRACE = healing_default("missingClusterGracePeriod")
 MISSING_PODS_GRACE = healing_default("missingPodsGracePeriod")
+# The maximum of each `spec.healing` duration (the XRD's rules say the same): the graces
+# that keep a replica charged share the platform's cap; avoidFor holds nothing of
+# others' (it only keeps this deployment off a pool), so its maximum only keeps the
+# avoided-until times it writes readable.
+LONGEST_HEALING = {
+    "unschedulableGracePeriod": pods_created.LONGEST_GRACE,
+    "missingClusterGracePeriod": pods_created.LONGEST_GRACE,
+    "missingPodsGracePeriod": pods_created.LONGEST_GRACE,
+    "avoidFor": timedelta(hours=24),
+}
 
 
 # --- what the deployment asks for -----------------------------------------------------------

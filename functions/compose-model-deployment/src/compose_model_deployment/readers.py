@@ -53,13 +53,14 @@ from modelplane_common.capacity.readers import (
 from modelplane_common.devices import DeviceRequest
 from modelplane_common.inputs import (
     InvalidInput,
+    bounded_duration,
     find_condition,
     problem,
     status_of,
     struct_object,
     validation_problems,
 )
-from modelplane_common.timeutil import parse_duration, parse_time_or_none
+from modelplane_common.timeutil import parse_time_or_none
 from modelplane_common.tolerations import Toleration
 from modelplane_schemas import modeldeployment as schema
 from modelplane_schemas.modeldeployment import ModelDeployment
@@ -68,6 +69,7 @@ from pydantic import ValidationError
 
 from compose_model_deployment import fleet_reads
 from compose_model_deployment.model import (
+    LONGEST_HEALING,
     MISSING_PODS_GRACE,
     UNSCHEDULABLE_GRACE,
     DeploymentSpec,
@@ -123,6 +125,8 @@ class DeploymentInput:
     # digest (writer.py) and carries the tolerations as they are.
     raw_engines: tuple[Mapping, ...]
     raw_tolerations: tuple[Mapping, ...]
+    # Healing durations clamped to their maximum, one line each (model.LONGEST_HEALING).
+    notes: tuple[str, ...] = ()
 
 
 def _member_shape(member: schema.Member) -> MemberShape:
@@ -165,10 +169,18 @@ def _template_problems(engines: object) -> list[str]:
     return found
 
 
-def _healing(healing: schema.Healing | None, field: str) -> timedelta:
-    """A healing duration; absent (or null) it is the generated model's default."""
+def _healing(healing: schema.Healing | None, field: str, notes: list[str]) -> timedelta:
+    """A healing duration; absent (or null) it is the generated model's default, longer than
+    its maximum (LONGEST_HEALING) that maximum, with a note."""
     value = getattr(healing, field) if healing is not None else None
-    return parse_duration(value) if value else healing_default(field)
+    duration, clamped = bounded_duration(
+        value or None,
+        f"spec.healing.{field}",
+        default=healing_default(field),
+        longest=LONGEST_HEALING[field],
+    )
+    notes.extend([clamped] if clamped else [])
+    return duration
 
 
 def _toleration(t: schema.Toleration) -> Toleration:
@@ -238,6 +250,7 @@ def read_deployment(xr: Mapping) -> DeploymentInput:
     if template_problems:
         raise ValueError("; ".join(template_problems))
     selector = template.spec.clusterSelector
+    notes: list[str] = []
     return DeploymentInput(
         spec=DeploymentSpec(
             namespace=namespace,
@@ -245,17 +258,19 @@ def read_deployment(xr: Mapping) -> DeploymentInput:
             replicas=model.spec.replicas if model.spec.replicas is not None else 1,
             engines=engines,
             tolerations=tuple(_toleration(t) for t in template.spec.tolerations or ()),
-            unschedulable_grace=_healing(healing, "unschedulableGracePeriod")
+            unschedulable_grace=_healing(healing, "unschedulableGracePeriod", notes)
             # A zero period reads as the default, like an absent one.
             or UNSCHEDULABLE_GRACE,
-            avoid_for=_healing(healing, "avoidFor"),
-            missing_cluster_grace=_healing(healing, "missingClusterGracePeriod"),
-            missing_pods_grace=_healing(healing, "missingPodsGracePeriod") or MISSING_PODS_GRACE,
+            avoid_for=_healing(healing, "avoidFor", notes),
+            missing_cluster_grace=_healing(healing, "missingClusterGracePeriod", notes),
+            missing_pods_grace=_healing(healing, "missingPodsGracePeriod", notes)
+            or MISSING_PODS_GRACE,
         ),
         cluster_labels=dict(selector.matchLabels or {}) if selector else {},
         template_labels=dict((template.metadata.labels or {}) if template.metadata else {}),
         raw_engines=tuple(raw_spec.get("engines") or ()),
         raw_tolerations=tuple(raw_spec.get("tolerations") or ()),
+        notes=tuple(notes),
     )
 
 

@@ -85,13 +85,14 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from datetime import timedelta
 
-from modelplane_common import inputs, requeue, workload_namespace
+from modelplane_common import inputs, orphans, requeue, workload_namespace
 from modelplane_common.capacity.admission import CONDITION as ADMITTED_CONDITION
 from modelplane_common.capacity.admission import OVERCOMMITTED, Queued
 from modelplane_common.capacity.charge_label import reads_pending_only
 from modelplane_common.composed import ObservedObject
 from modelplane_common.outcome import Condition, Event, unchanged
 from modelplane_common.pods_created import NOT_CREATED
+from modelplane_common.pods_created import TYPE as CREATED
 from modelplane_common.timeutil import format_time
 
 from compose_model_replica import admission, pods_created, pods_scheduled, quota_gate, templates
@@ -551,13 +552,14 @@ def warning_events(
     listed: tuple[Problem, ...],
     created_verdict: PodsCreatedVerdict,
 ) -> tuple[Event, ...]:
-    """The Warning events, in a fixed order: the placement time, the cluster's maxAge,
-    the agent's report, pods the cluster refused past the grace, then every problem a
-    person has to fix."""
+    """The Warning events, in a fixed order: the placement time, a clamped grace, the
+    cluster's maxAge, the agent's report, pods the cluster refused past the grace, then
+    every problem a person has to fix."""
     said = [
         given.replica.placement_problem,
         given.replica.placement_replaced,
         given.replica.cluster_label_problem,
+        given.replica.spec.grace_clamped,
     ]
     if target.cluster is not None:
         said.append(target.cluster.max_age_problem)
@@ -658,8 +660,32 @@ def admitted_message(given: Inputs, verdict: AdmissionVerdict) -> str:
 # -- the pass ----------------------------------------------------------------------------------
 
 
+def orphaned(given: Inputs) -> Outcome:
+    """A replica no ModelDeployment owns any more (modelplane_common.orphans): it composes
+    nothing, so Crossplane removes its workloads (its Namespace Object never deletes), it
+    holds no capacity (PodsCreated False/Orphaned) and reads nothing."""
+    message = (
+        f"no ModelDeployment owns this replica any more (labelled {orphans.COMPOSITE_LABEL}, "
+        "no controller ownerReference: its deployment was deleted with --cascade=orphan): "
+        "it runs nothing and holds no capacity; it can be deleted"
+    )
+    types = (pods_scheduled.TYPE, CREATED, READY, COMPOSED, ADMITTED_CONDITION)
+    return Outcome(
+        requirements=Requirements(cluster="", replicas_of=""),
+        resources={},
+        kept_unchanged=(),
+        status={},
+        conditions=tuple(Condition(t, "False", orphans.ORPHANED, message) for t in types),
+        events=(Event("Warning", message),),
+        ready=False,
+        requeue_after=requeue.SETTLED,
+    )
+
+
 def decide(given: Inputs) -> Outcome:
     """Decide the resources, status, conditions and events of one ModelReplica."""
+    if given.replica.orphaned:
+        return orphaned(given)
     spec = given.replica.spec
     held = held_templates(given)
     verdict = admit(given, tenancy_refusal(given, held))

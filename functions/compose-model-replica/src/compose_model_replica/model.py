@@ -56,6 +56,8 @@ class ReplicaInput:
     # namespace ("" otherwise), and why they do not, when a template is named by digest.
     deployment: str = ""
     deployment_problem: str | None = None
+    # Composed from a ModelDeployment that no longer owns it (modelplane_common.orphans).
+    orphaned: bool = False
 
     @property
     def verdict_recorded(self) -> bool:

@@ -32,7 +32,7 @@ from datetime import datetime
 from crossplane.function import resource
 from crossplane.function.proto.v1 import run_function_pb2 as fnv1
 from google.protobuf import struct_pb2
-from modelplane_common import inputs, labels, requeue
+from modelplane_common import inputs, labels, orphans, requeue
 from modelplane_common.capacity.admission import (
     Queued,
     placement_annotation,
@@ -168,6 +168,7 @@ def read_replica(composite: struct_pb2.Struct, now: datetime) -> ReplicaInput:
         dropping_events=requeue.dropping_events(status, now),
         deployment=deployment,
         deployment_problem=deployment_problem,
+        orphaned=orphans.orphaned(metadata),
     )
 
 

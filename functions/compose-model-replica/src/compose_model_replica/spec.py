@@ -55,8 +55,13 @@ from modelplane_common.capacity.fleet import (
     pods_per_copy,
 )
 from modelplane_common.devices import DeviceRequest
-from modelplane_common.inputs import as_stored, problem, validation_problems
-from modelplane_common.timeutil import parse_duration
+from modelplane_common.inputs import (
+    InvalidInput,
+    as_stored,
+    bounded_duration,
+    problem,
+    validation_problems,
+)
 from modelplane_schemas import modelreplica as schema
 from pydantic import TypeAdapter, ValidationError
 
@@ -135,6 +140,8 @@ class ParsedSpec:
     defects: tuple[str, ...]  # replica-level defects (no engine to pin them on)
     # spec.missingPodsGracePeriod: how long an admitted replica may lack pods (pods_created.py)
     missing_pods_grace: timedelta = pods_created.DEFAULT_GRACE
+    # Why missing_pods_grace is the platform's maximum and not the value written.
+    grace_clamped: str | None = None
 
     @property
     def expected_pods(self) -> int | None:
@@ -282,7 +289,7 @@ def parse_spec(spec: Mapping) -> ParsedSpec:
             engines.append(parsed)
         else:
             invalid.append(parsed)
-    grace = _missing_pods_grace(spec.get("missingPodsGracePeriod"), defects)
+    grace, grace_clamped = _missing_pods_grace(spec.get("missingPodsGracePeriod"), defects)
     return ParsedSpec(
         cluster=cluster if isinstance(cluster, str) else "",
         tolerations=() if bad_tolerations else tuple(tolerations or ()),
@@ -290,16 +297,23 @@ def parse_spec(spec: Mapping) -> ParsedSpec:
         invalid=tuple(invalid),
         defects=tuple(defects),
         missing_pods_grace=grace,
+        grace_clamped=grace_clamped,
     )
 
 
-def _missing_pods_grace(raw: object, defects: list[str]) -> timedelta:
-    """spec.missingPodsGracePeriod; absent or zero, the default. Unreadable, a defect:
-    the replica is then not clean, and nothing it runs is released or removed."""
-    if raw is None:
-        return pods_created.DEFAULT_GRACE
+def _missing_pods_grace(raw: object, defects: list[str]) -> tuple[timedelta, str | None]:
+    """spec.missingPodsGracePeriod; absent or zero, the default; longer than the platform's
+    maximum (pods_created.LONGEST_GRACE), that maximum and the warning that says so.
+    Unreadable, a defect: the replica is then not clean, and nothing it runs is released
+    or removed."""
     try:
-        return parse_duration(raw) or pods_created.DEFAULT_GRACE
-    except ValueError as err:
-        defects.append(problem("spec.missingPodsGracePeriod", str(err), raw))
-        return pods_created.DEFAULT_GRACE
+        grace, clamped = bounded_duration(
+            raw,
+            "spec.missingPodsGracePeriod",
+            default=pods_created.DEFAULT_GRACE,
+            longest=pods_created.LONGEST_GRACE,
+        )
+    except InvalidInput as err:
+        defects.append(str(err))
+        return pods_created.DEFAULT_GRACE, None
+    return grace or pods_created.DEFAULT_GRACE, clamped
