@@ -127,3 +127,12 @@ def test_the_limit_stops_what_the_attack_in_the_issue_would_spend():
     estimates = [cost.estimate(celenv.ENV.compile(nested(levels))) for levels in (1, 2, 3)]
     assert spent[0] <= estimates[0] and spent[1] <= estimates[1]
     assert estimates[1] <= cost.MAX_COST < estimates[2]
+
+
+@pytest.mark.parametrize(
+    "depth", [pytest.param(200, id="200 levels"), pytest.param(2000, id="2,000 levels")]
+)
+def test_a_selector_nested_too_deeply_to_estimate_is_refused_not_a_crash(depth):
+    with pytest.raises(SelectorError) as refused:
+        celenv.compile_selector("(" * depth + "true" + ")" * depth)
+    assert refused.value.cause == "nested too deeply"

@@ -43,9 +43,16 @@ class _Evaluator(Evaluator):
 
     def _visit_tree(self, tree: lark.Tree) -> Any:
         # Every node of every evaluation passes here (lark's Interpreter): the one place
-        # where steps are counted, so a runaway evaluation stops wherever it loops.
+        # where steps are counted, so a runaway evaluation stops wherever it loops. The
+        # body is lark's own rather than a call to it, so that counting adds no stack
+        # frame per level (celpy's nesting depth is bounded by the recursion limit).
         self.budget.spend(1)
-        value = super()._visit_tree(tree)
+        method = getattr(self, tree.data)
+        wrapper = getattr(method, "visit_wrapper", None)
+        if wrapper is not None:
+            value = wrapper(method, tree.data, tree.children, tree.meta)
+        else:
+            value = method(tree)
         self.budget.spend(value_steps(tree, value))
         return value
 
@@ -101,7 +108,10 @@ def compile_selector(expression: str) -> celpy.Runner:
     except RecursionError:
         raise SelectorError(expression, "nested too deeply") from None
     check(expression, ast)
-    worst = estimate(ast)
+    try:
+        worst = estimate(ast)
+    except RecursionError:
+        raise SelectorError(expression, "nested too deeply") from None
     if worst > MAX_COST:
         raise SelectorError(
             expression,
