@@ -233,9 +233,9 @@ def test_a_selector_that_fails_on_a_device_is_kept_unplaced_as_the_function_keep
     assert world.allocated == 2  # the other deployment is placed and bound
     assert world.live[failing.name].replicas == {}
     (note,) = world.notes
-    assert (
-        note.startswith(f"{failing.name}: engine engine: CEL selector") and "never placed" in note
-    )
+    field = "spec.template.spec.engines[0].members[0].nodeSelector.devices[0].selectors[0]"
+    assert note.startswith(f"{failing.name}: engine engine: {field}.cel.expression: CEL selector")
+    assert "never placed" in note
     bound = RelaxedBound(fleet, world.clusters, default_matcher())
     assert bound.at([failing, wanting(1, 2)]) == 2
 

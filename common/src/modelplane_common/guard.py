@@ -13,11 +13,24 @@ Two kinds of failure end in Fatal:
     - Any other exception is a bug. It is logged with its traceback and
       reported as `internal error: ...`; the fuzz test (tests/fuzz) fails
       whenever it sees that prefix, so the net never hides a crash from CI.
+
+`served` is how every servicer's `RunFunction` runs its work: in a worker
+thread, never on the gRPC server's one event loop, with a deadline
+(`DEADLINE`). A request still working at its deadline is answered Fatal
+`deadline exceeded: ...` (so Crossplane keeps every composed resource and
+says why) while the server goes on serving other requests. Python cannot
+stop a thread, so the work itself must be bounded: the deadline bounds the
+answer, not the CPU a runaway spends (the CEL cost limit does that,
+design/cel-matching.md); a thread past its deadline finishes and its
+answer is dropped. design/robustness.md ("Deadline") says why 20 s.
 """
 
 from __future__ import annotations
 
+import asyncio
 from collections.abc import Callable
+from concurrent.futures import ThreadPoolExecutor
+from datetime import timedelta
 
 from crossplane.function import response
 from crossplane.function.proto.v1 import run_function_pb2 as fnv1
@@ -26,6 +39,14 @@ from modelplane_common.inputs import InvalidInput
 from modelplane_common.outcome import capped
 
 INTERNAL_ERROR = "internal error"
+DEADLINE_EXCEEDED = "deadline exceeded"
+# Shorter than what Crossplane v2.3.4 allows a call: a whole reconcile of a composite
+# (up to 5 calls of a function, one per round of required resources) has 2 minutes, and
+# `crossplane render` 1 minute (design/robustness.md, "Deadline").
+DEADLINE = timedelta(seconds=20)
+# Requests worked on at once; more wait for a thread (within their deadline).
+WORKERS = 16
+_WORKERS = ThreadPoolExecutor(max_workers=WORKERS, thread_name_prefix="run-function")
 
 
 def fatal(req: fnv1.RunFunctionRequest, message: str) -> fnv1.RunFunctionResponse:
@@ -54,3 +75,23 @@ def _log(log: object, level: str, event: str, **fields: object) -> None:
     method = getattr(log, level, None)
     if callable(method):
         method(event, **fields)
+
+
+async def served(
+    req: fnv1.RunFunctionRequest,
+    run: Callable[[], fnv1.RunFunctionResponse],
+    log: object,
+    deadline: timedelta = DEADLINE,
+) -> fnv1.RunFunctionResponse:
+    """`guarded(req, run, log)` in a worker thread, or a Fatal response at the deadline."""
+    work = asyncio.get_running_loop().run_in_executor(_WORKERS, guarded, req, run, log)
+    try:
+        return await asyncio.wait_for(work, deadline.total_seconds())
+    except TimeoutError:
+        seconds = f"{deadline.total_seconds():g}"
+        _log(log, "warning", "deadline exceeded", seconds=seconds)
+        return fatal(
+            req,
+            f"{DEADLINE_EXCEEDED}: the function did not finish this request within "
+            f"{seconds}s; nothing was changed, Crossplane will call again",
+        )

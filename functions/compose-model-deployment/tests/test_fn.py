@@ -40,6 +40,16 @@ BAD_SELECTOR = t.deployment(
     replicas=2, engines=[t.standalone(gpus=1, selectors=["device.driver =="])]
 )
 
+TEN = "[0, 1, 2, 3, 4, 5, 6, 7, 8, 9]"
+# Three comprehensions nested over ten elements: 10^3 iterations, an estimate over the limit.
+HOSTILE_SELECTOR = f"{TEN}.all(a, {TEN}.all(b, {TEN}.all(c, a + b + c >= 0)))"
+HOSTILE = t.deployment(
+    replicas=2,
+    engines=[
+        t.standalone(gpus=1, selectors=["device.driver == 'gpu.nvidia.com'", HOSTILE_SELECTOR])
+    ],
+)
+
 # (request, expected ReplicasScheduled (status, reason), a warning is expected)
 UNRESOLVED = [
     pytest.param(
@@ -65,6 +75,12 @@ UNRESOLVED = [
         ("False", "InvalidSelector"),
         True,
         id="a selector that does not compile keeps every replica unchanged",
+    ),
+    pytest.param(
+        t.request(HOSTILE, CLUSTERS, [], OWN),
+        ("False", "InvalidSelector"),
+        True,
+        id="a selector over the cost limit keeps every replica unchanged",
     ),
     pytest.param(
         t.request(
@@ -98,6 +114,16 @@ def test_bad_or_missing_input_never_deletes_a_running_replica(req, expected, war
     assert conditions(rsp)[fn.SCHEDULED][:2] == expected
     assert bool(events(rsp, "Warning")) is warns
     assert xr_status(rsp)["replicas"]["scheduled"] == 1
+
+
+def test_a_selector_over_the_cost_limit_is_named_by_its_field_and_the_limit():
+    rsp = run(t.request(HOSTILE, CLUSTERS, [], OWN))
+    message = conditions(rsp)[fn.SCHEDULED][2]
+    field = "spec.template.spec.engines[0].members[0].nodeSelector.devices[0].selectors[1]"
+    assert message.startswith(f"engine serve: {field}.cel.expression: CEL selector "), message
+    assert "exceeds the limit of 10000 steps" in message
+    assert "\n" not in message
+    assert any(field in m for m in events(rsp, "Warning"))
 
 
 def test_requirements_select_clusters_by_labels_and_the_pending_replicas_everywhere():

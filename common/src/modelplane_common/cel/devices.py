@@ -29,6 +29,7 @@ import celpy.celtypes as ct
 from celpy.evaluation import CELEvalError
 
 from modelplane_common.cel.celenv import compile_selector
+from modelplane_common.cel.cost import CostExceeded
 from modelplane_common.cel.errors import CelValueError, SelectorError
 from modelplane_common.cel.library import category
 from modelplane_common.cel.quantity import Quantity
@@ -178,6 +179,8 @@ def evaluate(expression: str, view: DeviceView) -> tuple[str, str]:
         if _is_missing_key(error):
             return (MISSING, _describe(error))
         return (ERROR, _describe(error))
+    except CostExceeded as error:
+        return (ERROR, str(error))
     except RecursionError:
         return (ERROR, "nested too deeply")
     except Exception as error:  # a celpy internal error or an unsupported feature

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 from collections import Counter
 from collections.abc import Callable
-from datetime import UTC, datetime
+from datetime import UTC, datetime, timedelta
 from importlib import metadata
 from typing import Any
 
@@ -22,7 +22,7 @@ from crossplane.function.proto.v1 import run_function_pb2 as fnv1
 from crossplane.function.proto.v1 import run_function_pb2_grpc as grpcv1
 from modelplane_common import inputs, logs
 from modelplane_common.composed import ObservedObject, observed_object
-from modelplane_common.guard import guarded
+from modelplane_common.guard import DEADLINE, served
 from modelplane_common.outcome import log_fields
 from modelplane_common.respond import emit
 
@@ -57,16 +57,18 @@ class FunctionRunner(grpcv1.FunctionRunnerServiceServicer):
         self,
         clock: Callable[[], datetime] = lambda: datetime.now(UTC),
         version: str = VERSION,
+        deadline: timedelta = DEADLINE,
     ) -> None:
         self.log = logging.get_logger()
         self.clock = clock
         self.version = version
+        self.deadline = deadline
 
     async def RunFunction(
         self, req: fnv1.RunFunctionRequest, _: grpc.aio.ServicerContext | None = None
     ) -> fnv1.RunFunctionResponse:
         log = logs.for_request(self.log, req)
-        return guarded(req, lambda: self._run(req, log), log)
+        return await served(req, lambda: self._run(req, log), log, self.deadline)
 
     def _run(self, req: fnv1.RunFunctionRequest, log: Any) -> fnv1.RunFunctionResponse:
         laps = logs.Laps()

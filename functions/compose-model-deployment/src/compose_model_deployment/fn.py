@@ -16,7 +16,7 @@ from __future__ import annotations
 
 from collections import Counter
 from collections.abc import Callable, Mapping, MutableMapping
-from datetime import UTC, datetime
+from datetime import UTC, datetime, timedelta
 from typing import Any
 
 import grpc
@@ -25,7 +25,7 @@ from crossplane.function.proto.v1 import run_function_pb2 as fnv1
 from crossplane.function.proto.v1 import run_function_pb2_grpc as grpcv1
 from google.protobuf import struct_pb2
 from modelplane_common import labels, logs
-from modelplane_common.guard import guarded
+from modelplane_common.guard import DEADLINE, served
 from modelplane_common.respond import emit
 
 from compose_model_deployment import fleet_reads, readers, report, steady, tenancy
@@ -236,20 +236,24 @@ def _summary(plan: Plan) -> dict[str, object]:
 
 
 class FunctionRunner(grpcv1.FunctionRunnerServiceServicer):
-    """The gRPC servicer: the clock and the matcher are the only things injected."""
+    """The gRPC servicer: the clock, the matcher and the deadline are the things injected."""
 
     def __init__(
         self,
         matcher: Matcher | None = None,
         clock: Callable[[], datetime] = lambda: datetime.now(UTC),
+        deadline: timedelta = DEADLINE,
     ) -> None:
         self.log = logging.get_logger()
         self._matcher = matcher
         self._clock = clock
+        self.deadline = deadline
 
     async def RunFunction(
         self, req: fnv1.RunFunctionRequest, _: grpc.aio.ServicerContext
     ) -> fnv1.RunFunctionResponse:
         matcher = self._matcher or default_matcher()
         log = logs.for_request(self.log, req)
-        return guarded(req, lambda: run_function(req, self._clock(), matcher, log=log), log)
+        return await served(
+            req, lambda: run_function(req, self._clock(), matcher, log=log), log, self.deadline
+        )

@@ -334,9 +334,11 @@ def victim_order(
 class Matching:
     """Engines bound to pools' device kinds, memoized per (engine, pool): pure, never charged."""
 
-    def __init__(self, matcher: Matcher) -> None:
+    def __init__(self, matcher: Matcher, engines: Sequence[EngineShape] = ()) -> None:
         self._matcher = matcher
         self._resolved: dict[tuple[str, PoolKey], PlacedEngine | None] = {}
+        # Each engine's position in the spec, to name a bad selector's field.
+        self._positions = {e.name: i for i, e in reversed(list(enumerate(engines)))}
 
     def resolve(self, engine: EngineShape, pool: Pool) -> PlacedEngine | None:
         """The engine's members bound to this pool's kinds, or None if a request matches none."""
@@ -345,13 +347,14 @@ class Matching:
             return self._resolved[cache_key]
         members: list[PlacedMember] = []
         resolved: PlacedEngine | None = None
-        for member in engine.members:
+        for position, member in enumerate(engine.members):
             requests: list[ResolvedRequest] = []
             if member.requests:
                 try:
                     matches = self._matcher(member.requests, pool.devices)
                 except ValueError as err:
-                    raise InvalidSelector(f"engine {engine.name}: {err}") from err
+                    where = self._selector_field(engine.name, position, member.requests, err)
+                    raise InvalidSelector(f"engine {engine.name}: {where}{err}") from err
                 if matches is None:
                     break
                 by_name = {r.name: r for r in member.requests}
@@ -381,6 +384,25 @@ class Matching:
             resolved = PlacedEngine(engine.name, engine.copies, tuple(members))
         self._resolved[cache_key] = resolved
         return resolved
+
+    def _selector_field(
+        self, engine: str, member: int, requests: Sequence[DeviceRequest], err: ValueError
+    ) -> str:
+        """``<field>: `` for the selector an error is about (its ``expression``), or ""."""
+        expression = getattr(err, "expression", None)
+        found = [
+            (d, s)
+            for d, request in enumerate(requests)
+            for s, selector in enumerate(request.selectors)
+            if selector == expression
+        ]
+        if engine not in self._positions or not found:
+            return ""
+        d, s = found[0]
+        return (
+            f"spec.template.spec.engines[{self._positions[engine]}].members[{member}]"
+            f".nodeSelector.devices[{d}].selectors[{s}].cel.expression: "
+        )
 
     def pool_order(self, engine: EngineShape, pools: Sequence[Pool]) -> list[Pool]:
         """Rule "pool order": the order an engine tries a cluster's pools.
@@ -892,7 +914,7 @@ def plan(inputs: Inputs, matcher: Matcher) -> Plan:
     """Decide where every replica of the deployment runs. Raises InvalidSelector."""
     spec = inputs.deployment
     clusters = {c.name: c for c in sorted(inputs.clusters, key=lambda c: c.name)}
-    matching = Matching(matcher)
+    matching = Matching(matcher, spec.engines)
     memory = remember(inputs)
     labels = inputs.tenant.labels
     retained = retain(inputs, clusters, memory, matching)

@@ -10,7 +10,7 @@ here; see core.py for the model.
 from __future__ import annotations
 
 from collections.abc import Callable
-from datetime import UTC, datetime
+from datetime import UTC, datetime, timedelta
 from typing import Any
 
 import grpc
@@ -18,7 +18,7 @@ from crossplane.function import logging, resource, response
 from crossplane.function.proto.v1 import run_function_pb2 as fnv1
 from crossplane.function.proto.v1 import run_function_pb2_grpc as grpcv1
 from modelplane_common import labels, logs
-from modelplane_common.guard import guarded
+from modelplane_common.guard import DEADLINE, served
 from modelplane_common.outcome import log_fields
 from modelplane_common.respond import emit
 
@@ -111,15 +111,20 @@ def _write(rsp: fnv1.RunFunctionResponse, outcome: core.Outcome) -> None:
 class FunctionRunner(grpcv1.FunctionRunnerServiceServicer):
     """Runs compose-model-replica."""
 
-    def __init__(self, clock: Callable[[], datetime] = lambda: datetime.now(UTC)) -> None:
+    def __init__(
+        self,
+        clock: Callable[[], datetime] = lambda: datetime.now(UTC),
+        deadline: timedelta = DEADLINE,
+    ) -> None:
         self.log = logging.get_logger()
         self.clock = clock
+        self.deadline = deadline
 
     async def RunFunction(
         self, req: fnv1.RunFunctionRequest, _: grpc.aio.ServicerContext | None = None
     ) -> fnv1.RunFunctionResponse:
         log = logs.for_request(self.log, req)
-        return guarded(req, lambda: self._run(req, log), log)
+        return await served(req, lambda: self._run(req, log), log, self.deadline)
 
     def _run(self, req: fnv1.RunFunctionRequest, log: Any) -> fnv1.RunFunctionResponse:
         laps = logs.Laps()
