@@ -56,6 +56,7 @@ from typing import Any
 from modelplane_common.inputs import DEFAULT_MAX_AGE
 from modelplane_common.labels import AGENT_API_VERSION
 from modelplane_common.outcome import Condition
+from modelplane_common.replica_currency import REPLICAS_CURRENT_AT
 from modelplane_common.timeutil import format_duration, format_time, parse_time
 
 from modelplane_agent import metrics
@@ -76,13 +77,7 @@ from modelplane_agent.state import (
     ReplicaKey,
     Touched,
 )
-from modelplane_agent.status import (
-    REPLICAS_CURRENT_AT,
-    content,
-    pool_status,
-    replica_status,
-    warning,
-)
+from modelplane_agent.status import content, pool_status, replica_status, warning
 from modelplane_agent.writes import (
     Pacing,
     heartbeat_due,

@@ -14,6 +14,7 @@ from collections.abc import Mapping
 from datetime import datetime
 
 from modelplane_common.inputs import condition_in
+from modelplane_common.replica_currency import REPLICAS_CURRENT_AT
 from modelplane_common.timeutil import format_time
 
 from modelplane_agent.conditions import stamp
@@ -58,10 +59,8 @@ def replica_status(
     }
 
 
-# On a PoolObservation: every ReplicaObservation on the cluster carried the report the
-# agent computes, from a view that was current, as of this time (design/agent.md,
-# "Replica currency"). It rides on the pool's heartbeats and is no news of its own.
-REPLICAS_CURRENT_AT = "replicasCurrentAt"
+# A pool's replicasCurrentAt (modelplane_common.replica_currency) rides on its heartbeats
+# and is no news of its own.
 _TIMES = frozenset({"observedAt", REPLICAS_CURRENT_AT})
 
 

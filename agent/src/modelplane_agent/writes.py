@@ -27,9 +27,10 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from datetime import datetime
 
+from modelplane_common.replica_currency import REPLICAS_CURRENT_AT
 from modelplane_common.timeutil import parse_time, parse_time_or_none
 
-from modelplane_agent.status import REPLICAS_CURRENT_AT, content
+from modelplane_agent.status import content
 
 
 def observed_at(status: Mapping | None) -> datetime | None:

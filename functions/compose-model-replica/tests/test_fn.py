@@ -354,6 +354,53 @@ def test_a_report_the_agent_says_is_not_current_is_judged_by_its_observed_at_alo
     assert pods_scheduled(stale)[:2] == ("Unknown", "NotObserved")
 
 
+def vouched_by(replicas_current_at):
+    """The cluster as the relay publishes it: status.agent.replicasCurrentAt, if any."""
+    body = cluster()
+    if replicas_current_at is not None:
+        body["status"]["agent"]["replicasCurrentAt"] = replicas_current_at
+    return body
+
+
+FRESHNESS = {
+    "a stale report the cluster's replicasCurrentAt vouches for is judged": (
+        STALE, FRESH, ("True", "AllPodsScheduled")
+    ),
+    "a stale report the cluster vouches for no later is unknown": (
+        STALE, STALE, ("Unknown", "NotObserved")
+    ),
+    "a fresh report is judged with no word from the cluster (an agent that predates it)": (
+        FRESH, None, ("True", "AllPodsScheduled")
+    ),
+    "a stale report is unknown with no word from the cluster": (
+        STALE, None, ("Unknown", "NotObserved")
+    ),
+    "a fresh report is judged beside a stale word from the cluster": (
+        FRESH, STALE, ("True", "AllPodsScheduled")
+    ),
+    "a word from more than maxAge in the future vouches for nothing": (
+        STALE, FUTURE, ("Unknown", "NotObserved")
+    ),
+    "an unreadable word vouches for nothing": (STALE, "yesterday", ("Unknown", "NotObserved")),
+}  # fmt: skip
+
+
+@pytest.mark.parametrize(
+    ("observed_at", "replicas_current_at", "expected"),
+    FRESHNESS.values(),
+    ids=FRESHNESS.keys(),
+)
+def test_a_report_is_fresh_while_its_observed_at_or_the_clusters_replicas_current_at_is(
+    observed_at, replicas_current_at, expected
+):
+    rsp = call(
+        xr(),
+        observation(report(1, 1, observed_at=observed_at)),
+        {"cluster": [vouched_by(replicas_current_at)]},
+    )
+    assert pods_scheduled(rsp)[:2] == expected
+
+
 @pytest.mark.parametrize(
     ("previous", "expected"),
     [

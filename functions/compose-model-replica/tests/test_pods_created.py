@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from dataclasses import replace
 from datetime import UTC, datetime, timedelta
 
 import pytest
@@ -145,6 +146,27 @@ CASES = [
         "NotObserved",
         None,
         id="a stale report counts nothing",
+    ),
+    pytest.param(
+        evidence(
+            replace(report(2, observed_at=NOW - timedelta(minutes=20)), cluster_current_at=NOW)
+        ),
+        "True",
+        "Created",
+        None,
+        id="an unchanged report the cluster's replicasCurrentAt vouches for counts its pods",
+    ),
+    pytest.param(
+        evidence(
+            replace(
+                report(2, observed_at=NOW - timedelta(minutes=20)),
+                cluster_current_at=NOW - timedelta(minutes=6),
+            )
+        ),
+        "Unknown",
+        "NotObserved",
+        None,
+        id="a stale report the cluster vouches for no later than maxAge ago counts nothing",
     ),
     pytest.param(
         evidence(NOT_REPORTED, observed={"east/serve/workload": NO_NAMESPACE}),

@@ -78,7 +78,7 @@ Invariants
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from datetime import timedelta
 
 from modelplane_common import inputs, requeue
@@ -273,7 +273,10 @@ def _pods_source(
         return pods_scheduled.Unobserved(
             f"the agent is not installed on InferenceCluster {cluster}"
         )
-    return _observed_report(observed.get(report))
+    source = _observed_report(observed.get(report))
+    if isinstance(source, pods_scheduled.AgentReport):
+        return replace(source, cluster_current_at=facts.replicas_current_at)
+    return source
 
 
 def _unresolved_source(

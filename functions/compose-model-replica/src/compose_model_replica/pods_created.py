@@ -40,7 +40,6 @@ from datetime import datetime, timedelta
 from modelplane_common import inputs
 from modelplane_common.capacity.admission import ADMITTED, Record
 from modelplane_common.composed import ObservedObject
-from modelplane_common.observation import staleness
 from modelplane_common.outcome import Condition
 from modelplane_common.pods_created import CREATED, CREATING, NOT_CREATED, NOT_OBSERVED, TYPE
 from modelplane_common.timeutil import format_duration
@@ -128,7 +127,7 @@ def _fresh_count(evidence: Evidence) -> int | None:
     source = evidence.source
     if not isinstance(source, AgentReport):
         return None
-    if staleness(source.observed_at, evidence.now, evidence.max_age) is not None:
+    if source.staleness(evidence.now, evidence.max_age) is not None:
         return None
     return source.pods
 
