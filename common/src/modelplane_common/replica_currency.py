@@ -32,6 +32,8 @@ from modelplane_common.timeutil import parse_time_or_none
 
 # The field's name on a PoolObservation's status and on an InferenceCluster's status.agent.
 REPLICAS_CURRENT_AT = "replicasCurrentAt"
+# A report exactly maxAge old is still fresh (`staleness`); its deadline is one tick later.
+_RESOLUTION = timedelta(seconds=1)
 
 
 def relayed(pool_reports: Iterable[Mapping | None]) -> datetime | None:
@@ -59,6 +61,17 @@ def of_cluster(status: Mapping) -> datetime | None:
     agent = status.get("agent")
     raw = agent.get(REPLICAS_CURRENT_AT) if isinstance(agent, Mapping) else None
     return parse_time_or_none(raw)
+
+
+def turns_stale_at(
+    observed_at: datetime, current_at: datetime | None, now: datetime, max_age: timedelta
+) -> datetime | None:
+    """The first instant a fresh report reads stale unless something newer arrives (the
+    deadline a settled replica looks again at); None when it is stale already."""
+    if report_staleness(observed_at, current_at, now, max_age) is not None:
+        return None
+    vouching = [t for t in (observed_at, current_at) if t is not None and t - now <= max_age]
+    return max(vouching) + max_age + _RESOLUTION
 
 
 def report_staleness(

@@ -148,7 +148,7 @@ class Decision:
     verdicts: tuple[PoolVerdict, ...]
     ready: bool  # the cluster's own Ready
     # When to be called again: modelplane_common.requeue.
-    requeue_after: timedelta = requeue.SETTLED
+    requeue_after: timedelta = requeue.SETTLED_CAP
 
 
 def provider_config(xr_name: str, secret_ref: Mapping) -> dict:
@@ -392,11 +392,10 @@ def decide(
         ),
         verdicts=verdicts,
         ready=_ready(desired),
-        requeue_after=requeue.soonest(
-            requeue.observation_refresh(max_age) if mode == "Observed" else None,
-            requeue.converging(
-                False, dropping_events=requeue.dropping_events(previous_status, now)
-            ),
+        requeue_after=requeue.after(
+            dropping_events=requeue.dropping_events(previous_status, now),
+            waiting=False,
+            deadlines=(requeue.observation_refresh(max_age) if mode == "Observed" else None,),
         ),
     )
 

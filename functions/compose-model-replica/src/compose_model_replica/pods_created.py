@@ -139,6 +139,14 @@ def _missing_since(evidence: Evidence, admitted_at: datetime) -> datetime:
     return evidence.now
 
 
+def grace_expires_at(verdict: PodsCreatedVerdict, grace: timedelta) -> datetime | None:
+    """When a Creating replica turns NotCreated unless its pods appear (the first instant
+    past the grace); None in any other state."""
+    if verdict.condition.reason != CREATING or verdict.missing_since is None:
+        return None
+    return verdict.missing_since + grace + timedelta(seconds=1)
+
+
 def judge(evidence: Evidence) -> PodsCreatedVerdict:
     """The PodsCreated condition and status.pods.missingSince."""
     record = evidence.record

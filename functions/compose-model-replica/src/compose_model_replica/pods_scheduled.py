@@ -51,7 +51,7 @@ from datetime import datetime, timedelta
 
 from modelplane_common.inputs import condition_in, find_condition, problem, whole_number
 from modelplane_common.outcome import Condition
-from modelplane_common.replica_currency import report_staleness
+from modelplane_common.replica_currency import report_staleness, turns_stale_at
 from modelplane_common.timeutil import format_time, parse_time, parse_time_or_none
 
 TYPE = "PodsScheduled"
@@ -81,6 +81,10 @@ class AgentReport:
     def staleness(self, now: datetime, max_age: timedelta) -> str | None:
         """Why the report is not fresh; None while it or the cluster's word is."""
         return report_staleness(self.observed_at, self.cluster_current_at, now, max_age)
+
+    def turns_stale_at(self, now: datetime, max_age: timedelta) -> datetime | None:
+        """When the report turns stale unless something newer arrives; None: it is."""
+        return turns_stale_at(self.observed_at, self.cluster_current_at, now, max_age)
 
 
 @dataclass(frozen=True, slots=True)
