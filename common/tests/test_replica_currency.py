@@ -5,7 +5,12 @@ from __future__ import annotations
 from datetime import UTC, datetime, timedelta
 
 import pytest
-from modelplane_common.replica_currency import of_cluster, relayed, report_staleness
+from modelplane_common.replica_currency import (
+    of_cluster,
+    relayed,
+    report_staleness,
+    turns_stale_at,
+)
 
 NOW = datetime(2026, 12, 1, 12, 0, tzinfo=UTC)
 MAX_AGE = timedelta(minutes=5)
@@ -73,3 +78,32 @@ def test_relayed(reports, expected):
 )
 def test_of_cluster(status, expected):
     assert of_cluster(status) == expected
+
+
+TURNS_STALE = {
+    "a fresh report alone: maxAge after its observedAt, and a second": (
+        FRESH, None, FRESH + MAX_AGE + timedelta(seconds=1)
+    ),
+    "vouched for later by the cluster: maxAge after that word": (
+        STALE, FRESH, FRESH + MAX_AGE + timedelta(seconds=1)
+    ),
+    "its own observedAt later than the word: maxAge after it": (
+        FRESH, STALE, FRESH + MAX_AGE + timedelta(seconds=1)
+    ),
+    "stale already: no deadline": (STALE, None, None),
+    "a word far in the future counts for nothing": (
+        FRESH, FAR_AHEAD, FRESH + MAX_AGE + timedelta(seconds=1)
+    ),
+}  # fmt: skip
+
+
+@pytest.mark.parametrize(
+    ("observed_at", "current_at", "expected"), TURNS_STALE.values(), ids=TURNS_STALE.keys()
+)
+def test_turns_stale_at(observed_at, current_at, expected):
+    deadline = turns_stale_at(observed_at, current_at, NOW, MAX_AGE)
+    assert deadline == expected
+    if deadline is not None:  # the first instant the rule reads it stale
+        assert report_staleness(observed_at, current_at, deadline, MAX_AGE) is not None
+        before = deadline - timedelta(seconds=1)
+        assert report_staleness(observed_at, current_at, before, MAX_AGE) is None
