@@ -201,8 +201,8 @@ def test_the_heartbeat_rewrites_the_times_of_currency_only():
         assert len(api.patches) == 2
         first, second = api.patches[0][2], api.patches[1][2]
         assert second["observedAt"] == "2026-11-30T12:01:01Z"
-        # As of the pass before: every replica report (none here) was current then.
-        assert second["replicasCurrentAt"] == "2026-11-30T12:00:00Z"
+        # Every replica report (none here) was written and current as of this pass.
+        assert second["replicasCurrentAt"] == "2026-11-30T12:01:01Z"
         times = ("observedAt", "replicasCurrentAt")
         assert {k: v for k, v in second.items() if k not in times} == {
             k: v for k, v in first.items() if k not in times
@@ -239,10 +239,11 @@ def test_an_unchanged_replica_report_is_never_rewritten_and_the_pool_heartbeat_v
         assert [w["observedAt"] for w in writes_of(api, REPLICAS)] == ["2026-11-30T12:00:00Z"]
         pools = writes_of(api, POOLS)
         assert len(pools) == 11  # the first write and a heartbeat every step
-        # Each heartbeat vouches for every replica report as of the pass before it.
+        # Each heartbeat vouches for every replica report as of its own pass: the
+        # replicas are published first.
         assert [(p["observedAt"], p.get("replicasCurrentAt")) for p in pools[-2:]] == [
-            ("2026-11-30T12:09:09Z", "2026-11-30T12:08:08Z"),
-            ("2026-11-30T12:10:10Z", "2026-11-30T12:09:09Z"),
+            ("2026-11-30T12:09:09Z", "2026-11-30T12:09:09Z"),
+            ("2026-11-30T12:10:10Z", "2026-11-30T12:10:10Z"),
         ]
         await stopped(controller, task)
 
@@ -670,17 +671,17 @@ def test_observations_deleted_while_a_write_is_awaited_are_dropped_and_publishin
 
         async def deleting_patch(kind: str, namespace: str, name: str, status: Mapping) -> None:
             await real_patch(kind, namespace, name, status)
-            if name == "a100" and len(api.patches) == 1:
+            if name == "r" and len(api.patches) == 1:  # replicas are published first
                 api.send(POOLS, "DELETED", objects[POOLS][1])
                 api.send(REPLICAS, "DELETED", objects[REPLICAS][1])
                 await asyncio.sleep(SETTINGS.tick * 5)  # the watches handle both meanwhile
 
         api.patch_status = deleting_patch  # type: ignore[method-assign]
         controller, task = await started(api, clock)
-        assert [n for _, n, _ in api.patches] == ["a100", "r"]
+        assert [n for _, n, _ in api.patches] == ["r", "a100"]
         api.send(POOLS, "ADDED", t.pool_observation("c300", [("gpu", t.NVIDIA, "gpu.nvidia.com")]))
         await settle(controller)
-        assert [n for _, n, _ in api.patches] == ["a100", "r", "c300"]
+        assert [n for _, n, _ in api.patches] == ["r", "a100", "c300"]
         await stopped(controller, task)
 
     asyncio.run(scenario())

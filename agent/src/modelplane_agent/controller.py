@@ -486,27 +486,30 @@ class Controller:
         # A report is computed only from kinds that are not being relisted (a relist
         # folds page by page: the state is part old, part new until it completes).
         whole = {report: all(self.synced[k] for k in REPORT_INPUTS[report]) for report in fresh}
-        for key in known:
-            if self.monotonic() < self.paused_until:
-                break  # the rest stays dirty for a later pass
-            if not self._exists(key):
-                continue  # deleted while an earlier write of this pass was awaited
-            try:
-                writes += await self._publish(key, now, fresh[key[0]], whole[key[0]], max_age)
-            except asyncio.CancelledError:
-                raise
-            except Exception as error:
-                self._failed(key, error)
-            self.last_progress = self.monotonic()
-        if self._replicas_current(fresh[REPLICAS], whole[REPLICAS]):
-            self.replicas_current_at = max(now, self.replicas_current_at or now)
+        # Replicas first: the pools written after them carry this pass's replicasCurrentAt,
+        # and a pool refreshes in the pass its replica turned scheduled.
+        for kind in (REPLICAS, POOLS):
+            for key in (k for k in known if k[0] == kind):
+                if self.monotonic() < self.paused_until:
+                    break  # the rest stays dirty for a later pass
+                if not self._exists(key):
+                    continue  # deleted while an earlier write of this pass was awaited
+                try:
+                    writes += await self._publish(key, now, fresh[kind], whole[kind], max_age)
+                except asyncio.CancelledError:
+                    raise
+                except Exception as error:
+                    self._failed(key, error)
+                self.last_progress = self.monotonic()
+            if kind == REPLICAS and self._replicas_current(fresh[REPLICAS], whole[REPLICAS]):
+                self.replicas_current_at = max(now, self.replicas_current_at or now)
         return writes
 
     def _replicas_current(self, fresh: Freshness, whole: bool) -> bool:
-        """Whether, after this pass, every replica report says what the state said at its
-        start: the kinds they read were current and listed whole, and no replica is left
-        dirty (a change not yet written: rate-limited, failed, backing off, or held by a
-        Retry-After) or backing off.
+        """Whether, after this pass's replicas, every replica report says what the state
+        said at the pass's start: the kinds they read were current and listed whole, and
+        no replica is left dirty (a change not yet written: rate-limited, failed, backing
+        off, or held by a Retry-After) or backing off.
 
         Only then may `replicasCurrentAt` move to the pass's start. It vouches for
         reports nobody rewrites, so it must never pass a change a replica's report
