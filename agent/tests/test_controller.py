@@ -192,7 +192,7 @@ def test_a_change_is_published_but_not_twice_within_the_min_interval():
     asyncio.run(scenario())
 
 
-def test_the_heartbeat_rewrites_observed_at_only():
+def test_the_heartbeat_rewrites_the_times_of_currency_only():
     async def scenario():
         api, clock = FakeApi(world()), Clock()
         controller, task = await started(api, clock)
@@ -201,32 +201,135 @@ def test_the_heartbeat_rewrites_observed_at_only():
         assert len(api.patches) == 2
         first, second = api.patches[0][2], api.patches[1][2]
         assert second["observedAt"] == "2026-11-30T12:01:01Z"
-        assert {k: v for k, v in second.items() if k != "observedAt"} == {
-            k: v for k, v in first.items() if k != "observedAt"
+        # Every replica report (none here) was written and current as of this pass.
+        assert second["replicasCurrentAt"] == "2026-11-30T12:01:01Z"
+        times = ("observedAt", "replicasCurrentAt")
+        assert {k: v for k, v in second.items() if k not in times} == {
+            k: v for k, v in first.items() if k not in times
         }
         await stopped(controller, task)
 
     asyncio.run(scenario())
 
 
-def test_an_idle_replica_heartbeats_at_twice_a_pools_interval():
+def with_a_replica() -> dict[str, list[dict]]:
+    objects = world()
+    objects[REPLICAS] = [t.replica_observation()]
+    objects[PODS] = [t.pod("r-0", node_name="n1")]
+    return objects
+
+
+def writes_of(api: FakeApi, kind: str) -> list[dict]:
+    return [s for k, _, s in api.patches if k == kind]
+
+
+async def minutes_pass(api: FakeApi, clock: Clock, controller: Controller, n: int) -> None:
+    """n steps of 61 s, each with the API server's bookmarks (about every minute)."""
+    for _ in range(n):
+        api.bookmark()
+        clock.now += timedelta(seconds=61)
+        await settle(controller)
+
+
+def test_an_unchanged_replica_report_is_never_rewritten_and_the_pool_heartbeat_vouches_for_it():
     async def scenario():
-        objects = world()
-        objects[REPLICAS] = [t.replica_observation()]
-        objects[PODS] = [t.pod("r-0", node_name="n1")]
-        api, clock = FakeApi(objects), Clock()
+        api, clock = FakeApi(with_a_replica()), Clock()
         controller, task = await started(api, clock)
-        clock.now += timedelta(seconds=61)  # pools: 45-60 s; replicas: 90-120 s
-        await settle(controller)
-        assert sorted(k for k, _, _ in api.patches) == [POOLS, POOLS, REPLICAS]
-        api.bookmark()  # the API server's, about every minute
-        clock.now += timedelta(seconds=60)
-        await settle(controller)
-        replica_writes = [s for k, _, s in api.patches if k == REPLICAS]
-        assert [w["observedAt"] for w in replica_writes] == [
-            "2026-11-30T12:00:00Z",
-            "2026-11-30T12:02:01Z",
+        await minutes_pass(api, clock, controller, 10)
+        assert [w["observedAt"] for w in writes_of(api, REPLICAS)] == ["2026-11-30T12:00:00Z"]
+        pools = writes_of(api, POOLS)
+        assert len(pools) == 11  # the first write and a heartbeat every step
+        # Each heartbeat vouches for every replica report as of its own pass: the
+        # replicas are published first.
+        assert [(p["observedAt"], p.get("replicasCurrentAt")) for p in pools[-2:]] == [
+            ("2026-11-30T12:09:09Z", "2026-11-30T12:09:09Z"),
+            ("2026-11-30T12:10:10Z", "2026-11-30T12:10:10Z"),
         ]
+        await stopped(controller, task)
+
+    asyncio.run(scenario())
+
+
+def test_replicas_current_at_stops_while_a_replica_report_cannot_be_written():
+    async def scenario():
+        api, clock = FakeApi(with_a_replica()), Clock()
+        failing = False
+        real_patch = api.patch_status
+
+        async def patch(kind: str, namespace: str, name: str, status: Mapping) -> None:
+            if kind == REPLICAS and failing:
+                raise ConnectionError("reset by peer")
+            await real_patch(kind, namespace, name, status)
+
+        api.patch_status = patch  # type: ignore[method-assign]
+        controller, task = await started(api, clock)
+        failing = True
+        api.send(PODS, "ADDED", t.pod("r-1"))  # a second pod, not bound: news to write
+        await settle(controller)
+        await minutes_pass(api, clock, controller, 4)
+        pools = writes_of(api, POOLS)
+        assert len(pools) == 5  # the pool heartbeats on ...
+        assert {p["replicasCurrentAt"] for p in pools[1:]} == {"2026-11-30T12:00:00Z"}  # ... frozen
+        failing = False
+        await minutes_pass(api, clock, controller, 2)
+        (_, written) = writes_of(api, REPLICAS)
+        assert (written["pods"], written["scheduledPods"]) == (2, 1)
+        assert pools[-1]["observedAt"] < written["observedAt"]
+        assert writes_of(api, POOLS)[-1]["replicasCurrentAt"] >= written["observedAt"]
+        await stopped(controller, task)
+
+    asyncio.run(scenario())
+
+
+def test_replicas_current_at_never_passes_a_replica_change_held_by_the_rate_limit():
+    async def scenario():
+        api, clock = FakeApi(with_a_replica()), Clock()
+        controller, task = await started(api, clock)
+        assert controller.replicas_current_at == NOW
+        api.send(PODS, "ADDED", t.pod("r-1"))  # within min_interval of the first write
+        clock.now += timedelta(seconds=1)
+        await settle(controller)
+        assert len(writes_of(api, REPLICAS)) == 1  # held: 2 s between writes
+        assert controller.replicas_current_at == NOW  # not the passes at 12:00:01
+        clock.now += timedelta(seconds=2)
+        await eventually(lambda: controller.replicas_current_at == clock.now)
+        assert writes_of(api, REPLICAS)[-1]["pods"] == 2
+        await stopped(controller, task)
+
+    asyncio.run(scenario())
+
+
+def test_replicas_current_at_stops_while_a_watch_the_replica_reports_read_is_failing():
+    async def scenario():
+        api, clock = FakeApi(with_a_replica()), Clock()
+        failing = False
+        real_watch = api.watch
+
+        async def watch(kind: str, version: str) -> AsyncIterator[tuple[str, Mapping]]:
+            if kind == REPLICAS and failing:
+                raise forbidden("replicaobservations")
+            async for item in real_watch(kind, version):
+                yield item
+
+        api.watch = watch  # type: ignore[method-assign]
+        controller, task = await started(api, clock)
+        failing = True
+        api.queues[REPLICAS].put_nowait(forbidden("replicaobservations"))
+        await minutes_pass(api, clock, controller, 3)
+        pools = writes_of(api, POOLS)
+        # The pools read no ReplicaObservation: they stay current and heartbeat on ...
+        assert [p["observedAt"] for p in pools[1:]] == [
+            "2026-11-30T12:01:01Z",
+            "2026-11-30T12:02:02Z",
+            "2026-11-30T12:03:03Z",
+        ]
+        # ... but vouch for no replica report past the failure.
+        assert {p["replicasCurrentAt"] for p in pools[1:]} == {"2026-11-30T12:00:00Z"}
+        failing = False
+        await minutes_pass(api, clock, controller, 2)
+        replica = writes_of(api, REPLICAS)[-1]
+        assert current(replica)["reason"] == "WatchesCurrent"
+        assert writes_of(api, POOLS)[-1]["replicasCurrentAt"] >= replica["observedAt"]
         await stopped(controller, task)
 
     asyncio.run(scenario())
@@ -568,17 +671,17 @@ def test_observations_deleted_while_a_write_is_awaited_are_dropped_and_publishin
 
         async def deleting_patch(kind: str, namespace: str, name: str, status: Mapping) -> None:
             await real_patch(kind, namespace, name, status)
-            if name == "a100" and len(api.patches) == 1:
+            if name == "r" and len(api.patches) == 1:  # replicas are published first
                 api.send(POOLS, "DELETED", objects[POOLS][1])
                 api.send(REPLICAS, "DELETED", objects[REPLICAS][1])
                 await asyncio.sleep(SETTINGS.tick * 5)  # the watches handle both meanwhile
 
         api.patch_status = deleting_patch  # type: ignore[method-assign]
         controller, task = await started(api, clock)
-        assert [n for _, n, _ in api.patches] == ["a100", "r"]
+        assert [n for _, n, _ in api.patches] == ["r", "a100"]
         api.send(POOLS, "ADDED", t.pool_observation("c300", [("gpu", t.NVIDIA, "gpu.nvidia.com")]))
         await settle(controller)
-        assert [n for _, n, _ in api.patches] == ["a100", "r", "c300"]
+        assert [n for _, n, _ in api.patches] == ["r", "a100", "c300"]
         await stopped(controller, task)
 
     asyncio.run(scenario())

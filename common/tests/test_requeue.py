@@ -8,33 +8,49 @@ from modelplane_common.timeutil import format_time
 S = timedelta(seconds=1)
 
 
-def test_settled_is_the_function_sdks_default_ttl():
-    assert requeue.SETTLED == DEFAULT_TTL
+def test_waiting_is_the_function_sdks_default_ttl():
+    assert requeue.WAITING == DEFAULT_TTL
 
 
 @pytest.mark.parametrize(
     ("deadlines", "expected"),
     [
-        pytest.param((None, None), requeue.SETTLED, id="no deadline: settled"),
+        pytest.param((None, None), requeue.SETTLED_CAP, id="no deadline: the settled cap"),
         pytest.param((7 * S, requeue.CONVERGING), 7 * S, id="the earliest deadline wins"),
-        pytest.param((0 * S, requeue.SETTLED), requeue.FLOOR, id="never below the floor"),
+        pytest.param((0 * S, requeue.WAITING), requeue.FLOOR, id="never below the floor"),
         pytest.param((None, requeue.CONVERGING), requeue.CONVERGING, id="None is no deadline"),
+        pytest.param((timedelta(hours=1),), requeue.SETTLED_CAP, id="never past the settled cap"),
     ],
 )
 def test_soonest(deadlines, expected):
     assert requeue.soonest(*deadlines) == expected
 
 
+AFTER = {
+    "events may be dropped: converging, whatever else": (True, False, (), requeue.CONVERGING),
+    "events may be dropped while waiting: converging": (True, True, (), requeue.CONVERGING),
+    "something on its way, events flow: the event backstop": (False, True, (), requeue.WAITING),
+    "settled with no deadline: the cap": (False, False, (), requeue.SETTLED_CAP),
+    "settled: the earliest deadline": (
+        False, False, (3 * 60 * S, 2 * 60 * S, None), 2 * 60 * S
+    ),
+    "settled, a deadline past the cap: the cap": (
+        False, False, (timedelta(minutes=20),), requeue.SETTLED_CAP
+    ),
+    "waiting, a deadline sooner than the backstop: the deadline": (
+        False, True, (20 * S,), 20 * S
+    ),
+    "converging, a deadline sooner still: the deadline": (True, False, (3 * S,), 3 * S),
+}  # fmt: skip
+
+
 @pytest.mark.parametrize(
-    ("moving", "dropping_events", "expected"),
-    [
-        pytest.param(True, False, requeue.CONVERGING, id="something on its way: converging"),
-        pytest.param(False, True, requeue.CONVERGING, id="events may be dropped: converging"),
-        pytest.param(False, False, requeue.SETTLED, id="nothing moving, events flow: settled"),
-    ],
+    ("dropping_events", "waiting", "deadlines", "expected"), AFTER.values(), ids=AFTER.keys()
 )
-def test_converging(moving, dropping_events, expected):
-    assert requeue.converging(moving, dropping_events=dropping_events) == expected
+def test_after(dropping_events, waiting, deadlines, expected):
+    assert requeue.after(dropping_events=dropping_events, waiting=waiting, deadlines=deadlines) == (
+        expected
+    )
 
 
 NOW = datetime(2026, 12, 1, 12, 0, tzinfo=UTC)
@@ -93,3 +109,16 @@ def test_dropping_events_reads_crossplanes_responsive_condition_and_its_age(stat
 )
 def test_reads_open_is_what_the_responsive_condition_says(status, expected):
     assert requeue.reads_open(status) is expected
+
+
+UNTIL = {
+    "a deadline ahead: the time to it": (NOW + 90 * S, 90 * S),
+    "a deadline passed: none (this pass saw what it changes)": (NOW - S, None),
+    "a deadline now: none": (NOW, None),
+    "no deadline: none": (None, None),
+}
+
+
+@pytest.mark.parametrize(("deadline", "expected"), UNTIL.values(), ids=UNTIL.keys())
+def test_until(deadline, expected):
+    assert requeue.until(deadline, NOW) == expected

@@ -120,6 +120,43 @@ def test_pods_scheduled_is_relayed_from_the_agent(rendered, case, status, reason
     assert (missing_since is not None) is (too_few and admitted)
 
 
+@pytest.mark.parametrize(
+    ("vouched", "status", "reason"),
+    [
+        pytest.param(
+            timedelta(minutes=1),
+            "True",
+            "AllPodsScheduled",
+            id="the cluster's replicasCurrentAt a minute old keeps the unchanged report fresh",
+        ),
+        pytest.param(
+            timedelta(minutes=10),
+            "Unknown",
+            "NotObserved",
+            id="older than maxAge, it vouches for nothing",
+        ),
+    ],
+)
+def test_a_report_the_agent_no_longer_rewrites_is_fresh_while_its_cluster_vouches_for_it(
+    functions, now, vouched, status, reason
+):
+    """replica-eight-gpu-stale's report is 20 minutes old: the agent writes a replica report
+    only when it changes, and its cluster's relayed replicasCurrentAt says it still holds."""
+    case = CASES["replica-eight-gpu-stale"]
+    clusters = [d for path in case["required"] for d in _docs(path, now)]
+    for cluster in clusters:
+        if cluster["metadata"]["name"] == "gpu-east":
+            cluster["status"]["agent"]["replicasCurrentAt"] = format_time(now - vouched)
+    docs = functions.render(
+        ROOT / case["xr"],
+        ROOT / case["composition"],
+        observed=_docs(case["observed"], now),
+        required=clusters,
+    )
+    pods_scheduled = condition(composite(docs), "PodsScheduled")
+    assert (pods_scheduled["status"], pods_scheduled["reason"]) == (status, reason)
+
+
 def test_all_scheduled_relays_the_agents_transition_time_as_scheduled_at(rendered, now):
     xr = composite(rendered["replica-leader-workers-scheduled"])
     assert xr["status"]["scheduledAt"] == format_time(now - timedelta(minutes=2))

@@ -18,9 +18,14 @@ relisted; its `observedAt` bounded by what is known current,
 `modelplane_agent.freshness`) and writes a status through the status
 subresource when
 (`modelplane_agent.writes`) its content differs from the last status written
-or seen, when its heartbeat is due, or when a pool must refresh its
+or seen, when a pool's heartbeat is due, or when a pool must refresh its
 `observedAt` for a replica that turned scheduled; never twice per
-observation within `min_interval` (monotonic). An observation deleted during
+observation within `min_interval` (monotonic). A replica's report has no
+heartbeat: it is written when it changes, and every pool's heartbeat carries
+`replicasCurrentAt`, the start of the last pass after which every replica
+report was written and the kinds they read were current (`_replicas_current`).
+That one time keeps every unchanged replica report fresh on the control plane
+(design/agent.md, "Replica currency"). An observation deleted during
 a pass is dropped from it; one whose status fails (computed or written) is
 logged, counted and retried after a jittered exponential backoff of its own;
 a Retry-After holds every write until it has passed.
@@ -51,6 +56,7 @@ from typing import Any
 from modelplane_common.inputs import DEFAULT_MAX_AGE
 from modelplane_common.labels import AGENT_API_VERSION
 from modelplane_common.outcome import Condition
+from modelplane_common.replica_currency import REPLICAS_CURRENT_AT
 from modelplane_common.timeutil import format_duration, format_time, parse_time
 
 from modelplane_agent import metrics
@@ -77,6 +83,7 @@ from modelplane_agent.writes import (
     heartbeat_due,
     observed_at,
     retry_delay,
+    vouched_at,
     write_reason,
 )
 
@@ -86,13 +93,11 @@ log = logging.getLogger("modelplane_agent")
 Key = tuple[str, str, str]  # (kind, namespace, name)
 
 
-# A report older than the cluster's maxAge is stale (design/observation.md). Heartbeats
-# rewrite an unchanged report's observedAt well inside it: a pool at maxAge/5 (its
-# staleness sends the whole pool to whole-node accounting, and pools are few), a
-# replica at 2 x maxAge/5 (a stale one only makes its PodsScheduled Unknown, and
-# replicas are many: 1,000 of them heartbeat at about 10 writes/s instead of 17).
+# A report older than the cluster's maxAge is stale (design/observation.md). A pool's
+# heartbeat rewrites its unchanged report's observedAt, and the replicasCurrentAt that
+# keeps every unchanged replica report fresh, at maxAge/5: well inside maxAge, and
+# pools are few. Replica reports, which are many, have no heartbeat of their own.
 POOL_HEARTBEAT_SHARE = 0.2
-REPLICA_HEARTBEAT_SHARE = 0.4
 # Each observation heartbeats at its own fraction of that, between 75% and 100%, fixed
 # by its name: observations written together at start do not all come due in one tick.
 HEARTBEAT_SPREAD = 0.25
@@ -133,11 +138,13 @@ def heartbeat_age(pools: Iterable[PoolSpec], override: timedelta | None) -> time
     return max(age, MIN_MAX_AGE)
 
 
-def heartbeat(key: Key, max_age: timedelta) -> timedelta:
-    """How old this observation's `observedAt` may grow before it is rewritten."""
-    share = POOL_HEARTBEAT_SHARE if key[0] == POOLS else REPLICA_HEARTBEAT_SHARE
+def heartbeat(key: Key, max_age: timedelta) -> timedelta | None:
+    """How old this observation's times of currency may grow before it is rewritten;
+    None for a replica's report, which is rewritten only when it changes."""
+    if key[0] != POOLS:
+        return None
     spread = zlib.crc32("/".join(key).encode()) / 2**32  # stable, in [0, 1)
-    return max_age * share * (1 - HEARTBEAT_SPREAD * spread)
+    return max_age * POOL_HEARTBEAT_SHARE * (1 - HEARTBEAT_SPREAD * spread)
 
 
 _KIND_NAMES = {POOLS: "PoolObservation", REPLICAS: "ReplicaObservation"}
@@ -205,6 +212,9 @@ class Controller:
         self.paused_until = -math.inf
         # Pools that must publish an observedAt no older than this (see _write).
         self.refresh: dict[str, datetime] = {}
+        # The pools' replicasCurrentAt: the start of the last pass that left every replica
+        # report written from a current view (`_replicas_current`); None until one has.
+        self.replicas_current_at: datetime | None = None
         self.last_progress = monotonic()
         self.passes = 0  # publisher passes finished
         self._stopping = asyncio.Event()
@@ -476,19 +486,38 @@ class Controller:
         # A report is computed only from kinds that are not being relisted (a relist
         # folds page by page: the state is part old, part new until it completes).
         whole = {report: all(self.synced[k] for k in REPORT_INPUTS[report]) for report in fresh}
-        for key in known:
-            if self.monotonic() < self.paused_until:
-                break  # the rest stays dirty for a later pass
-            if not self._exists(key):
-                continue  # deleted while an earlier write of this pass was awaited
-            try:
-                writes += await self._publish(key, now, fresh[key[0]], whole[key[0]], max_age)
-            except asyncio.CancelledError:
-                raise
-            except Exception as error:
-                self._failed(key, error)
-            self.last_progress = self.monotonic()
+        # Replicas first: the pools written after them carry this pass's replicasCurrentAt,
+        # and a pool refreshes in the pass its replica turned scheduled.
+        for kind in (REPLICAS, POOLS):
+            for key in (k for k in known if k[0] == kind):
+                if self.monotonic() < self.paused_until:
+                    break  # the rest stays dirty for a later pass
+                if not self._exists(key):
+                    continue  # deleted while an earlier write of this pass was awaited
+                try:
+                    writes += await self._publish(key, now, fresh[kind], whole[kind], max_age)
+                except asyncio.CancelledError:
+                    raise
+                except Exception as error:
+                    self._failed(key, error)
+                self.last_progress = self.monotonic()
+            if kind == REPLICAS and self._replicas_current(fresh[REPLICAS], whole[REPLICAS]):
+                self.replicas_current_at = max(now, self.replicas_current_at or now)
         return writes
+
+    def _replicas_current(self, fresh: Freshness, whole: bool) -> bool:
+        """Whether, after this pass's replicas, every replica report says what the state
+        said at the pass's start: the kinds they read were current and listed whole, and
+        no replica is left dirty (a change not yet written: rate-limited, failed, backing
+        off, or held by a Retry-After) or backing off.
+
+        Only then may `replicasCurrentAt` move to the pass's start. It vouches for
+        reports nobody rewrites, so it must never pass a change a replica's report
+        does not carry yet (agent/tests/test_controller.py tests that invariant).
+        """
+        if fresh.condition.status != "True" or not whole:
+            return False
+        return not any(key[0] == REPLICAS for key in (*self.dirty, *self.retries))
 
     def _heartbeat_age(self) -> timedelta:
         """This pass's `heartbeat_age`, logged when it changes (a PoolObservation's
@@ -590,16 +619,19 @@ class Controller:
         if not whole and (current is None or not self._relist_failing(kind)):
             return 0  # a relist under way: wait for it (still dirty)
         newer_than = self.refresh.get(name) if kind == POOLS else None
-        heartbeat_seconds = heartbeat(key, max_age).total_seconds()
+        every = heartbeat(key, max_age)
+        heartbeat_seconds = math.inf if every is None else every.total_seconds()
         written_age = self._age(self.last_written, key)
         # A refresh waits for an observedAt that reaches it (not while frozen).
         refresh_due = newer_than is not None and fresh.observed_at >= newer_than
+        # A pool's heartbeat also carries replicasCurrentAt: due when either time moved.
+        vouches = fresh.observed_at
+        if kind == POOLS and self.replicas_current_at is not None:
+            vouches = max(vouches, self.replicas_current_at)
         if (
             key not in self.dirty
             and not refresh_due
-            and not heartbeat_due(
-                fresh.observed_at, observed_at(current), written_age, heartbeat_seconds
-            )
+            and not heartbeat_due(vouches, vouched_at(current), written_age, heartbeat_seconds)
         ):
             return 0
         # Clean from here: an event handled while the write below is awaited marks
@@ -654,6 +686,8 @@ class Controller:
             status = pool_status(
                 self.state.pool_report(name), spec.kind_names, now, previous, generation
             )
+            if self.replicas_current_at is not None:
+                status[REPLICAS_CURRENT_AT] = format_time(self.replicas_current_at)
         else:
             replica: ReplicaKey = (namespace, name)
             generation = self.state.replicas[replica].generation

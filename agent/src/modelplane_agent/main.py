@@ -156,9 +156,10 @@ class Flags(TypedDict):
     default=None,
     help="Override the maxAge heartbeats follow. Unset (the default), they follow the "
     "smallest spec.maxAge of the PoolObservations (each its InferenceCluster's "
-    "spec.observation.maxAge), 5m while none declares one: a pool's report is rewritten "
-    "every maxAge/5, a replica's every 2 x maxAge/5, less a stable spread of up to 25% "
-    "per observation.",
+    "spec.observation.maxAge), 5m while none declares one: a pool's report (and the "
+    "replicasCurrentAt that keeps unchanged replica reports fresh) is rewritten every "
+    "maxAge/5, less a stable spread of up to 25% per pool; a replica's report only when "
+    "it changes.",
 )
 @click.option(
     "--min-interval", default="2s", show_default=True, help="Least time between two writes."

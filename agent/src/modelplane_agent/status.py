@@ -3,8 +3,9 @@
 `observedAt` is stamped `now` here; the shell then bounds it by what the
 agent knows to be current (`modelplane_agent.freshness`, which also adds the
 `Current` condition after the report's own). Two statuses that differ only in
-`observedAt` carry the same news: the shell writes such a status only as the
-heartbeat, so `content` is the comparison key.
+their times of currency (`observedAt`, and a pool's `replicasCurrentAt`) carry
+the same news: the shell writes such a status only as a pool's heartbeat, so
+`content` is the comparison key.
 """
 
 from __future__ import annotations
@@ -13,6 +14,7 @@ from collections.abc import Mapping
 from datetime import datetime
 
 from modelplane_common.inputs import condition_in
+from modelplane_common.replica_currency import REPLICAS_CURRENT_AT
 from modelplane_common.timeutil import format_time
 
 from modelplane_agent.conditions import stamp
@@ -57,15 +59,20 @@ def replica_status(
     }
 
 
+# A pool's replicasCurrentAt (modelplane_common.replica_currency) rides on its heartbeats
+# and is no news of its own.
+_TIMES = frozenset({"observedAt", REPLICAS_CURRENT_AT})
+
+
 def content(status: Mapping | None) -> object:
-    """The part of a status that is news: all of it but `observedAt`.
+    """The part of a status that is news: all of it but its times of currency.
 
     Absent keys and null values read alike, so a status read back from the API
     server (which drops nulls) compares equal to the one written.
     """
     if not status:
         return None
-    return {k: v for k, v in status.items() if k != "observedAt" and v is not None}
+    return {k: v for k, v in status.items() if k not in _TIMES and v is not None}
 
 
 # Condition reasons that mean the agent cannot do its job for an observation because

@@ -7,11 +7,13 @@ Pure rules over values the shell passes in. Two clocks, never mixed:
 - `observedAt` is the wall clock, because it is published and compared with
   other clocks (design/observation.md).
 
-A status is written when its content (everything but `observedAt`) changed;
-when its heartbeat is due, which needs an `observedAt` different from the one
-published (a heartbeat that would publish the same instant says nothing); or
-when a pool must publish an `observedAt` at least as recent as a replica's
-turn to scheduled (a refresh). Never twice within `min_interval`.
+A status is written when its content (everything but its times of currency)
+changed; when its heartbeat is due (pools only: a replica report is written
+only when it changes, and the pools' `replicasCurrentAt` keeps it fresh), which
+needs a time of currency (`vouched_at`) different from the one published (a
+heartbeat that would publish the same instants says nothing); or when a pool
+must publish an `observedAt` at least as recent as a replica's turn to
+scheduled (a refresh). Never twice within `min_interval`.
 
 A failed write (or a status that could not be computed) is retried after an
 exponential backoff per observation, jittered x0.5-1.5, from `min_interval`
@@ -25,7 +27,8 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from datetime import datetime
 
-from modelplane_common.timeutil import parse_time
+from modelplane_common.replica_currency import REPLICAS_CURRENT_AT
+from modelplane_common.timeutil import parse_time, parse_time_or_none
 
 from modelplane_agent.status import content
 
@@ -36,6 +39,13 @@ def observed_at(status: Mapping | None) -> datetime | None:
         return parse_time((status or {}).get("observedAt"))
     except ValueError:
         return None
+
+
+def vouched_at(status: Mapping | None) -> datetime | None:
+    """The latest time a status vouches for: its `observedAt`, or a pool's
+    `replicasCurrentAt` when that is later (None when neither parses)."""
+    times = (observed_at(status), parse_time_or_none((status or {}).get(REPLICAS_CURRENT_AT)))
+    return max((t for t in times if t is not None), default=None)
 
 
 def heartbeat_due(
@@ -84,10 +94,11 @@ def write_reason(
         return None
     if content(new) != content(current):
         return "change"
-    new_at, current_at = observed_at(new), observed_at(current)
+    new_at, current_at = vouched_at(new), vouched_at(current)
     assert new_at is not None  # the publisher always stamps one
     if heartbeat_due(new_at, current_at, written_age, pacing.heartbeat):
         return "heartbeat"
+    current_at = observed_at(current)
     if newer_than is not None and current_at is not None and current_at < newer_than <= new_at:
         return "refresh"
     return None

@@ -5,22 +5,34 @@ changes (realtime compositions, on by default, which also turn polling off)
 and when the TTL its function pipeline returned runs out. Required resources
 are not watched. Its per-XR watch circuit breaker drops most of those events
 while it is open, and a new replica opens it as a matter of course: the
-numbers and the evidence are in design/reconcile.md. So no function may rely
-on an event to see its XR converge; each states here how soon it must look
-again, and the TTL, which the breaker never drops, guarantees it:
+numbers and the evidence are in design/reconcile.md. Events drive
+convergence; the TTL, which the breaker never drops, is the backstop, and
+the only trigger for what no event announces (a deadline passing, a required
+resource changing). Each function states here how soon it must look again:
 
-    CONVERGING  something the XR owns is on its way (a replica admitted but
+    CONVERGING  the breaker may be dropping the XR's events (`dropping_events`),
+                so the next change may never arrive as one: look again soon,
+                so Ready follows the workload within seconds.
+    WAITING     something the XR owns is on its way (a replica admitted but
                 not yet Ready, a deployment with a placed replica not yet
-                Ready, or one that just removed or healed replicas), or the
-                breaker may be dropping its events (`dropping_events`), so the
-                next change may never arrive as an event: look again soon, so
-                Ready follows the workload within seconds.
-    SETTLED     nothing is moving and events flow: the SDK's own default, so a
-                settled fleet costs what it cost before this rule.
+                Ready), or it waits on what only a required resource shows
+                (capacity, a cluster's word that a report is current): events
+                bring the first; the TTL backs up an event lost anyway and
+                polls the second. The SDK's own default.
+    deadlines   the real instants at which the XR's answer changes with no
+                event (a report turning stale, a grace period or the admission
+                settle running out, a failure memory expiring): `until` turns
+                each into a TTL, and `after` takes the earliest.
+    SETTLED_CAP nothing moving and events flowing: the earliest deadline, but
+                never later than this, which bounds how long a change that
+                only a required resource shows (an InferenceCluster's spec,
+                taints or pools) waits for a settled XR (design/reconcile.md,
+                "The rule").
     observation_refresh
                 an InferenceCluster that reads the agent looks again at a
-                quarter of its `maxAge`, so the histogram it publishes is never
-                more than that behind the agent's, whatever the breaker drops.
+                quarter of its `maxAge` (at most WAITING), so the histogram it
+                publishes is never more than that behind the agent's, even
+                when an event is lost.
 
 The breaker drops events only for a while after it opens. Crossplane keeps
 its state per XR and changes it only when an event arrives: an open circuit
@@ -32,14 +44,11 @@ fleet on the real control plane"). So the condition counts as dropping only
 within DROPPING_FOR of turning False: Crossplane's default cooldown plus its
 30 s between half-open probes, after which even the first event passes
 (design/reconcile.md, "The watch circuit breaker").
-
-The functions' own earlier deadlines (admission's settle time) come first:
-`soonest` picks the earliest.
 """
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from datetime import datetime, timedelta
 
 from modelplane_common.inputs import condition_in
@@ -48,7 +57,11 @@ from modelplane_common.timeutil import parse_time_or_none
 CONVERGING = timedelta(seconds=10)
 # The Function SDK's default TTL (crossplane.function.response.DEFAULT_TTL); plain
 # here because the agent's image, which shares this package, carries no SDK.
-SETTLED = timedelta(minutes=1)
+WAITING = timedelta(minutes=1)
+# The latest a settled XR is called again: Crossplane's breaker cooldown and the
+# InferenceCluster's default maxAge. A settled fleet then costs a fifth of the
+# reconciles a 60 s TTL does; a change only a required resource shows waits at most this.
+SETTLED_CAP = timedelta(minutes=5)
 # The TTL never goes below this, however short a maxAge is.
 FLOOR = timedelta(seconds=1)
 
@@ -78,18 +91,28 @@ def dropping_events(status: Mapping, now: datetime) -> bool:
     return opened is None or now - opened < DROPPING_FOR
 
 
-def converging(moving: bool, *, dropping_events: bool) -> timedelta:
-    """CONVERGING while something the XR owns is on its way or its events may be dropped,
-    else SETTLED."""
-    return CONVERGING if moving or dropping_events else SETTLED
+def until(deadline: datetime | None, now: datetime) -> timedelta | None:
+    """The TTL that calls the function again at `deadline`; None when there is none or it
+    has passed (this pass already saw what it changes)."""
+    return deadline - now if deadline is not None and deadline > now else None
+
+
+def after(
+    *, dropping_events: bool, waiting: bool, deadlines: Iterable[timedelta | None] = ()
+) -> timedelta:
+    """The TTL: CONVERGING while events may be dropped, else WAITING while something is
+    on its way or only a required resource shows what the XR waits for; never later
+    than the earliest deadline (`until`), nor than SETTLED_CAP."""
+    tier = CONVERGING if dropping_events else WAITING if waiting else None
+    return soonest(tier, *deadlines)
 
 
 def observation_refresh(max_age: timedelta) -> timedelta:
-    """A quarter of the cluster's maxAge, between FLOOR and SETTLED."""
-    return min(max(max_age / 4, FLOOR), SETTLED)
+    """A quarter of the cluster's maxAge, between FLOOR and WAITING."""
+    return min(max(max_age / 4, FLOOR), WAITING)
 
 
 def soonest(*deadlines: timedelta | None) -> timedelta:
-    """The earliest of the deadlines given (None: no deadline), never below FLOOR."""
-    given = [d for d in deadlines if d is not None]
-    return max(min(given, default=SETTLED), FLOOR)
+    """The earliest of the deadlines given (None: no deadline), between FLOOR and
+    SETTLED_CAP."""
+    return max(min([*(d for d in deadlines if d is not None), SETTLED_CAP]), FLOOR)

@@ -10,12 +10,12 @@ from crossplane.function import resource
 from crossplane.function.proto.v1 import run_function_pb2 as fnv1
 from modelplane_common.timeutil import format_time
 
-# A settled XR whose Responsive condition turned False `opened` ago, and the TTL its
-# function must ask for (modelplane_common.requeue.dropping_events): as pytest's
-# (opened, seconds) parameters with their ids.
+# A settled XR whose Responsive condition turned False `opened` ago, and whether its
+# function must ask for the converging 10 s (modelplane_common.requeue.dropping_events)
+# rather than its own settled TTL: as pytest's (opened, converging) parameters with ids.
 OPEN_CIRCUIT_TTLS = [
-    (timedelta(minutes=1), 10, "a circuit open a minute: called again in 10s"),
-    (timedelta(minutes=6), 60, "open past its cooldown, no event since: the settled 60s"),
+    (timedelta(minutes=1), True, "a circuit open a minute: called again in 10s"),
+    (timedelta(minutes=6), False, "open past its cooldown, no event since: its settled TTL"),
 ]
 
 

@@ -154,6 +154,60 @@ def test_observed_cluster_publishes_each_pools_histogram():
     assert desired_status(rsp)["providerConfigRef"] == {"name": "east"}
 
 
+def with_replicas_current_at(h100=None, l40s=None):
+    """The observed pools, each report carrying the agent's replicasCurrentAt if given."""
+    observed = dict(OBSERVED_ALL)
+    for pool, at, report in (("h100", h100, H100_REPORT), ("l40s", l40s, L40S_REPORT)):
+        if at is not None:
+            observed[f"pool-{pool}"] = pool_object({**report, "replicasCurrentAt": at})
+    return observed
+
+
+RELAY = {
+    "the latest of the pools' replicasCurrentAt is relayed": (
+        with_replicas_current_at("2026-11-29T11:58:00Z", "2026-11-29T11:59:10Z"),
+        {},
+        "2026-11-29T11:59:10Z",
+    ),
+    "one pool's word is enough (the other's heartbeat has not come round)": (
+        with_replicas_current_at(h100="2026-11-29T11:58:00Z"),
+        {},
+        "2026-11-29T11:58:00Z",
+    ),
+    "an agent that publishes none relays none": (OBSERVED_ALL, {}, None),
+    "pool reports momentarily missing keep the word published before": (
+        {"provider-config": PROVIDER_CONFIG, "agent-crd": AGENT_CRD},
+        {"agent": {"present": True, "replicasCurrentAt": "2026-11-29T11:57:00Z"}},
+        "2026-11-29T11:57:00Z",
+    ),
+    "a newer word replaces the one published before": (
+        with_replicas_current_at(l40s="2026-11-29T11:59:10Z"),
+        {"agent": {"present": True, "replicasCurrentAt": "2026-11-29T11:57:00Z"}},
+        "2026-11-29T11:59:10Z",
+    ),
+}
+
+
+@pytest.mark.parametrize(
+    ("observed", "previous_status", "relayed"), RELAY.values(), ids=RELAY.keys()
+)
+def test_the_agents_replicas_current_at_is_relayed_onto_the_cluster(
+    observed, previous_status, relayed
+):
+    body = {**xr(), "status": previous_status}
+    agent = desired_status(render(body, observed))["agent"]
+    assert agent.get("replicasCurrentAt") == relayed
+
+
+def test_an_unreadable_replicas_current_at_is_not_relayed_and_named_in_a_warning():
+    observed = with_replicas_current_at(h100="soon")
+    rsp = render(xr(), observed)
+    assert "replicasCurrentAt" not in desired_status(rsp)["agent"]
+    assert ("Warning", "pool h100: replicasCurrentAt: not an RFC 3339 time (got 'soon')") in events(
+        rsp
+    )
+
+
 def test_composes_provider_config_agent_crd_and_one_pool_observation_per_pool():
     resources = desired(render(XR, OBSERVED_ALL))
     assert sorted(resources) == ["agent-crd", "pool-h100", "pool-l40s", "provider-config"]
@@ -624,8 +678,8 @@ def test_each_request_logs_its_decision_and_timings_at_debug_bound_to_tag_and_xr
     [
         pytest.param({"mode": "Observed", "maxAge": "1m"}, 15, id="observed: a quarter of maxAge"),
         pytest.param({"mode": "Observed", "maxAge": "2s"}, 1, id="never below one second"),
-        pytest.param({"mode": "Observed", "maxAge": "5m"}, 60, id="never above the settled 60s"),
-        pytest.param({"mode": "Declared"}, 60, id="declared reads no agent: the settled 60s"),
+        pytest.param({"mode": "Observed", "maxAge": "5m"}, 60, id="never above the 60s backstop"),
+        pytest.param({"mode": "Declared"}, 300, id="declared reads no agent: the settled 5m cap"),
     ],
 )
 def test_an_observed_cluster_is_called_again_within_a_quarter_of_its_max_age(observation, seconds):
@@ -634,11 +688,13 @@ def test_an_observed_cluster_is_called_again_within_a_quarter_of_its_max_age(obs
 
 
 @pytest.mark.parametrize(
-    ("opened", "seconds"), [pytest.param(*case[:2], id=case[2]) for case in wire.OPEN_CIRCUIT_TTLS]
+    ("opened", "converging"),
+    [pytest.param(*case[:2], id=case[2]) for case in wire.OPEN_CIRCUIT_TTLS],
 )
 def test_a_cluster_with_an_open_circuit_is_called_again_soon_while_it_may_drop_events(
-    opened, seconds
+    opened, converging
 ):
     body = xr(observation={"mode": "Declared"})
     body["status"] = wire.open_circuit(NOW - opened)
-    assert render(body, OBSERVED_ALL).meta.ttl.ToTimedelta().total_seconds() == seconds
+    seconds = render(body, OBSERVED_ALL).meta.ttl.ToTimedelta().total_seconds()
+    assert seconds == (10 if converging else 300)

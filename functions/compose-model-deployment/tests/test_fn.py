@@ -7,11 +7,13 @@ the matcher agree on the interface.
 from __future__ import annotations
 
 import asyncio
+from datetime import timedelta
 
 import pytest
 import structlog
 from compose_model_deployment import fn
 from modelplane_common import labels, template_digest
+from modelplane_common.timeutil import format_time
 from modelplane_devtools import deployment_builders as t
 from modelplane_devtools import wire
 from modelplane_devtools.wire import conditions, desired
@@ -460,18 +462,36 @@ def test_a_pass_that_plans_nothing_logs_why_at_debug():
 SETTLED_XR = t.deployment(replicas=1, engines=[t.standalone(gpus=8)])
 
 
+def failing_until(expires_at):
+    """The settled deployment remembering a failed placement on a pool until `expires_at`."""
+    status = {
+        "failedPlacements": [{"cluster": "a", "pool": "p", "expiresAt": format_time(expires_at)}]
+    }
+    return {**SETTLED_XR, "status": status}
+
+
 @pytest.mark.parametrize(
     ("req", "seconds"),
     [
         pytest.param(
             t.request(SETTLED_XR, CLUSTERS, [RUNNING], OWN),
-            60,
-            id="every replica placed and Ready: the settled 60s",
+            300,
+            id="every replica placed and Ready, no deadline: the settled 5m cap",
+        ),
+        pytest.param(
+            t.request(failing_until(t.NOW + timedelta(minutes=2)), CLUSTERS, [RUNNING], OWN),
+            120,
+            id="settled, a failed placement remembered 2m more: called again when it expires",
+        ),
+        pytest.param(
+            t.request(failing_until(t.NOW + timedelta(minutes=20)), CLUSTERS, [RUNNING], OWN),
+            300,
+            id="settled, a failure memory past the cap: the 5m cap",
         ),
         pytest.param(
             t.request(SETTLED_XR, CLUSTERS, []),
-            10,
-            id="a replica placed this pass, not Ready yet: called again in 10s",
+            60,
+            id="a replica placed this pass, not Ready yet: its events drive it, 60s backs them",
         ),
         pytest.param(
             t.request(
@@ -480,13 +500,13 @@ SETTLED_XR = t.deployment(replicas=1, engines=[t.standalone(gpus=8)])
                 [t.running_replica(0, "b", ready=False)],
                 {"replica-0": t.running_replica(0, "b", ready=False)},
             ),
-            10,
-            id="a placed replica not Ready yet: 10s",
+            60,
+            id="a placed replica not Ready yet: 60s",
         ),
         pytest.param(
             t.request(t.deployment(replicas=4, engines=[t.standalone(gpus=8)]), CLUSTERS, []),
-            10,
-            id="some placed and not Ready, the rest waiting for capacity: 10s",
+            60,
+            id="some placed and not Ready, the rest waiting for capacity: 60s",
         ),
         pytest.param(
             t.request(t.deployment(replicas=1, engines=[t.standalone(gpus=16)]), CLUSTERS, []),
@@ -505,11 +525,12 @@ def test_a_converging_deployment_asks_to_be_called_again_soon(req, seconds):
 
 
 @pytest.mark.parametrize(
-    ("opened", "seconds"), [pytest.param(*case[:2], id=case[2]) for case in wire.OPEN_CIRCUIT_TTLS]
+    ("opened", "converging"),
+    [pytest.param(*case[:2], id=case[2]) for case in wire.OPEN_CIRCUIT_TTLS],
 )
 def test_a_settled_deployment_with_an_open_circuit_is_called_again_soon_while_it_may_drop_events(
-    opened, seconds
+    opened, converging
 ):
     xr = {**SETTLED_XR, "status": wire.open_circuit(t.NOW - opened)}
     rsp = run(t.request(xr, CLUSTERS, [RUNNING], OWN))
-    assert rsp.meta.ttl.ToTimedelta().total_seconds() == seconds
+    assert rsp.meta.ttl.ToTimedelta().total_seconds() == (10 if converging else 300)

@@ -373,6 +373,53 @@ def test_a_report_the_agent_says_is_not_current_is_judged_by_its_observed_at_alo
     assert pods_scheduled(stale)[:2] == ("Unknown", "NotObserved")
 
 
+def vouched_by(replicas_current_at):
+    """The cluster as the relay publishes it: status.agent.replicasCurrentAt, if any."""
+    body = cluster()
+    if replicas_current_at is not None:
+        body["status"]["agent"]["replicasCurrentAt"] = replicas_current_at
+    return body
+
+
+FRESHNESS = {
+    "a stale report the cluster's replicasCurrentAt vouches for is judged": (
+        STALE, FRESH, ("True", "AllPodsScheduled")
+    ),
+    "a stale report the cluster vouches for no later is unknown": (
+        STALE, STALE, ("Unknown", "NotObserved")
+    ),
+    "a fresh report is judged with no word from the cluster (an agent that predates it)": (
+        FRESH, None, ("True", "AllPodsScheduled")
+    ),
+    "a stale report is unknown with no word from the cluster": (
+        STALE, None, ("Unknown", "NotObserved")
+    ),
+    "a fresh report is judged beside a stale word from the cluster": (
+        FRESH, STALE, ("True", "AllPodsScheduled")
+    ),
+    "a word from more than maxAge in the future vouches for nothing": (
+        STALE, FUTURE, ("Unknown", "NotObserved")
+    ),
+    "an unreadable word vouches for nothing": (STALE, "yesterday", ("Unknown", "NotObserved")),
+}  # fmt: skip
+
+
+@pytest.mark.parametrize(
+    ("observed_at", "replicas_current_at", "expected"),
+    FRESHNESS.values(),
+    ids=FRESHNESS.keys(),
+)
+def test_a_report_is_fresh_while_its_observed_at_or_the_clusters_replicas_current_at_is(
+    observed_at, replicas_current_at, expected
+):
+    rsp = call(
+        xr(),
+        observation(report(1, 1, observed_at=observed_at)),
+        {"cluster": [vouched_by(replicas_current_at)]},
+    )
+    assert pods_scheduled(rsp)[:2] == expected
+
+
 @pytest.mark.parametrize(
     ("previous", "expected"),
     [
@@ -1411,32 +1458,55 @@ def test_a_replica_in_its_settle_time_waits_and_asks_to_be_called_back():
 SERVING = {**AVAILABLE, **observation(report(1, 1))}
 
 
+# SERVING's report (observedAt FRESH, 11:59:30) turns stale at 12:04:31: 271 s from NOW.
+REPORT_TURNS_STALE = 271
+
+REPLICA_TTLS = {
+    "admitted, nothing available yet: events drive it, 60s backs them up": ({}, None, 60),
+    "available but its pods not yet reported: 60s": (AVAILABLE, None, 60),
+    "available with a pod unscheduled: 60s": (
+        {**AVAILABLE, **observation(report(1, 0, state="False", reason="Pending"))}, None, 60
+    ),
+    "Ready with every pod scheduled: when its report turns stale": (
+        SERVING, None, REPORT_TURNS_STALE
+    ),
+    "Ready, its cluster vouching for the report later: when that word turns stale": (
+        SERVING, "2026-11-29T11:59:50Z", 291
+    ),
+    "Ready, its cluster vouching for the report as of now: the 5m cap": (
+        SERVING, "2026-11-29T12:00:00Z", 300
+    ),
+    "Ready on a stale report its cluster vouches for: when the word turns stale": (
+        {**AVAILABLE, **observation(report(1, 1, observed_at=STALE))}, FRESH, REPORT_TURNS_STALE
+    ),
+    "Ready, its report stale: 60s polls the cluster for the agent's word": (
+        {**AVAILABLE, **observation(report(1, 1, observed_at=STALE))}, None, 60
+    ),
+}  # fmt: skip
+
+
 @pytest.mark.parametrize(
-    ("observed", "seconds"),
-    [
-        pytest.param({}, 10, id="admitted, nothing available yet: called again in 10s"),
-        pytest.param(AVAILABLE, 10, id="available but its pods not yet reported: 10s"),
-        pytest.param(
-            {**AVAILABLE, **observation(report(1, 0, state="False", reason="Pending"))},
-            10,
-            id="available with a pod unscheduled: 10s",
-        ),
-        pytest.param(SERVING, 60, id="Ready with every pod scheduled: the settled 60s"),
-    ],
+    ("observed", "replicas_current_at", "seconds"),
+    REPLICA_TTLS.values(),
+    ids=REPLICA_TTLS.keys(),
 )
-def test_a_converging_replica_asks_to_be_called_again_soon(observed, seconds):
-    rsp = call(xr(), observed)
+def test_a_replica_is_called_again_on_events_backed_by_60s_or_at_its_next_deadline(
+    observed, replicas_current_at, seconds
+):
+    rsp = call(xr(), observed, {"cluster": [vouched_by(replicas_current_at)]})
     assert rsp.meta.ttl.ToTimedelta().total_seconds() == seconds
 
 
 @pytest.mark.parametrize(
-    ("opened", "seconds"), [pytest.param(*case[:2], id=case[2]) for case in wire.OPEN_CIRCUIT_TTLS]
+    ("opened", "converging"),
+    [pytest.param(*case[:2], id=case[2]) for case in wire.OPEN_CIRCUIT_TTLS],
 )
 def test_a_settled_replica_with_an_open_circuit_is_called_again_soon_while_it_may_drop_events(
-    opened, seconds
+    opened, converging
 ):
     rsp = call(xr(status=wire.open_circuit(NOW - opened)), SERVING)
-    assert rsp.meta.ttl.ToTimedelta().total_seconds() == seconds
+    seconds = rsp.meta.ttl.ToTimedelta().total_seconds()
+    assert seconds == (10 if converging else REPORT_TURNS_STALE)
 
 
 def with_times(placed_at, created=None, label="east"):
@@ -1902,9 +1972,10 @@ def test_a_template_not_in_hand_never_changes_or_deletes_workloads(
     assert message in got_message
     warnings = [m for severity, m in events(rsp) if severity == "Warning"]
     assert any(message in w for w in warnings) == warned
-    # Its workloads, kept, still say how it runs; it looks again soon.
+    # Its workloads, kept, still say how it runs; it looks again at the 60s that polls
+    # required resources (the template is one).
     assert conditions(rsp)["WorkloadsReady"][0] == ("True" if observed else "False")
-    assert rsp.meta.ttl.ToTimedelta().total_seconds() == 10
+    assert rsp.meta.ttl.ToTimedelta().total_seconds() == 60
 
 
 def test_one_engine_whose_template_is_not_in_hand_leaves_the_others_composing():

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from dataclasses import replace
 from datetime import UTC, datetime, timedelta
 
 import pytest
@@ -147,6 +148,27 @@ CASES = [
         id="a stale report counts nothing",
     ),
     pytest.param(
+        evidence(
+            replace(report(2, observed_at=NOW - timedelta(minutes=20)), cluster_current_at=NOW)
+        ),
+        "True",
+        "Created",
+        None,
+        id="an unchanged report the cluster's replicasCurrentAt vouches for counts its pods",
+    ),
+    pytest.param(
+        evidence(
+            replace(
+                report(2, observed_at=NOW - timedelta(minutes=20)),
+                cluster_current_at=NOW - timedelta(minutes=6),
+            )
+        ),
+        "Unknown",
+        "NotObserved",
+        None,
+        id="a stale report the cluster vouches for no later than maxAge ago counts nothing",
+    ),
+    pytest.param(
         evidence(NOT_REPORTED, observed={"east/serve/workload": NO_NAMESPACE}),
         "False",
         "Creating",
@@ -210,3 +232,24 @@ def test_the_message_quotes_the_workload_clusters_reason(observed, why):
         "the workload cluster did not create the replica's pods within 5m, "
         f"so it holds no capacity: {why}"
     )
+
+
+@pytest.mark.parametrize(
+    ("given", "expected"),
+    [
+        pytest.param(
+            evidence(report(0), since=NOW - timedelta(minutes=1)),
+            NOW + timedelta(minutes=4, seconds=1),
+            id="creating: the first instant past the grace",
+        ),
+        pytest.param(evidence(report(2)), None, id="created: no deadline"),
+        pytest.param(
+            evidence(report(0), since=NOW - timedelta(minutes=6)),
+            None,
+            id="not created already: no deadline",
+        ),
+    ],
+)
+def test_the_grace_deadline_is_when_a_creating_replica_turns_not_created(given, expected):
+    verdict = pods_created.judge(given)
+    assert pods_created.grace_expires_at(verdict, GRACE) == expected

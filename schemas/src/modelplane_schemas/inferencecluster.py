@@ -370,6 +370,12 @@ class Agent1(BaseModel):
         extra="allow",
     )
     present: bool | None = None
+    replicasCurrentAt: Annotated[
+        AwareDatetime | None,
+        Field(
+            description="The latest replicasCurrentAt of the cluster's PoolObservations, relayed: every replica report on the cluster was current as of this time (agent clock). A replica report is fresh while the later of its own observedAt and this time is within maxAge. Absent while the agent publishes none."
+        ),
+    ] = None
 
 
 class Device1(BaseModel):

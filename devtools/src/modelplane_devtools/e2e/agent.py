@@ -40,7 +40,8 @@ SERVICE_ACCOUNT = "modelplane-agent"
 DEPLOYMENT = "modelplane-agent"
 CRDS = ("poolobservations.agent.modelplane.ai", "replicaobservations.agent.modelplane.ai")
 # The suite's InferenceClusters' spec.observation.maxAge, which reaches the agent on
-# every PoolObservation (heartbeats: pools every 9-12 s, replicas every 18-24 s).
+# every PoolObservation (pool heartbeats every 9-12 s, each carrying replicasCurrentAt;
+# replica reports are written only when they change).
 MAX_AGE = "1m"
 
 

@@ -56,7 +56,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from datetime import datetime, timedelta
 
-from modelplane_common import labels, requeue
+from modelplane_common import labels, replica_currency, requeue
 from modelplane_common.capacity.fleet import Fallback
 from modelplane_common.capacity.readers import read_fallbacks
 from modelplane_common.composed import ObservedObject
@@ -77,6 +77,7 @@ from modelplane_common.observation import (
     parse_observation,
 )
 from modelplane_common.outcome import Condition, Event, capped, unchanged
+from modelplane_common.timeutil import format_time
 
 from compose_inference_cluster import agent_install
 
@@ -147,7 +148,7 @@ class Decision:
     verdicts: tuple[PoolVerdict, ...]
     ready: bool  # the cluster's own Ready
     # When to be called again: modelplane_common.requeue.
-    requeue_after: timedelta = requeue.SETTLED
+    requeue_after: timedelta = requeue.SETTLED_CAP
 
 
 def provider_config(xr_name: str, secret_ref: Mapping) -> dict:
@@ -376,7 +377,9 @@ def decide(
     return Decision(
         desired=desired,
         kept=tuple(sorted(kept)),
-        status=_status(xr_name, pools, verdicts, state),
+        status=_status(
+            xr_name, pools, verdicts, state, _replicas_current_at(state, previous_status)
+        ),
         conditions=(
             Condition("Configured", "True", "ValidSpec", ""),
             _capacity_condition(mode, verdicts),
@@ -384,15 +387,15 @@ def decide(
         ),
         events=(
             *(Event("Warning", p) for p in [max_age_problem, *fallback_problems] if p),
+            *(Event("Warning", p) for p in replica_currency.unreadable(state.pool_reports)),
             *_verdict_events(verdicts, _previously_observed(previous_status)),
         ),
         verdicts=verdicts,
         ready=_ready(desired),
-        requeue_after=requeue.soonest(
-            requeue.observation_refresh(max_age) if mode == "Observed" else None,
-            requeue.converging(
-                False, dropping_events=requeue.dropping_events(previous_status, now)
-            ),
+        requeue_after=requeue.after(
+            dropping_events=requeue.dropping_events(previous_status, now),
+            waiting=False,
+            deadlines=(requeue.observation_refresh(max_age) if mode == "Observed" else None,),
         ),
     )
 
@@ -446,8 +449,20 @@ def _desired(
     return desired
 
 
+def _replicas_current_at(state: ObservedState, previous_status: Mapping) -> datetime | None:
+    """The agent's replicasCurrentAt, relayed from its pools; the one published before
+    while no pool report carries one (a report momentarily missing from this pass)."""
+    return replica_currency.relayed(state.pool_reports.values()) or replica_currency.of_cluster(
+        previous_status
+    )
+
+
 def _status(
-    xr_name: str, pools: Sequence[Mapping], verdicts: Sequence[PoolVerdict], state: ObservedState
+    xr_name: str,
+    pools: Sequence[Mapping],
+    verdicts: Sequence[PoolVerdict],
+    state: ObservedState,
+    replicas_current_at: datetime | None,
 ) -> dict:
     gpu_pools = []
     for pool, verdict in zip(pools, verdicts, strict=True):
@@ -463,9 +478,12 @@ def _status(
             entry.update(verdict.observation.to_wire(kinds))
         gpu_pools.append(entry)
     observed_pools = sum(1 for v in verdicts if v.observation is not None)
+    agent: dict = {"present": state.agent_crd_seen}
+    if replicas_current_at is not None:
+        agent[replica_currency.REPLICAS_CURRENT_AT] = format_time(replicas_current_at)
     return {
         "gpuPools": gpu_pools,
-        "agent": {"present": state.agent_crd_seen},
+        "agent": agent,
         "observedPoolCount": observed_pools,
         # The OBSERVED printer column: a column prints a field, it cannot compute one.
         "observedPools": f"{observed_pools}/{len(gpu_pools)}",

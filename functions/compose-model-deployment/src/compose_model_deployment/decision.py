@@ -155,18 +155,36 @@ def _unplanned(
         said=report.kept_as_is(why, kept=len(own), kept_ready=ready, was_ready=reported.was_ready),
         why=why,
         cluster_labels=cluster_labels,
-        requeue_after=requeue.converging(False, dropping_events=reported.dropping_events),
+        # What it waits for (a cluster, a fetched input) shows only in required resources.
+        requeue_after=requeue.after(dropping_events=reported.dropping_events, waiting=True),
         tenancy=tenancy.requirements(namespace) if namespace is not None else (),
     )
 
 
-def _requeue_after(plan: Plan, reported: Reported) -> timedelta:
-    """Soon while a placed replica is not Ready yet, replicas were just removed or healed,
-    or the watch circuit is open (modelplane_common.requeue). A deployment waiting for
-    capacity alone looks again at SETTLED: capacity reaches it only through required
-    resources, and each call reads the fleet."""
-    moving = plan.ready < plan.scheduled or bool(plan.removed) or bool(plan.healed)
-    return requeue.converging(moving, dropping_events=reported.dropping_events)
+def _requeue_after(
+    plan: Plan,
+    missing: Iterable[MissingCluster],
+    spec: DeploymentSpec,
+    reported: Reported,
+    now: datetime,
+) -> timedelta:
+    """When to look again (modelplane_common.requeue): CONVERGING while the watch circuit
+    may drop events; WAITING while a placed replica is not Ready yet, replicas were just
+    removed or healed (their events bring the rest), or a replica waits for capacity,
+    which reaches the deployment only through required resources; settled, at the first
+    failure memory to expire or missing cluster's grace to run out, capped."""
+    waiting = (
+        plan.ready < plan.scheduled or bool(plan.removed) or bool(plan.healed) or plan.missing > 0
+    )
+    deadlines = (
+        *(f.expires_at for f in plan.failed_placements),
+        *(m.since + spec.missing_cluster_grace for m in missing),
+    )
+    return requeue.after(
+        dropping_events=reported.dropping_events,
+        waiting=waiting,
+        deadlines=[requeue.until(d, now) for d in deadlines],
+    )
 
 
 def _cannot_plan(desired: int | None, reason: str, message: str) -> report.NothingPlanned:
@@ -336,7 +354,7 @@ def _decide(this: _Pass, fetched: Fetched, reads_fleet: bool = True) -> Outcome:
         missing=missing,
         notes=notes,
         cluster_labels=labels,
-        requeue_after=_requeue_after(plan, reported),
+        requeue_after=_requeue_after(plan, missing, deployment.spec, reported, this.now),
         tenancy=tenancy.requirements(namespace),
         reads=reads,
     )

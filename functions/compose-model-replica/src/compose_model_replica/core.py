@@ -82,7 +82,7 @@ Invariants
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from datetime import timedelta
 
 from modelplane_common import inputs, orphans, requeue, workload_namespace
@@ -310,7 +310,10 @@ def _pods_source(
         return pods_scheduled.Unobserved(
             f"the agent is not installed on InferenceCluster {cluster}"
         )
-    return _observed_report(observed.get(report))
+    source = _observed_report(observed.get(report))
+    if isinstance(source, pods_scheduled.AgentReport):
+        return replace(source, cluster_current_at=facts.replicas_current_at)
+    return source
 
 
 def _unresolved_source(
@@ -721,14 +724,38 @@ def decide(given: Inputs) -> Outcome:
         ),
         events=warning_events(given, target, pods_verdict, listed, created_verdict),
         ready=ready.condition.status == "True",
-        requeue_after=requeue.soonest(
-            verdict.retry_after,
-            requeue.converging(
-                ready.condition.status != "True"
-                or pods_verdict.condition.status != "True"
-                # Required resources are not watched: only a call shows the template.
-                or bool(held.problems),
-                dropping_events=given.replica.dropping_events,
-            ),
+        requeue_after=requeue.after(
+            dropping_events=given.replica.dropping_events,
+            waiting=ready.condition.status != "True"
+            or pods_verdict.condition.status != "True"
+            # Required resources are not watched: only a call shows the template.
+            or bool(held.problems),
+            deadlines=_deadlines(given, target, composition, verdict, created_verdict),
         ),
+    )
+
+
+def _deadlines(
+    given: Inputs,
+    target: Target,
+    composition: Composition,
+    verdict: AdmissionVerdict,
+    created_verdict: PodsCreatedVerdict,
+) -> tuple[timedelta | None, ...]:
+    """When the replica's answer changes with no event: admission's settle, the agent's
+    report turning stale (its cluster's replicasCurrentAt moves with no event: required
+    resources are not watched), the missing pods' grace running out."""
+    now = given.now
+    max_age = target.cluster.max_age if target.cluster is not None else DEFAULT_MAX_AGE
+    source = composition.source
+    stale_at = (
+        source.turns_stale_at(now, max_age)
+        if isinstance(source, pods_scheduled.AgentReport)
+        else None
+    )
+    grace = given.replica.spec.missing_pods_grace
+    return (
+        verdict.retry_after,
+        requeue.until(stale_at, now),
+        requeue.until(pods_created.grace_expires_at(created_verdict, grace), now),
     )

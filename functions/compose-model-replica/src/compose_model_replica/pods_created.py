@@ -40,7 +40,6 @@ from datetime import datetime, timedelta
 from modelplane_common import inputs
 from modelplane_common.capacity.admission import ADMITTED, Record
 from modelplane_common.composed import ObservedObject
-from modelplane_common.observation import staleness
 from modelplane_common.outcome import Condition
 from modelplane_common.pods_created import CREATED, CREATING, NOT_CREATED, NOT_OBSERVED, TYPE
 from modelplane_common.timeutil import format_duration
@@ -128,7 +127,7 @@ def _fresh_count(evidence: Evidence) -> int | None:
     source = evidence.source
     if not isinstance(source, AgentReport):
         return None
-    if staleness(source.observed_at, evidence.now, evidence.max_age) is not None:
+    if source.staleness(evidence.now, evidence.max_age) is not None:
         return None
     return source.pods
 
@@ -138,6 +137,14 @@ def _missing_since(evidence: Evidence, admitted_at: datetime) -> datetime:
     if previous is not None and admitted_at <= previous <= evidence.now:
         return previous
     return evidence.now
+
+
+def grace_expires_at(verdict: PodsCreatedVerdict, grace: timedelta) -> datetime | None:
+    """When a Creating replica turns NotCreated unless its pods appear (the first instant
+    past the grace); None in any other state."""
+    if verdict.condition.reason != CREATING or verdict.missing_since is None:
+        return None
+    return verdict.missing_since + grace + timedelta(seconds=1)
 
 
 def judge(evidence: Evidence) -> PodsCreatedVerdict:

@@ -32,7 +32,7 @@ from datetime import datetime
 from crossplane.function import resource
 from crossplane.function.proto.v1 import run_function_pb2 as fnv1
 from google.protobuf import struct_pb2
-from modelplane_common import inputs, labels, orphans, requeue
+from modelplane_common import inputs, labels, orphans, replica_currency, requeue
 from modelplane_common.capacity.admission import (
     Queued,
     placement_annotation,
@@ -268,6 +268,7 @@ def _cluster_facts(body: Mapping, fleet: Cluster | None) -> ClusterFacts:
         max_age_problem=max_age_problem,
         provider_config=provider_config if isinstance(provider_config, str) else "",
         agent_present=isinstance(agent, Mapping) and agent.get("present") is True,
+        replicas_current_at=replica_currency.of_cluster(status),
         pod_security=_pod_security(spec.get("workloads")),
         priority_class_names=_tenancy_names(spec, "priorityClassNames"),
         reserved_namespaces=_tenancy_names(spec, "reservedNamespaces"),
