@@ -681,7 +681,7 @@ def orphaned(given: Inputs) -> Outcome:
         conditions=tuple(Condition(t, "False", orphans.ORPHANED, message) for t in types),
         events=(Event("Warning", message),),
         ready=False,
-        requeue_after=requeue.SETTLED,
+        requeue_after=requeue.SETTLED_CAP,
     )
 
 
