@@ -47,6 +47,7 @@ from datetime import datetime, timedelta
 
 from modelplane_common.devices import DRA, DeviceKind, read_device_kinds
 from modelplane_common.inputs import condition_in, problem, whole_number
+from modelplane_common.outcome import capped, listed
 from modelplane_common.timeutil import format_duration, format_time, parse_time
 
 MAX_BUCKETS = 512
@@ -174,13 +175,14 @@ class Blind:
 
 @dataclass(frozen=True, slots=True)
 class Rejected:
-    """The report breaks an invariant; every defect found is listed."""
+    """The report breaks an invariant; every defect found is kept, and the message
+    names the first few (`outcome.listed`): one report may hold thousands."""
 
     defects: tuple[str, ...]
 
     @property
     def message(self) -> str:
-        return "; ".join(self.defects)
+        return listed(self.defects, "; ")
 
 
 ParsedObservation = Observation | NotReported | Blind | Rejected
@@ -193,9 +195,10 @@ def _observing_false(conditions: object) -> str | None:
     condition = condition_in(conditions, "Observing")
     if condition.get("status") != "False":
         return None
-    reason = condition.get("reason") or "NotObserving"
-    detail = condition.get("message") or "the agent cannot observe this pool"
-    return f"{reason}: {detail}"
+    # The agent's words, read from the workload cluster: capped once, here.
+    reason = capped(str(condition.get("reason") or "NotObserving"))
+    detail = capped(str(condition.get("message") or "the agent cannot observe this pool"))
+    return capped(f"{reason}: {detail}")
 
 
 def _observed_at(status: Mapping) -> tuple[datetime | None, list[str]]:

@@ -11,6 +11,7 @@ from compose_model_replica.core import unchanged
 from compose_model_replica.fn import FunctionRunner
 from crossplane.function.proto.v1.run_function_pb2 import READY_FALSE, READY_TRUE
 from modelplane_common import labels, template_digest
+from modelplane_common.outcome import MAX_MESSAGE
 from modelplane_common.timeutil import format_time
 from modelplane_devtools import wire
 from modelplane_devtools.wire import conditions, desired, desired_status, events, request, run
@@ -447,6 +448,22 @@ def test_unschedulable_message_holds_while_the_state_holds():
     )
     assert pods_scheduled(rsp) == ("False", "Unschedulable", held)
     assert ("Warning", f"pods are unschedulable: engine serve: {now_said}") in events(rsp)
+
+
+def test_an_unschedulable_message_of_any_length_is_relayed_capped_and_holds_across_passes():
+    said = "0/4 nodes are available: " + "x" * 300_000
+    scheduler_says = observation(report(1, 0, state="False", reason="Unschedulable", message=said))
+    first = pods_scheduled(call(xr(), scheduler_says))
+    assert first[:2] == ("False", "Unschedulable")
+    assert first[2] == f"engine serve: {said}"[:MAX_MESSAGE]
+    held = {
+        "conditions": [
+            {"type": "PodsScheduled", "status": first[0], "reason": first[1], "message": first[2]}
+        ]
+    }
+    rsp = call(xr(status=held), scheduler_says)
+    assert pods_scheduled(rsp) == first
+    assert max(len(message) for _, message in events(rsp)) <= MAX_MESSAGE
 
 
 @pytest.mark.parametrize(

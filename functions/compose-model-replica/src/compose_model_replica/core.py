@@ -86,7 +86,7 @@ from modelplane_common.capacity.admission import CONDITION as ADMITTED_CONDITION
 from modelplane_common.capacity.admission import OVERCOMMITTED, Queued
 from modelplane_common.capacity.charge_label import reads_pending_only
 from modelplane_common.composed import ObservedObject
-from modelplane_common.outcome import Condition, Event, unchanged
+from modelplane_common.outcome import Condition, Event, capped, unchanged
 from modelplane_common.pods_created import NOT_CREATED
 from modelplane_common.timeutil import format_time
 
@@ -440,7 +440,8 @@ def _remote_not_available(obj: ObservedObject) -> str:
     kind = remote.get("kind") or "workload"
     available = inputs.find_condition(remote, "Available")
     if available.get("status") == "False" and available.get("message"):
-        return f"the {kind} is not Available: {available['message']}"
+        # The workload cluster's words: capped once, here.
+        return capped(f"the {kind} is not Available: {available['message']}")
     return f"waiting for every pod of the {kind} to be available"
 
 
