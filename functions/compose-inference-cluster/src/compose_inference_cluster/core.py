@@ -125,6 +125,14 @@ class PoolVerdict:
     message: str
     # How the scheduler counts the pool whenever this verdict is not Observed.
     fallback: Fallback = Fallback.WHOLE_NODE
+    # A report Rejected for a node-count bound only: published, so that the
+    # scheduler (parsing it again, rejecting it again) caps the fallback by it.
+    ceiling: Observation | None = None
+
+    @property
+    def published(self) -> Observation | None:
+        """What `status.gpuPools` carries beside the declared fields."""
+        return self.observation or self.ceiling
 
 
 @dataclass(frozen=True, slots=True)
@@ -293,8 +301,8 @@ def _verdict(
             return PoolVerdict(name, parsed, "Observed", "observed")
         case NotReported(message) | Blind(message):
             return PoolVerdict(name, None, type(parsed).__name__, message)
-        case Rejected():
-            return PoolVerdict(name, None, "Rejected", parsed.message)
+        case Rejected(ceiling=ceiling):
+            return PoolVerdict(name, None, "Rejected", parsed.message, ceiling=ceiling)
     raise AssertionError(parsed)  # pragma: no cover - the match is exhaustive
 
 
@@ -458,9 +466,9 @@ def _status(
             ),
             "devices": list(pool.get("devices") or []),
         }
-        if verdict.observation is not None:
+        if verdict.published is not None:
             kinds = DeviceKinds.from_declared(pool["devices"])
-            entry.update(verdict.observation.to_wire(kinds))
+            entry.update(verdict.published.to_wire(kinds))
         gpu_pools.append(entry)
     observed_pools = sum(1 for v in verdicts if v.observation is not None)
     return {
@@ -523,14 +531,15 @@ def _verdict_events(
 ) -> list[Event]:
     events = []
     for verdict in verdicts:
-        published = verdict.observation is not None
+        published = verdict.published is not None
         if verdict.reason == "Rejected":
+            capped_by = ", never above the report's free capacity" if verdict.ceiling else ""
             events.append(
                 Event(
                     "Warning",
                     capped(
                         f"pool {verdict.pool}: observation rejected, falling back to "
-                        f"{verdict.fallback} accounting: {verdict.message}"
+                        f"{verdict.fallback} accounting{capped_by}: {verdict.message}"
                     ),
                 )
             )
