@@ -1429,6 +1429,22 @@ def test_a_replica_labelled_for_another_cluster_is_not_judged_and_says_why():
     assert_not_judged(rsp, expected)
 
 
+LONG_CLUSTER = "gpu-east-" + "a" * 244  # 253 characters: an InferenceCluster name may be
+
+
+def test_a_replica_on_a_long_named_cluster_labelled_as_the_scheduler_writes_it_is_judged():
+    replica = xr(cluster=LONG_CLUSTER)
+    replica["metadata"]["labels"][labels.CLUSTER] = labels.label_value(LONG_CLUSTER)
+    long_named = cluster()
+    long_named["metadata"]["name"] = LONG_CLUSTER
+    rsp = call(replica, required={"cluster": [long_named]})
+    assert conditions(rsp)["Admitted"][:2] == ("True", "Admitted")
+    fellows = [s for s in rsp.requirements.resources.values() if s.kind == "ModelReplica"]
+    assert [dict(s.match_labels.labels)[labels.CLUSTER] for s in fellows] == [
+        labels.label_value(LONG_CLUSTER)
+    ]
+
+
 def test_a_replica_labelled_for_another_cluster_keeps_its_running_work():
     rsp = call(with_times(EARLIER, EARLIER, label="west"), RUNNING, {"cluster": [full_cluster()]})
     assert conditions(rsp)["Admitted"][:2] == ("True", "Admitted")
