@@ -1,10 +1,10 @@
 """What a workload cluster reports, through the real `crossplane composition render`.
 
 - Strings a workload cluster writes are bounded (design/robustness.md,
-  "Bounded messages"): 64 pools whose reports list thousands of undeclared
+  "Shared rules"): 64 pools whose reports list thousands of undeclared
   device keys give a CapacityObserved condition and events of at most 1,024
-  characters each (the condition was 2.6 MB here before the rule, 33.8 MB
-  at 512 buckets a pool).
+  characters each (before the rule the function's response was 8.4 MB here,
+  which Crossplane refused at its 4 MiB gRPC limit, failing the reconcile).
 - A report may only lower capacity (design/observation.md, "Valid report"):
   a pool declared at 3 nodes whose agent reports 5 with 1 free is rejected,
   published as a ceiling, and the scheduler places one 8-GPU replica there,

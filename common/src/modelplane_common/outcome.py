@@ -5,7 +5,7 @@ Function SDK, so the agent's image carries neither it nor grpcio nor protobuf
 (`modelplane_common.respond.emit` is the one place that writes them onto a
 RunFunctionResponse).
 
-The one rule for message sizes (design/robustness.md, "Bounded messages")
+The one rule for message sizes (design/robustness.md, "Shared rules")
     - A condition message, an event, a Fatal result and a status reason
       carry at most MAX_MESSAGE characters (`capped`).
     - A string read from a workload cluster (an agent's condition message,
