@@ -808,6 +808,32 @@ def test_workloads_ready(observed, expected):
     assert conditions(call(xr(standalone(requests=())), observed))["WorkloadsReady"] == expected
 
 
+HUGE = "x" * 300_000
+
+
+@pytest.mark.parametrize(
+    "workload",
+    [
+        pytest.param(
+            remote_object("Deployment", synced=False, synced_message=HUGE),
+            id="the provider's Synced message",
+        ),
+        pytest.param(
+            remote_object(
+                "Deployment",
+                {"conditions": [{"type": "Available", "status": "False", "message": HUGE}]},
+            ),
+            id="the workload's Available message",
+        ),
+    ],
+)
+def test_a_workload_clusters_message_of_any_length_reaches_the_replica_capped(workload):
+    rsp = call(xr(standalone(requests=())), {"east/serve/workload": workload})
+    (engine,) = desired_status(rsp)["engines"]
+    assert len(engine["message"]) == MAX_MESSAGE
+    assert len(conditions(rsp)["WorkloadsReady"][2]) <= MAX_MESSAGE
+
+
 AVAILABLE = {"east/serve/workload": remote_object("Deployment", {}, ready=True)}
 
 

@@ -456,8 +456,10 @@ def _engine_readiness(
         return {
             "name": name,
             "ready": False,
-            "message": "cannot apply to the cluster: "
-            + (unsynced[0].synced_message or "the provider reports no reason"),
+            "message": capped(
+                "cannot apply to the cluster: "
+                + (unsynced[0].synced_message or "the provider reports no reason")
+            ),
         }
     workload = next((o for n, o in resources.items() if n.endswith("/workload")), None)
     if workload is None:
