@@ -314,3 +314,29 @@ def test_a_histogram_promising_phantom_nodes_is_rejected_with_every_defect():
         "observedNodes: more than the pool's 8 declared node(s) plus a surge margin of 1 "
         "(got 1000)",
     )
+
+
+CEILINGS = {
+    "beyond the declared nodes plus the margin: the histogram is a ceiling": (
+        report(observedNodes=6),
+        True,
+    ),
+    "a histogram of more nodes than observed: a ceiling": (
+        report(nodesByFreeDevices=[{"free": {"gpu": 8}, "nodes": 5}]),
+        True,
+    ),
+    "a malformed bucket beside the bound: no ceiling": (
+        report(observedNodes=6, nodesByFreeDevices=[{"free": {"gpu": 9}, "nodes": 1}]),
+        False,
+    ),
+    "an unreadable observedAt: no ceiling": (report(observedAt="soon", observedNodes=6), False),
+}
+
+
+@pytest.mark.parametrize(("status", "has_ceiling"), CEILINGS.values(), ids=CEILINGS.keys())
+def test_only_a_well_formed_report_breaking_a_node_count_bound_carries_a_ceiling(
+    status, has_ceiling
+):
+    parsed = parse_observation(status, GPU_AND_NIC, declared=4)
+    assert isinstance(parsed, Rejected)
+    assert (parsed.ceiling is not None) == has_ceiling

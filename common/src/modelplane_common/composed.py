@@ -14,6 +14,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 
 from modelplane_common import inputs
+from modelplane_common.outcome import capped
 
 
 @dataclass(frozen=True, slots=True)
@@ -36,6 +37,7 @@ def observed_object(observed: Mapping) -> ObservedObject:
         body=body,
         ready=inputs.condition_status({"status": status}, "Ready") == "True",
         synced={"True": True, "False": False}.get(str(synced.get("status"))),
-        synced_message=str(synced.get("message") or ""),
+        # The provider relays the workload cluster's API errors: capped once, here.
+        synced_message=capped(str(synced.get("message") or "")),
         remote=remote if isinstance(remote, Mapping) and remote else None,
     )

@@ -1,5 +1,22 @@
 """Label keys and names every modelplane function and the agent agree on."""
 
+import hashlib
+
+# A label value, like a DNS label, has at most 63 characters; object names
+# (an InferenceCluster's, a replica's) may have 253.
+VALUE_MAX = 63
+
+
+def label_value(text: str) -> str:
+    """A label value standing for `text`: itself when it fits, else cut with a digest of
+    the whole (`<prefix>-<6 hex>`, 63 characters). Every writer and every selector of a
+    label that carries a name uses it, so they agree on long names too."""
+    if len(text) <= VALUE_MAX:
+        return text
+    suffix = "-" + hashlib.sha256(text.encode()).hexdigest()[:6]
+    return text[: VALUE_MAX - len(suffix)].rstrip("-.") + suffix
+
+
 GROUP = "modelplane.ai"
 API_VERSION = "modelplane.ai/v1alpha1"
 AGENT_API_VERSION = "agent.modelplane.ai/v1alpha1"
@@ -13,6 +30,8 @@ POOL = "modelplane.ai/pool"
 # are different deployments.
 DEPLOYMENT = "modelplane.ai/deployment"
 DEPLOYMENT_NAMESPACE = "modelplane.ai/deployment-namespace"
+# The cluster's name through `label_value`: InferenceCluster names may be longer than a
+# label value.
 CLUSTER = "modelplane.ai/cluster"
 REPLICA_INDEX = "modelplane.ai/replica-index"
 # On every ModelReplica a deployment composes: whether a reader of the fleet must

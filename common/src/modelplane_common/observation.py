@@ -34,8 +34,12 @@ Invariants of an accepted observation
     - `observedAt` is an RFC 3339 time with a zone.
 
 Anything else is rejected whole: a histogram that is partly wrong cannot be
-trusted in the parts that look right, so the pool falls back to whole-node
-accounting and the defect is reported.
+trusted in the parts that look right, so the pool falls back to its fallback
+accounting and the defect is reported. One exception keeps the fallback
+honest: a well-formed report that breaks only a node-count bound carries its
+histogram as a `Rejected.ceiling`. It is not believed as the pool's
+capacity, but a report may only lower capacity: the fallback never counts
+more free than that histogram shows (capacity/pools.py).
 """
 
 from __future__ import annotations
@@ -47,6 +51,7 @@ from datetime import datetime, timedelta
 
 from modelplane_common.devices import DRA, DeviceKind, read_device_kinds
 from modelplane_common.inputs import condition_in, problem, whole_number
+from modelplane_common.outcome import capped, listed
 from modelplane_common.timeutil import format_duration, format_time, parse_time
 
 MAX_BUCKETS = 512
@@ -174,13 +179,23 @@ class Blind:
 
 @dataclass(frozen=True, slots=True)
 class Rejected:
-    """The report breaks an invariant; every defect found is listed."""
+    """The report breaks an invariant; every defect found is kept, and the message
+    names the first few (`outcome.listed`): one report may hold thousands.
+
+    `ceiling` is set when the report is well-formed and breaks only a node-count
+    bound (more nodes than the pool declares plus the surge margin, or a
+    histogram of more nodes than `observedNodes`): its histogram is not
+    believed as the pool's capacity, but it still says truthfully how much is
+    free AT MOST, so the pool's fallback never promises more than it shows
+    ("a report may only lower capacity", capacity/pools.py).
+    """
 
     defects: tuple[str, ...]
+    ceiling: Observation | None = None
 
     @property
     def message(self) -> str:
-        return "; ".join(self.defects)
+        return listed(self.defects, "; ")
 
 
 ParsedObservation = Observation | NotReported | Blind | Rejected
@@ -193,9 +208,10 @@ def _observing_false(conditions: object) -> str | None:
     condition = condition_in(conditions, "Observing")
     if condition.get("status") != "False":
         return None
-    reason = condition.get("reason") or "NotObserving"
-    detail = condition.get("message") or "the agent cannot observe this pool"
-    return f"{reason}: {detail}"
+    # The agent's words, read from the workload cluster: capped once, here.
+    reason = capped(str(condition.get("reason") or "NotObserving"))
+    detail = capped(str(condition.get("message") or "the agent cannot observe this pool"))
+    return capped(f"{reason}: {detail}")
 
 
 def _observed_at(status: Mapping) -> tuple[datetime | None, list[str]]:
@@ -309,7 +325,8 @@ def parse_observation(
     observed_at, defects = _observed_at(status)
     observed_nodes, nodes_defects = _observed_nodes(status)
     raw_buckets, bucket_defects = _raw_buckets(status, max_buckets)
-    defects += nodes_defects + _beyond_declared(observed_nodes, declared) + bucket_defects
+    beyond = _beyond_declared(observed_nodes, declared)
+    defects += nodes_defects + beyond + bucket_defects
     index_of = {name: i for i, name in enumerate(kinds.names)}
     counts: list[tuple[FreeVector, int]] = []
     for position, raw in enumerate(raw_buckets):
@@ -319,18 +336,28 @@ def parse_observation(
             counts.append(bucket)
 
     histogram = Histogram.of(counts)
-    if observed_nodes is not None and histogram.nodes > observed_nodes:
-        defects.append(
-            problem(
-                "nodesByFreeDevices",
-                f"counts more nodes than the {observed_nodes} observed",
-                histogram.nodes,
-            )
-        )
-    if defects:
+    overcounted = _overcounted(histogram, observed_nodes)
+    bounds = beyond + overcounted
+    defects += overcounted
+    if observed_at is None or observed_nodes is None:
         return Rejected(tuple(defects))
-    assert observed_at is not None and observed_nodes is not None
-    return Observation(observed_at, observed_nodes, histogram)
+    observation = Observation(observed_at, observed_nodes, histogram)
+    if not defects:
+        return observation
+    well_formed = len(defects) == len(bounds)
+    return Rejected(tuple(defects), ceiling=observation if well_formed else None)
+
+
+def _overcounted(histogram: Histogram, observed_nodes: int | None) -> list[str]:
+    if observed_nodes is None or histogram.nodes <= observed_nodes:
+        return []
+    return [
+        problem(
+            "nodesByFreeDevices",
+            f"counts more nodes than the {observed_nodes} observed",
+            histogram.nodes,
+        )
+    ]
 
 
 def declared_nodes(node_count: int, max_node_count: int | None) -> int:

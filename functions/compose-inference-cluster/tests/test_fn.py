@@ -341,10 +341,6 @@ MALFORMED = {
         {"free": {"tpu": 1}, "nodes": 1},
         'nodesByFreeDevices[0].free: names an undeclared device kind (got "tpu")',
     ),
-    "more nodes than observedNodes": (
-        {"free": {"gpu": 1}, "nodes": 9},
-        "nodesByFreeDevices: counts more nodes than the 4 observed (got 9)",
-    ),
 }
 
 
@@ -490,24 +486,45 @@ def test_a_rejected_report_warns_with_the_pools_fallback():
     ), warnings
 
 
-def test_a_report_of_more_nodes_than_the_pool_declares_is_rejected_naming_the_count():
+BOUND_BREAKING = {
     # h100 declares nodeCount 4, maxNodeCount 6: 7 nodes is within the surge margin, 8 is not.
-    forged = {
-        **H100_REPORT,
-        "observedNodes": 8,
-        "nodesByFreeDevices": [{"free": {"gpu": 8}, "nodes": 8}],
-    }
-    rsp = render(xr(), {**OBSERVED_ALL, "pool-h100": pool_object(forged)})
+    "more nodes than the pool declares plus the surge margin": (
+        {"observedNodes": 8, "nodesByFreeDevices": [{"free": {"gpu": 8}, "nodes": 1}]},
+        "observedNodes: more than the pool's 6 declared node(s) plus a surge margin of 1 (got 8)",
+    ),
+    "a histogram of more nodes than observedNodes": (
+        {"nodesByFreeDevices": [{"free": {"gpu": 1}, "nodes": 9}]},
+        "nodesByFreeDevices: counts more nodes than the 4 observed (got 9)",
+    ),
+}
+
+
+@pytest.mark.parametrize(
+    ("change", "defect"),
+    BOUND_BREAKING.values(),
+    ids=[f"{k}: rejected, yet published as the pool's ceiling" for k in BOUND_BREAKING],
+)
+def test_a_report_breaking_only_a_node_count_bound_is_rejected_and_published_as_a_ceiling(
+    change, defect
+):
+    # The scheduler parses the published copy, rejects it again and never counts the
+    # pool above it (a report may only lower capacity: capacity/pools.py, rule 3).
+    report = {**H100_REPORT, **change}
+    rsp = render(xr(), {**OBSERVED_ALL, "pool-h100": pool_object(report)})
     warnings = [m for severity, m in events(rsp) if severity == "Warning"]
     assert any(
-        m.startswith("pool h100: observation rejected")
-        and "observedNodes: more than the pool's 6 declared node(s) plus a surge margin of 1 "
-        "(got 8)"
-        in m
+        m.startswith(
+            "pool h100: observation rejected, falling back to WholeNode accounting, "
+            "never above the report's free capacity: "
+        )
+        and defect in m
         for m in warnings
     ), warnings
-    published = {p["name"]: p for p in desired_status(rsp)["gpuPools"]}
-    assert "nodesByFreeDevices" not in published["h100"]
+    h100 = pools(rsp)["h100"]
+    assert h100["nodesByFreeDevices"] == report["nodesByFreeDevices"]
+    assert h100["observedNodes"] == report["observedNodes"]
+    assert desired_status(rsp)["observedPools"] == "1/2"  # not counted as observed
+    assert "h100 (" in conditions(rsp)["CapacityObserved"][2]
 
 
 def test_switching_to_declared_removes_the_observation_objects():

@@ -19,6 +19,15 @@ def cluster(name, nodes=4, **fields):
     return t.cluster(name, [t.pool("p", nodes)], **fields)
 
 
+def named(*namespaces):
+    """The access selector design/tenancy.md recommends: the API server's own name label."""
+    return {
+        "matchExpressions": [
+            {"key": "kubernetes.io/metadata.name", "operator": "In", "values": list(namespaces)}
+        ]
+    }
+
+
 def replica(index, cluster_name, gpus=8, name="llm", namespace="team-a", **fields):
     return t.model_replica(
         f"{name}-{index}",
@@ -69,6 +78,12 @@ def clusters_of(plan):
         ),
         pytest.param(
             {"a": TEAM_B_ONLY, "b": TEAM_B_ONLY}, TEAM_A, [], id="no cluster admits: nothing placed"
+        ),
+        pytest.param(
+            {"a": named("team-a"), "b": named("team-b")},
+            {"kubernetes.io/metadata.name": "team-a", "team": "b"},
+            ["a", "a"],
+            id="the secure default: a selector on the name label ignores labels a tenant set",
         ),
     ],
 )

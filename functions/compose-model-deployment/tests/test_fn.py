@@ -211,6 +211,28 @@ def test_a_pending_replica_and_its_whole_cluster_set_are_charged_once():
     assert xr_status(rsp)["replicas"]["scheduled"] == 1
 
 
+LONG_CLUSTER = "gpu-east-" + "a" * 244  # 253 characters: an InferenceCluster name may be
+
+
+def test_a_replica_on_a_cluster_with_a_long_name_gets_a_valid_cluster_label():
+    observed = t.cluster(LONG_CLUSTER, [t.pool("p", 1, histogram=[(FULL, 1)])])
+    rsp = run(t.request(t.deployment(replicas=1), [observed], []))
+    replica = desired(rsp)["replica-0"]
+    assert replica["spec"]["clusterName"] == LONG_CLUSTER
+    value = replica["metadata"]["labels"][labels.CLUSTER]
+    assert value == labels.label_value(LONG_CLUSTER)
+    assert len(value) == labels.VALUE_MAX
+
+
+def test_the_replicas_of_a_long_named_cluster_are_read_by_the_label_they_are_written_with():
+    declared = t.cluster(LONG_CLUSTER, [t.pool("p", 1)], mode="Declared")
+    tenant = {"namespace": [t.namespace("team-a")], "resource-quotas": []}
+    required = {fn.CLUSTERS: [declared], fn.PENDING_REPLICAS: [], **tenant}
+    rsp = run(wire.request(t.deployment(replicas=1), {}, required))
+    selectors = [m for _, m in replica_requirements(rsp).values() if labels.CLUSTER in m]
+    assert selectors == [{labels.CLUSTER: labels.label_value(LONG_CLUSTER)}]
+
+
 def test_a_composed_replica_carries_identity_pools_and_device_classes():
     xr = t.deployment(
         replicas=1,

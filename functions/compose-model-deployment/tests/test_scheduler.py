@@ -130,10 +130,11 @@ CAPACITY = [
         placed=1,
     ),
     CapacityCase(
-        spec="a report beyond the surge margin is rejected: the pool is counted by whole nodes",
+        spec="a report beyond the surge margin is rejected, and whole nodes are capped at "
+        "the 1 it shows free (a report may only lower capacity)",
         xr=t.deployment(replicas=3, engines=[t.standalone(gpus=8)]),
         clusters=[one_pool(1, [(FULL, 1)], max_nodes=3, observed_nodes=5)],
-        placed=3,
+        placed=1,
     ),
     CapacityCase(
         spec="a booting node is neither free nor growable",

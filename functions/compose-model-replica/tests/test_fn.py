@@ -11,6 +11,7 @@ from compose_model_replica.core import unchanged
 from compose_model_replica.fn import FunctionRunner
 from crossplane.function.proto.v1.run_function_pb2 import READY_FALSE, READY_TRUE
 from modelplane_common import labels, template_digest
+from modelplane_common.outcome import MAX_MESSAGE
 from modelplane_common.pods_created import released
 from modelplane_common.timeutil import format_time
 from modelplane_devtools import wire
@@ -515,6 +516,22 @@ def test_unschedulable_message_holds_while_the_state_holds():
     assert ("Warning", f"pods are unschedulable: engine serve: {now_said}") in events(rsp)
 
 
+def test_an_unschedulable_message_of_any_length_is_relayed_capped_and_holds_across_passes():
+    said = "0/4 nodes are available: " + "x" * 300_000
+    scheduler_says = observation(report(1, 0, state="False", reason="Unschedulable", message=said))
+    first = pods_scheduled(call(xr(), scheduler_says))
+    assert first[:2] == ("False", "Unschedulable")
+    assert first[2] == f"engine serve: {said}"[:MAX_MESSAGE]
+    held = {
+        "conditions": [
+            {"type": "PodsScheduled", "status": first[0], "reason": first[1], "message": first[2]}
+        ]
+    }
+    rsp = call(xr(status=held), scheduler_says)
+    assert pods_scheduled(rsp) == first
+    assert max(len(message) for _, message in events(rsp)) <= MAX_MESSAGE
+
+
 @pytest.mark.parametrize(
     ("status_a", "status_b"),
     [
@@ -855,6 +872,32 @@ def test_desired_ready_follows_the_observed_objects_ready_condition():
 )
 def test_workloads_ready(observed, expected):
     assert conditions(call(xr(standalone(requests=())), observed))["WorkloadsReady"] == expected
+
+
+HUGE = "x" * 300_000
+
+
+@pytest.mark.parametrize(
+    "workload",
+    [
+        pytest.param(
+            remote_object("Deployment", synced=False, synced_message=HUGE),
+            id="the provider's Synced message",
+        ),
+        pytest.param(
+            remote_object(
+                "Deployment",
+                {"conditions": [{"type": "Available", "status": "False", "message": HUGE}]},
+            ),
+            id="the workload's Available message",
+        ),
+    ],
+)
+def test_a_workload_clusters_message_of_any_length_reaches_the_replica_capped(workload):
+    rsp = call(xr(standalone(requests=())), {"east/serve/workload": workload})
+    (engine,) = desired_status(rsp)["engines"]
+    assert len(engine["message"]) == MAX_MESSAGE
+    assert len(conditions(rsp)["WorkloadsReady"][2]) <= MAX_MESSAGE
 
 
 AVAILABLE = {"east/serve/workload": remote_object("Deployment", {}, ready=True)}
@@ -1576,6 +1619,22 @@ def test_a_replica_labelled_for_another_cluster_is_not_judged_and_says_why():
         'the cluster whose queue it is judged in (got "west")'
     )
     assert_not_judged(rsp, expected)
+
+
+LONG_CLUSTER = "gpu-east-" + "a" * 244  # 253 characters: an InferenceCluster name may be
+
+
+def test_a_replica_on_a_long_named_cluster_labelled_as_the_scheduler_writes_it_is_judged():
+    replica = xr(cluster=LONG_CLUSTER)
+    replica["metadata"]["labels"][labels.CLUSTER] = labels.label_value(LONG_CLUSTER)
+    long_named = cluster()
+    long_named["metadata"]["name"] = LONG_CLUSTER
+    rsp = call(replica, required={"cluster": [long_named]})
+    assert conditions(rsp)["Admitted"][:2] == ("True", "Admitted")
+    fellows = [s for s in rsp.requirements.resources.values() if s.kind == "ModelReplica"]
+    assert [dict(s.match_labels.labels)[labels.CLUSTER] for s in fellows] == [
+        labels.label_value(LONG_CLUSTER)
+    ]
 
 
 def test_a_replica_labelled_for_another_cluster_keeps_its_running_work():

@@ -17,6 +17,16 @@ Rules (design/api.md section 6)
        DeviceCount  `nodes` x the declared devices per node, one total per
                     kind; every pod takes the devices it claims
                     (devicecount.py says what fits and what it cannot see).
+    3. A report may only lower capacity. A fresh report rejected for a
+       node-count bound alone (`Rejected.ceiling`) is not believed as the
+       pool's capacity, yet it shows truthfully how much is free at most,
+       other tenants' and non-modelplane workloads included, which no
+       fallback can see. So the fallback starts from no more than it shows:
+       WholeNode    at most the report's wholly free nodes;
+       DeviceCount  at most the report's free devices, per kind.
+       Every pinned replica is then charged as rule 2 says, so a replica the
+       report already counts is subtracted twice: under-promising while the
+       report is rejected, never a double booking.
 
 Deliberate choices
     - A booting node (counted in observedNodes but not yet schedulable)
@@ -55,7 +65,7 @@ from modelplane_common.capacity.fleet import (
     ResolvedRequest,
 )
 from modelplane_common.devices import DRA
-from modelplane_common.observation import Observation, growable_nodes
+from modelplane_common.observation import Histogram, Observation, Rejected, growable_nodes
 
 
 @dataclass(frozen=True, slots=True)
@@ -65,6 +75,9 @@ class Basis:
     observed_at: datetime | None  # set only when a fresh observation is used
     reason: str = ""  # why the pool falls back, when it does
     fallback: Fallback = Fallback.WHOLE_NODE  # how it is counted when it does
+    # Rule 3: the free capacity a fresh, rejected report shows, which the fallback
+    # never exceeds; None when there is no such report.
+    ceiling: Histogram | None = None
 
     @property
     def observed(self) -> bool:
@@ -82,6 +95,10 @@ def basis_of(pool: Pool, cluster: Cluster, now: datetime) -> Basis:
         why = "the cluster declares its capacity (observation mode Declared)"
     elif pool.distrust:
         why = pool.distrust
+    elif isinstance(observation, Rejected):
+        return Basis(
+            None, observation.message, pool.fallback, _fresh_ceiling(observation, cluster, now)
+        )
     elif not isinstance(observation, Observation):
         why = observation.message
     elif (stale := observation.staleness(now, cluster.max_age)) is not None:
@@ -89,6 +106,14 @@ def basis_of(pool: Pool, cluster: Cluster, now: datetime) -> Basis:
     else:
         return Basis(observation.observed_at)
     return Basis(None, why, pool.fallback)
+
+
+def _fresh_ceiling(rejected: Rejected, cluster: Cluster, now: datetime) -> Histogram | None:
+    """Rule 3's ceiling: a stale report says nothing about what is free now."""
+    ceiling = rejected.ceiling
+    if ceiling is None or not ceiling.is_fresh(now, cluster.max_age):
+        return None
+    return ceiling.histogram
 
 
 def empty_ledger(pool: Pool, cluster: Cluster, now: datetime) -> tuple[PoolLedger, Basis]:
@@ -104,8 +129,25 @@ def empty_ledger(pool: Pool, cluster: Cluster, now: datetime) -> tuple[PoolLedge
             counts[per_node] = counts.get(per_node, 0) + grow
         return Ledger(counts, per_node, whole_node=False), basis
     if basis.fallback is Fallback.DEVICE_COUNT:
-        return DeviceCountLedger(per_node, pool.nodes), basis
-    return Ledger({per_node: pool.nodes}, per_node, whole_node=True), basis
+        declared = tuple(p * pool.nodes for p in per_node)
+        return DeviceCountLedger(
+            per_node, pool.nodes, _at_most_free(declared, basis.ceiling)
+        ), basis
+    empty = pool.nodes
+    if basis.ceiling is not None:
+        empty = min(empty, dict(basis.ceiling.buckets).get(per_node, 0))
+    return Ledger({per_node: empty}, per_node, whole_node=True), basis
+
+
+def _at_most_free(declared: tuple[int, ...], ceiling: Histogram | None) -> tuple[int, ...]:
+    """Rule 3 under DeviceCount: the declared totals, each no more than the report shows."""
+    if ceiling is None:
+        return declared
+    shown = [0] * len(declared)
+    for vector, nodes in ceiling.buckets:
+        for i, free in enumerate(vector):
+            shown[i] += free * nodes
+    return tuple(min(d, s) for d, s in zip(declared, shown, strict=True))
 
 
 def demand_of(pool: Pool, requests: Iterable[ResolvedRequest]) -> Demand | None:

@@ -151,9 +151,10 @@ def read_cluster(obj: Mapping) -> tuple[Cluster, list[str]]:
         observation = None if declared else parse_observation(entry, kinds, declared=nodes)
         distrust = None
         if isinstance(observation, Rejected):
+            capped_by = ", never above the report's free capacity" if observation.ceiling else ""
             notes.append(
                 f"cluster {name} pool {pool_name}: histogram rejected, "
-                f"{fallback} accounting: {observation.message}"
+                f"{fallback} accounting{capped_by}: {observation.message}"
             )
         elif (
             not declared

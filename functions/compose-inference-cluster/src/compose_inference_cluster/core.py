@@ -52,7 +52,7 @@ Invariants
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from datetime import datetime, timedelta
 
@@ -76,7 +76,7 @@ from modelplane_common.observation import (
     declared_nodes,
     parse_observation,
 )
-from modelplane_common.outcome import Condition, Event, capped, unchanged
+from modelplane_common.outcome import Condition, Event, capped, listed, unchanged, within_cap
 from modelplane_common.timeutil import format_time
 
 from compose_inference_cluster import agent_install
@@ -126,6 +126,14 @@ class PoolVerdict:
     message: str
     # How the scheduler counts the pool whenever this verdict is not Observed.
     fallback: Fallback = Fallback.WHOLE_NODE
+    # A report Rejected for a node-count bound only: published, so that the
+    # scheduler (parsing it again, rejecting it again) caps the fallback by it.
+    ceiling: Observation | None = None
+
+    @property
+    def published(self) -> Observation | None:
+        """What `status.gpuPools` carries beside the declared fields."""
+        return self.observation or self.ceiling
 
 
 @dataclass(frozen=True, slots=True)
@@ -294,8 +302,8 @@ def _verdict(
             return PoolVerdict(name, parsed, "Observed", "observed")
         case NotReported(message) | Blind(message):
             return PoolVerdict(name, None, type(parsed).__name__, message)
-        case Rejected():
-            return PoolVerdict(name, None, "Rejected", parsed.message)
+        case Rejected(ceiling=ceiling):
+            return PoolVerdict(name, None, "Rejected", parsed.message, ceiling=ceiling)
     raise AssertionError(parsed)  # pragma: no cover - the match is exhaustive
 
 
@@ -473,9 +481,9 @@ def _status(
             ),
             "devices": list(pool.get("devices") or []),
         }
-        if verdict.observation is not None:
+        if verdict.published is not None:
             kinds = DeviceKinds.from_declared(pool["devices"])
-            entry.update(verdict.observation.to_wire(kinds))
+            entry.update(verdict.published.to_wire(kinds))
         gpu_pools.append(entry)
     observed_pools = sum(1 for v in verdicts if v.observation is not None)
     agent: dict = {"present": state.agent_crd_seen}
@@ -498,18 +506,20 @@ def _max_age_text(observation: object, problem: str | None) -> str:
     return raw if isinstance(raw, str) and problem is None else DEFAULT_MAX_AGE_TEXT
 
 
-def _fallbacks(verdicts: Sequence[PoolVerdict], *, why: bool) -> list[str]:
-    """`<Fallback> fallback: <pools>` once per fallback in use, each pool with its reason."""
+def _fallbacks(
+    verdicts: Sequence[PoolVerdict], detail: Callable[[str], str] | None = None
+) -> list[str]:
+    """`<Fallback> fallback: <pools>` once per fallback in use, the first few pools named
+    (`outcome.listed`); with `detail`, each named pool's reason passed through it."""
     parts = []
     for fallback in Fallback:
         pools = [v for v in verdicts if v.fallback is fallback]
         if pools:
-            listed = (
-                "; ".join(f"{v.pool} ({v.message})" for v in pools)
-                if why
-                else ", ".join(v.pool for v in pools)
+            named = listed(
+                [f"{v.pool} ({detail(v.message)})" if detail else v.pool for v in pools],
+                "; " if detail else ", ",
             )
-            parts.append(f"{fallback} fallback: {listed}")
+            parts.append(f"{fallback} fallback: {named}")
     return parts
 
 
@@ -520,20 +530,18 @@ def _capacity_condition(mode: str, verdicts: tuple[PoolVerdict, ...]) -> Conditi
             "False",
             "Declared",
             "observation.mode is Declared: the scheduler counts every pool by its fallback; "
-            + "; ".join(_fallbacks(verdicts, why=False)),
+            + "; ".join(_fallbacks(verdicts)),
         )
     observed = [v.pool for v in verdicts if v.reason == "Observed"]
     fallback = [v for v in verdicts if v.reason != "Observed"]
     if not fallback:
         return Condition(
-            "CapacityObserved", "True", "AllPoolsObserved", "observed: " + ", ".join(observed)
+            "CapacityObserved", "True", "AllPoolsObserved", "observed: " + listed(observed)
         )
-    parts = []
-    if observed:
-        parts.append("observed: " + ", ".join(observed))
-    parts.extend(_fallbacks(fallback, why=True))
+    head = ["observed: " + listed(observed)] if observed else []
+    message = within_cap(lambda detail: "; ".join([*head, *_fallbacks(fallback, detail)]))
     reason = "NoPoolObserved" if not observed else "SomePoolsUnobserved"
-    return Condition("CapacityObserved", "False", reason, "; ".join(parts))
+    return Condition("CapacityObserved", "False", reason, message)
 
 
 def _verdict_events(
@@ -541,13 +549,16 @@ def _verdict_events(
 ) -> list[Event]:
     events = []
     for verdict in verdicts:
-        published = verdict.observation is not None
+        published = verdict.published is not None
         if verdict.reason == "Rejected":
+            capped_by = ", never above the report's free capacity" if verdict.ceiling else ""
             events.append(
                 Event(
                     "Warning",
-                    f"pool {verdict.pool}: observation rejected, falling back to "
-                    f"{verdict.fallback} accounting: {verdict.message}",
+                    capped(
+                        f"pool {verdict.pool}: observation rejected, falling back to "
+                        f"{verdict.fallback} accounting{capped_by}: {verdict.message}"
+                    ),
                 )
             )
         elif published and verdict.pool not in previously_observed:
@@ -556,8 +567,10 @@ def _verdict_events(
             events.append(
                 Event(
                     "Warning",
-                    f"pool {verdict.pool}: observation withdrawn ({verdict.message}), "
-                    f"falling back to {verdict.fallback} accounting",
+                    capped(
+                        f"pool {verdict.pool}: observation withdrawn ({verdict.message}), "
+                        f"falling back to {verdict.fallback} accounting"
+                    ),
                 )
             )
     return events

@@ -83,7 +83,10 @@ def _require_replicas(rsp: fnv1.RunFunctionResponse, reads: fleet_reads.Reads) -
     _require(rsp, PENDING_REPLICAS, "ModelReplica", {labels.CHARGE: labels.CHARGE_PENDING})
     for cluster in reads.whole:
         _require(
-            rsp, fleet_reads.whole_requirement(cluster), "ModelReplica", {labels.CLUSTER: cluster}
+            rsp,
+            fleet_reads.whole_requirement(cluster),
+            "ModelReplica",
+            {labels.CLUSTER: labels.label_value(cluster)},
         )
     if reads.namespace is not None:
         selector = fnv1.ResourceSelector(

@@ -420,7 +420,7 @@ def read_own_replica(
     expected = {
         labels.DEPLOYMENT: spec.name,
         labels.DEPLOYMENT_NAMESPACE: spec.namespace,
-        labels.CLUSTER: cluster,
+        labels.CLUSTER: labels.label_value(cluster),
         labels.REPLICA_INDEX: str(index),
     }
     annotations = meta.get("annotations")

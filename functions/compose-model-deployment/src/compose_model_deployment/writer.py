@@ -78,7 +78,7 @@ def model_replica(deployment: DeploymentInput, replica: PlannedReplica) -> dict:
                 **deployment.template_labels,
                 labels.DEPLOYMENT: spec.name,
                 labels.DEPLOYMENT_NAMESPACE: spec.namespace,
-                labels.CLUSTER: replica.cluster,
+                labels.CLUSTER: labels.label_value(replica.cluster),
                 labels.REPLICA_INDEX: str(replica.index),
                 labels.CHARGE: labels.CHARGE_COUNTED if replica.counted else labels.CHARGE_PENDING,
             },

@@ -90,7 +90,7 @@ from modelplane_common.capacity.admission import CONDITION as ADMITTED_CONDITION
 from modelplane_common.capacity.admission import OVERCOMMITTED, Queued
 from modelplane_common.capacity.charge_label import reads_pending_only
 from modelplane_common.composed import ObservedObject
-from modelplane_common.outcome import Condition, Event, unchanged
+from modelplane_common.outcome import Condition, Event, capped, unchanged
 from modelplane_common.pods_created import NOT_CREATED
 from modelplane_common.pods_created import TYPE as CREATED
 from modelplane_common.timeutil import format_time
@@ -480,7 +480,8 @@ def _remote_not_available(obj: ObservedObject) -> str:
     kind = remote.get("kind") or "workload"
     available = inputs.find_condition(remote, "Available")
     if available.get("status") == "False" and available.get("message"):
-        return f"the {kind} is not Available: {available['message']}"
+        # The workload cluster's words: capped once, here.
+        return capped(f"the {kind} is not Available: {available['message']}")
     return f"waiting for every pod of the {kind} to be available"
 
 
@@ -495,8 +496,10 @@ def _engine_readiness(
         return {
             "name": name,
             "ready": False,
-            "message": "cannot apply to the cluster: "
-            + (unsynced[0].synced_message or "the provider reports no reason"),
+            "message": capped(
+                "cannot apply to the cluster: "
+                + (unsynced[0].synced_message or "the provider reports no reason")
+            ),
         }
     workload = next((o for n, o in resources.items() if n.endswith("/workload")), None)
     if workload is None:

@@ -55,7 +55,10 @@ def _require(rsp: fnv1.RunFunctionResponse, wanted: core.Requirements) -> None:
             PENDING_REPLICAS_REQUIREMENT,
             labels.API_VERSION,
             labels.MODEL_REPLICA_KIND,
-            match_labels={labels.CLUSTER: wanted.replicas_of, labels.CHARGE: labels.CHARGE_PENDING},
+            match_labels={
+                labels.CLUSTER: labels.label_value(wanted.replicas_of),
+                labels.CHARGE: labels.CHARGE_PENDING,
+            },
         )
     elif wanted.replicas_of:
         response.require_resources(
@@ -63,7 +66,7 @@ def _require(rsp: fnv1.RunFunctionResponse, wanted: core.Requirements) -> None:
             REPLICAS_REQUIREMENT,
             labels.API_VERSION,
             labels.MODEL_REPLICA_KIND,
-            match_labels={labels.CLUSTER: wanted.replicas_of},
+            match_labels={labels.CLUSTER: labels.label_value(wanted.replicas_of)},
         )
     if wanted.deployment:
         response.require_resources(

@@ -50,7 +50,7 @@ from dataclasses import dataclass
 from datetime import datetime, timedelta
 
 from modelplane_common.inputs import condition_in, find_condition, problem, whole_number
-from modelplane_common.outcome import Condition
+from modelplane_common.outcome import Condition, capped
 from modelplane_common.replica_currency import report_staleness, turns_stale_at
 from modelplane_common.timeutil import format_time, parse_time, parse_time_or_none
 
@@ -190,8 +190,9 @@ def parse_report(status: object) -> Source:
         pods=pods,
         scheduled_pods=scheduled_pods,
         scheduled=str(state),
-        reason=str(scheduled.get("reason") or ""),
-        message=str(scheduled.get("message") or ""),
+        # The cluster scheduler's words, relayed by the agent: capped once, here.
+        reason=capped(str(scheduled.get("reason") or "")),
+        message=capped(str(scheduled.get("message") or "")),
         since=since,
     )
 
@@ -239,7 +240,7 @@ def _unschedulable_message(
     """(condition message, what the scheduler says now)."""
     said = report.message or "the cluster scheduler reported a pod unschedulable"
     engine = engine_of(said)
-    message = f"engine {engine}: {said}" if engine else said
+    message = capped(f"engine {engine}: {said}" if engine else said)
     same_engine = (
         previous.message.startswith(f"engine {engine}: ")
         if engine
@@ -299,7 +300,9 @@ def judge(
 
     if report.scheduled == "False" and report.reason == UNSCHEDULABLE:
         message, now_said = _unschedulable_message(report, engine_of, previous)
-        return verdict("False", UNSCHEDULABLE, message, f"pods are unschedulable: {now_said}")
+        return verdict(
+            "False", UNSCHEDULABLE, message, capped(f"pods are unschedulable: {now_said}")
+        )
     if expected is None:
         return unknown(
             "the replica's spec is invalid, so how many pods it runs is unknown",

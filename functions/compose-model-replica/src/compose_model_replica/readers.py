@@ -216,7 +216,7 @@ def _cluster_label_problem(metadata: Mapping, cluster: str) -> str | None:
     would be charged by neither cluster's replicas."""
     found = metadata.get("labels")
     label = found.get(labels.CLUSTER) if isinstance(found, Mapping) else None
-    if not cluster or label == cluster:
+    if not cluster or label == labels.label_value(cluster):
         return None  # no clusterName: the spec's own defect says so
     return inputs.problem(
         f'metadata.labels["{labels.CLUSTER}"]',

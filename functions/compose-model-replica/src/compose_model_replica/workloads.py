@@ -47,6 +47,7 @@ import hashlib
 from collections.abc import Mapping
 
 from modelplane_common import labels, pod_template
+from modelplane_common.labels import label_value
 
 from compose_model_replica.spec import LEADER, WORKER, Engine, Member
 
@@ -79,14 +80,6 @@ def bounded_name(*parts: str, limit: int = NAME_MAX) -> str:
     suffix = "-" + _digest(*parts)
     base = "-".join(parts).replace(".", "-")[: limit - len(suffix)].rstrip("-")
     return base + suffix
-
-
-def label_value(text: str) -> str:
-    """A label value standing for `text`: itself when it fits, else bounded with a digest."""
-    if len(text) <= NAME_MAX:
-        return text
-    suffix = "-" + _digest(text)
-    return text[: NAME_MAX - len(suffix)].rstrip("-.") + suffix
 
 
 # Composition resource names. The cluster is part of each, so a replica
