@@ -7,6 +7,7 @@ from datetime import timedelta
 import pytest
 from compose_model_deployment import fn
 from compose_model_deployment.placement import Change
+from compose_model_deployment.placement_time import ACT_WITHIN
 from modelplane_devtools import deployment_builders as t
 from modelplane_devtools.wire import conditions
 from modelplane_devtools.wire import desired_status as xr_status
@@ -158,4 +159,6 @@ def test_an_overcommitted_replica_with_nowhere_else_to_go_returns_once_avoidance
     assert (replica.cluster, replica.change) == ("a", change)
     assert bool(plan.failed_placements) is avoided
     if change is Change.MOVED:
-        assert replica.placed_at == t.NOW  # a new placement: its admission starts over
+        # A new placement, so its admission starts over: dated from the verdict it heals
+        # (decidedAt + ACT_WITHIN, placement_time.py), never from the clock.
+        assert replica.placed_at == t.NOW - timedelta(minutes=31) + ACT_WITHIN
