@@ -62,7 +62,7 @@ Invariants
       same plan (everything is sorted by name, index or key first).
     - A move is dated from the view, never from the clock: a healed, drained
       or re-pooled replica's placed-at and its pools' `expiresAt` follow from
-      the failure's own time (failure_due, move_dues, placement_time.py), so
+      the failure's own time (failure_due, move_dates, placement_time.py), so
       the same view decided again at a later `now` gives the same plan; only
       a first placement is stamped with `now`.
 
@@ -788,7 +788,10 @@ def _staying(
 
 
 def _kept_in_place(
-    own: OwnReplica, engines: tuple[PlacedEngine, ...], due: datetime | None, now: datetime
+    own: OwnReplica,
+    engines: tuple[PlacedEngine, ...],
+    dates: placement_time.MoveDates,
+    now: datetime,
 ) -> PlannedReplica:
     """A replica that stays on its cluster: its stamp kept, or dated from the view when an
     engine moved to another pool there (placement_time.py)."""
@@ -800,9 +803,7 @@ def _kept_in_place(
         cluster=own.cluster,
         engines=engines,
         change=Change.KEPT if same else Change.RESHAPED,
-        placed_at=(
-            placement_time.moved_at(own, due, now) if repooled else placement_time.kept_at(own, now)
-        ),
+        placed_at=(dates.moved_at(own, now) if repooled else placement_time.kept_at(own, now)),
         previous=own,
     )
 
@@ -812,7 +813,7 @@ def _moved(
     why: str,
     found: tuple[Cluster, dict[str, PlacedEngine]] | Diagnosis,
     spec: DeploymentSpec,
-    due: datetime | None,
+    dates: placement_time.MoveDates,
     now: datetime,
 ) -> PlannedReplica:
     """A replica that must move: where it goes (stamped from the view, placement_time.py),
@@ -835,7 +836,7 @@ def _moved(
         cluster=cluster.name,
         engines=tuple(placed[s.name] for s in spec.engines),
         change=Change.MOVED,
-        placed_at=placement_time.moved_at(own, due, now),
+        placed_at=dates.moved_at(own, now),
         previous=own,
         why=why,
     )
@@ -855,10 +856,10 @@ def fill(
     retained: Retained,
     removed: Sequence[OwnReplica],
     filler: _Filler,
-    dues: Mapping[str, datetime | None],
+    dates: placement_time.MoveDates,
 ) -> Filled:
-    """Keep, then re-place, then add: every replica's place for this pass. `dues`: when
-    each existing replica's move would have fallen due (move_dues)."""
+    """Keep, then re-place, then add: every replica's place for this pass; a move is
+    dated by `dates` (move_dates)."""
     spec, now = inputs.deployment, inputs.now
     planned = _held_in_place(inputs, retained)
     replicas_on: Counter[str] = Counter(k.own.cluster for k in retained.kept.values())
@@ -874,7 +875,7 @@ def fill(
             why = f"its pools can no longer hold its shape on cluster {staying.own.cluster}"
             moving.append((staying.own, why))
             continue
-        planned[index] = _kept_in_place(staying.own, engines, dues.get(staying.own.name), now)
+        planned[index] = _kept_in_place(staying.own, engines, dates, now)
 
     # Replicas that must move: anywhere else that fits, or stranded where they are.
     diagnosis: Diagnosis | None = None
@@ -885,7 +886,7 @@ def fill(
             filler.quota.charge(devices_of(own.engines))  # stranded: it still holds them
         else:
             replicas_on[found[0].name] += 1
-        planned[own.index] = _moved(own, why, found, spec, dues.get(own.name), now)
+        planned[own.index] = _moved(own, why, found, spec, dates, now)
 
     # New replicas at the lowest free indices, until the count is reached or nothing fits.
     free = _free_indices(set(planned) | {o.index for o in removed})
@@ -908,25 +909,18 @@ def fill(
     return Filled(planned, diagnosis)
 
 
-def move_dues(inputs: Inputs, healed: Sequence[Healed]) -> dict[str, datetime | None]:
-    """When each existing replica's move fell due, were it to move, as the view dates it:
-    a healed failure by its own time (failure_due); a cluster missing past the grace
-    when it was first seen missing plus the grace; anything else (a NoExecute taint, a
-    pool gone or no longer matching) carries no time, so the newest observation the
-    view holds (placement_time.newest_observation)."""
-    view = placement_time.newest_observation(inputs.clusters)
-    failures = {h.replica: h.due for h in healed}
+def move_dates(inputs: Inputs, healed: Sequence[Healed]) -> placement_time.MoveDates:
+    """What the view dates about each existing replica's move, were it to move: a healed
+    failure by its own time (failure_due); a cluster missing past the grace by when it
+    was first seen missing plus the grace. Anything else (a NoExecute taint, a pool gone
+    or no longer matching) carries no time: placement_time dates it by the view."""
+    dues = {h.replica: h.due for h in healed if h.due is not None}
     grace = inputs.deployment.missing_cluster_grace
-    dues: dict[str, datetime | None] = {}
     for own in inputs.own:
         missing = inputs.missing_since.get(own.cluster)
-        if failures.get(own.name) is not None:
-            dues[own.name] = failures[own.name]
-        elif missing is not None:
+        if own.name not in dues and missing is not None:
             dues[own.name] = missing + grace
-        else:
-            dues[own.name] = view
-    return dues
+    return placement_time.MoveDates(dues, placement_time.newest_observation(inputs.clusters))
 
 
 def wire_form(engines: Sequence[PlacedEngine]) -> tuple[PlacedEngine, ...]:
@@ -967,7 +961,7 @@ def plan(inputs: Inputs, matcher: Matcher) -> Plan:
     filler = _Filler(spec, clusters, ledgers, matching, memory.avoid).with_tenant(
         inputs.tenant, _quota_charged(retained, kept)
     )
-    filled = fill(inputs, clusters, retained, removed, filler, move_dues(inputs, memory.healed))
+    filled = fill(inputs, clusters, retained, removed, filler, move_dates(inputs, memory.healed))
     replicas = tuple(
         with_charge_label(filled.replicas[i], clusters, spec, inputs.now)
         for i in sorted(filled.replicas)

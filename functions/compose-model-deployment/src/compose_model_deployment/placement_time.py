@@ -16,12 +16,13 @@ Model
                 cluster is stamped from the view that moved it, never from
                 the clock:
 
-                    placed-at = max(due + ACT_WITHIN, previous + STEP)
+                    placed-at = max(due + ACT_WITHIN, view, previous + STEP)
 
                 `due` is when the view shows the move fell due (the failure's
                 own time, placement.failure_due; a missing cluster's first
-                sight plus the grace; else the newest observation the view
-                holds), `previous` the placement it replaces.
+                sight plus the grace; for a cause the view does not date, the
+                view), `view` the newest observation the view holds,
+                `previous` the placement it replaces.
     new         a replica placed for the first time is stamped with the
                 pass's `now`: nothing in the view dates it (see
                 design/admission.md for why no input can).
@@ -38,11 +39,19 @@ Invariants
       no earlier than the apply that makes the move visible, and admission's
       settle time still runs from when every peer can see it. A move decided
       later than that (a control plane behind by more) settles for less.
+    - Never older than the view: a replica that could move only long after
+      its failure fell due (stranded until capacity freed up) is stamped no
+      earlier than the newest observation, not at its old failure, so it does
+      not skip the settle time and jump the queue of everyone placed since.
+      A timely move is unaffected (its `due + ACT_WITHIN` is at or after
+      `now`, which no observation passes), so heartbeats between two
+      reconciles of the same failure do not change its stamp.
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass
 from datetime import datetime, timedelta
 
 from modelplane_common import requeue
@@ -76,13 +85,24 @@ def kept_at(own: OwnReplica, now: datetime) -> datetime:
     return own.placed_at or own.created_at or now
 
 
-def moved_at(previous: OwnReplica, due: datetime | None, now: datetime) -> datetime:
-    """The placement time of a replica that moves or is re-pooled (the module's rule).
+@dataclass(frozen=True, slots=True)
+class MoveDates:
+    """What one pass's view dates about the moves it may make."""
 
-    `now` only when the view dates neither the move nor the previous placement."""
-    before = previous.placed_at or previous.created_at
-    times = [
-        *([due + ACT_WITHIN] if due is not None else []),
-        *([before + STEP] if before is not None else []),
-    ]
-    return max(times, default=now)
+    # By replica name: when its move fell due, for the causes the view dates.
+    dues: Mapping[str, datetime]
+    # The newest observation the view holds (newest_observation); None: none.
+    view: datetime | None
+
+    def moved_at(self, previous: OwnReplica, now: datetime) -> datetime:
+        """The placement time of a replica that moves or is re-pooled (the module's rule).
+
+        `now` only when the view dates neither the move nor the previous placement."""
+        due = self.dues.get(previous.name, self.view)
+        before = previous.placed_at or previous.created_at
+        times = [
+            *([due + ACT_WITHIN] if due is not None else []),
+            *([self.view] if self.view is not None else []),
+            *([before + STEP] if before is not None else []),
+        ]
+        return max(times, default=now)
