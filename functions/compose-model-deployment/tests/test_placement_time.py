@@ -136,3 +136,20 @@ def test_a_kept_replica_without_a_placement_time_is_given_its_creation_time():
     xr = t.deployment(replicas=1, engines=[t.standalone(gpus=8)])
     (kept,) = t.schedule(xr, fleet(), own).replicas
     assert (kept.change, kept.placed_at) == (Change.KEPT, at(t.ago(90)))
+
+
+def test_replicas_drained_by_one_taint_share_one_stamp():
+    """One cause, one time, as replicas placed in one pass always had: admission's queue
+    (capacity.admission.queue_order) then orders them by namespace and name."""
+    own = {f"replica-{i}": t.running_replica(i, "b", placed_at=t.ago(60 - i)) for i in range(2)}
+    roomy = [
+        t.cluster("a", [t.pool("p", 2, histogram=[(EMPTY, 2)])]),
+        t.cluster("b", [t.pool("p", 2)], taints=[{"key": "d", "value": "", "effect": "NoExecute"}]),
+    ]
+    xr = t.deployment(replicas=2, engines=[t.standalone(gpus=8)])
+    plan = t.schedule(xr, roomy, own)
+    assert [(r.name, r.cluster, r.change) for r in plan.replicas] == [
+        ("llm-0", "a", Change.MOVED),
+        ("llm-1", "a", Change.MOVED),
+    ]
+    assert plan.replicas[0].placed_at == plan.replicas[1].placed_at == at(t.ago(1)) + TEN
