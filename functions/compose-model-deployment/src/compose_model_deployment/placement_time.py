@@ -30,10 +30,12 @@ Model
 Invariants
     - A function of the view: the same view decided at any `now` after the
       move fell due gives the same stamp, so a repeat applies nothing.
-    - A move is stamped STEP after the placement it replaces: the old verdict
-      binds nothing (it names the old stamp), a stale repeat never queues the
-      replica ahead of where it was, and the failing condition, stamped to
-      the second at or after that placement, reads as the old placement's.
+    - A move is stamped at least STEP after the placement it replaces: the
+      old verdict binds nothing (it names the old stamp), and a stale repeat
+      never queues the replica ahead of where it was. It is stamped at least
+      ACT_WITHIN after the failing condition's transition, so that condition,
+      stamped to the second, reads as the old placement's and moves nothing
+      again.
     - ACT_WITHIN after the move fell due: a converging deployment looks again
       within `requeue.CONVERGING`, so on a healthy control plane the stamp is
       no earlier than the apply that makes the move visible, and admission's
