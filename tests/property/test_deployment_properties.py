@@ -29,6 +29,7 @@ from modelplane_common.capacity.fit import fits
 from modelplane_common.timeutil import format_time
 from modelplane_devtools import deployment_builders as t
 from modelplane_devtools import wire
+from modelplane_devtools.wire import desired
 
 SETTINGS = settings(
     max_examples=200,
@@ -322,8 +323,103 @@ def test_a_plan_is_a_function_of_now(scenario):
     assert t.schedule(xr, clusters, own, others) == t.schedule(xr, clusters, own, others)
     later = t.schedule(xr, clusters, own, others, now=t.NOW + timedelta(seconds=1))
     for r in later.replicas:
-        if r.change.value in ("Placed", "Moved"):
+        # A first placement is stamped with `now`; a move is dated from the view
+        # (test_the_same_view_decided_later_moves_every_replica_the_same).
+        if r.change.value == "Placed":
             assert format_time(r.placed_at) == format_time(t.NOW + timedelta(seconds=1))
+
+
+# --- the same view at another time -----------------------------------------------------------
+
+
+def _overcommitted(body: dict, decided_minutes: float) -> None:
+    """Its cluster refused it for its current placement, `decided_minutes` ago."""
+    placed = body["metadata"]["annotations"]["modelplane.ai/placed-at"]
+    body["status"]["admission"] = {
+        "placedAt": placed,
+        "verdict": "Overcommitted",
+        "decidedAt": t.ago(decided_minutes),
+        "message": "engine e does not fit pool p0",
+    }
+
+
+def _pods_not_created(body: dict, since_minutes: float) -> None:
+    """Its cluster refused its pods past missingPodsGracePeriod, since `since_minutes` ago."""
+    body["status"]["conditions"].append(
+        {
+            "type": "PodsCreated",
+            "status": "False",
+            "reason": "NotCreated",
+            "message": "the workload cluster refused its pods: quota exceeded",
+            "lastTransitionTime": t.ago(since_minutes),
+        }
+    )
+
+
+def _on_a_vanished_pool(body: dict) -> None:
+    for engine in body["spec"]["engines"]:
+        for member in engine["members"]:
+            member["nodePoolName"] = "vanished"
+
+
+@st.composite
+def healing_views(draw):
+    """A deployment whose replicas may have to move for every reason there is: the
+    scenarios' pod states (Unschedulable past the grace among them), a verdict of
+    Overcommitted (old enough that its pools are no longer avoided, or recent), pods
+    not created, a pool gone, a cluster drained NoExecute, deleted ("gone"), or
+    missing past the grace. Every failure fell due at least a minute before NOW, and
+    no time in the view is within a minute of a threshold, so a later `now` up to a
+    minute on sees the same failures, freshness and memories."""
+    xr, clusters, _, own, others = draw(scenarios())
+    if draw(st.booleans()):
+        # Somewhere for a replica that must move to go: an empty, unobserved cluster.
+        devices = [t.device("gpu", 8), t.device("nic", 2)]
+        clusters = [*clusters, t.cluster("spare", [t.pool("p0", 8, devices)])]
+    for body in own.values():
+        cause = draw(st.sampled_from(["as drawn", "overcommitted", "not created", "pool gone"]))
+        if cause == "overcommitted":
+            _overcommitted(body, draw(st.sampled_from([3, 40])))
+        elif cause == "not created":
+            _pods_not_created(body, draw(st.sampled_from([2, 20])))
+        elif cause == "pool gone":
+            _on_a_vanished_pool(body)
+    if draw(st.booleans()):
+        used = sorted({b["spec"]["clusterName"] for b in own.values()} or {"gone"})
+        since = t.ago(draw(st.sampled_from([2, 10])))
+        xr["status"] = {"missingClusters": [{"name": draw(st.sampled_from(used)), "since": since}]}
+    return xr, clusters, own, others
+
+
+def placements(rsp: fnv1.RunFunctionResponse, own: dict) -> dict[str, tuple]:
+    """Each existing replica's desired place: (cluster, pools, placed-at), by resource name."""
+    out = {}
+    for key, body in desired(rsp).items():
+        if key not in own:
+            continue  # a first placement is stamped with `now` (design/admission.md)
+        pools = {m["nodePoolName"] for e in body["spec"]["engines"] for m in e["members"]}
+        placed = body["metadata"].get("annotations", {}).get("modelplane.ai/placed-at")
+        out[key] = (body["spec"]["clusterName"], sorted(pools), placed)
+    return out
+
+
+@SETTINGS
+@given(healing_views(), st.integers(1, 59))
+def test_the_same_view_decided_later_moves_every_replica_the_same(scenario, seconds):
+    """Crossplane reconciles the same (possibly stale) view again: every healed, drained
+    or moved replica gets the same cluster, pools and placed-at, whatever the clock says,
+    so the second apply changes nothing."""
+    xr, clusters, own, others = scenario
+    req = t.request(xr, clusters, others, own)
+    first = fn.run_function(req, t.NOW, t.stand_in_matcher)
+    later = fn.run_function(req, t.NOW + timedelta(seconds=seconds), t.stand_in_matcher)
+    before, after = placements(first, own), placements(later, own)
+    for key, (cluster, _, placed) in before.items():
+        was = own[key]
+        if placed != was["metadata"]["annotations"].get("modelplane.ai/placed-at"):
+            where = "another cluster" if cluster != was["spec"]["clusterName"] else "its cluster"
+            event(f"a replica placed anew on {where}")
+    assert after == before
 
 
 def wire_pods(engines: list[dict]) -> list[int]:

@@ -158,4 +158,7 @@ def test_an_overcommitted_replica_with_nowhere_else_to_go_returns_once_avoidance
     assert (replica.cluster, replica.change) == ("a", change)
     assert bool(plan.failed_placements) is avoided
     if change is Change.MOVED:
-        assert replica.placed_at == t.NOW  # a new placement: its admission starts over
+        # A new placement, so its admission starts over: dated from the view, never from
+        # the clock. Its verdict is 31 minutes old, so it is stamped at the view's newest
+        # observation (a minute ago), not at the verdict (placement_time.py).
+        assert replica.placed_at == t.NOW - timedelta(minutes=1)

@@ -433,7 +433,8 @@ def test_healing_writes_the_failure_memory_and_moves_the_replica():
             "cluster": "b",
             "pool": "p",
             "replica": "llm-0",
-            "expiresAt": "2025-06-01T12:30:00Z",
+            # avoidFor (30m) from when the failure fell due: since (11:50) + the 2m grace.
+            "expiresAt": "2025-06-01T12:22:00Z",
             "reason": "unschedulable since 2025-06-01T11:50:00Z",
         },
     ]

@@ -538,7 +538,8 @@ def test_healing_rules(mine, cluster, healed):
     assert [r.cluster for r in plan.replicas] == [cluster]
     assert bool(plan.healed) is healed
     recorded = [(f.cluster, f.pool, f.expires_at) for f in plan.failed_placements]
-    assert recorded == ([("a", "p", t.NOW + timedelta(minutes=30))] if healed else [])
+    # avoidFor (30m) from when the failure fell due: since (5m ago) + the 2m grace.
+    assert recorded == ([("a", "p", t.NOW + timedelta(minutes=27))] if healed else [])
 
 
 def test_a_healed_replica_that_fits_nowhere_else_stays_and_its_pool_is_still_recorded():

@@ -389,6 +389,7 @@ def _schedule(
             held=absences.held,
             others=read.others,
             tenant=tenant,
+            missing_since={m.name: m.since for m in absences.missing},
         ),
         matcher,
     )

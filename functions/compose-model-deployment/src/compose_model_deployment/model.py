@@ -131,6 +131,7 @@ class OwnReplica:
     scheduled_at: datetime | None = None
     ready: bool = False
     placed_at: datetime | None = None
+    created_at: datetime | None = None  # metadata.creationTimestamp
     # Its admission for the current placement (modelplane_common.capacity.admission):
     # Admitted, Overcommitted, WaitingForAdmission, or None when nothing is said yet.
     admission: str | None = None

@@ -60,6 +60,11 @@ Invariants
       ledger before the next is tried (see modelplane_common.capacity: fit, pools).
     - Identity is (namespace, name); the same input in any order gives the
       same plan (everything is sorted by name, index or key first).
+    - A move is dated from the view, never from the clock: a healed, drained
+      or re-pooled replica's placed-at and its pools' `expiresAt` follow from
+      the failure's own time (failure_due, move_dates, placement_time.py), so
+      the same view decided again at a later `now` gives the same plan; only
+      a first placement is stamped with `now`.
 
 Deliberate limits
     - Greedy across replicas and engines (see modelplane_common.capacity.fit); exact per gang copy.
@@ -104,6 +109,7 @@ from modelplane_common.devices import DeviceKind, DeviceRequest
 from modelplane_common.outcome import capped
 from modelplane_common.pods_created import released
 
+from compose_model_deployment import placement_time
 from compose_model_deployment.model import (
     DeploymentSpec,
     EngineShape,
@@ -171,6 +177,9 @@ class Inputs:
     others: Mapping[str, OthersOnCluster] = field(default_factory=dict)
     # The namespace's labels, quota and the devices its other replicas claim (tenancy.py).
     tenant: Tenant = field(default_factory=Tenant)
+    # Since when each missing cluster has been missing (absence.py): a replica on one
+    # past the grace period moves, and its move fell due at `since` plus the grace.
+    missing_since: Mapping[str, datetime] = field(default_factory=dict)
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -211,6 +220,8 @@ class Healed:
     cluster: str
     pools: tuple[str, ...]
     why: str
+    # When the failure healed fell due, as the replica's status dates it (failure_due).
+    due: datetime | None = None
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -467,21 +478,38 @@ def pods_not_created(own: OwnReplica) -> str | None:
     return f"{PODS_NOT_CREATED}{detail}"
 
 
-def avoided_until(own: OwnReplica, spec: DeploymentSpec, now: datetime) -> datetime:
-    """How long a healed replica's pools are avoided.
+def failure_due(own: OwnReplica, spec: DeploymentSpec) -> datetime | None:
+    """When the failure a healed replica is healed for fell due, as its status dates it;
+    None when the status does not date it.
 
-    Unschedulable: `avoidFor` from now (the pods are still there, pending).
-    Overcommitted: `avoidFor` from the verdict. Its verdict is sticky and no
-    pod of it exists, so a replica left where it was (nothing else fits)
-    stays Overcommitted; counting from now would avoid its pool for as long
-    as it stays, and it could never return there once the pool frees up.
+    Overcommitted: the verdict's `decidedAt`. Pods not created: PodsCreated's
+    `since` (the replica turns NotCreated only once missingPodsGracePeriod is
+    over). Unschedulable: PodsScheduled's `since` plus unschedulableGracePeriod.
+    Never the clock: a pass that heals the same failure again dates it the same
+    (placement_time.py).
     """
     if own.admission == OVERCOMMITTED and own.admission_at is not None:
-        return own.admission_at + spec.avoid_for
+        return own.admission_at
     if pods_not_created(own) is not None and own.pods_created.since is not None:
-        # Like Overcommitted: a stranded replica stays NotCreated, so count from then.
-        return own.pods_created.since + spec.avoid_for
-    return now + spec.avoid_for
+        return own.pods_created.since
+    since = own.pods_scheduled.since
+    if own.pods_scheduled.reason == "Unschedulable" and since is not None:
+        return since + spec.unschedulable_grace
+    return None
+
+
+def avoided_until(own: OwnReplica, spec: DeploymentSpec, now: datetime) -> datetime:
+    """How long a healed replica's pools are avoided: `avoidFor` from when its failure
+    fell due (failure_due), so a pass that heals it again remembers the same expiry.
+
+    Counting from then, not from now, also lets a replica left where it was
+    (nothing else fits) return to its pool: an Overcommitted or NotCreated
+    verdict is sticky and an Unschedulable condition stays, so counting from
+    now would avoid its pool for as long as it stays. `now` only when the
+    status does not date the failure.
+    """
+    due = failure_due(own, spec)
+    return (due if due is not None else now) + spec.avoid_for
 
 
 def remember(inputs: Inputs) -> Memory:
@@ -496,7 +524,15 @@ def remember(inputs: Inputs) -> Memory:
         why = unschedulable_too_long(own, spec, now) or overcommitted(own) or pods_not_created(own)
         if why is None:
             continue
-        healed.append(Healed(replica=own.name, cluster=own.cluster, pools=own.pools, why=why))
+        healed.append(
+            Healed(
+                replica=own.name,
+                cluster=own.cluster,
+                pools=own.pools,
+                why=why,
+                due=failure_due(own, spec),
+            )
+        )
         expires = avoided_until(own, spec, now)
         if expires <= now:
             continue  # moved again, but its pools are no longer avoided
@@ -745,7 +781,7 @@ def _held_in_place(inputs: Inputs, retained: Retained) -> dict[int, PlannedRepli
             cluster=own.cluster,
             engines=own.engines,
             change=Change.HELD,
-            placed_at=own.placed_at or inputs.now,
+            placed_at=placement_time.kept_at(own, inputs.now),
             previous=own,
             why=inputs.held[own.cluster],
         )
@@ -774,8 +810,13 @@ def _staying(
 
 
 def _kept_in_place(
-    own: OwnReplica, engines: tuple[PlacedEngine, ...], now: datetime
+    own: OwnReplica,
+    engines: tuple[PlacedEngine, ...],
+    dates: placement_time.MoveDates,
+    now: datetime,
 ) -> PlannedReplica:
+    """A replica that stays on its cluster: its stamp kept, or dated from the view when an
+    engine moved to another pool there (placement_time.py)."""
     same = wire_form(engines) == wire_form(own.engines)
     repooled = {m.pool for e in engines for m in e.members} != set(own.pools)
     return PlannedReplica(
@@ -784,7 +825,7 @@ def _kept_in_place(
         cluster=own.cluster,
         engines=engines,
         change=Change.KEPT if same else Change.RESHAPED,
-        placed_at=now if repooled or own.placed_at is None else own.placed_at,
+        placed_at=(dates.moved_at(own, now) if repooled else placement_time.kept_at(own, now)),
         previous=own,
     )
 
@@ -794,9 +835,11 @@ def _moved(
     why: str,
     found: tuple[Cluster, dict[str, PlacedEngine]] | Diagnosis,
     spec: DeploymentSpec,
+    dates: placement_time.MoveDates,
     now: datetime,
 ) -> PlannedReplica:
-    """A replica that must move: where it goes, or stranded where it is."""
+    """A replica that must move: where it goes (stamped from the view, placement_time.py),
+    or stranded where it is."""
     if isinstance(found, Diagnosis):
         return PlannedReplica(
             index=own.index,
@@ -804,7 +847,7 @@ def _moved(
             cluster=own.cluster,
             engines=own.engines,
             change=Change.STRANDED,
-            placed_at=own.placed_at or now,
+            placed_at=placement_time.kept_at(own, now),
             previous=own,
             why=why,
         )
@@ -815,7 +858,7 @@ def _moved(
         cluster=cluster.name,
         engines=tuple(placed[s.name] for s in spec.engines),
         change=Change.MOVED,
-        placed_at=now,
+        placed_at=dates.moved_at(own, now),
         previous=own,
         why=why,
     )
@@ -835,8 +878,10 @@ def fill(
     retained: Retained,
     removed: Sequence[OwnReplica],
     filler: _Filler,
+    dates: placement_time.MoveDates,
 ) -> Filled:
-    """Keep, then re-place, then add: every replica's place for this pass."""
+    """Keep, then re-place, then add: every replica's place for this pass; a move is
+    dated by `dates` (move_dates)."""
     spec, now = inputs.deployment, inputs.now
     planned = _held_in_place(inputs, retained)
     replicas_on: Counter[str] = Counter(k.own.cluster for k in retained.kept.values())
@@ -852,7 +897,7 @@ def fill(
             why = f"its pools can no longer hold its shape on cluster {staying.own.cluster}"
             moving.append((staying.own, why))
             continue
-        planned[index] = _kept_in_place(staying.own, engines, now)
+        planned[index] = _kept_in_place(staying.own, engines, dates, now)
 
     # Replicas that must move: anywhere else that fits, or stranded where they are.
     diagnosis: Diagnosis | None = None
@@ -863,7 +908,7 @@ def fill(
             filler.quota.charge(devices_of(own.engines))  # stranded: it still holds them
         else:
             replicas_on[found[0].name] += 1
-        planned[own.index] = _moved(own, why, found, spec, now)
+        planned[own.index] = _moved(own, why, found, spec, dates, now)
 
     # New replicas at the lowest free indices, until the count is reached or nothing fits.
     free = _free_indices(set(planned) | {o.index for o in removed})
@@ -884,6 +929,20 @@ def fill(
             placed_at=now,
         )
     return Filled(planned, diagnosis)
+
+
+def move_dates(inputs: Inputs, healed: Sequence[Healed]) -> placement_time.MoveDates:
+    """What the view dates about each existing replica's move, were it to move: a healed
+    failure by its own time (failure_due); a cluster missing past the grace by when it
+    was first seen missing plus the grace. Anything else (a NoExecute taint, a pool gone
+    or no longer matching) carries no time: placement_time dates it by the view."""
+    dues = {h.replica: h.due for h in healed if h.due is not None}
+    grace = inputs.deployment.missing_cluster_grace
+    for own in inputs.own:
+        missing = inputs.missing_since.get(own.cluster)
+        if own.name not in dues and missing is not None:
+            dues[own.name] = missing + grace
+    return placement_time.MoveDates(dues, placement_time.newest_observation(inputs.clusters))
 
 
 def wire_form(engines: Sequence[PlacedEngine]) -> tuple[PlacedEngine, ...]:
@@ -924,7 +983,7 @@ def plan(inputs: Inputs, matcher: Matcher) -> Plan:
     filler = _Filler(spec, clusters, ledgers, matching, memory.avoid).with_tenant(
         inputs.tenant, _quota_charged(retained, kept)
     )
-    filled = fill(inputs, clusters, retained, removed, filler)
+    filled = fill(inputs, clusters, retained, removed, filler, move_dates(inputs, memory.healed))
     replicas = tuple(
         with_charge_label(filled.replicas[i], clusters, spec, inputs.now)
         for i in sorted(filled.replicas)

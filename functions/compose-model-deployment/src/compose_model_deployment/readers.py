@@ -437,6 +437,7 @@ def read_own_replica(
         placed_at=parse_time_or_none(
             annotations.get(PLACED_AT) if isinstance(annotations, Mapping) else None
         ),
+        created_at=parse_time_or_none(meta.get("creationTimestamp")),
         admission=state,
         admission_message=message,
         admission_at=decided_at,
