@@ -57,7 +57,9 @@ def verdict_of(name, bodies, cluster=None, now=NOW):
         "modelplane.ai/placed-at"
     ]
     return admission.judge(
-        admission.Applicant(mine, placement, previous=None, has_workloads=False),
+        admission.Applicant(
+            mine, placement, previous=None, has_workloads=False, shape=mine.charge.engines
+        ),
         a.fleet_cluster(cluster or one_free_node()),
         queue,
         now,
@@ -340,13 +342,32 @@ def test_judge_inputs(kwargs, expected, message_part):
     assert message_part in verdict.message
 
 
-def test_an_admitted_record_is_written_for_the_placement_with_its_time():
-    verdict = verdict_of("x-0", [a.in_flight("x-0", OLD)])
-    assert verdict.record == Record(t.ago(1), ADMITTED, NOW)
+def test_an_admitted_record_is_written_for_the_placement_with_its_time_and_shape():
+    body = a.in_flight("x-0", OLD)
+    verdict = verdict_of("x-0", [body])
+    shape = a.queued(body).charge.engines
+    assert verdict.record == Record(t.ago(1), ADMITTED, NOW, charged=shape)
     assert verdict.record.to_wire() == {
         "placedAt": t.ago(1),
         "verdict": ADMITTED,
         "decidedAt": "2025-06-01T12:00:00Z",
+        "charged": {
+            "engines": [
+                {
+                    "name": "serve",
+                    "copies": 1,
+                    "members": [
+                        {
+                            "role": "Standalone",
+                            "nodePoolName": "h100",
+                            "deviceRequests": [
+                                {"name": "gpu", "deviceClassName": "gpu.example.com", "count": 8}
+                            ],
+                        }
+                    ],
+                }
+            ]
+        },
     }
 
 

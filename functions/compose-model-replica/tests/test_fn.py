@@ -12,6 +12,7 @@ from compose_model_replica.fn import FunctionRunner
 from crossplane.function.proto.v1.run_function_pb2 import READY_FALSE, READY_TRUE
 from modelplane_common import labels, template_digest
 from modelplane_common.timeutil import format_time
+from modelplane_devtools import admission_builders as a
 from modelplane_devtools import wire
 from modelplane_devtools.wire import conditions, desired, desired_status, events, request, run
 
@@ -1270,11 +1271,11 @@ def test_a_running_replica_is_admitted_whatever_the_queue_says():
     assert "east/serve/workload" in desired(rsp)
 
 
-def test_an_admitted_replica_stays_admitted_for_its_placement():
+def test_a_record_from_before_shapes_were_recorded_stays_admitted_and_records_its_shape():
     record = {"placedAt": EARLIER, "verdict": "Admitted", "decidedAt": EARLIER}
     rsp = call(xr(status={"admission": record}), required={"cluster": [full_cluster()]})
     assert conditions(rsp)["Admitted"][:2] == ("True", "Admitted")
-    assert desired_status(rsp)["admission"] == record
+    assert desired_status(rsp)["admission"] == {**record, "charged": a.charged(standalone())}
     assert "east/serve/workload" in desired(rsp)
 
 
