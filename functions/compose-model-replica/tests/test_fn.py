@@ -1811,3 +1811,55 @@ def test_a_member_with_both_template_and_digest_is_an_invalid_engine():
     status, reason, message = conditions(rsp)["WorkloadsComposed"]
     assert (status, reason) == ("False", "InvalidSpec")
     assert "members[0] (Standalone).templateDigest: is set beside template" in message
+
+
+# --- a verdict binds the shape it charged (design/admission.md) ------------------------------
+
+
+def grown_xr(copies, grown_at=EARLIER):
+    """r0, Admitted for its placement at 1 copy (status.admission.charged), its spec now at
+    `copies`; `grown_at` is when it first saw the growth (None: not yet)."""
+    record = {
+        "placedAt": EARLIER,
+        "verdict": "Admitted",
+        "decidedAt": EARLIER,
+        "charged": a.charged(standalone(copies=1)),
+    }
+    if grown_at is not None:
+        record["grownAt"] = grown_at
+    return xr(standalone(copies=copies), status={"admission": record})
+
+
+@pytest.mark.parametrize(
+    ("replica", "required", "fetched", "warned"),
+    [
+        pytest.param(
+            grown_xr(3),
+            {"cluster": [full_cluster()]},
+            True,
+            True,
+            id="a growth that does not fit is refused and warned",
+        ),
+        pytest.param(grown_xr(3, grown_at=None), None, True, False, id="a growth first seen"),
+        pytest.param(grown_xr(3), None, False, False, id="a growth whose inputs are not fetched"),
+    ],
+)
+def test_a_grown_replica_not_admitted_keeps_its_running_workloads_unchanged(
+    replica, required, fetched, warned
+):
+    rsp = call(replica, RUNNING, required, fetched=fetched)
+    got = desired(rsp)
+    for name, body in RUNNING.items():
+        if name.startswith("east/serve/"):
+            assert got[name] == unchanged({k: v for k, v in body.items() if k != "status"})
+    assert conditions(rsp)["Admitted"][:2] == ("True", "GrowthNotAdmitted")
+    assert desired_status(rsp)["admission"]["charged"] == a.charged(standalone(copies=1))
+    growth_warnings = [m for s, m in events(rsp) if s == "Warning" and "growth" in m]
+    assert bool(growth_warnings) == warned
+
+
+def test_a_grown_replica_admitted_for_its_growth_composes_its_new_shape():
+    rsp = call(grown_xr(3), RUNNING)
+    assert conditions(rsp)["Admitted"][:2] == ("True", "Admitted")
+    assert manifest(rsp, "east/serve/workload")["spec"]["replicas"] == 3
+    assert desired_status(rsp)["admission"]["charged"] == a.charged(standalone(copies=3))

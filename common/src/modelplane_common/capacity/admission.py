@@ -281,9 +281,11 @@ class Queued:
         return self.charge if self.verdict == ADMITTED else None
 
     def claim(self) -> Charge:
-        """What it asks a verdict for: its growth past its held shape, else all of it."""
+        """What it asks a verdict for: its growth past its held shape (no pod of which
+        runs yet, so no histogram contains it), else all of it."""
         if self.held is not None:
-            return replace(self.charge, engines=growth(self.held, self.charge.engines))
+            grown = growth(self.held, self.charge.engines)
+            return replace(self.charge, engines=grown, pods_scheduled=False, scheduled_at=None)
         return self.charge
 
 

@@ -101,6 +101,7 @@ class AdmissionVerdict:
     message: str
     record: Record | None = None  # what status.admission says; None while waiting
     retry_after: timedelta | None = None  # while settling: when to look again
+    refused: bool = False  # a growth judged and found short: a person may have to act
 
     @property
     def status(self) -> str:
@@ -349,6 +350,7 @@ def growth_verdict(
         message=f"admitted at the shape its verdict charged; its growth is not admitted: {why}",
         record=replace(previous, grown_at=previous.grown_at or now),
         retry_after=verdict.retry_after or GROWTH_RETRY,
+        refused=verdict.reason == OVERCOMMITTED,
     )
 
 

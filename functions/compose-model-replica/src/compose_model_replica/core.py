@@ -374,7 +374,10 @@ def problems(
 
 def admission_problem(listed: tuple[Problem, ...], verdict: AdmissionVerdict) -> Problem | None:
     """Not being admitted is itself why nothing is composed, unless another problem
-    already says why; Overcommitted is always said (a person may have to act)."""
+    already says why; Overcommitted is always said (a person may have to act), and so
+    is a growth not admitted (its engines are kept as they run), warned when refused."""
+    if verdict.holding:
+        return Problem(verdict.reason, verdict.message, warn=verdict.refused)
     if verdict.admitted or (verdict.reason != OVERCOMMITTED and listed):
         return None
     return Problem(
