@@ -39,6 +39,36 @@ class InFlightFields(TypedDict, total=False):
     pods_scheduled: bool  # default False
     scheduled_at: str | None  # default unset
     cluster: str  # default CLUSTER
+    # With verdict Admitted: the copies that verdict charged (status.admission.charged),
+    # default none recorded (a record written before shapes were recorded).
+    charged_copies: int
+    grown_at: datetime  # status.admission.grownAt: when a growth past it was seen
+
+
+def charged(*engines: dict) -> dict:
+    """`status.admission.charged` for spec engines, as compose-model-replica writes it: each
+    engine's name and copies, each member's role, pool, worker nodes and device requests
+    (written out here, not by the function's writer, so a test compares two sources)."""
+
+    def member(m: dict) -> dict:
+        wire = {
+            "role": m.get("role", "Standalone"),
+            "nodePoolName": m["nodePoolName"],
+            "deviceRequests": [
+                {"name": r["name"], "deviceClassName": r["deviceClassName"], "count": r["count"]}
+                for r in m.get("deviceRequests", ())
+            ],
+        }
+        if "worker" in m:
+            wire["worker"] = {"nodes": m["worker"]["nodes"]}
+        return wire
+
+    return {
+        "engines": [
+            {"name": e["name"], "copies": e["copies"], "members": [member(m) for m in e["members"]]}
+            for e in engines
+        ]
+    }
 
 
 def in_flight(name: str, placed_at: datetime | str, **fields: Unpack[InFlightFields]) -> dict:
@@ -72,6 +102,11 @@ def in_flight(name: str, placed_at: datetime | str, **fields: Unpack[InFlightFie
     verdict = fields.get("verdict")
     if verdict in (ADMITTED, OVERCOMMITTED):
         body["status"]["admission"] = {"placedAt": placed, "verdict": verdict}
+    record = body["status"].get("admission", {})
+    if "charged_copies" in fields:
+        record["charged"] = charged({**engine, "copies": fields["charged_copies"]})
+    if "grown_at" in fields:
+        record["grownAt"] = format_time(fields["grown_at"])
     return body
 
 

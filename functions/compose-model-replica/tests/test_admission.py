@@ -6,12 +6,15 @@ from datetime import timedelta
 
 import pytest
 from compose_model_replica import admission
+from crossplane.function import resource
 from modelplane_common.capacity.admission import (
     ADMITTED,
     OVERCOMMITTED,
     WAITING,
     Record,
+    record_from_status,
 )
+from modelplane_common.capacity.readers import read_engines
 from modelplane_devtools import admission_builders as a
 from modelplane_devtools import deployment_builders as t
 
@@ -57,7 +60,9 @@ def verdict_of(name, bodies, cluster=None, now=NOW):
         "modelplane.ai/placed-at"
     ]
     return admission.judge(
-        admission.Applicant(mine, placement, previous=None, has_workloads=False),
+        admission.Applicant(
+            mine, placement, previous=None, has_workloads=False, shape=mine.charge.engines
+        ),
         a.fleet_cluster(cluster or one_free_node()),
         queue,
         now,
@@ -340,13 +345,32 @@ def test_judge_inputs(kwargs, expected, message_part):
     assert message_part in verdict.message
 
 
-def test_an_admitted_record_is_written_for_the_placement_with_its_time():
-    verdict = verdict_of("x-0", [a.in_flight("x-0", OLD)])
-    assert verdict.record == Record(t.ago(1), ADMITTED, NOW)
+def test_an_admitted_record_is_written_for_the_placement_with_its_time_and_shape():
+    body = a.in_flight("x-0", OLD)
+    verdict = verdict_of("x-0", [body])
+    shape = a.queued(body).charge.engines
+    assert verdict.record == Record(t.ago(1), ADMITTED, NOW, charged=shape)
     assert verdict.record.to_wire() == {
         "placedAt": t.ago(1),
         "verdict": ADMITTED,
         "decidedAt": "2025-06-01T12:00:00Z",
+        "charged": {
+            "engines": [
+                {
+                    "name": "serve",
+                    "copies": 1,
+                    "members": [
+                        {
+                            "role": "Standalone",
+                            "nodePoolName": "h100",
+                            "deviceRequests": [
+                                {"name": "gpu", "deviceClassName": "gpu.example.com", "count": 8}
+                            ],
+                        }
+                    ],
+                }
+            ]
+        },
     }
 
 
@@ -369,3 +393,106 @@ def _admitted(name, placed_at, pods_created=None):
 def test_a_replica_whose_pods_were_refused_past_the_grace_holds_no_room(pods_created, expected):
     bodies = [_admitted("x-0", OLDER, pods_created), a.in_flight("y-0", OLD)]
     assert verdict_of("y-0", bodies).reason == expected
+
+
+# --- a verdict binds the shape it charged: a growth is judged for what it adds ---------------
+
+
+def judge_growth(me: dict, fellows: list[dict]) -> admission.AdmissionVerdict:
+    """me-0's verdict, its record read as compose-model-replica reads its own status."""
+    mine = a.queued(me)
+    placement = me["metadata"]["annotations"]["modelplane.ai/placed-at"]
+    return admission.judge(
+        admission.Applicant(
+            mine,
+            placement,
+            previous=record_from_status(me["status"]),
+            has_workloads=True,
+            shape=read_engines(resource.dict_to_struct(me["spec"])),
+        ),
+        a.fleet_cluster(one_free_node()),
+        a.queue([me, *fellows]),
+        NOW,
+    )
+
+
+def running(copies: int, charged: int, **fields) -> dict:
+    """me-0: Admitted at `charged` copies of 8 GPUs, running and counted by the histogram
+    (scheduled before the observation), its spec now at `copies`, its growth seen OLD."""
+    return a.in_flight(
+        "me-0",
+        OLDER,
+        copies=copies,
+        verdict=ADMITTED,
+        charged_copies=charged,
+        grown_at=OLD,
+        pods_scheduled=True,
+        scheduled_at=t.ago(5),
+        **fields,
+    )
+
+
+@pytest.mark.parametrize(
+    ("me", "fellows", "expected"),
+    [
+        pytest.param(
+            running(2, 1),
+            [],
+            ADMITTED,
+            id="one more copy on the one free node: only the added copy is placed",
+        ),
+        pytest.param(
+            running(3, 1),
+            [],
+            OVERCOMMITTED,
+            id="two more copies on the one free node do not fit, though it already runs",
+        ),
+        pytest.param(
+            running(2, 1),
+            [a.in_flight("x-0", OLDER - timedelta(minutes=1))],
+            OVERCOMMITTED,
+            id="a replica placed before the growth was seen takes the free node first",
+        ),
+        pytest.param(
+            running(2, 1),
+            [a.in_flight("x-0", NOW - timedelta(seconds=30))],
+            ADMITTED,
+            id="a replica placed after the growth was seen is behind it",
+        ),
+    ],
+)
+def test_a_growth_is_judged_for_what_it_adds_in_its_queue_place(me, fellows, expected):
+    assert judge_growth(me, fellows).reason == expected
+
+
+def grown_fellow(grown_at=None) -> dict:
+    """g-0: Admitted at 1 copy, running and counted by the histogram, now at 2 copies."""
+    fields = {"grown_at": grown_at} if grown_at is not None else {}
+    return a.in_flight(
+        "g-0",
+        OLDER - timedelta(minutes=1),
+        copies=2,
+        verdict=ADMITTED,
+        charged_copies=1,
+        pods_scheduled=True,
+        scheduled_at=t.ago(5),
+        **fields,
+    )
+
+
+@pytest.mark.parametrize(
+    ("fellow", "expected"),
+    [
+        pytest.param(
+            grown_fellow(OLDER), OVERCOMMITTED, id="a fellow's growth seen before I was placed"
+        ),
+        pytest.param(
+            grown_fellow(NOW - timedelta(seconds=30)),
+            ADMITTED,
+            id="a fellow's growth seen after I was placed waits behind me",
+        ),
+        pytest.param(grown_fellow(), ADMITTED, id="a fellow's growth not yet seen is queued last"),
+    ],
+)
+def test_a_fellows_growth_never_jumps_the_queue(fellow, expected):
+    assert verdict_of("x-0", [a.in_flight("x-0", OLD), fellow]).reason == expected

@@ -14,6 +14,7 @@ from modelplane_common import labels, template_digest
 from modelplane_common.outcome import MAX_MESSAGE
 from modelplane_common.pods_created import released
 from modelplane_common.timeutil import format_time
+from modelplane_devtools import admission_builders as a
 from modelplane_devtools import wire
 from modelplane_devtools.wire import conditions, desired, desired_status, events, request, run
 
@@ -1400,11 +1401,11 @@ def test_a_running_replica_is_admitted_whatever_the_queue_says():
     assert "east/serve/workload" in desired(rsp)
 
 
-def test_an_admitted_replica_stays_admitted_for_its_placement():
+def test_a_record_from_before_shapes_were_recorded_stays_admitted_and_records_its_shape():
     record = {"placedAt": EARLIER, "verdict": "Admitted", "decidedAt": EARLIER}
     rsp = call(xr(status={"admission": record}), required={"cluster": [full_cluster()]})
     assert conditions(rsp)["Admitted"][:2] == ("True", "Admitted")
-    assert desired_status(rsp)["admission"] == record
+    assert desired_status(rsp)["admission"] == {**record, "charged": a.charged(standalone())}
     assert "east/serve/workload" in desired(rsp)
 
 
@@ -2126,3 +2127,55 @@ def test_an_orphaned_replica_composes_nothing_and_holds_no_capacity(
     assert released(created_status, created_reason) is orphan
     warned = [text for severity, text in events(rsp) if "no ModelDeployment owns" in text]
     assert len(warned) == (1 if orphan else 0)
+
+
+# --- a verdict binds the shape it charged (design/admission.md) ------------------------------
+
+
+def grown_xr(copies, grown_at=EARLIER):
+    """r0, Admitted for its placement at 1 copy (status.admission.charged), its spec now at
+    `copies`; `grown_at` is when it first saw the growth (None: not yet)."""
+    record = {
+        "placedAt": EARLIER,
+        "verdict": "Admitted",
+        "decidedAt": EARLIER,
+        "charged": a.charged(standalone(copies=1)),
+    }
+    if grown_at is not None:
+        record["grownAt"] = grown_at
+    return xr(standalone(copies=copies), status={"admission": record})
+
+
+@pytest.mark.parametrize(
+    ("replica", "required", "fetched", "warned"),
+    [
+        pytest.param(
+            grown_xr(3),
+            {"cluster": [full_cluster()]},
+            True,
+            True,
+            id="a growth that does not fit is refused and warned",
+        ),
+        pytest.param(grown_xr(3, grown_at=None), None, True, False, id="a growth first seen"),
+        pytest.param(grown_xr(3), None, False, False, id="a growth whose inputs are not fetched"),
+    ],
+)
+def test_a_grown_replica_not_admitted_keeps_its_running_workloads_unchanged(
+    replica, required, fetched, warned
+):
+    rsp = call(replica, RUNNING, required, fetched=fetched)
+    got = desired(rsp)
+    for name, body in RUNNING.items():
+        if name.startswith("east/serve/"):
+            assert got[name] == unchanged({k: v for k, v in body.items() if k != "status"})
+    assert conditions(rsp)["Admitted"][:2] == ("True", "GrowthNotAdmitted")
+    assert desired_status(rsp)["admission"]["charged"] == a.charged(standalone(copies=1))
+    growth_warnings = [m for s, m in events(rsp) if s == "Warning" and "growth" in m]
+    assert bool(growth_warnings) == warned
+
+
+def test_a_grown_replica_admitted_for_its_growth_composes_its_new_shape():
+    rsp = call(grown_xr(3), RUNNING)
+    assert conditions(rsp)["Admitted"][:2] == ("True", "Admitted")
+    assert manifest(rsp, "east/serve/workload")["spec"]["replicas"] == 3
+    assert desired_status(rsp)["admission"]["charged"] == a.charged(standalone(copies=3))

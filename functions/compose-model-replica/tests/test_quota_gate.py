@@ -148,3 +148,153 @@ def test_a_decided_replica_requires_no_quota_input():
     rsp = call(a.in_flight("me-0", OLD, verdict=ADMITTED), [QUOTA_8], [])
     assert QUOTAS_REQUIREMENT not in rsp.requirements.resources
     assert NAMESPACE_REPLICAS_REQUIREMENT not in rsp.requirements.resources
+
+
+# --- a verdict binds the shape it charged (design/admission.md, "A verdict binds its shape") ---
+
+GROWTH_NOT_ADMITTED = "GrowthNotAdmitted"
+QUOTA_16 = t.device_quota({GPU: 16})
+
+
+def grown(copies, charged_copies, **fields):
+    """me-0, Admitted for its placement at `charged_copies` copies of 8 GPUs, its spec
+    now at `copies`."""
+    return a.in_flight(
+        "me-0", OLDER, copies=copies, verdict=ADMITTED, charged_copies=charged_copies, **fields
+    )
+
+
+@pytest.mark.parametrize(
+    ("me", "quotas", "namespace_replicas", "verdict", "says"),
+    [
+        pytest.param(
+            grown(3, 1, grown_at=OLD),
+            [QUOTA_8],
+            [],
+            GROWTH_NOT_ADMITTED,
+            "QuotaExceeded: namespace team-a quota devices allows 8 gpu.example.com device(s): "
+            "8 used, a replica requests 16",
+            id="a replica grown past its quota keeps its admitted shape and is refused the growth",
+        ),
+        pytest.param(
+            grown(2, 1, grown_at=OLD),
+            [QUOTA_16],
+            [],
+            ADMITTED,
+            "admitted: it fits",
+            id="a growth that fits the quota is admitted",
+        ),
+        pytest.param(
+            grown(2, 1, grown_at=OLD),
+            [QUOTA_16],
+            [a.in_flight("x-0", OLDER - timedelta(minutes=1), cluster="west")],
+            GROWTH_NOT_ADMITTED,
+            "QuotaExceeded",
+            id="a growth is behind a replica placed before the growth was seen",
+        ),
+        pytest.param(
+            grown(2, 1, grown_at=OLD),
+            [QUOTA_16],
+            [a.in_flight("x-0", NOW - timedelta(seconds=30), cluster="west")],
+            ADMITTED,
+            "admitted: it fits",
+            id="a replica placed after the growth was seen is behind it",
+        ),
+        pytest.param(
+            grown(2, 1),
+            [QUOTA_16],
+            [],
+            GROWTH_NOT_ADMITTED,
+            "no placement time",
+            id="a growth first seen is not judged before its queue time is recorded",
+        ),
+        pytest.param(
+            grown(2, 1, grown_at=NOW - timedelta(seconds=3)),
+            [QUOTA_16],
+            [],
+            GROWTH_NOT_ADMITTED,
+            "settling",
+            id="a growth waits the settle time after it was seen",
+        ),
+        pytest.param(
+            grown(2, 1, grown_at=OLD),
+            [QUOTA_16],
+            None,
+            GROWTH_NOT_ADMITTED,
+            "the namespace's ModelReplicas are not fetched yet",
+            id="a growth whose quota inputs are not fetched keeps its admitted shape",
+        ),
+        pytest.param(
+            grown(1, 2),
+            [QUOTA_8],
+            None,
+            ADMITTED,
+            "admitted",
+            id="a shrink keeps its verdict without reading the quota",
+        ),
+    ],
+)
+def test_a_verdict_binds_the_shape_it_charged(me, quotas, namespace_replicas, verdict, says):
+    rsp = call(me, quotas, namespace_replicas)
+    status, reason, message = conditions(rsp)["Admitted"]
+    assert (status, reason) == ("True", verdict)
+    assert says in message
+
+
+def test_a_growth_first_seen_records_when_and_keeps_the_charged_shape():
+    me = grown(2, 1)
+    rsp = call(me, [QUOTA_16], [])
+    record = desired_status(rsp)["admission"]
+    assert record["grownAt"] == "2025-06-01T12:00:00Z"
+    assert record["charged"] == me["status"]["admission"]["charged"]
+    assert record["verdict"] == ADMITTED
+
+
+def test_an_admitted_growth_records_the_new_shape_and_forgets_when_it_grew():
+    me = grown(2, 1, grown_at=OLD)
+    rsp = call(me, [QUOTA_16], [])
+    record = desired_status(rsp)["admission"]
+    assert [e["copies"] for e in record["charged"]["engines"]] == [2]
+    assert "grownAt" not in record
+    assert record["decidedAt"] == "2025-06-01T12:00:00Z"
+
+
+def test_a_shrink_lowers_the_recorded_shape():
+    rsp = call(grown(1, 2), [QUOTA_8], None)
+    assert [e["copies"] for e in desired_status(rsp)["admission"]["charged"]["engines"]] == [1]
+
+
+@pytest.mark.parametrize(
+    ("fellow", "verdict"),
+    [
+        pytest.param(
+            grown(2, 1, grown_at=OLDER, cluster="west"),
+            OVERCOMMITTED,
+            id="a fellow's growth seen before I was placed goes first",
+        ),
+        pytest.param(
+            grown(2, 1, grown_at=NOW - timedelta(seconds=30), cluster="west"),
+            ADMITTED,
+            id="a fellow's growth seen after I was placed waits behind me",
+        ),
+        pytest.param(
+            grown(2, 1, cluster="west"),
+            ADMITTED,
+            id="a fellow's growth not yet seen is queued last",
+        ),
+        pytest.param(
+            grown(3, 2, grown_at=NOW - timedelta(seconds=30), cluster="west"),
+            OVERCOMMITTED,
+            id="a grown fellow is charged at least the shape its verdict charged",
+        ),
+        pytest.param(
+            grown(1, 2, cluster="west"),
+            OVERCOMMITTED,
+            id="a fellow's shrink not yet recorded is charged what its verdict charged",
+        ),
+    ],
+)
+def test_fellows_charge_a_grown_replica_its_held_shape_and_queue_its_growth(fellow, verdict):
+    fellow["metadata"]["name"] = "g-0"
+    me = a.in_flight("x-0", OLD)
+    assert admitted(call(me, [QUOTA_16], [fellow]))[0] == verdict

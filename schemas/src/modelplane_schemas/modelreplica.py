@@ -155,6 +155,48 @@ class Spec(BaseModel):
     ] = None
 
 
+class DeviceRequest1(BaseModel):
+    model_config = ConfigDict(
+        extra="allow",
+    )
+    count: int | None = None
+    deviceClassName: Annotated[str | None, Field(max_length=253)] = None
+    name: Annotated[str | None, Field(max_length=63)] = None
+
+
+class Worker1(BaseModel):
+    model_config = ConfigDict(
+        extra="allow",
+    )
+    nodes: int | None = None
+
+
+class Member1(BaseModel):
+    model_config = ConfigDict(
+        extra="allow",
+    )
+    deviceRequests: Annotated[list[DeviceRequest1] | None, Field(max_length=8)] = None
+    nodePoolName: Annotated[str | None, Field(max_length=63)] = None
+    role: Annotated[str | None, Field(max_length=16)] = None
+    worker: Worker1 | None = None
+
+
+class Engine1(BaseModel):
+    model_config = ConfigDict(
+        extra="allow",
+    )
+    copies: int | None = None
+    members: Annotated[list[Member1] | None, Field(max_length=2)] = None
+    name: Annotated[str | None, Field(max_length=40)] = None
+
+
+class Charged(BaseModel):
+    model_config = ConfigDict(
+        extra="allow",
+    )
+    engines: Annotated[list[Engine1] | None, Field(max_length=8)] = None
+
+
 class Verdict(StrEnum):
     ADMITTED = "Admitted"
     OVERCOMMITTED = "Overcommitted"
@@ -164,10 +206,22 @@ class Admission(BaseModel):
     model_config = ConfigDict(
         extra="allow",
     )
+    charged: Annotated[
+        Charged | None,
+        Field(
+            description="The shape an Admitted verdict charged, in the form of spec.engines reduced to what capacity and quota count. The verdict binds only a spec that claims no more (a replica that grew past it is judged again for its growth)."
+        ),
+    ] = None
     decidedAt: Annotated[
         AwareDatetime | None,
         Field(
             description="When the verdict was reached, on the control plane's clock."
+        ),
+    ] = None
+    grownAt: Annotated[
+        AwareDatetime | None,
+        Field(
+            description="When the replica first saw its spec grow past the charged shape: its place in the queue for the growth. Absent when no growth waits."
         ),
     ] = None
     message: Annotated[
@@ -186,7 +240,7 @@ class Admission(BaseModel):
     verdict: Verdict
 
 
-class Engine1(BaseModel):
+class Engine2(BaseModel):
     model_config = ConfigDict(
         extra="allow",
     )
@@ -225,7 +279,7 @@ class Status(BaseModel):
         ),
     ] = None
     engines: Annotated[
-        list[Engine1] | None, Field(description="Readiness of each engine's workload.")
+        list[Engine2] | None, Field(description="Readiness of each engine's workload.")
     ] = None
     pods: Pods | None = None
     scheduledAt: Annotated[

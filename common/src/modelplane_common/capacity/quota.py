@@ -37,7 +37,7 @@ from collections import Counter
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 
-from modelplane_common.capacity.admission import ADMITTED, Queued, queue_order
+from modelplane_common.capacity.admission import Queued, queue_order
 from modelplane_common.capacity.fleet import PlacedEngine
 from modelplane_common.cel.errors import CelValueError
 from modelplane_common.cel.quantity import Quantity
@@ -161,23 +161,44 @@ class QuotaLedger:
         self.used.subtract(requested)
 
 
+def claimed_devices(queued: Queued) -> Counter[str]:
+    """What a queued replica asks a verdict for, per DeviceClass: all of it; while its
+    growth is judged, only what its spec claims beyond the shape its verdict charged
+    (the quota counts devices, not where they run)."""
+    wanted = devices_of(queued.charge.engines)
+    if queued.held is not None:
+        wanted.subtract(devices_of(queued.held))
+    return Counter({c: n for c, n in wanted.items() if n > 0})
+
+
+def held_devices(queued: Queued) -> Counter[str]:
+    """What a queued replica holds by a verdict, per DeviceClass (`Queued.admitted_charge`)."""
+    held = queued.admitted_charge()
+    return devices_of(held.engines) if held is not None else Counter()
+
+
 def replay(
     mine: Queued, namespace_replicas: Sequence[Queued], quota: DeviceQuota
 ) -> QuotaShortfall | None:
     """Admission's quota check: None when `mine` fits under the quota behind the
-    namespace's Admitted replicas and its in-flight ones placed before it."""
+    namespace's Admitted replicas and its in-flight ones placed before it.
+
+    A replica whose spec grew past its verdict holds what that verdict charged
+    and claims its growth in flight, at its growth's queue time; `mine`'s own
+    held shape is charged before its growth is judged."""
     if not quota.limited:
         return None
     others = [q for q in namespace_replicas if q.key != mine.key]
     ledger = QuotaLedger(quota)
     for queued in others:
-        if queued.verdict == ADMITTED:
-            ledger.charge(devices_of(queued.charge.engines))
+        ledger.charge(held_devices(queued))
+    if mine.held is not None:
+        ledger.charge(devices_of(mine.held))
     me = queue_order(mine)
     for queued in sorted(others, key=queue_order):
-        if queued.verdict is not None or queue_order(queued) >= me:
+        if not queued.in_flight or queue_order(queued) >= me:
             continue
-        wanted = devices_of(queued.charge.engines)
+        wanted = claimed_devices(queued)
         if ledger.shortfall(wanted) is None:
             ledger.charge(wanted)
-    return ledger.shortfall(devices_of(mine.charge.engines))
+    return ledger.shortfall(claimed_devices(mine))

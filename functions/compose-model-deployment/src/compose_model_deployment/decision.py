@@ -58,6 +58,7 @@ from modelplane_common.outcome import capped
 from compose_model_deployment import (
     absence,
     fleet_reads,
+    in_flight,
     placement,
     readers,
     report,
@@ -338,12 +339,16 @@ def _decide(this: _Pass, fetched: Fetched, reads_fleet: bool = True) -> Outcome:
         why = _cannot_plan(deployment.spec.replicas, "InvalidReplica", message)
         return replace(this.unplanned(why), reads=reads)
     tenant = replace(tenant, used=read.others.namespace_claims())
+    bound = in_flight.room(fetched.replicas.pending, namespace)
+    desired = in_flight.desired_now(deployment.spec.replicas, len(read.own), bound)
+    bounded = (bound.why,) if desired < deployment.spec.replicas and bound.why else ()
+    spec = replace(deployment.spec, replicas=desired)
     try:
-        plan, missing = _schedule(deployment.spec, read, tenant, this.now, this.matcher, this.laps)
+        plan, missing = _schedule(spec, read, tenant, this.now, this.matcher, this.laps)
     except InvalidSelector as err:
         why = _cannot_plan(deployment.spec.replicas, "InvalidSelector", str(err))
         return replace(this.unplanned(why), reads=reads)
-    notes = (*deployment.notes, *read.notes, *tenant_notes, *plan.others_notes)
+    notes = (*deployment.notes, *read.notes, *tenant_notes, *bounded, *plan.others_notes)
     return Planned(
         resources=writer.planned_resources(deployment, plan, this.own),
         status=writer.status(plan, missing),

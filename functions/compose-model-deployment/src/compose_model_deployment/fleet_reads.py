@@ -27,7 +27,7 @@ is charged once.
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
 
@@ -62,7 +62,7 @@ class Reads:
 class Replicas:
     """The fleet's ModelReplicas as fetched, as protobuf Structs (read lazily)."""
 
-    pending: Iterable[struct_pb2.Struct] = ()
+    pending: Sequence[struct_pb2.Struct] = ()
     whole: Mapping[str, Iterable[struct_pb2.Struct]] = field(default_factory=dict)
     namespace: Iterable[struct_pb2.Struct] | None = None  # None: not fetched
 

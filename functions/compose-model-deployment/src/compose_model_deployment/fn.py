@@ -133,7 +133,7 @@ def _replicas_fetched(req: fnv1.RunFunctionRequest) -> fleet_reads.Replicas | No
         return None
     namespace = required.get(fleet_reads.NAMESPACE_REPLICAS)
     return fleet_reads.Replicas(
-        pending=(item.resource for item in required[PENDING_REPLICAS].items),
+        pending=[item.resource for item in required[PENDING_REPLICAS].items],
         whole={
             name.removeprefix(fleet_reads.WHOLE_PREFIX): [item.resource for item in found.items]
             for name, found in required.items()

@@ -445,12 +445,14 @@ def read_own_replica(
 
 
 def admission_of(obj: Mapping) -> tuple[str | None, str, datetime | None]:
-    """A replica's admission for its current placement: the recorded verdict if it binds
-    the placement, else WaitingForAdmission if its Admitted condition says so."""
+    """A replica's admission for its current placement: the recorded verdict if it names
+    the placement (a replica whose growth is judged again still holds its Admitted
+    verdict: it runs at the shape that verdict charged), else WaitingForAdmission if its
+    Admitted condition says so."""
     meta = obj.get("metadata")
     meta = meta if isinstance(meta, Mapping) else {}
     record = admission.record_from_status(status_of(obj))
-    if record is not None and record.binds(admission.placement_annotation(meta)):
+    if record is not None and record.names(admission.placement_annotation(meta)):
         return record.verdict, record.message, record.decided_at
     condition = find_condition(obj, admission.CONDITION)
     if condition.get("status") == "False" and condition.get("reason") == admission.WAITING:

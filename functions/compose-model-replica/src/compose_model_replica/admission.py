@@ -40,7 +40,7 @@ admitted replicas.
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from datetime import datetime, timedelta
 
 from modelplane_common.capacity.admission import (
@@ -63,6 +63,11 @@ from modelplane_common.capacity.pools import PoolLedgers, engine_pods, place_eng
 # replicas. design/admission.md, "Settle time".
 SETTLE = timedelta(seconds=10)
 
+# A replica that runs at the shape its verdict charged while its growth is not admitted.
+GROWTH_NOT_ADMITTED = "GrowthNotAdmitted"
+# How soon a growth that did not fit is judged again (its queue place is kept).
+GROWTH_RETRY = timedelta(seconds=60)
+
 
 @dataclass(frozen=True, slots=True)
 class Applicant:
@@ -73,18 +78,40 @@ class Applicant:
     previous: Record | None  # the verdict its status records, if any
     has_workloads: bool  # an engine Object of it already exists
     problem: str | None = None  # why it cannot be judged yet (its spec, its placement time)
+    shape: tuple[PlacedEngine, ...] = ()  # its spec's engines, as capacity and quota count them
+
+    @property
+    def growing(self) -> bool:
+        """Admitted for its placement, but its spec claims more than that verdict charged."""
+        return self.previous is not None and self.previous.grew(self.placement, self.shape)
+
+    @property
+    def decided(self) -> bool:
+        """Whether a verdict needs no replay: the recorded one binds its placement and
+        shape, or its workloads exist and no verdict for this placement says otherwise."""
+        previous = self.previous
+        if previous is not None and previous.binds(self.placement, self.shape):
+            return True
+        return self.has_workloads and not self.growing
 
 
 @dataclass(frozen=True, slots=True)
 class AdmissionVerdict:
-    reason: str  # ADMITTED, WAITING or OVERCOMMITTED
+    reason: str  # ADMITTED, WAITING, OVERCOMMITTED or GROWTH_NOT_ADMITTED
     message: str
     record: Record | None = None  # what status.admission says; None while waiting
     retry_after: timedelta | None = None  # while settling: when to look again
+    refused: bool = False  # a growth judged and found short: a person may have to act
 
     @property
     def status(self) -> str:
-        return "True" if self.reason == ADMITTED else "False"
+        return "True" if self.reason in (ADMITTED, GROWTH_NOT_ADMITTED) else "False"
+
+    @property
+    def holding(self) -> bool:
+        """Admitted at the shape its verdict charged, its growth not: its workloads are
+        kept as they run."""
+        return self.reason == GROWTH_NOT_ADMITTED
 
     @property
     def admitted(self) -> bool:
@@ -116,13 +143,13 @@ def waiting(message: str, retry_after: timedelta | None = None) -> AdmissionVerd
 
 
 def ahead_of(mine: Queued, others: Sequence[Queued]) -> list[Queued]:
-    """The in-flight replicas ahead of `mine` in queue order, in that order."""
+    """The in-flight replicas (or growths) ahead of `mine` in queue order, in that order."""
     me = queue_order(mine)
     return sorted(
         (
             q
             for q in others
-            if q.verdict is None
+            if q.in_flight
             and q.key != mine.key
             and q.charge.cluster == mine.charge.cluster
             and queue_order(q) < me
@@ -132,13 +159,13 @@ def ahead_of(mine: Queued, others: Sequence[Queued]) -> list[Queued]:
 
 
 def _admitted_charges(cluster: Cluster, mine: Queued, others: Sequence[Queued]) -> list[Charge]:
-    """The cluster's admitted replicas but `mine`, as the ledgers are charged with them."""
+    """What the cluster's replicas hold by a verdict, as the ledgers are charged with it:
+    every other replica's (`Queued.admitted_charge`), and `mine`'s held shape while its
+    growth is judged."""
+    held = [q.admitted_charge() for q in others if q.key != mine.key]
+    held.append(mine.admitted_charge() if mine.held is not None else None)
     return sorted(
-        (
-            q.charge
-            for q in others
-            if q.verdict == ADMITTED and q.key != mine.key and q.charge.cluster == cluster.name
-        ),
+        (c for c in held if c is not None and c.cluster == cluster.name),
         key=lambda c: (c.namespace, c.name),
     )
 
@@ -192,8 +219,8 @@ def fit_behind(
     ledgers = PoolLedgers(now, lambda _: admitted)
     ahead = ahead_of(mine, others)
     for queued in ahead:
-        _take(ledgers, cluster, queued.charge)
-    for engine in mine.charge.engines:
+        _take(ledgers, cluster, queued.claim())
+    for engine in mine.claim().engines:
         pool = cluster.pool(engine.pool)
         if pool is None:
             continue  # reported by the caller before any replay
@@ -213,13 +240,19 @@ def fit_behind(
 
 
 def _already_decided(applicant: Applicant, now: datetime) -> AdmissionVerdict | None:
-    """A verdict that needs no replay: the sticky one, or admitted because it already runs."""
+    """A verdict that needs no replay: the sticky one (an Admitted one lowered to a shape
+    that shrank), or admitted because it already runs and no verdict for its placement
+    says otherwise (a replica composed before admission existed, or whose status was
+    lost)."""
     previous = applicant.previous
-    if previous is not None and previous.binds(applicant.placement):
+    if previous is not None and previous.binds(applicant.placement, applicant.shape):
+        record = previous
+        if previous.verdict == ADMITTED:
+            record = replace(previous, charged=applicant.shape, grown_at=None)
         return AdmissionVerdict(
-            reason=previous.verdict, message=_sticky_message(previous), record=previous
+            reason=previous.verdict, message=_sticky_message(previous), record=record
         )
-    if applicant.has_workloads:
+    if applicant.has_workloads and not applicant.growing:
         return AdmissionVerdict(
             reason=ADMITTED,
             message="admitted: its workloads already exist",
@@ -228,6 +261,7 @@ def _already_decided(applicant: Applicant, now: datetime) -> AdmissionVerdict | 
                 verdict=ADMITTED,
                 decided_at=now,
                 message="its workloads already existed",
+                charged=applicant.shape,
             ),
         )
     return None
@@ -279,7 +313,12 @@ def judge(
         return AdmissionVerdict(
             reason=ADMITTED,
             message="admitted: it fits behind every replica of the cluster placed before it",
-            record=Record(placed_at=applicant.placement, verdict=ADMITTED, decided_at=now),
+            record=Record(
+                placed_at=applicant.placement,
+                verdict=ADMITTED,
+                decided_at=now,
+                charged=applicant.shape,
+            ),
         )
     message = shortfall.message()
     return AdmissionVerdict(
@@ -288,6 +327,30 @@ def judge(
         record=Record(
             placed_at=applicant.placement, verdict=OVERCOMMITTED, decided_at=now, message=message
         ),
+    )
+
+
+def growth_verdict(
+    applicant: Applicant, verdict: AdmissionVerdict, now: datetime
+) -> AdmissionVerdict:
+    """The verdict of a replica whose spec grew past its Admitted verdict.
+
+    Admitted for the growth: the new verdict, charging the new shape. Anything
+    else (still settling, an input missing, too little room or quota): it keeps
+    running at the shape its verdict charged, and its record keeps that shape and
+    says when the growth was first seen (its queue time, so its place is kept).
+    """
+    if not applicant.growing or verdict.admitted:
+        return verdict
+    previous = applicant.previous
+    assert previous is not None  # growing needs a recorded verdict
+    why = verdict.message.removeprefix("not judged: ")
+    return AdmissionVerdict(
+        reason=GROWTH_NOT_ADMITTED,
+        message=f"admitted at the shape its verdict charged; its growth is not admitted: {why}",
+        record=replace(previous, grown_at=previous.grown_at or now),
+        retry_after=verdict.retry_after or GROWTH_RETRY,
+        refused=verdict.reason == OVERCOMMITTED,
     )
 
 

@@ -204,12 +204,13 @@ def admit(given: Inputs, refused: str | None = None) -> AdmissionVerdict:
         previous=replica.previous_admission,
         has_workloads=_has_workloads(spec, given.observed),
         problem=problem,
+        shape=replica.shape,
     )
     verdict = admission.judge(applicant, cluster, queue_of(given), given.now)
-    if not verdict.admitted or quota_gate.already_decided(applicant):
-        return verdict
-    quota = quota_gate.gate(applicant, given.quota, given.namespace_replicas, given.now)
-    return quota or verdict
+    if verdict.admitted and not quota_gate.already_decided(applicant):
+        quota = quota_gate.gate(applicant, given.quota, given.namespace_replicas, given.now)
+        verdict = quota or verdict
+    return admission.growth_verdict(applicant, verdict, given.now)
 
 
 # -- phase 2: resolve --------------------------------------------------------------------------
@@ -334,16 +335,28 @@ def _missing_pools(engine: Engine, facts: ClusterFacts, cluster: str) -> str | N
     return f"pool {', '.join(missing)} is not in InferenceCluster {cluster}'s spec"
 
 
+def _running_engines(cluster: str, observed: Mapping[str, ObservedObject]) -> dict[str, Mapping]:
+    """The engine Objects as they run, for a replica whose growth is not admitted: it
+    keeps running at the shape its verdict charged, never at more, never at less."""
+    return {
+        name: unchanged(obj.body)
+        for name, obj in sorted(observed.items())
+        if is_engine_resource(cluster, name)
+    }
+
+
 def compose(
-    given: Inputs, target: Target, replica: Replica, admitted: bool, held: Templates
+    given: Inputs, target: Target, replica: Replica, verdict: AdmissionVerdict, held: Templates
 ) -> Composition:
     """The Objects this pass composes: an engine's only when admitted, its pools are on
-    the cluster and its templates are in hand (`held`)."""
+    the cluster and its templates are in hand (`held`); while its growth is not admitted,
+    the engines' Objects as observed."""
     spec, observed = given.replica.spec, given.observed
     facts = target.cluster
     if facts is None:
         return Composition({}, {}, _unresolved_source(spec.cluster, target.problem, observed))
-    bodies: dict[str, Mapping] = {}
+    admitted = verdict.admitted
+    bodies: dict[str, Mapping] = _running_engines(spec.cluster, observed) if verdict.holding else {}
     missing: dict[str, str] = {}
     for engine in spec.engines:
         why = _missing_pools(engine, facts, spec.cluster)
@@ -401,7 +414,10 @@ def problems(
 
 def admission_problem(listed: tuple[Problem, ...], verdict: AdmissionVerdict) -> Problem | None:
     """Not being admitted is itself why nothing is composed, unless another problem
-    already says why; Overcommitted is always said (a person may have to act)."""
+    already says why; Overcommitted is always said (a person may have to act), and so
+    is a growth not admitted (its engines are kept as they run), warned when refused."""
+    if verdict.holding:
+        return Problem(verdict.reason, verdict.message, warn=verdict.refused)
     if verdict.admitted or (verdict.reason != OVERCOMMITTED and listed):
         return None
     return Problem(
@@ -702,7 +718,7 @@ def decide(given: Inputs) -> Outcome:
         cluster=spec.cluster,
         provider_config=target.cluster.provider_config if target.cluster is not None else "",
     )
-    composition = compose(given, target, replica, verdict.admitted, held)
+    composition = compose(given, target, replica, verdict, held)
     found = problems(spec, target, composition, held)
     leftovers = keep(given.observed, composition.desired, clean=not found.listed)
     late = admission_problem(found.listed, verdict)

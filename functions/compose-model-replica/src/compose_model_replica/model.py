@@ -28,7 +28,7 @@ from dataclasses import dataclass
 from datetime import datetime, timedelta
 
 from modelplane_common.capacity.admission import Queued, Record
-from modelplane_common.capacity.fleet import Cluster
+from modelplane_common.capacity.fleet import Cluster, PlacedEngine
 from modelplane_common.capacity.quota import DeviceQuota
 from modelplane_common.composed import ObservedObject
 
@@ -51,6 +51,8 @@ class ReplicaInput:
     placement_replaced: str | None  # why it is queued at its creationTimestamp instead
     cluster_label_problem: str | None  # its cluster label is not spec.clusterName
     queued: Queued  # this replica, as its fellow replicas read it
+    # Its spec's engines as capacity and quota count them (what a verdict charges).
+    shape: tuple[PlacedEngine, ...] = ()
     dropping_events: bool = False  # Crossplane may be dropping its events (requeue.dropping_events)
     # Its ModelDeployment's name, from its labels, when they name one in its own
     # namespace ("" otherwise), and why they do not, when a template is named by digest.
@@ -61,9 +63,10 @@ class ReplicaInput:
 
     @property
     def verdict_recorded(self) -> bool:
-        """Whether status.admission holds the verdict for the current placement (sticky)."""
+        """Whether status.admission holds the verdict for the current placement and a
+        shape that covers the spec's (sticky)."""
         previous = self.previous_admission
-        return previous is not None and previous.binds(self.placement)
+        return previous is not None and previous.binds(self.placement, self.shape)
 
 
 @dataclass(frozen=True, slots=True)

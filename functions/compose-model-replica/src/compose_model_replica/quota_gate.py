@@ -18,7 +18,10 @@ Inputs, fetched in two steps
 
 A verdict that is already decided (sticky, or admitted because its
 workloads exist) is never re-judged here: lowering a quota never stops
-running work.
+running work. A replica whose spec grew past the shape its Admitted verdict
+charged is judged again for its growth (`Record.binds`): its held shape
+counts as Admitted, its growth (the devices beyond it) in flight at its
+growth's queue time; refused, it keeps running at its held shape.
 """
 
 from __future__ import annotations
@@ -33,9 +36,9 @@ from compose_model_replica.admission import AdmissionVerdict, Applicant, waiting
 
 
 def already_decided(applicant: Applicant) -> bool:
-    """Whether admission kept a verdict it did not replay for (sticky, or running)."""
-    previous = applicant.previous
-    return applicant.has_workloads or (previous is not None and previous.binds(applicant.placement))
+    """Whether admission kept a verdict it did not replay for (sticky, or running); a
+    replica whose spec grew past its verdict is judged again, here too."""
+    return applicant.decided
 
 
 def gate(

@@ -42,7 +42,13 @@ from modelplane_common.capacity.admission import (
 )
 from modelplane_common.capacity.fleet import Cluster
 from modelplane_common.capacity.quota import DeviceQuota, read_device_quota
-from modelplane_common.capacity.readers import UnreadableCluster, get_str, get_struct, read_cluster
+from modelplane_common.capacity.readers import (
+    UnreadableCluster,
+    get_str,
+    get_struct,
+    read_cluster,
+    read_engines,
+)
 from modelplane_common.composed import ObservedObject, observed_object
 from modelplane_common.timeutil import parse_time_or_none
 
@@ -165,6 +171,7 @@ def read_replica(composite: struct_pb2.Struct, now: datetime) -> ReplicaInput:
         placement_replaced=read_placement_time(composite, now).replaced,
         cluster_label_problem=_cluster_label_problem(metadata, spec.cluster),
         queued=read_queued(composite, spec.cluster, now),
+        shape=read_engines(get_struct(composite, "spec")),
         dropping_events=requeue.dropping_events(status, now),
         deployment=deployment,
         deployment_problem=deployment_problem,
