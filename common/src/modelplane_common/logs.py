@@ -9,10 +9,18 @@ turns them on, and in production (info level) they cost a no-op call.
 The binding reads the request's Struct directly and tolerates any shape: a
 composite without metadata logs with empty names rather than failing before
 `guard.guarded` could turn the failure into a Fatal result.
+
+A program that logs through the standard library (the agent) writes the
+same JSON lines with `json_formatter`: the fields of the SDK's production
+logger (`crossplane.function.logging.configure`: `level`, `filename`,
+`lineno`, `ts`, `msg`, a traceback as `exception`) plus whatever a record's
+`extra` binds. Its tracebacks leave out the frames' local variables (the SDK
+shows them): a client's frames hold its bearer token.
 """
 
 from __future__ import annotations
 
+import logging
 import time
 from collections.abc import Callable
 from typing import Any
@@ -29,6 +37,32 @@ def _drop(_logger: object, _method: str, _event: object) -> Any:
 # For callers that run a function without a server (tests, the benchmark):
 # every method exists and nothing is written.
 QUIET: Any = structlog.wrap_logger(structlog.PrintLogger(), processors=[_drop])
+
+
+def json_formatter() -> logging.Formatter:
+    """A `logging.Formatter` writing each record as one JSON line with the fields the
+    functions' lines carry (the SDK's production processors, in its order)."""
+    return structlog.stdlib.ProcessorFormatter(
+        foreign_pre_chain=[
+            structlog.stdlib.add_log_level,
+            structlog.processors.CallsiteParameterAdder(
+                {
+                    structlog.processors.CallsiteParameter.FILENAME,
+                    structlog.processors.CallsiteParameter.LINENO,
+                }
+            ),
+            structlog.stdlib.ExtraAdder(),
+        ],
+        processors=[
+            structlog.stdlib.ProcessorFormatter.remove_processors_meta,
+            structlog.processors.ExceptionRenderer(
+                structlog.tracebacks.ExceptionDictTransformer(show_locals=False)
+            ),
+            structlog.processors.TimeStamper(key="ts"),
+            structlog.processors.EventRenamer(to="msg"),
+            structlog.processors.JSONRenderer(),
+        ],
+    )
 
 
 def _text(struct: struct_pb2.Struct, key: str) -> str:
