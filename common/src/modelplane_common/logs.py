@@ -23,11 +23,13 @@ from __future__ import annotations
 import logging
 import time
 from collections.abc import Callable
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import structlog
-from crossplane.function.proto.v1 import run_function_pb2 as fnv1
-from google.protobuf import struct_pb2
+
+if TYPE_CHECKING:  # the agent imports this module without the SDK (json_formatter)
+    from crossplane.function.proto.v1 import run_function_pb2 as fnv1
+    from google.protobuf import struct_pb2
 
 
 def _drop(_logger: object, _method: str, _event: object) -> Any:
@@ -65,8 +67,8 @@ def json_formatter() -> logging.Formatter:
     )
 
 
-def _text(struct: struct_pb2.Struct, key: str) -> str:
-    value = struct.fields.get(key)
+def _text(struct: struct_pb2.Struct | None, key: str) -> str:
+    value = struct.fields.get(key) if struct is not None else None
     if value is None or value.WhichOneof("kind") != "string_value":
         return ""
     return value.string_value
@@ -79,7 +81,7 @@ def for_request(log: Any, req: fnv1.RunFunctionRequest) -> Any:
     meta = (
         metadata.struct_value
         if metadata is not None and metadata.WhichOneof("kind") == "struct_value"
-        else struct_pb2.Struct()
+        else None
     )
     return log.bind(
         tag=req.meta.tag,
