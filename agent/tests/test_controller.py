@@ -53,6 +53,7 @@ class FakeApi:
         self.version = 100
         self.unserved: set[str] = set()  # kinds discovery says the API server does not serve
         self.discoveries: list[str] = []
+        self.served_as = "resource.k8s.io/v1"  # the version discovery finds the rules in
 
     async def list(self, kind: str, each) -> str:
         self.lists.append(kind)
@@ -69,9 +70,9 @@ class FakeApi:
                 raise item
             yield item
 
-    async def served(self, kind: str) -> bool:
+    async def served(self, kind: str) -> str | None:
         self.discoveries.append(kind)
-        return kind not in self.unserved
+        return None if kind in self.unserved else self.served_as
 
     async def patch_status(self, kind: str, namespace: str, name: str, status: Mapping) -> None:
         self.patches.append((kind, name, dict(status)))
@@ -1122,8 +1123,9 @@ def test_device_taint_rules_not_served_are_not_watched_nor_waited_for(caplog):
     asyncio.run(scenario())
     said = [r.getMessage() for r in caplog.records if "not served" in r.getMessage()]
     assert said == [
-        "devicetaintrules not served by the API server (resource.k8s.io/v1alpha3): not "
-        "watched, so none can taint a device; looking again every 0.05s"
+        "devicetaintrules not served by the API server (none of resource.k8s.io/v1, "
+        "v1beta2, v1alpha3): not watched, so none can taint a device; looking again "
+        "every 0.05s"
     ]
 
 
@@ -1145,7 +1147,7 @@ def test_device_taint_rules_served_later_are_discovered_and_watched(caplog):
         await stopped(controller, task)
 
     asyncio.run(scenario())
-    assert "devicetaintrules now served: watching it" in caplog.messages
+    assert "devicetaintrules now served as resource.k8s.io/v1: watching it" in caplog.messages
 
 
 def test_device_taint_rules_that_stop_being_served_are_forgotten():
@@ -1164,6 +1166,33 @@ def test_device_taint_rules_that_stop_being_served_are_forgotten():
         await stopped(controller, task)
 
     asyncio.run(scenario())
+
+
+def test_device_taint_rules_served_in_a_new_version_after_an_upgrade_are_read_in_it(caplog):
+    caplog.set_level(logging.INFO, logger="modelplane_agent")
+
+    async def scenario():
+        api, clock = FakeApi({**world(), RULES: [RULE_ON_N1]}), Clock()
+        api.served_as = "resource.k8s.io/v1beta2"  # v1.36
+        controller = controller_for(api, clock, DISCOVERY)
+        task = asyncio.create_task(controller.run())
+        await eventually(lambda: len(api.patches) == 1)
+        assert histogram(api.patches[0]) == TAINTED_N1
+        lists = api.lists.count(RULES)
+        api.served_as = "resource.k8s.io/v1"  # upgraded to v1.37: v1beta2 went away
+        api.queues[RULES].put_nowait(forbidden("devicetaintrules", 404, "NotFound"))
+        await eventually(lambda: api.lists.count(RULES) > lists)
+        assert controller.served_as[RULES] == "resource.k8s.io/v1"
+        clock.now += timedelta(seconds=3)
+        await settle(controller)
+        assert histogram(api.patches[-1]) == TAINTED_N1
+        await stopped(controller, task)
+
+    asyncio.run(scenario())
+    assert [m for m in caplog.messages if "now served" in m] == [
+        "devicetaintrules now served as resource.k8s.io/v1beta2: watching it",
+        "devicetaintrules now served as resource.k8s.io/v1: watching it",
+    ]
 
 
 def test_a_device_taint_rule_event_changes_the_histogram():

@@ -14,6 +14,7 @@ from pathlib import Path
 
 import pytest
 import yaml
+from modelplane_agent import main
 from modelplane_agent.server import serve
 from modelplane_common.timeutil import parse_duration
 from modelplane_devtools import render
@@ -138,6 +139,10 @@ def test_an_image_entry_points_the_deployment_at_another_registry(tmp_path):
     assert rendered["image"] == "registry.example.com/modelplane-agent:v9.9.9"
 
 
+def test_the_deployment_logs_json_like_the_functions():
+    assert "--log-format=json" in container_of(manifests())["args"]
+
+
 def test_the_deployment_leaves_max_age_to_the_pool_observations():
     args = container_of(manifests())["args"]
     assert not [a for a in args if a.startswith("--max-age")], args
@@ -218,10 +223,17 @@ VALUES = [
         ["image.pullPolicy=Always"], {"imagePullPolicy": "Always"}, {}, id="image pull policy"
     ),
     pytest.param(
-        ["logLevel=DEBUG", "minInterval=5s"],
-        {"args": ["--listen=0.0.0.0:8080", "--min-interval=5s", "--log-level=DEBUG"]},
+        ["logLevel=DEBUG", "minInterval=5s", "logFormat=text"],
+        {
+            "args": [
+                "--listen=0.0.0.0:8080",
+                "--min-interval=5s",
+                "--log-level=DEBUG",
+                "--log-format=text",
+            ]
+        },
         {},
-        id="log level and min interval are the agent's arguments",
+        id="log level, log format and min interval are the agent's arguments",
     ),
     pytest.param(
         ["maxAge=2m", "extraArgs[0]=--kubeconfig=/etc/kube/config"],
@@ -230,6 +242,7 @@ VALUES = [
                 "--listen=0.0.0.0:8080",
                 "--min-interval=2s",
                 "--log-level=INFO",
+                "--log-format=json",
                 "--max-age=2m",
                 "--kubeconfig=/etc/kube/config",
             ]
@@ -378,6 +391,11 @@ def test_the_schema_types_every_value_of_values_yaml():
 def test_the_schemas_log_levels_are_pythons():
     levels = SCHEMA["properties"]["logLevel"]["enum"]
     assert all(isinstance(logging.getLevelName(level), int) for level in levels), levels
+
+
+def test_the_schemas_log_formats_are_the_agents():
+    option = next(p for p in main.cli.params if p.name == "log_format")
+    assert SCHEMA["properties"]["logFormat"]["enum"] == list(option.type.choices)  # type: ignore[attr-defined]
 
 
 DURATIONS = ["2s", "500ms", "1m30s", "1.5h", "0s", "2", "s", "5 m", "1d", "-1s", "soon", ""]

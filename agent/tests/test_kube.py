@@ -12,7 +12,7 @@ from lightkube import AsyncClient
 from lightkube.config.kubeconfig import KubeConfig
 from lightkube.core.exceptions import ApiError
 from lightkube.models.meta_v1 import Status
-from modelplane_agent.kube import Gone, Idle, LightkubeApi, describe, retry_after
+from modelplane_agent.kube import Gone, Idle, LightkubeApi, Undiscoverable, describe, retry_after
 from modelplane_agent.state import NODES, PODS, POOLS, REPLICAS, RULES
 from modelplane_devtools import agent_builders as t
 
@@ -96,13 +96,13 @@ def test_a_list_follows_pages_and_returns_the_list_version():
         (PODS, "/api/v1/pods"),
         (POOLS, "/apis/agent.modelplane.ai/v1alpha1/poolobservations"),
         (REPLICAS, "/apis/agent.modelplane.ai/v1alpha1/replicaobservations"),
-        (RULES, "/apis/resource.k8s.io/v1alpha3/devicetaintrules"),
+        (RULES, "/apis/resource.k8s.io/v1/devicetaintrules"),
     ],
     ids=[
         "pods across namespaces",
         "pool observations",
         "replica observations everywhere",
-        "device taint rules at v1alpha3",
+        "device taint rules at v1 until discovery says otherwise",
     ],
 )
 def test_every_kind_is_listed_cluster_wide(kind, path):
@@ -279,47 +279,151 @@ def discovery(code: int, body: object) -> Callable[[httpx2.Request], httpx2.Resp
     return lambda request: httpx2.Response(code, json=body)
 
 
-V1ALPHA3 = {
-    "kind": "APIResourceList",
-    "groupVersion": "resource.k8s.io/v1alpha3",
-    "resources": [
-        {"name": "devicetaintrules", "kind": "DeviceTaintRule", "namespaced": False},
-        {"name": "devicetaintrules/status", "kind": "DeviceTaintRule", "namespaced": False},
-    ],
-}
+GROUP = "/apis/resource.k8s.io"
+RULES_LISTED = [
+    {"name": "devicetaintrules", "kind": "DeviceTaintRule", "namespaced": False},
+    {"name": "devicetaintrules/status", "kind": "DeviceTaintRule", "namespaced": False},
+]
+SLICES_LISTED = [{"name": "resourceslices", "kind": "ResourceSlice", "namespaced": False}]
+
+
+def resource_server(
+    versions: dict[str, list[dict] | None],
+) -> Callable[[httpx2.Request], httpx2.Response]:
+    """An API server whose resource.k8s.io group offers `versions` (each with the
+    resources its discovery lists; None: offered by the group, yet 404 when asked)."""
+
+    def answer(request: httpx2.Request) -> httpx2.Response:
+        path = request.url.path
+        if path == GROUP:
+            offered = [{"groupVersion": f"resource.k8s.io/{v}", "version": v} for v in versions]
+            return httpx2.Response(
+                200, json={"kind": "APIGroup", "name": "resource.k8s.io", "versions": offered}
+            )
+        version, _, plural = path.removeprefix(GROUP + "/").partition("/")
+        listed = versions.get(version) if path.startswith(GROUP + "/") else None
+        if listed is not None and not plural:
+            return httpx2.Response(200, json={"kind": "APIResourceList", "resources": listed})
+        if listed is not None and any(r["name"] == plural for r in listed):  # a list of it
+            return httpx2.Response(200, json={"metadata": {"resourceVersion": "3"}, "items": []})
+        return httpx2.Response(404, json={"kind": "Status", "code": 404})
+
+    return answer
+
+
+ALL_THREE = {"v1": RULES_LISTED, "v1beta2": RULES_LISTED, "v1alpha3": RULES_LISTED}
 
 
 @pytest.mark.parametrize(
-    ("answer", "served"),
+    ("versions", "served"),
     [
-        pytest.param(discovery(200, V1ALPHA3), True, id="a version listing the kind serves it"),
         pytest.param(
-            discovery(404, {"kind": "Status", "code": 404}),
-            False,
-            id="a version the API server does not serve (404) does not serve it",
+            {"v1": SLICES_LISTED, "v1alpha3": RULES_LISTED},
+            "v1alpha3",
+            id="v1.35 with the alpha API on: read as v1alpha3",
         ),
         pytest.param(
-            discovery(200, {**V1ALPHA3, "resources": V1ALPHA3["resources"][1:]}),
-            False,
+            {"v1": SLICES_LISTED, "v1beta2": RULES_LISTED},
+            "v1beta2",
+            id="v1.36 with the beta API on: read as v1beta2",
+        ),
+        pytest.param(
+            {"v1": SLICES_LISTED, "v1beta2": RULES_LISTED, "v1alpha3": RULES_LISTED},
+            "v1beta2",
+            id="v1.36 serving beta and alpha: beta preferred",
+        ),
+        pytest.param(
+            {"v1": RULES_LISTED + SLICES_LISTED, "v1beta2": RULES_LISTED},
+            "v1",
+            id="v1.37: read as v1",
+        ),
+        pytest.param(ALL_THREE, "v1", id="v1, v1beta2 and v1alpha3 all served: v1 preferred"),
+        pytest.param(
+            {"v1": RULES_LISTED, "v1alpha3": RULES_LISTED},
+            "v1",
+            id="v1 and v1alpha3 served: v1 preferred",
+        ),
+        pytest.param(
+            {"v1": None, "v1beta2": RULES_LISTED},
+            "v1beta2",
+            id="a version the group offers but that answers 404 is skipped",
+        ),
+        pytest.param(
+            {"v1": SLICES_LISTED, "v1beta1": RULES_LISTED},
+            None,
+            id="a version the agent does not read serves it in none the agent reads",
+        ),
+        pytest.param({"v1": SLICES_LISTED}, None, id="v1.35 by default: served in no version"),
+        pytest.param(
+            {"v1": SLICES_LISTED, "v1alpha3": SLICES_LISTED},
+            None,
             id="a version listing only other resources does not serve it",
-        ),
-        pytest.param(
-            discovery(200, ["not", "a", "resource", "list"]),
-            False,
-            id="an answer that is not a resource list does not serve it",
         ),
     ],
 )
-def test_discovery_says_whether_a_kind_is_served(answer, served):
+def test_discovery_finds_the_most_stable_version_serving_device_taint_rules(versions, served):
+    server = resource_server(versions)
+    asked: list[str] = []
+
+    def recording(request: httpx2.Request) -> httpx2.Response:
+        asked.append(request.url.path)
+        return server(request)
+
+    api = api_for(recording)
+
+    async def discover_then_list() -> str | None:
+        found = await api.served(RULES)
+        if found is not None:
+            await api.list(RULES, lambda _: None)
+        return found
+
+    assert asyncio.run(discover_then_list()) == (f"resource.k8s.io/{served}" if served else None)
+    if served:
+        assert asked[-1] == f"/apis/resource.k8s.io/{served}/devicetaintrules"
+
+
+def test_discovery_asks_the_group_then_versions_most_stable_first_with_credentials():
     requests: list[httpx2.Request] = []
+    server = resource_server({"v1alpha3": RULES_LISTED, "v1beta2": SLICES_LISTED, "v1": []})
 
-    def server(request: httpx2.Request) -> httpx2.Response:
+    def recording(request: httpx2.Request) -> httpx2.Response:
         requests.append(request)
-        return answer(request)
+        return server(request)
 
-    assert asyncio.run(api_for(server).served(RULES)) is served
-    assert [r.url.path for r in requests] == ["/apis/resource.k8s.io/v1alpha3"]
-    assert requests[0].headers["Authorization"] == "Bearer t"
+    assert asyncio.run(api_for(recording).served(RULES)) == "resource.k8s.io/v1alpha3"
+    assert [r.url.path for r in requests] == [
+        GROUP,
+        f"{GROUP}/v1",
+        f"{GROUP}/v1beta2",
+        f"{GROUP}/v1alpha3",
+    ]
+    assert all(r.headers["Authorization"] == "Bearer t" for r in requests)
+
+
+def test_a_group_the_api_server_does_not_serve_serves_it_in_none():
+    answer = discovery(404, {"kind": "Status", "code": 404})
+    assert asyncio.run(api_for(answer).served(RULES)) is None
+
+
+@pytest.mark.parametrize(
+    "answer",
+    [
+        pytest.param(discovery(200, ["not", "a", "group"]), id="a group answer that is a list"),
+        pytest.param(discovery(200, {"kind": "APIGroup"}), id="a group answer without versions"),
+        pytest.param(
+            lambda request: httpx2.Response(
+                200,
+                json={"kind": "APIGroup", "versions": [{"version": "v1"}]}
+                if request.url.path == GROUP
+                else {"kind": "APIResourceList"},
+            ),
+            id="a version answer without resources",
+        ),
+    ],
+)
+def test_discovery_that_answers_nonsense_is_a_failure_not_none(answer):
+    with pytest.raises(Undiscoverable):
+        asyncio.run(api_for(answer).served(RULES))
 
 
 def test_discovery_that_fails_otherwise_raises():

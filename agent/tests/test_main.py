@@ -2,11 +2,16 @@
 
 from __future__ import annotations
 
+import io
+import json
+import logging
 from datetime import timedelta
 from pathlib import Path
 
 import pytest
+import structlog
 from click.testing import CliRunner
+from crossplane.function import logging as sdk_logging
 from modelplane_agent import main
 from modelplane_agent.controller import POOLS, REPLICAS, Settings, heartbeat
 
@@ -126,3 +131,66 @@ def test_pools_heartbeat_well_inside_max_age_spread_per_pool_and_replicas_never(
     assert max(tenths.count(t) for t in set(tenths)) < 34
     # A replica's report is written only when it changes: replicasCurrentAt keeps it fresh.
     assert all(heartbeat((REPLICAS, f"ns-{i % 40}", f"r-{i}"), age) is None for i in range(1000))
+
+
+# --------------------------------------------------------------------------- log format
+
+
+def function_line(capsys) -> dict:
+    """One line as a composition function logs it in production (the SDK's logger)."""
+    sdk_logging.configure(sdk_logging.Level.INFO)
+    try:
+        sdk_logging.get_logger().info("reconciled")
+    finally:
+        structlog.reset_defaults()
+    return json.loads(capsys.readouterr().out.splitlines()[-1])
+
+
+def agent_line(log_format: str, error: BaseException | None = None) -> str:
+    """What the agent writes for one record in `log_format`."""
+    stream = io.StringIO()
+    handler = main.log_handler(log_format)
+    handler.setStream(stream)  # type: ignore[attr-defined]
+    logger = logging.getLogger("modelplane_agent.test_main")
+    logger.addHandler(handler)
+    try:
+        logger.warning(
+            "status write failed: %s",
+            "429 Too Many Requests",
+            exc_info=(type(error), error, error.__traceback__) if error else None,
+            extra={"resource": "poolobservations/a100"},
+        )
+    finally:
+        logger.removeHandler(handler)
+    return stream.getvalue()
+
+
+def test_a_json_log_line_parses_and_carries_every_field_a_functions_line_carries(capsys):
+    line = json.loads(agent_line("json"))
+    assert set(function_line(capsys)) - {"msg"} <= set(line)
+    assert line["level"] == "warning"
+    assert line["msg"] == "status write failed: 429 Too Many Requests"
+    assert line["resource"] == "poolobservations/a100"
+    assert (line["filename"], isinstance(line["lineno"], int)) == ("test_main.py", True)
+
+
+def test_a_json_log_line_carries_a_traceback_without_local_variables():
+    token = "s3cret-bearer-token"  # noqa: F841  (a local a traceback must not print)
+    try:
+        raise ConnectionError("API server gone")
+    except ConnectionError as caught:
+        line = agent_line("json", caught)
+    assert "s3cret" not in line
+    (raised,) = json.loads(line)["exception"]
+    assert (raised["exc_type"], raised["exc_value"]) == ("ConnectionError", "API server gone")
+
+
+def test_the_text_format_is_one_readable_line():
+    assert agent_line("text").rstrip("\n").split(" ", 2)[2] == (
+        "WARNING poolobservations/a100 status write failed: 429 Too Many Requests"
+    )
+
+
+def test_the_log_format_is_json_or_text_and_nothing_else():
+    result = CliRunner().invoke(main.cli, ["--log-format=yaml"])
+    assert result.exit_code == 2 and "'json', 'text'" in result.output

@@ -47,6 +47,23 @@ class FakeApiServer(ThreadingHTTPServer):
         self.closing = threading.Event()
 
 
+DISCOVERY = {
+    "/apis/resource.k8s.io": {
+        "kind": "APIGroup",
+        "name": "resource.k8s.io",
+        "versions": [{"groupVersion": "resource.k8s.io/v1", "version": "v1"}],
+    },
+    "/apis/resource.k8s.io/v1": {
+        "kind": "APIResourceList",
+        "groupVersion": "resource.k8s.io/v1",
+        "resources": [
+            {"name": kind, "namespaced": kind == "resourceclaims"}
+            for kind in ("resourceslices", "resourceclaims", "deviceclasses")
+        ],
+    },
+}
+
+
 class Handler(BaseHTTPRequestHandler):
     server: FakeApiServer
     protocol_version = "HTTP/1.1"
@@ -58,9 +75,8 @@ class Handler(BaseHTTPRequestHandler):
                       "message": f"{path.rsplit('/', 1)[-1]} is forbidden"}  # fmt: skip
             self._reply(403, json.dumps(status).encode())
             return
-        if path == "/apis/resource.k8s.io/v1alpha3":  # as without --runtime-config for it
-            status = {"kind": "Status", "code": 404, "reason": "NotFound"}
-            self._reply(404, json.dumps(status).encode())
+        if path in DISCOVERY:  # v1.35 without --runtime-config for v1alpha3
+            self._reply(200, json.dumps(DISCOVERY[path]).encode())
             return
         if "watch=true" in query or "watch=1" in query:
             self.send_response(200)

@@ -6,6 +6,7 @@ from datetime import UTC, datetime, timedelta
 
 import pytest
 from compose_model_replica.pods_scheduled import AgentReport, Previous, judge, parse_report
+from modelplane_agent.snapshot import pod_from
 from modelplane_agent.state import CLAIMS, PODS, REPLICAS, ClusterState
 from modelplane_agent.status import replica_status
 from modelplane_devtools import agent_builders as t
@@ -163,6 +164,28 @@ def test_a_selector_without_labels_is_an_invalid_spec():
     bad = t.replica_observation()
     bad["spec"]["selector"]["matchLabels"] = {}
     assert outcome(run(bad, t.pod("r-0")))[:4] == (0, 0, "Unknown", "InvalidSpec")
+
+
+def test_a_selector_naming_a_label_the_agent_does_not_keep_is_an_invalid_spec_not_zero_pods():
+    bad = t.replica_observation()
+    bad["spec"]["selector"]["matchLabels"]["app"] = "engine"
+    pod = t.pod("r-0", node_name="n1")
+    pod["metadata"]["labels"]["app"] = "engine"
+    count, bound, status, reason, message = outcome(run(bad, pod))[:5]
+    assert (count, bound, status, reason) == (0, 0, "Unknown", "InvalidSpec")
+    assert message == (
+        "spec.selector.matchLabels may name only modelplane.ai/replica and "
+        "modelplane.ai/replica-namespace (the pod labels the agent keeps), got app"
+    )
+
+
+def test_a_pod_keeps_only_the_labels_a_replica_selects_by():
+    pod = t.pod("r-0", node_name="n1")
+    pod["metadata"]["labels"]["tenant.example.com/blob"] = "x" * 63
+    assert pod_from(pod).labels == {
+        "modelplane.ai/replica": "r",
+        "modelplane.ai/replica-namespace": "team",
+    }
 
 
 # --------------------------------------------------------------------------- the replica function

@@ -10,7 +10,8 @@ state which observations it touches and marks only those dirty. A kind the
 API server may not serve (`OPTIONAL`: DeviceTaintRules) is discovered before
 each of its lists: not served, it is not watched, holds nothing, counts as
 listed and holds no report's freshness back, and is looked for again every
-`idle` seconds; any failure of its watch discovers it again.
+`idle` seconds; any failure of its watch discovers it again. Discovery also
+says which version to read (DeviceTaintRules: v1, else v1beta2, else v1alpha3).
 
 The publisher wakes every `tick` and, once every kind has been listed,
 computes the dirty observations (a report only from kinds not being
@@ -61,7 +62,15 @@ from modelplane_common.timeutil import format_duration, format_time, parse_time
 
 from modelplane_agent import metrics
 from modelplane_agent.freshness import Currency, Freshness, freshness, frozen, with_freshness
-from modelplane_agent.kube import Api, Gone, Idle, describe, kind_name, kind_version, retry_after
+from modelplane_agent.kube import (
+    Api,
+    Gone,
+    Idle,
+    describe,
+    kind_name,
+    retry_after,
+    served_versions,
+)
 from modelplane_agent.snapshot import PoolSpec
 from modelplane_agent.state import (
     CLAIMS,
@@ -197,6 +206,8 @@ class Controller:
         self.synced: dict[str, bool] = dict.fromkeys(KINDS, False)
         self.listed_once = False  # every kind listed at least once: reports can be computed
         self.currency: dict[str, Currency] = {kind: Currency() for kind in KINDS}
+        # The group/version each optional kind is served in, as discovery last said.
+        self.served_as: dict[str, str] = {}
         # What each kind of report last said of its freshness: a change rewrites them all.
         self.freshness_said: dict[str, Condition] = {}
         self.heartbeat_age_said: timedelta | None = None  # the last one logged
@@ -370,15 +381,17 @@ class Controller:
         served = await self.api.served(kind)
         known = self.currency[kind]
         if served:
-            if not known.watched:
-                log.info("%s now served: watching it", kind, extra={"resource": "-"})
+            if not known.watched or self.served_as.get(kind) != served:
+                log.info("%s now served as %s: watching it", kind, served, extra={"resource": "-"})
+            self.served_as[kind] = served
             return True
+        self.served_as.pop(kind, None)
         if known.watched:
             log.info(
-                "%s not served by the API server (%s): not watched, so none can taint a "
-                "device; looking again every %gs",
+                "%s not served by the API server (none of %s): not watched, so none can "
+                "taint a device; looking again every %gs",
                 kind,
-                kind_version(kind),
+                served_versions(kind),
                 self.settings.idle,
                 extra={"resource": "-"},
             )

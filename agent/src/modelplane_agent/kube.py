@@ -9,7 +9,7 @@ model classes are built for 40,000 pods. design/agent.md says why lightkube.
 from __future__ import annotations
 
 import asyncio
-from collections.abc import AsyncIterator, Callable, Mapping
+from collections.abc import AsyncIterator, Callable, Mapping, Sequence
 from dataclasses import dataclass
 from functools import cache
 from typing import Any, Protocol
@@ -88,8 +88,10 @@ class Api(Protocol):
         """JSON merge patch of the status subresource (a null deletes a field)."""
         ...
 
-    async def served(self, kind: str) -> bool:
-        """Whether the API server serves `kind` (discovery of its group and version)."""
+    async def served(self, kind: str) -> str | None:
+        """The group/version the API server serves `kind` in, the most stable one of
+        those the agent reads (`served_versions`); None when it truly serves it in none
+        (discovery answered so). A failure to tell raises: it is not "none"."""
         ...
 
     async def create_event(self, event: Mapping) -> None:
@@ -104,6 +106,9 @@ class _Kind:
     kind: str
     plural: str
     namespaced: bool
+    # Of a kind whose version is discovered: every version it may be read in, the most
+    # stable first (`version` is the first of them, read until discovery says otherwise).
+    versions: tuple[str, ...] = ()
 
 
 _KINDS = {
@@ -116,7 +121,17 @@ _KINDS = {
     REPLICAS: _Kind(
         "agent.modelplane.ai", "v1alpha1", "ReplicaObservation", "replicaobservations", True
     ),
-    RULES: _Kind("resource.k8s.io", "v1alpha3", "DeviceTaintRule", "devicetaintrules", False),
+    # Served as v1alpha3 on v1.35 (behind DRADeviceTaintRules and --runtime-config),
+    # v1beta2 from v1.36 and v1 from v1.37; the three share one schema for what the
+    # agent reads (modelplane_agent.taint_rules), so whichever is served is read.
+    RULES: _Kind(
+        "resource.k8s.io",
+        "v1",
+        "DeviceTaintRule",
+        "devicetaintrules",
+        False,
+        versions=("v1", "v1beta2", "v1alpha3"),
+    ),
 }
 
 
@@ -129,19 +144,25 @@ def _list(value: Any) -> list:
     return value if isinstance(value, list) else []
 
 
-def kind_version(kind: str) -> str:
-    """The group/version a watched kind is read as ("resource.k8s.io/v1alpha3")."""
+def served_versions(kind: str) -> str:
+    """The group/versions a kind of discovered version may be read in, in the order
+    they are preferred ("resource.k8s.io/v1, v1beta2, v1alpha3")."""
     k = _KINDS[kind]
-    return f"{k.group}/{k.version}" if k.group else k.version
+    return f"{k.group}/{', '.join(k.versions or (k.version,))}"
 
 
 @cache
-def _resource(kind: str) -> Any:
-    # Once per process: lightkube's registry refuses a second generic class for a core
-    # kind (it looks core kinds up under "/v1" but registers them under "v1").
+def _resource(kind: str, version: str | None = None) -> Any:
+    # Once per process and version: lightkube's registry refuses a second generic class
+    # for a core kind (it looks core kinds up under "/v1" but registers them under "v1").
     k = _KINDS[kind]
     create = create_namespaced_resource if k.namespaced else create_global_resource
-    return create(k.group, k.version, k.kind, k.plural)
+    return create(k.group, version or k.version, k.kind, k.plural)
+
+
+class Undiscoverable(Exception):
+    """Discovery answered with something that is not the document it asked for: not
+    knowing which versions are served is a failure, never "none served"."""
 
 
 @cache
@@ -226,19 +247,40 @@ class LightkubeApi:
         )
         return generic.watch(request, on_error=on_error_raise)
 
-    async def served(self, kind: str) -> bool:
-        """Discovery of the kind's group and version: 404 (the version is not served) or
-        a resource list without the kind is False; any other failure raises."""
+    async def served(self, kind: str) -> str | None:
+        """Discovery of the kind's group (`GET /apis/<group>`), then of each version the
+        group serves, the most stable first, until one lists the kind; that version is
+        then the one listed and watched. None when the group is not served (404) or no
+        version of it lists the kind; any other failure, or an answer that is not a
+        discovery document, raises."""
         k = _KINDS[kind]
-        path = f"/apis/{k.group}/{k.version}" if k.group else f"/api/{k.version}"
+        versions = await self._discover(f"/apis/{k.group}", "versions")
+        offered = {v.get("version") for v in versions if isinstance(v, Mapping)}
+        for version in k.versions or (k.version,):
+            if version not in offered:
+                continue
+            # A version gone between the two requests (404) serves nothing.
+            listed = await self._discover(f"/apis/{k.group}/{version}", "resources")
+            if any(isinstance(r, Mapping) and r.get("name") == k.plural for r in listed):
+                self._resources[kind] = _resource(kind, version)
+                return f"{k.group}/{version}"
+        return None
+
+    async def _discover(self, path: str, entries: str) -> Sequence[Any]:
+        """The `entries` list of one discovery document (an APIGroup's `versions`, an
+        APIResourceList's `resources`); empty on 404 (not served)."""
         generic = self._client._client  # lightkube has no public discovery call
         response = await generic.send(generic._client.build_request("GET", path))
         if response.status_code == 404:
-            return False
+            return []
         generic.raise_for_status(response)
         body = response.json()
-        resources = _list(body.get("resources")) if isinstance(body, Mapping) else []
-        return any(isinstance(r, Mapping) and r.get("name") == k.plural for r in resources)
+        if not isinstance(body, Mapping) or entries not in body:
+            raise Undiscoverable(f"GET {path}: no {entries} list in the answer")
+        listed = body[entries] if body[entries] is not None else []  # Go's nil slice: null
+        if not isinstance(listed, list):
+            raise Undiscoverable(f"GET {path}: no {entries} list in the answer")
+        return listed
 
     async def patch_status(self, kind: str, namespace: str, name: str, status: Mapping) -> None:
         res = self._resources[kind]

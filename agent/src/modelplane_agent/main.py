@@ -17,6 +17,7 @@ import click
 from lightkube import AsyncClient
 from lightkube.config.kubeconfig import DEFAULT_KUBECONFIG, SERVICE_ACCOUNT, KubeConfig
 from lightkube.core.exceptions import ConfigError
+from modelplane_common import logs
 from modelplane_common.timeutil import parse_duration
 
 from modelplane_agent.controller import MIN_MAX_AGE, Controller, Settings
@@ -145,6 +146,7 @@ class Flags(TypedDict):
     min_interval: str
     watch_silence: str
     log_level: str
+    log_format: str
     debug_nodes: bool
 
 
@@ -174,6 +176,15 @@ class Flags(TypedDict):
 )
 @click.option("--log-level", default="INFO", show_default=True)
 @click.option(
+    "--log-format",
+    type=click.Choice(["json", "text"]),
+    default="text",
+    show_default=True,
+    help="json: one JSON object a line, with the fields the composition functions' lines "
+    "carry (level, filename, lineno, ts, msg) and `resource`; text: one readable line. "
+    "The Deployment and the chart choose json.",
+)
+@click.option(
     "--debug-nodes",
     is_flag=True,
     help="Serve /debug/nodes: the free devices counted for every node of every pool (JSON), "
@@ -187,18 +198,28 @@ def cli(**flags: Unpack[Flags]):
     except (ValueError, NoConfiguration) as error:
         click.echo(f"modelplane-agent: {error}", err=True)
         sys.exit(1)
-    _configure_logging(flags["log_level"])
+    _configure_logging(flags["log_level"], flags["log_format"])
     api = LightkubeApi(
         AsyncClient(config=config, field_manager="modelplane-agent"), idle=settings.idle
     )
     _run_serving(Controller(api, _now, settings), api, flags["listen"], flags["debug_nodes"])
 
 
-def _configure_logging(level: str) -> None:
+def log_handler(log_format: str) -> logging.Handler:
+    """The handler every log line goes through: stderr, in the `--log-format` asked."""
     handler = logging.StreamHandler()
     handler.addFilter(_ResourceDefault())
-    handler.setFormatter(logging.Formatter("%(asctime)s %(levelname)s %(resource)s %(message)s"))
-    logging.basicConfig(level=level.upper(), handlers=[handler])
+    if log_format == "json":  # the functions' format, from its one home
+        handler.setFormatter(logs.json_formatter())
+    else:
+        handler.setFormatter(
+            logging.Formatter("%(asctime)s %(levelname)s %(resource)s %(message)s")
+        )
+    return handler
+
+
+def _configure_logging(level: str, log_format: str) -> None:
+    logging.basicConfig(level=level.upper(), handlers=[log_handler(log_format)])
     for chatty in ("httpx", "httpx2"):  # one line per request, watches included
         logging.getLogger(chatty).setLevel(max(logging.WARNING, logging.root.level))
 

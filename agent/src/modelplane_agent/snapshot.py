@@ -9,8 +9,14 @@ Ready; a device consuming an unreadable counter is not free).
 Versions read: core/v1 Nodes and Pods, resource.k8s.io/v1 ResourceSlices,
 ResourceClaims and DeviceClasses (Kubernetes 1.34+, the same floor the
 replica function's claim templates need), agent.modelplane.ai/v1alpha1
-PoolObservations and ReplicaObservations; resource.k8s.io/v1alpha3
-DeviceTaintRules where served, read by `taint_rules`.
+PoolObservations and ReplicaObservations; DeviceTaintRules where served (in
+the version discovery finds), read by `taint_rules`.
+
+Memory is bounded by what is kept, not by what is served: nothing outside
+these typed values outlives the reading of an object, and of a pod's labels,
+which tenants write without bound (a pod may carry about 1.5 MB of them),
+only the two a ReplicaObservation's selector names are kept (`POD_LABELS`;
+design/agent.md, "Memory").
 """
 
 from __future__ import annotations
@@ -27,6 +33,8 @@ from modelplane_common.cel.devices import DeviceView, device_view
 from modelplane_common.cel.errors import CelValueError
 from modelplane_common.cel.quantity import Quantity
 from modelplane_common.inputs import condition_in, whole_number
+from modelplane_common.labels import REPLICA, REPLICA_NAMESPACE
+from modelplane_common.outcome import capped
 from modelplane_common.timeutil import parse_duration
 from modelplane_common.tolerations import Taint, Toleration
 
@@ -51,6 +59,17 @@ def _str(value: Any) -> str:
 
 def _labels(value: Any) -> dict[str, str]:
     return {str(k): str(v) for k, v in _map(value).items()}
+
+
+# The pod labels the agent keeps: the keys of a ReplicaObservation's selector
+# (design/api.md, `spec.selector.matchLabels`). A selector naming another key is a
+# problem of that observation (`replica_spec_from`), never a silent miss.
+POD_LABELS = (REPLICA, REPLICA_NAMESPACE)
+
+
+def _pod_labels(value: Any) -> dict[str, str]:
+    raw = _map(value)
+    return {key: str(raw[key]) for key in POD_LABELS if key in raw}
 
 
 def _int(value: Any) -> int:
@@ -516,7 +535,7 @@ def pod_from(obj: Mapping) -> Pod:
     return Pod(
         namespace=namespace_of(obj),
         name=name_of(obj),
-        labels=_labels(_map(obj.get("metadata")).get("labels")),
+        labels=_pod_labels(_map(obj.get("metadata")).get("labels")),
         node_name=_str(spec.get("nodeName")),
         terminal=status.get("phase") in ("Succeeded", "Failed"),
         unschedulable=unschedulable,
@@ -540,6 +559,11 @@ def replica_spec_from(obj: Mapping) -> ReplicaObservationSpec:
     problem = ""
     if not isinstance(match_labels, Mapping) or not match_labels:
         problem = f"spec.selector.matchLabels must be a non-empty map, got {match_labels!r}"
+    elif unread := sorted(str(k) for k in match_labels if k not in POD_LABELS):
+        problem = capped(
+            f"spec.selector.matchLabels may name only {' and '.join(POD_LABELS)} (the pod "
+            f"labels the agent keeps), got {', '.join(unread)}"
+        )
     return ReplicaObservationSpec(
         namespace=namespace_of(obj),
         name=name_of(obj),

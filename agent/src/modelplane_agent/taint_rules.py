@@ -1,6 +1,31 @@
 """DeviceTaintRules: taints put on devices from outside their ResourceSlices.
 
-Model (resource.k8s.io/v1alpha3, the only version Kubernetes v1.35 serves)
+Versions
+    Kubernetes serves the kind as resource.k8s.io/v1alpha3 on v1.35 (behind the
+    DRADeviceTaintRules gate and --runtime-config), v1beta2 from v1.36 and v1
+    from v1.37; kube-scheduler reads v1alpha3, v1beta2 and v1 respectively. The
+    agent reads whichever the API server serves, the most stable first
+    (`kube.served_versions`). The three schemas are the same for everything read
+    here (k8s.io/api v0.35.4 v1alpha3, v0.36.3 v1beta2, v0.37.2 v1: a selector of
+    `driver`, `pool`, `device`; a taint of `key`, `value`, `effect`,
+    `timeAdded`; a `status` of conditions only, which the allocator never reads;
+    the effects `None`, `NoSchedule`, `NoExecute`), so there is one reading,
+    `taint_rule_from`, for all of them. The schema differences that exist are
+    older or newer than these and are read so that the agent never counts more
+    free than a scheduler of any of these versions would:
+
+    - a rule without `deviceSelector` selects every device here. kube-scheduler
+      v1.35 and v1.36 apply it so; v1.37's (k8s.io/dynamic-resource-allocation
+      v0.37 `applyPatches`) and the API's comment in every version say it
+      selects none. The agent cannot tell which scheduler runs, so it takes the
+      answer that withholds more.
+    - a selector field outside the schema (`deviceClassName` and CEL
+      `selectors`, removed in v1.35 and still served by older API servers, or
+      one a later version adds) is ignored. Every selector field narrows (the
+      API: "All selector criteria must be satisfied"), so the rule then selects
+      at least the devices it meant: fewer free, never more.
+
+Model
     A DeviceTaintRule carries one taint and a device selector of up to three
     exact names, `driver`, `pool` and `device`: each one set must equal the
     device's (a device is named by driver, resource pool and name, its
@@ -13,14 +38,8 @@ Model (resource.k8s.io/v1alpha3, the only version Kubernetes v1.35 serves)
     tolerate it, and modelplane's claims tolerate none (`Device.allocatable`);
     a taint of effect `None`, or any other, is ignored.
 
-    - A rule without `deviceSelector` selects every device: the v1.35 tracker
-      applies it so (the API's comment says it selects none; the code is what
-      runs, and it errs towards not free).
-    - `deviceClassName` and `selectors` were removed from the selector in
-      v1.35 (an API server of v1.35 drops them and kube-scheduler ignores
-      them). If an older API server serves them they are ignored here too: the
-      rule then selects at least the devices it meant, so the agent may count
-      fewer free than that server's scheduler would, never more.
+    - A rule without `deviceSelector` selects every device (Versions, above).
+    - a selector field outside the schema is ignored (Versions, above).
     - A selector field that is not a string reads as unset: it selects more.
 
 Invariants

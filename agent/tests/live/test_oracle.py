@@ -44,7 +44,6 @@ from modelplane_devtools.oracle import (
     NOT_SERVED,
     CustomResourceDefinition,
     DeviceClass,
-    DeviceTaintRule,
     Namespace,
     Node,
     Oracle,
@@ -56,6 +55,7 @@ from modelplane_devtools.oracle import (
     ServiceAccount,
     claim_manifest,
     delete,
+    device_taint_rule,
     exact_request,
     pinned_pod,
     settled_view,
@@ -212,7 +212,7 @@ def apply_step(world: World, state: State, step: dict, uids: Mapping[str, str]) 
     elif op == "delete-slice":
         delete(client, ResourceSlice, step["name"])
     elif op == "taint-rule":
-        client.create(DeviceTaintRule(taint_rule_manifest(step, state.seed)))
+        client.create(device_taint_rule(client)(taint_rule_manifest(step, state.seed)))
     elif op == "hog":
         client.create(Pod(hog_manifest(step, state.seed)))
     elif op == "workload":
@@ -380,7 +380,7 @@ def clean_up(client: Client, state: State) -> None:
     client.deletecollection(ResourceClaim, namespace=NAMESPACE)
     for step in state.steps:
         if step["op"] == "taint-rule":
-            delete(client, DeviceTaintRule, step["name"])
+            delete(client, device_taint_rule(client), step["name"])
         elif step["op"] == "slice":
             delete(client, ResourceSlice, step["name"])
     for node in state.nodes:

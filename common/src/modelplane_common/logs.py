@@ -9,17 +9,27 @@ turns them on, and in production (info level) they cost a no-op call.
 The binding reads the request's Struct directly and tolerates any shape: a
 composite without metadata logs with empty names rather than failing before
 `guard.guarded` could turn the failure into a Fatal result.
+
+A program that logs through the standard library (the agent) writes the
+same JSON lines with `json_formatter`: the fields of the SDK's production
+logger (`crossplane.function.logging.configure`: `level`, `filename`,
+`lineno`, `ts`, `msg`, a traceback as `exception`) plus whatever a record's
+`extra` binds. Its tracebacks leave out the frames' local variables (the SDK
+shows them): a client's frames hold its bearer token.
 """
 
 from __future__ import annotations
 
+import logging
 import time
 from collections.abc import Callable
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import structlog
-from crossplane.function.proto.v1 import run_function_pb2 as fnv1
-from google.protobuf import struct_pb2
+
+if TYPE_CHECKING:  # the agent imports this module without the SDK (json_formatter)
+    from crossplane.function.proto.v1 import run_function_pb2 as fnv1
+    from google.protobuf import struct_pb2
 
 
 def _drop(_logger: object, _method: str, _event: object) -> Any:
@@ -31,8 +41,34 @@ def _drop(_logger: object, _method: str, _event: object) -> Any:
 QUIET: Any = structlog.wrap_logger(structlog.PrintLogger(), processors=[_drop])
 
 
-def _text(struct: struct_pb2.Struct, key: str) -> str:
-    value = struct.fields.get(key)
+def json_formatter() -> logging.Formatter:
+    """A `logging.Formatter` writing each record as one JSON line with the fields the
+    functions' lines carry (the SDK's production processors, in its order)."""
+    return structlog.stdlib.ProcessorFormatter(
+        foreign_pre_chain=[
+            structlog.stdlib.add_log_level,
+            structlog.processors.CallsiteParameterAdder(
+                {
+                    structlog.processors.CallsiteParameter.FILENAME,
+                    structlog.processors.CallsiteParameter.LINENO,
+                }
+            ),
+            structlog.stdlib.ExtraAdder(),
+        ],
+        processors=[
+            structlog.stdlib.ProcessorFormatter.remove_processors_meta,
+            structlog.processors.ExceptionRenderer(
+                structlog.tracebacks.ExceptionDictTransformer(show_locals=False)
+            ),
+            structlog.processors.TimeStamper(key="ts"),
+            structlog.processors.EventRenamer(to="msg"),
+            structlog.processors.JSONRenderer(),
+        ],
+    )
+
+
+def _text(struct: struct_pb2.Struct | None, key: str) -> str:
+    value = struct.fields.get(key) if struct is not None else None
     if value is None or value.WhichOneof("kind") != "string_value":
         return ""
     return value.string_value
@@ -45,7 +81,7 @@ def for_request(log: Any, req: fnv1.RunFunctionRequest) -> Any:
     meta = (
         metadata.struct_value
         if metadata is not None and metadata.WhichOneof("kind") == "struct_value"
-        else struct_pb2.Struct()
+        else None
     )
     return log.bind(
         tag=req.meta.tag,

@@ -178,7 +178,8 @@ def taint_rule(
     selector: Mapping | None = None,
     **names: str,
 ) -> dict:
-    """A DeviceTaintRule (resource.k8s.io/v1alpha3) whose selector requires `names` (any of
+    """A DeviceTaintRule (written as resource.k8s.io/v1alpha3; v1beta2 and v1 share its
+    schema, and the agent reads whichever is served) whose selector requires `names` (any of
     driver, pool, device); `selector` replaces the selector whole ({}: every device; the
     fields the API dropped in v1.35 can be put there to see that they are ignored)."""
     device_selector = dict(names) if selector is None else dict(selector)

@@ -52,9 +52,29 @@ CustomResourceDefinition = create_global_resource(
 )
 Namespace = create_global_resource("", "v1", "Namespace", "namespaces")
 ServiceAccount = create_namespaced_resource("", "v1", "ServiceAccount", "serviceaccounts")
-DeviceTaintRule = create_global_resource(
-    "resource.k8s.io", "v1alpha3", "DeviceTaintRule", "devicetaintrules"
-)
+# DeviceTaintRule as each supported minor serves it: v1alpha3 on v1.35 (with
+# --runtime-config), v1beta2 from v1.36, v1 from v1.37; the most stable first.
+DEVICE_TAINT_RULES = {
+    version: create_global_resource(
+        "resource.k8s.io", version, "DeviceTaintRule", "devicetaintrules"
+    )
+    for version in ("v1", "v1beta2", "v1alpha3")
+}
+
+
+def device_taint_rule(client: Client) -> Any:
+    """The DeviceTaintRule class of the most stable version this API server serves,
+    found by listing it in each (a version not served answers 404), apart from the
+    agent's own discovery, which is what the tests check."""
+    for resource in DEVICE_TAINT_RULES.values():
+        try:
+            next(iter(client.list(resource, chunk_size=1)), None)
+        except ApiError as error:
+            if error.status.code == 404:
+                continue
+            raise
+        return resource
+    raise LookupError("the API server serves DeviceTaintRules in no version the agent reads")
 
 
 # --------------------------------------------------------------------------- manifests
