@@ -38,8 +38,9 @@ What is checked, and why
     - Priority is the platform's: `priority` may not be set (the
       Priority admission plugin derives it), and `priorityClassName` only
       to a class the replica's InferenceCluster approves
-      (`spec.tenancy.priorityClassNames`; `priority_class_defects`, checked
-      by compose-model-replica, which knows the cluster).
+      (`spec.tenancy.priorityClassNames`; `priority_class_problem`, checked
+      by compose-model-replica at admission and by compose-model-deployment
+      for every cluster it may place on, each knowing the cluster).
     - Metadata is bounded: the agent keeps every pod's labels, so a
       template's `metadata.labels` hold at most MAX_LABELS entries of at
       most MAX_LABEL_BYTES together, and `metadata.annotations`, copied
@@ -257,20 +258,26 @@ def identity_defects(spec: Mapping, at: str) -> list[str]:
 
 
 def priority_class_defects(spec: Mapping, at: str, approved: tuple[str, ...]) -> list[str]:
-    """The template's `priorityClassName` when its cluster does not approve it: a class
-    pre-empts other tenants' pods, so only the platform's list may be named; unset (the
-    cluster's default class) is always allowed."""
-    name = spec.get("priorityClassName")
+    """The template's `priorityClassName` when its cluster does not approve it
+    (`priority_class_problem`), as a list of defects."""
+    found = priority_class_problem(spec.get("priorityClassName"), at, approved)
+    return [found] if found is not None else []
+
+
+def priority_class_problem(name: object, at: str, approved: tuple[str, ...]) -> str | None:
+    """Why a template at `at` may not name the PriorityClass `name` on a cluster that
+    approves `approved`; None when it may. A class pre-empts other tenants' pods, so only
+    the platform's list may be named; unset (the cluster's default class) is always
+    allowed. The one rule for admission (compose-model-replica) and placement
+    (compose-model-deployment)."""
     if name in (None, "") or name in approved:
-        return []
+        return None
     allowed = ", ".join(approved) if approved else "none"
-    return [
-        problem(
-            f"{at}.spec.priorityClassName",
-            f"is not approved on this cluster (spec.tenancy.priorityClassNames: {allowed})",
-            name,
-        )
-    ]
+    return problem(
+        f"{at}.spec.priorityClassName",
+        f"is not approved on this cluster (spec.tenancy.priorityClassNames: {allowed})",
+        name,
+    )
 
 
 def metadata_defects(metadata: Mapping, at: str) -> list[str]:

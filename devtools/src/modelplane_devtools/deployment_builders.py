@@ -161,6 +161,8 @@ class ClusterFields(TypedDict, total=False):
     max_age: str  # default "5m"
     fallback: object  # any value, to test lenient reading; default unset
     namespace_selector: Mapping  # spec.access.namespaceSelector; default unset (every namespace)
+    priority_class_names: Sequence[str]  # spec.tenancy.priorityClassNames; default unset (none)
+    reserved_namespaces: Sequence[str]  # spec.tenancy.reservedNamespaces; default unset
 
 
 def cluster(name: str, pools: Sequence[tuple[dict, dict]], **fields: Unpack[ClusterFields]) -> dict:
@@ -189,6 +191,13 @@ def cluster(name: str, pools: Sequence[tuple[dict, dict]], **fields: Unpack[Clus
         obj["spec"]["taints"] = [dict(t) for t in taints]
     if "namespace_selector" in fields:
         obj["spec"]["access"] = {"namespaceSelector": dict(fields["namespace_selector"])}
+    tenancy: dict = {}
+    if "priority_class_names" in fields:
+        tenancy["priorityClassNames"] = list(fields["priority_class_names"])
+    if "reserved_namespaces" in fields:
+        tenancy["reservedNamespaces"] = list(fields["reserved_namespaces"])
+    if tenancy:
+        obj["spec"]["tenancy"] = tenancy
     if ready is not None:
         obj["status"]["conditions"] = [
             {"type": "Ready", "status": "True" if ready else "False", "reason": "Available"}
@@ -205,8 +214,14 @@ def standalone(
     copies: int = 1,
     kind: str = "gpu",
     selectors: Sequence[str] = (),
+    priority_class: str | None = None,
 ) -> dict:
-    member: dict = {"role": "Standalone", "template": {"spec": {"containers": [{"name": name}]}}}
+    """An engine of one Standalone member; `priority_class` is its template's
+    priorityClassName (default unset)."""
+    pod: dict = {"containers": [{"name": name}]}
+    if priority_class is not None:
+        pod["priorityClassName"] = priority_class
+    member: dict = {"role": "Standalone", "template": {"spec": pod}}
     if gpus:
         member["nodeSelector"] = {"devices": [_request(kind, gpus, selectors)]}
     return {"name": name, "copies": copies, "members": [member]}

@@ -5,9 +5,10 @@ Model
     on a cluster that takes new replicas, every pool. Each pool it checked
     gets exactly one `Cause`: the first rule that rejected it for the engine
     that did not fit. A cluster that takes no new replicas (its access
-    selector does not select the deployment's namespace, not Ready, or an
-    untolerated NoSchedule/NoExecute taint) gives its cause to each of its
-    pools, so the counts always add up to the pools checked.
+    selector does not select the deployment's namespace, its spec.tenancy
+    reserves that namespace or approves no priority class a template names,
+    not Ready, or an untolerated NoSchedule/NoExecute taint) gives its cause
+    to each of its pools, so the counts always add up to the pools checked.
 
     A `Diagnosis` is that attempt as data: the per-pool refusals, in the
     order they were checked. `summary()` is the one place it becomes text,
@@ -15,8 +16,9 @@ Model
     `240 pools checked, 180 too few free devices, 40 taint not tolerated,
     20 selector does not match`. A cluster whose access selector does not
     select the deployment's namespace also says how many clusters that is
-    (`16 namespace not admitted (2 clusters)`), and a quota shortfall adds
-    the quota, the used and the requested (capacity/quota.py).
+    (`16 namespace not admitted (2 clusters)`), as do the two tenancy causes
+    (`TENANCY_CAUSES`), and a quota shortfall adds the quota, the used and
+    the requested (capacity/quota.py).
 
 Invariants
     - `sum(counts) == checked`: every pool checked has one cause.
@@ -40,6 +42,12 @@ class Cause(StrEnum):
 
     # The cluster's spec.access.namespaceSelector does not select the deployment's namespace.
     NAMESPACE_NOT_ADMITTED = "namespace not admitted"
+    # The cluster's spec.tenancy.reservedNamespaces names the deployment's namespace
+    # (modelplane_common.workload_namespace): its replicas would never be admitted there.
+    NAMESPACE_RESERVED = "namespace reserved"
+    # A member's template names a priorityClassName the cluster's
+    # spec.tenancy.priorityClassNames does not list (modelplane_common.pod_template).
+    PRIORITY_CLASS_NOT_APPROVED = "priority class not approved"
     CLUSTER_NOT_READY = "cluster not Ready"
     TAINT_NOT_TOLERATED = "taint not tolerated"
     RECENTLY_FAILED = "failed recently"
@@ -61,6 +69,11 @@ class Cause(StrEnum):
 
 
 _ORDER = {cause: i for i, cause in enumerate(Cause)}
+# Causes a cluster gives to every pool for who the deployment is, not for its room: the
+# summary also counts the clusters.
+TENANCY_CAUSES = frozenset(
+    {Cause.NAMESPACE_NOT_ADMITTED, Cause.NAMESPACE_RESERVED, Cause.PRIORITY_CLASS_NOT_APPROVED}
+)
 
 
 @dataclass(frozen=True, slots=True)
@@ -76,9 +89,9 @@ class Diagnosis:
     # The first quota shortfall met (a QUOTA_EXCEEDED refusal): the quota, the used, the requested.
     quota: QuotaShortfall | None = None
 
-    @property
-    def clusters_not_admitting(self) -> int:
-        return len({r.cluster for r in self.refusals if r.cause is Cause.NAMESPACE_NOT_ADMITTED})
+    def clusters_refusing(self, cause: Cause) -> int:
+        """How many clusters gave `cause` to their pools."""
+        return len({r.cluster for r in self.refusals if r.cause is cause})
 
     @property
     def checked(self) -> int:
@@ -99,8 +112,8 @@ class Diagnosis:
         return f"{text}; {self.quota.message()}" if self.quota is not None else text
 
     def _part(self, cause: Cause, count: int) -> str:
-        if cause is Cause.NAMESPACE_NOT_ADMITTED:
-            clusters = self.clusters_not_admitting
+        if cause in TENANCY_CAUSES:
+            clusters = self.clusters_refusing(cause)
             return f"{count} {cause} ({clusters} cluster{'' if clusters == 1 else 's'})"
         return f"{count} {cause}"
 

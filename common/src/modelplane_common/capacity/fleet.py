@@ -25,6 +25,7 @@ from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from enum import StrEnum
 
+from modelplane_common.cluster_tenancy import OPEN, ClusterTenancy
 from modelplane_common.devices import DeviceKind
 from modelplane_common.inputs import DEFAULT_MAX_AGE
 from modelplane_common.observation import DeviceKinds, ParsedObservation
@@ -115,6 +116,8 @@ class Cluster:
     max_age: timedelta = DEFAULT_MAX_AGE
     # spec.access.namespaceSelector: which namespaces' deployments may place here.
     access: LabelSelector = EVERYTHING
+    # spec.tenancy: the priority classes a template may name here, the namespaces reserved here.
+    tenancy: ClusterTenancy = OPEN
 
     def admits(self, namespace_labels: Mapping[str, str] | None) -> bool:
         """Whether a deployment in a namespace with these labels may place new replicas

@@ -19,7 +19,7 @@ from collections.abc import Mapping
 
 from google.protobuf import struct_pb2
 
-from modelplane_common import pods_created
+from modelplane_common import cluster_tenancy, pods_created
 from modelplane_common.capacity.fleet import (
     Charge,
     Cluster,
@@ -188,6 +188,7 @@ def read_cluster(obj: Mapping) -> tuple[Cluster, list[str]]:
         ready=ready,
         max_age=max_age,
         access=read_access(name, spec.get("access")),
+        tenancy=cluster_tenancy.read(spec),
     )
     return cluster, notes
 

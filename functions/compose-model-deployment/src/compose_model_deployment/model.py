@@ -56,6 +56,9 @@ class MemberShape:
     requests: tuple[DeviceRequest, ...] = ()
     # Pods of this member in one copy: worker.nodes for a Worker, else 1.
     pods_per_copy: int = 1
+    # The template's spec.priorityClassName as written (None: unset), judged per cluster
+    # against its spec.tenancy.priorityClassNames (usable.py); any value, so not hashed.
+    priority_class_name: object = field(default=None, hash=False)
 
 
 @dataclass(frozen=True, slots=True)

@@ -27,8 +27,10 @@ Phases (each a function below that returns what it decided; `plan` runs them in 
                   each engine on one pool by rule "pool order". Capacity is
                   charged as it is used; the last replica that finds no place
                   leaves its `Diagnosis` (modelplane_common.capacity.diagnosis).
-                  Only clusters whose access selector selects the namespace
-                  are eligible, and every pool tried is first checked against
+                  Only clusters that take the deployment (usable.py: access
+                  selects the namespace, spec.tenancy neither reserves it nor
+                  refuses a template's priority class) are eligible, and
+                  every pool tried is first checked against
                   the namespace's device quota (`Inputs.tenant`,
                   modelplane_common.capacity.quota), charged like capacity.
 
@@ -37,7 +39,8 @@ Named ordering rules (design/scheduler.md, "Ordering rules")
     pool order     smallest matching hardware first (most devices per node
                    of a claimed kind), then by name; unmatched pools last.
     victim order   leaving (moving or held) first, then on a cluster that no
-                   longer admits the namespace, then pods not all scheduled,
+                   longer takes the deployment (usable.py), then pods not all
+                   scheduled,
                    then the cluster with the most replicas of this
                    deployment, then the highest index.
 
@@ -46,13 +49,17 @@ Invariants
       past the grace period, whose cluster is gone or unselected past the
       missing-cluster grace period (absence.py; until then it is HELD where
       it is, not counted as scheduled or ready), whose
-      cluster carries a NoExecute taint it does not tolerate, or whose pool
-      can no longer hold its shape is re-placed; and if no other place fits,
-      it stays where it is (stranded, not counted as scheduled).
+      cluster carries a NoExecute taint it does not tolerate, whose pool
+      can no longer hold its shape, or that waits for an admission its
+      cluster's spec.tenancy refuses (usable.py) is re-placed; and if no
+      other place fits, it stays where it is (stranded, not counted as
+      scheduled).
     - Nothing is deleted except by scale-down to `spec.replicas`.
-    - An access edit moves nothing: a replica on a cluster that no longer
-      admits its namespace stays (reported in `Plan.unadmitted`), takes no
-      new devices there, and is removed first on scale-down.
+    - A policy edit moves no admitted replica: one on a cluster that no
+      longer takes the deployment (access, a reserved namespace, an
+      unapproved priority class: usable.py) stays (reported in
+      `Plan.unadmitted`), takes no new devices there, and is removed first on
+      scale-down.
     - One pass never takes the namespace over its device quota: each new
       placement is charged to the quota ledger before the next is tried; a
       quota lowered under what runs removes nothing.
@@ -109,7 +116,7 @@ from modelplane_common.devices import DeviceKind, DeviceRequest
 from modelplane_common.outcome import capped
 from modelplane_common.pods_created import released
 
-from compose_model_deployment import placement_time
+from compose_model_deployment import placement_time, usable
 from compose_model_deployment.model import (
     DeploymentSpec,
     EngineShape,
@@ -237,8 +244,10 @@ class Plan:
     reservations: Mapping[PoolKey, tuple[Reservation, ...]] = field(default_factory=dict)
     # What reading the other replicas noted, by the order their clusters were first tried.
     others_notes: tuple[str, ...] = ()
-    # Replicas kept on a cluster whose access selector no longer selects the namespace.
+    # Replicas kept on a cluster that no longer takes the deployment, and why each such
+    # cluster does not (usable.py), by cluster name.
     unadmitted: tuple[PlannedReplica, ...] = ()
+    refusals: Mapping[str, usable.Refusal] = field(default_factory=dict)
 
     @property
     def scheduled(self) -> int:
@@ -326,8 +335,8 @@ def victim_order(
     """Rule "victim order": scale-down removes the smallest key first.
 
     Replicas being re-placed or held on a cluster that cannot be seen go
-    first, then those on a cluster that no longer admits the namespace
-    (`unadmitted`, by name), then those whose pods are not all scheduled,
+    first, then those on a cluster that no longer takes the deployment
+    (`unadmitted`, by name: usable.py), then those whose pods are not all scheduled,
     then those on the cluster with the most replicas of this deployment,
     then the highest index.
     """
@@ -553,7 +562,9 @@ def remember(inputs: Inputs) -> Memory:
 def eviction(
     own: OwnReplica, healing: bool, clusters: Mapping[str, Cluster], spec: DeploymentSpec
 ) -> str | None:
-    """Why a replica must leave its place, or None if it may stay."""
+    """Why a replica must leave its place, or None if it may stay. A replica its cluster
+    has not admitted moves when that cluster's tenancy rules refuse it (usable.py): it
+    would wait there for ever, and runs nothing there to restart."""
     if healing:
         if own.admission == OVERCOMMITTED:
             return "its cluster did not admit it"
@@ -567,6 +578,9 @@ def eviction(
     if taints:
         t = taints[0]
         return f"cluster {own.cluster} has taint {t.key}={t.value}:NoExecute, not tolerated"
+    refused = usable.tenancy_refusal(cluster, spec) if own.admission == WAITING else None
+    if refused is not None:
+        return f"cluster {own.cluster} will not admit it: {refused.why}"
     return None
 
 
@@ -677,19 +691,22 @@ class _Filler:
         self.ledgers = ledgers
         self.matching = matching
         self.avoid = avoid
-        self.namespace_labels: Mapping[str, str] | None = {}
+        self.refusals: Mapping[str, usable.Refusal] = {}
         self.quota = QuotaLedger(Tenant().quota)
         # The first quota shortfall the current attempt met, for its Diagnosis.
         self.quota_short: QuotaShortfall | None = None
 
-    def with_tenant(self, tenant: Tenant, charged: Counter[str]) -> _Filler:
-        """Access by the namespace's labels; the quota charged with what the namespace holds."""
-        self.namespace_labels = tenant.labels
+    def with_tenant(
+        self, tenant: Tenant, charged: Counter[str], refusals: Mapping[str, usable.Refusal]
+    ) -> _Filler:
+        """The clusters that do not take the deployment (usable.refusals); the quota charged
+        with what the namespace holds."""
+        self.refusals = refusals
         self.quota = QuotaLedger(tenant.quota, tenant.used + charged)
         return self
 
     def admits(self, cluster: Cluster) -> bool:
-        return cluster.admits(self.namespace_labels)
+        return cluster.name not in self.refusals
 
     def _fit_pool(
         self,
@@ -744,8 +761,9 @@ class _Filler:
         refused: list[PoolRefusal] = []
         tolerations = self.spec.tolerations
         for cluster in self.clusters.values():
-            if not self.admits(cluster):
-                cause = Cause.NAMESPACE_NOT_ADMITTED
+            refusal = self.refusals.get(cluster.name)
+            if refusal is not None:
+                cause = refusal.cause
             elif not cluster.ready:
                 cause = Cause.CLUSTER_NOT_READY
             elif cluster.untolerated(tolerations, "NoSchedule") or cluster.untolerated(
@@ -799,7 +817,7 @@ def _staying(
         return tuple(e for e in staying.engines if e is not None)
     cluster = clusters[staying.own.cluster]
     if not filler.admits(cluster):
-        return None  # new devices on a cluster that no longer admits the namespace: move
+        return None  # new devices on a cluster that no longer takes the deployment: move
     placed = filler.try_cluster(cluster, missing)
     if not isinstance(placed, dict):
         return None
@@ -975,13 +993,13 @@ def plan(inputs: Inputs, matcher: Matcher) -> Plan:
     clusters = {c.name: c for c in sorted(inputs.clusters, key=lambda c: c.name)}
     matching = Matching(matcher, spec.engines)
     memory = remember(inputs)
-    labels = inputs.tenant.labels
+    refusals = usable.refusals(clusters.values(), spec, inputs.tenant.labels)
     retained = retain(inputs, clusters, memory, matching)
-    retained, removed = scale_down(retained, spec.replicas, _unadmitted(retained, clusters, labels))
+    retained, removed = scale_down(retained, spec.replicas, _unadmitted(retained, refusals))
     kept = kept_charges(retained, spec)
     ledgers = PoolLedgers(inputs.now, lambda name: (*_others_on(inputs, name), *kept.get(name, ())))
     filler = _Filler(spec, clusters, ledgers, matching, memory.avoid).with_tenant(
-        inputs.tenant, _quota_charged(retained, kept)
+        inputs.tenant, _quota_charged(retained, kept), refusals
     )
     filled = fill(inputs, clusters, retained, removed, filler, move_dates(inputs, memory.healed))
     replicas = tuple(
@@ -1004,22 +1022,15 @@ def plan(inputs: Inputs, matcher: Matcher) -> Plan:
         unadmitted=tuple(
             r
             for r in replicas
-            if r.change is not Change.HELD
-            and r.cluster in clusters
-            and not clusters[r.cluster].admits(labels)
+            if r.change in (Change.KEPT, Change.RESHAPED) and r.cluster in refusals
         ),
+        refusals=refusals,
     )
 
 
-def _unadmitted(
-    retained: Retained, clusters: Mapping[str, Cluster], labels: Mapping[str, str] | None
-) -> frozenset[str]:
-    """The replicas on a selected cluster that no longer admits the namespace, by name."""
-    return frozenset(
-        own.name
-        for own in retained.everyone()
-        if own.cluster in clusters and not clusters[own.cluster].admits(labels)
-    )
+def _unadmitted(retained: Retained, refusals: Mapping[str, usable.Refusal]) -> frozenset[str]:
+    """The replicas on a selected cluster that no longer takes the deployment, by name."""
+    return frozenset(own.name for own in retained.everyone() if own.cluster in refusals)
 
 
 def _quota_charged(retained: Retained, kept: Mapping[str, Sequence[Charge]]) -> Counter[str]:

@@ -140,8 +140,12 @@ def _member_shape(member: schema.Member) -> MemberShape:
         for d in devices or ()
     )
     role = member.role.value
+    _, pod_spec = pod_template.split(member.template or {})
     return MemberShape(
-        Role(role), requests, pods_per_copy(role, member.worker.nodes if member.worker else None)
+        Role(role),
+        requests,
+        pods_per_copy(role, member.worker.nodes if member.worker else None),
+        priority_class_name=pod_spec.get("priorityClassName"),
     )
 
 

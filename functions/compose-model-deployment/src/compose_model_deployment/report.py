@@ -25,11 +25,13 @@ Events
     One per placed, moved, updated, held, stranded and removed replica and per
     healing; an InsufficientCapacity (or QuotaExceeded) warning only when the
     scheduled count changed; one warning per replica kept on a cluster that no
-    longer admits the namespace; at most MAX_NOTE_EVENTS input problems.
+    longer takes the deployment (access, a reserved namespace, an unapproved
+    priority class: usable.py); at most MAX_NOTE_EVENTS input problems.
 """
 
 from __future__ import annotations
 
+from collections import Counter
 from collections.abc import Sequence
 from dataclasses import dataclass
 
@@ -146,17 +148,19 @@ def _scheduled(plan: Plan) -> Condition:
         return Condition(
             type=SCHEDULED, status="False", reason=_unplaced_reason(plan), message=_shortfall(plan)
         )
-    unadmitted = (
-        f"; {len(plan.unadmitted)} on a cluster that no longer admits the namespace"
-        if plan.unadmitted
-        else ""
-    )
     return Condition(
         type=SCHEDULED,
         status="True",
         reason="AllReplicasScheduled",
-        message=f"{plan.scheduled} of {plan.desired} replicas placed{unadmitted}",
+        message=f"{plan.scheduled} of {plan.desired} replicas placed{_kept_on_refusing(plan)}",
     )
+
+
+def _kept_on_refusing(plan: Plan) -> str:
+    """`; <k> on a cluster that ...` per reason, for replicas kept on clusters that no
+    longer take the deployment (usable.py), in the order of the first replica of each."""
+    kept = Counter(plan.refusals[r.cluster].kept_on for r in plan.unadmitted)
+    return "".join(f"; {count} {where}" for where, count in kept.items())
 
 
 def _created(plan: Plan) -> Condition:
@@ -248,9 +252,8 @@ def _events(plan: Plan, previous_scheduled: object, notes: Sequence[str]) -> lis
     events.extend(
         Event(
             "Warning",
-            f"replica {r.name} runs on {r.cluster}, whose spec.access.namespaceSelector no "
-            "longer selects this namespace: it keeps running there, no new replica goes "
-            "there, and scale-down removes it first",
+            f"replica {r.name} runs on {r.cluster}, {plan.refusals[r.cluster].runs_on}: it "
+            "keeps running there, no new replica goes there, and scale-down removes it first",
         )
         for r in plan.unadmitted
     )

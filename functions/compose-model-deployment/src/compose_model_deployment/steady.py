@@ -30,8 +30,9 @@ mode"): the planner reads the rest of the fleet only through the pool
 ledgers (other replicas' charges, the namespace's quota use) and the
 clusters new or moving replicas may go to, and reads those only when it
 places something (`placement.fill`). Everything else it reads (retain,
-heal, scale-down's victim order, absence, access) concerns the clusters
-the deployment's own replicas run on, which both modes see alike. A plan
+heal, scale-down's victim order, absence, access and spec.tenancy: usable.py)
+concerns the clusters the deployment's own replicas run on, which both modes
+see alike (a footprint cluster is read with its whole spec). A plan
 in which every surviving replica is KEPT, nothing is healed, held, missing
 or unadmitted, no placement was diagnosed and no ledger was ever built
 therefore never consulted the rest, so the fleet would plan it the same.

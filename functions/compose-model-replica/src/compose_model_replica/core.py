@@ -250,7 +250,7 @@ def namespace_problem(given: Inputs) -> Problem | None:
     """Why the replica's namespace may not run pods on its cluster
     (`modelplane_common.workload_namespace`); the cluster's own list once it is read."""
     cluster = given.cluster
-    reserved_here = cluster.facts.reserved_namespaces if isinstance(cluster, Found) else ()
+    reserved_here = cluster.facts.tenancy.reserved_namespaces if isinstance(cluster, Found) else ()
     why = workload_namespace.reserved_problem(given.replica.namespace, reserved_here)
     return Problem(NAMESPACE_RESERVED, why) if why is not None else None
 
@@ -277,7 +277,7 @@ def held_templates(given: Inputs) -> Templates:
     held = templates.resolve(given.replica.spec.engines, reference(given))
     if not isinstance(given.cluster, Found):
         return held
-    return templates.approve(held, given.cluster.facts.priority_class_names)
+    return templates.approve(held, given.cluster.facts.tenancy.priority_class_names)
 
 
 # -- phase 3: compose --------------------------------------------------------------------------

@@ -30,6 +30,7 @@ from datetime import datetime, timedelta
 from modelplane_common.capacity.admission import Queued, Record
 from modelplane_common.capacity.fleet import Cluster, PlacedEngine
 from modelplane_common.capacity.quota import DeviceQuota
+from modelplane_common.cluster_tenancy import OPEN, ClusterTenancy
 from modelplane_common.composed import ObservedObject
 
 from compose_model_replica.pods_scheduled import Previous
@@ -102,8 +103,7 @@ class ClusterFacts:
     replicas_current_at: datetime | None = None
     pod_security: str = "baseline"  # spec.workloads.podSecurity: the namespace's enforce level
     # spec.tenancy: the PriorityClasses templates may name, the namespaces no replica may use.
-    priority_class_names: tuple[str, ...] = ()
-    reserved_namespaces: tuple[str, ...] = ()
+    tenancy: ClusterTenancy = OPEN
 
 
 @dataclass(frozen=True, slots=True)

@@ -32,7 +32,14 @@ from datetime import datetime
 from crossplane.function import resource
 from crossplane.function.proto.v1 import run_function_pb2 as fnv1
 from google.protobuf import struct_pb2
-from modelplane_common import inputs, labels, orphans, replica_currency, requeue
+from modelplane_common import (
+    cluster_tenancy,
+    inputs,
+    labels,
+    orphans,
+    replica_currency,
+    requeue,
+)
 from modelplane_common.capacity.admission import (
     Queued,
     placement_annotation,
@@ -277,16 +284,8 @@ def _cluster_facts(body: Mapping, fleet: Cluster | None) -> ClusterFacts:
         agent_present=isinstance(agent, Mapping) and agent.get("present") is True,
         replicas_current_at=replica_currency.of_cluster(status),
         pod_security=_pod_security(spec.get("workloads")),
-        priority_class_names=_tenancy_names(spec, "priorityClassNames"),
-        reserved_namespaces=_tenancy_names(spec, "reservedNamespaces"),
+        tenancy=cluster_tenancy.read(spec),
     )
-
-
-def _tenancy_names(spec: Mapping, field: str) -> tuple[str, ...]:
-    """spec.tenancy.<field>, a list of names; the schema check before this admits only that."""
-    tenancy = spec.get("tenancy")
-    names = tenancy.get(field) if isinstance(tenancy, Mapping) else None
-    return tuple(n for n in names if isinstance(n, str)) if isinstance(names, list) else ()
 
 
 def _pod_security(workloads: object) -> str:
