@@ -8,6 +8,7 @@ registry before and after; nothing else may move.
 from __future__ import annotations
 
 import asyncio
+import socket
 import time
 from datetime import timedelta
 
@@ -282,3 +283,28 @@ def test_every_call_is_counted_with_its_result_latency_and_bytes(run, result):
         "modelplane_function_response_bytes_sum", {"function": function}
     )
     assert (count, request_bytes, response_bytes) == (1, req.ByteSize(), rsp.ByteSize())
+
+
+class _Log:
+    def __init__(self) -> None:
+        self.lines: list[tuple[str, str]] = []
+
+    def warning(self, event: str, **_fields: object) -> None:
+        self.lines.append(("warning", event))
+
+    def info(self, event: str, **_fields: object) -> None:
+        self.lines.append(("info", event))
+
+
+def test_an_address_in_use_leaves_the_function_serving_without_metrics():
+    with socket.socket() as taken:
+        taken.bind(("127.0.0.1", 0))
+        taken.listen()
+        log = _Log()
+        port = metrics.serve(f"127.0.0.1:{taken.getsockname()[1]}", log)
+    assert (port, log.lines) == (None, [("warning", "metrics not served")])
+
+
+def test_an_empty_address_serves_no_metrics():
+    log = _Log()
+    assert (metrics.serve("", log), log.lines) == (None, [])
