@@ -7,7 +7,7 @@ be one that is emitted: by the functions' registry
 kube-state-metrics under kube-state-metrics.yaml. That configuration's paths
 must exist in the XRDs it reads (apis/*/definition.yaml), and the PodMonitor
 must select the pods and port that deploy/control-plane/functions.yaml gives
-the functions.
+the functions, and the address it has them serve on.
 """
 
 from __future__ import annotations
@@ -218,6 +218,10 @@ def test_kube_state_metrics_reads_each_composite_by_its_group_and_served_version
     assert (gvk["group"], gvk["version"]) == (xrd["spec"]["group"], version["name"])
 
 
+def metrics_port(address: str) -> int:
+    return function_metrics.parse_address(address)[1]
+
+
 def test_the_pod_monitor_selects_the_function_pods_on_their_metrics_port():
     docs = list(yaml.safe_load_all((ROOT / "deploy/control-plane/functions.yaml").read_text()))
     runtime = next(d for d in docs if d["kind"] == "DeploymentRuntimeConfig")
@@ -228,7 +232,10 @@ def test_the_pod_monitor_selects_the_function_pods_on_their_metrics_port():
     selected = monitor["spec"]["selector"]["matchLabels"]
     (endpoint,) = monitor["spec"]["podMetricsEndpoints"]
 
+    env = {e["name"]: e["value"] for e in container["env"]}
+
     assert container["name"] == "package-runtime"  # the container Crossplane's runtime fills in
+    assert metrics_port(env["METRICS_ADDRESS"]) == ports["metrics"]
     assert selected.items() <= template["metadata"]["labels"].items()
     assert ports[endpoint["port"]] == function_metrics.METRICS_PORT
     assert endpoint["path"] == function_metrics.PATH

@@ -6,9 +6,10 @@ Model
     `Decided` record and hands it to `record`, which counts it; `guard.served`,
     the one path every RunFunction takes, counts each call's result, latency
     and bytes (`observe_call`), so a deadline exceeded or a crash is counted
-    too. `serve` exposes the registry over HTTP (`/metrics`) on the port
-    Crossplane's Deployment runtime declares for every package (8080, named
-    `metrics`).
+    too. `serve` exposes the registry over HTTP (`/metrics`) on the address
+    the runtime config gives (deploy/control-plane/functions.yaml sets
+    METRICS_ADDRESS to `:8080`, the port Crossplane's Deployment runtime
+    declares for every package, named `metrics`).
 
 Counting passes, not objects
     Crossplane calls a function on every trigger and every TTL, and a pass
@@ -61,9 +62,10 @@ from modelplane_common.capacity.quota import QUOTA_EXCEEDED
 from modelplane_common.outcome import Condition
 
 # The port Crossplane's Deployment runtime declares on every package's container
-# (named `metrics`) and the address a function serves its metrics on by default.
+# (named `metrics`): where deploy/control-plane/functions.yaml has each function
+# serve its metrics (METRICS_ADDRESS=":8080"). Without an address a function serves
+# none, so processes run side by side on one host (render, the e2e) never collide.
 METRICS_PORT = 8080
-DEFAULT_ADDRESS = f":{METRICS_PORT}"
 PATH = "/metrics"
 
 OTHER = "Other"

@@ -7,10 +7,12 @@ every ModelReplica of the fleet as required resources (about 11 MB for
 8,000 replicas). MAX_RECV_MESSAGE_SIZE / --max-recv-message-size still
 override it.
 
-It also serves the function's Prometheus metrics (`metrics.py`) on
-`--metrics-address` (METRICS_ADDRESS; default `:8080`, the `metrics` port
-Crossplane's Deployment runtime declares on every package's container; empty
-serves none), at `/metrics`.
+It also serves the function's Prometheus metrics (`metrics.py`) at
+`/metrics` on `--metrics-address` (METRICS_ADDRESS, `host:port`). The
+default is none: deploy/control-plane/functions.yaml sets `:8080`, the
+`metrics` port Crossplane's Deployment runtime declares on every package's
+container, while processes run side by side on one host (render, the e2e)
+listen on nothing they were not given.
 """
 
 from __future__ import annotations
@@ -47,10 +49,9 @@ def command(name: str, runner: Callable[[], grpcv1.FunctionRunnerServiceServicer
     @sdkcli.standard_options
     @click.option(
         "--metrics-address",
-        default=metrics.DEFAULT_ADDRESS,
-        show_default=True,
+        default="",
         envvar="METRICS_ADDRESS",
-        help="host:port to serve Prometheus metrics on, at /metrics (empty: none).",
+        help="host:port to serve Prometheus metrics on, at /metrics (default: none).",
         callback=_checked_address,
     )
     def serve(metrics_address: str, **kwargs) -> None:

@@ -209,11 +209,8 @@ class Functions:
             program = program_of(function["spec"]["package"])
             port = _free_port()
             log = open(self.workdir / f"{name}.log", "w")  # noqa: SIM115 - lives as long as the process
-            # No metrics server (--metrics-address=): the three run side by side on one
-            # host and nothing scrapes them.
-            args = ["--insecure", "--address", f"127.0.0.1:{port}", "--metrics-address="]
             process = subprocess.Popen(
-                self.command(program, args),
+                self.command(program, ["--insecure", "--address", f"127.0.0.1:{port}"]),
                 stdout=log,
                 stderr=subprocess.STDOUT,
             )
