@@ -239,3 +239,28 @@ def test_the_pod_monitor_selects_the_function_pods_on_their_metrics_port():
     assert selected.items() <= template["metadata"]["labels"].items()
     assert ports[endpoint["port"]] == function_metrics.METRICS_PORT
     assert endpoint["path"] == function_metrics.PATH
+
+
+def _families(registry: CollectorRegistry) -> set[str]:
+    return {family.name for family in registry.collect()}
+
+
+# The guide may name a histogram or counter by its family name.
+NAMEABLE = KNOWN | _families(function_metrics.REGISTRY) | _families(agent_metrics.REGISTRY)
+GUIDE_NAME = re.compile(r"`((?:modelplane|function|circuit_breaker|process)_[a-z_]*[a-z])[`{]")
+# Crossplane core's own metrics (crossplane v2.3.4: internal/xfn, internal/circuit).
+CROSSPLANE_CORE = {
+    "function_run_function_request_total",
+    "function_run_function_response_total",
+    "function_run_function_seconds",
+    "circuit_breaker_opens_total",
+    "circuit_breaker_closes_total",
+    "circuit_breaker_events_total",
+}
+
+
+def test_every_metric_the_operating_guide_names_is_emitted():
+    guide = (ROOT / "docs" / "operating.md").read_text()
+    named = set(GUIDE_NAME.findall(guide)) - {"function_name"}  # a label of Crossplane's
+    assert {"modelplane_pool_verdicts_total", "modelplane_agent_current"} <= named
+    assert named - CROSSPLANE_CORE <= NAMEABLE, sorted(named - CROSSPLANE_CORE - NAMEABLE)
