@@ -41,16 +41,12 @@ Bounded labels (the cardinality bound, stated once)
 from __future__ import annotations
 
 import re
-from collections.abc import Iterable, Mapping
+from collections import Counter as Tally
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from prometheus_client import (
-    CollectorRegistry,
-    Counter,
-    Histogram,
-    start_http_server,
-)
+from prometheus_client import CollectorRegistry, Counter, Histogram, start_http_server
 from prometheus_client.gc_collector import GCCollector
 from prometheus_client.platform_collector import PlatformCollector
 from prometheus_client.process_collector import ProcessCollector
@@ -259,26 +255,39 @@ def quota_refused_placement(conditions: Iterable[Condition]) -> bool:
 
 
 def record(function: str, decided: Decided) -> None:
-    """Count what one pass of `function` decided."""
-    for c in decided.conditions:
-        CONDITIONS.labels(
-            function,
+    """Count what one pass of `function` decided.
+
+    Equal label sets are summed first: a diagnosis over thousands of pools costs
+    one increment per (cluster, cause), not one per pool.
+    """
+    conditions = Tally(
+        (
             bounded(c.type, CONDITION_TYPES),
             bounded(c.status, STATUSES),
             bounded(c.reason, REASONS),
-        ).inc()
-    for cluster, change in decided.placements:
-        PLACEMENTS.labels(cluster_label(cluster), bounded(change, PLACEMENT_CHANGES)).inc()
-    for cluster, cause in decided.refusals:
-        REFUSALS.labels(cluster_label(cluster), cause.name.lower()).inc()
-    for cluster, why in decided.healed:
-        HEALING.labels(cluster_label(cluster), bounded(why, HEALING_CAUSES)).inc()
-    for cluster, verdict in decided.pools:
-        POOLS.labels(cluster_label(cluster), bounded(verdict, POOL_VERDICTS)).inc()
+        )
+        for c in decided.conditions
+    )
+    for (kind, status, reason), n in conditions.items():
+        CONDITIONS.labels(function, kind, status, reason).inc(n)
+    _count(PLACEMENTS, decided.placements, lambda v: bounded(v, PLACEMENT_CHANGES))
+    _count(REFUSALS, decided.refusals, lambda cause: cause.name.lower())
+    _count(HEALING, decided.healed, lambda v: bounded(v, HEALING_CAUSES))
+    _count(POOLS, decided.pools, lambda v: bounded(v, POOL_VERDICTS))
     if quota_refused_placement(decided.conditions):
         QUOTA_REFUSALS.labels("placement").inc()
     if decided.admission is not None:
         _record_admission(*decided.admission)
+
+
+def _count(counter: Counter, pairs: Iterable[tuple[str, Any]], label: Callable[[Any], str]) -> None:
+    """Increment `counter` once per distinct (cluster, value) by how often it occurs,
+    each labelled once (`cluster_label`, `label`) however many pools or replicas share it."""
+    labelled: Tally[tuple[str, str]] = Tally()
+    for (cluster, value), n in Tally(pairs).items():
+        labelled[(cluster_label(cluster), label(value))] += n
+    for (cluster, value), n in labelled.items():
+        counter.labels(cluster, value).inc(n)
 
 
 def _record_admission(cluster: str, admitted: Condition) -> None:
