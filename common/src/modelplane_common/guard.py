@@ -23,11 +23,16 @@ stop a thread, so the work itself must be bounded: the deadline bounds the
 answer, not the CPU a runaway spends (the CEL cost limit does that,
 design/cel-matching.md); a thread past its deadline finishes and its
 answer is dropped. design/robustness.md ("Deadline") says why 20 s.
+
+`served` also counts every call it answers (`metrics.observe_call`): its
+result (`ok`, `invalid_input`, `internal_error`, `deadline_exceeded`), the
+time to its answer and the bytes in and out.
 """
 
 from __future__ import annotations
 
 import asyncio
+import time
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from datetime import timedelta
@@ -35,11 +40,17 @@ from datetime import timedelta
 from crossplane.function import response
 from crossplane.function.proto.v1 import run_function_pb2 as fnv1
 
+from modelplane_common import metrics
 from modelplane_common.inputs import InvalidInput
 from modelplane_common.outcome import capped
 
 INTERNAL_ERROR = "internal error"
 DEADLINE_EXCEEDED = "deadline exceeded"
+# A call's result, as the metrics count it.
+OK = "ok"
+INVALID_INPUT = "invalid_input"
+INTERNAL = "internal_error"
+TIMED_OUT = "deadline_exceeded"
 # Shorter than what Crossplane v2.3.4 allows a call: a whole reconcile of a composite
 # (up to 5 calls of a function, one per round of required resources) has 2 minutes, and
 # `crossplane render` 1 minute (design/robustness.md, "Deadline").
@@ -61,14 +72,23 @@ def guarded(
     log: object,
 ) -> fnv1.RunFunctionResponse:
     """run(), or a Fatal response naming what went wrong; never raises."""
+    return attempted(req, run, log)[0]
+
+
+def attempted(
+    req: fnv1.RunFunctionRequest,
+    run: Callable[[], fnv1.RunFunctionResponse],
+    log: object,
+) -> tuple[fnv1.RunFunctionResponse, str]:
+    """`guarded`'s answer and its result: OK, INVALID_INPUT or INTERNAL."""
     try:
-        return run()
+        return run(), OK
     except InvalidInput as err:
         _log(log, "warning", "cannot read the composite", error=str(err))
-        return fatal(req, f"cannot read the composite: {err}")
+        return fatal(req, f"cannot read the composite: {err}"), INVALID_INPUT
     except Exception as err:
         _log(log, "exception", "internal error", error=repr(err))
-        return fatal(req, f"{INTERNAL_ERROR}: {type(err).__name__}: {err}")
+        return fatal(req, f"{INTERNAL_ERROR}: {type(err).__name__}: {err}"), INTERNAL
 
 
 def _log(log: object, level: str, event: str, **fields: object) -> None:
@@ -82,9 +102,32 @@ async def served(
     run: Callable[[], fnv1.RunFunctionResponse],
     log: object,
     deadline: timedelta = DEADLINE,
+    *,
+    function: str,
 ) -> fnv1.RunFunctionResponse:
-    """`guarded(req, run, log)` in a worker thread, or a Fatal response at the deadline."""
-    work = asyncio.get_running_loop().run_in_executor(_WORKERS, guarded, req, run, log)
+    """`guarded(req, run, log)` in a worker thread, or a Fatal response at the deadline;
+    the call counted under `function`'s name (`metrics.observe_call`)."""
+    started = time.perf_counter()
+    rsp, result = await _answered(req, run, log, deadline)
+    metrics.observe_call(
+        metrics.Call(
+            function=function,
+            result=result,
+            seconds=time.perf_counter() - started,
+            request_bytes=req.ByteSize(),
+            response_bytes=rsp.ByteSize(),
+        )
+    )
+    return rsp
+
+
+async def _answered(
+    req: fnv1.RunFunctionRequest,
+    run: Callable[[], fnv1.RunFunctionResponse],
+    log: object,
+    deadline: timedelta,
+) -> tuple[fnv1.RunFunctionResponse, str]:
+    work = asyncio.get_running_loop().run_in_executor(_WORKERS, attempted, req, run, log)
     try:
         return await asyncio.wait_for(work, deadline.total_seconds())
     except TimeoutError:
@@ -94,4 +137,4 @@ async def served(
             req,
             f"{DEADLINE_EXCEEDED}: the function did not finish this request within "
             f"{seconds}s; nothing was changed, Crossplane will call again",
-        )
+        ), TIMED_OUT

@@ -4,8 +4,9 @@ Translates a RunFunctionRequest into `core.decide` inputs (the XR's name,
 spec and status, every observed composed resource read once, `now` and the
 function's own version) and its Decision back into desired resources with
 their readiness, the XR's status and readiness, conditions, events and
-when to be called again (`meta.ttl`). No
-decisions are made here; see core.py for the model.
+when to be called again (`meta.ttl`), and counts it (`measured`,
+modelplane_common.metrics). No decisions are made here; see core.py for
+the model.
 """
 
 from __future__ import annotations
@@ -20,7 +21,7 @@ import grpc
 from crossplane.function import logging, resource, response
 from crossplane.function.proto.v1 import run_function_pb2 as fnv1
 from crossplane.function.proto.v1 import run_function_pb2_grpc as grpcv1
-from modelplane_common import inputs, logs
+from modelplane_common import inputs, logs, metrics
 from modelplane_common.composed import ObservedObject, observed_object
 from modelplane_common.guard import DEADLINE, served
 from modelplane_common.outcome import log_fields
@@ -31,6 +32,7 @@ from compose_inference_cluster import core
 # The function's own version, the workspace's (modelplane_devtools.version keeps every
 # member's pyproject.toml equal to it): the tag of the agent image it installs.
 VERSION = metadata.version("compose-inference-cluster")
+NAME = "compose-inference-cluster"
 
 
 def observed(req: fnv1.RunFunctionRequest) -> dict[str, ObservedObject]:
@@ -48,6 +50,14 @@ def _summary(decision: core.Decision) -> dict[str, object]:
         "pools": dict(sorted(pools.items())),
         **log_fields(decision.conditions, decision.events),
     }
+
+
+def measured(name: str, decision: core.Decision) -> metrics.Decided:
+    """What the pass decided, for the metrics: its conditions and each pool's verdict."""
+    return metrics.Decided(
+        conditions=decision.conditions,
+        pools=tuple((name, v.reason) for v in decision.verdicts),
+    )
 
 
 class FunctionRunner(grpcv1.FunctionRunnerServiceServicer):
@@ -68,7 +78,7 @@ class FunctionRunner(grpcv1.FunctionRunnerServiceServicer):
         self, req: fnv1.RunFunctionRequest, _: grpc.aio.ServicerContext | None = None
     ) -> fnv1.RunFunctionResponse:
         log = logs.for_request(self.log, req)
-        return await served(req, lambda: self._run(req, log), log, self.deadline)
+        return await served(req, lambda: self._run(req, log), log, self.deadline, function=NAME)
 
     def _run(self, req: fnv1.RunFunctionRequest, log: Any) -> fnv1.RunFunctionResponse:
         laps = logs.Laps()
@@ -94,6 +104,7 @@ class FunctionRunner(grpcv1.FunctionRunnerServiceServicer):
         rsp.desired.composite.ready = fnv1.READY_TRUE if decision.ready else fnv1.READY_FALSE
         emit(rsp, decision.conditions, decision.events)
         rsp.meta.ttl.FromTimedelta(decision.requeue_after)
+        metrics.record(NAME, measured(name, decision))
         laps.lap("write")
         log.debug("decided", **_summary(decision), **laps.as_fields())
         return rsp

@@ -24,7 +24,7 @@ from crossplane.function import logging, resource, response
 from crossplane.function.proto.v1 import run_function_pb2 as fnv1
 from crossplane.function.proto.v1 import run_function_pb2_grpc as grpcv1
 from google.protobuf import struct_pb2
-from modelplane_common import labels, logs
+from modelplane_common import labels, logs, metrics
 from modelplane_common.guard import DEADLINE, served
 from modelplane_common.respond import emit
 
@@ -37,8 +37,9 @@ from compose_model_deployment.decision import (
     Unplanned,
     decide,
 )
-from compose_model_deployment.placement import Matcher, Plan
+from compose_model_deployment.placement import PODS_NOT_CREATED, Matcher, Plan
 
+NAME = "compose-model-deployment"
 SCHEDULED = report.SCHEDULED
 READY = report.READY
 INPUTS = report.INPUTS
@@ -177,6 +178,42 @@ def _write(rsp: fnv1.RunFunctionResponse, outcome: Outcome) -> None:
     rsp.meta.ttl.FromTimedelta(outcome.requeue_after)
 
 
+# A healed replica's cause, by how placement.remember's `why` begins (unschedulable_too_long,
+# overcommitted, pods_not_created): the condition of the replica that made it move.
+_HEALING_CAUSES = (
+    ("unschedulable since", "Unschedulable"),
+    ("was not admitted on its cluster", "Overcommitted"),
+    (PODS_NOT_CREATED, "NotCreated"),
+)
+
+
+def healing_cause(why: str) -> str:
+    """Unschedulable, Overcommitted or NotCreated; `Other` for a reason none begins."""
+    return next((cause for prefix, cause in _HEALING_CAUSES if why.startswith(prefix)), "Other")
+
+
+def measured(outcome: Outcome) -> metrics.Decided:
+    """What the pass decided, for the metrics: its conditions and, when it planned, each
+    replica it placed, moved, reshaped or stranded, each pool the last replica without a
+    place was refused, and each replica healed."""
+    conditions = outcome.said.conditions
+    if isinstance(outcome, Unplanned):
+        return metrics.Decided(conditions=conditions)
+    plan = outcome.plan
+    return metrics.Decided(
+        conditions=conditions,
+        placements=tuple(
+            (r.cluster, str(r.change))
+            for r in plan.replicas
+            if str(r.change) in metrics.PLACEMENT_CHANGES
+        ),
+        refusals=tuple((r.cluster, r.cause) for r in plan.diagnosis.refusals)
+        if plan.diagnosis is not None
+        else (),
+        healed=tuple((h.cluster, healing_cause(h.why)) for h in plan.healed),
+    )
+
+
 def run_function(
     req: fnv1.RunFunctionRequest,
     now: datetime,
@@ -195,6 +232,7 @@ def run_function(
     own = _own_observed(req)
     outcome = decide(xr, own, _fetched(req), now, matcher, laps)
     _write(rsp, outcome)
+    metrics.record(NAME, measured(outcome))
     if isinstance(outcome, Unplanned):
         log.debug(
             "nothing planned, every replica kept",
@@ -258,5 +296,9 @@ class FunctionRunner(grpcv1.FunctionRunnerServiceServicer):
         matcher = self._matcher or default_matcher()
         log = logs.for_request(self.log, req)
         return await served(
-            req, lambda: run_function(req, self._clock(), matcher, log=log), log, self.deadline
+            req,
+            lambda: run_function(req, self._clock(), matcher, log=log),
+            log,
+            self.deadline,
+            function=NAME,
         )

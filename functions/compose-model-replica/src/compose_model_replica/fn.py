@@ -3,8 +3,9 @@
 Reads the RunFunctionRequest once into the core's typed inputs
 (readers.py), hands them to `core.decide`, and writes the Outcome it returns
 back: the resources to fetch next, the desired resources, the XR's status
-and Ready, conditions, events and the requeue time. No decisions are made
-here; see core.py for the model.
+and Ready, conditions, events and the requeue time, and counts it
+(`measured`, modelplane_common.metrics). No decisions are made here; see
+core.py for the model.
 """
 
 from __future__ import annotations
@@ -17,7 +18,7 @@ import grpc
 from crossplane.function import logging, resource, response
 from crossplane.function.proto.v1 import run_function_pb2 as fnv1
 from crossplane.function.proto.v1 import run_function_pb2_grpc as grpcv1
-from modelplane_common import labels, logs
+from modelplane_common import labels, logs, metrics
 from modelplane_common.guard import DEADLINE, served
 from modelplane_common.outcome import log_fields
 from modelplane_common.respond import emit
@@ -31,6 +32,8 @@ from compose_model_replica.readers import (
     QUOTAS_REQUIREMENT,
     REPLICAS_REQUIREMENT,
 )
+
+NAME = "compose-model-replica"
 
 __all__ = [
     "CLUSTER_REQUIREMENT",
@@ -111,6 +114,21 @@ def _write(rsp: fnv1.RunFunctionResponse, outcome: core.Outcome) -> None:
     rsp.meta.ttl.FromTimedelta(outcome.requeue_after)
 
 
+def measured(previous_status: object, outcome: core.Outcome) -> metrics.Decided:
+    """What the pass decided, for the metrics: its conditions and, when it reached one,
+    its admission verdict on its cluster (`previous_status` is the XR's as observed)."""
+    before = previous_status.get("admission") if isinstance(previous_status, dict) else None
+    return metrics.Decided(
+        conditions=outcome.conditions,
+        admission=metrics.reached_admission(
+            outcome.requirements.cluster,
+            before,
+            outcome.status.get("admission"),
+            outcome.conditions,
+        ),
+    )
+
+
 class FunctionRunner(grpcv1.FunctionRunnerServiceServicer):
     """Runs compose-model-replica."""
 
@@ -127,7 +145,7 @@ class FunctionRunner(grpcv1.FunctionRunnerServiceServicer):
         self, req: fnv1.RunFunctionRequest, _: grpc.aio.ServicerContext | None = None
     ) -> fnv1.RunFunctionResponse:
         log = logs.for_request(self.log, req)
-        return await served(req, lambda: self._run(req, log), log, self.deadline)
+        return await served(req, lambda: self._run(req, log), log, self.deadline, function=NAME)
 
     def _run(self, req: fnv1.RunFunctionRequest, log: Any) -> fnv1.RunFunctionResponse:
         laps = logs.Laps()
@@ -139,6 +157,8 @@ class FunctionRunner(grpcv1.FunctionRunnerServiceServicer):
         _write(rsp, outcome)
         for name in outcome.kept_unchanged:
             log.info("keeping composed resource despite a missing input", name=name)
+        xr = resource.struct_to_dict(req.observed.composite.resource)
+        metrics.record(NAME, measured(xr.get("status"), outcome))
         laps.lap("write")
         log.debug(
             "decided",
