@@ -370,13 +370,10 @@ def read_queued(resource: struct_pb2.Struct, cluster: str, now: datetime) -> Que
 def _struct_record(resource: struct_pb2.Struct, placement: str) -> Record | None:
     """The verdict a ModelReplica Struct records for `placement`, with the shape it
     charged; None when there is none for it."""
-    status = get_struct(resource, "status")
-    admission = get_struct(status, STATUS_FIELD) if status is not None else None
-    if admission is None:
+    found = _admission_for(resource, placement)
+    if found is None:
         return None
-    verdict = get_str(admission, "verdict")
-    if verdict not in VERDICTS or not placement or get_str(admission, "placedAt") != placement:
-        return None
+    admission, verdict = found
     charged = get_struct(admission, "charged")
     return Record(
         placed_at=placement,
@@ -394,6 +391,15 @@ def recorded_verdict(resource: struct_pb2.Struct, placement: str | None = None) 
             get_struct(meta, "annotations") if meta is not None else None
         )
         placement = annotations.get(labels.PLACED_AT, "")
+    found = _admission_for(resource, placement)
+    return found[1] if found is not None else None
+
+
+def _admission_for(
+    resource: struct_pb2.Struct, placement: str
+) -> tuple[struct_pb2.Struct, str] | None:
+    """A ModelReplica Struct's `status.admission` and its verdict, when it is a verdict
+    for `placement`; None otherwise."""
     status = get_struct(resource, "status")
     admission = get_struct(status, STATUS_FIELD) if status is not None else None
     if admission is None:
@@ -401,4 +407,4 @@ def recorded_verdict(resource: struct_pb2.Struct, placement: str | None = None) 
     verdict = get_str(admission, "verdict")
     if verdict not in VERDICTS or not placement or get_str(admission, "placedAt") != placement:
         return None
-    return verdict
+    return admission, verdict
