@@ -1,0 +1,372 @@
+"""The release: every artifact of a build pushed under its one name, pulled back and checked.
+
+One path for the real release and its rehearsal. `publish` takes the build
+`make packages` wrote (dist/: scripts/build-packages.sh) and a registry
+prefix, and for a tag `v<version>`:
+
+1. checks the tag is the workspace's version (`modelplane_devtools.version`,
+   what `make version` prints) and that dist/ is this commit's build, whole
+   (its build-info.txt names HEAD, every file matches SHA256SUMS): a tag
+   publishes what its own commit builds, nothing older;
+2. pushes each artifact of `modelplane_devtools.artifacts` to
+   `<prefix>/<name>:<tag>` with the tool the build already uses: the three
+   Function packages, amd64 and arm64 under one tag (an image index), and
+   the Configuration with `crossplane xpkg push`; the agent's image index
+   from dist/oci with `skopeo copy --all --preserve-digests`;
+3. pulls each back whole (`skopeo copy --all`, which checks every blob's
+   digest) and checks it is what was built: a Function package and the agent
+   an index of exactly linux/amd64 and linux/arm64, each platform's config
+   and layers those of its dist/ file; the agent's index the very index of
+   dist/oci; the Configuration one manifest with its package's config and layer;
+4. writes an SPDX SBOM of each platform image (syft, reading the pushed
+   image from the registry), and checks it lists the image's own Python
+   distribution;
+5. records what it published in `<out>/released.json` (name, repository,
+   index digest, each platform's manifest digest and SBOM) and, under
+   GitHub Actions, as the step's `released` output: signing and the
+   attestations (.github/workflows/release.yaml) sign these digests, never
+   a tag.
+
+`dry-run` (`make release-dry-run`) runs all of it against the e2e's OCI
+registry on 127.0.0.1 (`e2e.stack.start_registry`, `.tools/bin/registry`),
+with the registry host in front of the public names as the e2e installs
+them (`e2e.install.mirrored`); the registry is stopped by its PID and its
+log stays in the run's folder, out/release/<time>/. Only signing and the push
+to the public registry are the workflow's alone.
+
+A missing tool is an error naming the fix, never a skip.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import shutil
+import subprocess
+import tempfile
+import time
+from collections.abc import Mapping, Sequence
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+
+from modelplane_devtools import artifacts, version
+from modelplane_devtools.e2e.install import mirrored
+from modelplane_devtools.e2e.processes import Supervisor
+from modelplane_devtools.e2e.stack import ROOT, Stack, binary, start_registry
+from modelplane_devtools.oci_index import INDEX_MEDIA_TYPE, Layout
+
+DIST = ROOT / "dist"
+ARCHITECTURES = ("amd64", "arm64")
+INDEX_MEDIA_TYPES = {INDEX_MEDIA_TYPE, "application/vnd.docker.distribution.manifest.list.v2+json"}
+
+
+class ReleaseFailed(RuntimeError):
+    pass
+
+
+@dataclass(frozen=True)
+class Artifact:
+    """One published name and the dist/ files it is made of, one per platform."""
+
+    name: str
+    files: Mapping[str, Path]  # architecture (or "" for no platform) -> dist file
+    oci: bool = False  # an image index in dist/oci (the agent), not xpkg files
+
+    @property
+    def architectures(self) -> tuple[str, ...]:
+        return tuple(arch for arch in self.files if arch)
+
+
+def suffix(architecture: str) -> str:
+    """scripts/build-packages.sh's ending of an architecture's outputs."""
+    return "" if architecture == "amd64" else f"-{architecture}"
+
+
+def planned(dist: Path) -> list[Artifact]:
+    """What a release publishes, in `artifacts.NAMES` order, from a build's dist/."""
+    configuration = Artifact(
+        artifacts.CONFIGURATION, {"": dist / "xpkg" / f"{artifacts.CONFIGURATION}.xpkg"}
+    )
+    functions = [
+        Artifact(fn, {a: dist / "xpkg" / f"{fn}{suffix(a)}.xpkg" for a in ARCHITECTURES})
+        for fn in artifacts.FUNCTIONS
+    ]
+    agent = Artifact(artifacts.AGENT, {a: dist / "oci" for a in ARCHITECTURES}, oci=True)
+    return [configuration, *functions, agent]
+
+
+def check_tag(tag: str, workspace_version: str) -> None:
+    if tag != f"v{workspace_version}":
+        raise ReleaseFailed(
+            f"tag {tag!r} is not the workspace's version v{workspace_version} "
+            "(`make version`; `make version SET=X.Y.Z` changes it)"
+        )
+
+
+def check_dist(dist: Path, commit: str) -> None:
+    """dist/ is the whole build of `commit`: build-info.txt names it, SHA256SUMS holds."""
+    info = dist / "build-info.txt"
+    if not info.is_file():
+        raise ReleaseFailed(f"{info} is missing: run `make packages`")
+    built = dict(line.split("=", 1) for line in info.read_text().splitlines() if "=" in line)
+    if built.get("commit") != commit:
+        raise ReleaseFailed(
+            f"{dist} was built from commit {built.get('commit')}, not {commit}: run `make packages`"
+        )
+    sums = subprocess.run(
+        ["sha256sum", "--quiet", "--check", "SHA256SUMS"],
+        cwd=dist,
+        capture_output=True,
+        text=True,
+        check=False,
+    )
+    if sums.returncode != 0:
+        raise ReleaseFailed(f"{dist}/SHA256SUMS does not hold: {sums.stdout.strip()}")
+
+
+def tool(name: str) -> str:
+    """A tool from .tools/bin (built by make setup / make e2e-tools) or, else, the PATH."""
+    try:
+        return str(binary(name))
+    except RuntimeError:
+        found = shutil.which(name)
+        if found is None:
+            raise ReleaseFailed(
+                f"{name} is missing: run `make setup` and `make e2e-tools`"
+            ) from None
+        return found
+
+
+def run(command: Sequence[str], env: Mapping[str, str] | None = None) -> str:
+    done = subprocess.run(
+        list(command),
+        capture_output=True,
+        text=True,
+        env={**os.environ, **(env or {})},
+        check=False,
+    )
+    if done.returncode != 0:
+        raise ReleaseFailed(
+            f"{' '.join(command)} failed ({done.returncode}):\n{done.stderr.strip()}"
+        )
+    return done.stdout
+
+
+def plain_http(reference: str) -> bool:
+    """The e2e's registry on 127.0.0.1 serves plain HTTP (Go's registry libraries assume so)."""
+    return reference.startswith(("127.0.0.1:", "localhost:"))
+
+
+def tls(reference: str, flag: str) -> list[str]:
+    return [f"{flag}=false"] if plain_http(reference) else []
+
+
+def push(artifact: Artifact, reference: str) -> None:
+    if artifact.oci:
+        layout = next(iter(artifact.files.values()))
+        run(
+            [
+                tool("skopeo"), "copy", "--quiet", "--all", "--preserve-digests",
+                *tls(reference, "--dest-tls-verify"),
+                f"oci:{layout}:{artifact.name}", f"docker://{reference}",
+            ]
+        )  # fmt: skip
+        return
+    files = ",".join(str(path) for path in artifact.files.values())
+    run([tool("crossplane"), "xpkg", "push", f"--package-files={files}", reference])
+
+
+# ---- what was built -------------------------------------------------------------
+
+
+def xpkg_blobs(path: Path) -> list[str]:
+    """The config and layer digests of an xpkg (a docker-archive tarball crossplane writes)."""
+    if not path.is_file():
+        raise ReleaseFailed(f"{path} is missing: run `make packages`")
+    (entry,) = json.loads(run(["tar", "-xOf", str(path), "manifest.json"]))
+    return [entry["Config"], *(f"sha256:{layer.split('.', 1)[0]}" for layer in entry["Layers"])]
+
+
+def manifest_blobs(layout: Layout, manifest_digest: str) -> list[str]:
+    """The config and layer digests of a manifest in an OCI layout."""
+    manifest = json.loads(layout.blob(manifest_digest))
+    return [manifest["config"]["digest"], *(layer["digest"] for layer in manifest["layers"])]
+
+
+# ---- what the registry serves --------------------------------------------------
+
+
+@dataclass
+class Pulled:
+    """An artifact as pulled back: its digest and, per platform, its manifest's digest and blobs."""
+
+    digest: str
+    platforms: dict[str, str] = field(default_factory=dict)  # "os/arch" -> manifest digest
+    blobs: dict[str, list[str]] = field(default_factory=dict)  # "os/arch" or "" -> blobs
+
+
+def pull(reference: str, into: Path) -> Pulled:
+    """Copy the artifact whole into an OCI layout (skopeo checks every blob) and read it."""
+    run(
+        [
+            tool("skopeo"), "copy", "--quiet", "--all", "--preserve-digests",
+            *tls(reference, "--src-tls-verify"), f"docker://{reference}", f"oci:{into}:pulled",
+        ]
+    )  # fmt: skip
+    layout = Layout(into)
+    top = layout.tagged("pulled")
+    if top["mediaType"] not in INDEX_MEDIA_TYPES:
+        return Pulled(top["digest"], blobs={"": manifest_blobs(layout, top["digest"])})
+    pulled = Pulled(top["digest"])
+    for entry in json.loads(layout.blob(top["digest"]))["manifests"]:
+        platform = f"{entry['platform']['os']}/{entry['platform']['architecture']}"
+        if platform in pulled.platforms:
+            raise ReleaseFailed(f"{reference} lists {platform} twice")
+        pulled.platforms[platform] = entry["digest"]
+        pulled.blobs[platform] = manifest_blobs(layout, entry["digest"])
+    return pulled
+
+
+def built_blobs(artifact: Artifact) -> dict[str, list[str]]:
+    """What each platform of the artifact was built as: "linux/<arch>" (or "") -> blobs."""
+    if artifact.oci:
+        layout = Layout(next(iter(artifact.files.values())))
+        tagged = {
+            a: layout.tagged(f"{artifact.name}-{a}")["digest"] for a in artifact.architectures
+        }
+        return {f"linux/{a}": manifest_blobs(layout, digest) for a, digest in tagged.items()}
+    return {(f"linux/{a}" if a else ""): xpkg_blobs(path) for a, path in artifact.files.items()}
+
+
+def check_pulled(artifact: Artifact, reference: str, pulled: Pulled) -> None:
+    """The registry serves exactly what dist/ holds, every platform of it."""
+    built = built_blobs(artifact)
+    if set(pulled.blobs) != set(built):
+        raise ReleaseFailed(
+            f"{reference} serves platforms {sorted(pulled.blobs)}, built {sorted(built)}"
+        )
+    for platform, blobs in built.items():
+        if pulled.blobs[platform] != blobs:
+            raise ReleaseFailed(
+                f"{reference} {platform or 'manifest'}: pulled config and layers "
+                f"{pulled.blobs[platform]} are not the built {blobs}"
+            )
+    if artifact.oci:
+        local = Layout(next(iter(artifact.files.values()))).tagged(artifact.name)["digest"]
+        if pulled.digest != local:
+            raise ReleaseFailed(f"{reference} is {pulled.digest}, dist/oci's index is {local}")
+
+
+# ---- SBOMs ------------------------------------------------------------------------
+
+
+def sbom(repository: str, digest: str, platform: str, out: Path, expect: str) -> Path:
+    """syft's SPDX SBOM of one platform image, read from the registry; it must list `expect`."""
+    env = {"SYFT_CHECK_FOR_APP_UPDATE": "false"}
+    if plain_http(repository):
+        env["SYFT_REGISTRY_INSECURE_USE_HTTP"] = "true"
+    out.parent.mkdir(parents=True, exist_ok=True)
+    run(
+        [tool("syft"), "scan", f"registry:{repository}@{digest}", "--platform", platform,
+         "--quiet", "--output", f"spdx-json={out}"],
+        env=env,
+    )  # fmt: skip
+    names = {package.get("name") for package in json.loads(out.read_text()).get("packages", [])}
+    if expect not in names:
+        raise ReleaseFailed(f"the SBOM of {repository}@{digest} ({out}) does not list {expect}")
+    return out
+
+
+# ---- the release --------------------------------------------------------------------
+
+
+@dataclass
+class Released:
+    name: str
+    repository: str
+    digest: str
+    platforms: dict[str, str]
+    sboms: dict[str, str]  # "os/arch" -> SBOM file, relative to the run's `out`
+
+
+def release_one(artifact: Artifact, prefix: str, tag: str, out: Path) -> Released:
+    repository = f"{prefix}/{artifact.name}"
+    reference = f"{repository}:{tag}"
+    began = time.monotonic()
+    push(artifact, reference)
+    with tempfile.TemporaryDirectory(prefix="modelplane-release-") as scratch:
+        pulled = pull(reference, Path(scratch) / "layout")
+    check_pulled(artifact, reference, pulled)
+    # Paths relative to `out`, which the workflow hands to the signing job whole.
+    sboms = {
+        platform: f"sbom/{artifact.name}-{platform.split('/')[1]}.spdx.json"
+        for platform in pulled.platforms
+    }
+    for platform, digest in pulled.platforms.items():
+        sbom(repository, digest, platform, out / sboms[platform], artifact.name)
+    print(
+        f"release: {reference} {pulled.digest} "
+        f"[{', '.join(pulled.platforms) or 'no platform'}] {time.monotonic() - began:.1f}s",
+        flush=True,
+    )
+    return Released(artifact.name, repository, pulled.digest, pulled.platforms, sboms)
+
+
+def publish(prefix: str, tag: str, out: Path, dist: Path = DIST) -> list[Released]:
+    """Push, pull back, check and describe every artifact; returns what was published."""
+    check_tag(tag, version.version())
+    check_dist(dist, run(["git", "-C", str(ROOT), "rev-parse", "HEAD"]).strip())
+    out.mkdir(parents=True, exist_ok=True)
+    released = [release_one(artifact, prefix, tag, out) for artifact in planned(dist)]
+    record = json.dumps([asdict(r) for r in released], indent=2)
+    (out / "released.json").write_text(record + "\n")
+    if github_output := os.environ.get("GITHUB_OUTPUT"):
+        with open(github_output, "a") as output:
+            output.write(f"released={json.dumps([asdict(r) for r in released])}\n")
+    return released
+
+
+def dry_run(workdir: Path, dist: Path = DIST) -> list[Released]:
+    """`publish` against a registry on 127.0.0.1, stopped by its PID; logs under workdir."""
+    stack = Stack(workdir, Supervisor(workdir / "logs"))
+    try:
+        stack.registry = start_registry(stack)
+        prefix = mirrored(artifacts.REGISTRY, stack.registry)
+        return publish(prefix, f"v{version.version()}", workdir, dist)
+    except ReleaseFailed as failure:
+        raise ReleaseFailed(f"{failure}\n{stack.supervisor.tails()}") from None
+    finally:
+        stack.supervisor.stop()
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    commands = parser.add_subparsers(dest="command", required=True)
+    real = commands.add_parser("publish", help="push, pull back and check, write SBOMs")
+    real.add_argument("--registry", default=artifacts.REGISTRY, help="registry prefix")
+    real.add_argument("--tag", required=True, help="the release tag, v<version>")
+    real.add_argument("--out", type=Path, required=True, help="SBOMs and released.json")
+    real.add_argument("--dist", type=Path, default=DIST)
+    tag = commands.add_parser("check-tag", help="fail unless the tag is v<version>")
+    tag.add_argument("--tag", required=True)
+    rehearsal = commands.add_parser("dry-run", help="publish to a registry on 127.0.0.1")
+    rehearsal.add_argument("--dist", type=Path, default=DIST)
+    args = parser.parse_args(argv)
+    try:
+        if args.command == "publish":
+            publish(args.registry, args.tag, args.out, args.dist)
+        elif args.command == "check-tag":
+            check_tag(args.tag, version.version())
+        else:
+            workdir = ROOT / "out" / "release" / time.strftime("%Y%m%d-%H%M%S")
+            dry_run(workdir, args.dist)
+            print(f"release: dry run passed; SBOMs, released.json and logs in {workdir}")
+    except ReleaseFailed as failure:
+        print(f"release: {failure}", flush=True)
+        return 1
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
