@@ -22,8 +22,8 @@ prefix, and for a tag `v<version>`:
    image from the registry), and checks it lists the image's own Python
    distribution;
 5. records what it published in `<out>/released.json` (name, repository,
-   index digest, each platform's manifest digest and SBOM) and, under
-   GitHub Actions, as the step's `released` output: signing and the
+   index digest, each platform's manifest digest and SBOM) and, for
+   `publish` under GitHub Actions, as the step's `released` output: signing and the
    attestations (.github/workflows/release.yaml) sign these digests, never
    a tag.
 
@@ -321,10 +321,14 @@ def publish(prefix: str, tag: str, out: Path, dist: Path = DIST) -> list[Release
     released = [release_one(artifact, prefix, tag, out) for artifact in planned(dist)]
     record = json.dumps([asdict(r) for r in released], indent=2)
     (out / "released.json").write_text(record + "\n")
-    if github_output := os.environ.get("GITHUB_OUTPUT"):
-        with open(github_output, "a") as output:
-            output.write(f"released={json.dumps([asdict(r) for r in released])}\n")
     return released
+
+
+def github_output(released: list[Released]) -> None:
+    """The step's `released` output under GitHub Actions: the signing job's matrix."""
+    if path := os.environ.get("GITHUB_OUTPUT"):
+        with open(path, "a") as output:
+            output.write(f"released={json.dumps([asdict(r) for r in released])}\n")
 
 
 def dry_run(workdir: Path, dist: Path = DIST) -> list[Released]:
@@ -355,7 +359,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     args = parser.parse_args(argv)
     try:
         if args.command == "publish":
-            publish(args.registry, args.tag, args.out, args.dist)
+            github_output(publish(args.registry, args.tag, args.out, args.dist))
         elif args.command == "check-tag":
             check_tag(args.tag, version.version())
         else:
