@@ -42,7 +42,6 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import shutil
 import subprocess
 import tempfile
 import time
@@ -53,11 +52,11 @@ from pathlib import Path
 from modelplane_devtools import artifacts, version
 from modelplane_devtools.e2e.install import mirrored
 from modelplane_devtools.e2e.processes import Supervisor
-from modelplane_devtools.e2e.stack import ROOT, Stack, binary, start_registry
+from modelplane_devtools.e2e.stack import ROOT, Stack, ToolMissing, binary, start_registry
 from modelplane_devtools.oci_index import INDEX_MEDIA_TYPE, Layout
+from modelplane_devtools.packages import ARCHITECTURES, PackageMissing, need, suffix
 
 DIST = ROOT / "dist"
-ARCHITECTURES = ("amd64", "arm64")
 INDEX_MEDIA_TYPES = {INDEX_MEDIA_TYPE, "application/vnd.docker.distribution.manifest.list.v2+json"}
 
 
@@ -76,11 +75,6 @@ class Artifact:
     @property
     def architectures(self) -> tuple[str, ...]:
         return tuple(arch for arch in self.files if arch)
-
-
-def suffix(architecture: str) -> str:
-    """scripts/build-packages.sh's ending of an architecture's outputs."""
-    return "" if architecture == "amd64" else f"-{architecture}"
 
 
 def planned(dist: Path) -> list[Artifact]:
@@ -125,19 +119,6 @@ def check_dist(dist: Path, commit: str) -> None:
         raise ReleaseFailed(f"{dist}/SHA256SUMS does not hold: {sums.stdout.strip()}")
 
 
-def tool(name: str) -> str:
-    """A tool from .tools/bin (built by make setup / make e2e-tools) or, else, the PATH."""
-    try:
-        return str(binary(name))
-    except RuntimeError:
-        found = shutil.which(name)
-        if found is None:
-            raise ReleaseFailed(
-                f"{name} is missing: run `make setup` and `make e2e-tools`"
-            ) from None
-        return found
-
-
 def run(command: Sequence[str], env: Mapping[str, str] | None = None) -> str:
     done = subprocess.run(
         list(command),
@@ -167,14 +148,14 @@ def push(artifact: Artifact, reference: str) -> None:
         layout = next(iter(artifact.files.values()))
         run(
             [
-                tool("skopeo"), "copy", "--quiet", "--all", "--preserve-digests",
+                need("skopeo"), "copy", "--quiet", "--all", "--preserve-digests",
                 *tls(reference, "--dest-tls-verify"),
                 f"oci:{layout}:{artifact.name}", f"docker://{reference}",
             ]
         )  # fmt: skip
         return
     files = ",".join(str(path) for path in artifact.files.values())
-    run([tool("crossplane"), "xpkg", "push", f"--package-files={files}", reference])
+    run([str(binary("crossplane")), "xpkg", "push", f"--package-files={files}", reference])
 
 
 # ---- what was built -------------------------------------------------------------
@@ -210,7 +191,7 @@ def pull(reference: str, into: Path) -> Pulled:
     """Copy the artifact whole into an OCI layout (skopeo checks every blob) and read it."""
     run(
         [
-            tool("skopeo"), "copy", "--quiet", "--all", "--preserve-digests",
+            need("skopeo"), "copy", "--quiet", "--all", "--preserve-digests",
             *tls(reference, "--src-tls-verify"), f"docker://{reference}", f"oci:{into}:pulled",
         ]
     )  # fmt: skip
@@ -268,7 +249,7 @@ def sbom(repository: str, digest: str, platform: str, out: Path, expect: str) ->
         env["SYFT_REGISTRY_INSECURE_USE_HTTP"] = "true"
     out.parent.mkdir(parents=True, exist_ok=True)
     run(
-        [tool("syft"), "scan", f"registry:{repository}@{digest}", "--platform", platform,
+        [str(binary("syft")), "scan", f"registry:{repository}@{digest}", "--platform", platform,
          "--quiet", "--output", f"spdx-json={out}"],
         env=env,
     )  # fmt: skip
@@ -339,6 +320,7 @@ def dry_run(workdir: Path, dist: Path = DIST) -> list[Released]:
         prefix = mirrored(artifacts.REGISTRY, stack.registry)
         return publish(prefix, f"v{version.version()}", workdir, dist)
     except ReleaseFailed as failure:
+        # The registry's side of a failed push or pull, for the report.
         raise ReleaseFailed(f"{failure}\n{stack.supervisor.tails()}") from None
     finally:
         stack.supervisor.stop()
@@ -366,7 +348,7 @@ def main(argv: Sequence[str] | None = None) -> int:
             workdir = ROOT / "out" / "release" / time.strftime("%Y%m%d-%H%M%S")
             dry_run(workdir, args.dist)
             print(f"release: dry run passed; SBOMs, released.json and logs in {workdir}")
-    except ReleaseFailed as failure:
+    except (ReleaseFailed, ToolMissing, PackageMissing) as failure:
         print(f"release: {failure}", flush=True)
         return 1
     return 0
