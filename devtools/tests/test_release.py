@@ -68,32 +68,34 @@ def test_a_missing_build_is_refused_naming_the_fix(tmp_path):
         release.check_dist(tmp_path, COMMIT)
 
 
-def _xpkg(path: Path, config: str, layers: list[str]) -> Path:
-    """A docker-archive tarball with only its manifest.json, as crossplane writes one."""
-    manifest = json.dumps(
-        [{"Config": config, "RepoTags": None, "Layers": [f"{h}.tar.gz" for h in layers]}]
-    ).encode()
+def _member(archive: tarfile.TarFile, name: str, data: bytes) -> None:
+    info = tarfile.TarInfo(name)
+    info.size = len(data)
+    archive.addfile(info, BytesIO(data))
+
+
+def _xpkg(path: Path, config: dict, layers: list[str]) -> Path:
+    """A docker-archive tarball of manifest.json and the config, as crossplane writes one."""
+    manifest = [{"Config": "sha256:c", "RepoTags": None, "Layers": [f"{h}.tar.gz" for h in layers]}]
     with tarfile.open(path, "w") as archive:
-        info = tarfile.TarInfo("manifest.json")
-        info.size = len(manifest)
-        archive.addfile(info, BytesIO(manifest))
+        _member(archive, "manifest.json", json.dumps(manifest).encode())
+        _member(archive, "sha256:c", json.dumps(config).encode())
     return path
+
+
+AMD64 = release.Image({"architecture": "amd64", "os": "linux"}, ("sha256:l1", "sha256:l2"))
+ARM64 = release.Image({"architecture": "arm64", "os": "linux"}, ("sha256:l3", "sha256:l4"))
+BUILT = {"linux/amd64": AMD64, "linux/arm64": ARM64}
 
 
 def _function(tmp_path: Path) -> release.Artifact:
     return release.Artifact(
         "compose-model-replica",
         {
-            "amd64": _xpkg(tmp_path / "amd64.xpkg", "sha256:c1", ["l1", "l2"]),
-            "arm64": _xpkg(tmp_path / "arm64.xpkg", "sha256:c2", ["l3", "l4"]),
+            "amd64": _xpkg(tmp_path / "amd64.xpkg", AMD64.config, ["l1", "l2"]),
+            "arm64": _xpkg(tmp_path / "arm64.xpkg", ARM64.config, ["l3", "l4"]),
         },
     )
-
-
-BUILT = {
-    "linux/amd64": ["sha256:c1", "sha256:l1", "sha256:l2"],
-    "linux/arm64": ["sha256:c2", "sha256:l3", "sha256:l4"],
-}
 
 
 @pytest.mark.parametrize(
@@ -101,24 +103,29 @@ BUILT = {
     [
         pytest.param(BUILT, None, id="both-platforms-as-built-pass"),
         pytest.param(
-            {"linux/amd64": BUILT["linux/amd64"]},
+            {"linux/amd64": AMD64},
             r"serves platforms \['linux/amd64'\], built",
             id="an-index-missing-arm64-is-refused",
         ),
         pytest.param(
-            {**BUILT, "linux/arm64": ["sha256:c2", "sha256:l3", "sha256:other"]},
-            "linux/arm64: pulled config and layers",
+            {**BUILT, "linux/arm64": release.Image(ARM64.config, ("sha256:l3", "sha256:other"))},
+            "linux/arm64: layers",
             id="a-platform-with-another-layer-is-refused",
         ),
         pytest.param(
-            {"": BUILT["linux/amd64"]},
+            {**BUILT, "linux/arm64": release.Image(AMD64.config, ARM64.layers)},
+            "linux/arm64: another config than built",
+            id="a-platform-with-another-config-is-refused",
+        ),
+        pytest.param(
+            {"": AMD64},
             r"serves platforms \[''\]",
             id="a-single-manifest-for-a-multi-platform-package-is-refused",
         ),
     ],
 )
 def test_the_registry_must_serve_what_was_built(tmp_path, served, message):
-    pulled = release.Pulled("sha256:index", blobs=served)
+    pulled = release.Pulled("sha256:index", images=served)
     if message is None:
         release.check_pulled(_function(tmp_path), "r/compose-model-replica:v0.1.0", pulled)
     else:

@@ -90,6 +90,8 @@ def test_a_registry_serving_another_package_under_a_name_is_refused(registry):
     reference = f"{prefix}/{claimed.name}:v{version.version()}"
     release.push(served, reference)
     with tempfile.TemporaryDirectory() as scratch:
-        pulled = release.pull(reference, Path(scratch) / "layout")
-    with pytest.raises(release.ReleaseFailed, match="pulled config and layers"):
+        pulled = release.pull(
+            f"{prefix}/{claimed.name}", f"v{version.version()}", Path(scratch) / "layout"
+        )
+    with pytest.raises(release.ReleaseFailed, match=r"linux/amd64: layers .* are not the built"):
         release.check_pulled(claimed, reference, pulled)

@@ -15,8 +15,8 @@ prefix, and for a tag `v<version>`:
    from dist/oci with `skopeo copy --all --preserve-digests`;
 3. pulls each back whole (`skopeo copy --all`, which checks every blob's
    digest) and checks it is what was built: a Function package and the agent
-   an index of exactly linux/amd64 and linux/arm64, each platform's config
-   and layers those of its dist/ file; the agent's index the very index of
+   an index of exactly linux/amd64 and linux/arm64, each platform's layers
+   and config those of its dist/ file; the agent's index the very index of
    dist/oci; the Configuration one manifest with its package's config and layer;
 4. writes an SPDX SBOM of each platform image (syft, reading the pushed
    image from the registry), and checks it lists the image's own Python
@@ -49,7 +49,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
-from modelplane_devtools import artifacts, version
+from modelplane_devtools import artifacts, oci_index, version
 from modelplane_devtools.e2e.install import mirrored
 from modelplane_devtools.e2e.processes import Supervisor
 from modelplane_devtools.e2e.stack import ROOT, Stack, ToolMissing, binary, start_registry
@@ -158,21 +158,45 @@ def push(artifact: Artifact, reference: str) -> None:
     run([str(binary("crossplane")), "xpkg", "push", f"--package-files={files}", reference])
 
 
-# ---- what was built -------------------------------------------------------------
+# ---- what was built ---------------------------------------------------------------
+# An image is compared by its config, parsed (`crossplane xpkg push` writes the
+# config it read anew: same content, other bytes, so another digest), and its
+# layers' digests, exact (the compressed blobs travel unchanged).
 
 
-def xpkg_blobs(path: Path) -> list[str]:
-    """The config and layer digests of an xpkg (a docker-archive tarball crossplane writes)."""
+@dataclass(frozen=True)
+class Image:
+    """One platform's image: its config, parsed, and its layers' digests."""
+
+    config: dict
+    layers: tuple[str, ...]
+
+
+def xpkg_image(path: Path) -> Image:
+    """The image of an xpkg, a docker-archive tarball `crossplane xpkg build` writes."""
     if not path.is_file():
         raise ReleaseFailed(f"{path} is missing: run `make packages`")
     (entry,) = json.loads(run(["tar", "-xOf", str(path), "manifest.json"]))
-    return [entry["Config"], *(f"sha256:{layer.split('.', 1)[0]}" for layer in entry["Layers"])]
+    config = json.loads(run(["tar", "-xOf", str(path), entry["Config"]]))
+    # Each layer is stored under its compressed digest: <hex>.tar.gz.
+    return Image(config, tuple(f"sha256:{layer.split('.', 1)[0]}" for layer in entry["Layers"]))
 
 
-def manifest_blobs(layout: Layout, manifest_digest: str) -> list[str]:
-    """The config and layer digests of a manifest in an OCI layout."""
+def layout_image(layout: Layout, manifest_digest: str) -> Image:
     manifest = json.loads(layout.blob(manifest_digest))
-    return [manifest["config"]["digest"], *(layer["digest"] for layer in manifest["layers"])]
+    config = json.loads(layout.blob(manifest["config"]["digest"]))
+    return Image(config, tuple(layer["digest"] for layer in manifest["layers"]))
+
+
+def built_images(artifact: Artifact) -> dict[str, Image]:
+    """What each platform of the artifact was built as: "linux/<arch>" (or "") -> image."""
+    if artifact.oci:
+        layout = Layout(next(iter(artifact.files.values())))
+        tagged = {
+            a: layout.tagged(f"{artifact.name}-{a}")["digest"] for a in artifact.architectures
+        }
+        return {f"linux/{a}": layout_image(layout, digest) for a, digest in tagged.items()}
+    return {(f"linux/{a}" if a else ""): xpkg_image(path) for a, path in artifact.files.items()}
 
 
 # ---- what the registry serves --------------------------------------------------
@@ -180,59 +204,76 @@ def manifest_blobs(layout: Layout, manifest_digest: str) -> list[str]:
 
 @dataclass
 class Pulled:
-    """An artifact as pulled back: its digest and, per platform, its manifest's digest and blobs."""
+    """An artifact as the registry serves it: its digest and, per platform, manifest and image."""
 
     digest: str
     platforms: dict[str, str] = field(default_factory=dict)  # "os/arch" -> manifest digest
-    blobs: dict[str, list[str]] = field(default_factory=dict)  # "os/arch" or "" -> blobs
+    images: dict[str, Image] = field(default_factory=dict)  # "os/arch" or "" -> image
 
 
-def pull(reference: str, into: Path) -> Pulled:
-    """Copy the artifact whole into an OCI layout (skopeo checks every blob) and read it."""
+def inspect(repository: str, digest_or_tag: str, *config: str) -> bytes:
+    """The raw manifest (or, with "--config", config) the registry serves."""
+    separator = "@" if digest_or_tag.startswith("sha256:") else ":"
+    done = subprocess.run(
+        [need("skopeo"), "inspect", "--raw", *config, *tls(repository, "--tls-verify"),
+         f"docker://{repository}{separator}{digest_or_tag}"],
+        capture_output=True,
+        check=False,
+    )  # fmt: skip
+    if done.returncode != 0:
+        raise ReleaseFailed(f"cannot read {repository}{separator}{digest_or_tag}: {done.stderr!r}")
+    return done.stdout
+
+
+def served_image(repository: str, manifest_digest: str) -> Image:
+    raw = inspect(repository, manifest_digest)
+    if oci_index.digest(raw) != manifest_digest:
+        raise ReleaseFailed(f"{repository}@{manifest_digest} serves a manifest of another digest")
+    layers = tuple(layer["digest"] for layer in json.loads(raw)["layers"])
+    return Image(json.loads(inspect(repository, manifest_digest, "--config")), layers)
+
+
+def pull(repository: str, tag: str, into: Path) -> Pulled:
+    """The artifact the tag names, read from the registry and copied whole into an OCI
+    layout (skopeo checks every blob against its digest; it may convert the manifests
+    there, so what is compared is read from the registry)."""
+    raw = inspect(repository, tag)
+    pulled = Pulled(oci_index.digest(raw))
     run(
         [
-            need("skopeo"), "copy", "--quiet", "--all", "--preserve-digests",
-            *tls(reference, "--src-tls-verify"), f"docker://{reference}", f"oci:{into}:pulled",
+            need("skopeo"), "copy", "--quiet", "--all", *tls(repository, "--src-tls-verify"),
+            f"docker://{repository}@{pulled.digest}", f"oci:{into}:pulled",
         ]
     )  # fmt: skip
-    layout = Layout(into)
-    top = layout.tagged("pulled")
-    if top["mediaType"] not in INDEX_MEDIA_TYPES:
-        return Pulled(top["digest"], blobs={"": manifest_blobs(layout, top["digest"])})
-    pulled = Pulled(top["digest"])
-    for entry in json.loads(layout.blob(top["digest"]))["manifests"]:
+    document = json.loads(raw)
+    if document.get("mediaType") not in INDEX_MEDIA_TYPES:
+        pulled.images[""] = served_image(repository, pulled.digest)
+        return pulled
+    for entry in document["manifests"]:
         platform = f"{entry['platform']['os']}/{entry['platform']['architecture']}"
         if platform in pulled.platforms:
-            raise ReleaseFailed(f"{reference} lists {platform} twice")
+            raise ReleaseFailed(f"{repository}:{tag} lists {platform} twice")
         pulled.platforms[platform] = entry["digest"]
-        pulled.blobs[platform] = manifest_blobs(layout, entry["digest"])
+        pulled.images[platform] = served_image(repository, entry["digest"])
     return pulled
-
-
-def built_blobs(artifact: Artifact) -> dict[str, list[str]]:
-    """What each platform of the artifact was built as: "linux/<arch>" (or "") -> blobs."""
-    if artifact.oci:
-        layout = Layout(next(iter(artifact.files.values())))
-        tagged = {
-            a: layout.tagged(f"{artifact.name}-{a}")["digest"] for a in artifact.architectures
-        }
-        return {f"linux/{a}": manifest_blobs(layout, digest) for a, digest in tagged.items()}
-    return {(f"linux/{a}" if a else ""): xpkg_blobs(path) for a, path in artifact.files.items()}
 
 
 def check_pulled(artifact: Artifact, reference: str, pulled: Pulled) -> None:
     """The registry serves exactly what dist/ holds, every platform of it."""
-    built = built_blobs(artifact)
-    if set(pulled.blobs) != set(built):
+    built = built_images(artifact)
+    if set(pulled.images) != set(built):
         raise ReleaseFailed(
-            f"{reference} serves platforms {sorted(pulled.blobs)}, built {sorted(built)}"
+            f"{reference} serves platforms {sorted(pulled.images)}, built {sorted(built)}"
         )
-    for platform, blobs in built.items():
-        if pulled.blobs[platform] != blobs:
+    for platform, image in built.items():
+        served = pulled.images[platform]
+        if served.layers != image.layers:
             raise ReleaseFailed(
-                f"{reference} {platform or 'manifest'}: pulled config and layers "
-                f"{pulled.blobs[platform]} are not the built {blobs}"
+                f"{reference} {platform or 'manifest'}: layers {list(served.layers)} "
+                f"are not the built {list(image.layers)}"
             )
+        if served.config != image.config:
+            raise ReleaseFailed(f"{reference} {platform or 'manifest'}: another config than built")
     if artifact.oci:
         local = Layout(next(iter(artifact.files.values()))).tagged(artifact.name)["digest"]
         if pulled.digest != local:
@@ -277,7 +318,7 @@ def release_one(artifact: Artifact, prefix: str, tag: str, out: Path) -> Release
     began = time.monotonic()
     push(artifact, reference)
     with tempfile.TemporaryDirectory(prefix="modelplane-release-") as scratch:
-        pulled = pull(reference, Path(scratch) / "layout")
+        pulled = pull(repository, tag, Path(scratch) / "layout")
     check_pulled(artifact, reference, pulled)
     # Paths relative to `out`, which the workflow hands to the signing job whole.
     sboms = {
