@@ -133,9 +133,10 @@ def test_the_registry_must_serve_what_was_built(tmp_path, served, message):
             release.check_pulled(_function(tmp_path), "r/compose-model-replica:v0.1.0", pulled)
 
 
-def test_every_artifact_name_is_planned_once_with_its_platforms(tmp_path):
+def test_every_artifact_is_planned_once_with_its_platforms_the_configuration_last(tmp_path):
     planned = release.planned(tmp_path)
-    assert [a.name for a in planned] == list(release.artifacts.NAMES)
+    assert sorted(a.name for a in planned) == sorted(release.artifacts.NAMES)
+    assert planned[-1].name == release.artifacts.CONFIGURATION
     assert {a.name: a.architectures for a in planned} == {
         "modelplane-fleet": (),
         "compose-inference-cluster": ("amd64", "arm64"),
@@ -143,4 +144,4 @@ def test_every_artifact_name_is_planned_once_with_its_platforms(tmp_path):
         "compose-model-deployment": ("amd64", "arm64"),
         "modelplane-agent": ("amd64", "arm64"),
     }
-    assert planned[1].files["arm64"] == tmp_path / "xpkg" / "compose-inference-cluster-arm64.xpkg"
+    assert planned[0].files["arm64"] == tmp_path / "xpkg" / "compose-inference-cluster-arm64.xpkg"

@@ -12,7 +12,8 @@ prefix, and for a tag `v<version>`:
    `<prefix>/<name>:<tag>` with the tool the build already uses: the three
    Function packages, amd64 and arm64 under one tag (an image index), and
    the Configuration with `crossplane xpkg push`; the agent's image index
-   from dist/oci with `skopeo copy --all --preserve-digests`;
+   from dist/oci with `skopeo copy --all --preserve-digests`; the
+   Configuration last, once the functions it depends on are there;
 3. pulls each back whole (`skopeo copy --all`, which checks every blob's
    digest) and checks it is what was built: a Function package and the agent
    an index of exactly linux/amd64 and linux/arm64, each platform's layers
@@ -78,7 +79,8 @@ class Artifact:
 
 
 def planned(dist: Path) -> list[Artifact]:
-    """What a release publishes, in `artifacts.NAMES` order, from a build's dist/."""
+    """What a release publishes, from a build's dist/, in the order it is pushed: the
+    Configuration last, so that it never names a function not published yet."""
     configuration = Artifact(
         artifacts.CONFIGURATION, {"": dist / "xpkg" / f"{artifacts.CONFIGURATION}.xpkg"}
     )
@@ -87,7 +89,7 @@ def planned(dist: Path) -> list[Artifact]:
         for fn in artifacts.FUNCTIONS
     ]
     agent = Artifact(artifacts.AGENT, {a: dist / "oci" for a in ARCHITECTURES}, oci=True)
-    return [configuration, *functions, agent]
+    return [*functions, agent, configuration]
 
 
 def check_tag(tag: str, workspace_version: str) -> None:
