@@ -1,5 +1,5 @@
-// Pins syft, the SBOM generator of the release (scripts/release.sh via
-// modelplane_devtools.release): one SPDX document per published image.
+// Pins syft, the SBOM generator of the release (modelplane_devtools.release,
+// make release-dry-run): one SPDX document per published platform image.
 module modelplane.ai/tools/syft
 
 go 1.26.8
