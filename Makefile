@@ -1,5 +1,5 @@
 # The two commands the README promises, and the helpers around them.
-.PHONY: setup render test packages e2e-tools e2e e2e-scale e2e-settled e2e-admission e2e-admission-baseline bench-admission bench-fleet schemas schemas-check bench bench-agent agent-live agent-oracle lint fuzz sim version
+.PHONY: setup render test packages e2e-tools e2e e2e-scale e2e-settled e2e-admission e2e-admission-baseline bench-admission bench-fleet schemas schemas-check bench bench-agent agent-live agent-oracle lint fuzz sim version release-dry-run
 
 setup:
 	bash scripts/setup.sh
@@ -77,6 +77,15 @@ e2e-admission-baseline: setup e2e-tools
 	git archive $(ADMISSION_BASE) common functions schemas | tar -x -C out/admission-base
 	MODELPLANE_E2E_BASELINE=1 PYTHONPATH=$$(ls -d $(CURDIR)/out/admission-base/common/src $(CURDIR)/out/admission-base/schemas/src $(CURDIR)/out/admission-base/functions/*/src | paste -sd:) \
 		uv run --frozen pytest tests/e2e/test_admission_burst.py -m e2e -s
+
+# Every step of the release (.github/workflows/release.yaml) but signing and
+# the push to the public registry: the packages and the agent's image pushed
+# under their public names to an OCI registry on 127.0.0.1, pulled back and
+# checked (digests, both platforms), an SBOM per image (syft); the same code
+# the workflow runs (modelplane_devtools.release). Writes out/release/<time>/.
+release-dry-run: setup packages
+	bash scripts/e2e-tools.sh registry syft
+	uv run --frozen python -m modelplane_devtools.release dry-run
 
 # The one version (pyproject.toml's), which images, packages and the e2e read;
 # `make version SET=X.Y.Z` rewrites it and every file that repeats it.

@@ -3,12 +3,13 @@
 # v1.35.4 (kube-apiserver, kube-controller-manager, kube-scheduler, kubectl:
 # scripts/setup.sh builds it first, for the tests), etcd v3.6.16,
 # provider-kubernetes v1.2.1, an OCI registry, kwok v0.8.0 (the workload
-# cluster's kubelets) and the LeaderWorkerSet controller v0.9.0. Each comes from
+# cluster's kubelets), the LeaderWorkerSet controller v0.9.0 and syft v1.57.2
+# (the release's SBOMs: `make release-dry-run`, tests/e2e/test_release.py). Each comes from
 # a pinned module in tools/ (go.sum committed). A binary already present is
 # skipped; Crossplane core comes from scripts/setup.sh. openssl is installed
 # with apt-get when missing.
 #
-# Usage: scripts/e2e-tools.sh [kubernetes|etcd|provider-kubernetes|registry|workloads]...
+# Usage: scripts/e2e-tools.sh [kubernetes|etcd|provider-kubernetes|registry|workloads|syft]...
 # (no argument: all of them, one after another; a cold build takes ~15 min on
 # two cores and grows the Go build cache by a few GB).
 set -euo pipefail
@@ -59,6 +60,7 @@ registry() { build registry registry=github.com/google/go-containerregistry/cmd/
 # libraries both use compile once. LWS's manager is its module's cmd package:
 # -o names it `cmd`, renamed here.
 workloads() { build workloads kwok=sigs.k8s.io/kwok/cmd/kwok lws=sigs.k8s.io/lws/cmd; }
+syft() { build syft syft=github.com/anchore/syft/cmd/syft; }
 
 # The suite makes its certificates with openssl.
 if ! command -v openssl >/dev/null 2>&1; then
@@ -67,10 +69,10 @@ if ! command -v openssl >/dev/null 2>&1; then
 fi
 
 targets=("$@")
-if [ ${#targets[@]} -eq 0 ]; then targets=(kubernetes etcd provider-kubernetes registry workloads); fi
+if [ ${#targets[@]} -eq 0 ]; then targets=(kubernetes etcd provider-kubernetes registry workloads syft); fi
 for target in "${targets[@]}"; do
   case "${target}" in
-    kubernetes | etcd | provider-kubernetes | registry | workloads) "${target}" ;;
+    kubernetes | etcd | provider-kubernetes | registry | workloads | syft) "${target}" ;;
     *) echo "e2e-tools: unknown target ${target}" >&2; exit 2 ;;
   esac
 done

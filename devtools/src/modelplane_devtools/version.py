@@ -97,6 +97,8 @@ COPIES = (
     Copy("deploy/control-plane/functions.yaml", rf"modelplane-ai/compose-[a-z-]+:v({_SEMVER})"),
     Copy("README.md", _PUSHED),
     Copy("design/agent.md", _PUSHED),
+    # The release's verification examples.
+    Copy("docs/operating.md", _PUSHED),
 )
 
 
