@@ -31,6 +31,8 @@ def as_new_replica(replica: dict) -> dict:
             "namespace": meta["namespace"],
             "labels": meta.get("labels", {}),
             "annotations": {labels.PLACED_AT: "__NOW-1m__"},
+            # Crossplane's controller reference: without it the replica reads orphaned.
+            "ownerReferences": meta.get("ownerReferences", []),
         },
         "spec": replica["spec"],
     }

@@ -52,9 +52,9 @@ def deployment(copies: int) -> dict:
 
 
 def as_existing(replica: dict, placed_at: str, status: dict | None = None) -> dict:
-    """A composed ModelReplica as the API server holds it."""
+    """A composed ModelReplica as the API server holds it (with its deployment's controller
+    reference: without it the replica reads orphaned)."""
     body = copy.deepcopy(replica)
-    body["metadata"].pop("ownerReferences", None)
     body["metadata"].setdefault("annotations", {})[labels.PLACED_AT] = placed_at
     if status is not None:
         body["status"] = status

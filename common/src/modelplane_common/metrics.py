@@ -92,7 +92,7 @@ REASONS = _words(
     Orphaned AllWorkloadsReady WorkloadsNotSynced WorkloadsNotReady NoEngines Composed
     ClusterNotResolved ClusterNotFound ClusterNotReady ClusterInvalid NamespaceReserved
     DeploymentNotResolved DeploymentNotFound TemplateDigestMismatch PriorityClassNotApproved
-    PoolNotFound WaitingForAdmission Overcommitted Admitted
+    PoolNotFound WaitingForAdmission Overcommitted Admitted GrowthNotAdmitted
 
     AllReplicasScheduled InsufficientCapacity QuotaExceeded ClusterUnavailable
     WaitingForInputs NoClusters InvalidDeployment InvalidSelector InvalidReplica
