@@ -177,32 +177,33 @@ def _names(prefix: str, count: int) -> list[str]:
     [
         pytest.param(
             _with_healing(unschedulableGracePeriod="100000h"),
-            f'spec.healing.unschedulableGracePeriod: Invalid value: "string": {GRACE_REFUSAL}',
+            f'spec.healing.unschedulableGracePeriod: Invalid value: "100000h": {GRACE_REFUSAL}',
             id="an unschedulable grace of 100000h is refused, naming the field",
         ),
         pytest.param(
             _with_healing(missingPodsGracePeriod="61m"),
-            f'spec.healing.missingPodsGracePeriod: Invalid value: "string": {GRACE_REFUSAL}',
+            f'spec.healing.missingPodsGracePeriod: Invalid value: "61m": {GRACE_REFUSAL}',
             id="a missing-pods grace a minute past 1h is refused",
         ),
         pytest.param(
             _with_healing(missingClusterGracePeriod="2h"),
-            f'spec.healing.missingClusterGracePeriod: Invalid value: "string": {GRACE_REFUSAL}',
+            f'spec.healing.missingClusterGracePeriod: Invalid value: "2h": {GRACE_REFUSAL}',
             id="a missing-cluster grace of 2h is refused",
         ),
         pytest.param(
             _with_healing(avoidFor="24h1s"),
-            'spec.healing.avoidFor: Invalid value: "string": must be at most 24h',
+            'spec.healing.avoidFor: Invalid value: "24h1s": must be at most 24h',
             id="avoidFor a second past 24h is refused",
         ),
         pytest.param(
             _with_observation("99999999999h"),
-            "spec.observation.maxAge: Invalid value",
+            'spec.observation.maxAge: Invalid value: "string": type conversion error from '
+            "'string' to 'google.protobuf.Duration' evaluating rule: must be at most 24h",
             id="an observation maxAge of 99999999999h is refused, naming the field",
         ),
         pytest.param(
             _with_observation("25h"),
-            'spec.observation.maxAge: Invalid value: "string": must be at most 24h',
+            'spec.observation.maxAge: Invalid value: "25h": must be at most 24h',
             id="an observation maxAge of 25h is refused",
         ),
         pytest.param(
@@ -269,7 +270,7 @@ def test_a_model_replicas_own_grace_is_bounded_by_its_xrd(tenancy):
         },
     }
     message = refusal(control, replica)
-    assert f'spec.missingPodsGracePeriod: Invalid value: "string": {GRACE_REFUSAL}' in message
+    assert f'spec.missingPodsGracePeriod: Invalid value: "100000h": {GRACE_REFUSAL}' in message
 
 
 # -- deployments the function refuses ----------------------------------------------------------
