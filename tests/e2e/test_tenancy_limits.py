@@ -408,10 +408,10 @@ def _no_workload(workload: Kube, replica: str) -> bool:
 
 def test_an_orphaned_replica_runs_nothing_and_holds_nothing(tenancy):
     control, tenant, workload = tenancy
-    composed = eventually(
-        lambda: _running(control, workload, "grow-0") and _replica(control, "grow-0"),
-        "grow-0 running (the previous test's)",
-    )
+    # The previous test's replica, running at its admitted shape.
+    eventually(lambda: _workload(workload, "grow-0"), "grow-0's workload applied")
+    composed = _replica(control, "grow-0")
+    assert _reason(composed, "Admitted")[0] == "True", condition(composed, "Admitted")
     # What the rule reads, as real Crossplane writes it on a composed XR: the label names
     # the deployment (the root's name), not the replica, beside the controller reference.
     labels = composed["metadata"].get("labels") or {}
