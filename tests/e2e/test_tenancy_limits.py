@@ -20,8 +20,10 @@ by the ledger alone (so an orphan still charged would show), under a quota of
    on the workload cluster keeps 1 replica;
 2. the tenant deletes that deployment with `--cascade=orphan`: the garbage
    collector removes the controller reference, the replica says it is
-   `Orphaned`, its workload leaves the workload cluster, and a new deployment
-   of the namespace needing those 8 devices is placed and admitted;
+   `Orphaned` and its workload leaves the workload cluster; with the quota
+   lifted, a new deployment of the namespace needing both nodes is placed and
+   admitted. Under the quota, the orphan's devices still count (a known gap,
+   marked xfail so that its fix is noticed);
 3. the platform reserves the namespace on the cluster: the running replica is
    told `NamespaceReserved` and its workload is kept as it is.
 
@@ -406,7 +408,7 @@ def _no_workload(workload: Kube, replica: str) -> bool:
     return True
 
 
-def test_an_orphaned_replica_runs_nothing_and_holds_nothing(tenancy):
+def test_an_orphaned_replica_runs_nothing(tenancy):
     control, tenant, workload = tenancy
     # The previous test's replica, running at its admitted shape.
     eventually(lambda: _workload(workload, "grow-0"), "grow-0's workload applied")
@@ -430,8 +432,39 @@ def test_an_orphaned_replica_runs_nothing_and_holds_nothing(tenancy):
     eventually(lambda: _no_workload(workload, "grow-0"), "grow-0's workload removed", timeout=120)
     eventually(lambda: control.get("modeldeployment", "grow", TEAM) is None, "grow deleted")
 
-    # Capacity alone decides now: the platform lifts the quota. A deployment that needs
-    # both nodes, one of which the orphan was admitted on, is placed and admitted.
+
+def _scheduling_decided(control: Kube, name: str) -> dict:
+    scheduled = condition(control.get("modeldeployment", name, TEAM), "ReplicasScheduled") or {}
+    assert scheduled.get("reason") in ("AllReplicasScheduled", "QuotaExceeded"), scheduled
+    return scheduled
+
+
+@pytest.mark.xfail(
+    strict=True,
+    reason="the scheduler's namespace quota ledger (compose-model-deployment readers.py, "
+    "namespace_claims) skips only Overcommitted replicas: an orphan's devices still count "
+    "against its namespace's quota until the platform deletes it",
+)
+def test_an_orphaned_replica_holds_none_of_its_namespaces_quota(tenancy):
+    control, tenant, _ = tenancy
+    assert _reason(_replica(control, "grow-0"), "PodsCreated") == ("False", "Orphaned")
+    tenant.kubectl("create", "-f", "-", stdin=json.dumps(deployment("quota")))
+    try:
+        scheduled = eventually(
+            lambda: _scheduling_decided(control, "quota"), "quota's scheduling decided"
+        )
+        assert scheduled["reason"] == "AllReplicasScheduled", scheduled
+    finally:
+        tenant.kubectl("delete", "modeldeployment", "quota", "-n", TEAM, "--wait=false")
+        eventually(lambda: not _replicas_of(control, "quota", TEAM), "quota's replicas gone")
+
+
+def test_an_orphaned_replica_holds_no_capacity(tenancy):
+    """With the quota lifted, capacity alone decides: a deployment that needs both nodes,
+    one of which the orphan was admitted on (at 2 copies it would need both), is placed
+    and admitted."""
+    control, tenant, workload = tenancy
+    assert _reason(_replica(control, "grow-0"), "PodsCreated") == ("False", "Orphaned")
     control.delete("resourcequota", "devices", TEAM)
     tenant.kubectl("create", "-f", "-", stdin=json.dumps(deployment("after", copies=2)))
     eventually(
