@@ -62,7 +62,7 @@ GRACE_REFUSAL = (
 
 
 def deployment(name: str, *, copies: int = 1, namespace: str = TEAM) -> dict:
-    engine = manifests.standalone_engine(container=ENGINE, gpus=GPU.count)
+    engine = manifests.standalone_engine(container=dict(ENGINE), gpus=GPU.count)
     engine["copies"] = copies
     return manifests.model_deployment(
         name,
