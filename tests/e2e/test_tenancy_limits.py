@@ -523,6 +523,8 @@ def _admission_decided(control: Kube, name: str) -> dict:
 )
 def test_admission_admits_into_the_capacity_an_orphan_held(tenancy):
     control, _, workload = tenancy
-    admitted = eventually(lambda: _admission_decided(control, "after-0"), "after-0 judged")
+    admitted = eventually(
+        lambda: _admission_decided(control, "after-0"), "after-0 judged", timeout=150
+    )
     assert admitted["reason"] == "Admitted", admitted
     eventually(lambda: _workload(workload, "after-0"), "after-0's workload applied")
