@@ -515,10 +515,9 @@ def _admission_decided(control: Kube, name: str) -> dict:
 
 @pytest.mark.xfail(
     strict=True,
-    reason="admission's replay (compose-model-replica admission.py, ahead_of/_take) charges "
-    "an in-flight replica without reading PodsCreated: the orphan pass drops its "
-    "status.admission record, so the orphan reads as in flight ahead of every later replica "
-    "of its cluster and takes its whole spec (seen: after-0 Overcommitted, 'behind the 1 "
+    reason="admission's replay (compose-model-replica admission.py, ahead_of and _take) "
+    "charges an in-flight replica without reading PodsCreated, and the orphan reads as in "
+    "flight with its whole spec (seen on the real stack: after-0 Overcommitted, 'behind the 1 "
     "replica(s) of the cluster placed before it: it claims 16 gpu device(s), 0 free')",
 )
 def test_admission_admits_into_the_capacity_an_orphan_held(tenancy):
