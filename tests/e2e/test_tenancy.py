@@ -21,9 +21,9 @@ import json
 from collections.abc import Iterator
 
 import pytest
-from modelplane_devtools.e2e import fleet, install, manifests, pki
+from modelplane_devtools.e2e import fleet, install, manifests
 from modelplane_devtools.e2e.kube import Kube, KubectlFailed, condition, eventually
-from modelplane_devtools.e2e.stack import Stack, binary, write_kubeconfig
+from modelplane_devtools.e2e.stack import Stack, user_client
 
 pytestmark = pytest.mark.e2e
 
@@ -36,18 +36,6 @@ POLICY_REFUSAL = "ModelReplicas are written by Crossplane only"
 GPU = fleet.DeviceKind("gpu", "gpu.nvidia.com", 8, {"productName": {"string": "E2E-TENANCY"}}, {})
 POOL = fleet.Pool("tenancy", 2, (GPU,))
 ENGINE = {"name": "engine", "image": "example.invalid/e:v1"}
-
-
-def client(stack: Stack, user: str, group: str) -> Kube:
-    """A kubectl client authenticated by a certificate naming `user` in `group`."""
-    assert stack.control_plane is not None
-    home = stack.workdir / "tenancy" / user
-    ca = pki.KeyPair(stack.workdir / "pki" / "e2e-ca.crt", stack.workdir / "pki" / "e2e-ca.key")
-    keys = pki.sign(ca, home, user, pki.Subject(user, organization=group))
-    config = write_kubeconfig(
-        home / "kubeconfig", user, stack.control_plane.server, stack.control_plane.ca, keys
-    )
-    return Kube(user, binary("kubectl"), config)
 
 
 def role_binding(name: str, role_kind: str, role: str, user: str) -> dict:
@@ -147,8 +135,8 @@ def tenants(e2e_stack: Stack) -> Iterator[tuple[Kube, Kube, Kube]]:
     )
     yield (
         control,
-        client(e2e_stack, "tenant", "ml-team"),
-        client(e2e_stack, "broad", "ml-team"),
+        user_client(e2e_stack, "tenant", "ml-team"),
+        user_client(e2e_stack, "broad", "ml-team"),
     )
     control.delete("modeldeployment", "chat", TEAM)
     control.delete("inferencecluster", CLUSTER)

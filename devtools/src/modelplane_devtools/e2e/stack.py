@@ -307,6 +307,19 @@ def start_workload(workdir: Path, name: str = "workload") -> Cluster:
         raise
 
 
+def user_client(stack: Stack, user: str, group: str) -> Kube:
+    """A kubectl client on the control plane authenticated by a certificate from the
+    session's CA naming `user` in `group`, as an identity provider names a team's member."""
+    assert stack.control_plane is not None
+    home = stack.workdir / "users" / user
+    ca = pki.KeyPair(stack.workdir / "pki" / "e2e-ca.crt", stack.workdir / "pki" / "e2e-ca.key")
+    keys = pki.sign(ca, home, user, pki.Subject(user, organization=group))
+    config = write_kubeconfig(
+        home / "kubeconfig", user, stack.control_plane.server, stack.control_plane.ca, keys
+    )
+    return Kube(user, binary("kubectl"), config)
+
+
 # The user deploy/workload-cluster's ClusterRoleBinding names.
 PROVIDER_USER = "modelplane:provider-kubernetes"
 
