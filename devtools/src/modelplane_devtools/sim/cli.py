@@ -91,7 +91,7 @@ def _facts(
         f"in steps of {format_duration(settings.step)}",
         "histograms republished every": format_duration(settings.republish),
         "cluster scheduler (binder)": settings.choice.value,
-        "placement.plan passes": ", ".join(
+        "passes (placement.plan; node-level: its own)": ", ".join(
             f"{name} {world.tally.passes}" for name, world in result.worlds.items()
         ),
     }
