@@ -90,7 +90,8 @@ def _facts(
         "simulated": f"{format_duration(workload.duration)} "
         f"in steps of {format_duration(settings.step)}",
         "histograms republished every": format_duration(settings.republish),
-        "cluster scheduler (binder)": settings.choice.value,
+        "cluster scheduler (binder)": settings.choice.value
+        + "".join(f", {c.name}: {c.scoring.value} (declared)" for c in fleet.clusters if c.scoring),
         "passes (placement.plan; node-level: its own)": ", ".join(
             f"{name} {world.tally.passes}" for name, world in result.worlds.items()
         ),
