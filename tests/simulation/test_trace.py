@@ -50,6 +50,14 @@ def test_whole_gpu_tasks_are_read_in_creation_order_and_the_others_counted():
     assert skipped == 2  # a CPU-only task and a GPU-sharing one
 
 
+def test_a_pod_list_without_gpu_spec_nor_creation_time_is_read_in_file_order(tmp_path):
+    pods = tmp_path / "openb_pod_list_multigpu50.csv"
+    pods.write_text("name,cpu_milli,memory_mib,num_gpu,gpu_milli\nb,1,1,2,1000\na,1,1,1,1000\n")
+    tasks, skipped = trace.read_tasks(pods)
+    assert [(t.name, t.gpus, t.models) for t in tasks] == [("b", 2, ()), ("a", 1, ())]
+    assert skipped == 0
+
+
 def test_tasks_are_inflated_in_order_to_the_demand_and_never_leave():
     replay = trace.load(NODES, PODS, 1.0, timedelta(hours=8))
     arrivals = replay.workload.arrivals
@@ -65,6 +73,12 @@ def test_tasks_are_inflated_in_order_to_the_demand_and_never_leave():
 
 BAD = [
     pytest.param("sn,gpu\nn0,8\n", "", "lacks columns ['model']", id="a node file without model"),
+    pytest.param(
+        "sn,gpu,model\nn0,8,G2\n",
+        "name,gpu_milli\np,1000\n",
+        "lacks columns ['num_gpu']",
+        id="a pod list without num_gpu",
+    ),
     pytest.param(
         "sn,gpu,model\nn0,eight,G2\n", "", "line 2 gpu: must be a whole number", id="a GPU count"
     ),

@@ -17,12 +17,13 @@ CPU and memory are dropped (the simulator models devices only).
 same mix.
 
 Pods (`openb_pod_list_*.csv`, columns name, cpu_milli, memory_mib, num_gpu,
-gpu_milli, gpu_spec, qos, pod_phase, creation_time, deletion_time,
-scheduled_time): the whole-GPU tasks (num_gpu of 2 or more, or 1 with
-gpu_milli 1000; CPU-only and GPU-sharing tasks are left out, counted in
-`Trace.skipped`), in creation order. Each is one deployment of one replica
-of one Standalone pod claiming num_gpu devices; gpu_spec (`A|B`: any of
-those models) becomes a CEL selector on the productName.
+gpu_milli, and in the default and gpuspec lists also gpu_spec, qos,
+pod_phase, creation_time, deletion_time, scheduled_time): the whole-GPU
+tasks (num_gpu of 2 or more, or 1 with gpu_milli 1000; CPU-only and
+GPU-sharing tasks are left out, counted in `Trace.skipped`), in creation
+order (file order without creation_time). Each is one deployment of one
+replica of one Standalone pod claiming num_gpu devices; gpu_spec (`A|B`:
+any of those models) becomes a CEL selector on the productName.
 
 Arrivals follow the FGD evaluation's inflation rather than the trace's
 clock (the trace spans months at a load far below the cluster's): tasks
@@ -49,7 +50,10 @@ from modelplane_devtools.sim.fleet import Fleet, FleetError, from_fleet_file
 
 NODES_FILE = "openb_node_list_gpu_node.csv"
 NODE_COLUMNS = ("sn", "gpu", "model")
-POD_COLUMNS = ("name", "num_gpu", "gpu_milli", "gpu_spec", "creation_time")
+# Required; gpu_spec and creation_time are read when present (the sampled pod lists,
+# e.g. openb_pod_list_multigpu50.csv, have only name, cpu_milli, memory_mib, num_gpu,
+# gpu_milli, and are in creation order already).
+POD_COLUMNS = ("name", "num_gpu", "gpu_milli")
 CLUSTER = "openb"
 WHOLE_GPU_MILLI = 1000
 
@@ -151,9 +155,13 @@ def read_tasks(path: Path) -> tuple[tuple[Task, ...], int]:
         if gpus == 0 or (gpus == 1 and milli < WHOLE_GPU_MILLI):
             skipped += 1
             continue
-        spec = (row["gpu_spec"] or "").strip()
+        spec = (row.get("gpu_spec") or "").strip()
         models = () if spec in ("", "nan") else tuple(m for m in spec.split("|") if m)
-        created = _whole(row["creation_time"], f"{where} creation_time", ArrivalError)
+        created = (
+            _whole(row["creation_time"], f"{where} creation_time", ArrivalError)
+            if "creation_time" in row
+            else len(tasks)
+        )
         tasks.append(Task(row["name"] or f"line{line}", created, gpus, models))
     return tuple(sorted(tasks, key=lambda t: (t.created, t.name))), skipped
 
