@@ -58,15 +58,24 @@ def test_a_pod_list_without_gpu_spec_nor_creation_time_is_read_in_file_order(tmp
     assert skipped == 0
 
 
-def test_tasks_are_inflated_in_order_to_the_demand_and_never_leave():
-    replay = trace.load(NODES, PODS, 1.0, timedelta(hours=8))
+@pytest.mark.parametrize("seed", [1, 2])
+def test_tasks_are_drawn_until_their_gpus_reach_the_demand_and_never_leave(seed):
+    replay = trace.load(NODES, PODS, 1.0, timedelta(hours=8), seed=seed)
     arrivals = replay.workload.arrivals
-    # 36 GPUs: 8+1+2+4 twice is 30, one more 8-GPU task reaches 38.
-    assert [a.gpus_per_pod for a in arrivals] == [8, 1, 2, 4, 8, 1, 2, 4, 8]
-    assert replay.demand_gpus == 38
-    assert arrivals[-1].at < timedelta(hours=4) <= arrivals[-1].at + timedelta(hours=4) / 9 * 1.01
+    gpus = [a.gpus_per_pod for a in arrivals]
+    # The sample's fleet has 36 GPUs: the draws stop at the first that reaches them.
+    assert sum(gpus) == replay.demand_gpus >= 36 > sum(gpus[:-1])
+    assert set(gpus) <= {8, 1, 2, 4}
+    assert arrivals[-1].at < timedelta(hours=4) <= arrivals[-1].at + timedelta(hours=4) / len(gpus)
     assert all(a.lifetime == timedelta(hours=8) and a.pods == 1 for a in arrivals)
-    assert arrivals[2].selector == (
+    again = trace.load(NODES, PODS, 1.0, timedelta(hours=8), seed=seed)
+    assert again.workload.arrivals == arrivals
+
+
+def test_a_gpu_spec_becomes_a_selector_on_the_product_name():
+    tasks, _ = trace.read_tasks(PODS)
+    (arrival,) = trace.inflate([tasks[2]], 1, timedelta(hours=1), seed=1)
+    assert arrival.selector == (
         'device.attributes["gpu.nvidia.com"].productName in ["V100M32", "G2"]'
     )
 

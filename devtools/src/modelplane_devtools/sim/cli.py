@@ -133,6 +133,7 @@ def _inputs(args: argparse.Namespace) -> Inputs:
         args.trace_demand,
         duration or timedelta(hours=8),
         args.trace_nodes_every,
+        args.seed,
     )
     return Inputs(
         replay.fleet,

@@ -26,17 +26,20 @@ replica of one Standalone pod claiming num_gpu devices; gpu_spec (`A|B`:
 any of those models) becomes a CEL selector on the productName.
 
 Arrivals follow the FGD evaluation's inflation rather than the trace's
-clock (the trace spans months at a load far below the cluster's): tasks
-are taken in creation order, from the start again if needed, until their
-GPUs reach `demand` times the fleet's GPUs; they arrive evenly over the
-first half of the run and never leave, so the second half is the filled
-cluster. Its creation and deletion times are not used.
+clock (the trace spans months at a load far below the cluster's): tasks are
+drawn uniformly from the whole-GPU tasks, with replacement and a seeded
+generator (`--seed`), until their GPUs reach `demand` times the fleet's
+GPUs; they arrive evenly over the first half of the run and never leave, so
+the second half is the filled cluster. Drawing rather than taking the first
+tasks keeps the trace's mix: the pod lists are in creation order, and the
+sampled ones (e.g. multigpu50) append the tasks they add at the end.
 """
 
 from __future__ import annotations
 
 import csv
 import math
+import random
 import re
 from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass
@@ -173,15 +176,18 @@ def _selector(models: Sequence[str]) -> str:
     return selector(f'device.attributes["gpu.nvidia.com"].productName in [{names}]', "gpu_spec")
 
 
-def inflate(tasks: Sequence[Task], target: int, duration: timedelta) -> tuple[Arrival, ...]:
-    """Tasks in order (again from the first if needed) until their GPUs reach `target`,
-    arriving evenly over the first half of `duration` and never leaving."""
+def inflate(
+    tasks: Sequence[Task], target: int, duration: timedelta, seed: int
+) -> tuple[Arrival, ...]:
+    """Tasks drawn with replacement until their GPUs reach `target`, arriving evenly
+    over the first half of `duration` and never leaving."""
     if not tasks or target <= 0:
         return ()
+    rnd = random.Random(seed)
     chosen: list[Task] = []
     total = 0
     while total < target:
-        task = tasks[len(chosen) % len(tasks)]
+        task = rnd.choice(tasks)
         chosen.append(task)
         total += task.gpus
     spacing = duration / 2 / len(chosen)
@@ -200,14 +206,16 @@ def inflate(tasks: Sequence[Task], target: int, duration: timedelta) -> tuple[Ar
     )
 
 
-def load(nodes: Path, pods: Path, demand: float, duration: timedelta, every: int = 1) -> Trace:
+def load(
+    nodes: Path, pods: Path, demand: float, duration: timedelta, every: int = 1, seed: int = 1
+) -> Trace:
     """The fleet and workload of a trace. Raises FleetError or ArrivalError."""
     if not math.isfinite(demand) or demand <= 0:
         raise ArrivalError(problem("--trace-demand", "must be a positive share", demand))
     fleet = read_nodes(nodes, every)
     tasks, skipped = read_tasks(pods)
     gpus = sum(p.capacity()[0] for c in fleet.clusters for p in c.pools)
-    arrivals = inflate(tasks, math.ceil(demand * gpus), duration)
+    arrivals = inflate(tasks, math.ceil(demand * gpus), duration, seed)
     node_count = sum(n for c in fleet.clusters for p in c.pools for _, n in p.start)
     return Trace(
         fleet,
