@@ -1,5 +1,5 @@
 # The two commands the README promises, and the helpers around them.
-.PHONY: setup render test packages e2e-tools e2e e2e-scale e2e-settled e2e-admission e2e-admission-baseline bench-admission bench-fleet schemas schemas-check bench bench-agent agent-live agent-oracle lint fuzz sim version release-dry-run
+.PHONY: setup render test packages e2e-tools e2e e2e-scale e2e-settled e2e-admission e2e-admission-baseline bench-admission bench-fleet schemas schemas-check bench bench-agent agent-live agent-oracle lint fuzz sim sim-trace version release-dry-run
 
 setup:
 	bash scripts/setup.sh
@@ -116,6 +116,13 @@ bench-fleet:
 # and writes out/sim/<time>/report.html with its plots.
 sim:
 	uv run --frozen modelplane-sim
+
+# The same table on the Alibaba openb trace (devtools/src/modelplane_devtools/sim/README.md
+# says how to fetch it into TRACE; it is not shipped): a tenth of its GPU nodes by default.
+TRACE ?= out/openb
+TRACE_NODES_EVERY ?= 10
+sim-trace:
+	uv run --frozen modelplane-sim --trace $(TRACE) --trace-nodes-every $(TRACE_NODES_EVERY)
 
 # The agent against a real kube-apiserver, kube-controller-manager and kube-scheduler
 # (binaries in .tools/bin from the e2e tooling) alone; CI runs it in make e2e.

@@ -19,7 +19,7 @@ import pytest
 import yaml
 from modelplane_devtools.fields import reject_unknown
 from modelplane_devtools.sim import cli
-from modelplane_devtools.sim.arrivals import ArrivalError, Workload, read_model
+from modelplane_devtools.sim.arrivals import Arrival, ArrivalError, Workload, read_model
 from modelplane_devtools.sim.binder import NodeChoice
 from modelplane_devtools.sim.fleet import FleetError, from_fleet_file, load
 from modelplane_devtools.sim.policies import DEVICE_COUNT, HISTOGRAMS, WHOLE_NODE, all_policies
@@ -341,6 +341,11 @@ BAD_FLEETS = [
         "metricKinds: must be a non-empty list of kind names",
         id="metric kinds that are not a list",
     ),
+    pytest.param(
+        {"clusters": [{**small_fleet()["clusters"][1], "scoring": "MostAllocated"}]},
+        "clusters[0].scoring: must be one of ['spread', 'pack', 'random']",
+        id="a node scoring the binder does not model",
+    ),
 ]
 
 
@@ -354,6 +359,27 @@ def test_pools_that_name_a_shape_share_its_devices():
     (cluster,) = fleet.clusters
     assert cluster.spec["nodePools"] == [{"name": "p", "nodeCount": 2, "devices": GPU8}]
     assert cluster.pools[0].start == (((8,), 2),)
+
+
+SCORING = [
+    pytest.param(None, NodeChoice.SPREAD, [[7], [7]], id="no declaration: the run's spread binder"),
+    pytest.param("pack", NodeChoice.SPREAD, [[6], [8]], id="declared pack beats the run's binder"),
+    pytest.param("spread", NodeChoice.PACK, [[7], [7]], id="declared spread beats a pack run"),
+]
+
+
+@pytest.mark.parametrize(("scoring", "binder", "free"), SCORING)
+def test_a_clusters_declared_node_scoring_decides_how_its_pods_bind(scoring, binder, free):
+    cluster = {"name": "c", "pools": [{"name": "p", "nodes": 2, "devices": GPU8}]}
+    if scoring is not None:
+        cluster["scoring"] = scoring
+    fleet = from_fleet_file({"clusters": [cluster]})
+    arrivals = tuple(
+        Arrival(timedelta(0), f"d{i}", 1, 1, 1, 1, timedelta(hours=1)) for i in range(2)
+    )
+    settings = Settings(choice=binder)
+    result = simulate(fleet, Workload(arrivals, timedelta(minutes=2)), settings, [DEVICE_COUNT])
+    assert result.worlds["device-count"].nodes["c"]["p"].free == free
 
 
 @pytest.mark.parametrize(("raw", "message"), BAD_FLEETS)

@@ -127,7 +127,7 @@ def _duration(raw: object, path: str) -> timedelta:
         raise ArrivalError(problem(path, str(err), raw)) from err
 
 
-def _selector(raw: object, path: str) -> str:
+def selector(raw: object, path: str) -> str:
     """A CEL selector that compiles (the scheduler's own compiler), or "" for any device."""
     expression = "" if raw is None else str(raw).strip()
     if expression:
@@ -225,7 +225,7 @@ def read_model(raw: Mapping) -> Model:
         ),
         selectors=(
             [
-                _selector(s.get("expression"), f"selectors[{i}].expression")
+                selector(s.get("expression"), f"selectors[{i}].expression")
                 for i, s in enumerate(selectors)
             ],
             [float(s.get("weight", 1)) for s in selectors],
@@ -304,5 +304,5 @@ def _row(row: Mapping[str, str], line: int) -> Arrival:
         pods_per_copy=number("pods_per_copy", 1),
         gpus_per_pod=number("gpus_per_pod", 1),
         lifetime=timedelta(minutes=number("lifetime_minutes", 1, float)),
-        selector=_selector(row.get("selector"), f"line {line} selector"),
+        selector=selector(row.get("selector"), f"line {line} selector"),
     )

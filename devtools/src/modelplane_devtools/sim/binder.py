@@ -133,6 +133,15 @@ def bind(
     return bound
 
 
+def occupy(pools: Mapping[str, PoolNodes], bound: Sequence[Bound]) -> None:
+    """Take what a placement chose elsewhere (the node-level reference) from its nodes."""
+    for pod in bound:
+        node = pools[pod.pool].free
+        if not _fits(node[pod.node], pod.demand):
+            raise ValueError(f"{pod.pool} node {pod.node}: {pod.demand} over free {node[pod.node]}")
+        node[pod.node] = [f - d for f, d in zip(node[pod.node], pod.demand, strict=True)]
+
+
 def release(pools: Mapping[str, PoolNodes], bound: Sequence[Bound]) -> None:
     for pod in bound:
         node = pools[pod.pool].free

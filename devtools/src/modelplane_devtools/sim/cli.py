@@ -3,6 +3,11 @@
     modelplane-sim [--fleet examples/sim/fleet.yaml] [--arrivals examples/sim/arrivals.yaml]
                    [--duration 8h] [--step 1m] [--republish 3m]
                    [--binder spread|pack|random] [--seed 1] [--out DIR]
+    modelplane-sim --trace DIR [--trace-pods openb_pod_list_default.csv]
+                   [--trace-demand 1.3] [--trace-nodes-every 1] [the options above]
+
+`--trace` replays a published trace instead (sim/trace.py: DIR holds the
+Alibaba openb csv files, openb_node_list_gpu_node.csv and the pod list).
 
 Prints the summary table and writes DIR/report.html with its PNGs
 (default out/sim/<UTC time>/). Input errors are one line on stderr and
@@ -14,6 +19,7 @@ from __future__ import annotations
 import argparse
 import sys
 from collections.abc import Sequence
+from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
@@ -21,7 +27,7 @@ from modelplane_common.timeutil import format_duration, parse_duration
 
 from modelplane_devtools.sim import arrivals as arrival_input
 from modelplane_devtools.sim import fleet as fleet_input
-from modelplane_devtools.sim import report
+from modelplane_devtools.sim import report, trace
 from modelplane_devtools.sim.arrivals import ArrivalError, Workload
 from modelplane_devtools.sim.binder import NodeChoice
 from modelplane_devtools.sim.fleet import Fleet, FleetError
@@ -62,6 +68,10 @@ def _parser() -> argparse.ArgumentParser:
     parser.add_argument("--binder", choices=[c.value for c in NodeChoice], default="spread")
     parser.add_argument("--seed", type=int, default=1)
     parser.add_argument("--out", type=Path, help="report directory (default out/sim/<time>)")
+    parser.add_argument("--trace", type=Path, help="a directory of openb trace csv files")
+    parser.add_argument("--trace-pods", default="openb_pod_list_default.csv")
+    parser.add_argument("--trace-demand", type=float, default=1.3, help="GPUs asked / GPUs")
+    parser.add_argument("--trace-nodes-every", type=int, default=1, help="keep every n-th node")
     return parser
 
 
@@ -78,23 +88,60 @@ def _duration(text: str | None, flag: str) -> timedelta | None:
 
 
 def _facts(
-    args: argparse.Namespace, fleet: Fleet, workload: Workload, settings: Settings, result: Result
+    args: argparse.Namespace, inputs: Inputs, settings: Settings, result: Result
 ) -> dict[str, str]:
     """What the run was, for the terminal and the report's head."""
+    fleet, workload = inputs.fleet, inputs.workload
     pools = sum(len(c.pools) for c in fleet.clusters)
     gpus = next(iter(result.worlds.values())).capacity()
     return {
-        "fleet": f"{args.fleet} ({len(fleet.clusters)} clusters, {pools} pools, "
+        "fleet": f"{inputs.fleet_source} ({len(fleet.clusters)} clusters, {pools} pools, "
         f"{gpus} GPUs free for the fleet)",
-        "arrivals": f"{args.arrivals} ({len(workload.arrivals)} deployments, seed {args.seed})",
+        "arrivals": f"{inputs.arrivals_source} "
+        f"({len(workload.arrivals)} deployments, seed {args.seed})",
         "simulated": f"{format_duration(workload.duration)} "
         f"in steps of {format_duration(settings.step)}",
         "histograms republished every": format_duration(settings.republish),
-        "cluster scheduler (binder)": settings.choice.value,
-        "placement.plan passes": ", ".join(
+        "cluster scheduler (binder)": settings.choice.value
+        + "".join(f", {c.name}: {c.scoring.value} (declared)" for c in fleet.clusters if c.scoring),
+        "passes (placement.plan; node-level: its own)": ", ".join(
             f"{name} {world.tally.passes}" for name, world in result.worlds.items()
         ),
     }
+
+
+@dataclass(frozen=True, slots=True)
+class Inputs:
+    fleet: Fleet
+    workload: Workload
+    fleet_source: str  # what the run's facts name as the fleet
+    arrivals_source: str
+
+
+def _inputs(args: argparse.Namespace) -> Inputs:
+    """The fleet and arrivals: the files given, or the trace. Raises FleetError, ArrivalError."""
+    duration = _duration(args.duration, "--duration")
+    if args.trace is None:
+        fleet = fleet_input.load(args.fleet)
+        workload = arrival_input.load(args.arrivals, args.seed, duration)
+        return Inputs(fleet, workload, str(args.fleet), str(args.arrivals))
+    if args.trace_nodes_every < 1:
+        raise FleetError(f"--trace-nodes-every {args.trace_nodes_every}: must be at least 1")
+    replay = trace.load(
+        args.trace / trace.NODES_FILE,
+        args.trace / args.trace_pods,
+        args.trace_demand,
+        duration or timedelta(hours=8),
+        args.trace_nodes_every,
+        args.seed,
+    )
+    return Inputs(
+        replay.fleet,
+        replay.workload,
+        f"{args.trace / trace.NODES_FILE} ({replay.nodes} GPU nodes)",
+        f"{args.trace / args.trace_pods} ({replay.tasks} whole-GPU tasks, {replay.skipped} "
+        f"left out; inflated to {replay.demand_gpus} GPUs, {args.trace_demand:.0%} of the fleet's)",
+    )
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -106,16 +153,13 @@ def main(argv: Sequence[str] | None = None) -> int:
         seed=args.seed,
     )
     try:
-        fleet = fleet_input.load(args.fleet)
-        workload = arrival_input.load(
-            args.arrivals, args.seed, _duration(args.duration, "--duration")
-        )
+        inputs = _inputs(args)
     except (FleetError, ArrivalError) as err:
         print(f"modelplane-sim: {err}", file=sys.stderr)
         return 2
-    result = simulate(fleet, workload, settings, progress=stderr_progress())
+    result = simulate(inputs.fleet, inputs.workload, settings, progress=stderr_progress())
     out = args.out or Path("out/sim") / datetime.now(UTC).strftime("%Y%m%dT%H%M%SZ")
-    facts = _facts(args, fleet, workload, settings, result)
+    facts = _facts(args, inputs, settings, result)
     path = write_report(out, result, facts)
     for key, value in facts.items():
         print(f"{key}: {value}")

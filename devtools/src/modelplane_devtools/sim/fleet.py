@@ -9,7 +9,10 @@ Two inputs give the same `Fleet`:
                     or its own `devices` list, and
                     `background` (work outside the fleet, held for the whole
                     run: a list of `{nodes: N, used: {kind: count}}`, taken
-                    from the first nodes of the pool). Top-level
+                    from the first nodes of the pool); a cluster may
+                    declare `scoring` (spread, pack or random): how its
+                    kube-scheduler scores nodes, which its binder follows
+                    instead of `--binder`. Top-level
                     `metricKinds` (default `[gpu]`) names the device kinds
                     counted as GPUs in the report, `maxAge` the clusters'
                     `spec.observation.maxAge` (default 5m).
@@ -46,7 +49,7 @@ from modelplane_common.observation import (
 )
 from modelplane_common.timeutil import parse_duration
 
-from modelplane_devtools.sim.binder import PoolNodes
+from modelplane_devtools.sim.binder import NodeChoice, PoolNodes
 
 
 class FleetError(ValueError):
@@ -73,6 +76,10 @@ class ClusterShape:
     labels: Mapping[str, str]
     spec: Mapping[str, Any]  # the InferenceCluster spec without `observation`
     pools: tuple[PoolStart, ...]
+    # How the cluster's kube-scheduler scores nodes, when the fleet declares it: its
+    # binder follows it instead of the run's (the InferenceCluster field comes with the
+    # placement change; until then only the simulated fleet says it).
+    scoring: NodeChoice | None = None
 
     def inference_cluster(self, observation: Mapping, gpu_pools: Sequence[Mapping] = ()) -> dict:
         """The InferenceCluster the core reads: this spec, the policy's observation
@@ -200,7 +207,11 @@ def from_fleet_file(raw: Mapping) -> Fleet:
             raise FleetError(problem(f"{path}.pools", "must be a non-empty list", None))
         spec = {"credentials": _credentials(cluster["name"]), "nodePools": [s for s, _ in pools]}
         shape = ClusterShape(
-            cluster["name"], dict(cluster.get("labels") or {}), spec, tuple(p for _, p in pools)
+            cluster["name"],
+            dict(cluster.get("labels") or {}),
+            spec,
+            tuple(p for _, p in pools),
+            _scoring(cluster.get("scoring"), f"{path}.scoring"),
         )
         clusters.append(_checked(shape, path))
     kinds = raw.get("metricKinds", ["gpu"])
@@ -212,6 +223,15 @@ def from_fleet_file(raw: Mapping) -> Fleet:
     except ValueError as err:
         raise FleetError(problem("maxAge", str(err), max_age)) from err
     return Fleet(tuple(clusters), frozenset(kinds), str(max_age))
+
+
+def _scoring(raw: object, path: str) -> NodeChoice | None:
+    if raw is None:
+        return None
+    choices = [c.value for c in NodeChoice]
+    if raw not in choices:
+        raise FleetError(problem(path, f"must be one of {choices}", raw))
+    return NodeChoice(str(raw))
 
 
 def _checked(shape: ClusterShape, path: str) -> ClusterShape:

@@ -15,6 +15,10 @@ would in the function.
     histograms   `mode: Observed` and the agent's histogram republished
                  every `--republish` (stale in between: replicas placed
                  since are charged by the assumed node choice).
+    node-level   not an InferenceCluster setting: the reference that sees
+                 every node of every pool and places by a fragmentation
+                 score, without the core (nodelevel.py); the yardstick for
+                 what histograms lose.
 
 The upper bound is not a policy: it places nothing (see bound.py).
 """
@@ -30,10 +34,13 @@ class Policy:
     name: str
     observation: Mapping[str, str] = field(default_factory=dict)  # spec.observation
     publishes: bool = False  # whether the agent's histograms reach status.gpuPools
+    sees_nodes: bool = False  # the node-level reference: places without the core
 
 
 WHOLE_NODE = Policy("whole-node", {"mode": "Declared"})
 HISTOGRAMS = Policy("histograms", {"mode": "Observed"}, publishes=True)
+# Declared only so that the World reads the same pools; it never plans through the core.
+NODE_LEVEL = Policy("node-level", {"mode": "Declared"}, sees_nodes=True)
 
 
 def device_count() -> Policy:
@@ -50,4 +57,4 @@ DEVICE_COUNT = device_count()
 
 
 def all_policies() -> tuple[Policy, ...]:
-    return (WHOLE_NODE, DEVICE_COUNT, HISTOGRAMS)
+    return (WHOLE_NODE, DEVICE_COUNT, HISTOGRAMS, NODE_LEVEL)

@@ -13,11 +13,13 @@ from dataclasses import dataclass
 from datetime import UTC, datetime
 
 from compose_model_deployment.fn import default_matcher
+from compose_model_deployment.placement import Matcher
 
 from modelplane_devtools.sim import report
 from modelplane_devtools.sim.arrivals import Arrival, Workload
 from modelplane_devtools.sim.bound import RelaxedBound
 from modelplane_devtools.sim.fleet import Fleet
+from modelplane_devtools.sim.nodelevel import NodeLevelWorld
 from modelplane_devtools.sim.policies import Policy, all_policies
 from modelplane_devtools.sim.summary import Row, bound_row, policy_row
 from modelplane_devtools.sim.world import Settings, World
@@ -69,6 +71,14 @@ def _bound(bound: RelaxedBound, workload: Workload, steps: _Steps) -> tuple[int,
     )
 
 
+def _world(
+    fleet: Fleet, policy: Policy, workload: Workload, settings: Settings, matcher: Matcher
+) -> World:
+    if policy.sees_nodes:
+        return NodeLevelWorld(fleet, policy, matcher, settings, START, workload.arrivals)
+    return World(fleet, policy, matcher, settings, START)
+
+
 def simulate(
     fleet: Fleet,
     workload: Workload,
@@ -79,7 +89,7 @@ def simulate(
     matcher = default_matcher()
     steps = _steps(workload, settings)
     worlds = {
-        policy.name: _replay(World(fleet, policy, matcher, settings, START), steps, progress)
+        policy.name: _replay(_world(fleet, policy, workload, settings, matcher), steps, progress)
         for policy in policies or all_policies()
     }
     clusters = next(iter(worlds.values())).clusters

@@ -208,6 +208,8 @@ class World:
             for p in c.pools
         }
         self.max_age = parse_duration(fleet.max_age)
+        # A cluster's declared node scoring decides its binder; else the run's `--binder`.
+        self.scoring = {c.name: c.scoring for c in fleet.clusters}
         self.live: dict[str, Live] = {}
         self.charges: dict[str, dict[str, Charge]] = {c.name: {} for c in fleet.clusters}
         self.tally = Tally()
@@ -373,7 +375,8 @@ class World:
         self.charges[replica.cluster][replica.name] = replica.charge()
 
     def _bind(self, live: Live, replica: Replica, at: datetime) -> bool:
-        bound = bind(self.nodes[replica.cluster], replica.engines, self.settings.choice, self.rnd)
+        choice = self.scoring[replica.cluster] or self.settings.choice
+        bound = bind(self.nodes[replica.cluster], replica.engines, choice, self.rnd)
         if bound is None:
             if replica.pending_since is None:
                 replica.pending_since = at
