@@ -22,13 +22,13 @@ by the ledgers alone (so an orphan still charged would show), under a quota of
    told `NamespaceReserved`, keeps its verdict, and its workload is kept as it
    is (then the reservation is lifted);
 3. the tenant deletes the deployment with `--cascade=orphan`: real Crossplane
-   labelled the composed replica with the deployment's name, the garbage
-   collector removes the controller reference, the replica says it is
-   `Orphaned` and its workload leaves the workload cluster;
-4. with the quota lifted, the scheduler places a deployment that needs both
-   nodes. Two gaps are marked xfail(strict), so that their fix is noticed:
-   under the quota the orphan's devices still count, and admission's replay
-   still charges the orphan, so that placement is not admitted.
+   annotated the composed replica (`crossplane.io/composition-resource-name`),
+   the garbage collector removes the controller reference, the replica says
+   it is `Orphaned` and its workload leaves the workload cluster;
+4. the orphan holds none of its namespace's quota: under the same quota the
+   scheduler places another 8-device replica of the namespace;
+5. with the quota lifted, the scheduler places a deployment that needs both
+   nodes, the orphan's included, and admission admits it there.
 
 The workloads' pods stay Pending (no DRA driver publishes the pool's class):
 these rules judge the objects, which is what the workload cluster shows.
@@ -41,7 +41,7 @@ from collections.abc import Iterator
 
 import pytest
 from modelplane_common.labels import DEPLOYMENT, REPLICA
-from modelplane_common.orphans import COMPOSITE_LABEL
+from modelplane_common.orphans import COMPOSED_ANNOTATION
 from modelplane_devtools.e2e import fleet, install, manifests
 from modelplane_devtools.e2e.kube import Kube, KubectlFailed, condition, eventually
 from modelplane_devtools.e2e.stack import Stack, user_client
@@ -451,10 +451,10 @@ def test_an_orphaned_replica_runs_nothing(tenancy):
     eventually(lambda: _workload(workload, "grow-0"), "grow-0's workload applied")
     composed = _replica(control, "grow-0")
     assert _reason(composed, "Admitted")[0] == "True", condition(composed, "Admitted")
-    # What the rule reads, as real Crossplane writes it on a composed XR: the label names
-    # the deployment (the root's name), not the replica, beside the controller reference.
-    labels = composed["metadata"].get("labels") or {}
-    assert labels.get(COMPOSITE_LABEL) == "grow", labels
+    # What the rule reads, as real Crossplane writes it on a composed XR: the annotation
+    # naming the resource in its deployment's pipeline, beside the controller reference.
+    annotations = composed["metadata"].get("annotations") or {}
+    assert annotations.get(COMPOSED_ANNOTATION) == "replica-0", annotations
     references = composed["metadata"].get("ownerReferences") or []
     owners = [(o["kind"], o["name"], o.get("controller")) for o in references]
     assert owners == [("ModelDeployment", "grow", True)], owners
@@ -464,7 +464,7 @@ def test_an_orphaned_replica_runs_nothing(tenancy):
     )
     orphan = eventually(lambda: _orphaned(control), "grow-0 PodsCreated False/Orphaned")
     assert not orphan["metadata"].get("ownerReferences"), orphan["metadata"]
-    assert orphan["metadata"]["labels"][COMPOSITE_LABEL] == "grow"
+    assert orphan["metadata"]["annotations"][COMPOSED_ANNOTATION] == "replica-0"
     assert _reason(orphan, "Admitted") == ("False", "Orphaned")
     eventually(lambda: _no_workload(workload, "grow-0"), "grow-0's workload removed", timeout=120)
     eventually(lambda: control.get("modeldeployment", "grow", TEAM) is None, "grow deleted")
@@ -476,12 +476,6 @@ def _scheduling_decided(control: Kube, name: str) -> dict:
     return scheduled
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="the scheduler's namespace quota ledger (compose-model-deployment readers.py, "
-    "namespace_claims) skips only Overcommitted replicas: an orphan's devices still count "
-    "against its namespace's quota until the platform deletes it",
-)
 def test_an_orphaned_replica_holds_none_of_its_namespaces_quota(tenancy):
     control, tenant, _ = tenancy
     assert _reason(_replica(control, "grow-0"), "PodsCreated") == ("False", "Orphaned")
@@ -513,13 +507,6 @@ def _admission_decided(control: Kube, name: str) -> dict:
     return admitted
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="admission's replay (compose-model-replica admission.py, ahead_of and _take) "
-    "charges an in-flight replica without reading PodsCreated, and the orphan reads as in "
-    "flight with its whole spec (seen on the real stack: after-0 Overcommitted, 'behind the 1 "
-    "replica(s) of the cluster placed before it: it claims 16 gpu device(s), 0 free')",
-)
 def test_admission_admits_into_the_capacity_an_orphan_held(tenancy):
     control, _, workload = tenancy
     admitted = eventually(

@@ -43,6 +43,8 @@ class InFlightFields(TypedDict, total=False):
     # default none recorded (a record written before shapes were recorded).
     charged_copies: int
     grown_at: datetime  # status.admission.grownAt: when a growth past it was seen
+    # PodsCreated False with this reason (Orphaned, NotCreated, Creating); default none.
+    pods_created: str
 
 
 def charged(*engines: dict) -> dict:
@@ -107,6 +109,10 @@ def in_flight(name: str, placed_at: datetime | str, **fields: Unpack[InFlightFie
         record["charged"] = charged({**engine, "copies": fields["charged_copies"]})
     if "grown_at" in fields:
         record["grownAt"] = format_time(fields["grown_at"])
+    if "pods_created" in fields:
+        body["status"]["conditions"].append(
+            {"type": "PodsCreated", "status": "False", "reason": fields["pods_created"]}
+        )
     return body
 
 

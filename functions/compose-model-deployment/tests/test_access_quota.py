@@ -47,6 +47,14 @@ def overcommitted(body):
     return body
 
 
+def pods_created(body, reason):
+    """The replica with PodsCreated False/`reason`, as compose-model-replica reports it."""
+    body["status"]["conditions"].append(
+        {"type": "PodsCreated", "status": "False", "reason": reason}
+    )
+    return body
+
+
 def clusters_of(plan):
     return sorted(r.cluster for r in plan.replicas if r.scheduled)
 
@@ -205,6 +213,24 @@ def quota(gpus, name="devices"):
             [overcommitted(replica(0, "b", name="other", placed_at=t.ago(5)))],
             2,
             id="an overcommitted replica holds nothing",
+        ),
+        pytest.param(
+            [quota(16)],
+            [pods_created(replica(0, "b", name="other"), "Orphaned")],
+            2,
+            id="an orphaned replica holds nothing",
+        ),
+        pytest.param(
+            [quota(16)],
+            [pods_created(replica(0, "b", name="other"), "NotCreated")],
+            2,
+            id="a replica whose pods were refused past the grace holds nothing",
+        ),
+        pytest.param(
+            [quota(16)],
+            [pods_created(replica(0, "b", name="other"), "Creating")],
+            1,
+            id="a replica whose pods are missing within the grace counts",
         ),
         pytest.param(
             [t.device_quota({"other.example.com": 0})],

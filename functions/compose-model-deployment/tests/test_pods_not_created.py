@@ -102,6 +102,7 @@ def test_the_refused_pools_are_avoided_with_the_clusters_reason_from_the_refusal
     ("reason", "cluster"),
     [
         pytest.param("NotCreated", "a", id="another deployment's released replica is not charged"),
+        pytest.param("Orphaned", "a", id="an orphaned replica is not charged"),
         pytest.param("Creating", "b", id="another deployment's replica within the grace is"),
     ],
 )

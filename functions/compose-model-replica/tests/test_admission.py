@@ -395,6 +395,60 @@ def test_a_replica_whose_pods_were_refused_past_the_grace_holds_no_room(pods_cre
     assert verdict_of("y-0", bodies).reason == expected
 
 
+def orphan(**fields) -> dict:
+    """x-0, placed before y-0, orphaned (its deployment deleted with --cascade=orphan)."""
+    return a.in_flight("x-0", OLDER, pods_created="Orphaned", **fields)
+
+
+@pytest.mark.parametrize(
+    ("fellow", "cluster", "expected"),
+    [
+        pytest.param(
+            orphan(), None, ADMITTED, id="an orphan still waiting for its verdict holds no room"
+        ),
+        pytest.param(orphan(verdict=ADMITTED), None, ADMITTED, id="an admitted orphan holds none"),
+        pytest.param(
+            orphan(copies=2, verdict=ADMITTED, charged_copies=1, grown_at=OLDER),
+            declared_by_devices(),
+            ADMITTED,
+            id="an orphan admitted at 1 copy, its growth to 2 in flight, holds neither",
+        ),
+        pytest.param(
+            orphan(copies=2),
+            declared_by_devices(),
+            ADMITTED,
+            id="an orphan whose record is gone holds none of its whole spec",
+        ),
+        pytest.param(
+            a.in_flight(
+                "x-0",
+                OLDER,
+                copies=2,
+                verdict=ADMITTED,
+                charged_copies=1,
+                grown_at=OLDER,
+                pods_created="NotCreated",
+            ),
+            declared_by_devices(),
+            ADMITTED,
+            id="a replica refused its pods past the grace holds neither its shape nor its growth",
+        ),
+        pytest.param(
+            a.in_flight("x-0", OLDER, copies=2, pods_created="Creating"),
+            declared_by_devices(),
+            OVERCOMMITTED,
+            id="one within its grace waiting ahead still takes its room",
+        ),
+    ],
+)
+def test_a_released_replica_holds_no_room_in_any_replay(fellow, cluster, expected):
+    """y-0 asks for 2 copies of 8 GPUs: the cluster's 16 (the e2e's declared pool), or the
+    one free node of 8 when y-0 asks for 1 (cluster None)."""
+    copies = 2 if cluster is not None else 1
+    bodies = [fellow, a.in_flight("y-0", OLD, copies=copies)]
+    assert verdict_of("y-0", bodies, cluster).reason == expected
+
+
 # --- a verdict binds the shape it charged: a growth is judged for what it adds ---------------
 
 

@@ -11,6 +11,7 @@ from compose_model_replica.core import unchanged
 from compose_model_replica.fn import FunctionRunner
 from crossplane.function.proto.v1.run_function_pb2 import READY_FALSE, READY_TRUE
 from modelplane_common import labels, template_digest
+from modelplane_common.orphans import COMPOSED_ANNOTATION
 from modelplane_common.outcome import MAX_MESSAGE
 from modelplane_common.pods_created import released
 from modelplane_common.timeutil import format_time
@@ -2100,7 +2101,7 @@ def admitted_and_running():
 
 
 @pytest.mark.parametrize(
-    ("composite_label", "owners", "orphan"),
+    ("composed", "owners", "orphan"),
     [
         pytest.param(True, [], True, id="composed, its owner reference removed: orphaned"),
         pytest.param(
@@ -2113,12 +2114,11 @@ def admitted_and_running():
         pytest.param(False, [], False, id="never composed (written by hand): runs as before"),
     ],
 )
-def test_an_orphaned_replica_composes_nothing_and_holds_no_capacity(
-    composite_label, owners, orphan
-):
+def test_an_orphaned_replica_composes_nothing_and_holds_no_capacity(composed, owners, orphan):
     replica, observed = admitted_and_running()
-    if composite_label:
-        replica["metadata"]["labels"]["crossplane.io/composite"] = "llm"  # it is r0
+    if composed:  # what Crossplane writes on a resource it composes (it is r0)
+        replica["metadata"]["labels"]["crossplane.io/composite"] = "llm"
+        replica["metadata"].setdefault("annotations", {})[COMPOSED_ANNOTATION] = "replica-0"
     if owners:
         replica["metadata"]["ownerReferences"] = owners
     rsp = call(replica, observed)

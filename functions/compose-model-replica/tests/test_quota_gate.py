@@ -83,6 +83,43 @@ def test_the_quota_is_replayed_in_queue_order_fleet_wide(namespace_replicas, ver
         )
 
 
+def orphan(**fields) -> dict:
+    """x-0, on another cluster, orphaned (its deployment deleted with --cascade=orphan)."""
+    return a.in_flight("x-0", OLDER, cluster="west", pods_created="Orphaned", **fields)
+
+
+@pytest.mark.parametrize(
+    "fellow",
+    [
+        pytest.param(orphan(), id="an orphan still waiting for its verdict"),
+        pytest.param(orphan(verdict=ADMITTED), id="an admitted orphan"),
+        pytest.param(
+            orphan(copies=2, verdict=ADMITTED, charged_copies=1, grown_at=OLDER),
+            id="an orphan admitted at 1 copy whose growth to 2 is in flight",
+        ),
+        pytest.param(
+            a.in_flight(
+                "x-0",
+                OLDER,
+                cluster="west",
+                verdict=ADMITTED,
+                charged_copies=1,
+                pods_created="NotCreated",
+            ),
+            id="an admitted replica whose pods were refused past the grace",
+        ),
+    ],
+)
+def test_a_released_replica_holds_none_of_its_namespaces_quota(fellow):
+    assert admitted(call(a.in_flight("me-0", OLD), [QUOTA_8], [fellow]))[0] == ADMITTED
+
+
+def test_an_orphan_within_its_grace_reads_as_charged_until_it_says_it_is_orphaned():
+    """The premise of the cases above: the same fellow without its PodsCreated is charged."""
+    fellow = a.in_flight("x-0", OLDER, cluster="west", pods_created="Creating")
+    assert admitted(call(a.in_flight("me-0", OLD), [QUOTA_8], [fellow]))[0] == OVERCOMMITTED
+
+
 def test_the_overcommitted_verdict_is_recorded_with_the_quota():
     me = a.in_flight("me-0", OLD)
     rsp = call(me, [QUOTA_8], [a.in_flight("x-0", OLDER, cluster="west")])

@@ -39,6 +39,16 @@ A queued replica
     `grownAt` (ordered last until that is recorded). So no replay ever
     charges it less than it runs, and its growth never jumps the queue: it
     is behind every replica placed before the growth was seen.
+    A released replica (PodsCreated False/Orphaned, or False/NotCreated
+    past its grace: `modelplane_common.pods_created.released`) holds
+    nothing in any replay, neither as Admitted nor in flight, whatever its
+    verdict, its growth or its `modelplane.ai/charge` label: an orphan
+    keeps the label its deployment last wrote, and either way it is not
+    charged (`counted`: not read; `pending`: read, and released). A
+    NotCreated condition left from a previous placement is rewritten
+    (NotObserved) on the replica's first pass after it moved, well inside
+    the settle time every replica placed after it waits (compose-model-
+    replica's `admission.SETTLE`).
 
 The placement time
     The scheduler stamps `placed-at` to the microsecond
@@ -269,13 +279,23 @@ class Queued:
         return (self.charge.namespace, self.charge.name)
 
     @property
+    def released(self) -> bool:
+        """It holds nothing, whatever its verdict says: orphaned, or its pods refused past
+        the grace (`Charge.released`, read by `modelplane_common.pods_created.released`)."""
+        return self.charge.released
+
+    @property
     def in_flight(self) -> bool:
-        """No verdict binds its placement and shape: it (or its growth) waits for one."""
-        return self.verdict is None
+        """No verdict binds its placement and shape, and it is not released: it (or its
+        growth) waits for one. A released replica waits for nothing: an orphan is never
+        judged again, and a refused one is re-placed by its deployment."""
+        return self.verdict is None and not self.released
 
     def admitted_charge(self) -> Charge | None:
         """What it holds by a verdict: all of it when Admitted, its held shape while its
-        growth is in flight, nothing otherwise."""
+        growth is in flight, nothing otherwise (nor when it is released)."""
+        if self.released:
+            return None
         if self.held is not None:
             return replace(self.charge, engines=self.held)
         return self.charge if self.verdict == ADMITTED else None

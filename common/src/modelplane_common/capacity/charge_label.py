@@ -31,6 +31,13 @@ reader reads").
 `pending` is always safe to write: a reader that reads a replica it need
 not charge judges rule 1 itself and charges nothing. Only `counted` needs
 the evidence above.
+
+A released replica (`Charge.released`: orphaned, or its pods refused past
+the grace) holds nothing under either label. An orphan keeps the label its
+deployment last wrote, since no deployment writes it again: `counted`, it is
+not read (its pods, while they still run, are in the histogram, and once
+they are gone there is nothing to charge); `pending`, it is read and found
+released.
 """
 
 from __future__ import annotations

@@ -17,11 +17,13 @@ The quota (design/tenancy.md, "Access and quotas")
 What a replica claims
     Per DeviceClass, over its engines: copies x the member's pods per copy x
     the request's count, for every claimed request (`devices_of`). A
-    replica whose verdict is Overcommitted holds nothing (it is re-placed).
+    replica whose verdict is Overcommitted holds nothing (it is re-placed),
+    nor does a released one (`Charge.released`: orphaned, or its pods
+    refused past the grace; `Queued.admitted_charge` and `Queued.in_flight`).
 
 Who counts what (one order every admission agrees on)
     The scheduler counts every replica of the namespace, fleet-wide, that is
-    not Overcommitted, and charges each replica it places before trying the
+    neither Overcommitted nor released, and charges each replica it places before trying the
     next. Admission (`replay`) is the commit point: it counts the namespace's
     Admitted replicas, then replays the in-flight ones ahead of the applicant
     in admission's queue order (`capacity.admission.queue_order`: placed-at,

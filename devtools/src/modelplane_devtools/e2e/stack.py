@@ -43,7 +43,7 @@ with its own CA and Supervisor.
 
 Everything listens on 127.0.0.1 on a free port, except what the binaries
 fix themselves (provider-kubernetes: 8080 metrics and 9443 webhooks on all
-interfaces; Crossplane core's metrics and health servers). All processes
+interfaces, `FIXED_PORTS`, checked free before anything starts). All processes
 are stopped by PID (`processes.Supervisor`); their logs stay in the run's
 folder, which a failing test names, with the logs' last lines.
 
@@ -84,6 +84,15 @@ CLIENT_SECRET = "crossplane-tls-client"
 # provider-kubernetes serves its conversion webhook here; the port is fixed
 # by the binary (controller-runtime's default).
 PROVIDER_WEBHOOK_PORT = 9443
+# The ports a process of the harness binds whatever it is told, on all interfaces, and
+# what for: provider-kubernetes v1.2.1 sets no metrics address, so controller-runtime
+# serves its metrics on its default :8080 (its health probe takes a free port from
+# HEALTH_PROBE_BIND_ADDRESS; Crossplane core, LWS, kwok and the functions are all given
+# free ports). A port another process holds is refused at once, naming it.
+FIXED_PORTS = {
+    PROVIDER_WEBHOOK_PORT: "provider-kubernetes's webhooks",
+    8080: "provider-kubernetes's metrics",
+}
 
 
 class ToolMissing(RuntimeError):
@@ -572,9 +581,12 @@ def start_registry(stack: Stack) -> str:
 
 
 def check_ports_free() -> None:
-    if listening(PROVIDER_WEBHOOK_PORT):
+    """Refuse to start when a port the harness cannot choose is taken, naming each one."""
+    taken = [f"{port} ({what})" for port, what in sorted(FIXED_PORTS.items()) if listening(port)]
+    if taken:
         raise RuntimeError(
-            f"port {PROVIDER_WEBHOOK_PORT} is taken: provider-kubernetes needs it (another run?)"
+            f"port(s) {', '.join(taken)} taken: the stack binds them and cannot choose others "
+            "(another run, or another program on this host?)"
         )
 
 

@@ -510,12 +510,19 @@ class OtherReplicas(Mapping[str, OthersOnCluster]):
 
     def namespace_claims(self) -> Counter[str]:
         """What the namespace's other replicas claim per DeviceClass, fleet-wide; an
-        Overcommitted one holds nothing (capacity/quota.py)."""
+        Overcommitted one holds nothing (capacity/quota.py), nor does a released one
+        (orphaned, or its pods refused: `Charge.released`, as the pool ledgers read it)."""
         claimed: Counter[str] = Counter()
         for resource in self._namespace:
             if admission.recorded_verdict(resource) == admission.OVERCOMMITTED:
                 continue
-            claimed.update(devices_of(read_engines(get_struct(resource, "spec"))))
+            meta = get_struct(resource, "metadata")
+            identity = (get_str(meta, "namespace"), get_str(meta, "name"))
+            charge = read_charge(
+                resource, identity, get_str(get_struct(resource, "spec"), "clusterName")
+            )
+            if not charge.released:
+                claimed.update(devices_of(charge.engines))
         return claimed
 
     def __getitem__(self, cluster: str) -> OthersOnCluster:

@@ -687,9 +687,10 @@ def orphaned(given: Inputs) -> Outcome:
     nothing, so Crossplane removes its workloads (its Namespace Object never deletes), it
     holds no capacity (PodsCreated False/Orphaned) and reads nothing."""
     message = (
-        f"no ModelDeployment owns this replica any more (labelled {orphans.COMPOSITE_LABEL}, "
-        "no controller ownerReference: its deployment was deleted with --cascade=orphan): "
-        "it runs nothing and holds no capacity; it can be deleted"
+        "no ModelDeployment owns this replica any more (composed by Crossplane, "
+        f"annotated {orphans.COMPOSED_ANNOTATION}, no controller ownerReference: its "
+        "deployment was deleted with --cascade=orphan): it runs nothing and holds no "
+        "capacity; it can be deleted"
     )
     types = (pods_scheduled.TYPE, CREATED, READY, COMPOSED, ADMITTED_CONDITION)
     return Outcome(
