@@ -112,11 +112,14 @@ def banner(demo: fleet.Demo, workdir: Path) -> str:
 
 def _teardown(demo: fleet.Demo) -> None:
     # A second Ctrl-C (the terminal and make each deliver one) must not cut the stop short.
-    signal.signal(signal.SIGINT, signal.SIG_IGN)
-    signal.signal(signal.SIGTERM, signal.SIG_IGN)
-    print("Stopping every process by its PID...", flush=True)
-    demo.running.supervisor.stop()
-    print(f"Stopped. Logs and certificates kept in {demo.running.workdir}", flush=True)
+    before = {s: signal.signal(s, signal.SIG_IGN) for s in (signal.SIGINT, signal.SIGTERM)}
+    try:
+        print("Stopping every process by its PID...", flush=True)
+        demo.running.supervisor.stop()
+        print(f"Stopped. Logs and certificates kept in {demo.running.workdir}", flush=True)
+    finally:
+        for signum, handler in before.items():
+            signal.signal(signum, handler)
 
 
 def up() -> int:
