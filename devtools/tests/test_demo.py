@@ -7,7 +7,9 @@ import sys
 import time
 
 import pytest
-from modelplane_devtools.demo import example, session
+from modelplane_devtools.demo import example, fleet, session
+from modelplane_devtools.e2e.processes import Supervisor
+from modelplane_devtools.e2e.stack import Stack
 
 EAST, WEST = example.clusters()
 BY_STEM = {d.stem: d for d in example.deployments()}
@@ -75,3 +77,14 @@ def test_a_runs_folder_name_is_when_it_began(tmp_path):
     folder = tmp_path / "20261206-041950"
     expected = time.mktime((2026, 12, 6, 4, 19, 50, 0, 0, -1))
     assert session.began(folder) == expected
+
+
+def test_a_server_that_died_stops_the_wait_at_once_naming_it_and_its_log(tmp_path):
+    supervisor = Supervisor(tmp_path / "logs")
+    demo = fleet.Demo(Stack(tmp_path, supervisor), workloads=[], deployments=[])
+    fleet.all_running(demo)  # nothing started, nothing exited
+    died = supervisor.start("registry", [sys.executable, "-c", "print('bind: in use'); exit(3)"])
+    died.popen.wait()
+    with pytest.raises(fleet.ProcessExited, match=r"registry exited \(3\)(.|\n)*bind: in use"):
+        fleet.all_running(demo)
+    assert not issubclass(fleet.ProcessExited, AssertionError)  # `eventually` does not retry it

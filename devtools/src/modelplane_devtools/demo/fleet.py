@@ -71,8 +71,23 @@ def add_gpu_nodes(workload: Workload) -> None:
         workload.admin.kubectl("taint", "nodes", "-l", fleet.POOL_LABEL, taint)
 
 
-def _cluster_ready(control: Kube, cluster: example.Example) -> bool:
-    ic = control.get("inferencecluster", cluster.name)
+class ProcessExited(RuntimeError):
+    """A server of the stack died: waiting longer cannot help (`eventually` lets this through)."""
+
+
+def all_running(demo: Demo) -> None:
+    exited = demo.running.supervisor.exited()
+    if exited:
+        raise ProcessExited(
+            "\n".join(
+                f"{p.name} exited ({p.popen.returncode}); log {p.log}:\n{p.tail(5)}" for p in exited
+            )
+        )
+
+
+def _cluster_ready(demo: Demo, cluster: example.Example) -> bool:
+    all_running(demo)
+    ic = demo.control.get("inferencecluster", cluster.name)
     wanted = ["Ready"]
     if cluster.manifest["spec"]["observation"]["mode"] == "Observed":
         wanted.append("CapacityObserved")
@@ -100,7 +115,7 @@ def apply_clusters(demo: Demo) -> None:
         )
     for workload in demo.workloads:
         eventually(
-            partial(_cluster_ready, demo.control, workload.cluster),
+            partial(_cluster_ready, demo, workload.cluster),
             f"InferenceCluster {workload.cluster.name} ready",
             timeout=300,
             every=2,
@@ -153,6 +168,7 @@ def _pods_bound(demo: Demo) -> bool:
 
 def placed(demo: Demo) -> bool:
     """Every example deployment placed and Ready, every pod bound (raises what is not yet)."""
+    all_running(demo)
     for deployment in demo.deployments:
         _deployment_placed(demo.control, deployment)
     return _pods_bound(demo)
