@@ -39,7 +39,7 @@ e2e: setup packages e2e-tools
 # plane with Crossplane and Modelplane installed from these packages by the
 # README's install commands, two workload clusters (kube-scheduler, kwok GPU
 # nodes with DRA ResourceSlices, LeaderWorkerSet, the agent) playing
-# examples/clusters/gpu-east.yaml and gpu-west.yaml, and every example
+# examples/clusters/gpu-east.yaml and gpu-edge.yaml, and every example
 # ModelDeployment placed and Ready. Stays up, printing the kubeconfigs and
 # what to look at, until Ctrl-C or `make demo-down`; logs in out/demo/<time>/.
 demo: setup packages e2e-tools

@@ -11,13 +11,13 @@ from modelplane_devtools.demo import example, fleet, session
 from modelplane_devtools.e2e.processes import Supervisor
 from modelplane_devtools.e2e.stack import Stack
 
-EAST, WEST = example.clusters()
+EAST, EDGE = example.clusters()
 BY_STEM = {d.stem: d for d in example.deployments()}
 
 
-def test_the_demo_plays_an_observed_and_a_declared_example_cluster():
-    modes = {c.name: c.manifest["spec"]["observation"]["mode"] for c in (EAST, WEST)}
-    assert modes == {"gpu-east": "Observed", "gpu-west": "Declared"}
+def test_the_demo_plays_two_observed_example_clusters_whose_replicas_can_read_ready():
+    modes = {c.name: c.manifest["spec"]["observation"]["mode"] for c in (EAST, EDGE)}
+    assert modes == {"gpu-east": "Observed", "gpu-edge": "Observed"}
 
 
 def test_each_declared_pool_becomes_that_many_nodes_with_its_devices_as_a_driver_names_them():
@@ -35,7 +35,7 @@ def test_a_clusters_fleet_taints_become_taint_arguments_and_none_give_none():
     assert example.taint_arguments(EAST.manifest) == [
         "modelplane.ai/dedicated=inference:NoSchedule"
     ]
-    assert example.taint_arguments(WEST.manifest) == []
+    assert example.taint_arguments(EDGE.manifest) == []
 
 
 @pytest.mark.parametrize(

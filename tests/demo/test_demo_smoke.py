@@ -2,7 +2,7 @@
 
 What `make demo` shows, checked end to end in one run (`session.smoke`):
 Modelplane installed by the README's commands, the example InferenceClusters
-gpu-east (Observed) and gpu-west (Declared) Ready on two workload clusters of
+gpu-east and gpu-edge (each Observed by its agent) Ready on two workload clusters of
 kwok nodes, every placeable example ModelDeployment Ready with each replica
 on a cluster and exactly the pods it asks for bound by kube-scheduler
 (`fleet.placed`, which raises what is not yet so). Then every process is
@@ -32,4 +32,4 @@ def test_the_demo_places_every_example_deployment_then_stops_every_process():
     )
     assert not demo.running.supervisor.processes, "processes left running"
     assert session.leftovers(workdir / "logs" / "pids", session.began(workdir)) == []
-    assert {w.cluster.name for w in demo.workloads} == {"gpu-east", "gpu-west"}
+    assert {w.cluster.name for w in demo.workloads} == {"gpu-east", "gpu-edge"}

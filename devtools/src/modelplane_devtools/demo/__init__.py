@@ -9,7 +9,8 @@ On that stack the demo plays the platform team and the ML teams with the
 README's own commands (`modelplane_devtools.e2e.install_steps`, install
 step 4) and the repository's examples, unedited:
 
-- each workload cluster is one example InferenceCluster (`example`): its
+- each workload cluster is one example InferenceCluster (`example`:
+  gpu-east and gpu-edge, both Observed by their agent): its
   GPU nodes are kwok nodes built from the cluster's declared pools (node
   count, devices, attributes and capacity as the DRA driver would publish
   them, the pool label), tainted as the cluster declares;

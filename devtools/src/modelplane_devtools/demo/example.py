@@ -19,9 +19,12 @@ ROOT = Path(__file__).resolve().parents[4]
 CLUSTERS = ROOT / "examples" / "clusters"
 DEPLOYMENTS = ROOT / "examples" / "deployments"
 
-# One Observed cluster (its agent's histograms count what is free) and one
-# Declared (whole nodes, no agent asked): the two ways a cluster is counted.
-CLUSTER_NAMES = ("gpu-east", "gpu-west")
+# Two Observed clusters, each with its agent: gpu-east (H100 and L40S+NIC
+# pools, tainted) and gpu-edge (L40S and a small H100 pool). Not a Declared
+# one: no agent reports its replicas' pods, so they stay `PodsScheduled`
+# Unknown/NotObserved and a deployment with a replica there never reads Ready
+# (design/model-replica.md, "PodsScheduled"), which the demo promises.
+CLUSTER_NAMES = ("gpu-east", "gpu-edge")
 
 
 @dataclass(frozen=True)
