@@ -84,8 +84,6 @@ CLIENT_SECRET = "crossplane-tls-client"
 # provider-kubernetes serves its conversion webhook here; the port is fixed
 # by the binary (controller-runtime's default).
 PROVIDER_WEBHOOK_PORT = 9443
-# ...and its metrics here, on all interfaces: taken, the provider exits at start.
-PROVIDER_METRICS_PORT = 8080
 
 
 class ToolMissing(RuntimeError):
@@ -561,9 +559,10 @@ def start_registry(stack: Stack) -> str:
 
 
 def check_ports_free() -> None:
-    for port in (PROVIDER_WEBHOOK_PORT, PROVIDER_METRICS_PORT):
-        if listening(port):
-            raise RuntimeError(f"port {port} is taken: provider-kubernetes needs it (another run?)")
+    if listening(PROVIDER_WEBHOOK_PORT):
+        raise RuntimeError(
+            f"port {PROVIDER_WEBHOOK_PORT} is taken: provider-kubernetes needs it (another run?)"
+        )
 
 
 def start(workdir: Path) -> Stack:
