@@ -1,5 +1,5 @@
 # The two commands the README promises, and the helpers around them.
-.PHONY: setup render test packages e2e-tools e2e e2e-scale e2e-settled e2e-admission e2e-admission-baseline bench-admission bench-fleet schemas schemas-check bench bench-agent agent-live agent-oracle lint fuzz sim sim-trace version release-dry-run
+.PHONY: setup render test packages e2e-tools e2e demo demo-down demo-smoke e2e-scale e2e-settled e2e-admission e2e-admission-baseline bench-admission bench-fleet schemas schemas-check bench bench-agent agent-live agent-oracle lint fuzz sim sim-trace version release-dry-run
 
 setup:
 	bash scripts/setup.sh
@@ -34,6 +34,24 @@ e2e-tools:
 # packages) and the real agent (tests/e2e; logs in out/e2e/).
 e2e: setup packages e2e-tools
 	MODELPLANE_E2E_PACKAGES=dist/xpkg uv run --frozen pytest agent/tests/live tests/e2e -m e2e
+
+# The fleet on this machine (devtools/src/modelplane_devtools/demo): a control
+# plane with Crossplane and Modelplane installed from these packages by the
+# README's install commands, two workload clusters (kube-scheduler, kwok GPU
+# nodes with DRA ResourceSlices, LeaderWorkerSet, the agent) playing
+# examples/clusters/gpu-east.yaml and gpu-edge.yaml, and every example
+# ModelDeployment placed and Ready. Stays up, printing the kubeconfigs and
+# what to look at, until Ctrl-C or `make demo-down`; logs in out/demo/<time>/.
+demo: setup packages e2e-tools
+	MODELPLANE_E2E_PACKAGES=dist/xpkg uv run --frozen python -m modelplane_devtools.demo up
+
+# Stop the running demo (its processes by PID); its logs stay in out/demo/<time>/.
+demo-down:
+	uv run --frozen python -m modelplane_devtools.demo down
+
+# The demo up, every example placed (checked), then torn down: tests/demo, as CI runs it.
+demo-smoke: setup packages e2e-tools
+	MODELPLANE_E2E_PACKAGES=dist/xpkg uv run --frozen pytest tests/demo -m e2e
 
 # The fleet-scale run (devtools/src/modelplane_devtools/e2e/scale, outside CI):
 # a control plane and two workload clusters (kube-scheduler, kwok, LWS and the

@@ -30,6 +30,7 @@ from pathlib import Path
 
 import yaml
 
+from modelplane_devtools.e2e import install_steps
 from modelplane_devtools.e2e.kube import Kube
 from modelplane_devtools.e2e.processes import Process, Supervisor, free_port
 
@@ -65,7 +66,7 @@ class Installed:
 
 def install(kube: Kube, workdir: Path, name: str = DEPLOYMENT) -> Installed:
     """`kubectl apply -k deploy/agent`, as README step 3; then the agent's identity."""
-    kube.kubectl("apply", "-k", str(KUSTOMIZATION))
+    install_steps.run(kube, install_steps.AGENT)
     kube.kubectl(
         "wait", "--for=condition=Established", "--timeout=60s", *(f"crd/{c}" for c in CRDS)
     )

@@ -12,13 +12,14 @@ public ones:
 2. An ImageConfig per public registry prefix rewrites it to the local
    registry (`spec.rewriteImage`), as the README documents for a mirror or a
    private registry. Nothing else knows the packages are local.
-3. `kubectl apply -f deploy/control-plane`, verbatim: provider-kubernetes'
-   Provider and DeploymentRuntimeConfig, and the Configuration.
+3. `kubectl apply -f deploy/control-plane`, verbatim (`install_steps`, the
+   README's own line): provider-kubernetes' Provider and
+   DeploymentRuntimeConfig, and the Configuration.
 4. The package manager installs the provider and, as the Configuration's
    dependencies, the three functions; with the External package runtime the
    harness runs each as its revision appears (`provider`, `functions`,
    `runtime`). The Configuration then establishes its XRDs and Compositions
-   and turns Healthy.
+   and turns Healthy, which the README's `kubectl wait` awaits.
 """
 
 from __future__ import annotations
@@ -30,7 +31,7 @@ from pathlib import Path
 
 import yaml
 
-from modelplane_devtools.e2e import functions, pki, provider, runtime
+from modelplane_devtools.e2e import functions, install_steps, pki, provider, runtime
 from modelplane_devtools.e2e.kube import Kube, condition, eventually
 from modelplane_devtools.e2e.stack import ROOT, Stack, binary
 
@@ -108,14 +109,24 @@ class Installed:
     functions: dict[str, str] = field(default_factory=dict)
 
 
-def pushes(source: functions.PackageSource, out: Path) -> list[Push]:
+def public_references() -> list[str]:
+    """What README step 2 pushes, named as the manifests install it: the Configuration,
+    provider-kubernetes (deploy/control-plane), then each Function dependency."""
     docs = control_plane_manifests()
-    todo = [
-        Push(source.configuration(out), the("Configuration", docs)["spec"]["package"]),
-        Push(provider.package(out), the("Provider", docs)["spec"]["package"]),
+    return [
+        the("Configuration", docs)["spec"]["package"],
+        the("Provider", docs)["spec"]["package"],
+        *(f"{d['package']}:{d['version']}" for d in function_dependencies()),
     ]
-    for dependency in function_dependencies():
-        reference = f"{dependency['package']}:{dependency['version']}"
+
+
+def pushes(source: functions.PackageSource, out: Path) -> list[Push]:
+    configuration, provider_reference, *function_references = public_references()
+    todo = [
+        Push(source.configuration(out), configuration),
+        Push(provider.package(out), provider_reference),
+    ]
+    for reference in function_references:
         name = repository(reference).rsplit("/", 1)[-1]
         todo.append(Push(source.package(name, out), reference))
     return todo
@@ -156,7 +167,7 @@ def install(stack: Stack, source: functions.PackageSource | None = None) -> Inst
     todo = pushes(source, out)
     push(todo, registry)
     kube.apply(image_configs({owner_prefix(p.reference) for p in todo}, registry))
-    kube.apply_files(CONTROL_PLANE)
+    install_steps.run(kube, install_steps.CONTROL_PLANE_MANIFESTS)
 
     docs = control_plane_manifests()
     ca = pki.KeyPair(root_ca / "tls.crt", root_ca / "tls.key")
@@ -174,7 +185,7 @@ def install(stack: Stack, source: functions.PackageSource | None = None) -> Inst
     runtime.wait_healthy(kube, "providers.pkg.crossplane.io", provider_name)
     for name in done.functions:
         runtime.wait_healthy(kube, "functions.pkg.crossplane.io", name)
-    runtime.wait_healthy(kube, "configurations.pkg.crossplane.io", done.configuration)
+    install_steps.run(kube, install_steps.CONFIGURATION_HEALTHY)
     return done
 
 

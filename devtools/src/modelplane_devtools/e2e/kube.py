@@ -34,9 +34,14 @@ class Kube:
     kubectl_path: Path
     kubeconfig: Path
 
-    def kubectl(self, *args: str, stdin: str | None = None, check: bool = True) -> str:
+    def kubectl(
+        self, *args: str, stdin: str | None = None, check: bool = True, cwd: Path | None = None
+    ) -> str:
+        """Run kubectl on this cluster; `cwd` resolves the relative paths in `args`."""
         command = [str(self.kubectl_path), f"--kubeconfig={self.kubeconfig}", *args]
-        done = subprocess.run(command, input=stdin, capture_output=True, text=True, check=False)
+        done = subprocess.run(
+            command, input=stdin, capture_output=True, text=True, check=False, cwd=cwd
+        )
         if check and done.returncode != 0:
             raise KubectlFailed(
                 f"[{self.name}] kubectl {' '.join(args)} exited {done.returncode}: "

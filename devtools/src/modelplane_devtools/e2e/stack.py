@@ -64,7 +64,7 @@ from typing import TYPE_CHECKING
 
 import yaml
 
-from modelplane_devtools.e2e import kwok, lws, pki
+from modelplane_devtools.e2e import install_steps, kwok, lws, pki
 from modelplane_devtools.e2e.kube import Kube, KubectlFailed, eventually
 from modelplane_devtools.e2e.processes import Process, Supervisor, free_port, listening
 
@@ -337,7 +337,7 @@ def provider_identity(cluster: Cluster, credentials: pki.ClusterCredentials) -> 
     """provider-kubernetes' client on `cluster`: a certificate for PROVIDER_USER (in no
     group) and the ClusterRole and binding of deploy/workload-cluster, applied as the
     platform applies them. Its kubeconfig is what the InferenceCluster's Secret holds."""
-    cluster.kube.kubectl("apply", "-k", str(ROOT / "deploy" / "workload-cluster"))
+    install_steps.run(cluster.kube, install_steps.PROVIDER_ROLE)
     client = pki.sign(
         credentials.ca, cluster.workdir / "pki", "provider-kubernetes", pki.Subject(PROVIDER_USER)
     )
