@@ -22,10 +22,11 @@ thread):
   pass a change the report does not carry;
 - recovery without a restart: the process started is still running, its
   liveness probe passing, and, once healed, publishes a fresh status equal
-  to the ground truth, and the pools vouch for the replica reports again
-  (their `replicasCurrentAt` passes the healing)
+  to the ground truth
   (`fleet.expected_histogram`: published devices minus kube-scheduler's
-  allocations), allocations made during the fault included: no event lost.
+  allocations), allocations made during the fault included: no event lost;
+  and the pools vouch for the replica reports again (their
+  `replicasCurrentAt` passes the healing).
 
 The faults: a watch stalled by a proxy (its bytes stop, its connection stays
 open), RBAC revoked for one kind, the API server restarted (same port, same
