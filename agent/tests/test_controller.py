@@ -1059,6 +1059,40 @@ def test_a_relist_that_fails_republishes_the_reports_that_read_its_kind_frozen()
     asyncio.run(scenario())
 
 
+def test_replicas_current_at_moves_on_while_a_kind_only_the_pools_read_cannot_be_relisted():
+    async def scenario():
+        api, clock = FakeApi(with_a_replica()), Clock()
+        controller, task = await started(api, clock)
+        real_list = api.list
+
+        async def nodes_forbidden(kind: str, each):
+            if kind == NODES:
+                raise forbidden("nodes")
+            return await real_list(kind, each)
+
+        api.list = nodes_forbidden  # type: ignore[method-assign]
+        clock.now += timedelta(seconds=10)
+        api.queues[NODES].put_nowait(Gone("too old resource version"))
+        await settle(controller)
+        for _ in range(2):  # two heartbeats; every kind but Nodes heard from meanwhile
+            api.bookmark(PODS, SLICES, CLAIMS, CLASSES, POOLS, REPLICAS, RULES)
+            clock.now += timedelta(seconds=61)
+            await settle(controller)
+        last = writes_of(api, POOLS)[-1]
+        # The pool's own report is frozen where its Nodes were last heard ...
+        assert (last["observedAt"], current(last)["reason"]) == (
+            "2026-11-30T12:00:00Z",
+            "WatchFailing",
+        )
+        # ... but the replica reports read no Node: they are current, and the pool's
+        # heartbeat says so (else every replica on the cluster would turn stale).
+        assert last["replicasCurrentAt"] == "2026-11-30T12:02:12Z"
+        assert len(writes_of(api, REPLICAS)) == 1  # unchanged, never rewritten
+        await stopped(controller, task)
+
+    asyncio.run(scenario())
+
+
 def test_a_slow_relist_that_has_not_failed_writes_nothing_frozen():
     async def scenario():
         api, clock = FakeApi(world()), Clock()

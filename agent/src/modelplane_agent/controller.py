@@ -652,7 +652,7 @@ class Controller:
         # carries the state as it was before the event).
         self.dirty.discard(key)
         started = time.perf_counter()
-        new = self._status(key, now, current, fresh) if whole else frozen(current, fresh, now)
+        new = self._new_status(key, now, current, fresh, whole)
         metrics.RECOMPUTE.labels(kind).observe(time.perf_counter() - started)
         reason = write_reason(
             new,
@@ -691,6 +691,18 @@ class Controller:
         )
         return self.written.get(key, seen)
 
+    def _new_status(
+        self, key: Key, now: datetime, current: Mapping | None, fresh: Freshness, whole: bool
+    ) -> dict:
+        """The status to publish: computed from the state, or the last one `frozen` while
+        a kind it reads cannot be relisted. A pool's carries `replicasCurrentAt` either
+        way: the replica reports may be current when the pool's own kinds are not, and
+        that word is all that keeps them fresh."""
+        new = self._status(key, now, current, fresh) if whole else frozen(current, fresh, now)
+        if key[0] == POOLS and self.replicas_current_at is not None:
+            new[REPLICAS_CURRENT_AT] = format_time(self.replicas_current_at)
+        return new
+
     def _status(self, key: Key, now: datetime, previous: Mapping | None, fresh: Freshness) -> dict:
         kind, namespace, name = key
         if kind == POOLS:
@@ -699,8 +711,6 @@ class Controller:
             status = pool_status(
                 self.state.pool_report(name), spec.kind_names, now, previous, generation
             )
-            if self.replicas_current_at is not None:
-                status[REPLICAS_CURRENT_AT] = format_time(self.replicas_current_at)
         else:
             replica: ReplicaKey = (namespace, name)
             generation = self.state.replicas[replica].generation

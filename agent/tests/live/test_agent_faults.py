@@ -8,16 +8,25 @@ status of the pool's PoolObservation, and for the claims faults of the
 ReplicaObservation whose pod got the device too, read every 0.2 s on a
 thread):
 
-- honest freshness: a status stamped `observedAt` at or after the moment an
-  allocation was visible on the API server (plus `SLACK`, for the event to
-  reach the agent) holds that allocation; and while a kind's watch fails,
-  or is stalled beyond the agent's bound, `observedAt` stops advancing and a
-  condition names the kind;
+- honest freshness: a status that claims to be current at or after the
+  moment an allocation was visible on the API server (plus `SLACK`, for the
+  event to reach the agent) holds that allocation; and while a kind's watch
+  fails, or is stalled beyond the agent's bound, that claim stops advancing
+  and a condition names the kind. A pool's claim is its `observedAt`. A
+  replica's is the later of its `observedAt` and the cluster's
+  `replicasCurrentAt` (the latest any PoolObservation carries, read just
+  before the replica), judged by the rule the control plane applies
+  (`modelplane_common.replica_currency`): the agent writes a replica report
+  only when it changes, so an unchanged one stays fresh by the pools' word
+  alone (design/agent.md, "Replica currency"), and that word must never
+  pass a change the report does not carry;
 - recovery without a restart: the process started is still running, its
   liveness probe passing, and, once healed, publishes a fresh status equal
   to the ground truth
   (`fleet.expected_histogram`: published devices minus kube-scheduler's
-  allocations), allocations made during the fault included: no event lost.
+  allocations), allocations made during the fault included: no event lost;
+  and the pools vouch for the replica reports again (their
+  `replicasCurrentAt` passes the healing).
 
 The faults: a watch stalled by a proxy (its bytes stop, its connection stays
 open), RBAC revoked for one kind, the API server restarted (same port, same
@@ -46,6 +55,7 @@ from lightkube.config.kubeconfig import KubeConfig
 from modelplane_agent.kube import _KINDS, _resource
 from modelplane_agent.state import POOLS, REPLICAS
 from modelplane_common import labels
+from modelplane_common.replica_currency import relayed, report_staleness
 from modelplane_common.timeutil import parse_time
 from modelplane_devtools import agent_builders
 from modelplane_devtools.e2e import agent, fleet, manifests
@@ -77,6 +87,11 @@ POOL_READS = tuple(k.plural for kind, k in _KINDS.items() if kind != REPLICAS)
 RETRY_AFTER = 3  # seconds, in the proxy's 429 answers
 CHURN_REPLICAS = 400  # ReplicaObservations written in one pass, deleted in its middle
 NEW_STATUS_BOUND = 10  # seconds for a new PoolObservation's first status
+# The maxAge a report's claim is judged with (`Report.claims_current_at`): so long that
+# the rule's other bound (a time more than maxAge ahead is stale) refuses no report here.
+HORIZON = timedelta(days=1)
+# The least step after an instant (datetimes count microseconds): "later than", not "at".
+JUST_AFTER = timedelta(microseconds=1)
 Histogram = tuple[tuple[tuple[tuple[str, int], ...], int], ...]
 
 
@@ -97,12 +112,31 @@ def canonical(buckets: list[dict] | None) -> Histogram | None:
 @dataclass(frozen=True)
 class Report:
     """One observation's status as read, and when: its content is a pool's histogram
-    or a replica's (pods, scheduledPods)."""
+    or a replica's (pods, scheduledPods). A replica's report also carries the
+    cluster's `replicasCurrentAt` (`relayed` over every PoolObservation, read just
+    before the replica, so it vouches for no write this read has not seen)."""
 
     read_at: datetime
     observed_at: datetime | None
     content: object
     conditions: tuple[dict, ...]
+    replicas_current_at: datetime | None = None
+
+    def claims_current_at(self, instant: datetime) -> bool:
+        """Whether the report claims to be the agent's word as of `instant` or later.
+
+        Judged by compose-model-replica's rule (`report_staleness`: fresh while the
+        later of `observedAt` and `replicasCurrentAt` is at most maxAge old) on a clock
+        HORIZON past `instant` with a maxAge of HORIZON: fresh exactly when that later
+        time is at or after `instant`. A pool's report carries no `replicasCurrentAt`
+        here, so its claim is its `observedAt` alone; a status without `observedAt`
+        claims nothing.
+        """
+        if self.observed_at is None:
+            return False
+        judged_at = instant + HORIZON
+        staleness = report_staleness(self.observed_at, self.replicas_current_at, judged_at, HORIZON)
+        return staleness is None
 
     def current(self) -> bool:
         """No condition says the agent is behind (Current=False)."""
@@ -113,26 +147,31 @@ class Report:
     def __str__(self) -> str:
         stamp = self.observed_at.strftime("%H:%M:%S") if self.observed_at else None
         said = [(c.get("type"), c.get("status"), c.get("reason")) for c in self.conditions]
-        return f"[read {self.read_at:%H:%M:%S.%f} observedAt {stamp} {self.content} {said}]"
+        vouched = self.replicas_current_at
+        pools = f" replicasCurrentAt {vouched:%H:%M:%S}" if vouched else ""
+        return f"[read {self.read_at:%H:%M:%S.%f} observedAt {stamp}{pools} {self.content} {said}]"
 
 
-def report_of(status: dict, content: object) -> Report:
+def report_of(status: dict, content: object, replicas_current_at: datetime | None = None) -> Report:
     try:
         observed_at: datetime | None = parse_time(status.get("observedAt"))
     except ValueError:
         observed_at = None
-    return Report(now(), observed_at, content, tuple(status.get("conditions") or ()))
+    conditions = tuple(status.get("conditions") or ())
+    return Report(now(), observed_at, content, conditions, replicas_current_at)
 
 
 @dataclass
 class Reports:
     """Every status of one observation, read every 0.2 s on a thread (its own client),
-    and the ground truth to hold them against."""
+    and the ground truth to hold them against. `vouched`: a replica's, whose claim
+    rests on the pools' `replicasCurrentAt` while it is unchanged."""
 
     name: str
     read: Callable[[Client], Report]
     truth: Callable[[], object]
     kubeconfig: Path
+    vouched: bool = False
     seen: list[Report] = field(default_factory=list)
     _stop: threading.Event = field(default_factory=threading.Event)
 
@@ -177,14 +216,13 @@ def claims_no_freshness_it_lacks(
     truth: object,
     tolerance: timedelta = timedelta(),
 ) -> None:
-    """A report stamped after an allocation was visible (plus SLACK, plus the agent's
-    stated `tolerance`) holds the allocation."""
+    """A report that claims to be current after an allocation was visible (plus SLACK,
+    plus the agent's stated `tolerance`) holds the allocation."""
     since = allocated_at + SLACK + tolerance
-    false = [r for r in reports if r.observed_at and r.observed_at >= since]
-    false = [r for r in false if r.content != truth]
+    false = [r for r in reports if r.claims_current_at(since) and r.content != truth]
     if false:
         pytest.fail(
-            f"{len(false)} reports claim an observedAt after the allocation seen at "
+            f"{len(false)} reports claim to be current after the allocation seen at "
             f"{allocated_at:%H:%M:%S.%f} (+{(since - allocated_at).total_seconds():.0f}s) "
             f"without it (truth {truth}); first: {false[0]}, last: {false[-1]}"
         )
@@ -193,10 +231,10 @@ def claims_no_freshness_it_lacks(
 def frozen_since(reports: list[Report], last_current: datetime, why: str = "") -> None:
     """No report read in the fault claims to be current later than `last_current` (+SLACK).
     (An agent back before any report was read leaves nothing to judge here.)"""
-    late = [r for r in reports if r.observed_at and r.observed_at > last_current + SLACK]
+    late = [r for r in reports if r.claims_current_at(last_current + SLACK + JUST_AFTER)]
     if late:
         pytest.fail(
-            f"observedAt kept advancing past {last_current:%H:%M:%S}, when the agent last "
+            f"the claim kept advancing past {last_current:%H:%M:%S}, when the agent last "
             f"could know the cluster{f' ({why})' if why else ''}: {len(late)} of "
             f"{len(reports)} reports, first {late[0]}, last {late[-1]}"
         )
@@ -310,18 +348,22 @@ def pool_reports(world: World, pool: fleet.Pool) -> Reports:
 
 def replica_reports(world: World, name: str) -> Reports:
     """A ReplicaObservation's reports (created here), held against its pods on the API
-    server: how many, and how many kube-scheduler bound."""
+    server: how many, and how many kube-scheduler bound; each with the cluster's
+    `replicasCurrentAt` as compose-inference-cluster relays it (the latest of every
+    PoolObservation's), read first: it vouches only for replica writes made before it,
+    which the replica read after it sees."""
     world.kube.apply(agent_builders.replica_observation(name, NAMESPACE))
 
     def read(client: Client) -> Report:
+        vouching = relayed(pool.get("status") for pool in client.list(PoolObservation))
         status = client.get(ReplicaObservation, name, namespace=NAMESPACE).get("status") or {}
-        return report_of(status, (status.get("pods"), status.get("scheduledPods")))
+        return report_of(status, (status.get("pods"), status.get("scheduledPods")), vouching)
 
     def truth() -> tuple[int, int]:
         pods = world.kube.list("pods", NAMESPACE, f"{labels.REPLICA}={name}")
         return len(pods), sum(1 for p in pods if p["spec"].get("nodeName"))
 
-    return Reports(f"ReplicaObservation/{name}", read, truth, world.admin_kubeconfig)
+    return Reports(f"ReplicaObservation/{name}", read, truth, world.admin_kubeconfig, vouched=True)
 
 
 def allocate_one(world: World, pool: fleet.Pool, pod: str, replica: str = "none") -> datetime:
@@ -443,8 +485,10 @@ def proxy(cluster, world: World) -> Iterator[tuple[FaultProxy, Path]]:
 
 
 def settled(*watched: Reports, since: datetime) -> Callable[[], bool]:
-    """Each one's latest report equals the truth, is stamped after `since`, and says
-    Current."""
+    """Each one's latest report equals the truth, claims to be current after `since`,
+    and says Current; a replica's is vouched for by the pools after `since` too (its
+    own `observedAt` moves only when it changes: without the pools' word it would turn
+    stale maxAge later)."""
 
     def check() -> bool:
         return all(one(reports) for reports in watched)
@@ -452,7 +496,11 @@ def settled(*watched: Reports, since: datetime) -> Callable[[], bool]:
     def one(reports: Reports) -> bool:
         expected, latest = reports.truth(), reports.latest()
         assert latest.content == expected, f"agent {latest} != ground truth {expected}"
-        assert latest.observed_at and latest.observed_at >= since, f"not fresh: {latest}"
+        assert latest.claims_current_at(since), f"not fresh since {since:%H:%M:%S}: {latest}"
+        vouched = latest.replicas_current_at
+        assert not reports.vouched or (vouched is not None and vouched >= since), (
+            f"the pools' replicasCurrentAt has not passed {since:%H:%M:%S}: {latest}"
+        )
         assert latest.current(), f"still says Current=False: {latest}"
         return True
 
