@@ -66,8 +66,14 @@ from compose_model_deployment import (
     tenancy,
     writer,
 )
-from compose_model_deployment.model import DeploymentSpec, MissingCluster, Tenant
-from compose_model_deployment.placement import Inputs, InvalidSelector, Matcher, Plan
+from compose_model_deployment.model import DeploymentSpec, MissingCluster, OwnReplica, Tenant
+from compose_model_deployment.placement import (
+    Inputs,
+    InvalidSelector,
+    Matcher,
+    Plan,
+    failure_due,
+)
 from compose_model_deployment.readers import Observed, Reported
 
 # The names under which the shell requires InferenceClusters and the pending ModelReplicas
@@ -165,6 +171,7 @@ def _unplanned(
 def _requeue_after(
     plan: Plan,
     missing: Iterable[MissingCluster],
+    own: Iterable[OwnReplica],
     spec: DeploymentSpec,
     reported: Reported,
     now: datetime,
@@ -172,14 +179,17 @@ def _requeue_after(
     """When to look again (modelplane_common.requeue): CONVERGING while the watch circuit
     may drop events; WAITING while a placed replica is not Ready yet, replicas were just
     removed or healed (their events bring the rest), or a replica waits for capacity,
-    which reaches the deployment only through required resources; settled, at the first
-    failure memory to expire or missing cluster's grace to run out, capped."""
+    which reaches the deployment only through required resources; never later than the
+    first failure memory to expire, missing cluster's grace to run out or replica's
+    failure to fall due (an Unschedulable replica's grace: no event marks that instant,
+    and the healed replica's placed-at is dated from it, placement_time.py), capped."""
     waiting = (
         plan.ready < plan.scheduled or bool(plan.removed) or bool(plan.healed) or plan.missing > 0
     )
     deadlines = (
         *(f.expires_at for f in plan.failed_placements),
         *(m.since + spec.missing_cluster_grace for m in missing),
+        *(due for replica in own if (due := failure_due(replica, spec)) is not None),
     )
     return requeue.after(
         dropping_events=reported.dropping_events,
@@ -359,7 +369,7 @@ def _decide(this: _Pass, fetched: Fetched, reads_fleet: bool = True) -> Outcome:
         missing=missing,
         notes=notes,
         cluster_labels=labels,
-        requeue_after=_requeue_after(plan, missing, deployment.spec, reported, this.now),
+        requeue_after=_requeue_after(plan, missing, read.own, deployment.spec, reported, this.now),
         tenancy=tenancy.requirements(namespace),
         reads=reads,
     )
