@@ -264,7 +264,9 @@ def decide(
         why = _cannot_plan(readers.replica_count(xr), "InvalidDeployment", str(err))
         return _unplanned(why, own, reported)
     this = _Pass(xr, deployment, own, reported, now, matcher, laps)
-    footprint = None if fetched.fleet else steady.footprint(deployment.spec, own)
+    if fetched.fleet:
+        return _back_to_footprint(this, _decide(this, fetched))
+    footprint = steady.footprint(deployment.spec, own)
     if footprint is None:
         return _decide(this, fetched)
     if fetched.footprint is None:
@@ -272,6 +274,32 @@ def decide(
         waiting = _waiting(deployment.spec.replicas, [*names, *fetched.tenant.unfetched()])
         return replace(this.unplanned(waiting), footprint=tuple(footprint))
     return _decide_steady(this, fetched, footprint)
+
+
+def _back_to_footprint(this: _Pass, outcome: Outcome) -> Outcome:
+    """A fleet pass whose plan settles requires the footprint next, not the fleet.
+
+    Its plan never consulted the rest of the fleet (steady.settles), so the
+    footprint plans it the same and the next call or reconcile reads only
+    that. Without this, a deployment once on the fleet stays there under
+    Crossplane v2.4, which seeds every reconcile with the last one's
+    requirements and keeps them in each call (design/reconcile.md, "Crossplane
+    v2.4"): it would plan on, and be woken by, every pending replica of the
+    fleet for as long as it runs. Under v2.3.4 it costs one call after a fleet
+    pass that settles.
+
+    Not after a pass that removes replicas: the footprint is read from the own
+    replicas, the removed ones included until they are gone, and a removed
+    replica's cluster may be gone too (nothing to plan on there); the reconcile
+    after, without them, returns to the footprint."""
+    if not isinstance(outcome, Planned) or outcome.plan.removed:
+        return outcome
+    if not steady.settles(outcome.plan, outcome.missing):
+        return outcome
+    footprint = steady.footprint(this.deployment.spec, this.own)
+    if footprint is None:
+        return outcome
+    return replace(outcome, footprint=tuple(footprint))
 
 
 @dataclass(frozen=True, slots=True)
