@@ -616,3 +616,17 @@ def test_what_the_requirement_loop_applies_is_what_a_pass_on_every_replica_gives
     accepted = fn.CLUSTERS not in last.requirements.resources
     event("accepted on the footprint" if accepted else f"{len(calls)} calls, the fleet")
     assert _applied(last) == _applied(_fleet_pass(xr, own, fetchable))
+
+
+@SETTINGS
+@given(reconciles())
+def test_a_reconcile_seeded_with_the_last_ones_requirements_applies_the_same(scenario):
+    """Crossplane v2.4 seeds a reconcile with the requirements the last one ended on
+    (wire.reconcile's `seeded`): it stabilizes, and applies what one pass on every
+    replica gives, whichever loop ran before it."""
+    xr, own, fetchable = scenario
+    last = wire.reconcile(_call, xr, own, fetchable)[-1][1]
+    seeded = wire.reconcile(_call, xr, own, fetchable, seeded=last.requirements)
+    accepted = fn.CLUSTERS not in seeded[-1][1].requirements.resources
+    event(f"seeded: {len(seeded)} calls, {'the footprint' if accepted else 'the fleet'}")
+    assert _applied(seeded[-1][1]) == _applied(_fleet_pass(xr, own, fetchable))

@@ -118,14 +118,21 @@ def reconcile(
     xr: Mapping,
     observed: Mapping[str, Mapping] | None,
     fetchable: Sequence[Mapping],
+    seeded: fnv1.Requirements | None = None,
 ) -> list[tuple[fnv1.RunFunctionRequest, fnv1.RunFunctionResponse]]:
     """Every call of one reconcile: the first with nothing required, each next one with
     what the previous response required, until a response requires exactly what the
     previous one did (Crossplane applies only that last response). `call` maps a
-    request to its response."""
+    request to its response.
+
+    `seeded`, Crossplane v2.4: the requirements the last reconcile ended on. The
+    first call is given them, fetched afresh, every later call keeps them beside
+    what the previous response required, and a first response that requires
+    exactly what it was given is final (v2.4.0's internal/xfn/required_resources.go)."""
     calls: list[tuple[fnv1.RunFunctionRequest, fnv1.RunFunctionResponse]] = []
     previous: fnv1.Requirements | None = None  # none before the first call
-    required: Mapping[str, Sequence[Mapping]] = {}
+    kept: Mapping[str, Sequence[Mapping]] = answer(seeded, fetchable) if seeded else {}
+    required: Mapping[str, Sequence[Mapping]] = kept
     for _ in range(MAX_CALLS):
         req = request(xr, observed, required)
         rsp = call(req)
@@ -135,6 +142,9 @@ def reconcile(
         now = rsp.requirements if rsp.HasField("requirements") else None
         if now == previous:  # proto.Equal: an unset message equals only an unset one
             return calls
+        nxt = {**kept, **answer(rsp.requirements, fetchable)}
+        if len(calls) == 1 and seeded is not None and nxt == required:
+            return calls  # it saw all it requires on the call it was handed
         previous = now
-        required = answer(rsp.requirements, fetchable)
+        required = nxt
     raise RequirementsDidNotStabilize(f"requirements changed on each of {MAX_CALLS} calls")

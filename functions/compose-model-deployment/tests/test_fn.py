@@ -12,6 +12,7 @@ from datetime import timedelta
 import pytest
 import structlog
 from compose_model_deployment import fn
+from compose_model_deployment.model import UNSCHEDULABLE_GRACE
 from modelplane_common import labels, template_digest
 from modelplane_common.timeutil import format_time
 from modelplane_devtools import deployment_builders as t
@@ -493,6 +494,19 @@ def failing_until(expires_at):
     return {**SETTLED_XR, "status": status}
 
 
+def unschedulable_for(since: timedelta) -> tuple:
+    """The settled deployment whose one replica has been Unschedulable for `since`."""
+    stuck = t.running_replica(
+        0,
+        "b",
+        ready=False,
+        pods_scheduled="False",
+        reason="Unschedulable",
+        since=format_time(t.NOW - since),
+    )
+    return (t.request(SETTLED_XR, CLUSTERS, [stuck], {"replica-0": stuck}),)
+
+
 @pytest.mark.parametrize(
     ("req", "seconds"),
     [
@@ -525,6 +539,16 @@ def failing_until(expires_at):
             ),
             60,
             id="a placed replica not Ready yet: 60s",
+        ),
+        pytest.param(
+            *unschedulable_for(UNSCHEDULABLE_GRACE - timedelta(seconds=20)),
+            20,
+            id="a replica Unschedulable until its grace runs out in 20s: called again then",
+        ),
+        pytest.param(
+            *unschedulable_for(timedelta(seconds=30)),
+            60,
+            id="a replica Unschedulable, its grace far off: 60s, its events drive it",
         ),
         pytest.param(
             t.request(t.deployment(replicas=4, engines=[t.standalone(gpus=8)]), CLUSTERS, []),

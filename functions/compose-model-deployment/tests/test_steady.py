@@ -284,3 +284,22 @@ def test_a_pool_no_replica_uses_is_read_only_when_the_pass_places(settled, notic
     calls = wire.reconcile(call, xr, OWN, [*clusters, *OWN.values(), *OTHERS, *TENANT])
     inputs_valid = wire.conditions(calls[-1][1])["InputsValid"]
     assert ("pool q" in inputs_valid[2]) is noticed, inputs_valid
+
+
+def names(calls) -> list[list[str]]:
+    return [sorted(rsp.requirements.resources) for _, rsp in calls]
+
+
+def test_under_crossplane_v2_4_a_deployment_seeded_with_the_fleet_returns_to_its_footprint():
+    """Crossplane v2.4 seeds each reconcile with what the last one ended on: a settled
+    deployment whose last reconcile placed (on the fleet) is given the fleet, plans on
+    it, and requires its footprint, so the reconcile after reads only that, in one call."""
+    fetchable = [*CLUSTERS, *OWN.values(), *OTHERS, *TENANT]
+    placing = wire.reconcile(call, deployment(2), {"replica-0": OWN["replica-0"]}, fetchable)
+    fleet = placing[-1][1].requirements
+    assert sorted(fleet.resources) == FLEET
+    settled = wire.reconcile(call, deployment(2), OWN, fetchable, seeded=fleet)
+    assert names(settled) == [FOOTPRINT_AB, FOOTPRINT_AB]
+    after = wire.reconcile(call, deployment(2), OWN, fetchable, settled[-1][1].requirements)
+    assert names(after) == [FOOTPRINT_AB]
+    assert applied(after[-1][1]) == applied(fleet_pass(deployment(2), OWN, CLUSTERS))

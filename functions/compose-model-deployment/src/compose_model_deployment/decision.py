@@ -66,8 +66,14 @@ from compose_model_deployment import (
     tenancy,
     writer,
 )
-from compose_model_deployment.model import DeploymentSpec, MissingCluster, Tenant
-from compose_model_deployment.placement import Inputs, InvalidSelector, Matcher, Plan
+from compose_model_deployment.model import DeploymentSpec, MissingCluster, OwnReplica, Tenant
+from compose_model_deployment.placement import (
+    Inputs,
+    InvalidSelector,
+    Matcher,
+    Plan,
+    failure_due,
+)
 from compose_model_deployment.readers import Observed, Reported
 
 # The names under which the shell requires InferenceClusters and the pending ModelReplicas
@@ -165,6 +171,7 @@ def _unplanned(
 def _requeue_after(
     plan: Plan,
     missing: Iterable[MissingCluster],
+    own: Iterable[OwnReplica],
     spec: DeploymentSpec,
     reported: Reported,
     now: datetime,
@@ -172,14 +179,17 @@ def _requeue_after(
     """When to look again (modelplane_common.requeue): CONVERGING while the watch circuit
     may drop events; WAITING while a placed replica is not Ready yet, replicas were just
     removed or healed (their events bring the rest), or a replica waits for capacity,
-    which reaches the deployment only through required resources; settled, at the first
-    failure memory to expire or missing cluster's grace to run out, capped."""
+    which reaches the deployment only through required resources; never later than the
+    first failure memory to expire, missing cluster's grace to run out or replica's
+    failure to fall due (an Unschedulable replica's grace: no event marks that instant,
+    and the healed replica's placed-at is dated from it, placement_time.py), capped."""
     waiting = (
         plan.ready < plan.scheduled or bool(plan.removed) or bool(plan.healed) or plan.missing > 0
     )
     deadlines = (
         *(f.expires_at for f in plan.failed_placements),
         *(m.since + spec.missing_cluster_grace for m in missing),
+        *(due for replica in own if (due := failure_due(replica, spec)) is not None),
     )
     return requeue.after(
         dropping_events=reported.dropping_events,
@@ -254,7 +264,9 @@ def decide(
         why = _cannot_plan(readers.replica_count(xr), "InvalidDeployment", str(err))
         return _unplanned(why, own, reported)
     this = _Pass(xr, deployment, own, reported, now, matcher, laps)
-    footprint = None if fetched.fleet else steady.footprint(deployment.spec, own)
+    if fetched.fleet:
+        return _back_to_footprint(this, _decide(this, fetched))
+    footprint = steady.footprint(deployment.spec, own)
     if footprint is None:
         return _decide(this, fetched)
     if fetched.footprint is None:
@@ -262,6 +274,32 @@ def decide(
         waiting = _waiting(deployment.spec.replicas, [*names, *fetched.tenant.unfetched()])
         return replace(this.unplanned(waiting), footprint=tuple(footprint))
     return _decide_steady(this, fetched, footprint)
+
+
+def _back_to_footprint(this: _Pass, outcome: Outcome) -> Outcome:
+    """A fleet pass whose plan settles requires the footprint next, not the fleet.
+
+    Its plan never consulted the rest of the fleet (steady.settles), so the
+    footprint plans it the same and the next call or reconcile reads only
+    that. Without this, a deployment once on the fleet stays there under
+    Crossplane v2.4, which seeds every reconcile with the last one's
+    requirements and keeps them in each call (design/reconcile.md, "Crossplane
+    v2.4"): it would plan on, and be woken by, every pending replica of the
+    fleet for as long as it runs. Under v2.3.4 it costs one call after a fleet
+    pass that settles.
+
+    Not after a pass that removes replicas: the footprint is read from the own
+    replicas, the removed ones included until they are gone, and a removed
+    replica's cluster may be gone too (nothing to plan on there); the reconcile
+    after, without them, returns to the footprint."""
+    if not isinstance(outcome, Planned) or outcome.plan.removed:
+        return outcome
+    if not steady.settles(outcome.plan, outcome.missing):
+        return outcome
+    footprint = steady.footprint(this.deployment.spec, this.own)
+    if footprint is None:
+        return outcome
+    return replace(outcome, footprint=tuple(footprint))
 
 
 @dataclass(frozen=True, slots=True)
@@ -359,7 +397,7 @@ def _decide(this: _Pass, fetched: Fetched, reads_fleet: bool = True) -> Outcome:
         missing=missing,
         notes=notes,
         cluster_labels=labels,
-        requeue_after=_requeue_after(plan, missing, deployment.spec, reported, this.now),
+        requeue_after=_requeue_after(plan, missing, read.own, deployment.spec, reported, this.now),
         tenancy=tenancy.requirements(namespace),
         reads=reads,
     )

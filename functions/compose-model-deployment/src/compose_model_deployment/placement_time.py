@@ -36,11 +36,13 @@ Invariants
       ACT_WITHIN after the failing condition's transition, so that condition,
       stamped to the second, reads as the old placement's and moves nothing
       again.
-    - ACT_WITHIN after the move fell due: a converging deployment looks again
-      within `requeue.CONVERGING`, so on a healthy control plane the stamp is
-      no earlier than the apply that makes the move visible, and admission's
-      settle time still runs from when every peer can see it. A move decided
-      later than that (a control plane behind by more) settles for less.
+    - ACT_WITHIN after the move fell due: a deployment is called again at the
+      instant a failure falls due (a deadline of its TTL, decision.py), or
+      within `requeue.CONVERGING` while its watch circuit may drop the event
+      that brings it, so on a healthy control plane the stamp is no earlier
+      than the apply that makes the move visible, and admission's settle time
+      still runs from when every peer can see it. A move decided later than
+      that (a control plane behind by more) settles for less.
     - Never older than the view: a replica that could move only long after
       its failure fell due (stranded until capacity freed up) is stamped no
       earlier than the newest observation, not at its old failure, so it does
@@ -62,7 +64,8 @@ from modelplane_common.observation import Observation
 
 from compose_model_deployment.model import OwnReplica
 
-# How long after a move falls due a converging deployment decides it (its requeue).
+# How long after a move falls due the deployment decides it, at the latest, on a healthy
+# control plane: its deadline, or its converging requeue while events may be dropped.
 ACT_WITHIN = requeue.CONVERGING
 # How far after the placement it replaces a move is stamped: conditions are stamped to
 # the second, and "older than the placement" compares to the second.
