@@ -123,7 +123,6 @@ class Case(NamedTuple):
     own: dict[str, dict]  # the deployment's observed replicas
     observed: dict[str, dict]  # its observed Namespace Objects
     expected: dict[str, str]  # composition name -> "composed" or "kept" (as observed)
-    namespace: str = "team-a"
 
 
 def _observed(cluster: str, namespace: str = "team-a") -> dict[str, dict]:
@@ -160,14 +159,6 @@ CASES = [
         expected={},
     ),
     Case(
-        spec="a namespace reserved on every cluster is never composed",
-        clusters=[site("b")],
-        own={},
-        observed={},
-        expected={},
-        namespace="kube-tenant",
-    ),
-    Case(
         spec="a cluster with no provider config yet keeps what was observed",
         clusters=[t.cluster("b", [t.pool("p", 4, histogram=[(FULL, 4)])])],
         own=running({"b": 1}),
@@ -200,9 +191,7 @@ CASES = [
 
 @pytest.mark.parametrize("case", CASES, ids=[c.spec for c in CASES])
 def test_which_clusters_get_a_namespace_object(case):
-    xr = t.deployment(namespace=case.namespace, replicas=max(1, len(case.own)))
-    if case.namespace != "team-a":
-        xr["metadata"]["namespace"] = case.namespace
+    xr = t.deployment(replicas=max(1, len(case.own)))
     req = t.request(xr, case.clusters, list(case.own.values()), {**case.own, **case.observed})
     found = namespace_objects(call(req))
     assert sorted(found) == sorted(case.expected)
@@ -211,6 +200,21 @@ def test_which_clusters_get_a_namespace_object(case):
             assert found[key]["spec"] == case.observed[key]["spec"], key
         else:
             assert found[key]["spec"]["providerConfigRef"]["name"] != "from-an-earlier-pass"
+
+
+@pytest.mark.parametrize("namespace", ["kube-tenant", "default", "modelplane-system"])
+def test_a_namespace_reserved_on_every_cluster_is_never_composed(namespace):
+    # The deployment function refuses such a deployment before it plans (InvalidDeployment);
+    # the Namespace rule refuses it on its own too.
+    sites = {"b": namespaces.Site(provider_config="b", pod_security="baseline", reserved=())}
+    composed = namespaces.compose(
+        deployment="llm", namespace=namespace, in_use=["b"], sites=sites, observed={}
+    )
+    assert composed == {}
+    allowed = namespaces.compose(
+        deployment="llm", namespace="team-a", in_use=["b"], sites=sites, observed={}
+    )
+    assert list(allowed) == ["namespace/b"]
 
 
 @pytest.mark.parametrize(
