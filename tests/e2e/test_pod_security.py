@@ -1,8 +1,9 @@
 """Pod Security on a workload cluster, and no phantom reservations (design/tenancy.md).
 
 One pool of one 8-GPU node. Deployment `privileged` asks for the whole node
-with a privileged container; the replica composes its workload namespace
-labelled with the cluster's Pod Security level (the default, baseline), so
+with a privileged container; the deployment composes its workload namespace
+(one Object for the cluster; the replica composes none) labelled with the
+cluster's Pod Security level (the default, baseline), so
 the workload cluster's API server refuses its pods. The refusal reaches the
 ModelReplica's and the ModelDeployment's PodsCreated conditions, and while
 the replica waits within its grace it is charged: deployment `fits`, which
@@ -100,6 +101,20 @@ def _labelled_namespace(workload: Kube) -> dict:
     return labels
 
 
+def _one_namespace_object_by_the_deployment(control: Kube) -> bool:
+    """The workload Namespace's Objects on the control plane: one, composed by the
+    deployment (Crossplane labels a composed resource with its composite), none by its
+    replica (design/tenancy.md, "Pod Security")."""
+    objects = control.list("objects.kubernetes.m.crossplane.io", TEAM)
+    composers = [
+        (o["metadata"].get("labels") or {}).get("crossplane.io/composite")
+        for o in objects
+        if o["spec"]["forProvider"]["manifest"].get("kind") == "Namespace"
+    ]
+    assert composers == ["privileged"], composers
+    return True
+
+
 def _pods_created_false(control: Kube, reason: str) -> str:
     created = _condition(control, "modelreplica", "privileged-0", "PodsCreated")
     assert (created["status"], created["reason"]) == ("False", reason), created
@@ -117,8 +132,12 @@ def _fits_runs(control: Kube, workload: Kube) -> bool:
 
 
 def check_the_refusal_and_the_release(control: Kube, workload: Kube) -> None:
-    # The replica composed its namespace, with the cluster's (default) level.
+    # The deployment composed its namespace, with the cluster's (default) level.
     eventually(lambda: _labelled_namespace(workload), "namespace team-psa labelled baseline")
+    eventually(
+        lambda: _one_namespace_object_by_the_deployment(control),
+        "one Namespace Object, composed by deployment privileged",
+    )
     # The API server refused the pods; the reason reaches the replica within the grace...
     eventually(
         lambda: _pods_created_false(control, "Creating"),

@@ -91,9 +91,18 @@ def composed(rendered: list[dict]) -> list[str]:
 def test_of_two_deployments_racing_for_the_last_node_exactly_one_runs_and_the_other_moves(
     functions,
 ):
-    # 1. Same snapshot, same free node.
-    alpha = by_kind(place(functions, deployment("alpha", "team-a")), "ModelReplica")
-    beta = by_kind(place(functions, deployment("beta", "team-b")), "ModelReplica")
+    # 1. Same snapshot, same free node. Each deployment composes its workload Namespace
+    # there, one Object for the cluster; its replica composes none.
+    placed_alpha = place(functions, deployment("alpha", "team-a"))
+    placed_beta = place(functions, deployment("beta", "team-b"))
+    for rendered, namespace in ((placed_alpha, "team-a"), (placed_beta, "team-b")):
+        assert composed(rendered) == ["namespace/east"]
+        (namespace_object,) = by_kind(rendered, "Object")
+        manifest = namespace_object["spec"]["forProvider"]["manifest"]
+        assert (manifest["kind"], manifest["metadata"]["name"]) == ("Namespace", namespace)
+        assert "Delete" not in namespace_object["spec"]["managementPolicies"]
+    alpha = by_kind(placed_alpha, "ModelReplica")
+    beta = by_kind(placed_beta, "ModelReplica")
     assert [r["spec"]["clusterName"] for r in alpha + beta] == ["east", "east"]
     assert [
         m["nodePoolName"] for r in alpha + beta for m in r["spec"]["engines"][0]["members"]
@@ -118,7 +127,6 @@ def test_of_two_deployments_racing_for_the_last_node_exactly_one_runs_and_the_ot
     assert condition(composite(won), "Admitted")["status"] == "True"
     assert composite(won)["status"]["admission"]["verdict"] == "Admitted"
     assert composed(won) == [
-        "east/namespace",
         "east/observation",
         "east/serve/claims-standalone",
         "east/serve/workload",
@@ -130,7 +138,7 @@ def test_of_two_deployments_racing_for_the_last_node_exactly_one_runs_and_the_ot
         "engine serve does not fit pool h100 behind the 1 replica(s) of the cluster placed "
         "before it: it claims 8 gpu device(s), 0 free (too few free devices)"
     )
-    assert composed(lost) == ["east/namespace", "east/observation"]
+    assert composed(lost) == ["east/observation"]
     lost_status = composite(lost)["status"]
 
     # 3. Beta's deployment sees its replica Overcommitted: re-placed at once, elsewhere.

@@ -294,11 +294,15 @@ def fleet_pass(xr: dict, healthy: list[dict], clusters: list[dict] | None = None
         datetime.now(UTC),
         fn.default_matcher(),
     )
+    desired = wire.desired(rsp).values()
     return {
         "replicas": {
             d["metadata"]["name"]: (d["spec"], ours(d["metadata"].get("labels")))
-            for d in wire.desired(rsp).values()
+            for d in desired
+            if d["kind"] == "ModelReplica"
         },
+        # The workload Namespace on each cluster the replicas run on (namespaces.py).
+        "namespaces": {d["metadata"]["name"]: d["spec"] for d in desired if d["kind"] == "Object"},
         "status": {k: v for k, v in wire.desired_status(rsp).items() if k != "conditions"},
         "conditions": {c: (s, r, m) for c, (s, r, m) in wire.conditions(rsp).items()},
         "events": sorted(m for _, m in wire.events(rsp)),
@@ -318,6 +322,7 @@ def test_a_settled_deployment_rendered_with_the_fleet_gives_what_a_fleet_pass_gi
             r["metadata"]["name"]: (r["spec"], ours(r["metadata"].get("labels")))
             for r in by_kind(rendered, "ModelReplica")
         },
+        "namespaces": {o["metadata"]["name"]: o["spec"] for o in by_kind(rendered, "Object")},
         "status": {k: v for k, v in xr["status"].items() if k != "conditions"},
         "conditions": {
             c["type"]: (c["status"], c["reason"], c.get("message", ""))
@@ -332,6 +337,7 @@ def test_a_settled_deployment_rendered_with_the_fleet_gives_what_a_fleet_pass_gi
         ),
     }
     assert got == fleet_pass(deployment(), healthy)
+    assert len(got["namespaces"]) == len({r["spec"]["clusterName"] for r in healthy})
 
 
 def test_a_settled_render_reads_only_its_clusters_so_an_invalid_other_one_goes_unnoticed(

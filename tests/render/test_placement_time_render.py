@@ -113,7 +113,6 @@ def test_an_implausible_placed_at_is_replaced_by_the_creation_time_and_reported(
     honest, forger = _race(functions, stamp)
     assert condition(composite(honest), "Admitted")["status"] == "True"
     assert composed(honest) == [
-        "east/namespace",
         "east/observation",
         "east/serve/claims-standalone",
         "east/serve/workload",
@@ -127,7 +126,7 @@ def test_an_implausible_placed_at_is_replaced_by_the_creation_time_and_reported(
     )
     assert note in refused["message"] and f'(got "{stamp}")' in refused["message"], refused
     assert any(note in w and stamp in w for w in warnings(forger)), warnings(forger)
-    assert composed(forger) == ["east/namespace", "east/observation"]
+    assert composed(forger) == ["east/observation"]
 
 
 def test_a_plausible_stamp_is_believed_and_reported_nowhere(functions):
@@ -156,5 +155,5 @@ def test_a_replica_labelled_for_another_cluster_is_not_judged_and_says_why(funct
         "WaitingForAdmission",
         expected,
     )
-    assert composed(rendered) == ["east/namespace", "east/observation"]
+    assert composed(rendered) == ["east/observation"]
     assert any('metadata.labels["modelplane.ai/cluster"]' in w for w in warnings(rendered))

@@ -659,7 +659,7 @@ def test_claiming_member_gets_a_resource_claim_template_its_pods_reference():
 
 def test_claimless_member_gets_no_claim_template_and_no_claims():
     rsp = call(xr(standalone(requests=())))
-    assert sorted(desired(rsp)) == ["east/namespace", "east/observation", "east/serve/workload"]
+    assert sorted(desired(rsp)) == ["east/observation", "east/serve/workload"]
     pod = manifest(rsp, "east/serve/workload")["spec"]["template"]["spec"]
     assert "resourceClaims" not in pod
     assert "resources" not in pod["containers"][0]
@@ -749,10 +749,7 @@ def test_objects_target_the_clusters_provider_config_in_the_replicas_namespace()
         assert "-east-" in obj["metadata"]["name"], name
         assert obj["spec"]["providerConfigRef"] == {"kind": "ClusterProviderConfig", "name": "east"}
         manifest = obj["spec"]["forProvider"]["manifest"]
-        if manifest["kind"] == "Namespace":
-            assert manifest["metadata"]["name"] == "team-a"
-        else:
-            assert manifest["metadata"]["namespace"] == "team-a"
+        assert manifest["metadata"]["namespace"] == "team-a", name
 
 
 @pytest.mark.parametrize(
@@ -861,9 +858,12 @@ def test_desired_ready_follows_the_observed_objects_ready_condition():
                 "False",
                 "WorkloadsNotSynced",
                 "engine serve: cannot apply to the cluster: "
-                'cannot create object: namespaces "team-a" not found',
+                'cannot create object: namespaces "team-a" not found (namespace team-a is '
+                "composed on the cluster by the replica's ModelDeployment, once it places a "
+                "replica there)",
             ),
-            id="missing remote namespace is WorkloadsNotSynced quoting the provider",
+            id="missing remote namespace is WorkloadsNotSynced quoting the provider and "
+            "naming who composes it",
         ),
         pytest.param(
             {"east/serve/workload": remote_object("Deployment", {}, ready=True)},
@@ -1196,8 +1196,8 @@ def test_a_malformed_template_is_an_invalid_engine_not_a_crash():
     engine = copy.deepcopy(standalone())
     engine["members"][0]["template"]["spec"]["containers"] = ["vllm"]
     rsp = call(xr(engine), RUNNING)
-    # The Namespace is the replica's, not the engine's: it is composed still.
-    assert set(desired(rsp)) == {*RUNNING, "east/namespace"}
+    # Every Object kept as it is; no Namespace: the deployment composes it.
+    assert set(desired(rsp)) == set(RUNNING)
     message = conditions(rsp)["WorkloadsComposed"][2]
     assert (
         'members[0] (Standalone).template.spec.containers[0]: must be an object (got "vllm")'
@@ -1232,8 +1232,8 @@ def test_an_unknown_member_role_is_never_guessed_and_keeps_everything():
     engine = copy.deepcopy(standalone())
     engine["members"][0]["role"] = "Solo"
     rsp = call(xr(engine), RUNNING)
-    # The Namespace is the replica's, not the engine's: it is composed still.
-    assert set(desired(rsp)) == {*RUNNING, "east/namespace"}
+    # Every Object kept as it is; no Namespace: the deployment composes it.
+    assert set(desired(rsp)) == set(RUNNING)
     message = conditions(rsp)["WorkloadsComposed"][2]
     assert (
         "members[0].role: Input should be 'Standalone', 'Leader' or 'Worker' (got \"Solo\")"
@@ -1469,7 +1469,9 @@ def test_a_replica_its_cluster_refuses_is_not_admitted_and_composes_no_workload(
 ):
     rsp = call(replica, required={"cluster": [body]})
     assert_not_judged(rsp, expected)
-    assert ("east/namespace" in desired(rsp)) == namespace_composed
+    # Whether the cluster accepts the namespace or not, its ModelDeployment composes it
+    # (namespace_composed: it does there), never the replica.
+    assert "east/namespace" not in desired(rsp)
     assert "admission" not in desired_status(rsp)
 
 
@@ -1665,31 +1667,40 @@ def _cluster_with_pod_security(level):
     return body
 
 
+def _kinds(rsp):
+    return sorted(obj["spec"]["forProvider"]["manifest"]["kind"] for obj in desired(rsp).values())
+
+
 @pytest.mark.parametrize(
-    ("level", "enforced"),
+    "replica",
     [
-        pytest.param(None, "baseline", id="an unset level enforces baseline"),
-        pytest.param("restricted", "restricted", id="restricted is enforced as written"),
-        pytest.param("privileged", "privileged", id="privileged is enforced as written"),
+        pytest.param(xr(), id="a standalone engine"),
+        pytest.param(xr(gang()), id="a gang"),
+        pytest.param(xr(standalone(requests=())), id="a member that claims nothing"),
     ],
 )
-def test_the_workload_namespace_enforces_the_clusters_pod_security_level(level, enforced):
-    rsp = call(xr(), required={"cluster": [_cluster_with_pod_security(level)]})
-    namespace = manifest(rsp, "east/namespace")
-    assert (namespace["kind"], namespace["metadata"]["name"]) == ("Namespace", "team-a")
-    assert namespace["metadata"]["labels"] == {
-        "pod-security.kubernetes.io/enforce": enforced,
-        "pod-security.kubernetes.io/enforce-version": "latest",
-        "pod-security.kubernetes.io/warn": enforced,
-        "pod-security.kubernetes.io/warn-version": "latest",
-    }
+def test_a_replica_composes_no_namespace_its_deployment_composes_it_once_per_cluster(replica):
+    rsp = call(replica, required={"cluster": [_cluster_with_pod_security("restricted")]})
+    assert "Namespace" not in _kinds(rsp)
+    assert "east/namespace" not in desired(rsp)
+    assert conditions(rsp)["WorkloadsComposed"][:2] == ("True", "Composed")
 
 
-def test_the_workload_namespace_is_never_deleted_by_its_object():
-    obj = desired(call(xr()))["east/namespace"]
-    assert "Delete" not in obj["spec"]["managementPolicies"]
-    policies = set(obj["spec"]["managementPolicies"])
-    assert policies == {"Observe", "Create", "Update", "LateInitialize"}
+LEGACY_NAMESPACE = {"east/namespace": remote_object("Namespace", ready=True)}
+
+
+def test_an_earlier_releases_namespace_object_is_dropped_by_a_clean_pass():
+    # Crossplane deletes the Object; its policies (no Delete) keep the remote namespace.
+    rsp = call(xr(), {**RUNNING, **LEGACY_NAMESPACE})
+    assert conditions(rsp)["WorkloadsComposed"][:2] == ("True", "Composed")
+    assert "east/namespace" not in desired(rsp)
+    assert {"east/serve/workload", "east/observation"} <= set(desired(rsp))
+
+
+def test_an_earlier_releases_namespace_object_is_kept_by_a_pass_that_is_not_clean():
+    rsp = call(xr(), {**RUNNING, **LEGACY_NAMESPACE}, required={"cluster": []})
+    assert conditions(rsp)["WorkloadsComposed"][:2] == ("False", "ClusterNotFound")
+    assert set(desired(rsp)) == {*RUNNING, "east/namespace"}
 
 
 def test_an_unknown_pod_security_level_is_an_invalid_cluster_that_composes_nothing_new():
@@ -1700,13 +1711,12 @@ def test_an_unknown_pod_security_level_is_an_invalid_cluster_that_composes_nothi
     assert "spec.workloads.podSecurity" in message and '"lax"' in message
 
 
-def test_a_replica_not_admitted_yet_composes_its_namespace_already():
+def test_a_replica_not_admitted_yet_composes_its_observation_and_no_namespace():
     placed_now = xr()
     placed_now["metadata"]["annotations"][labels.PLACED_AT] = format_time(NOW)
     rsp = call(placed_now)
     assert conditions(rsp)["Admitted"][:2] == ("False", "WaitingForAdmission")
-    assert "east/serve/workload" not in desired(rsp)
-    assert "east/namespace" in desired(rsp)
+    assert sorted(desired(rsp)) == ["east/observation"]
 
 
 # -- PodsCreated (pods_created.py) -------------------------------------------------------------
@@ -1794,7 +1804,7 @@ def test_a_grace_past_the_platforms_hour_holds_capacity_an_hour_and_says_so(
         pytest.param(
             {"east/namespace": remote_object("Namespace", ready=True)},
             False,
-            id="its workload Namespace alone is no running work: it settles first",
+            id="an earlier release's Namespace Object alone is no running work: it settles first",
         ),
         pytest.param(
             {

@@ -83,6 +83,7 @@ def evidence(
         grace=grace,
         max_age=timedelta(minutes=5),
         now=NOW,
+        namespace="team-a",
     )
 
 
@@ -195,8 +196,21 @@ def test_pods_created(given, status, reason, since):
         ),
         pytest.param(
             {"east/serve/workload": NO_NAMESPACE},
-            'cannot apply the Deployment: cannot create object: namespaces "team-a" not found',
-            id="a missing namespace, through the Object's Synced condition",
+            'cannot apply the Deployment: cannot create object: namespaces "team-a" not found '
+            "(namespace team-a is composed on the cluster by the replica's ModelDeployment, "
+            "once it places a replica there)",
+            id="a missing namespace, through the Object's Synced condition, naming who composes it",
+        ),
+        pytest.param(
+            {
+                "east/serve/workload": workload(
+                    "Deployment",
+                    synced=False,
+                    synced_message='cannot create object: namespaces "team-b" not found',
+                )
+            },
+            'cannot apply the Deployment: cannot create object: namespaces "team-b" not found',
+            id="another namespace missing is quoted as the provider says it",
         ),
         pytest.param(
             {

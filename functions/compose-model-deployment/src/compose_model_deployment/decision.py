@@ -7,10 +7,12 @@ report and the labels to require InferenceClusters by), so the shell only
 translates it to the wire:
 
     Planned    the inputs could be trusted: `placement.plan` ran; the
-               resources are its replicas, the status its counts and
+               resources are its replicas and the workload Namespace on each
+               cluster they run on (namespaces.py), the status its counts and
                memories, the report `report.of_plan`.
     Unplanned  the inputs cannot be trusted, so nothing is planned and every
-               observed ModelReplica is re-emitted unchanged, with the status
+               observed ModelReplica and Namespace Object is re-emitted
+               unchanged, with the status
                the kept replicas imply and `report.kept_as_is`. The reasons,
                in the order they are checked:
                  InvalidDeployment  the deployment breaks its schema;
@@ -59,6 +61,7 @@ from compose_model_deployment import (
     absence,
     fleet_reads,
     in_flight,
+    namespaces,
     placement,
     readers,
     report,
@@ -152,12 +155,13 @@ def _unplanned(
     why: report.NothingPlanned,
     own: Mapping[str, Observed],
     reported: Reported,
+    observed_namespaces: Mapping[str, Mapping],
     cluster_labels: Mapping[str, str] | None = None,
     namespace: str | None = None,
 ) -> Unplanned:
     ready = sum(1 for observed in own.values() if readers.replica_ready(observed.obj))
     return Unplanned(
-        resources=writer.all_unchanged(own),
+        resources={**writer.all_unchanged(own), **namespaces.kept(observed_namespaces)},
         status=writer.kept_status(reported.memories, why.desired, len(own), ready),
         said=report.kept_as_is(why, kept=len(own), kept_ready=ready, was_ready=reported.was_ready),
         why=why,
@@ -241,9 +245,17 @@ def _not_ready_to_plan(
     return None
 
 
+@dataclass(frozen=True, slots=True)
+class Composed:
+    """The deployment's observed composed resources, by composition resource name."""
+
+    replicas: Mapping[str, Observed]  # its ModelReplicas (readers.RESOURCE_PREFIX)
+    namespaces: Mapping[str, Mapping] = field(default_factory=dict)  # namespaces.PREFIX
+
+
 def decide(
     xr: Mapping,
-    own: Mapping[str, Observed],
+    composed: Composed,
     fetched: Fetched,
     now: datetime,
     matcher: Matcher,
@@ -255,6 +267,7 @@ def decide(
     Which inputs it plans on, and which it requires next, follow from what is
     fetched (steady.py): the fleet, the footprint, or nothing yet."""
     laps = laps or logs.Laps()
+    own, observed_namespaces = composed.replicas, composed.namespaces
     inputs.mapping(xr.get("metadata"), "metadata")
     inputs.mapping(xr.get("spec"), "spec")
     reported = readers.read_reported(xr, now)
@@ -262,8 +275,8 @@ def decide(
         deployment = readers.read_deployment(xr)
     except ValueError as err:
         why = _cannot_plan(readers.replica_count(xr), "InvalidDeployment", str(err))
-        return _unplanned(why, own, reported)
-    this = _Pass(xr, deployment, own, reported, now, matcher, laps)
+        return _unplanned(why, own, reported, observed_namespaces)
+    this = _Pass(xr, deployment, own, reported, now, matcher, laps, observed_namespaces)
     if fetched.fleet:
         return _back_to_footprint(this, _decide(this, fetched))
     footprint = steady.footprint(deployment.spec, own)
@@ -313,11 +326,12 @@ class _Pass:
     now: datetime
     matcher: Matcher
     laps: logs.Laps
+    namespaces: Mapping[str, Mapping]  # the observed Namespace Objects (namespaces.py)
 
     def unplanned(self, why: report.NothingPlanned) -> Unplanned:
         """Nothing planned for a readable deployment: its fleet and tenant are required."""
         labels, namespace = self.deployment.cluster_labels, self.deployment.spec.namespace
-        return _unplanned(why, self.own, self.reported, labels, namespace)
+        return _unplanned(why, self.own, self.reported, self.namespaces, labels, namespace)
 
 
 def _decide_steady(
@@ -353,7 +367,8 @@ def _decide(this: _Pass, fetched: Fetched, reads_fleet: bool = True) -> Outcome:
         return this.unplanned(waiting)
     assert fetched.clusters is not None and fetched.replicas is not None
     tenant, tenant_notes = tenancy.read_tenant(namespace, fetched.tenant)
-    clusters_read = readers.read_clusters(fetched.clusters)
+    cluster_objects = list(fetched.clusters)
+    clusters_read = readers.read_clusters(cluster_objects)
     quota_namespace = namespace if tenant.quota.limited else None
     reads = fleet_reads.Reads()
     if reads_fleet:
@@ -388,7 +403,7 @@ def _decide(this: _Pass, fetched: Fetched, reads_fleet: bool = True) -> Outcome:
         return replace(this.unplanned(why), reads=reads)
     notes = (*deployment.notes, *read.notes, *tenant_notes, *bounded, *plan.others_notes)
     return Planned(
-        resources=writer.planned_resources(deployment, plan, this.own),
+        resources=_planned_resources(this, plan, cluster_objects, clusters_read),
         status=writer.status(plan, missing),
         said=report.of_plan(
             plan, previous_scheduled=reported.scheduled, was_ready=reported.was_ready, notes=notes
@@ -401,6 +416,21 @@ def _decide(this: _Pass, fetched: Fetched, reads_fleet: bool = True) -> Outcome:
         tenancy=tenancy.requirements(namespace),
         reads=reads,
     )
+
+
+def _planned_resources(
+    this: _Pass, plan: Plan, cluster_objects: Iterable[Mapping], read: readers.ReadClusters
+) -> dict[str, dict]:
+    """The replicas the plan writes, and the Namespace on each cluster they run on."""
+    spec = this.deployment.spec
+    workload_namespaces = namespaces.compose(
+        deployment=spec.name,
+        namespace=spec.namespace,
+        in_use=(r.cluster for r in plan.replicas),
+        sites=namespaces.read_sites(cluster_objects, (c.name for c in read[0])),
+        observed=this.namespaces,
+    )
+    return {**writer.planned_resources(this.deployment, plan, this.own), **workload_namespaces}
 
 
 def _schedule(

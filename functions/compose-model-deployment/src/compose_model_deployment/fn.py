@@ -28,10 +28,11 @@ from modelplane_common import labels, logs, metrics
 from modelplane_common.guard import DEADLINE, served
 from modelplane_common.respond import emit
 
-from compose_model_deployment import fleet_reads, readers, report, steady, tenancy
+from compose_model_deployment import fleet_reads, namespaces, readers, report, steady, tenancy
 from compose_model_deployment.decision import (
     CLUSTERS,
     PENDING_REPLICAS,
+    Composed,
     Fetched,
     Outcome,
     Unplanned,
@@ -124,6 +125,15 @@ def _own_observed(req: fnv1.RunFunctionRequest) -> dict[str, readers.Observed]:
         key: readers.Observed.of(observed.resource)
         for key, observed in sorted(req.observed.resources.items())
         if key.startswith(readers.RESOURCE_PREFIX)
+    }
+
+
+def _observed_namespaces(req: fnv1.RunFunctionRequest) -> dict[str, dict]:
+    """The observed Namespace Objects (namespaces.py), by composition resource name."""
+    return {
+        key: readers.as_object(observed.resource)
+        for key, observed in sorted(req.observed.resources.items())
+        if key.startswith(namespaces.PREFIX)
     }
 
 
@@ -230,7 +240,8 @@ def run_function(
     rsp = response.to(req)
     xr = readers.as_object(req.observed.composite.resource)
     own = _own_observed(req)
-    outcome = decide(xr, own, _fetched(req), now, matcher, laps)
+    composed = Composed(own, _observed_namespaces(req))
+    outcome = decide(xr, composed, _fetched(req), now, matcher, laps)
     _write(rsp, outcome)
     metrics.record(NAME, measured(outcome))
     if isinstance(outcome, Unplanned):

@@ -39,8 +39,8 @@ Phases (each a function below that returns what it decided; `decide` runs them i
                  ModelDeployment) and whose priority class the cluster approves.
                  A reserved namespace or an unapproved class also keeps a replica
                  not yet admitted from being judged (phase 1).
-    3. compose   -> Composition: the Namespace's, the engines' and the
-                 ReplicaObservation's Objects, the engines whose pools the cluster lacks, and the
+    3. compose   -> Composition: the engines' and the ReplicaObservation's
+                 Objects, the engines whose pools the cluster lacks, and the
                  source PodsScheduled is judged from.
     4. problems  -> Problems: everything that keeps the pass from being
                  clean, in the order they are reported, and per engine.
@@ -51,12 +51,15 @@ Phases (each a function below that returns what it decided; `decide` runs them i
 
 Where the pods run
     In the workload cluster namespace named like the replica's namespace.
-    Every replica composes that Namespace (workloads.py): labelled with the
-    cluster's Pod Security level, never deleted (its Object has no Delete
-    policy), so it outlives any one replica and its other replicas' work.
-    When it cannot be applied (or a workload cannot), provider-kubernetes'
-    Synced condition says why, and WorkloadsReady is False with reason
-    WorkloadsNotSynced quoting the provider.
+    The replica does not compose that Namespace: its ModelDeployment does,
+    once per cluster it has replicas on (modelplane_common.workload_namespace),
+    labelled with the cluster's Pod Security level and never deleted. When a
+    workload cannot be applied (its namespace does not exist yet, a webhook
+    refuses it), provider-kubernetes' Synced condition says why, and
+    WorkloadsReady is False with reason WorkloadsNotSynced quoting the
+    provider (PodsCreated quotes it too: pods_created.py). An earlier
+    release's per-replica Namespace Object is a leftover, dropped by the
+    next clean pass; its policies (no Delete) keep the remote namespace.
 
 Invariants
     - Running work is never dropped because an input is missing or wrong.
@@ -69,7 +72,8 @@ Invariants
       they are: templates.py), every engine's pools in the cluster's spec.
       Only a clean pass removes leftovers (an engine removed from the
       spec, the Objects of the cluster the replica left, the
-      ReplicaObservation in Declared mode). Waiting for admission or being
+      ReplicaObservation in Declared mode, an earlier release's Namespace
+      Object). Waiting for admission or being
       Overcommitted is no missing input: such a pass stays clean.
     - A ReplicaObservation is composed only in Observed mode, and only once
       the cluster reports the agent present (or one already exists).
@@ -114,7 +118,6 @@ from compose_model_replica.workloads import (
     Replica,
     engine_prefix,
     is_engine_resource,
-    namespace_resource,
     observation_resource,
 )
 
@@ -182,8 +185,8 @@ def _has_workloads(spec: ParsedSpec, observed: Mapping[str, ObservedObject]) -> 
     """Whether an engine Object on the replica's cluster exists: it was started already.
 
     Any engine's name under the cluster's prefix counts (an engine renamed
-    since is still running work); the ReplicaObservation and the workload
-    Namespace, composed before any verdict, are not workloads: counting them
+    since is still running work); the ReplicaObservation and an earlier
+    release's workload Namespace, composed before any verdict, are not workloads: counting them
     would admit every replica at once, past the settle time and the replay.
     """
     return bool(spec.cluster) and any(is_engine_resource(spec.cluster, n) for n in observed)
@@ -364,7 +367,6 @@ def compose(
             missing[engine.name] = why
         elif admitted and engine.name in held.engines:
             bodies.update(replica.engine_objects(held.engines[engine.name], spec.tolerations))
-    bodies[namespace_resource(spec.cluster)] = replica.namespace_object(facts.pod_security)
     report = observation_resource(spec.cluster)
     if facts.mode == "Observed" and (facts.agent_present or report in observed):
         bodies[report] = replica.observation_object()
@@ -502,7 +504,7 @@ def _remote_not_available(obj: ObservedObject) -> str:
 
 
 def _engine_readiness(
-    name: str, problem: str | None, resources: Mapping[str, ObservedObject]
+    name: str, problem: str | None, resources: Mapping[str, ObservedObject], namespace: str
 ) -> dict:
     """One status.engines[] entry from the engine's observed Objects."""
     if problem:
@@ -514,7 +516,9 @@ def _engine_readiness(
             "ready": False,
             "message": capped(
                 "cannot apply to the cluster: "
-                + (unsynced[0].synced_message or "the provider reports no reason")
+                + workload_namespace.explain_unapplied(
+                    unsynced[0].synced_message or "the provider reports no reason", namespace
+                )
             ),
         }
     workload = next((o for n, o in resources.items() if n.endswith("/workload")), None)
@@ -549,7 +553,7 @@ def readiness(given: Inputs, by_engine: Mapping[str, str]) -> WorkloadsReadiness
     for name in spec.engine_names:
         prefix = engine_prefix(spec.cluster, name)
         mine = {n: o for n, o in given.observed.items() if n.startswith(prefix)}
-        engines.append(_engine_readiness(name, by_engine.get(name), mine))
+        engines.append(_engine_readiness(name, by_engine.get(name), mine, given.replica.namespace))
         if name not in by_engine and any(o.synced is False for o in mine.values()):
             any_unsynced = True
     return WorkloadsReadiness(tuple(engines), _ready_condition(tuple(engines), any_unsynced))
@@ -609,6 +613,7 @@ def created(
             grace=spec.missing_pods_grace,
             max_age=cluster.facts.max_age if isinstance(cluster, Found) else DEFAULT_MAX_AGE,
             now=given.now,
+            namespace=given.replica.namespace,
         )
     )
 
@@ -684,7 +689,8 @@ def admitted_message(given: Inputs, verdict: AdmissionVerdict) -> str:
 
 def orphaned(given: Inputs) -> Outcome:
     """A replica no ModelDeployment owns any more (modelplane_common.orphans): it composes
-    nothing, so Crossplane removes its workloads (its Namespace Object never deletes), it
+    nothing, so Crossplane removes its workloads (an earlier release's Namespace Object
+    never deletes the remote namespace), it
     holds no capacity (PodsCreated False/Orphaned) and reads nothing."""
     message = (
         "no ModelDeployment owns this replica any more (composed by Crossplane, "

@@ -101,7 +101,6 @@ class ClusterFacts:
     # status.agent.replicasCurrentAt: every replica report on the cluster was current then
     # (modelplane_common.replica_currency); None while the agent or the relay publishes none.
     replicas_current_at: datetime | None = None
-    pod_security: str = "baseline"  # spec.workloads.podSecurity: the namespace's enforce level
     # spec.tenancy: the PriorityClasses templates may name, the namespaces no replica may use.
     tenancy: ClusterTenancy = OPEN
 

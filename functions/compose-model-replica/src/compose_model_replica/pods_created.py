@@ -19,9 +19,11 @@ current placement (a replica moved to another cluster starts again), and
 set to now when the pods first go missing.
 
 Why (in every False message, the first cause found)
-    - an Object provider-kubernetes cannot apply (the Namespace, a workload,
-      a claim template): its Synced message, e.g. a namespace that does not
-      exist, an admission webhook's denial, RBAC;
+    - an Object provider-kubernetes cannot apply (a workload, a claim
+      template): its Synced message, e.g. an admission webhook's denial,
+      RBAC, or a namespace that does not exist on the cluster, which then
+      also says who composes it (the ModelDeployment:
+      modelplane_common.workload_namespace.explain_unapplied);
     - a Deployment's `ReplicaFailure` condition, which the Deployment
       controller copies from its ReplicaSet: `FailedCreate` with the API
       server's refusal (Pod Security, a ResourceQuota);
@@ -37,7 +39,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 
-from modelplane_common import inputs
+from modelplane_common import inputs, workload_namespace
 from modelplane_common.capacity.admission import ADMITTED, Record
 from modelplane_common.composed import ObservedObject
 from modelplane_common.outcome import Condition
@@ -64,6 +66,7 @@ class Evidence:
     grace: timedelta
     max_age: timedelta
     now: datetime
+    namespace: str = ""  # the replica's, which its workloads run in on the cluster
 
 
 @dataclass(frozen=True, slots=True)
@@ -76,10 +79,13 @@ def _unknown(message: str, since: datetime | None = None) -> PodsCreatedVerdict:
     return PodsCreatedVerdict(Condition(TYPE, "Unknown", NOT_OBSERVED, message), since)
 
 
-def _unapplied(observed: Mapping[str, ObservedObject]) -> list[str]:
+def _unapplied(observed: Mapping[str, ObservedObject], namespace: str) -> list[str]:
     """Why each Object the provider cannot apply fails, for those it never saw applied."""
     return [
-        f"cannot apply the {_kind(o)}: {o.synced_message or 'the provider gives no reason'}"
+        f"cannot apply the {_kind(o)}: "
+        + workload_namespace.explain_unapplied(
+            o.synced_message or "the provider gives no reason", namespace
+        )
         for _, o in sorted(observed.items())
         if o.synced is False
     ]
@@ -109,9 +115,9 @@ def _workload_causes(observed: Mapping[str, ObservedObject]) -> list[str]:
     return causes
 
 
-def cause(observed: Mapping[str, ObservedObject]) -> str:
+def cause(observed: Mapping[str, ObservedObject], namespace: str = "") -> str:
     """The workload cluster's reason for missing pods, first cause first."""
-    found = _unapplied(observed) + _workload_causes(observed)
+    found = _unapplied(observed, namespace) + _workload_causes(observed)
     return found[0] if found else "the workload cluster gives no cause"
 
 
@@ -164,7 +170,7 @@ def judge(evidence: Evidence) -> PodsCreatedVerdict:
             Condition(TYPE, "True", CREATED, "every pod the replica runs exists"), None
         )
     since = _missing_since(evidence, record.decided_at or evidence.now)
-    why = cause(evidence.observed)
+    why = cause(evidence.observed, evidence.namespace)
     if evidence.now - since > evidence.grace:
         message = (
             f"the workload cluster did not create the replica's pods within "

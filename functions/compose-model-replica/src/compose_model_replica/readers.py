@@ -37,6 +37,7 @@ from modelplane_common import (
     inputs,
     labels,
     orphans,
+    remote_object,
     replica_currency,
     requeue,
 )
@@ -75,7 +76,6 @@ from compose_model_replica.pods_scheduled import Previous
 from compose_model_replica.spec import ParsedSpec, parse_spec
 
 CLUSTER_REQUIREMENT = "cluster"
-DEFAULT_POD_SECURITY = "baseline"  # the XRD's default for spec.workloads.podSecurity
 # The cluster's ModelReplicas (label modelplane.ai/cluster), for admission: all of them,
 # or only those whose charge is pending (modelplane_common.capacity.charge_label).
 REPLICAS_REQUIREMENT = "cluster-replicas"
@@ -265,8 +265,7 @@ def _cluster_facts(body: Mapping, fleet: Cluster | None) -> ClusterFacts:
     spec = body.get("spec")
     assert isinstance(spec, Mapping)  # the schema check requires an object
     status = inputs.status_of(body)
-    ref, agent = status.get("providerConfigRef"), status.get("agent")
-    provider_config = ref.get("name") if isinstance(ref, Mapping) else None
+    agent = status.get("agent")
     max_age, max_age_problem = inputs.max_age(
         spec.get("observation"), "the cluster's spec.observation"
     )
@@ -280,18 +279,11 @@ def _cluster_facts(body: Mapping, fleet: Cluster | None) -> ClusterFacts:
         mode=inputs.observation_mode(spec.get("observation")),
         max_age=max_age,
         max_age_problem=max_age_problem,
-        provider_config=provider_config if isinstance(provider_config, str) else "",
+        provider_config=remote_object.provider_config_of(body),
         agent_present=isinstance(agent, Mapping) and agent.get("present") is True,
         replicas_current_at=replica_currency.of_cluster(status),
-        pod_security=_pod_security(spec.get("workloads")),
         tenancy=cluster_tenancy.read(spec),
     )
-
-
-def _pod_security(workloads: object) -> str:
-    """spec.workloads.podSecurity; the schema check before this admits only its enum."""
-    level = workloads.get("podSecurity") if isinstance(workloads, Mapping) else None
-    return level if isinstance(level, str) and level else DEFAULT_POD_SECURITY
 
 
 def read_fellows(

@@ -18,14 +18,13 @@ replica's own namespace)
       ResourceClaimTemplate; each pod gets its own claim from it, named
       POD_CLAIM in the pod and referenced by every container.
     - The replica -> one agent ReplicaObservation selecting its pods.
-    - The namespace they all live in -> one Namespace carrying the cluster's
-      Pod Security Admission level (`spec.workloads.podSecurity`) as its
-      enforce and warn labels. Every replica of the namespace on the cluster
-      composes the same manifest, and none may delete it: the Object's
-      management policies leave out Delete, so deleting a replica (or all
-      of them) only stops managing the Namespace. A namespace reserved on
-      the cluster (modelplane_common.workload_namespace) is never composed.
-      design/tenancy.md.
+    - The namespace they all live in is not the replica's: its
+      ModelDeployment composes it, one Namespace Object per (deployment,
+      cluster) (modelplane_common.workload_namespace). A replica composed
+      by an earlier release still observes its own Namespace Object
+      (`namespace_resource`): it is a leftover like any other, dropped by
+      the next clean pass, and its management policies (no Delete) keep
+      the remote namespace. design/tenancy.md.
 
 Every pod carries `modelplane.ai/pool` as nodeSelector, the replica's
 tolerations, and the labels REPLICA, REPLICA_NAMESPACE, ENGINE and ROLE.
@@ -34,26 +33,27 @@ replicas with one name in two namespaces never select each other's pods.
 
 Names
     Names on the workload cluster carry a short digest of the parts they
-    are made of, so that `a-b`/`c` and `a`/`b-c` never collide, and are
-    bounded: 40 characters for workloads (a LeaderWorkerSet's name grows
-    into StatefulSet, pod and revision-label names limited to 63), 63 for
-    everything else. Label values longer than 63 are bounded the same way.
+    are made of (modelplane_common.remote_object.bounded_name), so that
+    `a-b`/`c` and `a`/`b-c` never collide, and are bounded: 40 characters
+    for workloads (a LeaderWorkerSet's name grows into StatefulSet, pod and
+    revision-label names limited to 63), 63 for everything else. Label
+    values longer than 63 are bounded the same way. Object names have three
+    parts (replica, cluster, engine or `pods`) or five (a claim template's).
 """
 
 from __future__ import annotations
 
 import copy
-import hashlib
 from collections.abc import Mapping
 
-from modelplane_common import labels, pod_template
+from modelplane_common import labels, pod_template, remote_object
 from modelplane_common.labels import label_value
+from modelplane_common.remote_object import bounded_name
 
 from compose_model_replica.spec import LEADER, WORKER, Engine, Member
 
 POD_CLAIM = pod_template.DEVICE_CLAIM
 WORKLOAD_NAME_MAX = 40
-NAME_MAX = 63
 
 # A workload is ready when every pod it should run is available, not just
 # when the controller's Available condition says "minimum availability".
@@ -71,17 +71,6 @@ LEADER_WORKER_SET_READY = (
 )
 
 
-def _digest(*parts: str) -> str:
-    return hashlib.sha256("\x00".join(parts).encode()).hexdigest()[:6]
-
-
-def bounded_name(*parts: str, limit: int = NAME_MAX) -> str:
-    """`parts` joined by dashes, dots replaced, with a digest of the parts; at most `limit`."""
-    suffix = "-" + _digest(*parts)
-    base = "-".join(parts).replace(".", "-")[: limit - len(suffix)].rstrip("-")
-    return base + suffix
-
-
 # Composition resource names. The cluster is part of each, so a replica
 # moved to another cluster replaces its Objects instead of retargeting them.
 def workload_resource(cluster: str, engine: str) -> str:
@@ -97,23 +86,19 @@ def observation_resource(cluster: str) -> str:
 
 
 def namespace_resource(cluster: str) -> str:
+    """The workload Namespace's Object an earlier release composed per replica; observed
+    until a clean pass drops it (its policies keep the remote namespace)."""
     return f"{cluster}/namespace"
 
 
 def is_engine_resource(cluster: str, name: str) -> bool:
     """Whether a composition resource name is one of an engine's Objects on `cluster`
-    (`<cluster>/<engine>/...`): the ReplicaObservation and the workload Namespace are
-    composed before admission and run nothing, so they are not."""
+    (`<cluster>/<engine>/...`): the ReplicaObservation and an earlier release's workload
+    Namespace are composed before admission and run nothing, so they are not."""
     return name.startswith(f"{cluster}/") and name not in (
         observation_resource(cluster),
         namespace_resource(cluster),
     )
-
-
-# Every action but Delete: the Namespace is shared by every replica of one
-# namespace on the cluster, and deleting it would delete their workloads.
-NAMESPACE_POLICIES = ("Observe", "Create", "Update", "LateInitialize")
-POD_SECURITY = "pod-security.kubernetes.io/"
 
 
 def engine_prefix(cluster: str, engine: str) -> str:
@@ -157,25 +142,14 @@ class Replica:
         ready_when: str | None = None,
     ) -> dict:
         """A provider-kubernetes Object applying `manifest` on the workload cluster."""
-        spec: dict = {
-            "providerConfigRef": {"kind": "ClusterProviderConfig", "name": self.provider_config},
-            "forProvider": {"manifest": manifest},
-            # Relays remote status (agent reports, workload availability)
-            # within seconds rather than at the provider's poll interval.
-            "watch": True,
-        }
-        if ready_when:
-            spec["readiness"] = {"policy": "DeriveFromCelQuery", "celQuery": ready_when}
-        return {
-            "apiVersion": labels.OBJECT_API_VERSION,
-            "kind": "Object",
-            "metadata": {
-                "name": object_name,
-                "namespace": self.namespace,
-                "labels": {labels.CLUSTER: label_value(self.cluster)},
-            },
-            "spec": spec,
-        }
+        return remote_object.wrap(
+            name=object_name,
+            namespace=self.namespace,
+            cluster=self.cluster,
+            provider_config=self.provider_config,
+            manifest=manifest,
+            ready_when=ready_when,
+        )
 
     def _metadata(self, name: str, extra_labels: Mapping[str, str]) -> dict:
         return {"name": name, "namespace": self.namespace, "labels": dict(extra_labels)}
@@ -332,24 +306,3 @@ class Replica:
 
     def observation_object(self) -> dict:
         return self.wrap(self.object_name("pods"), self.replica_observation())
-
-    def namespace_manifest(self, pod_security: str) -> dict:
-        """The workload namespace, enforcing (and warning at) the cluster's Pod Security level."""
-        return {
-            "apiVersion": "v1",
-            "kind": "Namespace",
-            "metadata": {
-                "name": self.namespace,
-                "labels": {
-                    POD_SECURITY + "enforce": pod_security,
-                    POD_SECURITY + "enforce-version": "latest",
-                    POD_SECURITY + "warn": pod_security,
-                    POD_SECURITY + "warn-version": "latest",
-                },
-            },
-        }
-
-    def namespace_object(self, pod_security: str) -> dict:
-        obj = self.wrap(self.object_name("namespace"), self.namespace_manifest(pod_security))
-        obj["spec"]["managementPolicies"] = list(NAMESPACE_POLICIES)
-        return obj
