@@ -480,6 +480,7 @@ def bound(name: str, node: str = "n1", **requests: str) -> dict:
 
 
 ROOMY = {"cpu": "64", "memory": "512Gi", "pods": "110"}
+CAPPED = "1/1 nodes schedulable; 1 with room for fewer pods than free devices: "
 CAPACITY_CASES = [
     pytest.param(
         [POOL, t.node("n1", allocatable=ROOMY | {"pods": "2"}), bound("a"), bound("b")],
@@ -488,8 +489,33 @@ CAPACITY_CASES = [
     ),
     pytest.param(
         [POOL, t.node("n1", allocatable=ROOMY | {"pods": "2"}), bound("a")],
+        (1, {(1,): 1}, CAPPED + "1 pods"),
+        id="a node with one pod slot left counts one free device of each kind",
+    ),
+    pytest.param(
+        [SMALLEST_8_CPU, t.node("n1", allocatable=ROOMY | {"cpu": "16"}), bound("a", cpu="7")],
+        (1, {(1,): 1}, CAPPED + "1 cpu"),
+        id="cpu left for one smallest pod counts one free device, not all four",
+    ),
+    pytest.param(
+        [SMALLEST_8_CPU, t.node("n1"), bound("a", cpu="48")],
+        (1, {(2,): 1}, CAPPED + "1 cpu"),
+        id="cpu left for two smallest pods counts two free devices",
+    ),
+    pytest.param(
+        [SMALLEST_8_CPU, t.node("n1"), bound("a", memory="400Gi")],
+        (1, {(1,): 1}, CAPPED + "1 memory"),
+        id="memory left for one smallest pod counts one free device",
+    ),
+    pytest.param(
+        [SMALLEST_8_CPU, t.node("n1"), bound("a", cpu="32")],
         (1, {(4,): 1}, "1/1 nodes schedulable"),
-        id="a node with one pod slot left keeps its devices free",
+        id="room for as many smallest pods as free devices leaves them all free",
+    ),
+    pytest.param(
+        [SMALLEST_8_CPU, t.node("n1"), bound("a", cpu="48"), deleted(bound("a", cpu="48"))],
+        (1, {(4,): 1}, "1/1 nodes schedulable"),
+        id="a deleted pod lifts the cap its requests set",
     ),
     pytest.param(
         [POOL, t.node("n1", allocatable=ROOMY | {"cpu": "4"}), bound("a", cpu="4")],
@@ -503,8 +529,8 @@ CAPACITY_CASES = [
     ),
     pytest.param(
         [SMALLEST_8_CPU, t.node("n1"), bound("a", cpu="56")],
-        (1, {(4,): 1}, "1/1 nodes schedulable"),
-        id="the smallest pod fitting exactly leaves the devices free",
+        (1, {(1,): 1}, CAPPED + "1 cpu"),
+        id="the smallest pod fitting exactly counts one free device",
     ),
     pytest.param(
         [SMALLEST_8_CPU, t.node("n1"), bound("a", memory="480Gi")],
