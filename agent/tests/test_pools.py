@@ -21,7 +21,7 @@ from modelplane_agent.state import (
     SLICES,
     ClusterState,
 )
-from modelplane_agent.status import pool_status
+from modelplane_agent.status import pool_status, warning
 from modelplane_common.observation import DeviceKinds, Histogram, Observation, parse_observation
 from modelplane_devtools import agent_builders as t
 
@@ -814,6 +814,76 @@ def test_a_partition_whose_counter_set_is_not_published_is_not_free():
     bare = t.resource_slice("n1", [WHOLE, *PARTITIONS])
     state = run([*CLASSES_ALL, MIG_ONLY, t.node("n1"), bare])
     assert outcome(state)[1] == {(0,): 1}
+
+
+def partitionable_nics(node: str | None, pool: str, name: str) -> dict:
+    """A second partitionable driver: one NIC halved, its counters in its pool."""
+    halves = [
+        t.device(f"nic-0-half-{i}", "nic", consumes={"nic-0": {"lanes": "4"}}) for i in range(2)
+    ]
+    return t.resource_slice(
+        node,
+        halves,
+        driver=t.NIC_DRIVER,
+        pool=pool,
+        name=name,
+        shared_counters={"nic-0": {"lanes": "8"}},
+    )
+
+
+SHARED = "; two DRA drivers publish shared counters in resource pools of one name"
+SHARED_POOL_NAME_CASES = [
+    pytest.param(
+        [PARTITIONED, partitionable_nics("n1", "n1", "n1-nics")],
+        ((0,), "SharedPoolNames", "devices not counted: 1 shared pool name" + SHARED),
+        id="two partitionable drivers naming their pools alike count neither and warn",
+    ),
+    pytest.param(
+        [
+            t.resource_slice("n1", [WHOLE, *PARTITIONS], pool="rack-1", shared_counters=COUNTERS),
+            partitionable_nics("n2", "rack-1", "n2-nics"),
+        ],
+        ((0,), "SharedPoolNames", "devices not counted: 2 shared pool name" + SHARED),
+        id="alike-named pools on different nodes collide too: the cache spans nodes",
+    ),
+    pytest.param(
+        [PARTITIONED, nics("n1")],
+        ((1,), "Observed", ""),
+        id="a plain driver naming its pool alike leaves the partitionable one counted",
+    ),
+    pytest.param(
+        [
+            PARTITIONED,
+            partitionable_nics("n1", "n1", "n1-nics"),
+            deleted(partitionable_nics("n1", "n1", "n1-nics")),
+        ],
+        ((1,), "Observed", ""),
+        id="the other driver's pool gone, the devices count again",
+    ),
+]
+
+
+@pytest.mark.parametrize(("slices", "expected"), SHARED_POOL_NAME_CASES)
+def test_partitionable_pools_of_two_drivers_sharing_a_name(slices, expected):
+    # kube-scheduler v1.35 keys shared counters by pool name alone
+    # (kubernetes/kubernetes#140434): what it allocates there is not the hardware's.
+    state = run([*CLASSES_ALL, GPU_ONLY, t.node("n1"), t.node("n2"), *slices])
+    report = state.pool_report("a100")
+    assert report.histogram is not None
+    vector, reason, says = expected
+    assert dict(report.histogram.buckets).get(vector) and report.condition.reason == reason
+    assert says in report.condition.message
+
+
+def test_another_drivers_alike_named_pool_appearing_touches_the_nodes_it_now_hides():
+    shared = t.resource_slice("n1", [WHOLE, *PARTITIONS], pool="rack-1", shared_counters=COUNTERS)
+    state = run([*CLASSES_ALL, GPU_ONLY, t.node("n1"), t.node("n2"), shared])
+    assert outcome(state)[1] == {(1,): 1, (0,): 1}
+    touched = state.apply(SLICES, "ADDED", partitionable_nics("n2", "rack-1", "n2-nics"))
+    assert touched.pools == {"a100"}
+    assert outcome(state)[1] == {(0,): 2}
+    status = pool_status(state.pool_report("a100"), ("gpu",), NOW, None, 1)
+    assert warning(None, status) == ("SharedPoolNames", status["conditions"][0]["message"])
 
 
 # --------------------------------------------------------------------------- coarsening

@@ -55,6 +55,7 @@ from modelplane_common.cel.reads import Read, device_reads, project
 from modelplane_common.observation import MAX_BUCKETS, FreeVector, Histogram
 from modelplane_common.outcome import Condition
 
+from modelplane_agent.devices import SHARED_POOL_NAME
 from modelplane_agent.partitions import largest_fitting
 from modelplane_agent.snapshot import (
     CounterKey,
@@ -72,6 +73,7 @@ CORDONED = "cordoned"
 NOT_READY = "NotReady"
 UNTOLERATED_TAINT = "untolerated taint"
 KINDS_SHARE_COUNTERS = "KindsShareCounters"
+SHARED_POOL_NAMES = "SharedPoolNames"
 
 
 @dataclass(frozen=True, slots=True)
@@ -493,15 +495,23 @@ def report_from_tally(observed: int, tally: Tally, max_buckets: int = MAX_BUCKET
     exact = Histogram.of(tally.vectors.items())
     histogram = coarsen(exact, max_buckets)
     message = _explain(observed, tally)
+    reason = "Observed"
     if histogram is not exact:
         message += (
             f"; {len(exact.buckets)} distinct free vectors exceed the bound of {max_buckets}: "
             "the rarest are reported with fewer free devices than they have"
         )
-        condition = Condition(OBSERVING, "True", "HistogramCoarsened", message)
-    else:
-        condition = Condition(OBSERVING, "True", "Observed", message)
-    return PoolReport(observed, histogram, condition)
+        reason = "HistogramCoarsened"
+    if SHARED_POOL_NAME in tally.uncounted:
+        # The operator's to fix (rename a driver's pools, or upgrade kube-scheduler):
+        # named over the coarsening, and a Warning event (status.PROBLEMS).
+        message += (
+            "; two DRA drivers publish shared counters in resource pools of one name, "
+            "which kube-scheduler v1.35 and v1.36 mix up (kubernetes/kubernetes#140434): "
+            "their devices on those nodes are not counted"
+        )
+        reason = SHARED_POOL_NAMES
+    return PoolReport(observed, histogram, Condition(OBSERVING, "True", reason, message))
 
 
 def counters_shared(observed: int, error: CountersShared, kind_names: Sequence[str]) -> PoolReport:

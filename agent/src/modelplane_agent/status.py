@@ -93,7 +93,13 @@ def content(status: Mapping | None) -> object:
 # Condition reasons that mean the agent cannot do its job for an observation because
 # of its input: each deserves one Warning event when it appears (not at every write).
 PROBLEMS = frozenset(
-    {"DeviceClassNotFound", "InvalidDeviceClass", "InvalidSpec", "KindsShareCounters"}
+    {
+        "DeviceClassNotFound",
+        "InvalidDeviceClass",
+        "InvalidSpec",
+        "KindsShareCounters",
+        "SharedPoolNames",
+    }
 )
 
 
