@@ -475,10 +475,30 @@ def test_uncounted_devices_are_explained(slices, message):
 SMALLEST_8_CPU = t.pool_observation("a100", [GPU], min_pod_requests={"cpu": "8", "memory": "64Gi"})
 
 
-def bound(name: str, node: str = "n1", **requests: str) -> dict:
+def bound(name: str, node: str | None = "n1", **requests: str) -> dict:
     return t.pod(name, replica="other", namespace="batch", node_name=node, requests=requests)
 
 
+def nominated(pod: dict, node: str) -> dict:
+    """`pod`, not bound, with preemption making room for it on `node`."""
+    spec = {k: v for k, v in pod["spec"].items() if k != "nodeName"}
+    return pod | {"spec": spec, "status": {**pod.get("status", {}), "nominatedNodeName": node}}
+
+
+def resized(running: str | None, allocated: str | None, name: str = "c", **status) -> dict:
+    """A status whose container `name` runs with `running` cpu, `allocated` by the kubelet."""
+    entry: dict = {"name": name}
+    if running is not None:
+        entry["resources"] = {"requests": {"cpu": running}}
+    if allocated is not None:
+        entry["allocatedResources"] = {"cpu": allocated}
+    return {"containerStatuses": [entry], **status}
+
+
+INFEASIBLE = {
+    "conditions": [{"type": "PodResizePending", "status": "True", "reason": "Infeasible"}]
+}
+DEFERRED = {"conditions": [{"type": "PodResizePending", "status": "True", "reason": "Deferred"}]}
 ROOMY = {"cpu": "64", "memory": "512Gi", "pods": "110"}
 CAPPED = "1/1 nodes schedulable; 1 with room for fewer pods than free devices: "
 CAPACITY_CASES = [
@@ -557,6 +577,30 @@ CAPACITY_CASES = [
         [SMALLEST_8_CPU, t.node("n1"), bound("a", cpu="60", node="n2")],
         (1, {(4,): 1}, "1/1 nodes schedulable"),
         id="a pod bound to another node takes nothing of this one",
+    ),
+    pytest.param(
+        [SMALLEST_8_CPU, t.node("n1"), nominated(bound("p", cpu="60"), "n1")],
+        (1, {(0,): 1}, "1/1 nodes schedulable; 1 without room for a pod: 1 cpu"),
+        id="a pod preemption nominated to the node takes its room there before it binds",
+    ),
+    pytest.param(
+        [
+            SMALLEST_8_CPU,
+            t.node("n1"),
+            nominated(bound("p", cpu="60"), "n1"),
+            modified(bound("p", cpu="60", node="n2")),
+        ],
+        (1, {(4,): 1}, "1/1 nodes schedulable"),
+        id="a nominated pod bound elsewhere gives the room back",
+    ),
+    pytest.param(
+        [
+            SMALLEST_8_CPU,
+            t.node("n1"),
+            bound("a", cpu="8") | {"status": resized("60", "60", name="main")},
+        ],
+        (1, {(0,): 1}, "1/1 nodes schedulable; 1 without room for a pod: 1 cpu"),
+        id="a pod being resized down keeps the room it runs with",
     ),
     pytest.param(
         [POOL, t.node("n1", allocatable={})],
@@ -658,6 +702,48 @@ POD_REQUEST_CASES = [
 @pytest.mark.parametrize(("spec", "expected"), POD_REQUEST_CASES)
 def test_pod_requests(spec, expected):
     assert pod_requests(spec) == Resources(*expected, pods=1)
+
+
+RESIZE_CASES = [
+    pytest.param("2", resized("8", "8"), 8000, id="a downsize not yet done counts what still runs"),
+    pytest.param("8", resized("2", "8"), 8000, id="an upsize allocated counts the allocation"),
+    pytest.param("8", resized("2", "2", **DEFERRED), 8000, id="a deferred upsize counts the spec"),
+    pytest.param(
+        "8",
+        resized("2", "2", **INFEASIBLE),
+        2000,
+        id="an infeasible upsize counts what runs, not the spec",
+    ),
+    pytest.param(
+        "8", resized(None, "2"), 8000, id="a status without resources leaves the spec alone"
+    ),
+    pytest.param("8", {}, 8000, id="no container status reads the spec"),
+]
+
+
+@pytest.mark.parametrize(("cpu", "status", "expected"), RESIZE_CASES)
+def test_pod_requests_of_a_pod_resized_in_place(cpu, status, expected):
+    spec = {"containers": [container(cpu)]}
+    assert pod_requests(spec, status).cpu == expected
+
+
+def test_a_resized_sidecar_counts_like_a_container_and_an_init_container_by_its_spec():
+    spec = {
+        "containers": [container("1")],
+        "initContainers": [
+            {"name": "s", **container("1"), "restartPolicy": "Always"} | {"name": "s"},
+            {**container("1"), "name": "i"},
+        ],
+    }
+    status = {
+        "initContainerStatuses": [
+            {"name": "s", "resources": {"requests": {"cpu": "6"}}},
+            {"name": "i", "resources": {"requests": {"cpu": "50"}}},
+        ]
+    }
+    # The sidecar runs at 6 beside the container (1); the init container counts its
+    # spec (1) beside the sidecar: 7 at most.
+    assert pod_requests(spec, status).cpu == 7000
 
 
 # --------------------------------------------------------------------------- partitions
