@@ -473,6 +473,46 @@ def test_nothing_is_published_while_a_relist_is_half_folded():
     asyncio.run(scenario())
 
 
+def test_a_relisted_kind_is_current_only_as_of_its_list_until_its_watch_has_settled():
+    # The watch from the list's version first delivers what happened during the list;
+    # until it has had `settle` seconds to, a report is as of the list's request.
+    async def scenario():
+        api, clock = FakeApi(world()), Clock()
+        settings = replace(SETTINGS, settle=5.0)
+        controller = controller_for(api, clock, settings)
+        task = asyncio.create_task(controller.run())
+        await settle(controller)
+        real_list = api.list
+
+        async def slow_nodes(kind: str, each):
+            if kind == NODES:
+                clock.now += timedelta(seconds=3)  # the list takes 3 s
+            return await real_list(kind, each)
+
+        api.list = slow_nodes  # type: ignore[method-assign]
+        api.objects[NODES] = [t.node("n1", cordoned=True), t.node("n2")]
+        clock.now = NOW + timedelta(seconds=10)
+        api.queues[NODES].put_nowait(Gone("too old resource version"))
+        await settle(controller)
+        relisted = writes_of(api, POOLS)[-1]
+        assert histogram(("", "", relisted)) == [{"free": {"gpu": 2}, "nodes": 1}]
+        assert (relisted["observedAt"], current(relisted)["status"]) == (
+            "2026-11-30T12:00:10Z",
+            "True",
+        )
+        clock.now = NOW + timedelta(seconds=20)
+        api.send(NODES, "MODIFIED", t.node("n2", cordoned=True))
+        await settle(controller)
+        settled = writes_of(api, POOLS)[-1]
+        assert (settled["observedAt"], current(settled)["status"]) == (
+            "2026-11-30T12:00:20Z",
+            "True",
+        )
+        await stopped(controller, task)
+
+    asyncio.run(scenario())
+
+
 def test_nothing_is_published_before_every_kind_is_listed():
     async def scenario():
         api, clock = FakeApi(world()), Clock()

@@ -135,6 +135,10 @@ class Settings:
     # `silence` seconds is not current (design/agent.md, "Freshness").
     idle: float = 75.0
     silence: float = 90.0
+    # A watch just started is taken to have delivered what happened since its version
+    # (the API server sends that backlog first, from its watch cache) after `settle`
+    # seconds; until then its kind is current only as of its list (freshness.Currency).
+    settle: float = 1.0
     backoff_initial: float = 0.5  # watch and task restarts
     backoff_max: float = 30.0
     write_backoff_max: float = 60.0  # a failed write: min_interval doubling to this
@@ -304,6 +308,7 @@ class Controller:
                     version = await self._start_listing(kind)
                     if version is None:
                         continue
+                self.currency[kind].watching(self.monotonic(), self.settings.settle)
                 async for event, obj in self.api.watch(kind, version):
                     version = _resource_version(obj) or version
                     self._on_watch_event(kind, event, obj)
@@ -452,7 +457,7 @@ class Controller:
         touched |= self.state.delete_missing(kind, seen)
         self._mark(kind, touched, observations)
         metrics.RECOMPUTE.labels("relist").observe(time.perf_counter() - started)
-        self.currency[kind].heard(asked_at, asked_mono)  # the list is at least that recent
+        self.currency[kind].listed(asked_at, asked_mono)  # the list is at least that recent
         self.currency[kind].watched = True
         self._listed(kind, first_sync)
         log.info("listed %d %s", len(seen), kind, extra={"resource": "-"})
@@ -525,7 +530,8 @@ class Controller:
                     self._failed(key, error)
                 self.last_progress = self.monotonic()
             if kind == REPLICAS and self._replicas_current(fresh[REPLICAS], whole[REPLICAS]):
-                self.replicas_current_at = max(now, self.replicas_current_at or now)
+                vouched = fresh[REPLICAS].observed_at  # the pass's start, or a settling list's
+                self.replicas_current_at = max(vouched, self.replicas_current_at or vouched)
         return writes
 
     def _replicas_current(self, fresh: Freshness, whole: bool) -> bool:
