@@ -523,6 +523,16 @@ CAPACITY_CASES = [
         id="cpu left for two smallest pods counts two free devices",
     ),
     pytest.param(
+        [
+            SMALLEST_8_CPU,
+            t.node("n1"),
+            t.resource_slice("n1", [t.device("nic-0", "nic")], driver=t.NIC_DRIVER, slice_count=2),
+            bound("a", cpu="48"),
+        ],
+        (1, {(2,): 1}, CAPPED + "1 cpu; devices not counted: 1 incomplete resource pool"),
+        id="a capped node still says which of its devices were not counted at all",
+    ),
+    pytest.param(
         [SMALLEST_8_CPU, t.node("n1"), bound("a", memory="400Gi")],
         (1, {(1,): 1}, CAPPED + "1 memory"),
         id="memory left for one smallest pod counts one free device",

@@ -30,8 +30,9 @@ def node_view(state: ClusterState) -> dict:
     histogram. A counted node may say why it counts less than it publishes:
     "noRoomFor" (the resource the pool's smallest pod lacks there: it counts no
     device), "cappedBy" (the resource that leaves room for fewer of its smallest
-    pods than it has free devices of some kind: each kind counts at most that many)
-    or "uncounted" (devices of incomplete or invalid resource pools).
+    pods than it has free devices of some kind: each kind counts at most that many;
+    "uncapped" says what its devices alone leave free) or "uncounted" (devices of
+    incomplete or invalid resource pools).
     """
     nodes: dict[str, dict[str, dict]] = {}
     pools: dict[str, dict] = {}
@@ -60,8 +61,12 @@ def _entry(part: Contribution, kind_names: tuple[str, ...]) -> dict:
     if isinstance(part, NoRoom):
         return {"free": dict.fromkeys(kind_names, 0), "noRoomFor": part.resource}
     if isinstance(part, Capped):
-        free = dict(zip(kind_names, part.vector, strict=True))
-        return {"free": free, "cappedBy": part.resource}
+        entry = {
+            "free": dict(zip(kind_names, part.vector, strict=True)),
+            "cappedBy": part.resource,
+            "uncapped": dict(zip(kind_names, part.uncapped, strict=True)),
+        }
+        return entry | ({"uncounted": list(part.causes)} if part.causes else {})
     if isinstance(part, Uncounted):
         free = dict(zip(kind_names, part.vector, strict=True))
         return {"free": free, "uncounted": list(part.causes)}

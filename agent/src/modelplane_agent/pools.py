@@ -374,10 +374,13 @@ class Room:
 class Capped:
     """A schedulable node with room for fewer pods of the pool's smallest shape than it
     has free devices of some kind: each kind counts at most that many, for want of
-    `resource` (`capped`)."""
+    `resource` (`capped`). `uncapped` is what it has free (the devices alone), and
+    `causes` why some devices it publishes were not counted at all (`Uncounted`)."""
 
     vector: FreeVector
     resource: str
+    uncapped: FreeVector
+    causes: tuple[str, ...] = ()
 
 
 @dataclass(frozen=True, slots=True)
@@ -425,14 +428,12 @@ def capped(free: Free, limit: Room) -> Free | Capped:
     Every pod modelplane places takes at least one device of each kind it asks for,
     so a node with room for n pods of the pool's smallest shape takes at most n pods,
     and the fleet (which places `free // demand` pods per node) never more than that.
-    Devices of incomplete or invalid resource pools keep saying so (`Uncounted`)."""
-    vector = free.vector if isinstance(free, Uncounted) else free
+    Devices of incomplete or invalid resource pools keep saying so (`Capped.causes`)."""
+    vector, causes = (free.vector, free.causes) if isinstance(free, Uncounted) else (free, ())
     cut = tuple(min(count, limit.pods) for count in vector)
     if cut == vector:
         return free
-    if isinstance(free, Uncounted):
-        return Uncounted(cut, free.causes)
-    return Capped(cut, limit.resource)
+    return Capped(cut, limit.resource, vector, causes)
 
 
 def contribution(
@@ -469,6 +470,8 @@ class Tally:
             _count(self.vectors, part.vector, sign)
         elif isinstance(part, Capped):
             _count(self.capped, part.resource, sign)
+            for cause in part.causes:
+                _count(self.uncounted, cause, sign)
             _count(self.vectors, part.vector, sign)
         elif isinstance(part, Uncounted):
             for cause in part.causes:
