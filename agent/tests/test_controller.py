@@ -473,6 +473,46 @@ def test_nothing_is_published_while_a_relist_is_half_folded():
     asyncio.run(scenario())
 
 
+def test_a_relisted_kind_is_current_only_as_of_its_list_until_its_watch_has_settled():
+    # The watch from the list's version first delivers what happened during the list;
+    # until it has had `settle` seconds to, a report is as of the list's request.
+    async def scenario():
+        api, clock = FakeApi(world()), Clock()
+        settings = replace(SETTINGS, settle=5.0)
+        controller = controller_for(api, clock, settings)
+        task = asyncio.create_task(controller.run())
+        await settle(controller)
+        real_list = api.list
+
+        async def slow_nodes(kind: str, each):
+            if kind == NODES:
+                clock.now += timedelta(seconds=3)  # the list takes 3 s
+            return await real_list(kind, each)
+
+        api.list = slow_nodes  # type: ignore[method-assign]
+        api.objects[NODES] = [t.node("n1", cordoned=True), t.node("n2")]
+        clock.now = NOW + timedelta(seconds=10)
+        api.queues[NODES].put_nowait(Gone("too old resource version"))
+        await settle(controller)
+        relisted = writes_of(api, POOLS)[-1]
+        assert histogram(("", "", relisted)) == [{"free": {"gpu": 2}, "nodes": 1}]
+        assert (relisted["observedAt"], current(relisted)["status"]) == (
+            "2026-11-30T12:00:10Z",
+            "True",
+        )
+        clock.now = NOW + timedelta(seconds=20)
+        api.send(NODES, "MODIFIED", t.node("n2", cordoned=True))
+        await settle(controller)
+        settled = writes_of(api, POOLS)[-1]
+        assert (settled["observedAt"], current(settled)["status"]) == (
+            "2026-11-30T12:00:20Z",
+            "True",
+        )
+        await stopped(controller, task)
+
+    asyncio.run(scenario())
+
+
 def test_nothing_is_published_before_every_kind_is_listed():
     async def scenario():
         api, clock = FakeApi(world()), Clock()
@@ -518,15 +558,90 @@ def test_a_replica_turning_scheduled_makes_its_pool_publish_a_newer_observation(
         clock.now += timedelta(seconds=5)
         api.send(PODS, "MODIFIED", t.pod("r-0", node_name="n1"))
         await settle(controller)
-        pool_writes = [s for k, _, s in api.patches if k == POOLS]
         replica_writes = [s for k, _, s in api.patches if k == REPLICAS]
         assert replica_writes[-1]["conditions"][0]["status"] == "True"
         since = replica_writes[-1]["conditions"][0]["lastTransitionTime"]
+        # Seen at 12:00:05, the flip is stamped past its second; the pool refreshes
+        # with a snapshot taken once its clock reaches that.
+        assert since == "2026-11-30T12:00:06Z"
+        assert len(writes_of(api, POOLS)) == 1
+        clock.now += timedelta(seconds=1)
+        await settle(controller)
+        pool_writes = writes_of(api, POOLS)
         assert [w["observedAt"] for w in pool_writes] == ["2026-11-30T12:00:00Z", since]
         assert pool_writes[1]["nodesByFreeDevices"] == pool_writes[0]["nodesByFreeDevices"]
         clock.now += timedelta(seconds=5)
         await settle(controller)
         assert len([k for k, _, _ in api.patches if k == POOLS]) == 2  # once, not again
+        await stopped(controller, task)
+
+    asyncio.run(scenario())
+
+
+def with_a_replica_claiming(claim: str) -> dict[str, list[dict]]:
+    objects = world()
+    objects[REPLICAS] = [t.replica_observation()]
+    objects[PODS] = [t.pod("r-0", claims=[claim])]
+    objects[CLAIMS] = [t.claim(claim, [], namespace="team")]
+    return objects
+
+
+def test_a_pool_snapshot_taken_before_a_binding_never_reads_as_recent_as_the_binding():
+    # The wire carries whole seconds, and the fleet takes a replica scheduled at or
+    # before a pool's observedAt to be in that pool's histogram already. A pool
+    # published from a snapshot taken at 12:00:05.1, before the replica's claim is
+    # allocated and its pod bound at 12:00:05.6, must read older than the flip.
+    async def scenario():
+        api, clock = FakeApi(with_a_replica_claiming("c")), Clock()
+        controller, task = await started(api, clock)
+        clock.now = NOW + timedelta(seconds=5.1)
+        api.send(CLAIMS, "ADDED", t.claim("x", [("n2", "g0")]))
+        await settle(controller)
+        assert histogram(api.patches[-1]) == [
+            {"free": {"gpu": 2}, "nodes": 1},
+            {"free": {"gpu": 1}, "nodes": 1},
+        ]
+        clock.now = NOW + timedelta(seconds=5.6)
+        api.send(CLAIMS, "MODIFIED", t.claim("c", [("n1", "g0")], namespace="team"))
+        api.send(PODS, "MODIFIED", t.pod("r-0", node_name="n1", claims=["c"]))
+        await settle(controller)
+        clock.now = NOW + timedelta(seconds=10)
+        await settle(controller)
+        replica = writes_of(api, REPLICAS)[-1]["conditions"][0]
+        assert replica["status"] == "True"
+        holding = [{"free": {"gpu": 1}, "nodes": 2}]
+        as_recent = [
+            p["nodesByFreeDevices"]
+            for p in writes_of(api, POOLS)
+            if p["observedAt"] >= replica["lastTransitionTime"]
+        ]
+        assert as_recent and all(h == holding for h in as_recent)
+        await stopped(controller, task)
+
+    asyncio.run(scenario())
+
+
+def test_each_report_of_a_pass_is_stamped_when_its_own_snapshot_is_taken():
+    # The watches apply events while a write is awaited: a report computed after an
+    # earlier write of the pass says what was true when it was computed, not at the
+    # pass's start.
+    async def scenario():
+        api, clock = FakeApi(with_a_replica()), Clock()
+        controller, task = await started(api, clock)
+        real_patch = api.patch_status
+
+        async def slow_replica_write(kind: str, namespace: str, name: str, status) -> None:
+            if kind == REPLICAS:
+                clock.now += timedelta(seconds=3)  # a slow API server
+            await real_patch(kind, namespace, name, status)
+
+        api.patch_status = slow_replica_write  # type: ignore[method-assign]
+        clock.now = NOW + timedelta(seconds=5)
+        api.send(CLAIMS, "ADDED", t.claim("x", [("n2", "g0")]))
+        api.send(PODS, "ADDED", t.pod("r-1", node_name="n2"))
+        await settle(controller)
+        assert writes_of(api, REPLICAS)[-1]["observedAt"] == "2026-11-30T12:00:05Z"
+        assert writes_of(api, POOLS)[-1]["observedAt"] == "2026-11-30T12:00:08Z"
         await stopped(controller, task)
 
     asyncio.run(scenario())

@@ -9,6 +9,8 @@ import pytest
 from modelplane_agent.debug import node_view
 from modelplane_agent.state import CLAIMS, CLASSES, NODES, PODS, POOLS, SLICES, ClusterState
 from modelplane_devtools import agent_builders as t
+from modelplane_devtools.oracle import planned_probes
+from modelplane_devtools.oracle_states import Pool
 
 GPU_CLASS = t.device_class("gpu", 'device.attributes["gpu.nvidia.com"].type == "gpu"')
 
@@ -53,6 +55,18 @@ def gpus(name: str, count: int = 4) -> tuple[str, dict]:
             ],
             {"n1": {"a100": {"free": {"gpu": 0}, "noRoomFor": "cpu"}}},
             id="a node without room for the smallest pod counts nothing and says what it lacks",
+        ),
+        pytest.param(
+            [
+                (
+                    NODES,
+                    t.node("n1", "a100", allocatable={"cpu": "4", "memory": "8Gi", "pods": "9"}),
+                ),
+                gpus("n1"),
+                (PODS, t.pod("p", node_name="n1", requests={"cpu": "1"})),
+            ],
+            {"n1": {"a100": {"free": {"gpu": 1}, "cappedBy": "cpu", "uncapped": {"gpu": 4}}}},
+            id="a node with room for fewer smallest pods than free devices says what caps it",
         ),
         pytest.param(
             [
@@ -105,3 +119,16 @@ def test_the_histogram_is_the_multiset_of_the_views_free_vectors():
     assert histogram is not None
     assert dict(histogram.buckets) == dict(vectors)
     assert view["pools"]["a100"]["observedNodes"] == 20
+
+
+def test_the_oracle_probes_a_capped_node_one_device_beyond_what_its_devices_leave_free():
+    # kube-scheduler judges one pod: a pod claiming one device more than the capped
+    # count may bind (the cap bounds how many pods fit), one more than the devices
+    # alone leave free must not.
+    pool = Pool("a100", [{"name": "gpu", "driver": t.NVIDIA, "deviceClassName": "gpu"}], [], None)
+    view = {"n1": {"free": {"gpu": 1}, "cappedBy": "cpu", "uncapped": {"gpu": 4}}}
+    more, exact = planned_probes(pool, view, "p")
+    assert [(p.counts, p.expect_bound) for p in more + exact] == [
+        ({"gpu": 5}, False),
+        ({"gpu": 1}, True),
+    ]

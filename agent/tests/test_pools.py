@@ -21,7 +21,7 @@ from modelplane_agent.state import (
     SLICES,
     ClusterState,
 )
-from modelplane_agent.status import pool_status
+from modelplane_agent.status import pool_status, warning
 from modelplane_common.observation import DeviceKinds, Histogram, Observation, parse_observation
 from modelplane_devtools import agent_builders as t
 
@@ -475,11 +475,32 @@ def test_uncounted_devices_are_explained(slices, message):
 SMALLEST_8_CPU = t.pool_observation("a100", [GPU], min_pod_requests={"cpu": "8", "memory": "64Gi"})
 
 
-def bound(name: str, node: str = "n1", **requests: str) -> dict:
+def bound(name: str, node: str | None = "n1", **requests: str) -> dict:
     return t.pod(name, replica="other", namespace="batch", node_name=node, requests=requests)
 
 
+def nominated(pod: dict, node: str) -> dict:
+    """`pod`, not bound, with preemption making room for it on `node`."""
+    spec = {k: v for k, v in pod["spec"].items() if k != "nodeName"}
+    return pod | {"spec": spec, "status": {**pod.get("status", {}), "nominatedNodeName": node}}
+
+
+def resized(running: str | None, allocated: str | None, name: str = "c", **status) -> dict:
+    """A status whose container `name` runs with `running` cpu, `allocated` by the kubelet."""
+    entry: dict = {"name": name}
+    if running is not None:
+        entry["resources"] = {"requests": {"cpu": running}}
+    if allocated is not None:
+        entry["allocatedResources"] = {"cpu": allocated}
+    return {"containerStatuses": [entry], **status}
+
+
+INFEASIBLE = {
+    "conditions": [{"type": "PodResizePending", "status": "True", "reason": "Infeasible"}]
+}
+DEFERRED = {"conditions": [{"type": "PodResizePending", "status": "True", "reason": "Deferred"}]}
 ROOMY = {"cpu": "64", "memory": "512Gi", "pods": "110"}
+CAPPED = "1/1 nodes schedulable; 1 with room for fewer pods than free devices: "
 CAPACITY_CASES = [
     pytest.param(
         [POOL, t.node("n1", allocatable=ROOMY | {"pods": "2"}), bound("a"), bound("b")],
@@ -488,8 +509,43 @@ CAPACITY_CASES = [
     ),
     pytest.param(
         [POOL, t.node("n1", allocatable=ROOMY | {"pods": "2"}), bound("a")],
+        (1, {(1,): 1}, CAPPED + "1 pods"),
+        id="a node with one pod slot left counts one free device of each kind",
+    ),
+    pytest.param(
+        [SMALLEST_8_CPU, t.node("n1", allocatable=ROOMY | {"cpu": "16"}), bound("a", cpu="7")],
+        (1, {(1,): 1}, CAPPED + "1 cpu"),
+        id="cpu left for one smallest pod counts one free device, not all four",
+    ),
+    pytest.param(
+        [SMALLEST_8_CPU, t.node("n1"), bound("a", cpu="48")],
+        (1, {(2,): 1}, CAPPED + "1 cpu"),
+        id="cpu left for two smallest pods counts two free devices",
+    ),
+    pytest.param(
+        [
+            SMALLEST_8_CPU,
+            t.node("n1"),
+            t.resource_slice("n1", [t.device("nic-0", "nic")], driver=t.NIC_DRIVER, slice_count=2),
+            bound("a", cpu="48"),
+        ],
+        (1, {(2,): 1}, CAPPED + "1 cpu; devices not counted: 1 incomplete resource pool"),
+        id="a capped node still says which of its devices were not counted at all",
+    ),
+    pytest.param(
+        [SMALLEST_8_CPU, t.node("n1"), bound("a", memory="400Gi")],
+        (1, {(1,): 1}, CAPPED + "1 memory"),
+        id="memory left for one smallest pod counts one free device",
+    ),
+    pytest.param(
+        [SMALLEST_8_CPU, t.node("n1"), bound("a", cpu="32")],
         (1, {(4,): 1}, "1/1 nodes schedulable"),
-        id="a node with one pod slot left keeps its devices free",
+        id="room for as many smallest pods as free devices leaves them all free",
+    ),
+    pytest.param(
+        [SMALLEST_8_CPU, t.node("n1"), bound("a", cpu="48"), deleted(bound("a", cpu="48"))],
+        (1, {(4,): 1}, "1/1 nodes schedulable"),
+        id="a deleted pod lifts the cap its requests set",
     ),
     pytest.param(
         [POOL, t.node("n1", allocatable=ROOMY | {"cpu": "4"}), bound("a", cpu="4")],
@@ -503,8 +559,8 @@ CAPACITY_CASES = [
     ),
     pytest.param(
         [SMALLEST_8_CPU, t.node("n1"), bound("a", cpu="56")],
-        (1, {(4,): 1}, "1/1 nodes schedulable"),
-        id="the smallest pod fitting exactly leaves the devices free",
+        (1, {(1,): 1}, CAPPED + "1 cpu"),
+        id="the smallest pod fitting exactly counts one free device",
     ),
     pytest.param(
         [SMALLEST_8_CPU, t.node("n1"), bound("a", memory="480Gi")],
@@ -531,6 +587,30 @@ CAPACITY_CASES = [
         [SMALLEST_8_CPU, t.node("n1"), bound("a", cpu="60", node="n2")],
         (1, {(4,): 1}, "1/1 nodes schedulable"),
         id="a pod bound to another node takes nothing of this one",
+    ),
+    pytest.param(
+        [SMALLEST_8_CPU, t.node("n1"), nominated(bound("p", cpu="60"), "n1")],
+        (1, {(0,): 1}, "1/1 nodes schedulable; 1 without room for a pod: 1 cpu"),
+        id="a pod preemption nominated to the node takes its room there before it binds",
+    ),
+    pytest.param(
+        [
+            SMALLEST_8_CPU,
+            t.node("n1"),
+            nominated(bound("p", cpu="60"), "n1"),
+            modified(bound("p", cpu="60", node="n2")),
+        ],
+        (1, {(4,): 1}, "1/1 nodes schedulable"),
+        id="a nominated pod bound elsewhere gives the room back",
+    ),
+    pytest.param(
+        [
+            SMALLEST_8_CPU,
+            t.node("n1"),
+            bound("a", cpu="8") | {"status": resized("60", "60", name="main")},
+        ],
+        (1, {(0,): 1}, "1/1 nodes schedulable; 1 without room for a pod: 1 cpu"),
+        id="a pod being resized down keeps the room it runs with",
     ),
     pytest.param(
         [POOL, t.node("n1", allocatable={})],
@@ -632,6 +712,48 @@ POD_REQUEST_CASES = [
 @pytest.mark.parametrize(("spec", "expected"), POD_REQUEST_CASES)
 def test_pod_requests(spec, expected):
     assert pod_requests(spec) == Resources(*expected, pods=1)
+
+
+RESIZE_CASES = [
+    pytest.param("2", resized("8", "8"), 8000, id="a downsize not yet done counts what still runs"),
+    pytest.param("8", resized("2", "8"), 8000, id="an upsize allocated counts the allocation"),
+    pytest.param("8", resized("2", "2", **DEFERRED), 8000, id="a deferred upsize counts the spec"),
+    pytest.param(
+        "8",
+        resized("2", "2", **INFEASIBLE),
+        2000,
+        id="an infeasible upsize counts what runs, not the spec",
+    ),
+    pytest.param(
+        "8", resized(None, "2"), 8000, id="a status without resources leaves the spec alone"
+    ),
+    pytest.param("8", {}, 8000, id="no container status reads the spec"),
+]
+
+
+@pytest.mark.parametrize(("cpu", "status", "expected"), RESIZE_CASES)
+def test_pod_requests_of_a_pod_resized_in_place(cpu, status, expected):
+    spec = {"containers": [container(cpu)]}
+    assert pod_requests(spec, status).cpu == expected
+
+
+def test_a_resized_sidecar_counts_like_a_container_and_an_init_container_by_its_spec():
+    spec = {
+        "containers": [container("1")],
+        "initContainers": [
+            {"name": "s", **container("1"), "restartPolicy": "Always"} | {"name": "s"},
+            {**container("1"), "name": "i"},
+        ],
+    }
+    status = {
+        "initContainerStatuses": [
+            {"name": "s", "resources": {"requests": {"cpu": "6"}}},
+            {"name": "i", "resources": {"requests": {"cpu": "50"}}},
+        ]
+    }
+    # The sidecar runs at 6 beside the container (1); the init container counts its
+    # spec (1) beside the sidecar: 7 at most.
+    assert pod_requests(spec, status).cpu == 7000
 
 
 # --------------------------------------------------------------------------- partitions
@@ -788,6 +910,76 @@ def test_a_partition_whose_counter_set_is_not_published_is_not_free():
     bare = t.resource_slice("n1", [WHOLE, *PARTITIONS])
     state = run([*CLASSES_ALL, MIG_ONLY, t.node("n1"), bare])
     assert outcome(state)[1] == {(0,): 1}
+
+
+def partitionable_nics(node: str | None, pool: str, name: str) -> dict:
+    """A second partitionable driver: one NIC halved, its counters in its pool."""
+    halves = [
+        t.device(f"nic-0-half-{i}", "nic", consumes={"nic-0": {"lanes": "4"}}) for i in range(2)
+    ]
+    return t.resource_slice(
+        node,
+        halves,
+        driver=t.NIC_DRIVER,
+        pool=pool,
+        name=name,
+        shared_counters={"nic-0": {"lanes": "8"}},
+    )
+
+
+SHARED = "; two DRA drivers publish shared counters in resource pools of one name"
+SHARED_POOL_NAME_CASES = [
+    pytest.param(
+        [PARTITIONED, partitionable_nics("n1", "n1", "n1-nics")],
+        ((0,), "SharedPoolNames", "devices not counted: 1 shared pool name" + SHARED),
+        id="two partitionable drivers naming their pools alike count neither and warn",
+    ),
+    pytest.param(
+        [
+            t.resource_slice("n1", [WHOLE, *PARTITIONS], pool="rack-1", shared_counters=COUNTERS),
+            partitionable_nics("n2", "rack-1", "n2-nics"),
+        ],
+        ((0,), "SharedPoolNames", "devices not counted: 2 shared pool name" + SHARED),
+        id="alike-named pools on different nodes collide too: the cache spans nodes",
+    ),
+    pytest.param(
+        [PARTITIONED, nics("n1")],
+        ((1,), "Observed", ""),
+        id="a plain driver naming its pool alike leaves the partitionable one counted",
+    ),
+    pytest.param(
+        [
+            PARTITIONED,
+            partitionable_nics("n1", "n1", "n1-nics"),
+            deleted(partitionable_nics("n1", "n1", "n1-nics")),
+        ],
+        ((1,), "Observed", ""),
+        id="the other driver's pool gone, the devices count again",
+    ),
+]
+
+
+@pytest.mark.parametrize(("slices", "expected"), SHARED_POOL_NAME_CASES)
+def test_partitionable_pools_of_two_drivers_sharing_a_name(slices, expected):
+    # kube-scheduler v1.35 keys shared counters by pool name alone
+    # (kubernetes/kubernetes#140434): what it allocates there is not the hardware's.
+    state = run([*CLASSES_ALL, GPU_ONLY, t.node("n1"), t.node("n2"), *slices])
+    report = state.pool_report("a100")
+    assert report.histogram is not None
+    vector, reason, says = expected
+    assert dict(report.histogram.buckets).get(vector) and report.condition.reason == reason
+    assert says in report.condition.message
+
+
+def test_another_drivers_alike_named_pool_appearing_touches_the_nodes_it_now_hides():
+    shared = t.resource_slice("n1", [WHOLE, *PARTITIONS], pool="rack-1", shared_counters=COUNTERS)
+    state = run([*CLASSES_ALL, GPU_ONLY, t.node("n1"), t.node("n2"), shared])
+    assert outcome(state)[1] == {(1,): 1, (0,): 1}
+    touched = state.apply(SLICES, "ADDED", partitionable_nics("n2", "rack-1", "n2-nics"))
+    assert touched.pools == {"a100"}
+    assert outcome(state)[1] == {(0,): 2}
+    status = pool_status(state.pool_report("a100"), ("gpu",), NOW, None, 1)
+    assert warning(None, status) == ("SharedPoolNames", status["conditions"][0]["message"])
 
 
 # --------------------------------------------------------------------------- coarsening

@@ -199,10 +199,11 @@ def test_the_replica_function_reads_all_bound_as_all_pods_scheduled():
     state = run(R, t.pod("r-0", node_name="n1"), t.pod("r-1", node_name="n2"))
     status = replica_status(state.replica_report(KEY), NOW, None, 1)
     parsed = parse_report(status)
-    assert parsed == AgentReport(NOW, 2, 2, "True", "AllPodsBound", parsed.message, NOW)  # type: ignore[union-attr]
+    flipped = NOW + timedelta(seconds=1)  # past the second it was seen in
+    assert parsed == AgentReport(NOW, 2, 2, "True", "AllPodsBound", parsed.message, flipped)  # type: ignore[union-attr]
     verdict = judge(parsed, 2, NOW, timedelta(minutes=5), Previous(), lambda _: None)
     assert (verdict.condition.status, verdict.condition.reason) == ("True", "AllPodsScheduled")
-    assert verdict.scheduled_at == NOW
+    assert verdict.scheduled_at == flipped
 
 
 def test_the_replica_function_reads_unschedulable_and_finds_the_engine():
@@ -232,7 +233,27 @@ def test_scheduled_keeps_its_time_while_true_and_takes_the_flip_time():
     state.apply(PODS, "ADDED", t.pod("r-1", node_name="n2"))
     later = NOW + timedelta(seconds=30)
     second = replica_status(state.replica_report(KEY), later, first, 1)
-    assert scheduled_since(second) == "2026-11-30T12:00:00Z"
+    assert scheduled_since(second) == "2026-11-30T12:00:01Z"
     state.apply(PODS, "ADDED", t.pod("r-2"))
     third = replica_status(state.replica_report(KEY), later, second, 1)
-    assert scheduled_since(third) == "2026-11-30T12:00:30Z"
+    assert scheduled_since(third) == "2026-11-30T12:00:31Z"
+
+
+@pytest.mark.parametrize(
+    ("seen", "since"),
+    [
+        pytest.param("12:00:05.000001", "12:00:06", id="a flip seen inside a second is after it"),
+        pytest.param("12:00:05.999999", "12:00:06", id="a flip seen late in a second too"),
+        pytest.param("12:00:05", "12:00:06", id="a flip seen on a whole second is after it"),
+    ],
+)
+def test_a_replica_flip_is_stamped_after_the_second_its_snapshot_was_taken_in(seen, since):
+    # A pool's observedAt rounds down to its second: a pool whose snapshot was taken
+    # earlier in that second, before the binding, must read older than the flip.
+    moment = datetime.fromisoformat(f"2026-11-30T{seen}+00:00")
+    state = run(R, t.pod("r-0", node_name="n1"))
+    status = replica_status(state.replica_report(KEY), moment, None, 1)
+    assert (status["observedAt"], scheduled_since(status)) == (
+        "2026-11-30T12:00:05Z",
+        f"2026-11-30T{since}Z",
+    )

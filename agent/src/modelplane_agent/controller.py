@@ -15,7 +15,9 @@ says which version to read (DeviceTaintRules: v1, else v1beta2, else v1alpha3).
 
 The publisher wakes every `tick` and, once every kind has been listed,
 computes the dirty observations (a report only from kinds not being
-relisted; its `observedAt` bounded by what is known current,
+relisted; stamped with the moment its own snapshot is taken, never the
+pass's start, since the watches apply events while earlier writes of the
+pass are awaited; its `observedAt` bounded by what is known current,
 `modelplane_agent.freshness`) and writes a status through the status
 subresource when
 (`modelplane_agent.writes`) its content differs from the last status written
@@ -86,7 +88,13 @@ from modelplane_agent.state import (
     ReplicaKey,
     Touched,
 )
-from modelplane_agent.status import content, pool_status, replica_status, warning
+from modelplane_agent.status import (
+    content,
+    pool_status,
+    replica_status,
+    transition_time,
+    warning,
+)
 from modelplane_agent.writes import (
     Pacing,
     heartbeat_due,
@@ -127,6 +135,10 @@ class Settings:
     # `silence` seconds is not current (design/agent.md, "Freshness").
     idle: float = 75.0
     silence: float = 90.0
+    # A watch just started is taken to have delivered what happened since its version
+    # (the API server sends that backlog first, from its watch cache) after `settle`
+    # seconds; until then its kind is current only as of its list (freshness.Currency).
+    settle: float = 1.0
     backoff_initial: float = 0.5  # watch and task restarts
     backoff_max: float = 30.0
     write_backoff_max: float = 60.0  # a failed write: min_interval doubling to this
@@ -296,6 +308,7 @@ class Controller:
                     version = await self._start_listing(kind)
                     if version is None:
                         continue
+                self.currency[kind].watching(self.monotonic(), self.settings.settle)
                 async for event, obj in self.api.watch(kind, version):
                     version = _resource_version(obj) or version
                     self._on_watch_event(kind, event, obj)
@@ -444,7 +457,7 @@ class Controller:
         touched |= self.state.delete_missing(kind, seen)
         self._mark(kind, touched, observations)
         metrics.RECOMPUTE.labels("relist").observe(time.perf_counter() - started)
-        self.currency[kind].heard(asked_at, asked_mono)  # the list is at least that recent
+        self.currency[kind].listed(asked_at, asked_mono)  # the list is at least that recent
         self.currency[kind].watched = True
         self._listed(kind, first_sync)
         log.info("listed %d %s", len(seen), kind, extra={"resource": "-"})
@@ -497,7 +510,9 @@ class Controller:
         fresh = self._freshness(now, known)
         max_age = self._heartbeat_age()
         # A report is computed only from kinds that are not being relisted (a relist
-        # folds page by page: the state is part old, part new until it completes).
+        # folds page by page: the state is part old, part new until it completes);
+        # each report checks that again when it is computed, since a relist may start
+        # while an earlier write is awaited. This pass-wide view moves replicasCurrentAt.
         whole = {report: all(self.synced[k] for k in REPORT_INPUTS[report]) for report in fresh}
         # Replicas first: the pools written after them carry this pass's replicasCurrentAt,
         # and a pool refreshes in the pass its replica turned scheduled.
@@ -508,14 +523,15 @@ class Controller:
                 if not self._exists(key):
                     continue  # deleted while an earlier write of this pass was awaited
                 try:
-                    writes += await self._publish(key, now, fresh[kind], whole[kind], max_age)
+                    writes += await self._publish(key, max_age)
                 except asyncio.CancelledError:
                     raise
                 except Exception as error:
                     self._failed(key, error)
                 self.last_progress = self.monotonic()
             if kind == REPLICAS and self._replicas_current(fresh[REPLICAS], whole[REPLICAS]):
-                self.replicas_current_at = max(now, self.replicas_current_at or now)
+                vouched = fresh[REPLICAS].observed_at  # the pass's start, or a settling list's
+                self.replicas_current_at = max(vouched, self.replicas_current_at or vouched)
         return writes
 
     def _replicas_current(self, fresh: Freshness, whole: bool) -> bool:
@@ -613,21 +629,26 @@ class Controller:
         at = book.get(key)
         return None if at is None else self.monotonic() - at
 
-    async def _publish(
-        self, key: Key, now: datetime, fresh: Freshness, whole: bool, max_age: timedelta
-    ) -> int:
+    async def _publish(self, key: Key, max_age: timedelta) -> int:
         """Compute `key`'s status and write it if it is due (its heartbeat derived from
         `max_age`); 1 if it was written.
 
-        While a kind the report reads is being relisted (`whole` is False) the report
-        cannot be computed: nothing is written while that relist goes well, and once
-        it fails (the kind is then not current) the last status is written again as
-        it was, with the frozen `observedAt` and the `Current` condition saying why.
+        The report is stamped with its own moment (`at`), read when its snapshot is
+        taken: nothing is awaited between reading the clock, the kinds' currency and
+        the state and computing the status, so everything it says was true then
+        (design/agent.md, "Publishing"). While a kind the report reads is being
+        relisted (`whole` is False) the report cannot be computed: nothing is written
+        while that relist goes well, and once it fails (the kind is then not current)
+        the last status is written again as it was, with the frozen `observedAt` and
+        the `Current` condition saying why.
         """
         kind, _, name = key
         retry = self.retries.get(key)
         if retry is not None and self.monotonic() < retry[0]:
             return 0  # backing off; still dirty
+        at = self.clock()
+        fresh = self._report_freshness(kind, at)
+        whole = all(self.synced[k] for k in REPORT_INPUTS[kind])
         current = self._current(key)
         if not whole and (current is None or not self._relist_failing(kind)):
             return 0  # a relist under way: wait for it (still dirty)
@@ -652,7 +673,7 @@ class Controller:
         # carries the state as it was before the event).
         self.dirty.discard(key)
         started = time.perf_counter()
-        new = self._new_status(key, now, current, fresh, whole)
+        new = self._new_status(key, at, current, fresh, whole)
         metrics.RECOMPUTE.labels(kind).observe(time.perf_counter() - started)
         reason = write_reason(
             new,
@@ -668,12 +689,18 @@ class Controller:
             elif newer_than is not None and _observed_at(current) >= newer_than:
                 self.refresh.pop(name, None)
             return 0
-        if not await self._write(key, new, reason, now):
+        if not await self._write(key, new, reason, at):
             return 0  # backed off in _write
         problem = warning(current, new)
         if problem is not None:
-            await self._warn(key, *problem, now)
+            await self._warn(key, *problem, at)
         return 1
+
+    def _report_freshness(self, kind: str, at: datetime) -> Freshness:
+        """The freshness of one report of `kind` computed at `at`."""
+        inputs = REPORT_INPUTS[kind]
+        silence = self.settings.silence
+        return freshness(inputs, self.currency, at, self.monotonic(), silence, kind_name)
 
     def _relist_failing(self, report: str) -> bool:
         """Whether a kind this report reads is unlisted and its list failed."""
@@ -717,7 +744,7 @@ class Controller:
             status = replica_status(self.state.replica_report(replica), now, previous, generation)
         return with_freshness(status, fresh, previous, now, generation)
 
-    async def _write(self, key: Key, status: dict, reason: str, now: datetime) -> bool:
+    async def _write(self, key: Key, status: dict, reason: str, at: datetime) -> bool:
         kind, namespace, name = key
         logger = bound_logger(kind, namespace, name)
         self.last_attempt[key] = self.monotonic()
@@ -736,17 +763,19 @@ class Controller:
         self.written[key] = status
         condition = status["conditions"][0]
         if kind == POOLS:
-            metrics.LAST_PUBLISH.labels(name).set(now.timestamp())
-            published = observed_at(status) or now
+            metrics.LAST_PUBLISH.labels(name).set(at.timestamp())
+            published = observed_at(status) or at
             if self.refresh.get(name, published) <= published:
                 self.refresh.pop(name, None)  # done only by an observedAt that reaches it
-        elif condition["status"] == "True" and condition["lastTransitionTime"] == format_time(now):
-            # The replica just turned scheduled, at `now` on our clock. The scheduler charges
+        elif condition["status"] == "True" and condition["lastTransitionTime"] == format_time(
+            since := transition_time(at)
+        ):
+            # The replica just turned scheduled, `since` on our clock. The scheduler charges
             # it until its pools publish an observation at least that recent (the histogram
             # already holds its devices), so those pools publish one soon instead of at
             # their next heartbeat.
             for pool in self.state.pools_of_replica((namespace, name)):
-                self.refresh[pool] = max(self.refresh.get(pool, now), now)
+                self.refresh[pool] = max(self.refresh.get(pool, since), since)
         logger.info(
             "status written (%s): %s=%s %s",
             reason,
@@ -756,10 +785,10 @@ class Controller:
         )
         return True
 
-    async def _warn(self, key: Key, reason: str, message: str, now: datetime) -> None:
+    async def _warn(self, key: Key, reason: str, message: str, at: datetime) -> None:
         """One Warning event on the observation; a failure to create it is only logged."""
         kind, namespace, name = key
-        stamp = format_time(now)
+        stamp = format_time(at)
         event = {
             "metadata": {"generateName": f"{name}.", "namespace": namespace or "default"},
             "involvedObject": {

@@ -17,7 +17,7 @@ runs on the event loop, never beside it.
 
 from __future__ import annotations
 
-from modelplane_agent.pools import Contribution, NoRoom, Uncounted
+from modelplane_agent.pools import Capped, Contribution, NoRoom, Uncounted
 from modelplane_agent.state import ClusterState
 
 
@@ -29,7 +29,10 @@ def node_view(state: ClusterState) -> dict:
     untolerated taint), {"unobserved": reason} for every node of a pool with no
     histogram. A counted node may say why it counts less than it publishes:
     "noRoomFor" (the resource the pool's smallest pod lacks there: it counts no
-    device) or "uncounted" (devices of incomplete or invalid resource pools).
+    device), "cappedBy" (the resource that leaves room for fewer of its smallest
+    pods than it has free devices of some kind: each kind counts at most that many;
+    "uncapped" says what its devices alone leave free) or "uncounted" (devices of
+    incomplete or invalid resource pools).
     """
     nodes: dict[str, dict[str, dict]] = {}
     pools: dict[str, dict] = {}
@@ -57,6 +60,13 @@ def _entry(part: Contribution, kind_names: tuple[str, ...]) -> dict:
         return {"leftOut": part}
     if isinstance(part, NoRoom):
         return {"free": dict.fromkeys(kind_names, 0), "noRoomFor": part.resource}
+    if isinstance(part, Capped):
+        entry = {
+            "free": dict(zip(kind_names, part.vector, strict=True)),
+            "cappedBy": part.resource,
+            "uncapped": dict(zip(kind_names, part.uncapped, strict=True)),
+        }
+        return entry | ({"uncounted": list(part.causes)} if part.causes else {})
     if isinstance(part, Uncounted):
         free = dict(zip(kind_names, part.vector, strict=True))
         return {"free": free, "uncounted": list(part.causes)}

@@ -21,7 +21,11 @@ Invariants
       skips incomplete and invalid pools. `unusable` holds why, per pool.
     - `counters[p]` holds the shared counters of every slice of pool `p`'s
       newest generation, node-local or not (v1.35 publishes counter sets in
-      slices of their own).
+      slices of their own); `counter_drivers[name]` the drivers of the pools
+      named `name` that have some. Two drivers there and kube-scheduler
+      (v1.35, v1.36) mixes their counters up (it keys them by pool name alone,
+      kubernetes/kubernetes#140434): neither pool is offered
+      (`SHARED_POOL_NAME`).
     - `allocated_claims` holds the key (namespace/name) of every claim with an
       allocation, whether or not it takes a device (adminAccess results take
       none); `claims` only those that take some.
@@ -45,6 +49,10 @@ from modelplane_agent.taint_rules import TaintRule, TaintRules
 
 ResourcePoolKey = tuple[str, str]  # driver, pool name
 
+# Why a node's devices of a partitionable resource pool whose name another driver's
+# partitionable pool also has are not offered.
+SHARED_POOL_NAME = "shared pool name"
+
 
 class DeviceIndex:
     def __init__(self) -> None:
@@ -54,6 +62,7 @@ class DeviceIndex:
         self.newest: dict[ResourcePoolKey, int] = {}
         self.unusable: dict[ResourcePoolKey, str] = {}
         self.counters: dict[ResourcePoolKey, dict[CounterKey, Fraction | None]] = {}
+        self.counter_drivers: dict[str, set[str]] = {}
         self.device_node: dict[DeviceKey, str] = {}
         self.claims: dict[str, frozenset[DeviceKey]] = {}
         self.allocated_claims: set[str] = set()
@@ -69,6 +78,8 @@ class DeviceIndex:
             return set()
         pools = {(s.driver, s.pool) for s in (old, new) if s is not None}
         nodes = set().union(*(self._pool_nodes(p) for p in pools))
+        names = {pool[1] for pool in pools}
+        sharing = self._sharing(names)
         if old is not None:
             del self.slices[name]
             _discard(self.by_node, old.node, name)
@@ -80,7 +91,15 @@ class DeviceIndex:
         for pool in pools:
             self._reindex(pool, old)
             nodes |= self._pool_nodes(pool)
+        for pool in sharing ^ self._sharing(names):  # another driver's pool of that name
+            nodes |= self._pool_nodes(pool)
         return nodes
+
+    def _sharing(self, names: set[str]) -> set[ResourcePoolKey]:
+        """The pools with counters, among those of `names`, whose name another driver's
+        pool with counters has too."""
+        drivers = {name: self.counter_drivers.get(name, set()) for name in names}
+        return {(d, name) for name, of in drivers.items() if len(of) > 1 for d in of}
 
     def _reindex(self, pool: ResourcePoolKey, old: Slice | None) -> None:
         """Rebuild the pool's newest generation and its devices' nodes from its slices."""
@@ -95,6 +114,7 @@ class DeviceIndex:
                 self.device_node[device.key] = each.node
         self.unusable.pop(pool, None)
         self.counters.pop(pool, None)
+        _discard(self.counter_drivers, pool[1], pool[0])
         if not held:
             self.newest.pop(pool, None)
             self.by_pool.pop(pool, None)
@@ -107,6 +127,7 @@ class DeviceIndex:
         counters = {key: value for s in current for key, value in s.counters}
         if counters:
             self.counters[pool] = counters
+            self.counter_drivers.setdefault(pool[1], set()).add(pool[0])
 
     def _pool_nodes(self, pool: ResourcePoolKey) -> set[str]:
         return {self.slices[s].node for s in self.by_pool.get(pool, ())}
@@ -189,6 +210,9 @@ class DeviceIndex:
             if pool in self.unusable:
                 skipped.add(f"{self.unusable[pool].split(':', 1)[0]} resource pool")
                 continue
+            if pool in self._sharing({current.pool}):
+                skipped.add(SHARED_POOL_NAME)
+                continue
             devices.extend(self._as_allocator_sees(current.devices))
             pools.add(pool)
         counters: dict[CounterKey, Fraction | None] = {}
@@ -239,7 +263,8 @@ class NodeDevices:
     devices: list[Device]
     counters: dict[CounterKey, Fraction | None]
     elsewhere: list[Device]
-    skipped: tuple[str, ...] = ()  # "incomplete resource pool", "invalid resource pool"
+    # "incomplete resource pool", "invalid resource pool", SHARED_POOL_NAME
+    skipped: tuple[str, ...] = ()
 
 
 def pool_problem(current: list[Slice]) -> str:

@@ -3,7 +3,11 @@
 `NodeLoads` sums, per node, the requests (`snapshot.pod_requests`: cpu,
 memory, one pod slot) of the non-terminated pods bound there, as
 kube-scheduler's cache does (its pod informer leaves Succeeded and Failed
-pods out; a pod being deleted still counts until it is gone).
+pods out; a pod being deleted still counts until it is gone), and of the
+pods not bound yet that preemption nominated there (`status.nominatedNodeName`):
+kube-scheduler's Filter counts them on their node for every pod of no higher
+priority, and the agent, which cannot know the priority of the pods to come,
+for all.
 
 Invariant: `used[n]` is the sum over exactly those pods of the cluster, and
 is absent when there are none. A pod event costs one subtraction and one
@@ -48,6 +52,6 @@ class NodeLoads:
 
 
 def _share(pod: Pod | None) -> tuple[str, Resources] | None:
-    if pod is None or pod.terminal or not pod.node_name:
+    if pod is None or pod.terminal or not pod.load_node:
         return None
-    return pod.node_name, pod.requests
+    return pod.load_node, pod.requests

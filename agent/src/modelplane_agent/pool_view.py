@@ -35,6 +35,7 @@ from modelplane_agent.pools import (
     CountersShared,
     Free,
     KindRule,
+    Limit,
     NoRoom,
     PoolReport,
     Tally,
@@ -44,8 +45,8 @@ from modelplane_agent.pools import (
     counters_shared,
     free_vector,
     kind_rules,
-    lacking,
     report_from_tally,
+    room_for,
     selector_failed,
     unobservable_report,
 )
@@ -215,13 +216,13 @@ class PoolView:
         if matches:
             self.match_cache.clear()
 
-    def room(self, pool: str, name: str) -> NoRoom | None:
-        """Why the pool's smallest pod would not fit on node `name`, or None if it does."""
+    def room(self, pool: str, name: str) -> Limit:
+        """How many of the pool's smallest pods fit on node `name` (NoRoom: none)."""
         node, spec = self.nodes.get(name), self.pools[pool]
         if node is None:
             return None
-        what = lacking(spec.min_pod, node.allocatable, self.loads.of(name))
-        return None if what is None else NoRoom(what, len(spec.kinds))
+        fits = room_for(spec.min_pod, node.allocatable, self.loads.of(name))
+        return fits if fits.pods else NoRoom(fits.resource, len(spec.kinds))
 
     def free(self, pool: str, node: str) -> Free:
         """What the node has free for the pool's kinds (cached while it is a member)."""

@@ -55,6 +55,7 @@ from modelplane_common.cel.reads import Read, device_reads, project
 from modelplane_common.observation import MAX_BUCKETS, FreeVector, Histogram
 from modelplane_common.outcome import Condition
 
+from modelplane_agent.devices import SHARED_POOL_NAME
 from modelplane_agent.partitions import largest_fitting
 from modelplane_agent.snapshot import (
     CounterKey,
@@ -72,6 +73,7 @@ CORDONED = "cordoned"
 NOT_READY = "NotReady"
 UNTOLERATED_TAINT = "untolerated taint"
 KINDS_SHARE_COUNTERS = "KindsShareCounters"
+SHARED_POOL_NAMES = "SharedPoolNames"
 
 
 @dataclass(frozen=True, slots=True)
@@ -360,6 +362,28 @@ class NoRoom:
 
 
 @dataclass(frozen=True, slots=True)
+class Room:
+    """How many pods of the pool's smallest shape fit on a node beside the pods bound
+    there (`pods`), and the resource that allows no more (`pods`, `cpu` or `memory`)."""
+
+    pods: int
+    resource: str
+
+
+@dataclass(frozen=True, slots=True)
+class Capped:
+    """A schedulable node with room for fewer pods of the pool's smallest shape than it
+    has free devices of some kind: each kind counts at most that many, for want of
+    `resource` (`capped`). `uncapped` is what it has free (the devices alone), and
+    `causes` why some devices it publishes were not counted at all (`Uncounted`)."""
+
+    vector: FreeVector
+    resource: str
+    uncapped: FreeVector
+    causes: tuple[str, ...] = ()
+
+
+@dataclass(frozen=True, slots=True)
 class Uncounted:
     """A node's free vector, and why some devices it publishes were not counted at all
     (`causes`: "incomplete resource pool", "invalid resource pool"), for the message."""
@@ -372,36 +396,62 @@ class Uncounted:
 Free = FreeVector | Uncounted
 
 # What one node of a pool adds to its report: what it has free when schedulable and a
-# pod fits, NoRoom when none does, else why it is left out.
-Contribution = Free | str | NoRoom
+# pod fits (Capped when fewer pods fit than it has free devices of a kind), NoRoom when
+# none does, else why it is left out.
+Contribution = Free | str | NoRoom | Capped
+
+# What a node's non-device capacity allows the pool: no pod (NoRoom), a number of pods
+# (Room), or nothing known to bound it (None: a node the state does not hold).
+Limit = NoRoom | Room | None
 
 
-def lacking(shape: Resources, allocatable: Resources, used: Resources) -> str | None:
-    """What a node lacks for a pod of `shape`, given the requests `used` of the pods bound
-    to it, as NodeResourcesFit judges it: a pod slot always, cpu and memory only when the
-    shape asks for them; None when the pod fits."""
-    if used.pods + shape.pods > allocatable.pods:
-        return "pods"
-    if shape.cpu and used.cpu + shape.cpu > allocatable.cpu:
-        return "cpu"
-    if shape.memory and used.memory + shape.memory > allocatable.memory:
-        return "memory"
-    return None
+def room_for(shape: Resources, allocatable: Resources, used: Resources) -> Room:
+    """How many pods of `shape` fit on a node beside the requests `used` of the pods
+    bound to it, as NodeResourcesFit judges each of them: a pod slot always, cpu and
+    memory only when the shape asks for them. Ties name the first of pods, cpu, memory."""
+    limits = [(_times(allocatable.pods - used.pods, shape.pods), "pods")]
+    if shape.cpu:
+        limits.append((_times(allocatable.cpu - used.cpu, shape.cpu), "cpu"))
+    if shape.memory:
+        limits.append((_times(allocatable.memory - used.memory, shape.memory), "memory"))
+    pods, resource = min(limits, key=lambda limit: limit[0])
+    return Room(pods, resource)
+
+
+def _times(left: int, each: int) -> int:
+    return max(0, left // each) if each > 0 else 0
+
+
+def capped(free: Free, limit: Room) -> Free | Capped:
+    """`free` with each kind counting at most `limit.pods` devices.
+
+    Every pod modelplane places takes at least one device of each kind it asks for,
+    so a node with room for n pods of the pool's smallest shape takes at most n pods,
+    and the fleet (which places `free // demand` pods per node) never more than that.
+    Devices of incomplete or invalid resource pools keep saying so (`Capped.causes`)."""
+    vector, causes = (free.vector, free.causes) if isinstance(free, Uncounted) else (free, ())
+    cut = tuple(min(count, limit.pods) for count in vector)
+    if cut == vector:
+        return free
+    return Capped(cut, limit.resource, vector, causes)
 
 
 def contribution(
     node: Node,
     tolerations: Sequence[Toleration],
     free_of: Callable[[Node], Free],
-    lacking_of: Callable[[Node], NoRoom | None] = lambda _: None,
+    room_of: Callable[[Node], Limit] = lambda _: None,
 ) -> Contribution:
     """One node's part of the report; `free_of` is only asked about schedulable nodes
     with room for a pod."""
     reason = left_out(node, tolerations)
     if reason is not None:
         return reason
-    no_room = lacking_of(node)
-    return no_room if no_room is not None else free_of(node)
+    limit = room_of(node)
+    if isinstance(limit, NoRoom):
+        return limit
+    free = free_of(node)
+    return free if limit is None else capped(free, limit)
 
 
 @dataclass
@@ -411,11 +461,17 @@ class Tally:
     vectors: Counter[FreeVector] = field(default_factory=Counter)
     reasons: Counter[str] = field(default_factory=Counter)
     no_room: Counter[str] = field(default_factory=Counter)
+    capped: Counter[str] = field(default_factory=Counter)
     uncounted: Counter[str] = field(default_factory=Counter)
 
     def add(self, part: Contribution, sign: int = 1) -> None:
         if isinstance(part, NoRoom):
             _count(self.no_room, part.resource, sign)
+            _count(self.vectors, part.vector, sign)
+        elif isinstance(part, Capped):
+            _count(self.capped, part.resource, sign)
+            for cause in part.causes:
+                _count(self.uncounted, cause, sign)
             _count(self.vectors, part.vector, sign)
         elif isinstance(part, Uncounted):
             for cause in part.causes:
@@ -442,15 +498,23 @@ def report_from_tally(observed: int, tally: Tally, max_buckets: int = MAX_BUCKET
     exact = Histogram.of(tally.vectors.items())
     histogram = coarsen(exact, max_buckets)
     message = _explain(observed, tally)
+    reason = "Observed"
     if histogram is not exact:
         message += (
             f"; {len(exact.buckets)} distinct free vectors exceed the bound of {max_buckets}: "
             "the rarest are reported with fewer free devices than they have"
         )
-        condition = Condition(OBSERVING, "True", "HistogramCoarsened", message)
-    else:
-        condition = Condition(OBSERVING, "True", "Observed", message)
-    return PoolReport(observed, histogram, condition)
+        reason = "HistogramCoarsened"
+    if SHARED_POOL_NAME in tally.uncounted:
+        # The operator's to fix (rename a driver's pools, or upgrade kube-scheduler):
+        # named over the coarsening, and a Warning event (status.PROBLEMS).
+        message += (
+            "; two DRA drivers publish shared counters in resource pools of one name, "
+            "which kube-scheduler v1.35 and v1.36 mix up (kubernetes/kubernetes#140434): "
+            "their devices on those nodes are not counted"
+        )
+        reason = SHARED_POOL_NAMES
+    return PoolReport(observed, histogram, Condition(OBSERVING, "True", reason, message))
 
 
 def counters_shared(observed: int, error: CountersShared, kind_names: Sequence[str]) -> PoolReport:
@@ -471,7 +535,7 @@ def observe_pool(
     rules: tuple[KindRule, ...] | Unobservable,
     members: Iterable[Node],
     free_of: Callable[[Node], Free],
-    lacking_of: Callable[[Node], NoRoom | None] = lambda _: None,
+    room_of: Callable[[Node], Limit] = lambda _: None,
     max_buckets: int = MAX_BUCKETS,
 ) -> PoolReport:
     """The report on one pool, given the nodes its selector matches, computed afresh."""
@@ -481,7 +545,7 @@ def observe_pool(
     tally = Tally()
     try:
         for node in members:
-            tally.add(contribution(node, spec.tolerations, free_of, lacking_of))
+            tally.add(contribution(node, spec.tolerations, free_of, room_of))
     except SelectorError as error:
         return selector_failed(len(members), error)
     except CountersShared as error:
@@ -498,6 +562,9 @@ def _explain(observed: int, tally: Tally) -> str:
     if tally.no_room:
         text += f"; {sum(tally.no_room.values())} without room for a pod: "
         text += _causes(tally.no_room)
+    if tally.capped:
+        text += f"; {sum(tally.capped.values())} with room for fewer pods than free devices: "
+        text += _causes(tally.capped)
     if tally.uncounted:
         text += "; devices not counted: " + _causes(tally.uncounted)
     return text

@@ -454,9 +454,17 @@ class Pod:
     claims: tuple[str, ...] = ()
     claims_unresolved: tuple[str, ...] = ()
     requests: Resources = Resources(pods=1)  # what it takes of its node (`pod_requests`)
+    # `status.nominatedNodeName` of a pod not bound yet: the node preemption is making
+    # room on for it, where kube-scheduler already counts its requests.
+    nominated_node: str = ""
+
+    @property
+    def load_node(self) -> str:
+        """The node whose room this pod takes: its own, else the one it is nominated to."""
+        return self.node_name or self.nominated_node
 
 
-def pod_requests(spec: Mapping) -> Resources:
+def pod_requests(spec: Mapping, status: Mapping | None = None) -> Resources:
     """The cpu and memory a pod requests, as kube-scheduler's NodeResourcesFit reckons
     them (`resource.PodRequests`), and its one pod slot.
 
@@ -464,17 +472,22 @@ def pod_requests(spec: Mapping) -> Resources:
     (PodLevelResources, on by default since v1.34); otherwise the containers'
     sum, raised to what any init container needs while it runs (a regular one
     beside the sidecars started before it; a sidecar, `restartPolicy: Always`,
-    runs on beside everything after it). Plus `spec.overhead`. Requests of a
-    pod being resized in place are read from the spec (an approximation).
+    runs on beside everything after it). Plus `spec.overhead`. A container or
+    sidecar resized in place counts what `_resized` says (InPlacePodVerticalScaling,
+    on by default since v1.33); pod-level requests are read from the spec (their
+    in-place resize is alpha in v1.35).
     """
+    statuses = _container_statuses(status or {})
+    infeasible = _resize_infeasible(status or {})
     total = Resources()
     for container in _list(spec.get("containers")):
-        total = total.plus(_container_requests(container))
+        total = total.plus(_resized(container, statuses, infeasible))
     sidecars = Resources()
     peak = Resources()
     for container in _list(spec.get("initContainers")):
         own = _container_requests(container)
         if _map(container).get("restartPolicy") == "Always":
+            own = _resized(container, statuses, infeasible)
             total = total.plus(own)
             sidecars = sidecars.plus(own)
             running = sidecars
@@ -493,6 +506,38 @@ def pod_requests(spec: Mapping) -> Resources:
 
 def _container_requests(container: Any) -> Resources:
     return resources_from(_map(_map(_map(container).get("resources")).get("requests")), pods=0)
+
+
+def _resized(container: Any, statuses: Mapping[str, Mapping], infeasible: bool) -> Resources:
+    """A container's requests as kube-scheduler counts them once its status reports
+    `resources` (`determineEffectiveRequests`): per resource, the largest of the spec,
+    what runs (`resources.requests`) and what the kubelet allocated
+    (`allocatedResources`); the spec left out while the resize is infeasible
+    (`PodResizePending` with reason `Infeasible`: it will not happen)."""
+    spec = _container_requests(container)
+    status = statuses.get(_str(_map(container).get("name")))
+    if status is None or not isinstance(status.get("resources"), Mapping):
+        return spec
+    running = resources_from(_map(status["resources"]).get("requests"), pods=0)
+    allocated = resources_from(status.get("allocatedResources"), pods=0)
+    states = (running, allocated) if infeasible else (spec, running, allocated)
+    return Resources(max(s.cpu for s in states), max(s.memory for s in states))
+
+
+def _container_statuses(status: Mapping) -> dict[str, Mapping]:
+    """Container and init container statuses by name (an init container's wins a tie,
+    as in kube-scheduler's map)."""
+    named: dict[str, Mapping] = {}
+    for key in ("containerStatuses", "initContainerStatuses"):
+        for entry in _list(status.get(key)):
+            if isinstance(entry, Mapping):
+                named[_str(entry.get("name"))] = entry
+    return named
+
+
+def _resize_infeasible(status: Mapping) -> bool:
+    pending = condition_in(status.get("conditions"), "PodResizePending")
+    return pending.get("reason") == "Infeasible"
 
 
 def pod_claims(spec: Mapping, status: Mapping) -> tuple[tuple[str, ...], tuple[str, ...]]:
@@ -541,7 +586,8 @@ def pod_from(obj: Mapping) -> Pod:
         unschedulable=unschedulable,
         claims=claims,
         claims_unresolved=unresolved,
-        requests=pod_requests(spec),
+        requests=pod_requests(spec, status),
+        nominated_node="" if spec.get("nodeName") else _str(status.get("nominatedNodeName")),
     )
 
 

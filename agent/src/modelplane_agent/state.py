@@ -25,8 +25,9 @@ An event on a node, a slice or a claim touches the pools of the nodes it
 concerns, and one on a DeviceTaintRule the pools of the nodes whose devices
 it selects (before or after the change); a DeviceClass touches the pools
 that count it; a pod touches the replicas that select it (before or after
-the change) and the pools of its node when it makes their smallest pod start
-or stop fitting there; a claim turning allocated or not touches the replicas
+the change) and the pools of its node when it changes how many of their
+smallest pods fit there, while that number is below the devices the node
+publishes (`pools.capped`); a claim turning allocated or not touches the replicas
 of the pods referencing it. A change that alters nothing the rules read (a
 node's heartbeat, a pod's container status) touches nothing.
 """
@@ -39,7 +40,7 @@ from dataclasses import dataclass, field
 from modelplane_agent.devices import DeviceIndex
 from modelplane_agent.loads import NodeLoads
 from modelplane_agent.pool_view import PoolView
-from modelplane_agent.pools import PoolReport
+from modelplane_agent.pools import PoolReport, Room
 from modelplane_agent.replica_view import ReplicaKey, ReplicaView
 from modelplane_agent.replicas import ReplicaReport
 from modelplane_agent.snapshot import (
@@ -238,21 +239,36 @@ class ClusterState:
 
     def _load_changed(self, old: Pod | None, new: Pod | None) -> Touched:
         """Fold a pod's requests into its node's load; touch the pools of a node where
-        their smallest pod stopped or started fitting (only those: pods are many)."""
+        what their smallest pods' room can change of its vector changed (only those:
+        pods are many)."""
         view = self.pool_view
         nodes = self.loads.affected(old, new)
         before = {
-            (pool, node): view.room(pool, node) is None
+            (pool, node): self._room_effect(pool, node)
             for node in nodes
             for pool in view.node_pools.get(node, ())
         }
         self.loads.put(old, new)
         touched = Touched()
-        for (pool, node), fitted in before.items():
-            if (view.room(pool, node) is None) != fitted:
+        for (pool, node), effect in before.items():
+            if self._room_effect(pool, node) != effect:
                 view.restale(pool, node)
                 touched.pools.add(pool)
         return touched
+
+    def _room_effect(self, pool: str, node: str) -> object:
+        """What the room for the pool's smallest pods does to the node's vector: none
+        (NoRoom), a cap on each kind's count, or nothing. A cap at or above the number
+        of devices the node publishes cuts nothing, so it reads as that number."""
+        limit = self.pool_view.room(pool, node)
+        if isinstance(limit, Room):
+            return min(limit.pods, self._published_on(node))
+        return limit
+
+    def _published_on(self, node: str) -> int:
+        """How many devices the node's slices publish: at least any count it can have free."""
+        slices = self.devices.slices
+        return sum(len(slices[name].devices) for name in self.devices.by_node.get(node, ()))
 
     def _on_replica(self, obj: Mapping, deleted: bool) -> Touched:
         key = (namespace_of(obj), name_of(obj))

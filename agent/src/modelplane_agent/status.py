@@ -11,7 +11,7 @@ the same news: the shell writes such a status only as a pool's heartbeat, so
 from __future__ import annotations
 
 from collections.abc import Mapping
-from datetime import datetime
+from datetime import datetime, timedelta
 
 from modelplane_common.inputs import condition_in
 from modelplane_common.replica_currency import REPLICAS_CURRENT_AT
@@ -50,13 +50,28 @@ def pool_status(
 def replica_status(
     report: ReplicaReport, now: datetime, previous: Mapping | None, generation: int
 ) -> dict:
+    """A ReplicaObservation status; a flip of its condition is stamped `transition_time`."""
     previous_conditions = (previous or {}).get("conditions")
+    since = transition_time(now)
     return {
         "observedAt": format_time(now),
         "pods": report.pods,
         "scheduledPods": report.scheduled_pods,
-        "conditions": [stamp(report.condition, previous_conditions, now, generation)],
+        "conditions": [stamp(report.condition, previous_conditions, since, generation)],
     }
+
+
+def transition_time(snapshot: datetime) -> datetime:
+    """When a replica report computed at `snapshot` says its condition flipped: the
+    first whole second after it.
+
+    The wire carries whole seconds and a pool's `observedAt` rounds down, so a pool
+    whose snapshot was taken earlier in the same second would read as recent as the
+    replica's flip; the fleet takes a replica scheduled at or before a pool's
+    `observedAt` to be in that pool's histogram already. Past its second, the flip
+    is older than the `observedAt` only of pools whose snapshot was taken after the
+    replica's, which hold what it holds (design/agent.md, "Publishing")."""
+    return snapshot.replace(microsecond=0) + timedelta(seconds=1)
 
 
 # A pool's replicasCurrentAt (modelplane_common.replica_currency) rides on its heartbeats
@@ -78,7 +93,13 @@ def content(status: Mapping | None) -> object:
 # Condition reasons that mean the agent cannot do its job for an observation because
 # of its input: each deserves one Warning event when it appears (not at every write).
 PROBLEMS = frozenset(
-    {"DeviceClassNotFound", "InvalidDeviceClass", "InvalidSpec", "KindsShareCounters"}
+    {
+        "DeviceClassNotFound",
+        "InvalidDeviceClass",
+        "InvalidSpec",
+        "KindsShareCounters",
+        "SharedPoolNames",
+    }
 )
 
 

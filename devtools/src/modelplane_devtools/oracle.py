@@ -6,7 +6,10 @@ The agent says, per node of a pool, how many devices of each kind are free
 - a pod claiming exactly a node's free devices (one claim, an exact count per
   device kind, the pool's tolerations, its smallest pod's cpu and memory) binds;
 - a pod claiming one device more, of any kind, does not (for a node the agent
-  leaves out of the histogram: a pod claiming one device of any kind does not).
+  leaves out of the histogram: a pod claiming one device of any kind does not;
+  for a node whose count the room for the pool's smallest pods caps, one more
+  than its devices alone leave free, the view's `uncapped`: one pod may take
+  more than the cap, the cap bounds how many pods the fleet places there).
 
 Probes are pinned to their node by a required node affinity on the node's name
 (no nodeName: kube-scheduler decides about that node alone, with every filter);
@@ -249,8 +252,11 @@ def planned_probes(pool: Pool, view: Mapping, prefix: str) -> tuple[list[Probe],
     more, exact = [], []
     for index, (node, entry) in enumerate(sorted(view.items())):
         free = entry.get("free") or dict.fromkeys(kinds, 0)
+        # A node whose count the room for the pool's smallest pods caps: one pod claiming
+        # one device more than its devices alone leave free must not bind.
+        devices = entry.get("uncapped") or free
         for k, kind in enumerate(kinds):
-            counts = {**free, kind: free[kind] + 1}
+            counts = {**devices, kind: devices[kind] + 1}
             more.append(Probe(node, f"one more {kind}", counts, False, f"{prefix}-more{index}-{k}"))
         if "free" in entry and sum(free.values()) > 0:
             exact.append(Probe(node, "exact", dict(free), True, f"{prefix}-exact{index}"))
