@@ -740,6 +740,10 @@ class _Filler:
         # The first quota shortfall the current attempt met, for its Diagnosis.
         self.quota_short: QuotaShortfall | None = None
         self._shapes: dict[PoolKey, Shapes] = {}
+        # Each cluster's last fitting attempt for a whole replica: still what a new attempt
+        # would find until something is committed there (`commit` drops it), since the
+        # quota only tightens within a pass (`_replica_on`).
+        self._attempts: dict[str, _Attempt] = {}
 
     def with_tenant(
         self, tenant: Tenant, charged: Counter[str], refusals: Mapping[str, usable.Refusal]
@@ -821,7 +825,19 @@ class _Filler:
             grows += best.growth
         return _Attempt(cluster, placed, trials, claimed, grows)
 
+    def _replica_on(self, cluster: Cluster) -> _Attempt | list[PoolRefusal]:
+        """`attempt` for every engine of a replica, reusing the cluster's last fitting
+        attempt while nothing was committed there and the quota still allows it."""
+        cached = self._attempts.get(cluster.name)
+        if cached is not None and self.quota.shortfall(cached.claimed) is None:
+            return cached
+        attempted = self.attempt(cluster, self.spec.engines)
+        if isinstance(attempted, _Attempt):
+            self._attempts[cluster.name] = attempted
+        return attempted
+
     def commit(self, attempt: _Attempt) -> dict[str, PlacedEngine]:
+        self._attempts.pop(attempt.cluster.name, None)
         self.ledgers.commit(attempt.trials)
         self.quota.charge(attempt.claimed)
         return attempt.placed
@@ -867,7 +883,7 @@ class _Filler:
         for cluster in sorted(usable, key=lambda c: cluster_order(c, replicas_on)):
             if best is not None and replicas_on.get(cluster.name, 0) > fewest:
                 break  # rule "cluster order": the rest hold more replicas of this deployment
-            attempted = self.attempt(cluster, self.spec.engines)
+            attempted = self._replica_on(cluster)
             if isinstance(attempted, list):
                 refused.extend(attempted)
             elif best is None or attempted.growth < best.growth:
