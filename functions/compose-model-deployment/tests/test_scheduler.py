@@ -501,6 +501,12 @@ LEAST_FRAGMENTATION = [
         placed_on=[("b", ("p",))],
     ),
     Placement(
+        spec="a replica compares the first 8 clusters that hold it, by name: the 9th is not seen",
+        xr=t.deployment(),
+        clusters=[*(whole(f"a{i}") for i in range(1, 9)), partly_used("a9")],
+        placed_on=[("a1", ("p",))],
+    ),
+    Placement(
         spec="a replica that fits whole nodes exactly breaks none: ties go by name",
         xr=t.deployment(engines=[t.standalone(gpus=8)]),
         clusters=[whole("b"), whole("a")],

@@ -692,6 +692,12 @@ def with_charge_label(
 # -- phase 4: fill ---------------------------------------------------------------------------
 
 
+# The most clusters of equal cluster order whose fragmentation one replica compares (the
+# first that hold it, by name): each costs its pools' ledgers, built from its histograms
+# and its charged replicas (design/scheduler.md, "Fragmentation", cost).
+CLUSTERS_COMPARED = 8
+
+
 def _on_empty_nodes(pool: Pool, engine: PlacedEngine) -> list[Reservation]:
     """The engine's pods each on an empty node of the pool: how a pool counted without
     nodes (a fallback) is scored, the pessimistic reading WholeNode charges by."""
@@ -874,19 +880,23 @@ class _Filler:
         self, replicas_on: Mapping[str, int]
     ) -> tuple[Cluster, dict[str, PlacedEngine]] | Diagnosis:
         """Among the clusters with the fewest replicas of this deployment where it fits
-        (rule "cluster order"), the one it fragments least, ties by name; or why none
-        takes it."""
+        (rule "cluster order"; the first CLUSTERS_COMPARED of them by name), the one it
+        fragments least, ties by name; or why none takes it."""
         usable, refused = self.eligible()
         self.quota_short = None
         best: _Attempt | None = None
-        fewest = 0
+        fewest, compared = 0, 0
         for cluster in sorted(usable, key=lambda c: cluster_order(c, replicas_on)):
             if best is not None and replicas_on.get(cluster.name, 0) > fewest:
                 break  # rule "cluster order": the rest hold more replicas of this deployment
+            if compared == CLUSTERS_COMPARED:
+                break
             attempted = self._replica_on(cluster)
             if isinstance(attempted, list):
                 refused.extend(attempted)
-            elif best is None or attempted.growth < best.growth:
+                continue
+            compared += 1
+            if best is None or attempted.growth < best.growth:
                 best, fewest = attempted, replicas_on.get(cluster.name, 0)
         if best is not None:
             return best.cluster, self.commit(best)
