@@ -88,6 +88,9 @@ Invariants
 
 Deliberate limits
     - Greedy across replicas and engines (see modelplane_common.capacity.fit); exact per gang copy.
+    - Rule "least fragmentation" compares at most CLUSTERS_COMPARED clusters of equal
+      cluster order per replica (the first that hold it, by name): each costs its
+      pools' ledgers.
     - A cluster that is not Ready or has an untolerated NoSchedule taint
       gets no NEW replicas but keeps the ones it has (Kubernetes semantics:
       NoSchedule does not evict, NoExecute does).
