@@ -713,6 +713,8 @@ def _on_empty_nodes(pool: Pool, engine: PlacedEngine) -> list[Reservation]:
 
 @dataclass(frozen=True, slots=True)
 class _Fitted:
+    """One engine fitted on one pool: its trial ledger and the fragmentation it adds."""
+
     engine: PlacedEngine
     pool: Pool
     trial: PoolLedger
@@ -721,6 +723,8 @@ class _Fitted:
 
 @dataclass(frozen=True, slots=True)
 class _Attempt:
+    """A replica's engines fitted on one cluster, charged to trial copies only."""
+
     cluster: Cluster
     placed: dict[str, PlacedEngine]
     trials: dict[PoolKey, PoolLedger]
@@ -729,7 +733,8 @@ class _Attempt:
 
 
 class _Filler:
-    """Places engines against one pass's PoolLedgers; the only state is what it has charged."""
+    """Places engines against one pass's PoolLedgers; its state is what it has charged,
+    and what it derived from that (the demand per pool, each cluster's last attempt)."""
 
     def __init__(
         self,
@@ -751,7 +756,7 @@ class _Filler:
         self._shapes: dict[PoolKey, Shapes] = {}
         # Each cluster's last fitting attempt for a whole replica: still what a new attempt
         # would find until something is committed there (`commit` drops it), since the
-        # quota only tightens within a pass (`_replica_on`).
+        # quota only tightens once replicas are placed anywhere (fill releases before).
         self._attempts: dict[str, _Attempt] = {}
 
     def with_tenant(
