@@ -14,37 +14,33 @@ yet). The real cluster then binds each admitted pod with its OWN policy
 (spread = most free, pack = best fit, random). An over-promise is an
 admitted pod the real cluster cannot bind.
 
-A cluster may declare how it scores nodes (spread or pack, the simulator's
-per-cluster `scoring`); `declared` measures a fleet whose pools alternate
-spread and pack, with the assumed node choice fixed at most-free (today's
-core) or following each pool's declaration (most-free on spread pools,
-best-fit on pack pools).
+A cluster declares how it scores nodes (`spec.nodeScoring`: Spread or
+Pack); `declared` measures a fleet whose pools alternate spread and pack,
+with the assumed node choice fixed at most-free (the core before the
+declaration) or following each pool's declaration (most-free on spread
+pools, best-fit on pack pools). Both are the real `Ledger`, built with the
+scoring the pool declares.
 """
 
 from __future__ import annotations
 
 import random
 from collections import Counter
+from collections.abc import Callable
+from functools import partial
 
 import pytest
-from modelplane_common.capacity import fit
-from modelplane_common.capacity.fit import Ledger
+from modelplane_common.capacity.fit import Ledger, NodeScoring
 
 POOLS, NODES, GPUS = 18, 16, 8
 MINUTES, PUBLISH_EVERY = 240, 3
 
 
-class BestFitLedger(Ledger):
-    """The alternative assumption: the cluster packs (fewest free that still fit)."""
-
-    def _best_node(self, demand):
-        candidates = [v for v in self.counts if fit.fits(v, demand)]
-        return min(candidates, key=lambda v: (sum(v), v)) if candidates else None
-
-    def copy(self):
-        twin = BestFitLedger(self.counts, self.per_node, whole_node=self.whole_node)
-        twin.reservations = list(self.reservations)
-        return twin
+# An assumption: how admission builds a pool's ledger (the real one), by node scoring.
+Assumption = Callable[..., Ledger]
+MOST_FREE: Assumption = partial(Ledger, scoring=NodeScoring.SPREAD)
+# The alternative: the cluster packs (fewest free that still fit), `nodeScoring: Pack`.
+BEST_FIT: Assumption = partial(Ledger, scoring=NodeScoring.PACK)
 
 
 def bind(nodes: list[int], pods: list[int], policy: str, rnd: random.Random) -> list[int] | None:
@@ -67,13 +63,13 @@ def bind(nodes: list[int], pods: list[int], policy: str, rnd: random.Random) -> 
 Running = tuple[int, list[int], list[int], int]  # pool, nodes, demands, ends
 
 
-def simulate(assumption: type[Ledger], policy: str, seed: int) -> tuple[int, int]:
+def simulate(assumption: Assumption, policy: str, seed: int) -> tuple[int, int]:
     """Every pool on one cluster policy, every admission under one assumption."""
     return simulate_pools([assumption] * POOLS, [policy] * POOLS, seed)
 
 
 def simulate_pools(
-    assumptions: list[type[Ledger]], policies: list[str], seed: int
+    assumptions: list[Assumption], policies: list[str], seed: int
 ) -> tuple[int, int]:
     """Admitted and over-promised replicas, each pool with its own assumption and policy."""
     rnd = random.Random(seed)
@@ -124,7 +120,7 @@ def arrival(rnd: random.Random) -> list[int]:
 
 
 def admits(
-    assumption: type[Ledger], published: Counter, since: list[list[int]], pods: list[int]
+    assumption: Assumption, published: Counter, since: list[list[int]], pods: list[int]
 ) -> bool:
     """Whether admission, on the pool's published histogram less what it admitted since,
     lets `pods` in."""
@@ -138,7 +134,7 @@ def admits(
 
 def rates(seeds: range = range(3)) -> dict[tuple[str, str], float]:
     table = {}
-    for name, assumption in (("most-free", Ledger), ("best-fit", BestFitLedger)):
+    for name, assumption in (("most-free", MOST_FREE), ("best-fit", BEST_FIT)):
         for policy in ("spread", "pack", "random"):
             admitted = over = 0
             for seed in seeds:
@@ -149,13 +145,13 @@ def rates(seeds: range = range(3)) -> dict[tuple[str, str], float]:
 
 
 MIXED = ["spread" if pool % 2 else "pack" for pool in range(POOLS)]
-FOLLOWING = [Ledger if policy == "spread" else BestFitLedger for policy in MIXED]
+FOLLOWING = [MOST_FREE if policy == "spread" else BEST_FIT for policy in MIXED]
 
 
 def declared(seeds: range = range(3)) -> dict[str, float]:
     """Over-promise on the mixed fleet, the assumption fixed or following the declaration."""
     table = {}
-    for name, assumptions in (("most-free", [Ledger] * POOLS), ("declared", FOLLOWING)):
+    for name, assumptions in (("most-free", [MOST_FREE] * POOLS), ("declared", FOLLOWING)):
         admitted = over = 0
         for seed in seeds:
             a, o = simulate_pools(assumptions, MIXED, seed)
@@ -173,7 +169,7 @@ def test_following_the_declared_scoring_over_promises_less_on_a_fleet_with_pack_
 def test_the_most_free_assumption_rarely_over_promises(policy):
     admitted = over = 0
     for seed in range(2):
-        a, o = simulate(Ledger, policy, seed)
+        a, o = simulate(MOST_FREE, policy, seed)
         admitted, over = admitted + a, over + o
     assert admitted > 500
     assert over / admitted <= 0.01

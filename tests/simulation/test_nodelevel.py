@@ -1,6 +1,6 @@
 """The node-level reference: its fragmentation score on hand-worked cases, and its placements.
 
-The score (sim/fragmentation.py): a node's free GPUs count as fragmented,
+The score (modelplane_common.capacity.fragmentation): a node's free GPUs count as fragmented,
 weighted by the popularity of each task shape that does not fit it; a pod
 goes where that grows least. The policy (sim/nodelevel.py) must never put
 two pods of one gang copy on one node nor take more than a node has.
@@ -12,12 +12,12 @@ from datetime import timedelta
 
 import pytest
 from modelplane_common.capacity.fleet import PlacedEngine, PlacedMember, ResolvedRequest, Role
+from modelplane_common.capacity.fragmentation import Shapes, choose_node, fragmentation, increase
 from modelplane_common.observation import DeviceKinds
 from modelplane_devtools.sim import run
 from modelplane_devtools.sim.arrivals import Workload, read_model
 from modelplane_devtools.sim.binder import NodeChoice, PoolNodes
 from modelplane_devtools.sim.fleet import from_fleet_file
-from modelplane_devtools.sim.fragmentation import Shapes, choose_node, fragmentation, increase
 from modelplane_devtools.sim.nodelevel import NodeLevelWorld, place_engine
 from modelplane_devtools.sim.policies import NODE_LEVEL
 from modelplane_devtools.sim.world import Settings

@@ -71,6 +71,7 @@ MODEL = {
 class RunOptions(TypedDict, total=False):
     hours: int  # how long the workload runs; default 3
     skip: bool  # skip unchanged steps (Settings.skip_unchanged); default True
+    declare: bool  # packing clusters declare nodeScoring (Settings.declare_scoring); default True
 
 
 def run(
@@ -90,6 +91,7 @@ def run(
         choice=choice,
         seed=seed,
         skip_unchanged=options.get("skip", True),
+        declare_scoring=options.get("declare", True),
     )
     return simulate(from_fleet_file(fleet), workload, settings, policies)
 
@@ -148,6 +150,7 @@ OVER_PROMISE = [
         WHOLE_NODE,
         NodeChoice.SPREAD,
         "1m",
+        True,
         id="whole-node accounting over-promises nodes that background load holds",
     ),
     pytest.param(
@@ -155,6 +158,7 @@ OVER_PROMISE = [
         DEVICE_COUNT,
         NodeChoice.SPREAD,
         "1m",
+        True,
         id="device-count accounting over-promises when the free devices are scattered over nodes",
     ),
     pytest.param(
@@ -162,18 +166,29 @@ OVER_PROMISE = [
         HISTOGRAMS,
         NodeChoice.PACK,
         "4m",
-        id="histograms up to 4 minutes old over-promise when the cluster packs, not spreads",
+        False,
+        id="histograms up to 4 minutes old over-promise when the cluster packs, undeclared",
     ),
 ]
 
 
-@pytest.mark.parametrize(("fleet", "policy", "choice", "republish"), OVER_PROMISE)
+@pytest.mark.parametrize(("fleet", "policy", "choice", "republish", "declare"), OVER_PROMISE)
 def test_the_over_promise_detector_fires_where_over_promise_is_possible(
-    fleet, policy, choice, republish
+    fleet, policy, choice, republish, declare
 ):
-    tally = run(fleet, choice, republish, 3, (policy,)).worlds[policy.name].tally
+    tally = run(fleet, choice, republish, 3, (policy,), declare=declare).worlds[policy.name].tally
     assert tally.overpromised_pods > 0
     assert tally.overpromised <= tally.placements
+
+
+def test_a_packing_cluster_that_declares_its_scoring_is_not_over_promised():
+    # The run that over-promised while the core assumed spread on every cluster: the
+    # packing binder's InferenceCluster now says nodeScoring: Pack (fleet.py).
+    tally = (
+        run(small_fleet(), NodeChoice.PACK, "4m", 3, (HISTOGRAMS,)).worlds[HISTOGRAMS.name].tally
+    )
+    assert tally.placed_pods > 100
+    assert tally.overpromised_pods == 0
 
 
 def test_the_same_seed_replays_the_same_run_and_another_seed_does_not():

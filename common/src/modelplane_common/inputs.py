@@ -357,7 +357,7 @@ def field_path(loc: Sequence[object]) -> str:
 
 def _read_leniently(loc: tuple) -> bool:
     """The InferenceCluster fields whose reader takes any value (see the rules above)."""
-    return loc == ("observation", "fallback") or (
+    return loc in (("observation", "fallback"), ("nodeScoring",)) or (
         len(loc) == 3 and loc[0] == "nodePools" and loc[2] == "fallback"
     )
 

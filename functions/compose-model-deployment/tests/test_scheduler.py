@@ -451,6 +451,76 @@ def test_placement_rules(case: Placement):
     assert where(plan) == case.placed_on
 
 
+HALF = {"gpu": 4}  # a node of 8 GPUs with 4 taken
+
+
+def partly_used(name: str, pool: str = "p") -> dict:
+    """A cluster whose 8-GPU nodes are all half taken: a 1-GPU pod breaks no whole node."""
+    return t.cluster(name, [t.pool(pool, 2, histogram=[(HALF, 2)])])
+
+
+def whole(name: str, pool: str = "p") -> dict:
+    """A cluster whose 8-GPU nodes are all free: a 1-GPU pod breaks a whole node."""
+    return t.cluster(name, [t.pool(pool, 2, histogram=[(FULL, 2)])])
+
+
+# Rule "least fragmentation" (design/scheduler.md, "Fragmentation"): each row's expected
+# place differs from where the first fitting cluster and pool by name would put it.
+LEAST_FRAGMENTATION = [
+    Placement(
+        spec="a replica takes the pool where it breaks no whole node over the first by name",
+        xr=t.deployment(),
+        clusters=[
+            t.cluster(
+                "a",
+                [
+                    t.pool("p", 2, histogram=[(FULL, 2)]),
+                    t.pool("q", 2, histogram=[(HALF, 2)]),
+                ],
+            )
+        ],
+        placed_on=[("a", ("q",))],
+    ),
+    Placement(
+        spec="a replica takes the cluster where it breaks no whole node over the first by name",
+        xr=t.deployment(),
+        clusters=[whole("a"), partly_used("b")],
+        placed_on=[("b", ("p",))],
+    ),
+    Placement(
+        spec="spreading across clusters outranks fragmentation: the second replica breaks "
+        "a whole node on the cluster that has none of the deployment",
+        xr=t.deployment(replicas=2),
+        clusters=[whole("a"), partly_used("b")],
+        placed_on=[("b", ("p",)), ("a", ("p",))],
+    ),
+    Placement(
+        spec="a pool counted without nodes is scored as if its pods broke whole nodes",
+        xr=t.deployment(),
+        clusters=[t.cluster("a", [t.pool("p", 2)]), partly_used("b")],
+        placed_on=[("b", ("p",))],
+    ),
+    Placement(
+        spec="a replica compares the first 8 clusters that hold it, by name: the 9th is not seen",
+        xr=t.deployment(),
+        clusters=[*(whole(f"a{i}") for i in range(1, 9)), partly_used("a9")],
+        placed_on=[("a1", ("p",))],
+    ),
+    Placement(
+        spec="a replica that fits whole nodes exactly breaks none: ties go by name",
+        xr=t.deployment(engines=[t.standalone(gpus=8)]),
+        clusters=[whole("b"), whole("a")],
+        placed_on=[("a", ("p",))],
+    ),
+]
+
+
+@pytest.mark.parametrize("case", LEAST_FRAGMENTATION, ids=lambda case: case.spec)
+def test_least_fragmentation(case: Placement):
+    plan = t.schedule(case.xr, case.clusters, case.own)
+    assert where(plan) == case.placed_on
+
+
 def test_scale_down_removes_the_unscheduled_replica_by_index():
     mine = merge(
         own(0, "a", pods_scheduled="False", reason="PodsPending"), own(1, "a"), own(2, "b")

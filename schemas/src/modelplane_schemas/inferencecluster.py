@@ -197,6 +197,11 @@ class NodePool(BaseModel):
     ]
 
 
+class NodeScoring(StrEnum):
+    SPREAD = "Spread"
+    PACK = "Pack"
+
+
 class Agent(BaseModel):
     model_config = ConfigDict(
         extra="allow",
@@ -336,6 +341,12 @@ class Spec(BaseModel):
             min_length=1,
         ),
     ]
+    nodeScoring: Annotated[
+        NodeScoring | None,
+        Field(
+            description="How this cluster's kube-scheduler scores the nodes a pod that claims devices fits, so that the fleet scheduler assumes the node it will take (design/scheduler.md, \"Assumed node choice\"). Spread: the node with the most free devices of the kinds the pod claims (LeastAllocated, kube-scheduler's default). Pack: the node with the fewest that still fits (MostAllocated, a bin-packing profile). A value that does not match the cluster's real scoring may over-promise a few pods: their replica stays Unschedulable and is re-placed elsewhere."
+        ),
+    ] = "Spread"
     observation: Annotated[
         Observation | None,
         Field(

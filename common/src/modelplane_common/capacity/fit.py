@@ -39,14 +39,19 @@ Exactness
       that a cleverer order would find, never accepts one that does not fit.
 
 Assumed node choice (design/scheduler.md)
-    The cluster scheduler is assumed to bind each claiming pod to the node
-    with the MOST free devices of the kinds it claims (ties: the most free
-    devices overall, then the vector itself). This matches kube-scheduler's
-    default LeastAllocated scoring, and it is the assumption under which a
-    published simulation saw no over-promise; best-fit saw about 2%. Our
-    own measurement is in tests/simulation. A pod that claims nothing is
-    assumed on the node with the FEWEST free devices: it takes nothing, so
-    within its gang it should not block a node a claiming pod needs.
+    The cluster scheduler is assumed to bind each claiming pod as the
+    cluster declares it scores nodes (`NodeScoring`, the InferenceCluster's
+    spec.nodeScoring). Spread (the default): the node with the MOST free
+    devices of the kinds it claims (ties: the most free devices overall,
+    then the vector itself), kube-scheduler's default LeastAllocated
+    scoring, the assumption under which a published simulation saw no
+    over-promise. Pack: the node with the FEWEST free devices of those
+    kinds that still fits (ties: the fewest free overall, then the vector),
+    a MostAllocated profile; assuming spread there mispredicts about 0.5%
+    of pods. Our own measurement is in tests/simulation. A pod that claims
+    nothing is assumed on the node with the FEWEST free devices under
+    either: it takes nothing, so within its gang it should not block a
+    node a claiming pod needs.
 """
 
 from __future__ import annotations
@@ -54,6 +59,7 @@ from __future__ import annotations
 from abc import ABC, abstractmethod
 from collections.abc import Sequence
 from dataclasses import dataclass
+from enum import StrEnum
 from itertools import combinations
 from typing import Self
 
@@ -75,12 +81,21 @@ def fits(node: FreeVector, demand: Demand) -> bool:
     return all(f >= d for f, d in zip(node, demand, strict=True))
 
 
-def _preference(node: FreeVector, demand: Demand) -> tuple:
+class NodeScoring(StrEnum):
+    """How a cluster's scheduler scores the nodes a claiming pod fits (spec.nodeScoring)."""
+
+    SPREAD = "Spread"  # LeastAllocated, kube-scheduler's default
+    PACK = "Pack"  # MostAllocated
+
+
+def _preference(node: FreeVector, demand: Demand, scoring: NodeScoring) -> tuple:
     """Sort key: smaller is the node the cluster scheduler is assumed to pick."""
-    if any(demand):
-        claimed_free = sum(f for f, d in zip(node, demand, strict=True) if d)
-        return (-claimed_free, -sum(node), tuple(-f for f in node))
-    return (sum(node), node)
+    if not any(demand):
+        return (sum(node), node)
+    claimed_free = sum(f for f, d in zip(node, demand, strict=True) if d)
+    if scoring is NodeScoring.PACK:
+        return (claimed_free, sum(node), node)
+    return (-claimed_free, -sum(node), tuple(-f for f in node))
 
 
 class PoolLedger(ABC):
@@ -136,7 +151,7 @@ class PoolLedger(ABC):
 class Ledger(PoolLedger):
     """Mutable free capacity of one pool, by node class."""
 
-    __slots__ = ("_gangs", "counts", "per_node", "reservations", "whole_node")
+    __slots__ = ("_gangs", "counts", "per_node", "reservations", "scoring", "whole_node")
 
     def __init__(
         self,
@@ -144,10 +159,12 @@ class Ledger(PoolLedger):
         per_node: FreeVector,
         *,
         whole_node: bool,
+        scoring: NodeScoring = NodeScoring.SPREAD,
     ) -> None:
         self.counts = {v: n for v, n in counts.items() if n > 0}
         self.per_node = per_node
         self.whole_node = whole_node
+        self.scoring = scoring
         self.reservations: list[Reservation] = []
         self._gangs = 0
 
@@ -155,7 +172,9 @@ class Ledger(PoolLedger):
         self.counts, self.reservations, self._gangs = trial.counts, trial.reservations, trial._gangs
 
     def copy(self) -> Self:
-        twin = type(self)(self.counts, self.per_node, whole_node=self.whole_node)
+        twin = type(self)(
+            self.counts, self.per_node, whole_node=self.whole_node, scoring=self.scoring
+        )
         twin.reservations = list(self.reservations)
         twin._gangs = self._gangs
         return twin
@@ -198,7 +217,7 @@ class Ledger(PoolLedger):
         candidates = [v for v in self.counts if fits(v, demand)]
         if not candidates:
             return None
-        return min(candidates, key=lambda v: _preference(v, demand))
+        return min(candidates, key=lambda v: _preference(v, demand, self.scoring))
 
     def place_shared(self, demand: Demand, pods: int) -> bool:
         need = self.effective(demand)
@@ -228,7 +247,7 @@ class Ledger(PoolLedger):
             return None
         chosen: list[tuple[FreeVector, Demand]] = []
         for i, demand in enumerate(types):
-            ranked = sorted(matching.fitting(i), key=lambda v: _preference(v, demand))
+            ranked = sorted(matching.fitting(i), key=lambda v: _preference(v, demand, self.scoring))
             while matching.need[i]:
                 node = next((n for n in ranked if matching.take(n, i)), None)
                 if node is None:  # pragma: no cover - Hall's condition guarantees a node

@@ -25,6 +25,7 @@ from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from enum import StrEnum
 
+from modelplane_common.capacity.fit import NodeScoring
 from modelplane_common.cluster_tenancy import OPEN, ClusterTenancy
 from modelplane_common.devices import DeviceKind
 from modelplane_common.inputs import DEFAULT_MAX_AGE
@@ -118,6 +119,8 @@ class Cluster:
     access: LabelSelector = EVERYTHING
     # spec.tenancy: the priority classes a template may name here, the namespaces reserved here.
     tenancy: ClusterTenancy = OPEN
+    # spec.nodeScoring: how its scheduler scores nodes, so the node a pod is assumed on (fit.py).
+    node_scoring: NodeScoring = NodeScoring.SPREAD
 
     def admits(self, namespace_labels: Mapping[str, str] | None) -> bool:
         """Whether a deployment in a namespace with these labels may place new replicas

@@ -127,7 +127,7 @@ def empty_ledger(pool: Pool, cluster: Cluster, now: datetime) -> tuple[PoolLedge
         grow = growable_nodes(pool.nodes, observation.observed_nodes)
         if grow:
             counts[per_node] = counts.get(per_node, 0) + grow
-        return Ledger(counts, per_node, whole_node=False), basis
+        return Ledger(counts, per_node, whole_node=False, scoring=cluster.node_scoring), basis
     if basis.fallback is Fallback.DEVICE_COUNT:
         declared = tuple(p * pool.nodes for p in per_node)
         return DeviceCountLedger(

@@ -20,6 +20,7 @@ from collections.abc import Mapping
 from google.protobuf import struct_pb2
 
 from modelplane_common import cluster_tenancy, pods_created
+from modelplane_common.capacity.fit import NodeScoring
 from modelplane_common.capacity.fleet import (
     Charge,
     Cluster,
@@ -77,6 +78,22 @@ def _fallback(raw: object, path: str, inherited: Fallback) -> tuple[Fallback, st
     )
 
 
+NODE_SCORINGS = tuple(str(s) for s in NodeScoring)
+
+
+def read_node_scoring(spec: Mapping) -> tuple[NodeScoring, str | None]:
+    """spec.nodeScoring; absent, Spread. A value outside the enum is Spread (the
+    assumption before the field existed), with one line saying so."""
+    raw = spec.get("nodeScoring")
+    if raw is None:
+        return NodeScoring.SPREAD, None
+    if isinstance(raw, str) and raw in NODE_SCORINGS:
+        return NodeScoring(raw), None
+    return NodeScoring.SPREAD, problem(
+        "spec.nodeScoring", f"must be one of {', '.join(NODE_SCORINGS)}; using Spread", raw
+    )
+
+
 def read_fallbacks(spec: Mapping) -> tuple[dict[str, Fallback], list[str]]:
     """Each pool's fallback by pool name, and one line per value read as WholeNode.
 
@@ -127,8 +144,11 @@ def read_cluster(obj: Mapping) -> tuple[Cluster, list[str]]:
     declared = observation_mode(spec.get("observation")) == "Declared"
     max_age, max_age_defect = read_max_age(spec.get("observation"))
     fallbacks, fallback_defects = read_fallbacks(spec)
+    node_scoring, scoring_defect = read_node_scoring(spec)
     notes.extend(
-        f"cluster {name}: {defect}" for defect in [max_age_defect, *fallback_defects] if defect
+        f"cluster {name}: {defect}"
+        for defect in [max_age_defect, *fallback_defects, scoring_defect]
+        if defect
     )
     gpu_pools = status_of(obj).get("gpuPools")
     published = {
@@ -189,6 +209,7 @@ def read_cluster(obj: Mapping) -> tuple[Cluster, list[str]]:
         max_age=max_age,
         access=read_access(name, spec.get("access")),
         tenancy=cluster_tenancy.read(spec),
+        node_scoring=node_scoring,
     )
     return cluster, notes
 

@@ -2,7 +2,8 @@
 
     modelplane-sim [--fleet examples/sim/fleet.yaml] [--arrivals examples/sim/arrivals.yaml]
                    [--duration 8h] [--step 1m] [--republish 3m]
-                   [--binder spread|pack|random] [--seed 1] [--out DIR]
+                   [--binder spread|pack|random] [--undeclared-scoring] [--seed 1]
+                   [--out DIR]
     modelplane-sim --trace DIR [--trace-pods openb_pod_list_default.csv]
                    [--trace-demand 1.3] [--trace-nodes-every 1] [the options above]
 
@@ -67,6 +68,11 @@ def _parser() -> argparse.ArgumentParser:
     parser.add_argument("--republish", default="3m", help="histogram republish interval")
     parser.add_argument("--binder", choices=[c.value for c in NodeChoice], default="spread")
     parser.add_argument("--seed", type=int, default=1)
+    parser.add_argument(
+        "--undeclared-scoring",
+        action="store_true",
+        help="packing clusters do not declare spec.nodeScoring (the core assumes spread)",
+    )
     parser.add_argument("--out", type=Path, help="report directory (default out/sim/<time>)")
     parser.add_argument("--trace", type=Path, help="a directory of openb trace csv files")
     parser.add_argument("--trace-pods", default="openb_pod_list_default.csv")
@@ -151,6 +157,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         republish=_duration(args.republish, "--republish") or timedelta(minutes=3),
         choice=NodeChoice(args.binder),
         seed=args.seed,
+        declare_scoring=not args.undeclared_scoring,
     )
     try:
         inputs = _inputs(args)

@@ -12,7 +12,9 @@ Two inputs give the same `Fleet`:
                     from the first nodes of the pool); a cluster may
                     declare `scoring` (spread, pack or random): how its
                     kube-scheduler scores nodes, which its binder follows
-                    instead of `--binder`. Top-level
+                    instead of `--binder` (a packing binder's InferenceCluster
+                    declares `spec.nodeScoring: Pack`, so the core assumes
+                    the node it packs on). Top-level
                     `metricKinds` (default `[gpu]`) names the device kinds
                     counted as GPUs in the report, `maxAge` the clusters'
                     `spec.observation.maxAge` (default 5m).
@@ -21,7 +23,8 @@ Two inputs give the same `Fleet`:
                     state of each pool's nodes from status.gpuPools when a
                     histogram is published there (read by the same
                     `parse_observation` the functions use); a pool without
-                    one starts empty.
+                    one starts empty; `spec.nodeScoring` is the cluster's
+                    `scoring`.
 
 The simulator has no autoscaler: a pool has `nodeCount` nodes for the whole
 run and `maxNodeCount` is dropped from the spec the core reads, so no policy
@@ -76,19 +79,29 @@ class ClusterShape:
     labels: Mapping[str, str]
     spec: Mapping[str, Any]  # the InferenceCluster spec without `observation`
     pools: tuple[PoolStart, ...]
-    # How the cluster's kube-scheduler scores nodes, when the fleet declares it: its
-    # binder follows it instead of the run's (the InferenceCluster field comes with the
-    # placement change; until then only the simulated fleet says it).
+    # How the cluster's kube-scheduler scores nodes, when the fleet declares it (a fleet
+    # file's `scoring`, an InferenceCluster's spec.nodeScoring): its binder follows it
+    # instead of the run's, and a packing binder's InferenceCluster says nodeScoring: Pack.
     scoring: NodeChoice | None = None
 
-    def inference_cluster(self, observation: Mapping, gpu_pools: Sequence[Mapping] = ()) -> dict:
+    def inference_cluster(
+        self,
+        observation: Mapping,
+        gpu_pools: Sequence[Mapping] = (),
+        binder: NodeChoice = NodeChoice.SPREAD,
+    ) -> dict:
         """The InferenceCluster the core reads: this spec, the policy's observation
-        settings and, when the policy publishes, status.gpuPools."""
+        settings, `spec.nodeScoring: Pack` when its binder packs (spread and random
+        leave the default, Spread) and, when the policy publishes, status.gpuPools."""
+        spec = {k: v for k, v in self.spec.items() if k != "nodeScoring"}
+        spec["observation"] = dict(observation)
+        if binder is NodeChoice.PACK:
+            spec["nodeScoring"] = "Pack"
         obj: dict = {
             "apiVersion": "modelplane.ai/v1alpha1",
             "kind": "InferenceCluster",
             "metadata": {"name": self.name, "labels": dict(self.labels)},
-            "spec": {**self.spec, "observation": dict(observation)},
+            "spec": spec,
         }
         if gpu_pools:
             obj["status"] = {"gpuPools": [dict(p) for p in gpu_pools]}
@@ -269,6 +282,10 @@ def _published_pools(obj: Mapping) -> dict[str, Mapping]:
 _NOT_SIMULATED = ("maxNodeCount", "fallback")
 
 
+# A live cluster's spec.nodeScoring decides its binder, as a fleet file's `scoring` does.
+_DECLARED_SCORING = {"Spread": NodeChoice.SPREAD, "Pack": NodeChoice.PACK}
+
+
 def _live_cluster(obj: object, path: str) -> ClusterShape:
     """One InferenceCluster as it is now: its spec, and its nodes as last published."""
     if not isinstance(obj, Mapping) or not isinstance(obj.get("spec"), Mapping):
@@ -289,7 +306,11 @@ def _live_cluster(obj: object, path: str) -> ClusterShape:
     spec = {k: v for k, v in obj["spec"].items() if k != "observation"}
     spec["nodePools"] = spec_pools
     shape = ClusterShape(
-        str(meta.get("name", "")), dict(meta.get("labels") or {}), spec, tuple(starts)
+        str(meta.get("name", "")),
+        dict(meta.get("labels") or {}),
+        spec,
+        tuple(starts),
+        _DECLARED_SCORING.get(str(spec.get("nodeScoring"))),
     )
     return _checked(shape, path)
 

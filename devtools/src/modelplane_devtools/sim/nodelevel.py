@@ -5,7 +5,7 @@ core (`placement.plan`): it reads the true free vector of every node of
 every pool (what a full-state scheduler would know, and more than any
 InferenceCluster says) and places each missing replica of a deployment
 where the fleet's fragmentation for the workload's task shapes grows least
-(fragmentation.py: the score, its inputs and its cost). The same arrivals
+(modelplane_common.capacity.fragmentation: the score, its inputs and its cost). The same arrivals
 and departures, node model and metrics as every other policy (world.py);
 the pods it places bind on the nodes it chose, at once, so it never
 over-promises and never heals.
@@ -44,11 +44,11 @@ from datetime import datetime
 from compose_model_deployment import readers
 from compose_model_deployment.placement import InvalidSelector, Matcher, Matching
 from modelplane_common.capacity.fleet import Cluster, PlacedEngine
+from modelplane_common.capacity.fragmentation import Demand, Shapes, choose_node
 
 from modelplane_devtools.sim.arrivals import Arrival
 from modelplane_devtools.sim.binder import Bound, PoolNodes, occupy, pod_demands
 from modelplane_devtools.sim.fleet import Fleet
-from modelplane_devtools.sim.fragmentation import Demand, Shapes, choose_node
 from modelplane_devtools.sim.policies import Policy
 from modelplane_devtools.sim.world import BIND_DELAY, Live, Replica, Settings, World
 

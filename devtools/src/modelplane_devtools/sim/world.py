@@ -79,6 +79,9 @@ class Settings:
     # Skip the pass of a deployment that found no room while nothing could have freed
     # some (module docstring); False plans it every step, for the test that it is the same.
     skip_unchanged: bool = True
+    # Whether a packing binder's InferenceCluster declares spec.nodeScoring: Pack; False
+    # leaves every cluster at the default (the core assumes spread), as before the field.
+    declare_scoring: bool = True
 
 
 @dataclass(slots=True)
@@ -197,6 +200,9 @@ class World:
         start: datetime,
     ) -> None:
         self.fleet, self.policy, self.matcher, self.settings = fleet, policy, matcher, settings
+        # A cluster's declared node scoring decides its binder (and its InferenceCluster's
+        # spec.nodeScoring); else the run's `--binder`.
+        self.scoring = {c.name: c.scoring for c in fleet.clusters}
         self.start = start
         self.rnd = random.Random(settings.seed)
         self.nodes: dict[str, dict[str, PoolNodes]] = {
@@ -208,8 +214,6 @@ class World:
             for p in c.pools
         }
         self.max_age = parse_duration(fleet.max_age)
-        # A cluster's declared node scoring decides its binder; else the run's `--binder`.
-        self.scoring = {c.name: c.scoring for c in fleet.clusters}
         self.live: dict[str, Live] = {}
         self.charges: dict[str, dict[str, Charge]] = {c.name: {} for c in fleet.clusters}
         self.tally = Tally()
@@ -228,7 +232,9 @@ class World:
         out = []
         for shape in self.fleet.clusters:
             gpu_pools = [] if now is None else self._published(shape.name, shape.spec, now)
-            cluster, notes = read_cluster(shape.inference_cluster(observation, gpu_pools))
+            binder = self.scoring[shape.name] or self.settings.choice
+            declared = binder if self.settings.declare_scoring else NodeChoice.SPREAD
+            cluster, notes = read_cluster(shape.inference_cluster(observation, gpu_pools, declared))
             self.notes.update(notes)
             out.append(cluster)
         return tuple(out)

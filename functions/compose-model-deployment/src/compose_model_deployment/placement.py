@@ -22,9 +22,12 @@ Phases (each a function below that returns what it decided; `plan` runs them in 
                   (`Inputs.others`): re-place the unresolved engines of
                   kept replicas on their own cluster (else the replica
                   moves), then place moving replicas, then new ones at the
-                  lowest free indices. A replica goes to the first eligible
-                  cluster by rule "cluster order" that holds all its engines,
-                  each engine on one pool by rule "pool order". Capacity is
+                  lowest free indices. A replica goes, among the eligible
+                  clusters with the fewest replicas of this deployment that
+                  hold all its engines (rule "cluster order"), to the one it
+                  fragments least, each engine on the fitting pool it
+                  fragments least (rule "least fragmentation"; ties by rule
+                  "pool order", then cluster name). Capacity is
                   charged as it is used; the last replica that finds no place
                   leaves its `Diagnosis` (modelplane_common.capacity.diagnosis).
                   Only clusters that take the deployment (usable.py: access
@@ -34,10 +37,20 @@ Phases (each a function below that returns what it decided; `plan` runs them in 
                   the namespace's device quota (`Inputs.tenant`,
                   modelplane_common.capacity.quota), charged like capacity.
 
-Named ordering rules (design/scheduler.md, "Ordering rules")
-    cluster order  fewest replicas of this deployment first, ties by name.
-    pool order     smallest matching hardware first (most devices per node
-                   of a claimed kind), then by name; unmatched pools last.
+Named ordering rules (design/scheduler.md, "Ordering rules", "Fragmentation")
+    cluster order  fewest replicas of this deployment first (availability
+                   spreading, a stated policy); a cluster with more is tried
+                   only when none with fewer holds the replica.
+    least fragmentation
+                   among the pools (and clusters of equal rank) that hold it,
+                   the place where the replica's pods, each on the node class
+                   the cluster scheduler is assumed to choose, grow the
+                   pool's fragmentation least for the demand the pass sees
+                   (modelplane_common.capacity.fragmentation); exact
+                   fractions, so ties are ties.
+    pool order     ties of least fragmentation: smallest matching hardware
+                   first (most devices per node of a claimed kind), then by
+                   name; unmatched pools last. Ties between clusters: by name.
     victim order   leaving (moving or held) first, then on a cluster that no
                    longer takes the deployment (usable.py), then pods not all
                    scheduled,
@@ -75,6 +88,9 @@ Invariants
 
 Deliberate limits
     - Greedy across replicas and engines (see modelplane_common.capacity.fit); exact per gang copy.
+    - Rule "least fragmentation" compares at most CLUSTERS_COMPARED clusters of equal
+      cluster order per replica (the first that hold it, by name): each costs its
+      pools' ledgers.
     - A cluster that is not Ready or has an untolerated NoSchedule taint
       gets no NEW replicas but keeps the ones it has (Kubernetes semantics:
       NoSchedule does not evict, NoExecute does).
@@ -90,12 +106,13 @@ from collections.abc import Set as AbstractSet
 from dataclasses import dataclass, field, replace
 from datetime import datetime
 from enum import StrEnum
+from fractions import Fraction
 from typing import Protocol
 
 from modelplane_common.capacity.admission import OVERCOMMITTED, WAITING
 from modelplane_common.capacity.charge_label import counted_by_pools
 from modelplane_common.capacity.diagnosis import NOTHING_CHECKED, Cause, Diagnosis, PoolRefusal
-from modelplane_common.capacity.fit import PoolLedger, Reservation
+from modelplane_common.capacity.fit import Demand, PoolLedger, Reservation
 from modelplane_common.capacity.fleet import (
     Charge,
     Cluster,
@@ -105,9 +122,11 @@ from modelplane_common.capacity.fleet import (
     PoolKey,
     ResolvedRequest,
 )
+from modelplane_common.capacity.fragmentation import Shapes, expected_demand, growth
 from modelplane_common.capacity.pools import (
     Basis,
     PoolLedgers,
+    engine_pods,
     place_engine,
     shortage,
 )
@@ -321,8 +340,9 @@ class Filled:
 
 
 def cluster_order(cluster: Cluster, replicas_on: Mapping[str, int]) -> tuple[int, str]:
-    """Rule "cluster order": a new or moving replica tries the cluster with the fewest
-    replicas of this deployment first, ties by name."""
+    """Rule "cluster order": a new or moving replica tries the clusters with the fewest
+    replicas of this deployment first (among them rule "least fragmentation" decides),
+    ties by name."""
     return (replicas_on.get(cluster.name, 0), cluster.name)
 
 
@@ -675,8 +695,46 @@ def with_charge_label(
 # -- phase 4: fill ---------------------------------------------------------------------------
 
 
+# The most clusters of equal cluster order whose fragmentation one replica compares (the
+# first that hold it, by name): each costs its pools' ledgers, built from its histograms
+# and its charged replicas (design/scheduler.md, "Fragmentation", cost).
+CLUSTERS_COMPARED = 8
+
+
+def _on_empty_nodes(pool: Pool, engine: PlacedEngine) -> list[Reservation]:
+    """The engine's pods each on an empty node of the pool: how a pool counted without
+    nodes (a fallback) is scored, the pessimistic reading WholeNode charges by."""
+    return [
+        Reservation(None, pool.kinds.empty_node, demand)
+        for copy, _ in engine_pods(pool, engine)
+        for demand in copy
+    ]
+
+
+@dataclass(frozen=True, slots=True)
+class _Fitted:
+    """One engine fitted on one pool: its trial ledger and the fragmentation it adds."""
+
+    engine: PlacedEngine
+    pool: Pool
+    trial: PoolLedger
+    growth: Fraction
+
+
+@dataclass(frozen=True, slots=True)
+class _Attempt:
+    """A replica's engines fitted on one cluster, charged to trial copies only."""
+
+    cluster: Cluster
+    placed: dict[str, PlacedEngine]
+    trials: dict[PoolKey, PoolLedger]
+    claimed: Counter[str]
+    growth: Fraction
+
+
 class _Filler:
-    """Places engines against one pass's PoolLedgers; the only state is what it has charged."""
+    """Places engines against one pass's PoolLedgers; its state is what it has charged,
+    and what it derived from that (the demand per pool, each cluster's last attempt)."""
 
     def __init__(
         self,
@@ -695,6 +753,11 @@ class _Filler:
         self.quota = QuotaLedger(Tenant().quota)
         # The first quota shortfall the current attempt met, for its Diagnosis.
         self.quota_short: QuotaShortfall | None = None
+        self._shapes: dict[PoolKey, Shapes] = {}
+        # Each cluster's last fitting attempt for a whole replica: still what a new attempt
+        # would find until something is committed there (`commit` drops it), since the
+        # quota only tightens once replicas are placed anywhere (fill releases before).
+        self._attempts: dict[str, _Attempt] = {}
 
     def with_tenant(
         self, tenant: Tenant, charged: Counter[str], refusals: Mapping[str, usable.Refusal]
@@ -708,6 +771,18 @@ class _Filler:
     def admits(self, cluster: Cluster) -> bool:
         return cluster.name not in self.refusals
 
+    def shapes(self, pool: Pool) -> Shapes:
+        """The demand a placement on this pool is scored against (rule "least
+        fragmentation"): this deployment's pods as resolved there, and a whole node."""
+        if pool.key not in self._shapes:
+            pods: list[Demand] = []
+            for engine in self.spec.engines:
+                resolved = self.matching.resolve(engine, pool)
+                for copy, _ in engine_pods(pool, resolved) if resolved is not None else ():
+                    pods.extend(copy)
+            self._shapes[pool.key] = expected_demand(pods, pool.kinds.empty_node)
+        return self._shapes[pool.key]
+
     def _fit_pool(
         self,
         cluster: Cluster,
@@ -715,8 +790,9 @@ class _Filler:
         engine: EngineShape,
         trials: dict[PoolKey, PoolLedger],
         claimed: Counter[str],
-    ) -> tuple[PlacedEngine, PoolLedger] | Cause:
-        """One engine on one pool: the resolved engine and the charged trial, or the cause."""
+    ) -> _Fitted | Cause:
+        """One engine on one pool: the resolved engine, the charged trial and how much it
+        grows the pool's fragmentation, or the cause."""
         if pool.key in self.avoid:
             return Cause.RECENTLY_FAILED
         resolved = self.matching.resolve(engine, pool)
@@ -727,33 +803,65 @@ class _Filler:
             self.quota_short = self.quota_short or short
             return Cause.QUOTA_EXCEEDED
         trial = trials.get(pool.key) or self.ledgers.ledger(cluster, pool).copy()
+        before = len(trial.reservations)
         if place_engine(trial, pool, resolved):
-            return resolved, trial
+            if self.ledgers.basis(cluster, pool).observed:
+                taken = trial.reservations[before:]
+            else:  # no node is seen: each pod is assumed on an empty node, as WholeNode counts
+                taken = _on_empty_nodes(pool, resolved)
+            return _Fitted(resolved, pool, trial, growth(taken, self.shapes(pool)))
         return shortage(trial, pool, resolved)
 
-    def try_cluster(
+    def attempt(
         self, cluster: Cluster, engines: Sequence[EngineShape]
-    ) -> dict[str, PlacedEngine] | list[PoolRefusal]:
-        """Place these engines on one cluster, each on one pool (rule "pool order");
-        charge only if all fit. On failure, why each pool refused the engine that did not."""
+    ) -> _Attempt | list[PoolRefusal]:
+        """These engines on one cluster, each on the fitting pool it fragments least
+        (ties: rule "pool order"), charged to trial copies only; or why the engine that
+        fits nowhere there was refused by each pool."""
         trials: dict[PoolKey, PoolLedger] = {}
         placed: dict[str, PlacedEngine] = {}
         claimed: Counter[str] = Counter()
+        grows = Fraction(0)
         for engine in engines:
             refused: list[PoolRefusal] = []
+            fitting: list[_Fitted] = []
             for pool in self.matching.pool_order(engine, cluster.pools):
                 fitted = self._fit_pool(cluster, pool, engine, trials, claimed)
                 if isinstance(fitted, Cause):
                     refused.append(PoolRefusal(cluster.name, pool.name, fitted))
-                    continue
-                placed[engine.name], trials[pool.key] = fitted
-                claimed.update(devices_of((fitted[0],)))
-                break
-            else:
+                else:
+                    fitting.append(fitted)
+            if not fitting:
                 return refused
-        self.ledgers.commit(trials)
-        self.quota.charge(claimed)
-        return placed
+            best = min(fitting, key=lambda f: f.growth)  # the first on ties: rule "pool order"
+            placed[engine.name], trials[best.pool.key] = best.engine, best.trial
+            claimed.update(devices_of((best.engine,)))
+            grows += best.growth
+        return _Attempt(cluster, placed, trials, claimed, grows)
+
+    def _replica_on(self, cluster: Cluster) -> _Attempt | list[PoolRefusal]:
+        """`attempt` for every engine of a replica, reusing the cluster's last fitting
+        attempt while nothing was committed there and the quota still allows it."""
+        cached = self._attempts.get(cluster.name)
+        if cached is not None and self.quota.shortfall(cached.claimed) is None:
+            return cached
+        attempted = self.attempt(cluster, self.spec.engines)
+        if isinstance(attempted, _Attempt):
+            self._attempts[cluster.name] = attempted
+        return attempted
+
+    def commit(self, attempt: _Attempt) -> dict[str, PlacedEngine]:
+        self._attempts.pop(attempt.cluster.name, None)
+        self.ledgers.commit(attempt.trials)
+        self.quota.charge(attempt.claimed)
+        return attempt.placed
+
+    def try_cluster(
+        self, cluster: Cluster, engines: Sequence[EngineShape]
+    ) -> dict[str, PlacedEngine] | list[PoolRefusal]:
+        """Place these engines on one cluster (`attempt`) and charge them if all fit."""
+        attempted = self.attempt(cluster, engines)
+        return attempted if isinstance(attempted, list) else self.commit(attempted)
 
     def eligible(self) -> tuple[list[Cluster], list[PoolRefusal]]:
         """Clusters that take new replicas, and a refusal for each pool of those that do not."""
@@ -779,14 +887,27 @@ class _Filler:
     def place_anywhere(
         self, replicas_on: Mapping[str, int]
     ) -> tuple[Cluster, dict[str, PlacedEngine]] | Diagnosis:
-        """The first cluster by rule "cluster order" that holds every engine, or why none does."""
+        """Among the clusters with the fewest replicas of this deployment where it fits
+        (rule "cluster order"; the first CLUSTERS_COMPARED of them by name), the one it
+        fragments least, ties by name; or why none takes it."""
         usable, refused = self.eligible()
         self.quota_short = None
+        best: _Attempt | None = None
+        fewest, compared = 0, 0
         for cluster in sorted(usable, key=lambda c: cluster_order(c, replicas_on)):
-            placed = self.try_cluster(cluster, self.spec.engines)
-            if isinstance(placed, dict):
-                return cluster, placed
-            refused.extend(placed)
+            if best is not None and replicas_on.get(cluster.name, 0) > fewest:
+                break  # rule "cluster order": the rest hold more replicas of this deployment
+            if compared == CLUSTERS_COMPARED:
+                break
+            attempted = self._replica_on(cluster)
+            if isinstance(attempted, list):
+                refused.extend(attempted)
+                continue
+            compared += 1
+            if best is None or attempted.growth < best.growth:
+                best, fewest = attempted, replicas_on.get(cluster.name, 0)
+        if best is not None:
+            return best.cluster, self.commit(best)
         return Diagnosis(tuple(refused), self.quota_short) if refused else NOTHING_CHECKED
 
 
