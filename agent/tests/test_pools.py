@@ -651,14 +651,17 @@ ANY_PART = t.device_class("any-part.nvidia.com", "true")
 ANY = ("part", t.NVIDIA, "any-part.nvidia.com")
 
 
-def a100_layout(multiprocessors: bool = True) -> dict:
+def a100_layout(multiprocessors: bool = True, largest_first: bool = False) -> dict:
     """An A100's MIG placements as a partitionable driver publishes them: eight memory
     slices (and 98 multiprocessors); 1g at 0-6, 2g at 0/2/4, 3g at 0/4, 4g at 0, 7g at
-    0, each consuming its memory slices (and its share of multiprocessors): 19 devices."""
+    0, each consuming its memory slices (and its share of multiprocessors): 19 devices,
+    the smallest profile first (or the largest)."""
     counters = {f"slice-{i}": "1" for i in range(8)}
     if multiprocessors:
         counters["multiprocessors"] = "98"
     profiles = [(1, 1, range(7)), (2, 2, (0, 2, 4)), (3, 4, (0, 4)), (4, 4, (0,)), (7, 8, (0,))]
+    if largest_first:
+        profiles.reverse()
     devices = [
         t.device(
             f"mig-{g}g-{start}",
@@ -717,8 +720,31 @@ PARTITION_CASES = [
         t.pool_observation("a100", [ANY]),
         halves("40Gi", "20Gi", "20Gi"),
         [],
+        (1,),
+        id="one class over the whole GPU published before its halves counts what first fit "
+        "gives: the whole GPU",
+    ),
+    pytest.param(
+        t.pool_observation("a100", [ANY]),
+        halves("20Gi", "20Gi", "40Gi"),
+        [],
         (2,),
-        id="one class over the whole GPU and its halves counts the halves that fit together",
+        id="one class over the halves published before the whole GPU counts both halves",
+    ),
+    pytest.param(
+        t.pool_observation("a100", [ANY]),
+        a100_layout(largest_first=True),
+        [],
+        (1,),
+        id="a generic MIG class over an A100 published largest first counts the 7g placement "
+        "the first claim gets",
+    ),
+    pytest.param(
+        t.pool_observation("a100", [ANY]),
+        a100_layout(largest_first=True),
+        [("n1", "mig-4g-0")],
+        (1,),
+        id="beside an allocated 4g placement, first fit gives the 3g placement after it",
     ),
     pytest.param(
         t.pool_observation("a100", [ANY]),
@@ -782,6 +808,20 @@ def test_a_device_of_the_pool_on_another_node_uses_up_the_counters_it_shares():
     touched = state.apply(CLAIMS, "ADDED", t.claim("c", [("shared", "gpu-0")]))
     assert touched.pools == {"a100"}
     assert outcome(state)[1] == {(0,): 1}
+
+
+def test_partitions_in_two_slices_count_what_first_fit_gives_in_the_worse_slice_order():
+    # kube-scheduler reads a resource pool's slices in no fixed order: the whole GPU's
+    # slice may come before its halves' though its name sorts after theirs.
+    halves_ = [
+        t.device(f"half-{i}", "mig", consumes={"gpu-0-counters": {"memory": "20Gi"}})
+        for i in range(2)
+    ]
+    first = t.resource_slice("n1", halves_, slice_count=2, name="n1-a")
+    second = t.resource_slice("n1", [WHOLE], slice_count=2, name="n1-b", shared_counters=COUNTERS)
+    pool = t.pool_observation("a100", [ANY])
+    state = run([*CLASSES_ALL, ANY_PART, pool, t.node("n1"), first, second])
+    assert outcome(state)[1] == {(1,): 1}
 
 
 def test_a_partition_whose_counter_set_is_not_published_is_not_free():

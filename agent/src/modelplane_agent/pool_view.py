@@ -233,12 +233,10 @@ class PoolView:
         assert not isinstance(rules, Unobservable)
         offered = self.devices.node_devices(node)
         vector = free_vector(
-            offered.devices,
+            offered,
             lambda device: [i for i, rule in enumerate(rules) if self._matches(rule, device)],
             len(rules),
             self.devices.is_allocated,
-            offered.counters,
-            offered.elsewhere,
         )
         if offered.skipped:
             vector = Uncounted(vector, offered.skipped)

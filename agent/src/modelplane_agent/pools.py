@@ -17,10 +17,11 @@ Model (design/observation.md, "What the agent counts")
       a NoSchedule/NoExecute device taint or binding conditions
       (`Device.allocatable`), or its resource pool is incomplete or invalid
       (`devices.DeviceIndex` never lists such a pool's devices);
-    - partitionable devices (shared counters) of a kind count as the largest
-      set of its free ones that fit together in what allocated devices left
-      of the counters (`partitions`); two kinds drawing on one counter make
-      the pool unobservable (`KindsShareCounters`), never a double count.
+    - partitionable devices (shared counters) of a kind count as many as
+      kube-scheduler's first fit gives to one-device claims placed one after
+      another, in the slices' order, beside what allocated devices left of the
+      counters (`partitions`); two kinds drawing on one counter make the pool
+      unobservable (`KindsShareCounters`), never a double count.
 
     A node's FREE VECTOR counts its free devices per kind, in declared order;
     a device matching two kinds counts in both. Schedulable nodes are grouped
@@ -55,7 +56,8 @@ from modelplane_common.cel.reads import Read, device_reads, project
 from modelplane_common.observation import MAX_BUCKETS, FreeVector, Histogram
 from modelplane_common.outcome import Condition
 
-from modelplane_agent.partitions import largest_fitting
+from modelplane_agent.devices import NodeDevices
+from modelplane_agent.partitions import first_fit_count
 from modelplane_agent.snapshot import (
     CounterKey,
     Device,
@@ -178,25 +180,23 @@ class CountersShared(Exception):
 
 
 def free_vector(
-    devices: Iterable[Device],
+    offered: NodeDevices,
     kinds_of: Callable[[Device], Sequence[int]],
     kind_count: int,
     allocated: Callable[[DeviceKey], bool],
-    counters: Mapping[CounterKey, Fraction | None],
-    elsewhere: Sequence[Device] = (),
 ) -> FreeVector:
     """Free devices of one node per kind (indices from `kinds_of`, in declared order).
 
-    `elsewhere` are devices of the node's resource pools published for other nodes
-    that consume the same counters: only what they take, allocated, matters here.
+    `offered.elsewhere` are devices of the node's resource pools published for other
+    nodes that consume the same counters: only what they take, allocated, matters here.
 
-    A device consuming no counter counts when free; those that do count as the
-    largest set of the kind's free ones that fit together in what allocated
-    devices left of the counters (`partitions.largest_fitting`). Raises
+    A device consuming no counter counts when free; those that do count as many
+    of the kind's free ones as first fit gives out one after another in what
+    allocated devices left of the counters (`partitions.first_fit_count`). Raises
     CountersShared when two kinds' devices consume the same counter.
     """
-    devices = tuple(devices)
-    left = counters_left((*devices, *elsewhere), allocated, counters)
+    devices = offered.devices
+    left = counters_left((*devices, *offered.elsewhere), allocated, offered.counters)
     free = [0] * kind_count
     for device in devices:
         # kinds_of only for a free device: an allocated one costs no CEL match.
@@ -204,11 +204,16 @@ def free_vector(
             for index in kinds_of(device):
                 free[index] += 1
     partitioned = _partition_candidates(
-        [d for d in devices if d.consumes], kinds_of, kind_count, allocated, left
+        [(s, d) for s, d in zip(offered.slice_of, devices, strict=True) if d.consumes],
+        kinds_of,
+        kind_count,
+        allocated,
+        left,
     )
     for index, candidates in enumerate(partitioned):
         if candidates:
-            free[index] += largest_fitting(candidates, left)
+            slices, fitting = zip(*candidates, strict=True)
+            free[index] += first_fit_count(fitting, slices, left)
     return tuple(free)
 
 
@@ -217,22 +222,23 @@ def _free_at_all(device: Device, allocated: Callable[[DeviceKey], bool]) -> bool
 
 
 def _partition_candidates(
-    devices: Sequence[Device],
+    devices: Sequence[tuple[int, Device]],
     kinds_of: Callable[[Device], Sequence[int]],
     kind_count: int,
     allocated: Callable[[DeviceKey], bool],
     left: Mapping[CounterKey, Fraction],
-) -> list[list[Device]]:
-    """Per kind, its free counter-consuming devices that could fit; raises CountersShared
-    when devices of two kinds (free or not) consume the same counter."""
-    partitioned: list[list[Device]] = [[] for _ in range(kind_count)]
+) -> list[list[tuple[int, Device]]]:
+    """Per kind, its free counter-consuming devices that could fit, with their slices, in
+    order; raises CountersShared when devices of two kinds (free or not) consume the
+    same counter."""
+    partitioned: list[list[tuple[int, Device]]] = [[] for _ in range(kind_count)]
     drawn: dict[CounterKey, int] = {}
-    for device in devices:
+    for slice_, device in devices:
         kinds = kinds_of(device)
         _draw(device, kinds, drawn)
         if _free_at_all(device, allocated) and _may_fit(device, left):
             for index in kinds:
-                partitioned[index].append(device)
+                partitioned[index].append((slice_, device))
     return partitioned
 
 
