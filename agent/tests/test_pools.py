@@ -43,6 +43,10 @@ GPU_CLASS = t.device_class(
 )
 MIG_CLASS = t.device_class("mig-1g.nvidia.com", 'device.attributes["gpu.nvidia.com"].type == "mig"')
 NIC_CLASS = t.device_class("nic.example.com", 'device.driver == "nic.example.com"')
+# Reads a GPU attribute with no driver guard: kube-scheduler evaluates it on every device
+# of a node, and on another driver's it fails ("no such key").
+UNGUARDED_CLASS = t.device_class("unguarded", 'device.attributes["gpu.nvidia.com"].type == "gpu"')
+UNGUARDED = ("gpu", t.NVIDIA, "unguarded")
 GPU = ("gpu", t.NVIDIA, "gpu.nvidia.com")
 MIG = ("mig", t.NVIDIA, "mig-1g.nvidia.com")
 NIC = ("nic", t.NIC_DRIVER, "nic.example.com")
@@ -338,6 +342,40 @@ CASES = {
         ],
         (1, {(2,): 1}, "True", "Observed"),
     ),
+    "a DeviceClass without a driver guard counts nothing on a node where it errors on "
+    "another driver's free device": (
+        [
+            UNGUARDED_CLASS,
+            t.pool_observation("a100", [UNGUARDED]),
+            t.node("n1"),
+            gpus("n1", 2),
+            nics("n1", 2),
+            t.node("n2"),
+            gpus("n2", 2),
+        ],
+        (2, {(0,): 1, (2,): 1}, "True", "Observed"),
+    ),
+    "a DeviceClass without a driver guard is not evaluated on another driver's allocated devices": (
+        [
+            UNGUARDED_CLASS,
+            t.pool_observation("a100", [UNGUARDED]),
+            t.node("n1"),
+            gpus("n1", 2),
+            nics("n1", 2),
+            t.claim("n", [("n1", "nic-0"), ("n1", "nic-1")], driver=t.NIC_DRIVER),
+        ],
+        (1, {(2,): 1}, "True", "Observed"),
+    ),
+    "a DeviceClass reading an attribute a device of its own driver lacks counts nothing "
+    "on that node": (
+        [
+            t.device_class("by-model", 'device.attributes["gpu.nvidia.com"].model == "a100"'),
+            t.pool_observation("a100", [("gpu", t.NVIDIA, "by-model")]),
+            t.node("n1"),
+            gpus("n1", 2),
+        ],
+        (1, {(0,): 1}, "True", "Observed"),
+    ),
     "slices of an older generation of a resource pool are ignored": (
         [
             *CLASSES_ALL,
@@ -632,6 +670,15 @@ POD_REQUEST_CASES = [
 @pytest.mark.parametrize(("spec", "expected"), POD_REQUEST_CASES)
 def test_pod_requests(spec, expected):
     assert pod_requests(spec) == Resources(*expected, pods=1)
+
+
+def test_a_device_class_failing_on_a_device_of_a_node_is_named_in_the_message():
+    pool = t.pool_observation("a100", [UNGUARDED])
+    state = run([UNGUARDED_CLASS, pool, t.node("n1"), gpus("n1", 2), nics("n1", 2)])
+    assert state.pool_report("a100").condition.message == (
+        "1/1 nodes schedulable; devices not counted: 1 device kind gpu: DeviceClass unguarded "
+        "fails on a device (no such member in mapping: 'type'): kube-scheduler may fail the node"
+    )
 
 
 # --------------------------------------------------------------------------- partitions

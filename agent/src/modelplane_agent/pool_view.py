@@ -38,8 +38,8 @@ from modelplane_agent.pools import (
     NoRoom,
     PoolReport,
     Tally,
-    Uncounted,
     Unobservable,
+    class_failures,
     contribution,
     counters_shared,
     free_vector,
@@ -48,10 +48,12 @@ from modelplane_agent.pools import (
     report_from_tally,
     selector_failed,
     unobservable_report,
+    withheld,
 )
 from modelplane_agent.snapshot import (
     Device,
     DeviceClass,
+    DeviceKey,
     Node,
     PoolSpec,
     pool_spec_from,
@@ -73,7 +75,7 @@ class PoolView:
         self.tallies: dict[str, Tally] = {}
         self.parts: dict[str, dict[str, Contribution]] = {}
         self.stale: dict[str, set[str]] = {}
-        self.match_cache: dict[tuple[KindRule, DeviceView], bool] = {}
+        self.match_cache: dict[tuple[KindRule, DeviceView], bool | str] = {}
 
     # ------------------------------------------------------------------ updates
 
@@ -232,22 +234,34 @@ class PoolView:
         rules = self.rules[pool]
         assert not isinstance(rules, Unobservable)
         offered = self.devices.node_devices(node)
-        vector = free_vector(
-            offered,
-            lambda device: [i for i, rule in enumerate(rules) if self._matches(rule, device)],
-            len(rules),
-            self.devices.is_allocated,
+        judged: dict[DeviceKey, tuple[bool | str, ...]] = {}
+
+        def judge_of(device: Device) -> tuple[bool | str, ...]:
+            found = judged.get(device.key)
+            if found is None:
+                found = judged[device.key] = tuple(self._judge(rule, device) for rule in rules)
+            return found
+
+        allocated = self.devices.is_allocated
+        failures = class_failures(offered.devices, judge_of, allocated)
+        vector = withheld(
+            free_vector(
+                offered,
+                lambda device: [i for i, j in enumerate(judge_of(device)) if j is True],
+                len(rules),
+                allocated,
+            ),
+            failures,
+            offered.skipped,
         )
-        if offered.skipped:
-            vector = Uncounted(vector, offered.skipped)
         cached[pool] = vector
         return vector
 
-    def _matches(self, rule: KindRule, device: Device) -> bool:
+    def _judge(self, rule: KindRule, device: Device) -> bool | str:
         key = (rule, rule.view_of(device))
         cached = self.match_cache.get(key)
         if cached is None:
-            cached = self.match_cache[key] = rule.matches(key[1])
+            cached = self.match_cache[key] = rule.judge(key[1])
         return cached
 
 

@@ -50,7 +50,7 @@ from dataclasses import dataclass, field
 from fractions import Fraction
 
 from modelplane_common.cel.celenv import compile_selector
-from modelplane_common.cel.devices import DeviceView, all_selectors_match
+from modelplane_common.cel.devices import ERROR, MATCH, MISSING, DeviceView, evaluate
 from modelplane_common.cel.errors import SelectorError
 from modelplane_common.cel.reads import Read, device_reads, project
 from modelplane_common.observation import MAX_BUCKETS, FreeVector, Histogram
@@ -88,6 +88,7 @@ class KindRule:
     driver: str
     selectors: tuple[str, ...]
     reads: frozenset[Read] | None = None
+    device_class: str = ""
 
     def view_of(self, device: Device) -> DeviceView:
         """What of `device` decides whether it is of this kind."""
@@ -95,7 +96,30 @@ class KindRule:
 
     def matches(self, view: DeviceView) -> bool:
         """Raises SelectorError when a selector fails with a type error on this device."""
-        return view[0] == self.driver and all_selectors_match(self.selectors, view)
+        return self.judge(view) is True
+
+    def judge(self, view: DeviceView) -> bool | str:
+        """Whether a device is of this kind, or why its DeviceClass fails on it.
+
+        The selectors run in order on the device whatever its driver, as the
+        allocator runs a claim's class on every device of the node it tries: the
+        first false one decides False; one reading an attribute or capacity the
+        device lacks fails kube-scheduler's Filter ("no such key", a CEL runtime
+        error), returned as the reason. True only for a device of the kind's
+        driver. Raises SelectorError for a type error.
+        """
+        for expression in self.selectors:
+            outcome, reason = evaluate(expression, view)
+            if outcome == ERROR:
+                raise SelectorError(expression, reason)
+            if outcome == MISSING:
+                return (
+                    f"device kind {self.name}: DeviceClass {self.device_class} fails on "
+                    f"a device ({reason}): kube-scheduler may fail the node"
+                )
+            if outcome != MATCH:
+                return False
+        return view[0] == self.driver
 
 
 @dataclass(frozen=True, slots=True)
@@ -143,6 +167,7 @@ def kind_rules(
                 kind.driver,
                 device_class.selectors,
                 None if reads is None else frozenset(reads),
+                kind.device_class,
             )
         )
     return tuple(rules)
@@ -215,6 +240,34 @@ def free_vector(
             slices, fitting = zip(*candidates, strict=True)
             free[index] += first_fit_count(fitting, slices, left)
     return tuple(free)
+
+
+def class_failures(
+    devices: Iterable[Device],
+    judge_of: Callable[[Device], Sequence[bool | str]],
+    allocated: Callable[[DeviceKey], bool],
+) -> dict[int, str]:
+    """Per kind index, why its DeviceClass fails on some device of the node no claim
+    holds (`KindRule.judge`), any driver's, tainted or not: kube-scheduler's allocator
+    runs the class on each such device it tries, in an order it does not fix (pools
+    in map order), and a failure fails the node's Filter. So a failing kind is counted
+    as nothing on the node (`withheld`), never as free devices a claim may not get."""
+    failures: dict[int, str] = {}
+    for device in devices:
+        if not allocated(device.key):
+            for index, judged in enumerate(judge_of(device)):
+                if isinstance(judged, str):
+                    failures.setdefault(index, judged)
+    return failures
+
+
+def withheld(vector: FreeVector, failures: Mapping[int, str], skipped: tuple[str, ...]) -> Free:
+    """The node's free vector with the kinds in `failures` counted as none, and why
+    devices were not counted (`skipped` pools, the failures), if any were not."""
+    if failures:
+        vector = tuple(0 if i in failures else n for i, n in enumerate(vector))
+    causes = (*skipped, *sorted(set(failures.values())))
+    return Uncounted(vector, causes) if causes else vector
 
 
 def _free_at_all(device: Device, allocated: Callable[[DeviceKey], bool]) -> bool:
@@ -368,7 +421,8 @@ class NoRoom:
 @dataclass(frozen=True, slots=True)
 class Uncounted:
     """A node's free vector, and why some devices it publishes were not counted at all
-    (`causes`: "incomplete resource pool", "invalid resource pool"), for the message."""
+    (`causes`: "incomplete resource pool", "invalid resource pool", a DeviceClass that
+    fails on some device, `class_failures`), for the message."""
 
     vector: FreeVector
     causes: tuple[str, ...]
