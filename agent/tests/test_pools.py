@@ -681,6 +681,123 @@ def test_a_device_class_failing_on_a_device_of_a_node_is_named_in_the_message():
     )
 
 
+# --------------------------------------------------------------------------- declared devices
+
+# The InferenceCluster declares what every device of a kind has; the fleet judges request
+# selectors on that (isGreaterThan(semver("550.0.0")) is true on 550.54.15), and
+# kube-scheduler on the real devices: a device unlike the declaration is not counted.
+DECLARED_550 = {"gpu": {"attributes": {"driverVersion": {"version": "550.54.15"}}}}
+
+
+def versioned(name: str, version: str, **kwargs) -> dict:
+    """t.device with a driverVersion attribute."""
+    device = t.device(name, **kwargs)
+    device["attributes"]["driverVersion"] = {"version": version}
+    return device
+
+
+def versions(node: str, *found: str) -> dict:
+    return t.resource_slice(node, [versioned(f"gpu-{i}", v) for i, v in enumerate(found)])
+
+
+DECLARED_CASES = [
+    pytest.param(
+        DECLARED_550,
+        versions("n1", *["535.161.8"] * 8),
+        (0,),
+        id="devices whose driver version differs from the declared one are not counted",
+    ),
+    pytest.param(
+        DECLARED_550, versions("n1", *["550.54.15"] * 8), (8,), id="devices as declared count"
+    ),
+    pytest.param(
+        DECLARED_550,
+        versions("n1", *["550.54.15"] * 4, *["535.161.8"] * 4),
+        (4,),
+        id="a node mid driver rollout counts its devices as declared",
+    ),
+    pytest.param(
+        {"gpu": {"attributes": {"gpu.nvidia.com/driverVersion": {"version": "550.54.15"}}}},
+        versions("n1", "550.54.15"),
+        (1,),
+        id="a declared qualified name is the device's unqualified name of its driver",
+    ),
+    pytest.param(
+        {"gpu": {"attributes": {"example.com/driverVersion": {"version": "550.54.15"}}}},
+        versions("n1", "550.54.15"),
+        (0,),
+        id="a declared name of another domain is not the device's unqualified name",
+    ),
+    pytest.param(
+        {"gpu": {"attributes": {"driverVersion": {"string": "550.54.15"}}}},
+        versions("n1", "550.54.15"),
+        (0,),
+        id="a declared string is not a device's version of the same text",
+    ),
+    pytest.param(
+        {"gpu": {"capacity": {"memory": {"value": "85899345920"}}}},
+        gpus("n1", 2),
+        (2,),
+        id="a declared capacity equals the device's as a quantity (80Gi)",
+    ),
+    pytest.param(
+        {"gpu": {"capacity": {"memory": {"value": "40Gi"}}}},
+        gpus("n1", 2),
+        (0,),
+        id="a device with more memory than declared is not counted",
+    ),
+    pytest.param(
+        {"gpu": {"capacity": {"cores": {"value": "132"}}}},
+        gpus("n1", 2),
+        (0,),
+        id="a device lacking a declared capacity is not counted",
+    ),
+]
+
+
+@pytest.mark.parametrize(("declared", "slice_", "vector"), DECLARED_CASES)
+def test_only_devices_as_declared_count(declared, slice_, vector):
+    pool = t.pool_observation("a100", [GPU], declared=declared)
+    state = run([*CLASSES_ALL, pool, t.node("n1"), slice_])
+    assert outcome(state) == (1, {vector: 1}, "True", "Observed")
+
+
+def test_devices_unlike_the_declaration_are_named_in_the_message():
+    pool = t.pool_observation("a100", [GPU], declared=DECLARED_550)
+    state = run([*CLASSES_ALL, pool, t.node("n1"), versions("n1", "535.161.8")])
+    assert state.pool_report("a100").condition.message == (
+        "1/1 nodes schedulable; devices not counted: "
+        "1 device kind gpu: a device differs from the declared attribute driverVersion"
+    )
+
+
+def test_a_partition_unlike_the_declaration_leaves_none_of_its_gpu_counted():
+    # The generic class matches the whole GPU too, declared as a partition: a claim may
+    # get the whole GPU first, whatever the partitions' count would say.
+    declared = {"part": {"attributes": {"type": {"string": "mig"}}}}
+    pool = t.pool_observation("a100", [ANY], declared=declared)
+    whole_last = t.resource_slice("n1", [*PARTITIONS, WHOLE], shared_counters=COUNTERS)
+    state = run([*CLASSES_ALL, ANY_PART, pool, t.node("n1"), whole_last])
+    assert outcome(state)[1] == {(0,): 1}
+
+
+def test_partitions_all_as_declared_count_by_first_fit():
+    declared = {"mig": {"attributes": {"type": {"string": "mig"}}}}
+    pool = t.pool_observation("a100", [MIG], declared=declared)
+    state = run([*CLASSES_ALL, pool, t.node("n1"), PARTITIONED])
+    assert outcome(state)[1] == {(4,): 1}
+
+
+def test_an_unreadable_declared_attribute_makes_the_spec_invalid():
+    declared = {"gpu": {"attributes": {"driverVersion": {"string": "a", "int": 1}}}}
+    pool = t.pool_observation("a100", [GPU], declared=declared)
+    state = run([*CLASSES_ALL, pool, t.node("n1"), gpus("n1")])
+    assert outcome(state) == (0, None, "False", "InvalidSpec")
+    assert state.pool_report("a100").condition.message == (
+        "spec.devices[0].attributes.driverVersion: one of string, int, bool, version"
+    )
+
+
 # --------------------------------------------------------------------------- partitions
 
 # One GPU publishing its whole self and four 1g partitions, all drawing on one counter

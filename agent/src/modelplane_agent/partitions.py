@@ -53,7 +53,10 @@ Need = tuple[tuple[CounterKey, int], ...]
 
 
 def first_fit_count(
-    devices: Sequence[Device], slices: Sequence[int], left: Mapping[CounterKey, Fraction]
+    devices: Sequence[Device],
+    slices: Sequence[int],
+    left: Mapping[CounterKey, Fraction],
+    doubtful: Sequence[bool] = (),
 ) -> int:
     """How many one-device claims kube-scheduler's first fit satisfies from `devices`, one
     after another, beside what `left` says allocated devices left of the counters.
@@ -61,11 +64,14 @@ def first_fit_count(
     `devices` are in the allocator's order within each slice; `slices[i]` names the
     slice (any integer) of `devices[i]`. Every device must consume only counters of
     `left` with readable amounts (the caller leaves the others out: they can never be
-    given out).
+    given out). A group holding a `doubtful` device (one a claim may take but the
+    fleet was not told of: it differs from the declaration) counts none: which
+    devices a claim gets from it depends on selectors the count cannot see.
     """
     exact = [[(key, amount) for key, amount in d.consumes if amount is not None] for d in devices]
     needs, room = _in_units(exact, left)
-    placed = list(zip(slices, needs, strict=True))
+    doubts = tuple(doubtful) or (False,) * len(needs)
+    placed = list(zip(slices, needs, doubts, strict=True))
     return sum(_worst_order(group, room) for group in _groups(placed))
 
 
@@ -88,7 +94,8 @@ def _units(value: Fraction, scale: int) -> int:
     return value.numerator * (scale // value.denominator)  # exact: scale is a multiple
 
 
-Placed = tuple[int, Need]  # a device's slice and what it consumes, in allocator order
+# A device's slice, what it consumes and whether it is doubtful, in allocator order.
+Placed = tuple[int, Need, bool]
 
 
 def _groups(placed: list[Placed]) -> list[list[Placed]]:
@@ -101,7 +108,7 @@ def _groups(placed: list[Placed]) -> list[list[Placed]]:
             key = up
         return key
 
-    for _, need in placed:
+    for _, need, _ in placed:
         for key, _ in need[1:]:
             parent[root(key)] = root(need[0][0])
     groups: dict[CounterKey | None, list[Placed]] = {}
@@ -113,13 +120,15 @@ def _groups(placed: list[Placed]) -> list[list[Placed]]:
 
 def _worst_order(group: list[Placed], left: Mapping[CounterKey, int]) -> int:
     """The least sequential first fit gives over every order of the group's slices."""
+    if any(doubt for _, _, doubt in group):
+        return 0
     if not group[0][1]:
         return len(group)  # consuming nothing: every one fits
-    slices = list(dict.fromkeys(s for s, _ in group))
+    slices = list(dict.fromkeys(s for s, _, _ in group))
     if len(slices) > MAX_ORDERED_SLICES:
         return 0
     return min(
-        _sequential_first_fit([need for s in order for slice_, need in group if slice_ == s], left)
+        _sequential_first_fit([need for s in order for of, need, _ in group if of == s], left)
         for order in permutations(slices)
     )
 

@@ -34,6 +34,7 @@ from modelplane_agent.pools import (
     Contribution,
     CountersShared,
     Free,
+    Judgement,
     KindRule,
     NoRoom,
     PoolReport,
@@ -75,7 +76,7 @@ class PoolView:
         self.tallies: dict[str, Tally] = {}
         self.parts: dict[str, dict[str, Contribution]] = {}
         self.stale: dict[str, set[str]] = {}
-        self.match_cache: dict[tuple[KindRule, DeviceView], bool | str] = {}
+        self.match_cache: dict[tuple[KindRule, DeviceView], Judgement] = {}
 
     # ------------------------------------------------------------------ updates
 
@@ -234,9 +235,9 @@ class PoolView:
         rules = self.rules[pool]
         assert not isinstance(rules, Unobservable)
         offered = self.devices.node_devices(node)
-        judged: dict[DeviceKey, tuple[bool | str, ...]] = {}
+        judged: dict[DeviceKey, tuple[Judgement, ...]] = {}
 
-        def judge_of(device: Device) -> tuple[bool | str, ...]:
+        def judge_of(device: Device) -> tuple[Judgement, ...]:
             found = judged.get(device.key)
             if found is None:
                 found = judged[device.key] = tuple(self._judge(rule, device) for rule in rules)
@@ -244,20 +245,12 @@ class PoolView:
 
         allocated = self.devices.is_allocated
         failures = class_failures(offered.devices, judge_of, allocated)
-        vector = withheld(
-            free_vector(
-                offered,
-                lambda device: [i for i, j in enumerate(judge_of(device)) if j is True],
-                len(rules),
-                allocated,
-            ),
-            failures,
-            offered.skipped,
-        )
+        counted, differing = free_vector(offered, judge_of, len(rules), allocated)
+        vector = withheld(counted, failures, differing, offered.skipped)
         cached[pool] = vector
         return vector
 
-    def _judge(self, rule: KindRule, device: Device) -> bool | str:
+    def _judge(self, rule: KindRule, device: Device) -> Judgement:
         key = (rule, rule.view_of(device))
         cached = self.match_cache.get(key)
         if cached is None:

@@ -51,7 +51,8 @@ from fractions import Fraction
 
 from modelplane_common.cel.celenv import compile_selector
 from modelplane_common.cel.devices import ERROR, MATCH, MISSING, DeviceView, evaluate
-from modelplane_common.cel.errors import SelectorError
+from modelplane_common.cel.errors import CelValueError, SelectorError
+from modelplane_common.cel.quantity import Quantity
 from modelplane_common.cel.reads import Read, device_reads, project
 from modelplane_common.observation import MAX_BUCKETS, FreeVector, Histogram
 from modelplane_common.outcome import Condition
@@ -77,11 +78,33 @@ KINDS_SHARE_COUNTERS = "KindsShareCounters"
 
 
 @dataclass(frozen=True, slots=True)
+class Fails:
+    """A device on which a kind's DeviceClass fails (a CEL runtime error): `cause` says so."""
+
+    cause: str
+
+
+@dataclass(frozen=True, slots=True)
+class Differs:
+    """A device of a kind that is not what the fleet was told (`cause` names the first
+    declared attribute or capacity it lacks or holds another value of)."""
+
+    cause: str
+
+
+# What a kind's rule says of one device: of the kind (True) or not (False), of it but
+# not as declared (Differs), or its DeviceClass fails on it (Fails).
+Judgement = bool | Differs | Fails
+
+
+@dataclass(frozen=True, slots=True)
 class KindRule:
     """A pool device kind resolved against its DeviceClass.
 
-    `reads` are the device entries its selectors can read (None: unknown), so
-    that devices agreeing on them share one CEL evaluation (`view_of`).
+    `reads` are the device entries its selectors can read and its declaration
+    names (None: unknown), so that devices agreeing on them share one
+    judgement (`view_of`). `declared` is what the fleet was told every device of
+    the kind has (`snapshot.Kind.declared`).
     """
 
     name: str
@@ -89,6 +112,7 @@ class KindRule:
     selectors: tuple[str, ...]
     reads: frozenset[Read] | None = None
     device_class: str = ""
+    declared: DeviceView = ("", (), ())
 
     def view_of(self, device: Device) -> DeviceView:
         """What of `device` decides whether it is of this kind."""
@@ -98,28 +122,72 @@ class KindRule:
         """Raises SelectorError when a selector fails with a type error on this device."""
         return self.judge(view) is True
 
-    def judge(self, view: DeviceView) -> bool | str:
-        """Whether a device is of this kind, or why its DeviceClass fails on it.
+    def judge(self, view: DeviceView) -> Judgement:
+        """Whether a device is of this kind, and as declared, or why its class fails on it.
 
         The selectors run in order on the device whatever its driver, as the
         allocator runs a claim's class on every device of the node it tries: the
         first false one decides False; one reading an attribute or capacity the
         device lacks fails kube-scheduler's Filter ("no such key", a CEL runtime
-        error), returned as the reason. True only for a device of the kind's
-        driver. Raises SelectorError for a type error.
+        error): Fails. Of the kind only on the kind's driver, and then Differs
+        unless the device holds every declared attribute and capacity with the
+        declared value. Raises SelectorError for a type error.
         """
         for expression in self.selectors:
             outcome, reason = evaluate(expression, view)
             if outcome == ERROR:
                 raise SelectorError(expression, reason)
             if outcome == MISSING:
-                return (
+                return Fails(
                     f"device kind {self.name}: DeviceClass {self.device_class} fails on "
                     f"a device ({reason}): kube-scheduler may fail the node"
                 )
             if outcome != MATCH:
                 return False
-        return view[0] == self.driver
+        if view[0] != self.driver:
+            return False
+        what = differs(self.declared, view)
+        if what is None:
+            return True
+        return Differs(f"device kind {self.name}: a device differs from the declared {what}")
+
+
+def differs(declared: DeviceView, view: DeviceView) -> str | None:
+    """The first declared attribute or capacity `view` lacks or holds another value of
+    ("attribute driverVersion"), None when it holds them all. Names resolve as CEL
+    resolves them: unqualified, in the driver's domain; capacities compare as
+    quantities (80Gi equals 85899345920)."""
+    attributes = {_qualified(n, view[0]): (k, v) for n, k, v in view[1]}
+    for name, kind, value in declared[1]:
+        if attributes.get(_qualified(name, declared[0])) != (kind, value):
+            return f"attribute {name}"
+    capacity = {_qualified(n, view[0]): v for n, v in view[2]}
+    for name, value in declared[2]:
+        held = capacity.get(_qualified(name, declared[0]))
+        if held is None or _amount(held) != _amount(value):
+            return f"capacity {name}"
+    return None
+
+
+def _qualified(name: str, driver: str) -> str:
+    return name if "/" in name else f"{driver}/{name}"
+
+
+def _amount(text: str) -> Fraction | None:
+    try:
+        return Quantity.parse(text).value
+    except CelValueError:
+        return None
+
+
+def declared_reads(declared: DeviceView) -> frozenset[Read]:
+    """The device entries a declaration names, as `reads` lists them."""
+    reads: set[Read] = set()
+    for what, entries in (("attributes", declared[1]), ("capacity", declared[2])):
+        for entry in entries:
+            domain, _, ident = _qualified(entry[0], declared[0]).partition("/")
+            reads.add((what, domain, ident))
+    return frozenset(reads)
 
 
 @dataclass(frozen=True, slots=True)
@@ -166,8 +234,9 @@ def kind_rules(
                 kind.name,
                 kind.driver,
                 device_class.selectors,
-                None if reads is None else frozenset(reads),
+                None if reads is None else frozenset(reads) | declared_reads(kind.declared),
                 kind.device_class,
+                kind.declared,
             )
         )
     return tuple(rules)
@@ -206,45 +275,60 @@ class CountersShared(Exception):
 
 def free_vector(
     offered: NodeDevices,
-    kinds_of: Callable[[Device], Sequence[int]],
+    judge_of: Callable[[Device], Sequence[Judgement]],
     kind_count: int,
     allocated: Callable[[DeviceKey], bool],
-) -> FreeVector:
-    """Free devices of one node per kind (indices from `kinds_of`, in declared order).
+) -> tuple[FreeVector, dict[int, str]]:
+    """Free devices of one node per kind (`judge_of` a device: per kind, in declared
+    order), and per kind why some of its devices were not counted (they differ from
+    the declaration).
 
     `offered.elsewhere` are devices of the node's resource pools published for other
     nodes that consume the same counters: only what they take, allocated, matters here.
 
-    A device consuming no counter counts when free; those that do count as many
-    of the kind's free ones as first fit gives out one after another in what
-    allocated devices left of the counters (`partitions.first_fit_count`). Raises
-    CountersShared when two kinds' devices consume the same counter.
+    A device consuming no counter counts when free and as declared; those that do
+    count as many of the kind's free ones as first fit gives out one after another in
+    what allocated devices left of the counters (`partitions.first_fit_count`), none
+    of a GPU (a counter group) where a free one differs from the declaration: a
+    claim may get it, and the count cannot tell. Raises CountersShared when two
+    kinds' devices consume the same counter.
     """
     devices = offered.devices
     left = counters_left((*devices, *offered.elsewhere), allocated, offered.counters)
     free = [0] * kind_count
+    differing: dict[int, str] = {}
     for device in devices:
-        # kinds_of only for a free device: an allocated one costs no CEL match.
+        # judge_of only for a free device: an allocated one costs no CEL match.
         if not device.consumes and _free_at_all(device, allocated):
-            for index in kinds_of(device):
-                free[index] += 1
+            for index, judged in enumerate(judge_of(device)):
+                if judged is True:
+                    free[index] += 1
+                elif isinstance(judged, Differs):
+                    differing.setdefault(index, judged.cause)
     partitioned = _partition_candidates(
         [(s, d) for s, d in zip(offered.slice_of, devices, strict=True) if d.consumes],
-        kinds_of,
+        judge_of,
         kind_count,
         allocated,
         left,
     )
     for index, candidates in enumerate(partitioned):
         if candidates:
-            slices, fitting = zip(*candidates, strict=True)
-            free[index] += first_fit_count(fitting, slices, left)
-    return tuple(free)
+            free[index] += first_fit_count(
+                [device for _, device, _ in candidates],
+                [slice_ for slice_, _, _ in candidates],
+                left,
+                [isinstance(judged, Differs) for _, _, judged in candidates],
+            )
+            for _, _, judged in candidates:
+                if isinstance(judged, Differs):
+                    differing.setdefault(index, judged.cause)
+    return tuple(free), differing
 
 
 def class_failures(
     devices: Iterable[Device],
-    judge_of: Callable[[Device], Sequence[bool | str]],
+    judge_of: Callable[[Device], Sequence[Judgement]],
     allocated: Callable[[DeviceKey], bool],
 ) -> dict[int, str]:
     """Per kind index, why its DeviceClass fails on some device of the node no claim
@@ -256,17 +340,23 @@ def class_failures(
     for device in devices:
         if not allocated(device.key):
             for index, judged in enumerate(judge_of(device)):
-                if isinstance(judged, str):
-                    failures.setdefault(index, judged)
+                if isinstance(judged, Fails):
+                    failures.setdefault(index, judged.cause)
     return failures
 
 
-def withheld(vector: FreeVector, failures: Mapping[int, str], skipped: tuple[str, ...]) -> Free:
+def withheld(
+    vector: FreeVector,
+    failures: Mapping[int, str],
+    differing: Mapping[int, str],
+    skipped: tuple[str, ...],
+) -> Free:
     """The node's free vector with the kinds in `failures` counted as none, and why
-    devices were not counted (`skipped` pools, the failures), if any were not."""
+    devices were not counted (`skipped` pools, failures, devices differing from the
+    declaration), if any were not."""
     if failures:
         vector = tuple(0 if i in failures else n for i, n in enumerate(vector))
-    causes = (*skipped, *sorted(set(failures.values())))
+    causes = (*skipped, *sorted({*failures.values(), *differing.values()}))
     return Uncounted(vector, causes) if causes else vector
 
 
@@ -276,22 +366,23 @@ def _free_at_all(device: Device, allocated: Callable[[DeviceKey], bool]) -> bool
 
 def _partition_candidates(
     devices: Sequence[tuple[int, Device]],
-    kinds_of: Callable[[Device], Sequence[int]],
+    judge_of: Callable[[Device], Sequence[Judgement]],
     kind_count: int,
     allocated: Callable[[DeviceKey], bool],
     left: Mapping[CounterKey, Fraction],
-) -> list[list[tuple[int, Device]]]:
-    """Per kind, its free counter-consuming devices that could fit, with their slices, in
-    order; raises CountersShared when devices of two kinds (free or not) consume the
-    same counter."""
-    partitioned: list[list[tuple[int, Device]]] = [[] for _ in range(kind_count)]
+) -> list[list[tuple[int, Device, Judgement]]]:
+    """Per kind, its free counter-consuming devices that could fit, with their slices and
+    judgements (True or Differs), in order; raises CountersShared when devices of two
+    kinds (free or not) consume the same counter."""
+    partitioned: list[list[tuple[int, Device, Judgement]]] = [[] for _ in range(kind_count)]
     drawn: dict[CounterKey, int] = {}
     for slice_, device in devices:
-        kinds = kinds_of(device)
+        judged = judge_of(device)
+        kinds = [i for i, j in enumerate(judged) if j is True or isinstance(j, Differs)]
         _draw(device, kinds, drawn)
         if _free_at_all(device, allocated) and _may_fit(device, left):
             for index in kinds:
-                partitioned[index].append((slice_, device))
+                partitioned[index].append((slice_, device, judged[index]))
     return partitioned
 
 
