@@ -18,22 +18,27 @@ GPU before its partitions) gives the first one-device claim the whole GPU.
 satisfies. It is also what claims of `d` devices get, `count // d` of them:
 a d-device claim's search takes the same first d devices the one-device
 sequence would (each the first that fits beside the earlier ones), so a
-series of claims walks that one sequence. Where it cannot find d, the search
+series of claims walks such a sequence. Where it cannot find d, the search
 may still backtrack to a set the count does not promise: an under-promise.
 
 The order of the slices of one resource pool is not fixed: kube-scheduler
-reads them from its informer's cache (kubernetes@v1.35.4
-`structured/internal/incubating/pools_incubating.go`, `GatherPools`). So a
-group of devices linked by counters and published in several slices counts
-as the LEAST sequential first fit gives over every order of those slices; a
-group spread over more than `MAX_ORDERED_SLICES` slices counts none (never
-seen from a driver; counted as nothing rather than guessed). Devices that
+gathers them afresh for each pod from its informer's cache, in map order
+(kubernetes@v1.35.4 `structured/internal/incubating/pools_incubating.go`,
+`GatherPools`). So where a group of devices linked by counters (one GPU's
+placements) is published in several slices, each claim may read them in
+another order: its device is the first that fits of whichever slice it
+reads first that has one, and the group counts the FEWEST claims such
+choices satisfy before none fits (`_fewest_picks`, a search over the sets
+taken, at most `SEARCH_BUDGET` of them). A group spread over more than
+`MAX_ORDERED_SLICES` slices, or whose search runs past the budget, counts
+none (never seen from a driver; nothing rather than a guess). Devices that
 share no counter are independent: each group is solved on its own.
 
-Cost: one pass over a group's devices per slice order (one order for the
-usual one slice per GPU): the A100 layout of 19 placements in microseconds,
-cheaper than the largest-set search it replaces. A node's result is cached
-with its free vector until an event touches the node.
+Cost: one pass over a group's devices when it is in one slice (the usual
+case: the A100 layout of 19 placements in microseconds, cheaper than the
+largest-set search it replaces); a group over several slices visits at most
+`SEARCH_BUDGET` sets taken. A node's result is cached with its free vector
+until an event touches the node.
 """
 
 from __future__ import annotations
@@ -41,12 +46,13 @@ from __future__ import annotations
 import math
 from collections.abc import Mapping, Sequence
 from fractions import Fraction
-from itertools import permutations
 
 from modelplane_agent.snapshot import CounterKey, Device
 
-# Orders of a group's slices tried: 4 slices are 24 orders.
+# Beyond as many slices, a group counts none.
 MAX_ORDERED_SLICES = 4
+# Sets taken `_fewest_picks` visits at most (a few per claim for real layouts).
+SEARCH_BUDGET = 20_000
 
 # What one device consumes, in whole units of each counter (see `_in_units`).
 Need = tuple[tuple[CounterKey, int], ...]
@@ -119,18 +125,69 @@ def _groups(placed: list[Placed]) -> list[list[Placed]]:
 
 
 def _worst_order(group: list[Placed], left: Mapping[CounterKey, int]) -> int:
-    """The least sequential first fit gives over every order of the group's slices."""
+    """The fewest one-device claims first fit satisfies from the group, whatever order
+    of its slices each claim reads them in."""
     if any(doubt for _, _, doubt in group):
         return 0
     if not group[0][1]:
         return len(group)  # consuming nothing: every one fits
     slices = list(dict.fromkeys(s for s, _, _ in group))
-    if len(slices) > MAX_ORDERED_SLICES:
+    runs = [[need for of, need, _ in group if of == s] for s in slices]
+    if len(runs) == 1:
+        return _sequential_first_fit(runs[0], left)
+    if len(runs) > MAX_ORDERED_SLICES:
         return 0
-    return min(
-        _sequential_first_fit([need for s in order for of, need, _ in group if of == s], left)
-        for order in permutations(slices)
-    )
+    return _fewest_picks(runs, left)
+
+
+class _OverBudget(Exception):
+    pass
+
+
+def _fewest_picks(runs: list[list[Need]], left: Mapping[CounterKey, int]) -> int:
+    """The fewest claims satisfied before none fits, when each claim takes the first
+    device that fits (and is not taken) of any one slice (`runs`, each slice's devices
+    in order); 0 past `SEARCH_BUDGET` sets taken."""
+    fewest: dict[frozenset[tuple[int, int]], int] = {}
+    used: dict[CounterKey, int] = {}
+
+    def visit(taken: frozenset[tuple[int, int]]) -> int:
+        if taken in fewest:
+            return fewest[taken]
+        if len(fewest) >= SEARCH_BUDGET:
+            raise _OverBudget
+        best: int | None = None
+        for r, run in enumerate(runs):
+            pick = next(
+                (
+                    i
+                    for i, need in enumerate(run)
+                    if (r, i) not in taken and _fits(need, used, left)
+                ),
+                None,
+            )
+            if pick is None:
+                continue
+            _add(used, run[pick], 1)
+            found = 1 + visit(taken | {(r, pick)})
+            _add(used, run[pick], -1)
+            best = found if best is None else min(best, found)
+        fewest[taken] = best or 0
+        return fewest[taken]
+
+    try:
+        return visit(frozenset())
+    except _OverBudget:
+        return 0
+
+
+def _fits(need: Need, used: Mapping[CounterKey, int], left: Mapping[CounterKey, int]) -> bool:
+    return all(used.get(key, 0) + amount <= left[key] for key, amount in need)
+
+
+def _add(used: dict[CounterKey, int], need: Need, sign: int) -> None:
+    for key, amount in need:
+        used[key] = used.get(key, 0) + sign * amount
 
 
 def _sequential_first_fit(order: list[Need], left: Mapping[CounterKey, int]) -> int:
@@ -140,8 +197,7 @@ def _sequential_first_fit(order: list[Need], left: Mapping[CounterKey, int]) -> 
     used: dict[CounterKey, int] = {}
     taken = 0
     for need in order:
-        if all(used.get(key, 0) + amount <= left[key] for key, amount in need):
-            for key, amount in need:
-                used[key] = used.get(key, 0) + amount
+        if _fits(need, used, left):
+            _add(used, need, 1)
             taken += 1
     return taken
