@@ -54,7 +54,6 @@ from modelplane_agent.pools import (
 from modelplane_agent.snapshot import (
     Device,
     DeviceClass,
-    DeviceKey,
     Node,
     PoolSpec,
     pool_spec_from,
@@ -235,17 +234,17 @@ class PoolView:
         rules = self.rules[pool]
         assert not isinstance(rules, Unobservable)
         offered = self.devices.node_devices(node)
-        judged: dict[DeviceKey, tuple[Judgement, ...]] = {}
-
-        def judge_of(device: Device) -> tuple[Judgement, ...]:
-            found = judged.get(device.key)
-            if found is None:
-                found = judged[device.key] = tuple(self._judge(rule, device) for rule in rules)
-            return found
-
         allocated = self.devices.is_allocated
-        failures = class_failures(offered.devices, judge_of, allocated)
-        counted, differing = free_vector(offered, judge_of, len(rules), allocated)
+        # Judged once per device: every device no claim holds (the allocator may try
+        # it), and those consuming counters whoever holds them (`free_vector`).
+        judged = [
+            tuple([self._judge(rule, d) for rule in rules])
+            if d.consumes or not allocated(d.key)
+            else ()
+            for d in offered.devices
+        ]
+        failures = class_failures(offered.devices, judged, allocated)
+        counted, differing = free_vector(offered, judged, len(rules), allocated)
         vector = withheld(counted, failures, differing, offered.skipped)
         cached[pool] = vector
         return vector

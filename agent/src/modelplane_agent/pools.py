@@ -95,6 +95,8 @@ class Differs:
 # What a kind's rule says of one device: of the kind (True) or not (False), of it but
 # not as declared (Differs), or its DeviceClass fails on it (Fails).
 Judgement = bool | Differs | Fails
+# A device's judgements, one per kind of the pool in declared order.
+Judged = tuple[Judgement, ...]
 
 
 @dataclass(frozen=True, slots=True)
@@ -275,13 +277,14 @@ class CountersShared(Exception):
 
 def free_vector(
     offered: NodeDevices,
-    judge_of: Callable[[Device], Sequence[Judgement]],
+    judged: Sequence[Judged],
     kind_count: int,
     allocated: Callable[[DeviceKey], bool],
 ) -> tuple[FreeVector, dict[int, str]]:
-    """Free devices of one node per kind (`judge_of` a device: per kind, in declared
-    order), and per kind why some of its devices were not counted (they differ from
-    the declaration).
+    """Free devices of one node per kind (`judged`: each device's judgements, per kind
+    in declared order; empty for an allocated device that consumes no counter), and
+    per kind why some of its devices were not counted (they differ from the
+    declaration).
 
     `offered.elsewhere` are devices of the node's resource pools published for other
     nodes that consume the same counters: only what they take, allocated, matters here.
@@ -297,17 +300,19 @@ def free_vector(
     left = counters_left((*devices, *offered.elsewhere), allocated, offered.counters)
     free = [0] * kind_count
     differing: dict[int, str] = {}
-    for device in devices:
-        # judge_of only for a free device: an allocated one costs no CEL match.
-        if not device.consumes and _free_at_all(device, allocated):
-            for index, judged in enumerate(judge_of(device)):
-                if judged is True:
+    for device, verdicts in zip(devices, judged, strict=True):
+        if verdicts and not device.consumes and device.allocatable:
+            for index, verdict in enumerate(verdicts):
+                if verdict is True:
                     free[index] += 1
-                elif isinstance(judged, Differs):
-                    differing.setdefault(index, judged.cause)
+                elif isinstance(verdict, Differs):
+                    differing.setdefault(index, verdict.cause)
     partitioned = _partition_candidates(
-        [(s, d) for s, d in zip(offered.slice_of, devices, strict=True) if d.consumes],
-        judge_of,
+        [
+            (s, d, j)
+            for s, d, j in zip(offered.slice_of, devices, judged, strict=True)
+            if d.consumes
+        ],
         kind_count,
         allocated,
         left,
@@ -318,18 +323,16 @@ def free_vector(
                 [device for _, device, _ in candidates],
                 [slice_ for slice_, _, _ in candidates],
                 left,
-                [isinstance(judged, Differs) for _, _, judged in candidates],
+                [isinstance(verdict, Differs) for _, _, verdict in candidates],
             )
-            for _, _, judged in candidates:
-                if isinstance(judged, Differs):
-                    differing.setdefault(index, judged.cause)
+            for _, _, verdict in candidates:
+                if isinstance(verdict, Differs):
+                    differing.setdefault(index, verdict.cause)
     return tuple(free), differing
 
 
 def class_failures(
-    devices: Iterable[Device],
-    judge_of: Callable[[Device], Sequence[Judgement]],
-    allocated: Callable[[DeviceKey], bool],
+    devices: Sequence[Device], judged: Sequence[Judged], allocated: Callable[[DeviceKey], bool]
 ) -> dict[int, str]:
     """Per kind index, why its DeviceClass fails on some device of the node no claim
     holds (`KindRule.judge`), any driver's, tainted or not: kube-scheduler's allocator
@@ -337,11 +340,11 @@ def class_failures(
     in map order), and a failure fails the node's Filter. So a failing kind is counted
     as nothing on the node (`withheld`), never as free devices a claim may not get."""
     failures: dict[int, str] = {}
-    for device in devices:
-        if not allocated(device.key):
-            for index, judged in enumerate(judge_of(device)):
-                if isinstance(judged, Fails):
-                    failures.setdefault(index, judged.cause)
+    for device, verdicts in zip(devices, judged, strict=True):
+        if verdicts and not (device.consumes and allocated(device.key)):
+            for index, verdict in enumerate(verdicts):
+                if isinstance(verdict, Fails):
+                    failures.setdefault(index, verdict.cause)
     return failures
 
 
@@ -365,8 +368,7 @@ def _free_at_all(device: Device, allocated: Callable[[DeviceKey], bool]) -> bool
 
 
 def _partition_candidates(
-    devices: Sequence[tuple[int, Device]],
-    judge_of: Callable[[Device], Sequence[Judgement]],
+    devices: Sequence[tuple[int, Device, Judged]],
     kind_count: int,
     allocated: Callable[[DeviceKey], bool],
     left: Mapping[CounterKey, Fraction],
@@ -376,13 +378,12 @@ def _partition_candidates(
     kinds (free or not) consume the same counter."""
     partitioned: list[list[tuple[int, Device, Judgement]]] = [[] for _ in range(kind_count)]
     drawn: dict[CounterKey, int] = {}
-    for slice_, device in devices:
-        judged = judge_of(device)
-        kinds = [i for i, j in enumerate(judged) if j is True or isinstance(j, Differs)]
+    for slice_, device, verdicts in devices:
+        kinds = [i for i, j in enumerate(verdicts) if j is True or isinstance(j, Differs)]
         _draw(device, kinds, drawn)
         if _free_at_all(device, allocated) and _may_fit(device, left):
             for index in kinds:
-                partitioned[index].append((slice_, device, judged[index]))
+                partitioned[index].append((slice_, device, verdicts[index]))
     return partitioned
 
 
