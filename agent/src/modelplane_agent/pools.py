@@ -11,7 +11,12 @@ Model (design/observation.md, "What the agent counts")
     - a device of the node (published by a ResourceSlice with this node's
       `nodeName`) is of a kind when its driver is the kind's driver and every
       CEL selector of the kind's DeviceClass is true for it (evaluated by the
-      shared `modelplane_common.cel` matcher);
+      shared `modelplane_common.cel` matcher); it COUNTS only as declared:
+      holding every attribute and capacity of the kind's declaration, which
+      the fleet judges request selectors on (`differs`);
+    - a kind whose DeviceClass fails on some device of the node no claim
+      holds, any driver's ("no such key": no driver guard), counts nothing
+      there, as kube-scheduler fails the node (`class_failures`);
     - a device is FREE unless some ResourceClaim's `status.allocation` holds it
       (whoever owns the claim; `adminAccess` results hold nothing), it carries
       a NoSchedule/NoExecute device taint or binding conditions
@@ -19,8 +24,10 @@ Model (design/observation.md, "What the agent counts")
       (`devices.DeviceIndex` never lists such a pool's devices);
     - partitionable devices (shared counters) of a kind count as many as
       kube-scheduler's first fit gives to one-device claims placed one after
-      another, in the slices' order, beside what allocated devices left of the
-      counters (`partitions`); two kinds drawing on one counter make the pool
+      another, in the slices' order (the fewest over the orders of a GPU's
+      slices), beside what allocated devices left of the counters
+      (`partitions`), none of a GPU where a free one differs from the
+      declaration; two kinds drawing on one counter make the pool
       unobservable (`KindsShareCounters`), never a double count.
 
     A node's FREE VECTOR counts its free devices per kind, in declared order;
@@ -119,10 +126,6 @@ class KindRule:
     def view_of(self, device: Device) -> DeviceView:
         """What of `device` decides whether it is of this kind."""
         return device.view if self.reads is None else project(device.view, self.reads)
-
-    def matches(self, view: DeviceView) -> bool:
-        """Raises SelectorError when a selector fails with a type error on this device."""
-        return self.judge(view) is True
 
     def judge(self, view: DeviceView) -> Judgement:
         """Whether a device is of this kind, and as declared, or why its class fails on it.
