@@ -43,6 +43,10 @@ GPU_CLASS = t.device_class(
 )
 MIG_CLASS = t.device_class("mig-1g.nvidia.com", 'device.attributes["gpu.nvidia.com"].type == "mig"')
 NIC_CLASS = t.device_class("nic.example.com", 'device.driver == "nic.example.com"')
+# Reads a GPU attribute with no driver guard: kube-scheduler evaluates it on every device
+# of a node, and on another driver's it fails ("no such key").
+UNGUARDED_CLASS = t.device_class("unguarded", 'device.attributes["gpu.nvidia.com"].type == "gpu"')
+UNGUARDED = ("gpu", t.NVIDIA, "unguarded")
 GPU = ("gpu", t.NVIDIA, "gpu.nvidia.com")
 MIG = ("mig", t.NVIDIA, "mig-1g.nvidia.com")
 NIC = ("nic", t.NIC_DRIVER, "nic.example.com")
@@ -337,6 +341,40 @@ CASES = {
             nics("n1", 2),
         ],
         (1, {(2,): 1}, "True", "Observed"),
+    ),
+    "a DeviceClass without a driver guard counts nothing on a node where it errors on "
+    "another driver's free device": (
+        [
+            UNGUARDED_CLASS,
+            t.pool_observation("a100", [UNGUARDED]),
+            t.node("n1"),
+            gpus("n1", 2),
+            nics("n1", 2),
+            t.node("n2"),
+            gpus("n2", 2),
+        ],
+        (2, {(0,): 1, (2,): 1}, "True", "Observed"),
+    ),
+    "a DeviceClass without a driver guard is not evaluated on another driver's allocated devices": (
+        [
+            UNGUARDED_CLASS,
+            t.pool_observation("a100", [UNGUARDED]),
+            t.node("n1"),
+            gpus("n1", 2),
+            nics("n1", 2),
+            t.claim("n", [("n1", "nic-0"), ("n1", "nic-1")], driver=t.NIC_DRIVER),
+        ],
+        (1, {(2,): 1}, "True", "Observed"),
+    ),
+    "a DeviceClass reading an attribute a device of its own driver lacks counts nothing "
+    "on that node": (
+        [
+            t.device_class("by-model", 'device.attributes["gpu.nvidia.com"].model == "a100"'),
+            t.pool_observation("a100", [("gpu", t.NVIDIA, "by-model")]),
+            t.node("n1"),
+            gpus("n1", 2),
+        ],
+        (1, {(0,): 1}, "True", "Observed"),
     ),
     "slices of an older generation of a resource pool are ignored": (
         [
@@ -756,6 +794,132 @@ def test_a_resized_sidecar_counts_like_a_container_and_an_init_container_by_its_
     assert pod_requests(spec, status).cpu == 7000
 
 
+def test_a_device_class_failing_on_a_device_of_a_node_is_named_in_the_message():
+    pool = t.pool_observation("a100", [UNGUARDED])
+    state = run([UNGUARDED_CLASS, pool, t.node("n1"), gpus("n1", 2), nics("n1", 2)])
+    assert state.pool_report("a100").condition.message == (
+        "1/1 nodes schedulable; devices not counted: 1 device kind gpu: DeviceClass unguarded "
+        "fails on a device (no such member in mapping: 'type'): kube-scheduler may fail the node"
+    )
+
+
+# --------------------------------------------------------------------------- declared devices
+
+# The InferenceCluster declares what every device of a kind has; the fleet judges request
+# selectors on that (isGreaterThan(semver("550.0.0")) is true on 550.54.15), and
+# kube-scheduler on the real devices: a device unlike the declaration is not counted.
+DECLARED_550 = {"gpu": {"attributes": {"driverVersion": {"version": "550.54.15"}}}}
+
+
+def versioned(name: str, version: str, **kwargs) -> dict:
+    """t.device with a driverVersion attribute."""
+    device = t.device(name, **kwargs)
+    device["attributes"]["driverVersion"] = {"version": version}
+    return device
+
+
+def versions(node: str, *found: str) -> dict:
+    return t.resource_slice(node, [versioned(f"gpu-{i}", v) for i, v in enumerate(found)])
+
+
+DECLARED_CASES = [
+    pytest.param(
+        DECLARED_550,
+        versions("n1", *["535.161.8"] * 8),
+        (0,),
+        id="devices whose driver version differs from the declared one are not counted",
+    ),
+    pytest.param(
+        DECLARED_550, versions("n1", *["550.54.15"] * 8), (8,), id="devices as declared count"
+    ),
+    pytest.param(
+        DECLARED_550,
+        versions("n1", *["550.54.15"] * 4, *["535.161.8"] * 4),
+        (4,),
+        id="a node mid driver rollout counts its devices as declared",
+    ),
+    pytest.param(
+        {"gpu": {"attributes": {"gpu.nvidia.com/driverVersion": {"version": "550.54.15"}}}},
+        versions("n1", "550.54.15"),
+        (1,),
+        id="a declared qualified name is the device's unqualified name of its driver",
+    ),
+    pytest.param(
+        {"gpu": {"attributes": {"example.com/driverVersion": {"version": "550.54.15"}}}},
+        versions("n1", "550.54.15"),
+        (0,),
+        id="a declared name of another domain is not the device's unqualified name",
+    ),
+    pytest.param(
+        {"gpu": {"attributes": {"driverVersion": {"string": "550.54.15"}}}},
+        versions("n1", "550.54.15"),
+        (0,),
+        id="a declared string is not a device's version of the same text",
+    ),
+    pytest.param(
+        {"gpu": {"capacity": {"memory": {"value": "85899345920"}}}},
+        gpus("n1", 2),
+        (2,),
+        id="a declared capacity equals the device's as a quantity (80Gi)",
+    ),
+    pytest.param(
+        {"gpu": {"capacity": {"memory": {"value": "40Gi"}}}},
+        gpus("n1", 2),
+        (0,),
+        id="a device with more memory than declared is not counted",
+    ),
+    pytest.param(
+        {"gpu": {"capacity": {"cores": {"value": "132"}}}},
+        gpus("n1", 2),
+        (0,),
+        id="a device lacking a declared capacity is not counted",
+    ),
+]
+
+
+@pytest.mark.parametrize(("declared", "slice_", "vector"), DECLARED_CASES)
+def test_only_devices_as_declared_count(declared, slice_, vector):
+    pool = t.pool_observation("a100", [GPU], declared=declared)
+    state = run([*CLASSES_ALL, pool, t.node("n1"), slice_])
+    assert outcome(state) == (1, {vector: 1}, "True", "Observed")
+
+
+def test_devices_unlike_the_declaration_are_named_in_the_message():
+    pool = t.pool_observation("a100", [GPU], declared=DECLARED_550)
+    state = run([*CLASSES_ALL, pool, t.node("n1"), versions("n1", "535.161.8")])
+    assert state.pool_report("a100").condition.message == (
+        "1/1 nodes schedulable; devices not counted: "
+        "1 device kind gpu: a device differs from the declared attribute driverVersion"
+    )
+
+
+def test_a_partition_unlike_the_declaration_leaves_none_of_its_gpu_counted():
+    # The generic class matches the whole GPU too, declared as a partition: a claim may
+    # get the whole GPU first, whatever the partitions' count would say.
+    declared = {"part": {"attributes": {"type": {"string": "mig"}}}}
+    pool = t.pool_observation("a100", [ANY], declared=declared)
+    whole_last = t.resource_slice("n1", [*PARTITIONS, WHOLE], shared_counters=COUNTERS)
+    state = run([*CLASSES_ALL, ANY_PART, pool, t.node("n1"), whole_last])
+    assert outcome(state)[1] == {(0,): 1}
+
+
+def test_partitions_all_as_declared_count_by_first_fit():
+    declared = {"mig": {"attributes": {"type": {"string": "mig"}}}}
+    pool = t.pool_observation("a100", [MIG], declared=declared)
+    state = run([*CLASSES_ALL, pool, t.node("n1"), PARTITIONED])
+    assert outcome(state)[1] == {(4,): 1}
+
+
+def test_an_unreadable_declared_attribute_makes_the_spec_invalid():
+    declared = {"gpu": {"attributes": {"driverVersion": {"string": "a", "int": 1}}}}
+    pool = t.pool_observation("a100", [GPU], declared=declared)
+    state = run([*CLASSES_ALL, pool, t.node("n1"), gpus("n1")])
+    assert outcome(state) == (0, None, "False", "InvalidSpec")
+    assert state.pool_report("a100").condition.message == (
+        "spec.devices[0].attributes.driverVersion: one of string, int, bool, version"
+    )
+
+
 # --------------------------------------------------------------------------- partitions
 
 # One GPU publishing its whole self and four 1g partitions, all drawing on one counter
@@ -773,14 +937,17 @@ ANY_PART = t.device_class("any-part.nvidia.com", "true")
 ANY = ("part", t.NVIDIA, "any-part.nvidia.com")
 
 
-def a100_layout(multiprocessors: bool = True) -> dict:
+def a100_layout(multiprocessors: bool = True, largest_first: bool = False) -> dict:
     """An A100's MIG placements as a partitionable driver publishes them: eight memory
     slices (and 98 multiprocessors); 1g at 0-6, 2g at 0/2/4, 3g at 0/4, 4g at 0, 7g at
-    0, each consuming its memory slices (and its share of multiprocessors): 19 devices."""
+    0, each consuming its memory slices (and its share of multiprocessors): 19 devices,
+    the smallest profile first (or the largest)."""
     counters = {f"slice-{i}": "1" for i in range(8)}
     if multiprocessors:
         counters["multiprocessors"] = "98"
     profiles = [(1, 1, range(7)), (2, 2, (0, 2, 4)), (3, 4, (0, 4)), (4, 4, (0,)), (7, 8, (0,))]
+    if largest_first:
+        profiles.reverse()
     devices = [
         t.device(
             f"mig-{g}g-{start}",
@@ -839,8 +1006,31 @@ PARTITION_CASES = [
         t.pool_observation("a100", [ANY]),
         halves("40Gi", "20Gi", "20Gi"),
         [],
+        (1,),
+        id="one class over the whole GPU published before its halves counts what first fit "
+        "gives: the whole GPU",
+    ),
+    pytest.param(
+        t.pool_observation("a100", [ANY]),
+        halves("20Gi", "20Gi", "40Gi"),
+        [],
         (2,),
-        id="one class over the whole GPU and its halves counts the halves that fit together",
+        id="one class over the halves published before the whole GPU counts both halves",
+    ),
+    pytest.param(
+        t.pool_observation("a100", [ANY]),
+        a100_layout(largest_first=True),
+        [],
+        (1,),
+        id="a generic MIG class over an A100 published largest first counts the 7g placement "
+        "the first claim gets",
+    ),
+    pytest.param(
+        t.pool_observation("a100", [ANY]),
+        a100_layout(largest_first=True),
+        [("n1", "mig-4g-0")],
+        (1,),
+        id="beside an allocated 4g placement, first fit gives the 3g placement after it",
     ),
     pytest.param(
         t.pool_observation("a100", [ANY]),
@@ -904,6 +1094,20 @@ def test_a_device_of_the_pool_on_another_node_uses_up_the_counters_it_shares():
     touched = state.apply(CLAIMS, "ADDED", t.claim("c", [("shared", "gpu-0")]))
     assert touched.pools == {"a100"}
     assert outcome(state)[1] == {(0,): 1}
+
+
+def test_partitions_in_two_slices_count_what_first_fit_gives_in_the_worse_slice_order():
+    # kube-scheduler reads a resource pool's slices in no fixed order: the whole GPU's
+    # slice may come before its halves' though its name sorts after theirs.
+    halves_ = [
+        t.device(f"half-{i}", "mig", consumes={"gpu-0-counters": {"memory": "20Gi"}})
+        for i in range(2)
+    ]
+    first = t.resource_slice("n1", halves_, slice_count=2, name="n1-a")
+    second = t.resource_slice("n1", [WHOLE], slice_count=2, name="n1-b", shared_counters=COUNTERS)
+    pool = t.pool_observation("a100", [ANY])
+    state = run([*CLASSES_ALL, ANY_PART, pool, t.node("n1"), first, second])
+    assert outcome(state)[1] == {(1,): 1}
 
 
 def test_a_partition_whose_counter_set_is_not_published_is_not_free():

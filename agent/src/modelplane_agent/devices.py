@@ -200,9 +200,10 @@ class DeviceIndex:
         """A node's devices the allocator would consider, and their pools' shared counters:
         its slices of the newest generation of each complete, valid resource pool."""
         devices: list[Device] = []
+        slice_of: list[int] = []
         pools: set[ResourcePoolKey] = set()
         skipped: set[str] = set()
-        for name in sorted(self.by_node.get(node, ())):
+        for position, name in enumerate(sorted(self.by_node.get(node, ()))):
             current = self.slices[name]
             pool = (current.driver, current.pool)
             if not current.node or current.generation < self.newest.get(pool, 0):
@@ -214,13 +215,14 @@ class DeviceIndex:
                 skipped.add(SHARED_POOL_NAME)
                 continue
             devices.extend(self._as_allocator_sees(current.devices))
+            slice_of.extend([position] * len(current.devices))
             pools.add(pool)
         counters: dict[CounterKey, Fraction | None] = {}
         elsewhere: list[Device] = []
         for pool in pools & self.counters.keys():
             counters.update(self.counters[pool])
             elsewhere.extend(self._consumers_elsewhere(pool, node))
-        return NodeDevices(devices, counters, elsewhere, tuple(sorted(skipped)))
+        return NodeDevices(devices, slice_of, counters, elsewhere, tuple(sorted(skipped)))
 
     def _as_allocator_sees(self, devices: tuple[Device, ...]) -> tuple[Device, ...]:
         """The slice's devices, those a DeviceTaintRule withholds marked tainted."""
@@ -256,11 +258,14 @@ def _discard(index: dict[str, set[str]], key: str, name: str) -> None:
 
 @dataclass(frozen=True, slots=True)
 class NodeDevices:
-    """What `free_vector` needs of a node: its devices, its pools' counters, and the
-    counter-consuming devices of those pools on other nodes; and why devices of its
-    other pools are not offered (`skipped`)."""
+    """What `free_vector` needs of a node: its devices, each slice's in its published
+    order, its pools' counters, and the counter-consuming devices of those pools on
+    other nodes; why devices of its other pools are not offered (`skipped`); and which
+    slice publishes each device (`slice_of`, parallel to `devices`: the allocator's
+    order of one pool's slices is not fixed, `partitions`)."""
 
     devices: list[Device]
+    slice_of: list[int]  # as many as `devices`
     counters: dict[CounterKey, Fraction | None]
     elsewhere: list[Device]
     # "incomplete resource pool", "invalid resource pool", SHARED_POOL_NAME

@@ -1,35 +1,44 @@
-"""How many partitionable devices of one kind fit together (KEP-4815 shared counters).
+"""How many partitionable devices of one kind kube-scheduler gives out (KEP-4815 shared counters).
 
 A partitionable device consumes amounts of its resource pool's shared
 counters (`consumesCounters` against `sharedCounters`), and the allocator
-gives out a set of devices only while their consumption, added to what the
-allocated devices of the pool already consume, stays within every counter.
-So the number of devices of a kind a pod could get on a node is the size of
-the LARGEST set of its free devices whose consumption fits the counters left
-together, not the number that fit one at a time (a MIG class matching every
-profile and placement of a GPU has about 19 devices of which at most 7 fit).
+gives out a device only while its consumption, added to what the allocated
+devices of the pool already consume, stays within every counter.
 
-`largest_fitting` computes that size exactly for the layouts drivers
-publish, and never more than it:
-    - devices that share no counter are independent: each group of devices
-      linked by counters (one GPU's partitions) is solved on its own;
-    - a greedy pass (least consuming first) gives a feasible set; two bounds
-      often prove it the largest: per counter, the devices that do not
-      consume it plus how many of those that do fit it (least first); and
-      over all counters, as many devices as the lightest whose shares of
-      each counter's room add up to no more than the number of counters.
-      Real layouts (an aggregate counter every partition draws on, or one
-      counter per memory slice) make one of them tight;
-    - otherwise a depth-first search over include/exclude, pruned by that
-      count, looks for a larger feasible set within `SEARCH_BUDGET` steps.
-      Past the budget the largest set found so far is the answer: possibly
-      fewer than fit (an under-promise), never more.
+kube-scheduler's allocator does not look for the best set: for each device a
+claim asks for it takes the FIRST device, in its pool's slice order and each
+slice's device order, that fits beside what is allocated (the first solution
+of a depth-first search; kubernetes@v1.35.4
+`structured/internal/incubating/allocator_incubating.go`, `allocateOne`). So
+the fleet's pods, placed one after another on a node, get the devices that
+sequential first fit picks, and a layout published largest first (the whole
+GPU before its partitions) gives the first one-device claim the whole GPU.
 
-Cost: the A100 layout above takes under 1 ms (a bound settles it, no
-search); a group of 24 devices over 6 counters with random consumptions,
-which no bound settles, at most about 50 ms (the budget, in integer
-arithmetic: each counter is scaled to whole units first). A node's result is
-cached with its free vector until an event touches the node.
+`first_fit_count` is the number of one-device claims sequential first fit
+satisfies. It is also what claims of `d` devices get, `count // d` of them:
+a d-device claim's search takes the same first d devices the one-device
+sequence would (each the first that fits beside the earlier ones), so a
+series of claims walks such a sequence. Where it cannot find d, the search
+may still backtrack to a set the count does not promise: an under-promise.
+
+The order of the slices of one resource pool is not fixed: kube-scheduler
+gathers them afresh for each pod from its informer's cache, in map order
+(kubernetes@v1.35.4 `structured/internal/incubating/pools_incubating.go`,
+`GatherPools`). So where a group of devices linked by counters (one GPU's
+placements) is published in several slices, each claim may read them in
+another order: its device is the first that fits of whichever slice it
+reads first that has one, and the group counts the FEWEST claims such
+choices satisfy before none fits (`_fewest_picks`, a search over the sets
+taken, at most `SEARCH_BUDGET` of them). A group spread over more than
+`MAX_ORDERED_SLICES` slices, or whose search runs past the budget, counts
+none (never seen from a driver; nothing rather than a guess). Devices that
+share no counter are independent: each group is solved on its own.
+
+Cost: one pass over a group's devices when it is in one slice (the usual
+case: the A100 layout of 19 placements in microseconds, cheaper than the
+largest-set search it replaces); a group over several slices visits at most
+`SEARCH_BUDGET` sets taken. A node's result is cached with its free vector
+until an event touches the node.
 """
 
 from __future__ import annotations
@@ -40,21 +49,36 @@ from fractions import Fraction
 
 from modelplane_agent.snapshot import CounterKey, Device
 
-SEARCH_BUDGET = 5_000
+# Beyond as many slices, a group counts none.
+MAX_ORDERED_SLICES = 4
+# Sets taken `_fewest_picks` visits at most (a few per claim for real layouts).
+SEARCH_BUDGET = 20_000
 
 # What one device consumes, in whole units of each counter (see `_in_units`).
 Need = tuple[tuple[CounterKey, int], ...]
 
 
-def largest_fitting(devices: Sequence[Device], left: Mapping[CounterKey, Fraction]) -> int:
-    """The size of the largest set of `devices` whose consumption fits `left` together.
+def first_fit_count(
+    devices: Sequence[Device],
+    slices: Sequence[int],
+    left: Mapping[CounterKey, Fraction],
+    doubtful: Sequence[bool] = (),
+) -> int:
+    """How many one-device claims kube-scheduler's first fit satisfies from `devices`, one
+    after another, beside what `left` says allocated devices left of the counters.
 
-    Every device must consume only counters of `left` with readable amounts
-    (the caller leaves the others out: they can never be given out).
+    `devices` are in the allocator's order within each slice; `slices[i]` names the
+    slice (any integer) of `devices[i]`. Every device must consume only counters of
+    `left` with readable amounts (the caller leaves the others out: they can never be
+    given out). A group holding a `doubtful` device (one a claim may take but the
+    fleet was not told of: it differs from the declaration) counts none: which
+    devices a claim gets from it depends on selectors the count cannot see.
     """
     exact = [[(key, amount) for key, amount in d.consumes if amount is not None] for d in devices]
     needs, room = _in_units(exact, left)
-    return sum(_solve(group, room) for group in _groups(needs))
+    doubts = tuple(doubtful) or (False,) * len(needs)
+    placed = list(zip(slices, needs, doubts, strict=True))
+    return sum(_worst_order(group, room) for group in _groups(placed))
 
 
 def _in_units(
@@ -76,8 +100,12 @@ def _units(value: Fraction, scale: int) -> int:
     return value.numerator * (scale // value.denominator)  # exact: scale is a multiple
 
 
-def _groups(needs: list[Need]) -> list[list[Need]]:
-    """Devices linked, directly or not, by a counter they both consume."""
+# A device's slice, what it consumes and whether it is doubtful, in allocator order.
+Placed = tuple[int, Need, bool]
+
+
+def _groups(placed: list[Placed]) -> list[list[Placed]]:
+    """Devices linked, directly or not, by a counter they both consume (order kept)."""
     parent: dict[CounterKey, CounterKey] = {}
 
     def root(key: CounterKey) -> CounterKey:
@@ -86,13 +114,71 @@ def _groups(needs: list[Need]) -> list[list[Need]]:
             key = up
         return key
 
-    for need in needs:
+    for _, need, _ in placed:
         for key, _ in need[1:]:
             parent[root(key)] = root(need[0][0])
-    groups: dict[CounterKey | None, list[Need]] = {}
-    for need in needs:
-        groups.setdefault(root(need[0][0]) if need else None, []).append(need)
+    groups: dict[CounterKey | None, list[Placed]] = {}
+    for each in placed:
+        need = each[1]
+        groups.setdefault(root(need[0][0]) if need else None, []).append(each)
     return list(groups.values())
+
+
+def _worst_order(group: list[Placed], left: Mapping[CounterKey, int]) -> int:
+    """The fewest one-device claims first fit satisfies from the group, whatever order
+    of its slices each claim reads them in."""
+    if any(doubt for _, _, doubt in group):
+        return 0
+    if not group[0][1]:
+        return len(group)  # consuming nothing: every one fits
+    slices = list(dict.fromkeys(s for s, _, _ in group))
+    runs = [[need for of, need, _ in group if of == s] for s in slices]
+    if len(runs) == 1:
+        return _sequential_first_fit(runs[0], left)
+    if len(runs) > MAX_ORDERED_SLICES:
+        return 0
+    return _fewest_picks(runs, left)
+
+
+class _OverBudget(Exception):
+    pass
+
+
+def _fewest_picks(runs: list[list[Need]], left: Mapping[CounterKey, int]) -> int:
+    """The fewest claims satisfied before none fits, when each claim takes the first
+    device that fits (and is not taken) of any one slice (`runs`, each slice's devices
+    in order); 0 past `SEARCH_BUDGET` sets taken."""
+    fewest: dict[frozenset[tuple[int, int]], int] = {}
+    used: dict[CounterKey, int] = {}
+
+    def visit(taken: frozenset[tuple[int, int]]) -> int:
+        if taken in fewest:
+            return fewest[taken]
+        if len(fewest) >= SEARCH_BUDGET:
+            raise _OverBudget
+        best: int | None = None
+        for r, run in enumerate(runs):
+            pick = next(
+                (
+                    i
+                    for i, need in enumerate(run)
+                    if (r, i) not in taken and _fits(need, used, left)
+                ),
+                None,
+            )
+            if pick is None:
+                continue
+            _add(used, run[pick], 1)
+            found = 1 + visit(taken | {(r, pick)})
+            _add(used, run[pick], -1)
+            best = found if best is None else min(best, found)
+        fewest[taken] = best or 0
+        return fewest[taken]
+
+    try:
+        return visit(frozenset())
+    except _OverBudget:
+        return 0
 
 
 def _fits(need: Need, used: Mapping[CounterKey, int], left: Mapping[CounterKey, int]) -> bool:
@@ -104,25 +190,10 @@ def _add(used: dict[CounterKey, int], need: Need, sign: int) -> None:
         used[key] = used.get(key, 0) + sign * amount
 
 
-def _solve(needs: list[Need], left: Mapping[CounterKey, int]) -> int:
-    if not needs or not needs[0]:
-        return len(needs)  # consuming nothing: every one fits
-    weighed = sorted((_weight(n, left), n) for n in needs if _fits(n, {}, left))
-    order = [need for _, need in weighed]
-    greedy = _greedy(order, left)
-    bound = min(_bound(order, left), _weighted_bound([w for w, _ in weighed], order))
-    if greedy >= bound:
-        return greedy
-    return _search(order, left, greedy, bound)
-
-
-def _weight(need: Need, left: Mapping[CounterKey, int]) -> float:
-    """The share of what is left that a device takes, summed over its counters (only
-    devices that fit alone are weighed: a counter it consumes has room for it)."""
-    return sum(amount / left[key] for key, amount in need if amount)
-
-
-def _greedy(order: list[Need], left: Mapping[CounterKey, int]) -> int:
+def _sequential_first_fit(order: list[Need], left: Mapping[CounterKey, int]) -> int:
+    """One-device claims allocated one after another: each takes the first device of
+    `order` that fits beside the earlier ones. Since what fits only shrinks, one pass
+    finds them all: a device passed over never fits later."""
     used: dict[CounterKey, int] = {}
     taken = 0
     for need in order:
@@ -130,62 +201,3 @@ def _greedy(order: list[Need], left: Mapping[CounterKey, int]) -> int:
             _add(used, need, 1)
             taken += 1
     return taken
-
-
-def _bound(order: list[Need], left: Mapping[CounterKey, int]) -> int:
-    """No feasible set is larger: for each counter, the devices that do not consume it
-    plus the most of those that do which fit it alone (least consuming first)."""
-    amounts: dict[CounterKey, list[int]] = {}
-    for need in order:
-        for key, amount in need:
-            amounts.setdefault(key, []).append(amount)
-    best = len(order)
-    for key, consumed in amounts.items():
-        fitting, total = 0, 0
-        for amount in sorted(consumed):
-            if total + amount > left[key]:
-                break
-            total += amount
-            fitting += 1
-        best = min(best, len(order) - len(consumed) + fitting)
-    return best
-
-
-def _weighted_bound(weights: list[float], order: list[Need]) -> int:
-    """No feasible set is larger: each fits every counter, so the shares of what is left
-    its devices take (`_weight`), summed, stay within the number of counters; at most
-    as many devices as the lightest whose shares add up to that. `weights` are in
-    ascending order. Floating point: the slack only ever loosens the bound, which is
-    used to stop early, so the answer stays exact."""
-    room = len({key for need in order for key, _ in need}) * (1 + 1e-9) + 1e-9
-    total, count = 0.0, 0
-    for weight in weights:
-        total += weight
-        if total > room:
-            break
-        count += 1
-    return count
-
-
-def _search(order: list[Need], left: Mapping[CounterKey, int], found: int, bound: int) -> int:
-    """Depth-first include/exclude for a feasible set larger than `found`."""
-    best = found
-    steps = 0
-    used: dict[CounterKey, int] = {}
-
-    def visit(index: int, taken: int) -> None:
-        nonlocal best, steps
-        steps += 1
-        if taken > best:
-            best = taken
-        if best >= bound or steps > SEARCH_BUDGET or taken + len(order) - index <= best:
-            return
-        need = order[index]
-        if _fits(need, used, left):
-            _add(used, need, 1)
-            visit(index + 1, taken + 1)
-            _add(used, need, -1)
-        visit(index + 1, taken)
-
-    visit(0, 0)
-    return best

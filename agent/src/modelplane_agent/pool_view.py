@@ -34,13 +34,14 @@ from modelplane_agent.pools import (
     Contribution,
     CountersShared,
     Free,
+    Judgement,
     KindRule,
     Limit,
     NoRoom,
     PoolReport,
     Tally,
-    Uncounted,
     Unobservable,
+    class_failures,
     contribution,
     counters_shared,
     free_vector,
@@ -49,6 +50,7 @@ from modelplane_agent.pools import (
     room_for,
     selector_failed,
     unobservable_report,
+    withheld,
 )
 from modelplane_agent.snapshot import (
     Device,
@@ -74,7 +76,7 @@ class PoolView:
         self.tallies: dict[str, Tally] = {}
         self.parts: dict[str, dict[str, Contribution]] = {}
         self.stale: dict[str, set[str]] = {}
-        self.match_cache: dict[tuple[KindRule, DeviceView], bool] = {}
+        self.match_cache: dict[tuple[KindRule, DeviceView], Judgement] = {}
 
     # ------------------------------------------------------------------ updates
 
@@ -233,24 +235,26 @@ class PoolView:
         rules = self.rules[pool]
         assert not isinstance(rules, Unobservable)
         offered = self.devices.node_devices(node)
-        vector = free_vector(
-            offered.devices,
-            lambda device: [i for i, rule in enumerate(rules) if self._matches(rule, device)],
-            len(rules),
-            self.devices.is_allocated,
-            offered.counters,
-            offered.elsewhere,
-        )
-        if offered.skipped:
-            vector = Uncounted(vector, offered.skipped)
+        allocated = self.devices.is_allocated
+        # Judged once per device: every device no claim holds (the allocator may try
+        # it), and those consuming counters whoever holds them (`free_vector`).
+        judged = [
+            tuple([self._judge(rule, d) for rule in rules])
+            if d.consumes or not allocated(d.key)
+            else ()
+            for d in offered.devices
+        ]
+        failures = class_failures(offered.devices, judged, allocated)
+        counted, differing = free_vector(offered, judged, len(rules), allocated)
+        vector = withheld(counted, failures, differing, offered.skipped)
         cached[pool] = vector
         return vector
 
-    def _matches(self, rule: KindRule, device: Device) -> bool:
+    def _judge(self, rule: KindRule, device: Device) -> Judgement:
         key = (rule, rule.view_of(device))
         cached = self.match_cache.get(key)
         if cached is None:
-            cached = self.match_cache[key] = rule.matches(key[1])
+            cached = self.match_cache[key] = rule.judge(key[1])
         return cached
 
 

@@ -11,16 +11,24 @@ Model (design/observation.md, "What the agent counts")
     - a device of the node (published by a ResourceSlice with this node's
       `nodeName`) is of a kind when its driver is the kind's driver and every
       CEL selector of the kind's DeviceClass is true for it (evaluated by the
-      shared `modelplane_common.cel` matcher);
+      shared `modelplane_common.cel` matcher); it COUNTS only as declared:
+      holding every attribute and capacity of the kind's declaration, which
+      the fleet judges request selectors on (`differs`);
+    - a kind whose DeviceClass fails on some device of the node no claim
+      holds, any driver's ("no such key": no driver guard), counts nothing
+      there, as kube-scheduler fails the node (`class_failures`);
     - a device is FREE unless some ResourceClaim's `status.allocation` holds it
       (whoever owns the claim; `adminAccess` results hold nothing), it carries
       a NoSchedule/NoExecute device taint or binding conditions
       (`Device.allocatable`), or its resource pool is incomplete or invalid
       (`devices.DeviceIndex` never lists such a pool's devices);
-    - partitionable devices (shared counters) of a kind count as the largest
-      set of its free ones that fit together in what allocated devices left
-      of the counters (`partitions`); two kinds drawing on one counter make
-      the pool unobservable (`KindsShareCounters`), never a double count.
+    - partitionable devices (shared counters) of a kind count as many as
+      kube-scheduler's first fit gives to one-device claims placed one after
+      another, in the slices' order (the fewest over the orders of a GPU's
+      slices), beside what allocated devices left of the counters
+      (`partitions`), none of a GPU where a free one differs from the
+      declaration; two kinds drawing on one counter make the pool
+      unobservable (`KindsShareCounters`), never a double count.
 
     A node's FREE VECTOR counts its free devices per kind, in declared order;
     a device matching two kinds counts in both. Schedulable nodes are grouped
@@ -49,14 +57,15 @@ from dataclasses import dataclass, field
 from fractions import Fraction
 
 from modelplane_common.cel.celenv import compile_selector
-from modelplane_common.cel.devices import DeviceView, all_selectors_match
-from modelplane_common.cel.errors import SelectorError
+from modelplane_common.cel.devices import ERROR, MATCH, MISSING, DeviceView, evaluate
+from modelplane_common.cel.errors import CelValueError, SelectorError
+from modelplane_common.cel.quantity import Quantity
 from modelplane_common.cel.reads import Read, device_reads, project
 from modelplane_common.observation import MAX_BUCKETS, FreeVector, Histogram
 from modelplane_common.outcome import Condition
 
-from modelplane_agent.devices import SHARED_POOL_NAME
-from modelplane_agent.partitions import largest_fitting
+from modelplane_agent.devices import SHARED_POOL_NAME, NodeDevices
+from modelplane_agent.partitions import first_fit_count
 from modelplane_agent.snapshot import (
     CounterKey,
     Device,
@@ -77,25 +86,114 @@ SHARED_POOL_NAMES = "SharedPoolNames"
 
 
 @dataclass(frozen=True, slots=True)
+class Fails:
+    """A device on which a kind's DeviceClass fails (a CEL runtime error): `cause` says so."""
+
+    cause: str
+
+
+@dataclass(frozen=True, slots=True)
+class Differs:
+    """A device of a kind that is not what the fleet was told (`cause` names the first
+    declared attribute or capacity it lacks or holds another value of)."""
+
+    cause: str
+
+
+# What a kind's rule says of one device: of the kind (True) or not (False), of it but
+# not as declared (Differs), or its DeviceClass fails on it (Fails).
+Judgement = bool | Differs | Fails
+# A device's judgements, one per kind of the pool in declared order.
+Judged = tuple[Judgement, ...]
+
+
+@dataclass(frozen=True, slots=True)
 class KindRule:
     """A pool device kind resolved against its DeviceClass.
 
-    `reads` are the device entries its selectors can read (None: unknown), so
-    that devices agreeing on them share one CEL evaluation (`view_of`).
+    `reads` are the device entries its selectors can read and its declaration
+    names (None: unknown), so that devices agreeing on them share one
+    judgement (`view_of`). `declared` is what the fleet was told every device of
+    the kind has (`snapshot.Kind.declared`).
     """
 
     name: str
     driver: str
     selectors: tuple[str, ...]
     reads: frozenset[Read] | None = None
+    device_class: str = ""
+    declared: DeviceView = ("", (), ())
 
     def view_of(self, device: Device) -> DeviceView:
         """What of `device` decides whether it is of this kind."""
         return device.view if self.reads is None else project(device.view, self.reads)
 
-    def matches(self, view: DeviceView) -> bool:
-        """Raises SelectorError when a selector fails with a type error on this device."""
-        return view[0] == self.driver and all_selectors_match(self.selectors, view)
+    def judge(self, view: DeviceView) -> Judgement:
+        """Whether a device is of this kind, and as declared, or why its class fails on it.
+
+        The selectors run in order on the device whatever its driver, as the
+        allocator runs a claim's class on every device of the node it tries: the
+        first false one decides False; one reading an attribute or capacity the
+        device lacks fails kube-scheduler's Filter ("no such key", a CEL runtime
+        error): Fails. Of the kind only on the kind's driver, and then Differs
+        unless the device holds every declared attribute and capacity with the
+        declared value. Raises SelectorError for a type error.
+        """
+        for expression in self.selectors:
+            outcome, reason = evaluate(expression, view)
+            if outcome == ERROR:
+                raise SelectorError(expression, reason)
+            if outcome == MISSING:
+                return Fails(
+                    f"device kind {self.name}: DeviceClass {self.device_class} fails on "
+                    f"a device ({reason}): kube-scheduler may fail the node"
+                )
+            if outcome != MATCH:
+                return False
+        if view[0] != self.driver:
+            return False
+        what = differs(self.declared, view)
+        if what is None:
+            return True
+        return Differs(f"device kind {self.name}: a device differs from the declared {what}")
+
+
+def differs(declared: DeviceView, view: DeviceView) -> str | None:
+    """The first declared attribute or capacity `view` lacks or holds another value of
+    ("attribute driverVersion"), None when it holds them all. Names resolve as CEL
+    resolves them: unqualified, in the driver's domain; capacities compare as
+    quantities (80Gi equals 85899345920)."""
+    attributes = {_qualified(n, view[0]): (k, v) for n, k, v in view[1]}
+    for name, kind, value in declared[1]:
+        if attributes.get(_qualified(name, declared[0])) != (kind, value):
+            return f"attribute {name}"
+    capacity = {_qualified(n, view[0]): v for n, v in view[2]}
+    for name, value in declared[2]:
+        held = capacity.get(_qualified(name, declared[0]))
+        if held is None or _amount(held) != _amount(value):
+            return f"capacity {name}"
+    return None
+
+
+def _qualified(name: str, driver: str) -> str:
+    return name if "/" in name else f"{driver}/{name}"
+
+
+def _amount(text: str) -> Fraction | None:
+    try:
+        return Quantity.parse(text).value
+    except CelValueError:
+        return None
+
+
+def declared_reads(declared: DeviceView) -> frozenset[Read]:
+    """The device entries a declaration names, as `reads` lists them."""
+    reads: set[Read] = set()
+    for what, entries in (("attributes", declared[1]), ("capacity", declared[2])):
+        for entry in entries:
+            domain, _, ident = _qualified(entry[0], declared[0]).partition("/")
+            reads.add((what, domain, ident))
+    return frozenset(reads)
 
 
 @dataclass(frozen=True, slots=True)
@@ -142,7 +240,9 @@ def kind_rules(
                 kind.name,
                 kind.driver,
                 device_class.selectors,
-                None if reads is None else frozenset(reads),
+                None if reads is None else frozenset(reads) | declared_reads(kind.declared),
+                kind.device_class,
+                kind.declared,
             )
         )
     return tuple(rules)
@@ -180,38 +280,91 @@ class CountersShared(Exception):
 
 
 def free_vector(
-    devices: Iterable[Device],
-    kinds_of: Callable[[Device], Sequence[int]],
+    offered: NodeDevices,
+    judged: Sequence[Judged],
     kind_count: int,
     allocated: Callable[[DeviceKey], bool],
-    counters: Mapping[CounterKey, Fraction | None],
-    elsewhere: Sequence[Device] = (),
-) -> FreeVector:
-    """Free devices of one node per kind (indices from `kinds_of`, in declared order).
+) -> tuple[FreeVector, dict[int, str]]:
+    """Free devices of one node per kind (`judged`: each device's judgements, per kind
+    in declared order; empty for an allocated device that consumes no counter), and
+    per kind why some of its devices were not counted (they differ from the
+    declaration).
 
-    `elsewhere` are devices of the node's resource pools published for other nodes
-    that consume the same counters: only what they take, allocated, matters here.
+    `offered.elsewhere` are devices of the node's resource pools published for other
+    nodes that consume the same counters: only what they take, allocated, matters here.
 
-    A device consuming no counter counts when free; those that do count as the
-    largest set of the kind's free ones that fit together in what allocated
-    devices left of the counters (`partitions.largest_fitting`). Raises
-    CountersShared when two kinds' devices consume the same counter.
+    A device consuming no counter counts when free and as declared; those that do
+    count as many of the kind's free ones as first fit gives out one after another in
+    what allocated devices left of the counters (`partitions.first_fit_count`), none
+    of a GPU (a counter group) where a free one differs from the declaration: a
+    claim may get it, and the count cannot tell. Raises CountersShared when two
+    kinds' devices consume the same counter.
     """
-    devices = tuple(devices)
-    left = counters_left((*devices, *elsewhere), allocated, counters)
+    devices = offered.devices
+    left = counters_left((*devices, *offered.elsewhere), allocated, offered.counters)
     free = [0] * kind_count
-    for device in devices:
-        # kinds_of only for a free device: an allocated one costs no CEL match.
-        if not device.consumes and _free_at_all(device, allocated):
-            for index in kinds_of(device):
-                free[index] += 1
+    differing: dict[int, str] = {}
+    for device, verdicts in zip(devices, judged, strict=True):
+        if verdicts and not device.consumes and device.allocatable:
+            for index, verdict in enumerate(verdicts):
+                if verdict is True:
+                    free[index] += 1
+                elif isinstance(verdict, Differs):
+                    differing.setdefault(index, verdict.cause)
     partitioned = _partition_candidates(
-        [d for d in devices if d.consumes], kinds_of, kind_count, allocated, left
+        [
+            (s, d, j)
+            for s, d, j in zip(offered.slice_of, devices, judged, strict=True)
+            if d.consumes
+        ],
+        kind_count,
+        allocated,
+        left,
     )
     for index, candidates in enumerate(partitioned):
         if candidates:
-            free[index] += largest_fitting(candidates, left)
-    return tuple(free)
+            free[index] += first_fit_count(
+                [device for _, device, _ in candidates],
+                [slice_ for slice_, _, _ in candidates],
+                left,
+                [isinstance(verdict, Differs) for _, _, verdict in candidates],
+            )
+            for _, _, verdict in candidates:
+                if isinstance(verdict, Differs):
+                    differing.setdefault(index, verdict.cause)
+    return tuple(free), differing
+
+
+def class_failures(
+    devices: Sequence[Device], judged: Sequence[Judged], allocated: Callable[[DeviceKey], bool]
+) -> dict[int, str]:
+    """Per kind index, why its DeviceClass fails on some device of the node no claim
+    holds (`KindRule.judge`), any driver's, tainted or not: kube-scheduler's allocator
+    runs the class on each such device it tries, in an order it does not fix (pools
+    in map order), and a failure fails the node's Filter. So a failing kind is counted
+    as nothing on the node (`withheld`), never as free devices a claim may not get."""
+    failures: dict[int, str] = {}
+    for device, verdicts in zip(devices, judged, strict=True):
+        if verdicts and not (device.consumes and allocated(device.key)):
+            for index, verdict in enumerate(verdicts):
+                if isinstance(verdict, Fails):
+                    failures.setdefault(index, verdict.cause)
+    return failures
+
+
+def withheld(
+    vector: FreeVector,
+    failures: Mapping[int, str],
+    differing: Mapping[int, str],
+    skipped: tuple[str, ...],
+) -> Free:
+    """The node's free vector with the kinds in `failures` counted as none, and why
+    devices were not counted (`skipped` pools, failures, devices differing from the
+    declaration), if any were not."""
+    if failures:
+        vector = tuple(0 if i in failures else n for i, n in enumerate(vector))
+    causes = (*skipped, *sorted({*failures.values(), *differing.values()}))
+    return Uncounted(vector, causes) if causes else vector
 
 
 def _free_at_all(device: Device, allocated: Callable[[DeviceKey], bool]) -> bool:
@@ -219,22 +372,22 @@ def _free_at_all(device: Device, allocated: Callable[[DeviceKey], bool]) -> bool
 
 
 def _partition_candidates(
-    devices: Sequence[Device],
-    kinds_of: Callable[[Device], Sequence[int]],
+    devices: Sequence[tuple[int, Device, Judged]],
     kind_count: int,
     allocated: Callable[[DeviceKey], bool],
     left: Mapping[CounterKey, Fraction],
-) -> list[list[Device]]:
-    """Per kind, its free counter-consuming devices that could fit; raises CountersShared
-    when devices of two kinds (free or not) consume the same counter."""
-    partitioned: list[list[Device]] = [[] for _ in range(kind_count)]
+) -> list[list[tuple[int, Device, Judgement]]]:
+    """Per kind, its free counter-consuming devices that could fit, with their slices and
+    judgements (True or Differs), in order; raises CountersShared when devices of two
+    kinds (free or not) consume the same counter."""
+    partitioned: list[list[tuple[int, Device, Judgement]]] = [[] for _ in range(kind_count)]
     drawn: dict[CounterKey, int] = {}
-    for device in devices:
-        kinds = kinds_of(device)
+    for slice_, device, verdicts in devices:
+        kinds = [i for i, j in enumerate(verdicts) if j is True or isinstance(j, Differs)]
         _draw(device, kinds, drawn)
         if _free_at_all(device, allocated) and _may_fit(device, left):
             for index in kinds:
-                partitioned[index].append(device)
+                partitioned[index].append((slice_, device, verdicts[index]))
     return partitioned
 
 
@@ -386,7 +539,8 @@ class Capped:
 @dataclass(frozen=True, slots=True)
 class Uncounted:
     """A node's free vector, and why some devices it publishes were not counted at all
-    (`causes`: "incomplete resource pool", "invalid resource pool"), for the message."""
+    (`causes`: "incomplete resource pool", "invalid resource pool", a DeviceClass that
+    fails on some device, `class_failures`), for the message."""
 
     vector: FreeVector
     causes: tuple[str, ...]

@@ -346,11 +346,15 @@ def device_class_from(obj: Mapping) -> DeviceClass:
 
 @dataclass(frozen=True, slots=True)
 class Kind:
-    """One DRA device kind a PoolObservation asks to count."""
+    """One DRA device kind a PoolObservation asks to count, and what the fleet was told
+    every device of it has (`declared`: the attributes and capacity of the
+    InferenceCluster's kind, which request selectors are judged on; empty when the
+    PoolObservation carries none)."""
 
     name: str
     driver: str
     device_class: str
+    declared: DeviceView = ("", (), ())
 
 
 @dataclass(frozen=True, slots=True)
@@ -385,14 +389,15 @@ def pool_spec_from(obj: Mapping) -> PoolSpec:
     kinds = []
     for position, raw in enumerate(_list(spec.get("devices"))):
         raw = _map(raw)
-        kind = Kind(
-            _str(raw.get("name")), _str(raw.get("driver")), _str(raw.get("deviceClassName"))
-        )
+        driver = _str(raw.get("driver"))
+        declared = device_view({**raw, "driver": driver})
+        kind = Kind(_str(raw.get("name")), driver, _str(raw.get("deviceClassName")), declared)
         if not (kind.name and kind.driver and kind.device_class):
             problem = problem or (
                 f"spec.devices[{position}] needs name, driver and deviceClassName, "
                 f"got {dict(raw)!r}"
             )
+        problem = problem or _undeclarable(position, declared)
         kinds.append(kind)
     min_pod, unreadable = _min_pod(spec.get("minPodRequests"))
     max_age, unreadable_age = _max_age(spec.get("maxAge"))
@@ -406,6 +411,17 @@ def pool_spec_from(obj: Mapping) -> PoolSpec:
         min_pod=min_pod,
         max_age=max_age,
     )
+
+
+def _undeclarable(position: int, declared: DeviceView) -> str:
+    """Why a kind's declared attributes or capacity are unreadable ("" when they are)."""
+    for name, kind, _ in declared[1]:
+        if kind == "invalid":
+            return f"spec.devices[{position}].attributes.{name}: one of string, int, bool, version"
+    for name, value in declared[2]:
+        if value.startswith("invalid:") or _parsed(value) is None:
+            return f"spec.devices[{position}].capacity.{name}: not a quantity, got {value}"
+    return ""
 
 
 def _max_age(raw: Any) -> tuple[timedelta | None, str]:

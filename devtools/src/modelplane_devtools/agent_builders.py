@@ -206,6 +206,8 @@ class PoolObservationFields(TypedDict, total=False):
     generation: int  # default 1
     min_pod_requests: Mapping[str, object] | None  # default unset
     max_age: object  # any value, to test lenient reading; default unset
+    # kind name -> its declared {"attributes": ..., "capacity": ...}, as composed; default none
+    declared: Mapping[str, Mapping]
 
 
 def pool_observation(
@@ -216,11 +218,13 @@ def pool_observation(
     tolerations = fields.get("tolerations", ())
     min_pod_requests = fields.get("min_pod_requests")
     max_age = fields.get("max_age")
+    declared = fields.get("declared") or {}
     spec: dict = {
         "poolName": pool,
         "nodeSelector": {"matchLabels": {labels.POOL: pool}},
         "devices": [
-            {"name": n, "driver": driver, "deviceClassName": cls} for n, driver, cls in kinds
+            {"name": n, "driver": driver, "deviceClassName": cls, **declared.get(n, {})}
+            for n, driver, cls in kinds
         ],
     }
     if tolerations:

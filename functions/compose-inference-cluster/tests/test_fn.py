@@ -254,6 +254,31 @@ def test_the_fleet_taints_reach_the_agent_as_every_pool_tolerations():
         ]
 
 
+def test_a_kinds_declared_attributes_and_capacity_reach_its_pool_observation():
+    body = xr()
+    body["spec"]["nodePools"][0]["devices"][0]["attributes"] = {
+        "driverVersion": {"version": "550.54.15"},
+        "cores": {"int": 132.0},  # protobuf carries every number as a float
+        "gpu.nvidia.com/mig": {"bool": False},
+    }
+    body["spec"]["nodePools"][0]["devices"][0]["capacity"] = {"memory": {"value": "80Gi"}}
+    resources = desired(render(body, OBSERVED_ALL))
+    (h100,) = resources["pool-h100"]["spec"]["forProvider"]["manifest"]["spec"]["devices"]
+    l40s = resources["pool-l40s"]["spec"]["forProvider"]["manifest"]["spec"]["devices"]
+    assert h100 == {
+        "name": "gpu",
+        "driver": "gpu.nvidia.com",
+        "deviceClassName": "gpu.nvidia.com",
+        "attributes": {
+            "driverVersion": {"version": "550.54.15"},
+            "cores": {"int": 132},
+            "gpu.nvidia.com/mig": {"bool": False},
+        },
+        "capacity": {"memory": {"value": "80Gi"}},
+    }
+    assert all("attributes" not in d and "capacity" not in d for d in l40s)
+
+
 def test_a_pools_min_pod_requests_reach_its_pool_observation_and_only_its_own():
     body = xr()
     body["spec"]["nodePools"][0]["minPodRequests"] = {"cpu": 8, "memory": "64Gi"}

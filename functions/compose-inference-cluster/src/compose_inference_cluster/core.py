@@ -242,6 +242,7 @@ def pool_observation_object(
                 "name": name,
                 "driver": by_name[name].get("driver", ""),
                 "deviceClassName": by_name[name].get("deviceClassName", ""),
+                **_declared(by_name[name]),
             }
             for name in dra.names
         ],
@@ -267,6 +268,33 @@ def pool_observation_object(
     # seconds instead of at the provider's poll interval.
     obj["spec"]["watch"] = True
     return obj
+
+
+def _declared(device: Mapping) -> dict:
+    """The kind's declared attributes and capacity, which the fleet judges request
+    selectors on: the agent counts only devices that hold them (design/observation.md,
+    "Declared devices"). Whole numbers arrive from protobuf as floats."""
+    out: dict = {}
+    attributes = device.get("attributes")
+    if isinstance(attributes, Mapping) and attributes:
+        out["attributes"] = {
+            str(name): {
+                kind: int(value) if isinstance(value, float) and value.is_integer() else value
+                for kind, value in typed.items()
+            }
+            if isinstance(typed, Mapping)
+            else typed
+            for name, typed in attributes.items()
+        }
+    capacity = device.get("capacity")
+    if isinstance(capacity, Mapping) and capacity:
+        out["capacity"] = {
+            str(name): {"value": _quantity_text(held.get("value"))}
+            if isinstance(held, Mapping)
+            else held
+            for name, held in capacity.items()
+        }
+    return out
 
 
 def _quantity_text(value: object) -> str:
