@@ -50,6 +50,17 @@ class Process:
         return "\n".join(text[-lines:])
 
 
+def exit_on_terminate() -> None:
+    """Turn SIGTERM into SystemExit, so that a run stopped by `kill` (or by `uv`, which
+    forwards it) leaves through its `finally` and stops every process it started by
+    PID, as Ctrl-C does; by default SIGTERM ends Python at once and leaves them running."""
+
+    def _exit(signum: int, _frame: object) -> None:
+        raise SystemExit(128 + signum)
+
+    signal.signal(signal.SIGTERM, _exit)
+
+
 @dataclass
 class Supervisor:
     logs: Path

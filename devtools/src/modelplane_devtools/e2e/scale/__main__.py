@@ -15,7 +15,7 @@ import sys
 import time
 
 from modelplane_devtools.e2e import stack
-from modelplane_devtools.e2e.processes import Supervisor
+from modelplane_devtools.e2e.processes import Supervisor, exit_on_terminate
 from modelplane_devtools.e2e.scale import profile, run
 from modelplane_devtools.e2e.scale.bring_up import bring_up
 
@@ -61,6 +61,7 @@ def _options(argv: list[str]) -> tuple[profile.Profile, str]:
 
 def main(argv: list[str] | None = None) -> int:
     sized, poll_interval = _options(sys.argv[1:] if argv is None else argv)
+    exit_on_terminate()
     workdir = stack.ROOT / "out" / "scale" / time.strftime("%Y%m%d-%H%M%S")
     workdir.mkdir(parents=True)
     running = stack.Stack(workdir, Supervisor(workdir / "logs"))

@@ -33,7 +33,13 @@ reads `ss` every few seconds and Crossplane's metrics at each end):
    past the watch circuit breaker's cooldown, so every XR is reconciled at
    its settled pace by the functions now serving it). The
    Configuration (XRDs and Compositions) stays this checkout's; the earlier
-   functions rewrite the replicas the way they write them.
+   functions rewrite the replicas the way they write them. The agent stays
+   this checkout's too, so the earlier functions must read its reports: those
+   from before the agent stopped rewriting unchanged ReplicaObservations
+   (replica currency, `design/observation.md`) read every settled report as
+   stale after `maxAge` and never turn Ready again, so their window is never
+   reached. This checkout's settled line is printed as soon as its own window
+   ends.
 
 **Figures per window** (per minute of the window): CPU seconds of each
 process (`cost.cpu_seconds`: user + system, descendants and reaped children
@@ -81,7 +87,7 @@ from modelplane_common.timeutil import format_duration
 
 from modelplane_devtools.e2e import functions, stack
 from modelplane_devtools.e2e.kube import Kube, condition, eventually
-from modelplane_devtools.e2e.processes import Supervisor
+from modelplane_devtools.e2e.processes import Supervisor, exit_on_terminate
 from modelplane_devtools.e2e.scale import cost, run, writes
 from modelplane_devtools.e2e.scale.bring_up import bring_up
 from modelplane_devtools.e2e.scale.profile import (
@@ -501,6 +507,7 @@ def _options(argv: list[str]) -> tuple[Sizes, Path | None, str]:
 
 def main(argv: list[str] | None = None) -> int:
     sizes, before, before_name = _options(sys.argv[1:] if argv is None else argv)
+    exit_on_terminate()
     workdir = stack.ROOT / "out" / "settled" / time.strftime("%Y%m%d-%H%M%S")
     workdir.mkdir(parents=True)
     print(f"settled run: {sizes.describe()}", flush=True)
@@ -558,6 +565,8 @@ def settled_run(
     _warm(sizes.warm)
     state = {"this checkout": rewritten(control)}
     windows = [measure("this checkout", running, wire, port, sizes.window)]
+    # Said at once: a second window that never settles must not lose the first.
+    print(f"this checkout: {windows[0].settled_line(served)}", flush=True)
     if before is not None:
         source = functions.PackagedSource(before)
         for name, endpoint in running.installed.functions.items():
