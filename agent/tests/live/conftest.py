@@ -24,7 +24,7 @@ def kube_version() -> kube_versions.KubeVersion:
     try:
         return kube_versions.selected()
     except ValueError as error:
-        pytest.fail(str(error), pytrace=False)
+        raise pytest.fail.Exception(str(error), pytrace=False) from None
 
 
 @pytest.fixture(scope="module")
@@ -34,7 +34,8 @@ def cluster(
     try:
         running = stack.start_workload(tmp_path_factory.mktemp("agent-live"), kube=kube_version)
     except stack.ToolMissing as missing:
-        pytest.fail(f"Kubernetes {kube_version.version}: {missing}", pytrace=False)
+        why = f"Kubernetes {kube_version.version}: {missing}"
+        raise pytest.fail.Exception(why, pytrace=False) from None
     try:
         yield running
     finally:
