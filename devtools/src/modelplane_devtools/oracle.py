@@ -38,9 +38,10 @@ from modelplane_devtools.oracle_states import Pool
 PHASE_LABEL = "oracle.modelplane.ai/phase"
 # What a lightkube client raises while an object, or its kind, is not served yet:
 # the live tests' `eventually(..., not_yet=NOT_SERVED)` keeps polling on it. Any HTTP
-# error status, not only lightkube's ApiError: that needs a JSON body, and from v1.36
-# kube-apiserver answers a path under a group not registered yet (a CRD just created)
-# with a plain-text 404, which lightkube leaves an httpx HTTPStatusError.
+# error status, not only lightkube's ApiError: that needs a JSON body, and
+# kube-apiserver may answer a path under a group not registered yet (a CRD just
+# created) with a plain-text 404 (v1.36.3 did), which lightkube leaves an httpx
+# HTTPStatusError.
 NOT_SERVED: tuple[type[Exception], ...] = (httpx2.HTTPStatusError,)
 DECIDE_SECONDS = 30.0  # kube-scheduler answers a pinned probe in well under a second
 
