@@ -1,5 +1,5 @@
 # The two commands the README promises, and the helpers around them.
-.PHONY: setup render test packages e2e-tools e2e demo demo-down demo-smoke e2e-scale e2e-settled e2e-admission e2e-admission-baseline bench-admission bench-fleet schemas schemas-check bench bench-agent agent-live agent-oracle lint fuzz sim sim-trace version release-dry-run
+.PHONY: setup render test packages e2e-tools e2e demo demo-down demo-smoke e2e-scale e2e-settled e2e-admission e2e-admission-baseline bench-admission bench-fleet schemas schemas-check bench bench-agent agent-live agent-oracle agent-oracle-matrix lint fuzz sim sim-trace version release-dry-run
 
 setup:
 	bash scripts/setup.sh
@@ -21,9 +21,16 @@ test: setup packages
 
 # The binaries the e2e suite runs (Kubernetes, etcd, provider-kubernetes, an
 # OCI registry, kwok, the LeaderWorkerSet controller), built from the pinned
-# modules in tools/ into .tools/bin.
+# modules in tools/ into .tools/bin, and the newest supported Kubernetes minor's
+# kube-apiserver, kube-controller-manager and kube-scheduler (.tools/kubernetes/<version>/bin).
 e2e-tools:
 	bash scripts/e2e-tools.sh
+
+# The supported Kubernetes versions, oldest first (design/agent.md, "Version matrix";
+# modelplane_devtools.e2e.kube_versions); CI runs the agent's live tests on the oldest
+# and the newest.
+KUBE_MATRIX := v1.35.4 v1.36.3 v1.37.2
+KUBE_NEWEST := v1.37.2
 
 # Set up, build the Function packages and the e2e binaries, then run the
 # agent against a real API server and kube-scheduler (agent/tests/live, its
@@ -31,9 +38,12 @@ e2e-tools:
 # a real control plane and workload cluster, with Modelplane installed as the
 # README installs it (deploy/control-plane: the Configuration, whose
 # dependencies bring the functions and provider-kubernetes, from these
-# packages) and the real agent (tests/e2e; logs in out/e2e/).
+# packages) and the real agent (tests/e2e; logs in out/e2e/). Then the agent's
+# story test and 30 oracle states again on the newest supported Kubernetes.
 e2e: setup packages e2e-tools
 	MODELPLANE_E2E_PACKAGES=dist/xpkg uv run --frozen pytest agent/tests/live tests/e2e -m e2e
+	MODELPLANE_KUBE_VERSION=$(KUBE_NEWEST) uv run --frozen pytest -m e2e \
+		agent/tests/live/test_agent_live.py agent/tests/live/test_oracle.py
 
 # The fleet on this machine (devtools/src/modelplane_devtools/demo): a control
 # plane with Crossplane and Modelplane installed from these packages by the
@@ -144,6 +154,8 @@ sim-trace:
 
 # The agent against a real kube-apiserver, kube-controller-manager and kube-scheduler
 # (binaries in .tools/bin from the e2e tooling) alone; CI runs it in make e2e.
+# MODELPLANE_KUBE_VERSION=v1.37.2 (or v1.36.3, after
+# `bash scripts/e2e-tools.sh kubernetes-1.36`) runs it on that version.
 agent-live: setup e2e-tools
 	uv run --frozen pytest -m e2e agent/tests/live -q
 
@@ -154,6 +166,18 @@ agent-live: setup e2e-tools
 ORACLE_STATES ?= 300
 agent-oracle: setup e2e-tools
 	MODELPLANE_ORACLE_STATES=$(ORACLE_STATES) uv run --frozen pytest -m e2e agent/tests/live/test_oracle.py -q -s
+
+# The oracle on every supported Kubernetes version (KUBE_MATRIX), 150 states each,
+# one version after another (each is run even when one before disagrees; the target
+# fails if any does). Builds the versions' binaries first (once).
+ORACLE_MATRIX_STATES ?= 150
+agent-oracle-matrix: setup e2e-tools
+	bash scripts/e2e-tools.sh kubernetes-1.36 kubernetes-1.37
+	status=0; for version in $(KUBE_MATRIX); do \
+		echo "agent-oracle-matrix: Kubernetes $$version"; \
+		MODELPLANE_KUBE_VERSION=$$version MODELPLANE_ORACLE_STATES=$(ORACLE_MATRIX_STATES) \
+			uv run --frozen pytest -m e2e agent/tests/live/test_oracle.py -q -s || status=1; \
+	done; exit $$status
 
 # Lint, format and type checks: what CI runs before the tests.
 lint: setup

@@ -9,18 +9,29 @@
 # skipped; Crossplane core comes from scripts/setup.sh. openssl is installed
 # with apt-get when missing.
 #
-# Usage: scripts/e2e-tools.sh [kubernetes|etcd|provider-kubernetes|registry|workloads|syft]...
-# (no argument: all of them, one after another; a cold build takes ~15 min on
-# two cores and grows the Go build cache by a few GB).
+# The newer minors of the supported-version matrix (design/agent.md, "Version
+# matrix") each have a module, tools/kubernetes-<minor>, and a target of that
+# name building its kube-apiserver, kube-controller-manager and kube-scheduler
+# into .tools/kubernetes/<version>/bin: kubernetes-1.37 (v1.37.2, the newest,
+# which CI runs) is built by default, kubernetes-1.36 (v1.36.3) only when named
+# (`make agent-oracle-matrix`).
+#
+# Usage: scripts/e2e-tools.sh [kubernetes|kubernetes-1.36|kubernetes-1.37|etcd|provider-kubernetes|registry|workloads|syft]...
+# (no argument: all of them but kubernetes-1.36, one after another; a cold build
+# takes ~15 min on two cores, and more with kubernetes-1.37 (design/agent.md
+# gives the figure), and grows the Go build cache by a few GB).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 mkdir -p .tools/bin
 bin=$(cd .tools/bin && pwd)
 
 # build <module dir> <binary>=<package>...: one `go build` for the binaries
-# still missing, so packages shared between them compile once.
+# still missing, so packages shared between them compile once, into .tools/bin
+# (or into ${into} when set).
 build() {
   local dir=$1; shift
+  local bin=${into:-${bin}}
+  mkdir -p "${bin}"
   local pkgs=() missing=()
   for pair in "$@"; do
     local out=${pair%%=*} pkg=${pair#*=}
@@ -51,6 +62,17 @@ kubernetes() {
     kube-scheduler=k8s.io/kubernetes/cmd/kube-scheduler \
     kubectl=k8s.io/kubernetes/cmd/kubectl
 }
+# The newer minors of the version matrix (design/agent.md): only what the agent's
+# live tests and the kube-scheduler oracle run (etcd v3.6 and kubectl v1.35.4
+# serve every minor), each into .tools/kubernetes/<version>/bin.
+kubernetes_minor() {
+  local minor=$1 version
+  version=$(awk '$1 == "k8s.io/kubernetes" && $2 ~ /^v/ { print $2; exit }' "tools/kubernetes-${minor}/go.mod")
+  into="${PWD}/.tools/kubernetes/${version}/bin" build "kubernetes-${minor}" \
+    kube-apiserver=k8s.io/kubernetes/cmd/kube-apiserver \
+    kube-controller-manager=k8s.io/kubernetes/cmd/kube-controller-manager \
+    kube-scheduler=k8s.io/kubernetes/cmd/kube-scheduler
+}
 etcd() { build etcd etcd=go.etcd.io/etcd/server/v3; }
 provider-kubernetes() {
   build provider-kubernetes provider-kubernetes=github.com/crossplane-contrib/provider-kubernetes/cmd/provider
@@ -69,10 +91,13 @@ if ! command -v openssl >/dev/null 2>&1; then
 fi
 
 targets=("$@")
-if [ ${#targets[@]} -eq 0 ]; then targets=(kubernetes etcd provider-kubernetes registry workloads syft); fi
+if [ ${#targets[@]} -eq 0 ]; then
+  targets=(kubernetes kubernetes-1.37 etcd provider-kubernetes registry workloads syft)
+fi
 for target in "${targets[@]}"; do
   case "${target}" in
     kubernetes | etcd | provider-kubernetes | registry | workloads | syft) "${target}" ;;
+    kubernetes-1.36 | kubernetes-1.37) kubernetes_minor "${target#kubernetes-}" ;;
     *) echo "e2e-tools: unknown target ${target}" >&2; exit 2 ;;
   esac
 done

@@ -49,6 +49,23 @@ def test_features_are_chosen_by_name(text, expected):
     assert features_from(text) == expected
 
 
+@pytest.mark.parametrize(
+    ("kube_version", "expected"),
+    [
+        pytest.param(
+            "v1.35.4",
+            set(FEATURES) - {"tainted-partitions"},
+            id="v1.35.4 leaves out tainted partitions, on which its scheduler leaks counters",
+        ),
+        pytest.param("v1.36.3", set(FEATURES), id="v1.36.3 runs every feature by default"),
+        pytest.param("v1.37.2", set(FEATURES), id="v1.37.2 runs every feature by default"),
+    ],
+)
+def test_the_default_leaves_out_only_the_versions_known_disagreements(kube_version, expected):
+    assert features_from("", kube_version) == expected
+    assert features_from("-admin-access", kube_version) == expected - {"admin-access"}
+
+
 def test_an_unknown_feature_is_refused_with_the_known_names():
     with pytest.raises(
         ValueError, match="unknown oracle features \\['typo'\\]; known: republished-slices"

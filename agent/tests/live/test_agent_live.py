@@ -1,8 +1,10 @@
 """The agent against a real API server and the real kube-scheduler.
 
-After every step (pods bound, a pod unschedulable, pods deleted, a pod marked
-for deletion (counted until gone), a node cordoned, a node tainted, a node
-added, a node removed) its published report must be what the step makes it,
+After every step (a device withheld by a DeviceTaintRule, in the version the
+cluster's Kubernetes serves it as, and released; pods bound, a pod
+unschedulable, pods deleted, a pod marked for deletion (counted until gone), a
+node cordoned, a node tainted, a node added, a node removed) its published
+report must be what the step makes it,
 where the step decides it, and kube-scheduler must agree with the agent's
 per-node view: a pod claiming exactly a node's free GPUs binds there, one
 claiming one more does not (`modelplane_devtools.oracle`, the probes of the
@@ -25,9 +27,10 @@ from lightkube.config.kubeconfig import KubeConfig
 from lightkube.generic_resource import create_namespaced_resource
 from lightkube.types import PatchType
 from modelplane_common.inputs import find_condition
-from modelplane_devtools.e2e import kube, manifests
+from modelplane_devtools.e2e import kube, kube_versions, manifests
 from modelplane_devtools.e2e.processes import free_port
 from modelplane_devtools.oracle import (
+    DEVICE_TAINT_RULES,
     NOT_SERVED,
     CustomResourceDefinition,
     DeviceClass,
@@ -39,6 +42,7 @@ from modelplane_devtools.oracle import (
     ReplicaObservation,
     ResourceSlice,
     ServiceAccount,
+    device_taint_rule,
     settled_view,
 )
 from modelplane_devtools.oracle_states import Pool
@@ -275,7 +279,30 @@ def agreement(client: Client, port: int, oracle: Oracle) -> Callable[..., None]:
     return agrees
 
 
-def test_kube_scheduler_agrees_with_the_agents_report_after_every_step(cluster):
+def taint_rule_withholds(client: Client, kube_version: kube_versions.KubeVersion) -> Callable:
+    """Create a DeviceTaintRule NoSchedule on n1's gpu-0, in the version `kube_version`
+    serves the kind as (checked: the agent must find that one); return its deletion."""
+    rules = device_taint_rule(client)
+    served = {kind: version for version, kind in DEVICE_TAINT_RULES.items()}[rules]
+    assert served == kube_version.device_taint_rules, (
+        f"Kubernetes {kube_version.version} serves DeviceTaintRule as {served}, "
+        f"expected {kube_version.device_taint_rules}"
+    )
+    client.create(
+        rules(
+            {
+                "metadata": {"name": "n1-gpu-0-broken"},
+                "spec": {
+                    "deviceSelector": {"driver": DRIVER, "pool": "n1", "device": "gpu-0"},
+                    "taint": {"key": "example.com/broken", "effect": "NoSchedule"},
+                },
+            }
+        )
+    )
+    return lambda: client.delete(rules, "n1-gpu-0-broken")
+
+
+def test_kube_scheduler_agrees_with_the_agents_report_after_every_step(cluster, kube_version):
     client = Client(KubeConfig.from_file(cluster.kubeconfig), field_manager="agent-live-test")
     create_agent_objects(client)
     template(client, "one-gpu", 1)
@@ -290,6 +317,12 @@ def test_kube_scheduler_agrees_with_the_agents_report_after_every_step(cluster):
 
     agrees("start: two empty nodes", (2, {(4,): 2}))
     eventually(lambda: replica(client)[:4] == (0, 0, "False", "Pending"), "no pod yet")
+
+    delete_rule = taint_rule_withholds(client, kube_version)
+    rule = f"a DeviceTaintRule ({kube_version.device_taint_rules}) withholds n1's gpu-0"
+    agrees(rule, (2, {(4,): 1, (3,): 1}))
+    delete_rule()
+    agrees("the rule deleted: gpu-0 free again", (2, {(4,): 2}))
 
     pod(client, "r-0", "one-gpu")
     pod(client, "r-1", "one-gpu")

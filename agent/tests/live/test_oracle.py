@@ -2,8 +2,9 @@
 kube-scheduler will allocate there.
 
 For each seeded random state (`modelplane_devtools.oracle_states`) on one real
-cluster (kube-apiserver, kube-controller-manager, kube-scheduler with the DRA feature
-gates of `e2e.stack.WORKLOAD`), the real `modelplane-agent` process observes the state's pool.
+cluster (kube-apiserver, kube-controller-manager, kube-scheduler of the Kubernetes
+version `MODELPLANE_KUBE_VERSION` names, with that version's DRA feature gates:
+`e2e.kube_versions`), the real `modelplane-agent` process observes the state's pool.
 Its per-node view (/debug/nodes) must add up to the histogram it publishes, and for
 every node of the pool kube-scheduler must agree with it: a pod pinned there claiming
 exactly the node's free devices binds, one claiming one device more of any kind does
@@ -18,7 +19,11 @@ message, and the state itself. Environment:
     MODELPLANE_ORACLE_FIRST_SEED  the first seed (default 1); seeds are consecutive
     MODELPLANE_ORACLE_SEEDS       explicit seeds, comma-separated (replays a failure)
     MODELPLANE_ORACLE_FEATURES    "a,b" only those features, "-a,-b" all but those,
-                                  "none" none (names: modelplane_devtools.oracle_states)
+                                  "none" none (names: modelplane_devtools.oracle_states;
+                                  the default leaves out the version's known
+                                  disagreements)
+    MODELPLANE_KUBE_VERSION       v1.35.4 (default), v1.36.3 or v1.37.2 (make
+                                  agent-oracle-matrix: each, 150 states)
 """
 
 from __future__ import annotations
@@ -38,6 +43,7 @@ import yaml
 from lightkube import Client
 from lightkube.config.kubeconfig import KubeConfig
 from lightkube.types import PatchType
+from modelplane_devtools.e2e import kube_versions
 from modelplane_devtools.e2e.kube import eventually
 from modelplane_devtools.e2e.processes import free_port
 from modelplane_devtools.oracle import (
@@ -80,9 +86,6 @@ def seeds() -> list[int]:
     return list(range(first, first + int(os.environ.get("MODELPLANE_ORACLE_STATES", "30"))))
 
 
-ENABLED = features_from(os.environ.get("MODELPLANE_ORACLE_FEATURES", ""))
-
-
 # --------------------------------------------------------------------------- the cluster
 
 
@@ -90,11 +93,13 @@ ENABLED = features_from(os.environ.get("MODELPLANE_ORACLE_FEATURES", ""))
 class World:
     client: Client
     agent_port: int
+    kube: kube_versions.KubeVersion
+    enabled: frozenset[str]  # the features states are generated with
     timings: list[tuple[int, float]] = field(default_factory=list)
 
 
 @pytest.fixture(scope="module")
-def world(cluster) -> Iterator[World]:
+def world(cluster, kube_version: kube_versions.KubeVersion) -> Iterator[World]:
     client = Client(KubeConfig.from_file(cluster.kubeconfig), field_manager="oracle-test")
     for path in sorted((ROOT / "deploy" / "agent" / "crds").glob("*.yaml")):
         client.create(CustomResourceDefinition(yaml.safe_load(path.read_text())))
@@ -145,12 +150,14 @@ def world(cluster) -> Iterator[World]:
             "--debug-nodes",
         ],
     )
-    world = World(client, port)
+    enabled = features_from(os.environ.get("MODELPLANE_ORACLE_FEATURES", ""), kube_version.version)
+    world = World(client, port, kube_version, enabled)
     eventually(lambda: _ready(port), "the agent is ready", timeout=60, every=0.2)
     yield world
     total = sum(seconds for _, seconds in world.timings)
     print(
-        f"\noracle: {len(world.timings)} states in {total:.1f}s "
+        f"\noracle on Kubernetes {kube_version.version}: {len(world.timings)} states "
+        f"in {total:.1f}s "
         f"(slowest {max((s for _, s in world.timings), default=0):.1f}s)"
     )
 
@@ -168,7 +175,7 @@ def _ready(port: int) -> bool:
 
 @pytest.mark.parametrize("seed", seeds(), ids=lambda seed: f"seed-{seed}")
 def test_kube_scheduler_binds_exactly_what_the_agent_reports_free(world: World, seed: int):
-    state = generate(seed, ENABLED)
+    state = generate(seed, world.enabled)
     started = time.monotonic()
     problems: list[str] = []
     probes: list[Probe] = []
@@ -184,7 +191,7 @@ def test_kube_scheduler_binds_exactly_what_the_agent_reports_free(world: World, 
         clean_up(world.client, state)
         world.timings.append((seed, time.monotonic() - started))
     if problems:
-        pytest.fail(failure_report(state, view, probes, problems), pytrace=False)
+        pytest.fail(failure_report(world.kube, state, view, probes, problems), pytrace=False)
 
 
 # --------------------------------------------------------------------------- applying a state
@@ -390,16 +397,24 @@ def clean_up(client: Client, state: State) -> None:
 # --------------------------------------------------------------------------- the report
 
 
-def failure_report(state: State, view: dict, probes: list[Probe], problems: list[str]) -> str:
+def failure_report(
+    kube: kube_versions.KubeVersion,
+    state: State,
+    view: dict,
+    probes: list[Probe],
+    problems: list[str],
+) -> str:
     lines = [
-        f"seed {state.seed}: kube-scheduler and the agent disagree ({len(problems)})",
+        f"seed {state.seed}: kube-scheduler {kube.version} and the agent disagree "
+        f"({len(problems)})",
         f"features: {', '.join(state.features) or 'none'}",
         *[f"  - {p}" for p in problems],
         "the agent's view (/debug/nodes):",
         *[f"  {node}: {entry}" for node, entry in view.items()],
         "probes:",
         *[f"  {p.line()}" for p in probes],
-        f"replay: MODELPLANE_ORACLE_SEEDS={state.seed} make agent-oracle",
+        f"replay: MODELPLANE_KUBE_VERSION={kube.version} MODELPLANE_ORACLE_SEEDS={state.seed} "
+        "make agent-oracle",
         "state:",
         yaml.safe_dump(
             dataclasses.asdict(state), sort_keys=False, default_flow_style=None, width=110

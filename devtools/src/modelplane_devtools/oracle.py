@@ -29,6 +29,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
+import httpx2
 from lightkube import ApiError, Client
 from lightkube.generic_resource import create_global_resource, create_namespaced_resource
 from modelplane_agent.kube import _resource
@@ -39,8 +40,12 @@ from modelplane_devtools.oracle_states import Pool
 
 PHASE_LABEL = "oracle.modelplane.ai/phase"
 # What a lightkube client raises while an object, or its kind, is not served yet:
-# the live tests' `eventually(..., not_yet=NOT_SERVED)` keeps polling on it.
-NOT_SERVED: tuple[type[Exception], ...] = (ApiError,)
+# the live tests' `eventually(..., not_yet=NOT_SERVED)` keeps polling on it. Any HTTP
+# error status, not only lightkube's ApiError: that needs a JSON body, and
+# kube-apiserver may answer a path under a group not registered yet (a CRD just
+# created) with a plain-text 404 (v1.36.3 did), which lightkube leaves an httpx
+# HTTPStatusError.
+NOT_SERVED: tuple[type[Exception], ...] = (httpx2.HTTPStatusError,)
 DECIDE_SECONDS = 30.0  # kube-scheduler answers a pinned probe in well under a second
 
 # The live tests' resource classes, created once per process: lightkube's registry
@@ -72,8 +77,8 @@ def device_taint_rule(client: Client) -> Any:
     for resource in DEVICE_TAINT_RULES.values():
         try:
             next(iter(client.list(resource, chunk_size=1)), None)
-        except ApiError as error:
-            if error.status.code == 404:
+        except httpx2.HTTPStatusError as error:  # a JSON Status or plain text: see NOT_SERVED
+            if error.response.status_code == 404:
                 continue
             raise
         return resource

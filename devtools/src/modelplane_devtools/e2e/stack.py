@@ -7,12 +7,10 @@ kube-apiserver and kube-controller-manager from `.tools/bin`, plus what its
 - `CONTROL_PLANE`: nothing more (Crossplane's cluster; its controller
   manager collects the garbage of composed resources).
 - `WORKLOAD`: kube-scheduler, and the DRA features the agent and its oracle
-  exercise, on in every component that reads them (`DRA_FEATURE_GATES`):
-  DRAAdminAccess (beta in v1.35 and on by default, named anyway so that a
-  change of default cannot silently turn it off), DRADeviceTaints,
-  DRADeviceTaintRules and DRAPartitionableDevices (alpha); and
-  `resource.k8s.io/v1alpha3` served (`--runtime-config`), the only version
-  of DeviceTaintRule.
+  exercise, on in every component that reads them, with the API versions
+  DeviceTaintRule needs: those of its Kubernetes version
+  (`kube_versions`; v1.35.4 but for the agent's live tests, which run the
+  version `MODELPLANE_KUBE_VERSION` names: `workload_role`).
 
 No kubelet runs anywhere. In the e2e's workload cluster kwok plays the
 kubelets (`kwok`: node heartbeats and leases, pods Running and Ready,
@@ -47,8 +45,10 @@ interfaces, `FIXED_PORTS`, checked free before anything starts). All processes
 are stopped by PID (`processes.Supervisor`); their logs stay in the run's
 folder, which a failing test names, with the logs' last lines.
 
-Binaries come from `.tools/bin` (`make e2e-tools`); a missing one is an
-error naming the fix, never a skip.
+Binaries come from `.tools/bin` (`make e2e-tools`), kube-apiserver,
+kube-controller-manager and kube-scheduler of another version from that
+version's folder (`kube_versions`); a missing one is an error naming the fix,
+never a skip.
 """
 
 from __future__ import annotations
@@ -64,7 +64,7 @@ from typing import TYPE_CHECKING
 
 import yaml
 
-from modelplane_devtools.e2e import install_steps, kwok, lws, pki
+from modelplane_devtools.e2e import install_steps, kube_versions, kwok, lws, pki
 from modelplane_devtools.e2e.kube import Kube, KubectlFailed, eventually
 from modelplane_devtools.e2e.processes import Process, Supervisor, free_port, listening
 
@@ -99,10 +99,14 @@ class ToolMissing(RuntimeError):
     pass
 
 
-def binary(name: str) -> Path:
-    path = TOOLS / name
+def binary(name: str, kube: kube_versions.KubeVersion = kube_versions.DEFAULT) -> Path:
+    """The executable `name` (of Kubernetes version `kube`, for its own commands)."""
+    own = name in kube_versions.COMMANDS
+    path = (kube.bin if own else TOOLS) / name
     if not (path.is_file() and os.access(path, os.X_OK)):
         fix = "make setup" if name.startswith("crossplane") else "make e2e-tools"
+        if own:
+            fix = kube.build
         raise ToolMissing(f"{path} is missing: run `{fix}`")
     return path
 
@@ -165,12 +169,6 @@ CLUSTER_BINARIES = (
     "kube-scheduler",
     "kubectl",
 )
-DRA_FEATURE_GATES = (
-    "DRAAdminAccess",
-    "DRADeviceTaints",
-    "DRADeviceTaintRules",
-    "DRAPartitionableDevices",
-)
 
 
 @dataclass(frozen=True)
@@ -180,6 +178,7 @@ class Role:
     scheduler: bool
     feature_gates: tuple[str, ...] = ()  # on in every component
     runtime_config: tuple[str, ...] = ()  # kube-apiserver's --runtime-config
+    kube: kube_versions.KubeVersion = kube_versions.DEFAULT  # whose commands run
 
     def gate_flags(self) -> list[str]:
         if not self.feature_gates:
@@ -190,12 +189,18 @@ class Role:
         return [f"--runtime-config={','.join(self.runtime_config)}"] if self.runtime_config else []
 
 
+def workload_role(kube: kube_versions.KubeVersion) -> Role:
+    """A workload cluster on Kubernetes `kube`, with its DRA gates and API versions."""
+    return Role(
+        scheduler=True,
+        feature_gates=kube.feature_gates,
+        runtime_config=kube.runtime_config,
+        kube=kube,
+    )
+
+
 CONTROL_PLANE = Role(scheduler=False)
-WORKLOAD = Role(
-    scheduler=True,
-    feature_gates=DRA_FEATURE_GATES,
-    runtime_config=("resource.k8s.io/v1alpha3=true",),
-)
+WORKLOAD = workload_role(kube_versions.DEFAULT)
 
 
 @dataclass
@@ -302,15 +307,19 @@ def start_cluster(
     )
 
 
-def start_workload(workdir: Path, name: str = "workload") -> Cluster:
-    """A `WORKLOAD` cluster alone, with its own CA and Supervisor (logs in workdir/logs);
-    the caller stops it with `cluster.supervisor.stop()`."""
+def start_workload(
+    workdir: Path,
+    name: str = "workload",
+    kube: kube_versions.KubeVersion = kube_versions.DEFAULT,
+) -> Cluster:
+    """A workload cluster on Kubernetes `kube` alone, with its own CA and Supervisor (logs
+    in workdir/logs); the caller stops it with `cluster.supervisor.stop()`."""
     for tool in CLUSTER_BINARIES:
-        binary(tool)
+        binary(tool, kube)
     supervisor = Supervisor(workdir / "logs")
     try:
         credentials = pki.cluster_credentials(workdir / "pki", f"{name}-ca")
-        return start_cluster(supervisor, workdir, name, credentials, WORKLOAD)
+        return start_cluster(supervisor, workdir, name, credentials, workload_role(kube))
     except BaseException:
         supervisor.stop()
         raise
@@ -373,7 +382,7 @@ def _apiserver_command(
     etcd: str, port: int, serving: pki.KeyPair, credentials: pki.ClusterCredentials, role: Role
 ) -> tuple[str, ...]:
     return (
-        str(binary("kube-apiserver")),
+        str(binary("kube-apiserver", role.kube)),
         f"--etcd-servers={etcd}",
         "--bind-address=127.0.0.1",
         "--advertise-address=127.0.0.1",
@@ -417,7 +426,7 @@ def _start_controllers(
     supervisor.start(
         f"{name}-kube-controller-manager",
         [
-            binary("kube-controller-manager"),
+            binary("kube-controller-manager", role.kube),
             *common,
             f"--secure-port={free_port()}",
             f"--service-account-private-key-file={credentials.service_accounts.key}",
@@ -428,7 +437,7 @@ def _start_controllers(
     if role.scheduler:
         supervisor.start(
             f"{name}-kube-scheduler",
-            [binary("kube-scheduler"), *common, f"--secure-port={free_port()}"],
+            [binary("kube-scheduler", role.kube), *common, f"--secure-port={free_port()}"],
         )
 
 
