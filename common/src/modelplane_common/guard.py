@@ -32,6 +32,7 @@ time to its answer and the bytes in and out.
 from __future__ import annotations
 
 import asyncio
+import threading
 import time
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
@@ -58,6 +59,16 @@ DEADLINE = timedelta(seconds=20)
 # Requests worked on at once; more wait for a thread (within their deadline).
 WORKERS = 16
 _WORKERS = ThreadPoolExecutor(max_workers=WORKERS, thread_name_prefix="run-function")
+
+
+def wait_idle(timeout: float) -> None:
+    """Return once every worker is free: a request answered at its deadline goes on
+    working in its thread (Python cannot stop it) and finishes later, logging and
+    counting what it decided. All WORKERS threads meeting at one barrier means none is
+    still busy. Raises threading.BrokenBarrierError past `timeout` seconds."""
+    barrier = threading.Barrier(WORKERS, timeout=timeout)
+    for met in [_WORKERS.submit(barrier.wait) for _ in range(WORKERS)]:
+        met.result()
 
 
 def fatal(req: fnv1.RunFunctionRequest, message: str) -> fnv1.RunFunctionResponse:
