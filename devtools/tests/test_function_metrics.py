@@ -4,24 +4,28 @@ The harness runs a function's processes with metrics when, and only when,
 the DeploymentRuntimeConfig asks for them (METRICS_ADDRESS on Crossplane's
 runtime container, as deploy/control-plane/functions.yaml sets it); the demo
 prints a `curl` per process and sums `modelplane_placements_total` over the
-processes, checked against the replicas each cluster holds.
+processes, checked against the replicas each cluster holds. A function
+started by the harness's own command line serves /metrics that the demo's
+scrape reads.
 """
 
 from __future__ import annotations
 
 import sys
 from collections import Counter
+from functools import partial
 from pathlib import Path
 
 import pytest
 import yaml
 from modelplane_common import metrics
 from modelplane_devtools.demo import fleet, scraped, session
-from modelplane_devtools.e2e import functions
+from modelplane_devtools.e2e import functions, pki, runtime
 from modelplane_devtools.e2e.install import Installed
-from modelplane_devtools.e2e.processes import Supervisor
+from modelplane_devtools.e2e.processes import Supervisor, free_port, listening
 from modelplane_devtools.e2e.stack import ROOT, Stack
 from prometheus_client import generate_latest
+from prometheus_client.parser import text_string_to_metric_families
 
 FUNCTIONS_YAML = ROOT / "deploy" / "control-plane" / "functions.yaml"
 (SHIPPED,) = [
@@ -145,3 +149,24 @@ def test_a_cluster_is_short_when_fewer_arrivals_were_counted_than_it_holds(
     counted, replicas_on, short
 ):
     assert scraped.uncounted(Counter(counted), replicas_on) == short
+
+
+def test_a_function_started_as_the_harness_starts_it_serves_metrics_the_demo_scrapes(tmp_path):
+    ca = pki.new_ca(tmp_path / "ca", "test-ca")
+    certs = runtime.issue(ca, tmp_path / "certs", "fn")
+    grpc_port, metrics_port = free_port(), free_port()
+    command = functions.PackageSource().serve(
+        "compose-model-deployment",
+        f"127.0.0.1:{grpc_port}",
+        certs.directory,
+        f"127.0.0.1:{metrics_port}",
+    )
+    supervisor = Supervisor(tmp_path / "logs")
+    process = supervisor.start("compose-model-deployment", command)
+    try:
+        supervisor.wait_until(process, partial(listening, metrics_port), "serving metrics")
+        text = scraped.scrape(f"127.0.0.1:{metrics_port}")
+    finally:
+        supervisor.stop()
+    assert "modelplane_placements" in {f.name for f in text_string_to_metric_families(text)}
+    assert scraped.placements([text]) == Counter()  # served, nothing placed yet
