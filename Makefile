@@ -59,7 +59,8 @@ demo: setup packages e2e-tools
 demo-down:
 	uv run --frozen python -m modelplane_devtools.demo down
 
-# The demo up, every example placed (checked), then torn down: tests/demo, as CI runs it.
+# The demo up, every example placed and counted in the functions' metrics (checked),
+# then torn down: tests/demo, as CI runs it.
 demo-smoke: setup packages e2e-tools
 	MODELPLANE_E2E_PACKAGES=dist/xpkg uv run --frozen pytest tests/demo -m e2e
 
@@ -92,7 +93,8 @@ e2e-settled: setup packages e2e-tools
 
 # The admission burst alone (tests/e2e/test_admission_burst.py, 30 deployments
 # at once on a fleet at 90% use), functions served from this workspace; prints
-# the figure the README states and writes it to out/e2e/<time>/.
+# the figure devtools/src/modelplane_devtools/e2e/README.md states and writes it to
+# out/e2e/<time>/.
 e2e-admission: setup e2e-tools
 	uv run --frozen pytest tests/e2e/test_admission_burst.py -m e2e -s
 

@@ -5,7 +5,9 @@ Modelplane installed by the README's commands, the example InferenceClusters
 gpu-east and gpu-edge (each Observed by its agent) Ready on two workload clusters of
 kwok nodes, every placeable example ModelDeployment Ready with each replica
 on a cluster and exactly the pods it asks for bound by kube-scheduler
-(`fleet.placed`, which raises what is not yet so). Then every process is
+(`fleet.placed`, which raises what is not yet so), and each placement
+counted in the functions' Prometheus metrics, read by scraping every function
+process's /metrics (`fleet.placements_counted`). Then every process is
 stopped by its PID. A missing binary is an error naming `make e2e-tools`,
 never a skip. Not part of `make e2e`: this stack needs the ports (9443) the
 e2e session's holds; `make demo-smoke` runs it on its own.
@@ -21,10 +23,11 @@ from modelplane_devtools.demo import session
 pytestmark = pytest.mark.e2e
 
 
-def test_the_demo_places_every_example_deployment_then_stops_every_process():
+def test_the_demo_places_every_example_deployment_counts_it_in_metrics_then_stops_everything():
     workdir = session.new_run()
     began = time.monotonic()
-    demo = session.smoke(workdir)
+    smoked = session.smoke(workdir)
+    demo = smoked.demo
     took = time.monotonic() - began
     (workdir / "timings.txt").write_text(
         "".join(f"{k}: {v:.1f}s\n" for k, v in demo.running.timings.items())
@@ -33,3 +36,5 @@ def test_the_demo_places_every_example_deployment_then_stops_every_process():
     assert not demo.running.supervisor.processes, "processes left running"
     assert session.leftovers(workdir / "logs" / "pids", session.began(workdir)) == []
     assert {w.cluster.name for w in demo.workloads} == {"gpu-east", "gpu-edge"}
+    placed = sum(n for (_, change), n in smoked.placements.items() if change == "Placed")
+    assert placed >= sum(d.manifest["spec"]["replicas"] for d in demo.deployments)

@@ -8,14 +8,15 @@ every wait is `eventually`, whose failure says what was last seen.
 from __future__ import annotations
 
 import time
+from collections import Counter
 from dataclasses import dataclass
 from functools import partial
 from pathlib import Path
 
 from modelplane_common import labels
 
-from modelplane_devtools.demo import example
-from modelplane_devtools.e2e import fleet, install, install_steps, stack
+from modelplane_devtools.demo import example, scraped
+from modelplane_devtools.e2e import fleet, functions, install, install_steps, stack
 from modelplane_devtools.e2e.kube import Kube, condition, eventually
 from modelplane_devtools.e2e.processes import Supervisor
 from modelplane_devtools.e2e.scale import bring_up as scale_bring_up
@@ -46,6 +47,15 @@ class Demo:
     def control(self) -> Kube:
         assert self.running.control_plane is not None
         return self.running.control_plane.kube
+
+    def function_metrics(self) -> dict[str, list[str]]:
+        """Each installed Function's metrics addresses (host:port), one per process."""
+        assert self.running.installed is not None
+        processes = self.running.supervisor.processes
+        return {
+            name: functions.metrics_addresses(processes, name)
+            for name in sorted(self.running.installed.functions)
+        }
 
 
 def start(workdir: Path) -> Demo:
@@ -172,6 +182,19 @@ def placed(demo: Demo) -> bool:
     for deployment in demo.deployments:
         _deployment_placed(demo.control, deployment)
     return _pods_bound(demo)
+
+
+def placements_counted(demo: Demo) -> Counter[tuple[str, str]]:
+    """What every function process's /metrics counted as placements, by (cluster, change);
+    raises what is short of the replicas the control plane holds on each cluster."""
+    addresses = [a for found in demo.function_metrics().values() for a in found]
+    assert addresses, "no function serves metrics"
+    counted = scraped.placements(scraped.scrape(a) for a in addresses)
+    teams = sorted({d.namespace for d in demo.deployments})
+    replicas = [r for team in teams for r in demo.control.list("modelreplicas.modelplane.ai", team)]
+    short = scraped.uncounted(counted, [r["spec"].get("clusterName", "") for r in replicas])
+    assert not short, f"{scraped.PLACEMENTS} short of the replicas placed: {'; '.join(short)}"
+    return counted
 
 
 def bring_up(workdir: Path) -> Demo:

@@ -8,7 +8,8 @@ logs stayed. `down` is `make demo-down`: it signals the running `up`, or,
 when that process is gone (killed outright), stops the run's processes
 itself from the Supervisor's `logs/pids`, only those started after the run
 began (a PID the system reused since belongs to someone else). `smoke` is
-`up` without the waiting: placed, then stopped, for tests/demo.
+`up` without the waiting: placed, the placements counted in the functions'
+metrics (a scrape of each process's /metrics), then stopped, for tests/demo.
 """
 
 from __future__ import annotations
@@ -17,12 +18,17 @@ import os
 import re
 import signal
 import time
+from collections import Counter
 from collections.abc import Iterator
 from contextlib import contextmanager, suppress
+from dataclasses import dataclass
+from functools import partial
 from pathlib import Path
 
-from modelplane_devtools.demo import fleet
-from modelplane_devtools.e2e.processes import Process
+from modelplane_common import metrics
+
+from modelplane_devtools.demo import fleet, scraped
+from modelplane_devtools.e2e.kube import eventually
 from modelplane_devtools.e2e.stack import ROOT, TOOLS, dump
 
 RUNS = ROOT / "out" / "demo"
@@ -58,17 +64,9 @@ def recorded(workdir: Path) -> Iterator[None]:
         CURRENT.unlink(missing_ok=True)
 
 
-def _listening_on(process: Process) -> str | None:
-    """The address a process was started with `--listen=` on, if any."""
-    args = process.popen.args
-    words = [str(a) for a in args] if isinstance(args, list) else []
-    found = [w.removeprefix("--listen=") for w in words if w.startswith("--listen=")]
-    return found[0] if found else None
-
-
 def _agent_metrics(demo: fleet.Demo) -> list[str]:
     """The agents' /metrics, one per workload cluster (as bring-up names their processes)."""
-    by_name = {p.name: _listening_on(p) for p in demo.running.supervisor.processes}
+    by_name = {p.name: p.argument("--listen") for p in demo.running.supervisor.processes}
     return [
         f"  curl -s http://{by_name[name]}/metrics   # the agent on {w.cluster.name}"
         for index, w in enumerate(demo.workloads)
@@ -77,10 +75,14 @@ def _agent_metrics(demo: fleet.Demo) -> list[str]:
 
 
 def _function_metrics(demo: fleet.Demo) -> list[str]:
-    """METRICS: the functions' Prometheus endpoints go here, once they serve them (issue
-    35, item 4). Return one `curl` line per function process, from
-    `demo.running.installed` and the functions' DeploymentRuntimeConfig metrics port."""
-    return ["  (the functions' metrics: not served yet)"]
+    """Each function process's /metrics (one process per pod its runtime config asks), and
+    the names to look for: docs/operating.md, "The functions' metrics"."""
+    return [
+        f"  curl -s http://{address}{metrics.PATH} | grep '^modelplane_'   "
+        f"# {name}, pod {index + 1} of {len(addresses)}"
+        for name, addresses in demo.function_metrics().items()
+        for index, address in enumerate(addresses)
+    ]
 
 
 def banner(demo: fleet.Demo, workdir: Path) -> str:
@@ -100,7 +102,7 @@ def banner(demo: fleet.Demo, workdir: Path) -> str:
             "kubectl get pods -A -o wide; kubectl get poolobservations -o yaml"
             for w in demo.workloads
         ),
-        "Metrics:",
+        'Metrics (Prometheus text; every name in docs/operating.md, "Monitoring"):',
         *_agent_metrics(demo),
         *_function_metrics(demo),
         "",
@@ -144,12 +146,26 @@ def up() -> int:
     return 0
 
 
-def smoke(workdir: Path) -> fleet.Demo:
-    """Bring it up in `workdir`, placed (or raise what is not), then stop it all."""
+@dataclass(frozen=True)
+class Smoked:
+    """A smoke run: the demo (stopped) and what its functions' metrics counted as placements
+    while it was up, by (cluster, change)."""
+
+    demo: fleet.Demo
+    placements: Counter[tuple[str, str]]
+
+
+def smoke(workdir: Path) -> Smoked:
+    """Bring it up in `workdir`, placed and the placements counted in the functions'
+    metrics (or raise what is not), then stop it all."""
     demo = fleet.bring_up(workdir)
     try:
         print(banner(demo, workdir), flush=True)
-        return demo
+        counted = eventually(
+            partial(fleet.placements_counted, demo), "the placements counted in /metrics"
+        )
+        print(f"Counted by the functions' {scraped.PLACEMENTS}: {dict(counted)}", flush=True)
+        return Smoked(demo, counted)
     finally:
         dump(demo.control, DUMPED, workdir / "dump")
         _teardown(demo)

@@ -22,6 +22,13 @@ revision's endpoint is `dns://<that server>/<name>.crossplane-system.svc:<port>`
 so Crossplane's gRPC client resolves and round-robins exactly as it does
 against Crossplane's own Deployment runtime. Each process logs at debug
 level: one line per RunFunction call, which is how a test sees the spread.
+
+Metrics follow the same runtime config: where it sets METRICS_ADDRESS on
+Crossplane's runtime container (deploy/control-plane/functions.yaml asks
+`:8080`), each process serves its Prometheus metrics on its own loopback
+address and one free port per function (`--metrics-address`), as each pod
+would on its own IP; port 8080 itself is provider-kubernetes' on every
+interface. `metrics_addresses` says where, from the processes' command lines.
 """
 
 from __future__ import annotations
@@ -38,7 +45,7 @@ from typing import TYPE_CHECKING
 
 from modelplane_devtools.e2e import dns, pki, runtime
 from modelplane_devtools.e2e.kube import Kube
-from modelplane_devtools.e2e.processes import Supervisor, free_port, listening
+from modelplane_devtools.e2e.processes import Process, Supervisor, free_port, listening
 from modelplane_devtools.e2e.stack import ROOT, binary
 from modelplane_devtools.render import program_of
 
@@ -47,6 +54,11 @@ if TYPE_CHECKING:
 
 # The Configuration package: apis/ (its crossplane.yaml, XRDs and Compositions).
 CONFIGURATION = "modelplane-fleet"
+# Crossplane's runtime container in a DeploymentRuntimeConfig's template, and the
+# variable that has a function serve its metrics (modelplane_common.server).
+RUNTIME_CONTAINER = "package-runtime"
+METRICS_ENV = "METRICS_ADDRESS"
+METRICS_FLAG = "--metrics-address"
 
 
 @dataclass(frozen=True)
@@ -61,13 +73,15 @@ class PackageSource:
         """The Configuration package, built from apis/ as scripts/build-packages.sh builds it."""
         return build_package(ROOT / "apis", out / f"{CONFIGURATION}.xpkg")
 
-    def serve(self, name: str, address: str, certs: Path) -> list[str]:
-        """The command that serves the function on address with mTLS from certs."""
+    def serve(self, name: str, address: str, certs: Path, metrics: str | None = None) -> list[str]:
+        """The command that serves the function on address with mTLS from certs, and its
+        metrics on `metrics` (host:port) when given."""
         return [
             str(Path(sys.executable).parent / name),
             f"--address={address}",
             f"--tls-certs-dir={certs}",
             "--debug",
+            *metrics_argument(metrics),
         ]
 
 
@@ -92,7 +106,7 @@ class PackagedSource(PackageSource):
 
         return packages.xpkg(CONFIGURATION, self.directory)
 
-    def serve(self, name: str, address: str, certs: Path) -> list[str]:
+    def serve(self, name: str, address: str, certs: Path, metrics: str | None = None) -> list[str]:
         from modelplane_devtools import packages
 
         # The image's unprivileged user must reach its root filesystem and its
@@ -105,7 +119,12 @@ class PackagedSource(PackageSource):
         shutil.copytree(certs, tls)
         tls.chmod(0o755)
         image = unpacked(name, self.directory)
-        return image.command([f"--address={address}", "--debug"], tls_dir=tls)
+        args = [f"--address={address}", "--debug", *metrics_argument(metrics)]
+        return image.command(args, tls_dir=tls)
+
+
+def metrics_argument(metrics: str | None) -> list[str]:
+    return [f"{METRICS_FLAG}={metrics}"] if metrics else []
 
 
 @functools.cache
@@ -156,6 +175,33 @@ def pod_name(function: str, index: int) -> str:
     return function if index == 0 else f"{function}-{index}"
 
 
+def asks_for_metrics(config: dict) -> bool:
+    """Whether the DeploymentRuntimeConfig has the function serve metrics: METRICS_ADDRESS
+    set on its runtime container."""
+    template = ((config.get("spec") or {}).get("deploymentTemplate") or {}).get("spec") or {}
+    containers = ((template.get("template") or {}).get("spec") or {}).get("containers") or []
+    return any(
+        isinstance(e, dict) and e.get("name") == METRICS_ENV and e.get("value")
+        for c in containers
+        if isinstance(c, dict) and c.get("name") == RUNTIME_CONTAINER
+        for e in c.get("env") or []
+    )
+
+
+def metrics_addresses(processes: list[Process], function: str) -> list[str]:
+    """Where the Function `function`'s processes serve metrics (host:port), pod by pod, as
+    `serve` started them; empty when its runtime config asks none."""
+    pods = [pod_name(function, i) for i in range(len(processes))]
+    by_name = {p.name: p.argument(METRICS_FLAG) for p in processes}
+    return [address for pod in pods if (address := by_name.get(pod))]
+
+
+def _other_free_port(taken: int) -> int:
+    while (port := free_port()) == taken:
+        pass
+    return port
+
+
 def serve(
     kube: Kube,
     supervisor: Supervisor,
@@ -176,14 +222,19 @@ def serve(
     certs = runtime.issue(ca, workdir / "functions" / name, name)
     runtime.hand_over_certificate(kube, "functionrevision", revision, certs)
     port = free_port()
-    hosts = [
-        f"127.0.0.{i + 1}" for i in range(runtime.pods(runtime.runtime_config(kube, function)))
-    ]
+    config = runtime.runtime_config(kube, function)
+    hosts = [f"127.0.0.{i + 1}" for i in range(runtime.pods(config))]
+    metrics_port = _other_free_port(port) if asks_for_metrics(config) else None
     program = program_of(function["spec"]["package"])
     for index, host in enumerate(hosts):
-        command = source.serve(program, f"{host}:{port}", certs.directory)
+        metrics = f"{host}:{metrics_port}" if metrics_port else None
+        command = source.serve(program, f"{host}:{port}", certs.directory, metrics)
         process = supervisor.start(pod_name(name, index), command)
         supervisor.wait_until(process, functools.partial(listening, port, host), "serving")
+        if metrics_port:
+            supervisor.wait_until(
+                process, functools.partial(listening, metrics_port, host), "serving metrics"
+            )
     service = f"{name}.{runtime.CROSSPLANE_NAMESPACE}.svc"
     dns_port = dns.free_udp_port()
     resolver = supervisor.start(
@@ -232,6 +283,8 @@ def serve_instead(
         host = f"127.0.0.{index + 1}"
         (running,) = [p for p in supervisor.processes if p.name == pod_name(name, index)]
         supervisor.stop_process(running)
+        # No metrics: the other build may predate --metrics-address, and a comparison
+        # reads Crossplane's and the processes' own costs, not the functions' counters.
         command = source.serve(program, f"{host}:{port}", certs.directory)
         process = supervisor.start(pod_name(name, index), command)
         supervisor.wait_until(process, functools.partial(listening, port, host), "serving")

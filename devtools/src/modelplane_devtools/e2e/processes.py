@@ -45,6 +45,12 @@ class Process:
     def pid(self) -> int:
         return self.popen.pid
 
+    def argument(self, flag: str) -> str | None:
+        """The value its command line gives `flag` as `flag=value` (the first), or None."""
+        args = self.popen.args
+        words = [str(a) for a in args] if isinstance(args, list) else []
+        return next((w.removeprefix(f"{flag}=") for w in words if w.startswith(f"{flag}=")), None)
+
     def tail(self, lines: int = 40) -> str:
         text = self.log.read_text(errors="replace").splitlines() if self.log.exists() else []
         return "\n".join(text[-lines:])
