@@ -1,15 +1,17 @@
 #!/usr/bin/env bash
 # Build the binaries the e2e suite runs (tests/e2e) into .tools/bin: Kubernetes
 # v1.35.4 (kube-apiserver, kube-controller-manager, kube-scheduler, kubectl:
-# scripts/setup.sh builds it first, for the tests), etcd v3.6.16,
-# provider-kubernetes v1.2.1, an OCI registry, kwok v0.8.0 (the workload
-# cluster's kubelets), the LeaderWorkerSet controller v0.9.0 and syft v1.57.2
-# (the release's SBOMs: `make release-dry-run`, tests/e2e/test_release.py). Each comes from
-# a pinned module in tools/ (go.sum committed). A binary already present is
-# skipped; Crossplane core comes from scripts/setup.sh. openssl is installed
-# with apt-get when missing.
+# scripts/setup.sh builds it first, for the tests), etcd v3.6.16, Crossplane
+# core v2.4.0 and provider-kubernetes v1.3.1 and v1.2.1 (the newest and the
+# oldest supported releases: modelplane_devtools.e2e.versions), an OCI
+# registry, kwok v0.8.0 (the workload cluster's kubelets), the LeaderWorkerSet
+# controller v0.9.0 and syft v1.57.2 (the release's SBOMs: `make
+# release-dry-run`, tests/e2e/test_release.py). Each comes from a pinned module
+# in tools/ (go.sum committed). A binary already present is skipped; the floor
+# Crossplane core (v2.3.4, `crossplane-core`) comes from scripts/setup.sh, which
+# the render tests need anyway. openssl is installed with apt-get when missing.
 #
-# Usage: scripts/e2e-tools.sh [kubernetes|etcd|provider-kubernetes|registry|workloads|syft]...
+# Usage: scripts/e2e-tools.sh [kubernetes|etcd|crossplane-core|provider-kubernetes|registry|workloads|syft]...
 # (no argument: all of them, one after another; a cold build takes ~15 min on
 # two cores and grows the Go build cache by a few GB).
 set -euo pipefail
@@ -17,9 +19,12 @@ cd "$(dirname "$0")/.."
 mkdir -p .tools/bin
 bin=$(cd .tools/bin && pwd)
 
-# build <module dir> <binary>=<package>...: one `go build` for the binaries
-# still missing, so packages shared between them compile once.
+# build [-X <variable>=<value>] <module dir> <binary>=<package>...: one `go
+# build` for the binaries still missing, so packages shared between them
+# compile once. -X stamps a version the way the component's release build does.
 build() {
+  local ldflags=()
+  if [ "$1" = -X ]; then ldflags=(-ldflags "-X $2"); shift 2; fi
   local dir=$1; shift
   local pkgs=() missing=()
   for pair in "$@"; do
@@ -31,7 +36,7 @@ build() {
   local tmp
   tmp=$(mktemp -d "${bin}/.build.XXXXXX")
   # Static binaries; -o into a folder names each after its package's last element.
-  (cd "tools/${dir}" && CGO_ENABLED=0 go build -trimpath -o "${tmp}/" "${pkgs[@]}")
+  (cd "tools/${dir}" && CGO_ENABLED=0 go build -trimpath "${ldflags[@]}" -o "${tmp}/" "${pkgs[@]}")
   for pair in "$@"; do
     local out=${pair%%=*} pkg=${pair#*=}
     local built=${pkg##*/}
@@ -52,7 +57,16 @@ kubernetes() {
     kubectl=k8s.io/kubernetes/cmd/kubectl
 }
 etcd() { build etcd etcd=go.etcd.io/etcd/server/v3; }
+# The newest Crossplane core, stamped as its release is: the package manager
+# checks each package's `spec.crossplane.version` against it.
+crossplane-core() {
+  build -X github.com/crossplane/crossplane-runtime/v2/pkg/version.version=v2.4.0 \
+    crossplane-core-v2.4 crossplane-core-v2.4.0=github.com/crossplane/crossplane/v2/cmd/crossplane
+}
+# The newest release, then the floor.
 provider-kubernetes() {
+  build provider-kubernetes-v1.3 \
+    provider-kubernetes-v1.3.1=github.com/crossplane-contrib/provider-kubernetes/cmd/provider
   build provider-kubernetes provider-kubernetes=github.com/crossplane-contrib/provider-kubernetes/cmd/provider
 }
 registry() { build registry registry=github.com/google/go-containerregistry/cmd/registry; }
@@ -69,10 +83,12 @@ if ! command -v openssl >/dev/null 2>&1; then
 fi
 
 targets=("$@")
-if [ ${#targets[@]} -eq 0 ]; then targets=(kubernetes etcd provider-kubernetes registry workloads syft); fi
+if [ ${#targets[@]} -eq 0 ]; then
+  targets=(kubernetes etcd crossplane-core provider-kubernetes registry workloads syft)
+fi
 for target in "${targets[@]}"; do
   case "${target}" in
-    kubernetes | etcd | provider-kubernetes | registry | workloads | syft) "${target}" ;;
+    kubernetes | etcd | crossplane-core | provider-kubernetes | registry | workloads | syft) "${target}" ;;
     *) echo "e2e-tools: unknown target ${target}" >&2; exit 2 ;;
   esac
 done
