@@ -600,9 +600,15 @@ def start(workdir: Path) -> Stack:
     """Start both clusters, Crossplane and the registry (`install` installs the rest)."""
     check_ports_free()
     stack = Stack(workdir, Supervisor(workdir / "logs"))
-    for name in (*CLUSTER_BINARIES, "crossplane", stack.versions.crossplane.binary,
-                 stack.versions.provider.binary, "registry", "kwok", "lws"):  # fmt: skip
+    chosen = stack.versions
+    for name in (*CLUSTER_BINARIES, "crossplane", chosen.crossplane.binary,
+                 chosen.provider.binary, "registry", "kwok", "lws"):  # fmt: skip
         binary(name)
+    # What a run's record says it ran, beside its logs.
+    (workdir / "versions.txt").write_text(
+        f"{chosen.name}: crossplane v{chosen.crossplane.version()}, "
+        f"provider-kubernetes v{chosen.provider.version()}\n"
+    )
     began = time.monotonic()
     try:
         credentials = pki.cluster_credentials(workdir / "pki", "e2e-ca")
