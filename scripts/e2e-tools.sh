@@ -2,8 +2,8 @@
 # Build the binaries the e2e suite runs (tests/e2e) into .tools/bin: Kubernetes
 # v1.35.4 (kube-apiserver, kube-controller-manager, kube-scheduler, kubectl:
 # scripts/setup.sh builds it first, for the tests), etcd v3.6.16, Crossplane
-# core v2.4.0 and provider-kubernetes v1.3.1 and v1.2.1 (the newest and the
-# oldest supported releases: modelplane_devtools.e2e.versions), an OCI
+# core v2.4.0 (the newest supported release; v2.3.4, the oldest, from setup.sh),
+# provider-kubernetes v1.2.1 (modelplane_devtools.e2e.versions), an OCI
 # registry, kwok v0.8.0 (the workload cluster's kubelets), the LeaderWorkerSet
 # controller v0.9.0 and syft v1.57.2 (the release's SBOMs: `make
 # release-dry-run`, tests/e2e/test_release.py). Each comes from a pinned module
@@ -63,10 +63,9 @@ crossplane-core() {
   build -X github.com/crossplane/crossplane-runtime/v2/pkg/version.version=v2.4.0 \
     crossplane-core-v2.4 crossplane-core-v2.4.0=github.com/crossplane/crossplane/v2/cmd/crossplane
 }
-# The newest release, then the floor.
+# The floor, which is also the newest release that builds from the Go module proxy
+# (modelplane_devtools.e2e.versions says why).
 provider-kubernetes() {
-  build provider-kubernetes-v1.3 \
-    provider-kubernetes-v1.3.1=github.com/crossplane-contrib/provider-kubernetes/cmd/provider
   build provider-kubernetes provider-kubernetes=github.com/crossplane-contrib/provider-kubernetes/cmd/provider
 }
 registry() { build registry registry=github.com/google/go-containerregistry/cmd/registry; }

@@ -34,15 +34,15 @@ def test_an_unknown_choice_is_refused_naming_the_variable_and_the_choices(monkey
         versions.selected()
 
 
-def test_the_floor_is_what_the_configuration_admits_first_and_the_newest_is_later():
+def test_the_floor_is_what_the_configuration_admits_first_and_the_newest_core_is_later():
     def release(v: str) -> tuple[int, ...]:
         return tuple(int(x) for x in v.split("."))
 
-    for floor, newest in (
-        (versions.FLOOR.crossplane, versions.NEWEST.crossplane),
-        (versions.FLOOR.provider, versions.NEWEST.provider),
-    ):
-        assert release(floor.version()) < release(newest.version()), (floor, newest)
+    assert release(versions.FLOOR.crossplane.version()) < release(
+        versions.NEWEST.crossplane.version()
+    )
+    # Later provider releases cannot be built from the module proxy (versions.PROVIDER_FLOOR).
+    assert versions.NEWEST.provider == versions.FLOOR.provider
     constraint = (ROOT / "apis" / "crossplane.yaml").read_text()
     assert f'">=v{versions.FLOOR.crossplane.version()}-0"' in constraint
     assert f'">=v{versions.FLOOR.provider.version()}, <v2.0.0"' in constraint
@@ -61,16 +61,27 @@ def test_each_binary_is_built_by_a_script_from_the_module_that_pins_its_release(
         assert re.search(built + rf"{re.escape(release.binary)}[= ]", scripts), release
 
 
-def test_the_newest_provider_serves_the_release_the_manifest_names_through_one_image_config():
-    todo = [install.Push(ROOT, r) for r in install.public_references()]
-    named = install.the("Provider", install.control_plane_manifests())["spec"]["package"]
-    owners = install.image_configs({install.owner_prefix(p.reference) for p in todo}, REGISTRY)
-    configs = install.mirror_configs(todo, REGISTRY, versions.NEWEST.provider)
-    (extra,) = [c for c in configs if c not in owners]
-    assert extra["spec"]["matchImages"] == [{"type": "Prefix", "prefix": named}]
-    assert extra["spec"]["rewriteImage"]["prefix"] == (
-        f"{REGISTRY}/crossplane-contrib/provider-kubernetes:v{versions.NEWEST.provider.version()}"
-    )
+@pytest.mark.parametrize(
+    ("pushed", "expected"),
+    [
+        pytest.param("xpkg.io/o/p:v1.2.1", None, id="the release the manifest names needs none"),
+        pytest.param(
+            "xpkg.io/o/p:v1.3.1",
+            f"{REGISTRY}/o/p:v1.3.1",
+            id="another release is served for the manifest's exact reference",
+        ),
+    ],
+)
+def test_a_provider_release_other_than_the_manifests_is_served_through_one_image_config(
+    pushed, expected
+):
+    config = install.release_image_config("xpkg.io/o/p:v1.2.1", pushed, REGISTRY)
+    if expected is None:
+        assert config is None
+    else:
+        assert config is not None
+        assert config["spec"]["matchImages"] == [{"type": "Prefix", "prefix": "xpkg.io/o/p:v1.2.1"}]
+        assert config["spec"]["rewriteImage"]["prefix"] == expected
 
 
 def test_the_floor_provider_is_the_release_the_manifest_names_and_needs_no_extra_image_config():

@@ -19,8 +19,8 @@ e2e runs, each at both ends of the supported range (`e2e.versions`), each
 release pinned by a Go module in tools/ (`PINS`). The Configuration floors its
 Crossplane and provider-kubernetes at the oldest (tools/crossplane-core,
 tools/provider-kubernetes) and deploy/control-plane installs that provider
-release; the newest (tools/crossplane-core-v2.4, tools/provider-kubernetes-v1.3)
-name the binaries the e2e builds and runs by default. The same test holds every
+release; the newest core (tools/crossplane-core-v2.4)
+names the binary the e2e builds and runs by default. The same test holds every
 copy to its pin.
 """
 
@@ -181,22 +181,6 @@ PINS = (
                 rf"core v({_RELEASE}) \(`tools/crossplane-core-v2\.4/go\.mod`\)",
             ),
             Copy("design/tooling.md", rf"newest, Crossplane core v({_RELEASE})\b"),
-        ),
-    ),
-    Pin(
-        "github.com/crossplane-contrib/provider-kubernetes",
-        "provider-kubernetes-v1.3",
-        (
-            Copy(
-                "devtools/src/modelplane_devtools/e2e/versions.py",
-                rf'"provider-kubernetes-v({_SEMVER})"',
-            ),
-            Copy("scripts/e2e-tools.sh", rf"provider-kubernetes-v({_SEMVER})="),
-            Copy(
-                "docs/operating.md",
-                rf"v({_RELEASE}) \(`tools/provider-kubernetes-v1\.3/go\.mod`\)",
-            ),
-            Copy("design/tooling.md", rf"newest, provider-kubernetes v({_RELEASE})\b"),
         ),
     ),
 )

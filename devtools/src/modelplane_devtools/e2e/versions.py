@@ -3,7 +3,8 @@
 The Configuration admits Crossplane `>=v2.3.4-0` and provider-kubernetes
 `>=v1.2.1, <v2.0.0` (apis/crossplane.yaml). The e2e tests both ends of that
 range with the same suite: `NEWEST`, the default (`make e2e`), the newest
-release of each that builds from the Go module proxy, and `FLOOR`
+release of each that builds from the Go module proxy (for provider-kubernetes
+that is the floor: see `PROVIDER_FLOOR`), and `FLOOR`
 (`make e2e-floor`), the releases the constraints name. MODELPLANE_E2E_VERSIONS
 (`newest` or `floor`) is the one place that chooses; every part of the harness
 that runs or installs either component asks `selected()`.
@@ -18,7 +19,8 @@ source (`stack.module_dir`), so a run never mixes two releases of one
 component.
 
 deploy/control-plane installs the provider release the floor names (the
-README's mirror command copies that one). A run on another release pushes
+README's mirror command copies that one). A run on another release (none
+today) pushes
 that release's package under its own tag and tells the package manager, with
 an ImageConfig on the exact reference the manifest names, to pull it instead
 (`install.release_image_config`): the install stays `kubectl apply -f
@@ -69,15 +71,20 @@ def pin(tools_module: str) -> version.Pin:
     return found
 
 
+PROVIDER_FLOOR = Release(PROVIDER_MODULE, "provider-kubernetes", "provider-kubernetes")
+# provider-kubernetes' later releases do not build from the Go module proxy: v1.3.1
+# needs github.com/nebius/gosdk v0.2.28, and v1.4.x a pseudo-version of
+# crossplane-runtime v2.5.0-rc and crossplane/apis v2.4.1, whose zips the proxy refuses
+# (403, "This module version is not available"). So both ends run the floor's provider.
 NEWEST = Versions(
     "newest",
     Release(CORE_MODULE, "crossplane-core-v2.4", "crossplane-core-v2.4.0"),
-    Release(PROVIDER_MODULE, "provider-kubernetes-v1.3", "provider-kubernetes-v1.3.1"),
+    PROVIDER_FLOOR,
 )
 FLOOR = Versions(
     "floor",
     Release(CORE_MODULE, "crossplane-core", "crossplane-core"),
-    Release(PROVIDER_MODULE, "provider-kubernetes", "provider-kubernetes"),
+    PROVIDER_FLOOR,
 )
 CHOICES = {v.name: v for v in (NEWEST, FLOOR)}
 
