@@ -1,5 +1,5 @@
 # The two commands the README promises, and the helpers around them.
-.PHONY: setup render test packages e2e-tools e2e demo demo-down demo-smoke e2e-scale e2e-settled e2e-admission e2e-admission-baseline bench-admission bench-fleet schemas schemas-check bench bench-agent agent-live agent-oracle agent-oracle-matrix lint fuzz sim sim-trace version release-dry-run
+.PHONY: setup render test packages e2e-tools e2e e2e-floor demo demo-down demo-smoke e2e-scale e2e-settled e2e-admission e2e-admission-baseline bench-admission bench-fleet schemas schemas-check bench bench-agent agent-live agent-oracle agent-oracle-matrix lint fuzz sim sim-trace version release-dry-run
 
 setup:
 	bash scripts/setup.sh
@@ -19,10 +19,11 @@ packages: setup
 test: setup packages
 	uv run --frozen pytest
 
-# The binaries the e2e suite runs (Kubernetes, etcd, provider-kubernetes, an
-# OCI registry, kwok, the LeaderWorkerSet controller), built from the pinned
-# modules in tools/ into .tools/bin, and the newest supported Kubernetes minor's
-# kube-apiserver, kube-controller-manager and kube-scheduler (.tools/kubernetes/<version>/bin).
+# The binaries the e2e suite runs (Kubernetes, etcd, the newest Crossplane
+# core, provider-kubernetes, an OCI registry, kwok, the LeaderWorkerSet
+# controller), built from the pinned modules in tools/ into .tools/bin, and the
+# newest supported Kubernetes minor's kube-apiserver, kube-controller-manager and
+# kube-scheduler (.tools/kubernetes/<version>/bin).
 e2e-tools:
 	bash scripts/e2e-tools.sh
 
@@ -38,12 +39,20 @@ KUBE_NEWEST := v1.37.2
 # a real control plane and workload cluster, with Modelplane installed as the
 # README installs it (deploy/control-plane: the Configuration, whose
 # dependencies bring the functions and provider-kubernetes, from these
-# packages) and the real agent (tests/e2e; logs in out/e2e/). Then the agent's
-# story test and 30 oracle states again on the newest supported Kubernetes.
+# packages) and the real agent (tests/e2e; logs in out/e2e/), on the newest
+# Crossplane core the project supports (modelplane_devtools.e2e.versions:
+# MODELPLANE_E2E_VERSIONS=newest). Then the agent's story test and 30 oracle
+# states again on the newest supported Kubernetes.
 e2e: setup packages e2e-tools
 	MODELPLANE_E2E_PACKAGES=dist/xpkg uv run --frozen pytest agent/tests/live tests/e2e -m e2e
 	MODELPLANE_KUBE_VERSION=$(KUBE_NEWEST) uv run --frozen pytest -m e2e \
 		agent/tests/live/test_agent_live.py agent/tests/live/test_oracle.py
+
+# The same end-to-end story on the oldest releases the Configuration admits
+# (Crossplane core v2.3.4, provider-kubernetes v1.2.1): the other end of the
+# supported range (agent/tests/live runs no Crossplane, so `make e2e` covers it).
+e2e-floor: setup packages e2e-tools
+	MODELPLANE_E2E_VERSIONS=floor MODELPLANE_E2E_PACKAGES=dist/xpkg uv run --frozen pytest tests/e2e -m e2e
 
 # The fleet on this machine (devtools/src/modelplane_devtools/demo): a control
 # plane with Crossplane and Modelplane installed from these packages by the

@@ -1,13 +1,15 @@
 #!/usr/bin/env bash
 # Build the binaries the e2e suite runs (tests/e2e) into .tools/bin: Kubernetes
 # v1.35.4 (kube-apiserver, kube-controller-manager, kube-scheduler, kubectl:
-# scripts/setup.sh builds it first, for the tests), etcd v3.6.16,
-# provider-kubernetes v1.2.1, an OCI registry, kwok v0.8.0 (the workload
-# cluster's kubelets), the LeaderWorkerSet controller v0.9.0 and syft v1.57.2
-# (the release's SBOMs: `make release-dry-run`, tests/e2e/test_release.py). Each comes from
-# a pinned module in tools/ (go.sum committed). A binary already present is
-# skipped; Crossplane core comes from scripts/setup.sh. openssl is installed
-# with apt-get when missing.
+# scripts/setup.sh builds it first, for the tests), etcd v3.6.16, Crossplane
+# core v2.4.0 (the newest supported release; v2.3.4, the oldest, from setup.sh),
+# provider-kubernetes v1.2.1 (modelplane_devtools.e2e.versions), an OCI
+# registry, kwok v0.8.0 (the workload cluster's kubelets), the LeaderWorkerSet
+# controller v0.9.0 and syft v1.57.2 (the release's SBOMs: `make
+# release-dry-run`, tests/e2e/test_release.py). Each comes from a pinned module
+# in tools/ (go.sum committed). A binary already present is skipped; the floor
+# Crossplane core (v2.3.4, `crossplane-core`) comes from scripts/setup.sh, which
+# the render tests need anyway. openssl is installed with apt-get when missing.
 #
 # The newer minors of the supported-version matrix (design/agent.md, "Version
 # matrix") each have a module, tools/kubernetes-<minor>, and a target of that
@@ -16,19 +18,23 @@
 # which CI runs) is built by default, kubernetes-1.36 (v1.36.3) only when named
 # (`make agent-oracle-matrix`).
 #
-# Usage: scripts/e2e-tools.sh [kubernetes|kubernetes-1.36|kubernetes-1.37|etcd|provider-kubernetes|registry|workloads|syft]...
+# Usage: scripts/e2e-tools.sh [kubernetes|kubernetes-1.36|kubernetes-1.37|etcd|crossplane-core|provider-kubernetes|registry|workloads|syft]...
 # (no argument: all of them but kubernetes-1.36, one after another; a cold build
-# takes ~15 min on two cores, and more with kubernetes-1.37 (design/agent.md
-# gives the figure), and grows the Go build cache by a few GB).
+# takes ~15 min on two cores, and more with kubernetes-1.37 and the newest
+# Crossplane core (design/agent.md and design/tooling.md give the figures), and
+# grows the Go build cache by a few GB).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 mkdir -p .tools/bin
 bin=$(cd .tools/bin && pwd)
 
-# build <module dir> <binary>=<package>...: one `go build` for the binaries
-# still missing, so packages shared between them compile once, into .tools/bin
-# (or into ${into} when set).
+# build [-X <variable>=<value>] <module dir> <binary>=<package>...: one `go
+# build` for the binaries still missing, so packages shared between them
+# compile once, into .tools/bin (or into ${into} when set). -X stamps a version
+# the way the component's release build does.
 build() {
+  local ldflags=()
+  if [ "$1" = -X ]; then ldflags=(-ldflags "-X $2"); shift 2; fi
   local dir=$1; shift
   local bin=${into:-${bin}}
   mkdir -p "${bin}"
@@ -42,7 +48,7 @@ build() {
   local tmp
   tmp=$(mktemp -d "${bin}/.build.XXXXXX")
   # Static binaries; -o into a folder names each after its package's last element.
-  (cd "tools/${dir}" && CGO_ENABLED=0 go build -trimpath -o "${tmp}/" "${pkgs[@]}")
+  (cd "tools/${dir}" && CGO_ENABLED=0 go build -trimpath "${ldflags[@]}" -o "${tmp}/" "${pkgs[@]}")
   for pair in "$@"; do
     local out=${pair%%=*} pkg=${pair#*=}
     local built=${pkg##*/}
@@ -74,6 +80,14 @@ kubernetes_minor() {
     kube-scheduler=k8s.io/kubernetes/cmd/kube-scheduler
 }
 etcd() { build etcd etcd=go.etcd.io/etcd/server/v3; }
+# The newest Crossplane core, stamped as its release is: the package manager
+# checks each package's `spec.crossplane.version` against it.
+crossplane-core() {
+  build -X github.com/crossplane/crossplane-runtime/v2/pkg/version.version=v2.4.0 \
+    crossplane-core-v2.4 crossplane-core-v2.4.0=github.com/crossplane/crossplane/v2/cmd/crossplane
+}
+# The floor, which is also the newest release that builds from the Go module proxy
+# (modelplane_devtools.e2e.versions says why).
 provider-kubernetes() {
   build provider-kubernetes provider-kubernetes=github.com/crossplane-contrib/provider-kubernetes/cmd/provider
 }
@@ -92,11 +106,11 @@ fi
 
 targets=("$@")
 if [ ${#targets[@]} -eq 0 ]; then
-  targets=(kubernetes kubernetes-1.37 etcd provider-kubernetes registry workloads syft)
+  targets=(kubernetes kubernetes-1.37 etcd crossplane-core provider-kubernetes registry workloads syft)
 fi
 for target in "${targets[@]}"; do
   case "${target}" in
-    kubernetes | etcd | provider-kubernetes | registry | workloads | syft) "${target}" ;;
+    kubernetes | etcd | crossplane-core | provider-kubernetes | registry | workloads | syft) "${target}" ;;
     kubernetes-1.36 | kubernetes-1.37) kubernetes_minor "${target#kubernetes-}" ;;
     *) echo "e2e-tools: unknown target ${target}" >&2; exit 2 ;;
   esac

@@ -13,13 +13,14 @@ manager wrote.
 
 from __future__ import annotations
 
+import subprocess
 from pathlib import Path
 
 import pytest
 import yaml
 from modelplane_devtools.e2e import install
 from modelplane_devtools.e2e.kube import condition
-from modelplane_devtools.e2e.stack import ROOT
+from modelplane_devtools.e2e.stack import ROOT, binary
 
 pytestmark = pytest.mark.e2e
 
@@ -66,6 +67,28 @@ def test_provider_kubernetes_runs_with_exactly_the_runtime_configs_arguments(e2e
     argv = Path(f"/proc/{process.pid}/cmdline").read_bytes().decode().split("\0")[:-1]
     assert argv[1:] == container["args"]
     assert "--enable-watches" in argv
+
+
+def _argv(stack, name: str) -> list[str]:
+    (process,) = [p for p in stack.supervisor.processes if p.name == name]
+    return Path(f"/proc/{process.pid}/cmdline").read_bytes().decode().split("\0")[:-1]
+
+
+def test_the_core_and_the_provider_that_run_are_the_releases_the_run_selected(planes, e2e_stack):
+    """MODELPLANE_E2E_VERSIONS picks each end of the supported range (`versions`): the
+    processes are those releases' binaries, and the package manager pulled the provider's
+    package of that release, through the ImageConfig when the manifest names another."""
+    control, _ = planes
+    chosen = e2e_stack.versions
+    core = _argv(e2e_stack, "crossplane")[0]
+    assert core == str(binary(chosen.crossplane.binary))
+    stamped = subprocess.run([core, "--version"], capture_output=True, text=True, check=True)
+    assert stamped.stdout.strip() == f"v{chosen.crossplane.version()}"
+    assert _argv(e2e_stack, e2e_stack.installed.provider)[0] == str(binary(chosen.provider.binary))
+    provider = control.get("providers.pkg.crossplane.io", e2e_stack.installed.provider)
+    named = _manifest("Provider")["spec"]["package"]
+    pulled = install.with_tag(named, f"v{chosen.provider.version()}")
+    assert provider["status"]["resolvedPackage"] == install.mirrored(pulled, e2e_stack.registry)
 
 
 def test_the_providers_crds_are_the_package_managers(planes, e2e_stack):

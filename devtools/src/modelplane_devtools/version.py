@@ -14,10 +14,14 @@ rewrites the source and every copy at once. The Configuration package
 (apis/crossplane.yaml) is one: it pins the three functions to this version, and
 deploy/control-plane installs it under this tag.
 
-Two versions are not ours: the Crossplane core and the provider-kubernetes the
-e2e runs, each pinned by a Go module in tools/ (`PINS`). The Configuration
-floors its Crossplane and provider-kubernetes at them and deploy/control-plane
-installs that provider release; the same test holds those copies to the pins.
+Two components are not ours: the Crossplane core and the provider-kubernetes the
+e2e runs, each at both ends of the supported range (`e2e.versions`), each
+release pinned by a Go module in tools/ (`PINS`). The Configuration floors its
+Crossplane and provider-kubernetes at the oldest (tools/crossplane-core,
+tools/provider-kubernetes) and deploy/control-plane installs that provider
+release; the newest core (tools/crossplane-core-v2.4)
+names the binary the e2e builds and runs by default. The same test holds every
+copy to its pin.
 """
 
 from __future__ import annotations
@@ -158,6 +162,25 @@ PINS = (
                 r"(?:crossplane-contrib/provider-kubernetes:v|`>=v(?=[0-9.]+, <v2\.0\.0`))"
                 rf"({_SEMVER})",
             ),
+        ),
+    ),
+    # The newest releases, which `make e2e` runs (modelplane_devtools.e2e.versions.NEWEST).
+    Pin(
+        "github.com/crossplane/crossplane/v2",
+        "crossplane-core-v2.4",
+        (
+            # The binary's name and the version its build stamps (package constraints read it).
+            Copy(
+                "devtools/src/modelplane_devtools/e2e/versions.py",
+                rf'"crossplane-core-v({_SEMVER})"',
+            ),
+            Copy("scripts/e2e-tools.sh", rf"pkg/version\.version=v({_SEMVER})"),
+            Copy("scripts/e2e-tools.sh", rf"crossplane-core-v({_SEMVER})="),
+            Copy(
+                "docs/operating.md",
+                rf"core v({_RELEASE}) \(`tools/crossplane-core-v2\.4/go\.mod`\)",
+            ),
+            Copy("design/tooling.md", rf"newest, Crossplane core v({_RELEASE})\b"),
         ),
     ),
 )

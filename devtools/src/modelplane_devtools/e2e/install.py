@@ -11,7 +11,12 @@ public ones:
    (pinned to one version each).
 2. An ImageConfig per public registry prefix rewrites it to the local
    registry (`spec.rewriteImage`), as the README documents for a mirror or a
-   private registry. Nothing else knows the packages are local.
+   private registry. Nothing else knows the packages are local. A run on a
+   provider-kubernetes release other than the one deploy/control-plane names
+   (`versions`: the newest) pushes that release under its own tag and adds one
+   ImageConfig on the manifest's exact reference, pointing it there
+   (`release_image_config`): the package manager picks the longest matching
+   prefix, so this one wins over the owner's.
 3. `kubectl apply -f deploy/control-plane`, verbatim (`install_steps`, the
    README's own line): provider-kubernetes' Provider and
    DeploymentRuntimeConfig, and the Configuration.
@@ -34,6 +39,7 @@ import yaml
 from modelplane_devtools.e2e import functions, install_steps, pki, provider, runtime
 from modelplane_devtools.e2e.kube import Kube, condition, eventually
 from modelplane_devtools.e2e.stack import ROOT, Stack, binary
+from modelplane_devtools.e2e.versions import Release
 
 CONTROL_PLANE = ROOT / "deploy" / "control-plane"
 CONFIGURATION_META = ROOT / "apis" / "crossplane.yaml"
@@ -86,6 +92,27 @@ def image_configs(prefixes: set[str], registry: str) -> list[dict]:
     ]
 
 
+def with_tag(reference: str, tag: str) -> str:
+    """The reference's repository at `tag`."""
+    return f"{repository(reference)}:{tag}"
+
+
+def release_image_config(reference: str, pushed: str, registry: str) -> dict | None:
+    """The ImageConfig that serves `reference` (exactly as a manifest names it) from `pushed`
+    in the local registry, or None when they are the same reference."""
+    if pushed == reference:
+        return None
+    return {
+        "apiVersion": "pkg.crossplane.io/v1beta1",
+        "kind": "ImageConfig",
+        "metadata": {"name": "e2e-release-" + re.sub(r"[^a-z0-9]+", "-", pushed).strip("-")},
+        "spec": {
+            "matchImages": [{"type": "Prefix", "prefix": reference}],
+            "rewriteImage": {"prefix": mirrored(pushed, registry)},
+        },
+    }
+
+
 def owner_prefix(reference: str) -> str:
     """`ghcr.io/modelplane-ai` of `ghcr.io/modelplane-ai/compose-model-replica:v0.1.0`."""
     return repository(reference).rsplit("/", 1)[0]
@@ -120,16 +147,29 @@ def public_references() -> list[str]:
     ]
 
 
-def pushes(source: functions.PackageSource, out: Path) -> list[Push]:
-    configuration, provider_reference, *function_references = public_references()
-    todo = [
-        Push(source.configuration(out), configuration),
-        Push(provider.package(out), provider_reference),
-    ]
+def provider_push(out: Path, release: Release) -> Push:
+    """provider-kubernetes' package at `release`, named as deploy/control-plane names it but
+    tagged with its own version (`release_image_config` bridges the two when they differ)."""
+    _, reference, *_ = public_references()
+    return Push(provider.package(out, release), with_tag(reference, f"v{release.version()}"))
+
+
+def pushes(source: functions.PackageSource, out: Path, release: Release) -> list[Push]:
+    configuration, _, *function_references = public_references()
+    todo = [Push(source.configuration(out), configuration), provider_push(out, release)]
     for reference in function_references:
         name = repository(reference).rsplit("/", 1)[-1]
         todo.append(Push(source.package(name, out), reference))
     return todo
+
+
+def mirror_configs(todo: list[Push], registry: str, release: Release) -> list[dict]:
+    """README step 2's ImageConfigs for what was pushed, and the one that serves the
+    provider release deploy/control-plane names from `release`'s package when they differ."""
+    named = the("Provider", control_plane_manifests())["spec"]["package"]
+    served = release_image_config(named, with_tag(named, f"v{release.version()}"), registry)
+    configs = image_configs({owner_prefix(p.reference) for p in todo}, registry)
+    return configs + ([served] if served else [])
 
 
 def push(todo: list[Push], registry: str) -> None:
@@ -157,22 +197,23 @@ def install(stack: Stack, source: functions.PackageSource | None = None) -> Inst
     """Install Modelplane on the stack's control plane as README step 1 does, and serve
     what the package manager installed."""
     assert stack.control_plane is not None and stack.root_ca is not None, "start the stack first"
-    kube, kubeconfig = stack.control_plane.kube, stack.control_plane.kubeconfig
+    kube = stack.control_plane.kube
     supervisor, registry, root_ca, workdir = (
         stack.supervisor, stack.registry, stack.root_ca, stack.workdir,
     )  # fmt: skip
     source = source or functions.source_from_environment()
     out = workdir / "packages"
     out.mkdir(parents=True, exist_ok=True)
-    todo = pushes(source, out)
+    release = stack.versions.provider
+    todo = pushes(source, out, release)
     push(todo, registry)
-    kube.apply(image_configs({owner_prefix(p.reference) for p in todo}, registry))
+    kube.apply(mirror_configs(todo, registry, release))
     install_steps.run(kube, install_steps.CONTROL_PLANE_MANIFESTS)
 
     docs = control_plane_manifests()
     ca = pki.KeyPair(root_ca / "tls.crt", root_ca / "tls.key")
     provider_name = the("Provider", docs)["metadata"]["name"]
-    args = provider.serve(kube, supervisor, kubeconfig, ca, workdir, provider_name)
+    args = provider.serve(kube, supervisor, ca, workdir, provider_name, release)
     done = Installed(the("Configuration", docs)["metadata"]["name"], provider_name, args)
     for dependency in function_dependencies():
         function = eventually(

@@ -1,7 +1,8 @@
 """provider-kubernetes: its package built from its module, its runtime run by the harness.
 
 The package is the provider's own `package/` folder (crossplane.yaml and its
-CRDs) in the Go module tools/provider-kubernetes pins, built with `crossplane
+CRDs) in the Go module that pins the release the run uses (`versions`: the
+newest, or the floor in tools/provider-kubernetes), built with `crossplane
 xpkg build` and no controller image: the package manager installs it, and
 establishes its CRDs (as ManagedResourceDefinitions, the provider declaring
 SafeStart, activated by Crossplane's default activation policy), from it.
@@ -27,16 +28,16 @@ from modelplane_devtools.e2e.functions import build_package
 from modelplane_devtools.e2e.kube import Kube, condition, eventually
 from modelplane_devtools.e2e.processes import Supervisor, free_port, listening
 from modelplane_devtools.e2e.stack import PROVIDER_WEBHOOK_PORT, binary, module_dir
+from modelplane_devtools.e2e.versions import Release
 
-MODULE = "github.com/crossplane-contrib/provider-kubernetes"
 # The container Crossplane's Deployment runtime runs a package's image in.
 RUNTIME_CONTAINER = "package-runtime"
 
 
-def package(out: Path) -> Path:
-    """The provider's package (no runtime image) from its module source."""
-    source = module_dir("provider-kubernetes", MODULE) / "package"
-    return build_package(source, out / "provider-kubernetes.xpkg")
+def package(out: Path, release: Release) -> Path:
+    """The release's package (no runtime image) from its module source."""
+    source = module_dir(release.tools_module, release.module) / "package"
+    return build_package(source, out / f"provider-kubernetes-v{release.version()}.xpkg")
 
 
 def runtime_arguments(config: dict) -> list[str]:
@@ -71,9 +72,10 @@ def established_crds(kube: Kube, revision: str) -> list[str]:
 
 
 def serve(
-    kube: Kube, supervisor: Supervisor, kubeconfig: Path, ca: pki.KeyPair, workdir: Path, name: str
+    kube: Kube, supervisor: Supervisor, ca: pki.KeyPair, workdir: Path, name: str, release: Release
 ) -> list[str]:
-    """Run the Provider `name` once its revision exists; returns the arguments it runs with."""
+    """Run the Provider `name` (as `kube`'s admin) with the binary of `release` once its
+    revision exists; returns the arguments it runs with."""
     revision = runtime.wait_for_revision(kube, "providerrevisions", name)
     provider = kube.get("provider", name)
     assert provider, f"Provider {name} vanished"
@@ -93,9 +95,9 @@ def serve(
     )
     process = supervisor.start(
         name,
-        [binary("provider-kubernetes"), *args],
+        [binary(release.binary), *args],
         env={
-            "KUBECONFIG": str(kubeconfig),
+            "KUBECONFIG": str(kube.kubeconfig),
             "TLS_SERVER_CERTS_DIR": str(certs.directory),
             "HEALTH_PROBE_BIND_ADDRESS": f"127.0.0.1:{free_port()}",
             "PROVIDER_KUBERNETES_DEBUG": "true",

@@ -27,11 +27,12 @@ the same command, so the same port, etcd and certificates (`ApiServer`), as
 a crash and a restart are (the agent's fault tests).
 
 The e2e (`start`) runs a control plane and a workload cluster sharing one CA
-and one `processes.Supervisor`; around them Crossplane core v2.3.4 with the
+and one `processes.Supervisor`; around them Crossplane core (the release
+`versions.selected()` names: v2.4.0, or the floor v2.3.4) with the
 package manager's External runtime, running as its Helm chart's service
 account (`crossplane_kubeconfig`) and an OCI registry for the packages on
-the control plane (what `install` then installs: provider-kubernetes
-v1.2.1, the Configuration and the functions, run by the harness), and the agent
+the control plane (what `install` then installs: provider-kubernetes at the
+selected release, the Configuration and the functions, run by the harness), and the agent
 (`agent`, started by the session fixture once the stack is up) on the
 workload cluster. provider-kubernetes reaches the workload cluster as the
 least-privilege user of deploy/workload-cluster (`provider_identity`, the
@@ -64,7 +65,7 @@ from typing import TYPE_CHECKING
 
 import yaml
 
-from modelplane_devtools.e2e import install_steps, kube_versions, kwok, lws, pki
+from modelplane_devtools.e2e import install_steps, kube_versions, kwok, lws, pki, versions
 from modelplane_devtools.e2e.kube import Kube, KubectlFailed, eventually
 from modelplane_devtools.e2e.processes import Process, Supervisor, free_port, listening
 
@@ -104,7 +105,8 @@ def binary(name: str, kube: kube_versions.KubeVersion = kube_versions.DEFAULT) -
     own = name in kube_versions.COMMANDS
     path = (kube.bin if own else TOOLS) / name
     if not (path.is_file() and os.access(path, os.X_OK)):
-        fix = "make setup" if name.startswith("crossplane") else "make e2e-tools"
+        # setup.sh builds the CLI and the floor core (the render tests run them).
+        fix = "make setup" if name in ("crossplane", "crossplane-core") else "make e2e-tools"
         if own:
             fix = kube.build
         raise ToolMissing(f"{path} is missing: run `{fix}`")
@@ -261,6 +263,8 @@ class Stack:
     # user deploy/workload-cluster binds, never system:masters.
     provider: Kube | None = None
     timings: dict[str, float] = field(default_factory=dict)
+    # The Crossplane core and provider-kubernetes releases this run uses.
+    versions: versions.Versions = field(default_factory=versions.selected)
 
     @property
     def logs(self) -> Path:
@@ -503,8 +507,10 @@ def start_crossplane(stack: Stack, cluster: Cluster, poll_interval: str = "5s") 
     kube = cluster.kube
     kube.kubectl("create", "namespace", CROSSPLANE_NAMESPACE)
     kubeconfig = crossplane_kubeconfig(stack, cluster)
-    core = binary("crossplane-core")
-    crds = module_dir("crossplane-core", "github.com/crossplane/crossplane/v2") / "cluster" / "crds"
+    release = stack.versions.crossplane
+    core = binary(release.binary)
+    # The CRDs of the same release as the binary.
+    crds = module_dir(release.tools_module, release.module) / "cluster" / "crds"
     no_webhooks = stack.workdir / "crossplane" / "webhookconfigurations"
     no_webhooks.mkdir(parents=True, exist_ok=True)
     env = {
@@ -602,10 +608,16 @@ def check_ports_free() -> None:
 def start(workdir: Path) -> Stack:
     """Start both clusters, Crossplane and the registry (`install` installs the rest)."""
     check_ports_free()
-    for name in (*CLUSTER_BINARIES, "crossplane", "crossplane-core", "provider-kubernetes",
-                 "registry", "kwok", "lws"):  # fmt: skip
-        binary(name)
     stack = Stack(workdir, Supervisor(workdir / "logs"))
+    chosen = stack.versions
+    for name in (*CLUSTER_BINARIES, "crossplane", chosen.crossplane.binary,
+                 chosen.provider.binary, "registry", "kwok", "lws"):  # fmt: skip
+        binary(name)
+    # What a run's record says it ran, beside its logs.
+    (workdir / "versions.txt").write_text(
+        f"{chosen.name}: crossplane v{chosen.crossplane.version()}, "
+        f"provider-kubernetes v{chosen.provider.version()}\n"
+    )
     began = time.monotonic()
     try:
         credentials = pki.cluster_credentials(workdir / "pki", "e2e-ca")
