@@ -394,8 +394,17 @@ def test_d_crossplane_trace_walks_every_level_and_carries_each_reason(planes):
     assert all(f"ModelReplica/{n}" in tree for n in names), tree
     root = json.loads(_trace(control, "-o", "json"))
     assert _reasons(root)["ReplicasScheduled"] == "AllReplicasScheduled", _reasons(root)
-    children = {c["object"]["metadata"]["name"]: c for c in root.get("children", [])}
+    by_kind: dict[str, dict[str, dict]] = {}
+    for child in root.get("children", []):
+        obj = child["object"]
+        by_kind.setdefault(obj["kind"], {})[obj["metadata"]["name"]] = child
+    # Its replicas, and the workload Namespace it composes once per cluster they run on.
+    assert set(by_kind) == {"ModelReplica", "Object"}, set(by_kind)
+    children = by_kind["ModelReplica"]
     assert set(children) == names, set(children)
+    (namespace,) = by_kind["Object"].values()
+    manifest = namespace["object"]["spec"]["forProvider"]["manifest"]
+    assert (manifest["kind"], manifest["metadata"]["name"]) == ("Namespace", TEAM), manifest
     for child in children.values():
         reasons = _reasons(child)
         assert (
