@@ -76,20 +76,22 @@ def mirrored(reference: str, registry: str) -> str:
     return f"{registry}/{path}"
 
 
+def _rewrite(name: str, prefix: str, to: str) -> dict:
+    """An ImageConfig named e2e-<name> that pulls every image under `prefix` from `to`."""
+    return {
+        "apiVersion": "pkg.crossplane.io/v1beta1",
+        "kind": "ImageConfig",
+        "metadata": {"name": "e2e-" + re.sub(r"[^a-z0-9]+", "-", name).strip("-")},
+        "spec": {
+            "matchImages": [{"type": "Prefix", "prefix": prefix}],
+            "rewriteImage": {"prefix": to},
+        },
+    }
+
+
 def image_configs(prefixes: set[str], registry: str) -> list[dict]:
     """One ImageConfig per public prefix, rewriting it to the local registry."""
-    return [
-        {
-            "apiVersion": "pkg.crossplane.io/v1beta1",
-            "kind": "ImageConfig",
-            "metadata": {"name": "e2e-" + re.sub(r"[^a-z0-9]+", "-", prefix).strip("-")},
-            "spec": {
-                "matchImages": [{"type": "Prefix", "prefix": prefix}],
-                "rewriteImage": {"prefix": mirrored(prefix, registry)},
-            },
-        }
-        for prefix in sorted(prefixes)
-    ]
+    return [_rewrite(prefix, prefix, mirrored(prefix, registry)) for prefix in sorted(prefixes)]
 
 
 def with_tag(reference: str, tag: str) -> str:
@@ -102,15 +104,7 @@ def release_image_config(reference: str, pushed: str, registry: str) -> dict | N
     in the local registry, or None when they are the same reference."""
     if pushed == reference:
         return None
-    return {
-        "apiVersion": "pkg.crossplane.io/v1beta1",
-        "kind": "ImageConfig",
-        "metadata": {"name": "e2e-release-" + re.sub(r"[^a-z0-9]+", "-", pushed).strip("-")},
-        "spec": {
-            "matchImages": [{"type": "Prefix", "prefix": reference}],
-            "rewriteImage": {"prefix": mirrored(pushed, registry)},
-        },
-    }
+    return _rewrite("release-" + pushed, reference, mirrored(pushed, registry))
 
 
 def owner_prefix(reference: str) -> str:
