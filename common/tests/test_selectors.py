@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import pytest
-from modelplane_common.selectors import EVERYTHING, parse_label_selector
+from modelplane_common.selectors import EVERYTHING, parse_label_selector, selects
 
 TEAM_A = {"team": "a", "tier": "prod"}
 
@@ -127,3 +127,37 @@ def test_an_invalid_selector_is_named_not_guessed(selector, message):
 
 def test_everything_has_no_requirement():
     assert EVERYTHING.requirements == ()
+
+
+@pytest.mark.parametrize(
+    ("match_labels", "labels", "selected"),
+    [
+        pytest.param({}, TEAM_A, True, id="an empty matchLabels selects everything"),
+        pytest.param({}, {}, True, id="an empty matchLabels selects the unlabelled"),
+        pytest.param({"team": "a"}, TEAM_A, True, id="one label equal selects"),
+        pytest.param({"team": "a", "tier": "prod"}, TEAM_A, True, id="every label equal selects"),
+        pytest.param({"team": "b"}, TEAM_A, False, id="a label of another value does not"),
+        pytest.param({"team": "a", "tier": "dev"}, TEAM_A, False, id="one label off is enough"),
+        pytest.param({"zone": "x"}, TEAM_A, False, id="a label the object lacks does not"),
+        pytest.param({"team": ""}, {"team": ""}, True, id="an empty value matches an empty value"),
+        pytest.param({"team": ""}, {}, False, id="an empty value does not match absence"),
+        pytest.param({"Team": "a"}, TEAM_A, False, id="keys are case-sensitive"),
+    ],
+)
+def test_a_bare_match_labels_selects_as_the_parsed_selector_does(match_labels, labels, selected):
+    assert selects(match_labels, labels) is selected
+    parsed = parse_label_selector({"matchLabels": match_labels}, "s")
+    assert parsed.matches(labels) is selected
+
+
+@pytest.mark.parametrize(
+    "value",
+    [
+        pytest.param(7, id="a number"),
+        pytest.param({"a": "b"}, id="an object"),
+        pytest.param(["a"], id="a list"),
+        pytest.param(None, id="null"),
+    ],
+)
+def test_a_label_value_that_is_not_a_string_selects_nothing(value):
+    assert selects({"team": "a"}, {"team": value}) is False

@@ -14,6 +14,11 @@ server's do. A selector that breaks these rules is not guessed at:
 the caller decides what an unreadable selector means (an InferenceCluster
 whose access selector cannot be read is an unreadable cluster: its replicas
 are held and it takes no new ones, design/tenancy.md).
+
+A bare matchLabels needs no parsing, and `selects` is its one rule, on plain
+mappings: a deployment's clusterSelector (as Crossplane fetches by it), a
+pool's node selector and a ReplicaObservation's pod selector are matched
+with it. It agrees with the parsed form above on every string label.
 """
 
 from __future__ import annotations
@@ -63,6 +68,12 @@ class LabelSelector:
 
 
 EVERYTHING = LabelSelector()
+
+
+def selects(match_labels: Mapping[str, str], labels: Mapping[str, object]) -> bool:
+    """A bare matchLabels: every `key: value` is among `labels` (equality only); an empty
+    matchLabels selects everything."""
+    return all(labels.get(k) == v for k, v in match_labels.items())
 
 
 def _string(value: object, path: str) -> str:

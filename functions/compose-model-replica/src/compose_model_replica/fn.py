@@ -21,6 +21,7 @@ from crossplane.function.proto.v1 import run_function_pb2_grpc as grpcv1
 from modelplane_common import labels, logs, metrics
 from modelplane_common.guard import DEADLINE, served
 from modelplane_common.outcome import log_fields
+from modelplane_common.requirements import ResourceRequirement, require
 from modelplane_common.respond import emit
 
 from compose_model_replica import core, readers
@@ -43,66 +44,54 @@ __all__ = [
 ]
 
 
-def _require(rsp: fnv1.RunFunctionResponse, wanted: core.Requirements) -> None:
+def _requirements(wanted: core.Requirements) -> tuple[ResourceRequirement, ...]:
+    """What the core asks for, as the resources Crossplane fetches for the next call: the
+    cluster by name, its ModelReplicas (only those still charged as pending, or all of
+    them) by label, the ModelDeployment by name, and every ResourceQuota and, under a
+    device quota, every ModelReplica of the namespace."""
+    api, replica = labels.API_VERSION, labels.MODEL_REPLICA_KIND
+    found: list[ResourceRequirement] = []
     if wanted.cluster:
-        response.require_resources(
-            rsp,
-            CLUSTER_REQUIREMENT,
-            labels.API_VERSION,
-            labels.INFERENCE_CLUSTER_KIND,
-            match_name=wanted.cluster,
-        )
-    if wanted.replicas_of and wanted.pending_only:
-        response.require_resources(
-            rsp,
-            PENDING_REPLICAS_REQUIREMENT,
-            labels.API_VERSION,
-            labels.MODEL_REPLICA_KIND,
-            match_labels={
-                labels.CLUSTER: labels.label_value(wanted.replicas_of),
-                labels.CHARGE: labels.CHARGE_PENDING,
-            },
-        )
-    elif wanted.replicas_of:
-        response.require_resources(
-            rsp,
-            REPLICAS_REQUIREMENT,
-            labels.API_VERSION,
-            labels.MODEL_REPLICA_KIND,
-            match_labels={labels.CLUSTER: labels.label_value(wanted.replicas_of)},
-        )
+        cluster = labels.INFERENCE_CLUSTER_KIND
+        found.append(ResourceRequirement.by_name(CLUSTER_REQUIREMENT, api, cluster, wanted.cluster))
+    if wanted.replicas_of:
+        on_cluster = {labels.CLUSTER: labels.label_value(wanted.replicas_of)}
+        if wanted.pending_only:
+            pending = {**on_cluster, labels.CHARGE: labels.CHARGE_PENDING}
+            found.append(
+                ResourceRequirement.by_labels(PENDING_REPLICAS_REQUIREMENT, api, replica, pending)
+            )
+        else:
+            found.append(
+                ResourceRequirement.by_labels(REPLICAS_REQUIREMENT, api, replica, on_cluster)
+            )
     if wanted.deployment:
-        response.require_resources(
-            rsp,
-            DEPLOYMENT_REQUIREMENT,
-            labels.API_VERSION,
-            labels.MODEL_DEPLOYMENT_KIND,
-            match_name=wanted.deployment,
-            namespace=wanted.deployment_namespace,
+        found.append(
+            ResourceRequirement.by_name(
+                DEPLOYMENT_REQUIREMENT,
+                api,
+                labels.MODEL_DEPLOYMENT_KIND,
+                wanted.deployment,
+                namespace=wanted.deployment_namespace,
+            )
         )
     if wanted.quotas_of:
-        _require_in_namespace(rsp, QUOTAS_REQUIREMENT, "v1", "ResourceQuota", wanted.quotas_of)
-    if wanted.quotas_of and wanted.namespace_replicas:
-        _require_in_namespace(
-            rsp,
-            NAMESPACE_REPLICAS_REQUIREMENT,
-            labels.API_VERSION,
-            labels.MODEL_REPLICA_KIND,
-            wanted.quotas_of,
+        found.append(
+            ResourceRequirement.by_labels(
+                QUOTAS_REQUIREMENT, "v1", "ResourceQuota", {}, namespace=wanted.quotas_of
+            )
         )
-
-
-def _require_in_namespace(
-    rsp: fnv1.RunFunctionResponse, name: str, api_version: str, kind: str, namespace: str
-) -> None:
-    """Every object of a kind in one namespace (an empty matchLabels, set: "all of them")."""
-    selector = fnv1.ResourceSelector(api_version=api_version, kind=kind, namespace=namespace)
-    selector.match_labels.SetInParent()
-    rsp.requirements.resources[name].CopyFrom(selector)
+        if wanted.namespace_replicas:
+            found.append(
+                ResourceRequirement.by_labels(
+                    NAMESPACE_REPLICAS_REQUIREMENT, api, replica, {}, namespace=wanted.quotas_of
+                )
+            )
+    return tuple(found)
 
 
 def _write(rsp: fnv1.RunFunctionResponse, outcome: core.Outcome) -> None:
-    _require(rsp, outcome.requirements)
+    require(rsp, *_requirements(outcome.requirements))
     for name, wanted in outcome.resources.items():
         desired = rsp.desired.resources[name]
         resource.update(desired, dict(wanted.body))
