@@ -56,6 +56,7 @@ from datetime import datetime, timedelta
 from google.protobuf import struct_pb2
 from modelplane_common import inputs, logs, requeue
 from modelplane_common.outcome import capped
+from modelplane_common.requirements import ResourceRequirement
 
 from compose_model_deployment import (
     absence,
@@ -122,7 +123,7 @@ class Unplanned:
     cluster_labels: Mapping[str, str] | None
     requeue_after: timedelta  # nothing moves while nothing is planned: SETTLED, unless
     # the deployment's watch circuit is open (modelplane_common.requeue)
-    tenancy: tuple[tenancy.Requirement, ...] = ()
+    tenancy: tuple[ResourceRequirement, ...] = ()
     # The clusters to require by name instead of the fleet (steady.py); None: the fleet.
     footprint: tuple[str, ...] | None = None
     # With the fleet: which replicas to require besides the pending ones (fleet_reads.py).
@@ -141,7 +142,7 @@ class Planned:
     notes: tuple[str, ...]  # input problems, in reading order
     cluster_labels: Mapping[str, str]
     requeue_after: timedelta  # _requeue_after
-    tenancy: tuple[tenancy.Requirement, ...] = ()
+    tenancy: tuple[ResourceRequirement, ...] = ()
     # The clusters to require by name instead of the fleet (steady.py); None: the fleet.
     footprint: tuple[str, ...] | None = None
     # With the fleet: which replicas to require besides the pending ones (fleet_reads.py).

@@ -26,6 +26,7 @@ from crossplane.function.proto.v1 import run_function_pb2_grpc as grpcv1
 from google.protobuf import struct_pb2
 from modelplane_common import labels, logs, metrics
 from modelplane_common.guard import DEADLINE, served
+from modelplane_common.requirements import ResourceRequirement, require
 from modelplane_common.respond import emit
 
 from compose_model_deployment import fleet_reads, namespaces, readers, report, steady, tenancy
@@ -53,20 +54,16 @@ def default_matcher() -> Matcher:
 
 
 def _require(rsp: fnv1.RunFunctionResponse, name: str, kind: str, match: Mapping[str, str]) -> None:
-    selector = fnv1.ResourceSelector(api_version=labels.API_VERSION, kind=kind)
-    # An empty matchLabels must still be SET: it is how a selector says "all of them".
-    selector.match_labels.SetInParent()
-    selector.match_labels.labels.update(dict(match))
-    rsp.requirements.resources[name].CopyFrom(selector)
+    require(rsp, ResourceRequirement.by_labels(name, labels.API_VERSION, kind, match))
 
 
 def _require_footprint(rsp: fnv1.RunFunctionResponse, clusters: tuple[str, ...]) -> None:
     """Each cluster the deployment's replicas run on, by name (steady.py)."""
     for cluster in clusters:
-        selector = fnv1.ResourceSelector(
-            api_version=labels.API_VERSION, kind="InferenceCluster", match_name=cluster
+        name = steady.requirement_name(cluster)
+        require(
+            rsp, ResourceRequirement.by_name(name, labels.API_VERSION, "InferenceCluster", cluster)
         )
-        rsp.requirements.resources[steady.requirement_name(cluster)].CopyFrom(selector)
 
 
 def _footprint_fetched(req: fnv1.RunFunctionRequest) -> dict[str, list[struct_pb2.Struct]] | None:
@@ -91,22 +88,14 @@ def _require_replicas(rsp: fnv1.RunFunctionResponse, reads: fleet_reads.Reads) -
             {labels.CLUSTER: labels.label_value(cluster)},
         )
     if reads.namespace is not None:
-        selector = fnv1.ResourceSelector(
-            api_version=labels.API_VERSION, kind="ModelReplica", namespace=reads.namespace
+        every = ResourceRequirement.by_labels(
+            fleet_reads.NAMESPACE_REPLICAS,
+            labels.API_VERSION,
+            "ModelReplica",
+            {},
+            namespace=reads.namespace,
         )
-        selector.match_labels.SetInParent()  # set and empty: every one in the namespace
-        rsp.requirements.resources[fleet_reads.NAMESPACE_REPLICAS].CopyFrom(selector)
-
-
-def _require_tenancy(rsp: fnv1.RunFunctionResponse, wanted: tenancy.Requirement) -> None:
-    selector = fnv1.ResourceSelector(api_version=wanted.api_version, kind=wanted.kind)
-    if wanted.match_name is not None:
-        selector.match_name = wanted.match_name
-    else:
-        selector.match_labels.SetInParent()  # set and empty: every object of the kind
-    if wanted.namespace is not None:
-        selector.namespace = wanted.namespace
-    rsp.requirements.resources[wanted.name].CopyFrom(selector)
+        require(rsp, every)
 
 
 def _tenant_fetched(req: fnv1.RunFunctionRequest) -> tenancy.TenantFetched:
@@ -178,8 +167,7 @@ def _write(rsp: fnv1.RunFunctionResponse, outcome: Outcome) -> None:
     elif outcome.cluster_labels is not None:
         _require(rsp, CLUSTERS, "InferenceCluster", outcome.cluster_labels)
         _require_replicas(rsp, outcome.reads)
-    for wanted in outcome.tenancy:
-        _require_tenancy(rsp, wanted)
+    require(rsp, *outcome.tenancy)
     for key, desired in outcome.resources.items():
         rsp.desired.resources[key].resource.update(desired)
     resource.update(rsp.desired.composite, {"status": outcome.status})

@@ -50,6 +50,7 @@ from collections.abc import Mapping, Sequence
 
 from google.protobuf import struct_pb2
 from modelplane_common.inputs import InvalidInput, plain_value, struct_object
+from modelplane_common.selectors import selects
 
 from compose_model_deployment import readers
 from compose_model_deployment.model import DeploymentSpec, MissingCluster
@@ -92,8 +93,7 @@ def _selected(obj: Mapping, match_labels: Mapping[str, str]) -> bool:
     """Whether the clusterSelector selects this object, as Crossplane's matchLabels does."""
     meta = obj.get("metadata")
     found = meta.get("labels") if isinstance(meta, Mapping) else None
-    found = found if isinstance(found, Mapping) else {}
-    return all(found.get(k) == v for k, v in match_labels.items())
+    return selects(match_labels, found if isinstance(found, Mapping) else {})
 
 
 def _pool_name(entry: struct_pb2.Value) -> str | None:

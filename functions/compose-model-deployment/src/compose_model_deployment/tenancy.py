@@ -26,6 +26,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
 from modelplane_common.capacity.quota import read_device_quota
+from modelplane_common.requirements import ResourceRequirement
 
 from compose_model_deployment.model import Tenant
 
@@ -33,21 +34,11 @@ NAMESPACE = "namespace"
 QUOTAS = "resource-quotas"
 
 
-@dataclass(frozen=True, slots=True)
-class Requirement:
-    """One resource the shell asks Crossplane to fetch."""
-
-    name: str
-    api_version: str
-    kind: str
-    namespace: str | None = None
-    match_name: str | None = None
-
-
-def requirements(namespace: str) -> tuple[Requirement, ...]:
+def requirements(namespace: str) -> tuple[ResourceRequirement, ...]:
+    """The deployment's Namespace by name, and every ResourceQuota in it."""
     return (
-        Requirement(NAMESPACE, "v1", "Namespace", match_name=namespace),
-        Requirement(QUOTAS, "v1", "ResourceQuota", namespace=namespace),
+        ResourceRequirement.by_name(NAMESPACE, "v1", "Namespace", namespace),
+        ResourceRequirement.by_labels(QUOTAS, "v1", "ResourceQuota", {}, namespace=namespace),
     )
 
 
