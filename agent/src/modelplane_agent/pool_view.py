@@ -27,6 +27,7 @@ from collections.abc import Iterable, Mapping
 
 from modelplane_common.cel.devices import DeviceView
 from modelplane_common.cel.errors import SelectorError
+from modelplane_common.selectors import selects
 
 from modelplane_agent.devices import DeviceIndex
 from modelplane_agent.loads import NodeLoads
@@ -58,7 +59,6 @@ from modelplane_agent.snapshot import (
     Node,
     PoolSpec,
     pool_spec_from,
-    selects,
     status_of,
 )
 

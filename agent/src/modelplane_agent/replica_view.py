@@ -21,12 +21,13 @@ from __future__ import annotations
 
 from collections.abc import Callable, Mapping
 
+from modelplane_common.selectors import selects
+
 from modelplane_agent.replicas import ReplicaReport, observe_replica
 from modelplane_agent.snapshot import (
     Pod,
     ReplicaObservationSpec,
     replica_spec_from,
-    selects,
     status_of,
 )
 

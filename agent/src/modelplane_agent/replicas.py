@@ -39,8 +39,9 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 
 from modelplane_common.outcome import Condition
+from modelplane_common.selectors import selects
 
-from modelplane_agent.snapshot import Pod, ReplicaObservationSpec, selects
+from modelplane_agent.snapshot import Pod, ReplicaObservationSpec
 
 SCHEDULED = "Scheduled"
 

@@ -152,11 +152,6 @@ def status_of(obj: Mapping) -> Mapping:
     return _map(obj.get("status"))
 
 
-def selects(match_labels: Mapping[str, str], labels: Mapping[str, str]) -> bool:
-    """A matchLabels selector: every pair present (an empty selector selects everything)."""
-    return all(labels.get(k) == v for k, v in match_labels.items())
-
-
 # --------------------------------------------------------------------------- nodes
 
 
