@@ -291,9 +291,9 @@ def test_a_namespace_object_name_is_bounded_and_shared_with_no_replica_object():
     assert len(name) <= 63
     # A replica named like the deployment, with an engine named like the suffix, still
     # names its Objects otherwise (three parts, never four).
-    from compose_model_replica.workloads import Replica
+    from compose_model_replica.workloads import ReplicaManifests
 
-    replica = Replica("llm", "team-a", "b", "b")
+    replica = ReplicaManifests("llm", "team-a", "b", "b")
     # Every Object a replica composes: an engine's workload and claim templates, its
     # observation (three or five parts), with engines named to collide if they could.
     names = {

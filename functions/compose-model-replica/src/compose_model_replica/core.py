@@ -115,7 +115,7 @@ from compose_model_replica.pods_scheduled import PodsScheduledVerdict
 from compose_model_replica.spec import Engine, ParsedSpec
 from compose_model_replica.templates import Templates
 from compose_model_replica.workloads import (
-    Replica,
+    ReplicaManifests,
     engine_prefix,
     is_engine_resource,
     observation_resource,
@@ -349,7 +349,11 @@ def _running_engines(cluster: str, observed: Mapping[str, ObservedObject]) -> di
 
 
 def compose(
-    given: Inputs, target: Target, replica: Replica, verdict: AdmissionVerdict, held: Templates
+    given: Inputs,
+    target: Target,
+    manifests: ReplicaManifests,
+    verdict: AdmissionVerdict,
+    held: Templates,
 ) -> Composition:
     """The Objects this pass composes: an engine's only when admitted, its pools are on
     the cluster and its templates are in hand (`held`); while its growth is not admitted,
@@ -366,10 +370,10 @@ def compose(
         if why is not None:
             missing[engine.name] = why
         elif admitted and engine.name in held.engines:
-            bodies.update(replica.engine_objects(held.engines[engine.name], spec.tolerations))
+            bodies.update(manifests.engine_objects(held.engines[engine.name], spec.tolerations))
     report = observation_resource(spec.cluster)
     if facts.mode == "Observed" and (facts.agent_present or report in observed):
-        bodies[report] = replica.observation_object()
+        bodies[report] = manifests.observation_object()
     desired = {
         name: Desired(body, name in observed and observed[name].ready)
         for name, body in bodies.items()
@@ -455,9 +459,9 @@ def keep(
 # -- phase 6: pods -----------------------------------------------------------------------------
 
 
-def _engine_of(replica: Replica, spec: ParsedSpec) -> Callable[[str], str | None]:
+def _engine_of(manifests: ReplicaManifests, spec: ParsedSpec) -> Callable[[str], str | None]:
     """Which engine a scheduler message is about, found by its workload's name."""
-    names = {replica.workload_name(e): e for e in spec.engine_names}
+    names = {manifests.workload_name(e): e for e in spec.engine_names}
 
     def engine_of(message: str) -> str | None:
         if len(spec.engine_names) == 1:
@@ -469,7 +473,7 @@ def _engine_of(replica: Replica, spec: ParsedSpec) -> Callable[[str], str | None
 
 
 def pods(
-    given: Inputs, target: Target, composition: Composition, replica: Replica
+    given: Inputs, target: Target, composition: Composition, manifests: ReplicaManifests
 ) -> PodsScheduledVerdict:
     spec = given.replica.spec
     return pods_scheduled.judge(
@@ -478,7 +482,7 @@ def pods(
         given.now,
         target.cluster.max_age if target.cluster is not None else DEFAULT_MAX_AGE,
         given.replica.previous_pods,
-        _engine_of(replica, spec),
+        _engine_of(manifests, spec),
     )
 
 
@@ -719,18 +723,18 @@ def decide(given: Inputs) -> Outcome:
     held = held_templates(given)
     verdict = admit(given, tenancy_refusal(given, held))
     target = resolve(given)
-    replica = Replica(
+    manifests = ReplicaManifests(
         name=given.replica.name,
         namespace=given.replica.namespace,
         cluster=spec.cluster,
         provider_config=target.cluster.provider_config if target.cluster is not None else "",
     )
-    composition = compose(given, target, replica, verdict, held)
+    composition = compose(given, target, manifests, verdict, held)
     found = problems(spec, target, composition, held)
     leftovers = keep(given.observed, composition.desired, clean=not found.listed)
     late = admission_problem(found.listed, verdict)
     listed = (*found.listed, late) if late is not None else found.listed
-    pods_verdict = pods(given, target, composition, replica)
+    pods_verdict = pods(given, target, composition, manifests)
     created_verdict = created(given, composition, verdict)
     ready = readiness(given, found.by_engine)
     admitted = Condition(

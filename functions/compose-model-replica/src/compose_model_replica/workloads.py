@@ -105,8 +105,10 @@ def engine_prefix(cluster: str, engine: str) -> str:
     return f"{cluster}/{engine}/"
 
 
-class Replica:
-    """Where one replica's manifests go and how they are named and labelled."""
+class ReplicaManifests:
+    """Builds one replica's manifests: its engines' workloads and claim templates and its
+    ReplicaObservation, each wrapped in the Object that applies it on the workload
+    cluster, named and labelled as above."""
 
     def __init__(self, name: str, namespace: str, cluster: str, provider_config: str) -> None:
         self.name = name
