@@ -106,6 +106,8 @@ class Write:
 @dataclass(slots=True)
 class _Book:
     written: Mapping | None = None  # the status this process last wrote
+    # `writes.vouched_at(written)`, parsed once: every pass asks it of every observation.
+    written_vouches: datetime | None = None
     attempted: float | None = None  # mono: the last write handed out (the rate limit)
     completed: float | None = None  # mono: the last successful write (the heartbeat)
     failures: int = 0  # in a row
@@ -211,7 +213,8 @@ class PublishQueue(Generic[K]):
         if book.newer_than is not None and probe.observed_at >= book.newer_than:
             return True
         written_age = _since(book.completed, probe.mono)
-        return heartbeat_due(probe.vouches, vouched_at(current), written_age, probe.heartbeat)
+        current_at = book.written_vouches if book.written is not None else vouched_at(current)
+        return heartbeat_due(probe.vouches, current_at, written_age, probe.heartbeat)
 
     def _hold(self, key: K, new: Mapping, current: Mapping | None) -> None:
         """No write now: a change waits for the rate limit (dirty again); a refresh
@@ -231,6 +234,7 @@ class PublishQueue(Generic[K]):
         self._processing.discard(key)
         book = self._book(key)
         book.written, book.completed = status, mono
+        book.written_vouches = vouched_at(status)
         book.failures, book.retry_at = 0, -math.inf
         published = observed_at(status) or at
         if book.newer_than is not None and book.newer_than <= published:
