@@ -119,6 +119,8 @@ _UNTOUCHED = _Book()  # read only: the book of an observation never written nor 
 
 
 class PublishQueue(Generic[K]):
+    """The dirty and processing sets and each observation's book (module docstring)."""
+
     def __init__(self, limits: Limits) -> None:
         self.limits = limits
         self._dirty: set[K] = set()
@@ -162,8 +164,8 @@ class PublishQueue(Generic[K]):
         return book.written if book is not None and book.written is not None else seen
 
     def pending(self) -> Iterator[K]:
-        """Every observation whose last change may not be published: dirty,
-        processing, or failing (each once or more)."""
+        """Every observation whose last change may not be published yet: dirty,
+        being processed, or failing (one may be listed more than once)."""
         failing = (key for key, book in self._books.items() if book.failures)
         return chain(self._dirty, self._processing, failing)
 
