@@ -14,16 +14,17 @@ listed and holds no report's freshness back, and is looked for again every
 says which version to read (DeviceTaintRules: v1, else v1beta2, else v1alpha3).
 
 The publisher wakes every `tick` and, once every kind has been listed,
-computes the dirty observations (a report only from kinds not being
-relisted; stamped with the moment its own snapshot is taken, never the
-pass's start, since the watches apply events while earlier writes of the
-pass are awaited; its `observedAt` bounded by what is known current,
-`modelplane_agent.freshness`) and writes a status through the status
-subresource when
-(`modelplane_agent.writes`) its content differs from the last status written
-or seen, when a pool's heartbeat is due, or when a pool must refresh its
-`observedAt` for a replica that turned scheduled; never twice per
-observation within `min_interval` (monotonic). A replica's report has no
+offers each observation to its publishing queue (`modelplane_agent.publish_queue`:
+dirty and processing sets, and the one place that decides whether a write
+happens, by the rules of `modelplane_agent.writes`): replicas first, then pools.
+Each report is computed from kinds not being relisted and stamped with the
+moment its own snapshot is taken, never the pass's start, since the watches
+apply events while earlier writes of the pass are awaited; its `observedAt`
+is bounded by what is known current (`modelplane_agent.freshness`). A status
+is written through the status subresource when its content differs from the
+last status written or seen, when a pool's heartbeat is due, or when a pool
+must refresh its `observedAt` for a replica that turned scheduled; never twice
+per observation within `min_interval` (monotonic). A replica's report has no
 heartbeat: it is written when it changes, and every pool's heartbeat carries
 `replicasCurrentAt`, the start of the last pass after which every replica
 report was written and the kinds they read were current (`_replicas_current`).
@@ -53,14 +54,14 @@ import time
 import zlib
 from collections.abc import Callable, Coroutine, Iterable, Mapping
 from dataclasses import dataclass
-from datetime import UTC, datetime, timedelta
+from datetime import datetime, timedelta
 from typing import Any
 
 from modelplane_common.inputs import DEFAULT_MAX_AGE
 from modelplane_common.labels import AGENT_API_VERSION
 from modelplane_common.outcome import Condition
 from modelplane_common.replica_currency import REPLICAS_CURRENT_AT
-from modelplane_common.timeutil import format_duration, format_time, parse_time
+from modelplane_common.timeutil import format_duration, format_time
 
 from modelplane_agent import metrics
 from modelplane_agent.freshness import Currency, Freshness, freshness, frozen, with_freshness
@@ -73,6 +74,7 @@ from modelplane_agent.kube import (
     retry_after,
     served_versions,
 )
+from modelplane_agent.publish_queue import Limits, Probe, PublishQueue, Write
 from modelplane_agent.snapshot import PoolSpec
 from modelplane_agent.state import (
     CLAIMS,
@@ -89,19 +91,10 @@ from modelplane_agent.state import (
     Touched,
 )
 from modelplane_agent.status import (
-    content,
     pool_status,
     replica_status,
     transition_time,
     warning,
-)
-from modelplane_agent.writes import (
-    Pacing,
-    heartbeat_due,
-    observed_at,
-    retry_delay,
-    vouched_at,
-    write_reason,
 )
 
 log = logging.getLogger("modelplane_agent")
@@ -223,18 +216,15 @@ class Controller:
         # What each kind of report last said of its freshness: a change rewrites them all.
         self.freshness_said: dict[str, Condition] = {}
         self.heartbeat_age_said: timedelta | None = None  # the last one logged
-        self.dirty: set[Key] = set()
-        self.written: dict[Key, Mapping] = {}
-        # Per observation, on the monotonic clock: the last write attempt (the rate
-        # limit), the last successful write (the heartbeat), and after failures in a
-        # row, when to try again and how many there were.
-        self.last_attempt: dict[Key, float] = {}
-        self.last_written: dict[Key, float] = {}
-        self.retries: dict[Key, tuple[float, int]] = {}
-        # A Retry-After holds every write until then: the API server is overloaded.
-        self.paused_until = -math.inf
-        # Pools that must publish an observedAt no older than this (see _write).
-        self.refresh: dict[str, datetime] = {}
+        # Which observation is written when: dirty and processing sets, each one's
+        # rate limit, heartbeat, backoff and owed refresh, and a Retry-After's hold.
+        self.queue: PublishQueue[Key] = PublishQueue(
+            Limits(
+                settings.min_interval.total_seconds(),
+                settings.write_backoff_max,
+                settings.retry_after_max,
+            )
+        )
         # The pools' replicasCurrentAt: the start of the last pass that left every replica
         # report written from a current view (`_replicas_current`); None until one has.
         self.replicas_current_at: datetime | None = None
@@ -464,18 +454,17 @@ class Controller:
         return version
 
     def _mark(self, kind: str, touched: Touched, objs: list[Mapping]) -> None:
-        self.dirty.update((POOLS, "", pool) for pool in touched.pools)
-        self.dirty.update((REPLICAS, ns, name) for ns, name in touched.replicas)
+        for pool in touched.pools:
+            self.queue.mark((POOLS, "", pool))
+        for namespace, name in touched.replicas:
+            self.queue.mark((REPLICAS, namespace, name))
         if kind not in (POOLS, REPLICAS):
             return
         # A status someone else changed (or wiped) is rewritten; our own echo is not news.
         for obj in objs:
             meta = obj.get("metadata") or {}
             key = (kind, str(meta.get("namespace") or ""), str(meta.get("name") or ""))
-            mine = self.written.get(key)
-            if mine is not None and content(obj.get("status")) != content(mine):
-                self.written.pop(key, None)
-                self.dirty.add(key)
+            self.queue.overwritten(key, obj.get("status"))
 
     # ------------------------------------------------------------------ publishing
 
@@ -506,7 +495,7 @@ class Controller:
         now = self.clock()
         writes = 0
         known = self._known()
-        self._forget(set(known))
+        self.queue.forget(set(known))
         fresh = self._freshness(now, known)
         max_age = self._heartbeat_age()
         # A report is computed only from kinds that are not being relisted (a relist
@@ -518,13 +507,12 @@ class Controller:
         # and a pool refreshes in the pass its replica turned scheduled.
         for kind in (REPLICAS, POOLS):
             for key in (k for k in known if k[0] == kind):
-                if self.monotonic() < self.paused_until:
-                    break  # the rest stays dirty for a later pass
                 if not self._exists(key):
                     continue  # deleted while an earlier write of this pass was awaited
                 try:
                     writes += await self._publish(key, max_age)
                 except asyncio.CancelledError:
+                    self.queue.release(key)  # still dirty for the next publisher
                     raise
                 except Exception as error:
                     self._failed(key, error)
@@ -546,7 +534,7 @@ class Controller:
         """
         if fresh.condition.status != "True" or not whole:
             return False
-        return not any(key[0] == REPLICAS for key in (*self.dirty, *self.retries))
+        return not any(key[0] == REPLICAS for key in self.queue.pending())
 
     def _heartbeat_age(self) -> timedelta:
         """This pass's `heartbeat_age`, logged when it changes (a PoolObservation's
@@ -572,23 +560,14 @@ class Controller:
         }
         for report, this in fresh.items():
             if self.freshness_said.get(report) != this.condition:
-                self.dirty.update(key for key in known if key[0] == report)
+                for key in known:
+                    if key[0] == report:
+                        self.queue.mark(key)
                 self.freshness_said[report] = this.condition
         for kind in KINDS:
             lagging = freshness((kind,), self.currency, now, mono, self.settings.silence, kind_name)
             metrics.CURRENT.labels(kind).set(lagging.condition.status == "True")
         return fresh
-
-    def _forget(self, known: set[Key]) -> None:
-        """Drop the bookkeeping of observations deleted since the last pass."""
-        books = (self.written, self.last_attempt, self.last_written, self.retries)
-        gone = set().union(self.dirty, *books) - known
-        for key in gone:
-            if key[0] == POOLS:
-                self.refresh.pop(key[2], None)
-            for book in books:
-                book.pop(key, None)
-            self.dirty.discard(key)
 
     def _exists(self, key: Key) -> bool:
         kind, namespace, name = key
@@ -606,95 +585,55 @@ class Controller:
 
     def _retry_later(self, key: Key, error: Exception) -> float:
         """Back `key` off after a failure; returns the delay. A Retry-After holds all writes."""
-        failures = self.retries.get(key, (0.0, 0))[1] + 1
-        asked = retry_after(error)
-        delay = retry_delay(
-            failures,
-            self.jitter(),
-            asked,
-            initial=self.settings.min_interval.total_seconds(),
-            backoff_max=self.settings.write_backoff_max,
-            retry_after_max=self.settings.retry_after_max,
-        )
-        now = self.monotonic()
-        self.retries[key] = (now + delay, failures)
-        if asked is not None:
-            self.paused_until = max(
-                self.paused_until, now + min(asked, self.settings.retry_after_max)
-            )
-        self.dirty.add(key)
-        return delay
-
-    def _age(self, book: dict[Key, float], key: Key) -> float | None:
-        at = book.get(key)
-        return None if at is None else self.monotonic() - at
+        return self.queue.failed(key, self.monotonic(), self.jitter(), retry_after(error))
 
     async def _publish(self, key: Key, max_age: timedelta) -> int:
-        """Compute `key`'s status and write it if it is due (its heartbeat derived from
-        `max_age`); 1 if it was written.
+        """Ask the queue whether to write `key`'s status now (its heartbeat derived from
+        `max_age`), and write it if so; 1 if it was written.
 
         The report is stamped with its own moment (`at`), read when its snapshot is
         taken: nothing is awaited between reading the clock, the kinds' currency and
-        the state and computing the status, so everything it says was true then
-        (design/agent.md, "Publishing"). While a kind the report reads is being
-        relisted (`whole` is False) the report cannot be computed: nothing is written
-        while that relist goes well, and once it fails (the kind is then not current)
-        the last status is written again as it was, with the frozen `observedAt` and
-        the `Current` condition saying why.
+        the state and computing the status (inside `decide`), so everything it says
+        was true then (design/agent.md, "Publishing"). While a kind the report reads
+        is being relisted the report cannot be computed: the queue holds it while
+        that relist goes well, and once it fails (the kind is then not current) the
+        last status is written again as it was, with the frozen `observedAt` and the
+        `Current` condition saying why.
         """
-        kind, _, name = key
-        retry = self.retries.get(key)
-        if retry is not None and self.monotonic() < retry[0]:
-            return 0  # backing off; still dirty
         at = self.clock()
-        fresh = self._report_freshness(kind, at)
-        whole = all(self.synced[k] for k in REPORT_INPUTS[kind])
-        current = self._current(key)
-        if not whole and (current is None or not self._relist_failing(kind)):
-            return 0  # a relist under way: wait for it (still dirty)
-        newer_than = self.refresh.get(name) if kind == POOLS else None
+        fresh = self._report_freshness(key[0], at)
+        compute = functools.partial(self._new_status, key, at, fresh)
+        write = self.queue.decide(key, self._probe(key, fresh, max_age), compute)
+        if write is None or not await self._write(key, write, at):
+            return 0
+        problem = warning(write.previous, write.status)
+        if problem is not None:
+            await self._warn(key, *problem, at)
+        return 1
+
+    def _probe(self, key: Key, fresh: Freshness, max_age: timedelta) -> Probe:
+        """What the queue needs of `key`'s report as of `fresh` (read just now)."""
+        kind, namespace, name = key
         every = heartbeat(key, max_age)
-        heartbeat_seconds = math.inf if every is None else every.total_seconds()
-        written_age = self._age(self.last_written, key)
-        # A refresh waits for an observedAt that reaches it (not while frozen).
-        refresh_due = newer_than is not None and fresh.observed_at >= newer_than
+        whole = all(self.synced[k] for k in REPORT_INPUTS[kind])
         # A pool's heartbeat also carries replicasCurrentAt: due when either time moved.
         vouches = fresh.observed_at
         if kind == POOLS and self.replicas_current_at is not None:
             vouches = max(vouches, self.replicas_current_at)
-        if (
-            key not in self.dirty
-            and not refresh_due
-            and not heartbeat_due(vouches, vouched_at(current), written_age, heartbeat_seconds)
-        ):
-            return 0
-        # Clean from here: an event handled while the write below is awaited marks
-        # the key dirty again, and that mark must survive the write (the write
-        # carries the state as it was before the event).
-        self.dirty.discard(key)
-        started = time.perf_counter()
-        new = self._new_status(key, at, current, fresh, whole)
-        metrics.RECOMPUTE.labels(kind).observe(time.perf_counter() - started)
-        reason = write_reason(
-            new,
-            current,
-            since_attempt=self._age(self.last_attempt, key),
-            written_age=written_age,
-            pacing=Pacing(self.settings.min_interval.total_seconds(), heartbeat_seconds),
-            newer_than=newer_than,
+        seen = (
+            self.state.pool_status.get(name)
+            if kind == POOLS
+            else self.state.replica_status.get((namespace, name))
         )
-        if reason is None:
-            if content(new) != content(current):
-                self.dirty.add(key)  # changed, but written too recently: next tick
-            elif newer_than is not None and _observed_at(current) >= newer_than:
-                self.refresh.pop(name, None)
-            return 0
-        if not await self._write(key, new, reason, at):
-            return 0  # backed off in _write
-        problem = warning(current, new)
-        if problem is not None:
-            await self._warn(key, *problem, at)
-        return 1
+        return Probe(
+            mono=self.monotonic(),
+            observed_at=fresh.observed_at,
+            vouches=vouches,
+            heartbeat=math.inf if every is None else every.total_seconds(),
+            seen=seen,
+            whole=whole,
+            relist_failing=not whole and self._relist_failing(kind),
+        )
 
     def _report_freshness(self, kind: str, at: datetime) -> Freshness:
         """The freshness of one report of `kind` computed at `at`."""
@@ -708,26 +647,18 @@ class Controller:
             not self.synced[k] and self.currency[k].error is not None for k in REPORT_INPUTS[report]
         )
 
-    def _current(self, key: Key) -> Mapping | None:
-        """The status last written, else the one seen on the object."""
-        kind, namespace, name = key
-        seen = (
-            self.state.pool_status.get(name)
-            if kind == POOLS
-            else self.state.replica_status.get((namespace, name))
-        )
-        return self.written.get(key, seen)
-
     def _new_status(
-        self, key: Key, now: datetime, current: Mapping | None, fresh: Freshness, whole: bool
+        self, key: Key, now: datetime, fresh: Freshness, current: Mapping | None, whole: bool
     ) -> dict:
         """The status to publish: computed from the state, or the last one `frozen` while
         a kind it reads cannot be relisted. A pool's carries `replicasCurrentAt` either
         way: the replica reports may be current when the pool's own kinds are not, and
         that word is all that keeps them fresh."""
+        started = time.perf_counter()
         new = self._status(key, now, current, fresh) if whole else frozen(current, fresh, now)
         if key[0] == POOLS and self.replicas_current_at is not None:
             new[REPLICAS_CURRENT_AT] = format_time(self.replicas_current_at)
+        metrics.RECOMPUTE.labels(key[0]).observe(time.perf_counter() - started)
         return new
 
     def _status(self, key: Key, now: datetime, previous: Mapping | None, fresh: Freshness) -> dict:
@@ -744,29 +675,24 @@ class Controller:
             status = replica_status(self.state.replica_report(replica), now, previous, generation)
         return with_freshness(status, fresh, previous, now, generation)
 
-    async def _write(self, key: Key, status: dict, reason: str, at: datetime) -> bool:
+    async def _write(self, key: Key, write: Write, at: datetime) -> bool:
+        """Patch the status the queue handed out and report the outcome to it."""
         kind, namespace, name = key
         logger = bound_logger(kind, namespace, name)
-        self.last_attempt[key] = self.monotonic()
         try:
-            await self.api.patch_status(kind, namespace, name, status)
+            await self.api.patch_status(kind, namespace, name, write.status)
         except asyncio.CancelledError:
             raise
         except Exception as error:
-            metrics.WRITES.labels(kind, reason, "error").inc()
+            metrics.WRITES.labels(kind, write.reason, "error").inc()
             delay = self._retry_later(key, error)
             logger.warning("status write failed: %s; retrying in %.1fs", describe(error), delay)
             return False
-        metrics.WRITES.labels(kind, reason, "ok").inc()
-        self.retries.pop(key, None)
-        self.last_written[key] = self.monotonic()
-        self.written[key] = status
-        condition = status["conditions"][0]
+        metrics.WRITES.labels(kind, write.reason, "ok").inc()
+        self.queue.written(key, write.status, self.monotonic(), at)
+        condition = write.status["conditions"][0]
         if kind == POOLS:
             metrics.LAST_PUBLISH.labels(name).set(at.timestamp())
-            published = observed_at(status) or at
-            if self.refresh.get(name, published) <= published:
-                self.refresh.pop(name, None)  # done only by an observedAt that reaches it
         elif condition["status"] == "True" and condition["lastTransitionTime"] == format_time(
             since := transition_time(at)
         ):
@@ -775,10 +701,10 @@ class Controller:
             # already holds its devices), so those pools publish one soon instead of at
             # their next heartbeat.
             for pool in self.state.pools_of_replica((namespace, name)):
-                self.refresh[pool] = max(self.refresh.get(pool, since), since)
+                self.queue.require((POOLS, "", pool), since)
         logger.info(
             "status written (%s): %s=%s %s",
-            reason,
+            write.reason,
             condition["type"],
             condition["status"],
             condition["reason"],
@@ -843,13 +769,6 @@ def settle_heap() -> None:
     """
     gc.collect()
     gc.freeze()
-
-
-def _observed_at(status: Mapping | None) -> datetime:
-    try:
-        return parse_time((status or {}).get("observedAt"))
-    except ValueError:
-        return datetime.min.replace(tzinfo=UTC)
 
 
 def _resource_version(obj: Mapping) -> str | None:
