@@ -570,23 +570,25 @@ def schedule(
     fetched = tenancy.TenantFetched([ns], tenant_fields.get("quotas", ()))
     tenant, _ = tenancy.read_tenant(dep.spec.namespace, fetched)
     structs = [resource.dict_to_struct(o) for o in others]
-    read = readers.read_inputs(
-        xr,
-        dep.spec,
-        readers.read_clusters(clusters),
-        observed,
+    clusters_read, _, _ = readers.read_clusters(clusters)
+    own_read, _ = readers.read_own_replicas(observed, dep.spec)
+    failed, _ = readers.read_failed_placements(xr)
+    others_read = readers.OtherReplicas(
         fleet_reads.Replicas(pending=structs, namespace=structs),
+        clusters=(c.name for c in clusters_read),
+        own={(dep.spec.namespace, r.name) for r in own_read},
+        deployment=(dep.spec.namespace, dep.spec.name),
         quota_namespace=dep.spec.namespace if tenant.quota.limited else None,
     )
     return placement.plan(
         placement.Inputs(
             deployment=dep.spec,
-            clusters=read.clusters,
-            own=read.own,
-            failed=read.failed,
+            clusters=tuple(clusters_read),
+            own=tuple(own_read),
+            failed=failed,
             now=now,
-            others=read.others,
-            tenant=replace(tenant, used=read.others.namespace_claims()),
+            others=others_read,
+            tenant=replace(tenant, used=others_read.namespace_claims()),
         ),
         matcher,
     )
