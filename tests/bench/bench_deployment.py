@@ -21,12 +21,13 @@ import statistics
 import time
 import tracemalloc
 
-from compose_model_deployment import fn
+import compose_model_deployment as scheduler
 from crossplane.function.proto.v1 import run_function_pb2 as fnv1
+from modelplane_common.labels import CHARGE, CHARGE_PENDING
 from modelplane_devtools import deployment_builders as t
 
 CLUSTERS, POOLS = 48, 5
-MATCHER = fn.default_matcher()
+MATCHER = scheduler.default_matcher()
 
 
 def fleet(nodes_per_pool: int, rnd: random.Random) -> list[dict]:
@@ -106,7 +107,11 @@ def build(replicas: int, nodes_per_pool: int, steady: bool, existing: int) -> by
     )
     own = {}
     if steady:
-        plan = t.schedule(xr, clusters, {}, others, matcher=MATCHER)
+        # Pending as their deployments label them: at 16k, every one would be past the
+        # fleet's in-flight bound and the deployment would have placed nothing.
+        labelled = t.charge_labelled(others, clusters)
+        pending = [o for o in labelled if o["metadata"]["labels"][CHARGE] == CHARGE_PENDING]
+        plan = t.schedule(xr, clusters, {}, others, matcher=MATCHER, pending=pending)
         own = t.own_from_plan(xr, plan, scheduled_at=t.ago(30), since=t.ago(30))
         # The fleet listing holds our replicas too.
         others = others + list(own.values())
@@ -121,7 +126,7 @@ def measure(label: str, payload: bytes, runs: int) -> None:
         start = time.perf_counter()
         req = fnv1.RunFunctionRequest.FromString(payload)
         parsed = time.perf_counter()
-        rsp = fn.run_function(req, t.NOW, MATCHER, timings)
+        rsp = scheduler.run_function(req, t.NOW, MATCHER, timings)
         before = time.perf_counter()
         rsp.SerializeToString()
         end = time.perf_counter()
@@ -132,7 +137,7 @@ def measure(label: str, payload: bytes, runs: int) -> None:
             parts[k].append(timings[k])
         placed = len(rsp.desired.resources)
     tracemalloc.start()
-    fn.run_function(fnv1.RunFunctionRequest.FromString(payload), t.NOW, MATCHER)
+    scheduler.run_function(fnv1.RunFunctionRequest.FromString(payload), t.NOW, MATCHER)
     _, peak = tracemalloc.get_traced_memory()
     tracemalloc.stop()
     totals.sort()

@@ -43,8 +43,8 @@ from collections.abc import Callable
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
+import compose_model_deployment as scheduler
 import grpc
-from compose_model_deployment import fn as deployment_fn
 from compose_model_replica.fn import FunctionRunner as ReplicaRunner
 from crossplane.function import logging, resource
 from crossplane.function.proto.v1 import run_function_pb2 as fnv1
@@ -190,7 +190,7 @@ def fleet_objects(xr: dict, clusters: list[dict], count: int, settled: bool):
     bodies = [*clusters, *others(count, rnd, clusters), t.namespace("team-a")]
     own: dict[str, dict] = {}
     if settled:
-        plan = t.schedule(xr, clusters, {}, [], matcher=deployment_fn.default_matcher())
+        plan = t.schedule(xr, clusters, {}, [], matcher=scheduler.default_matcher())
         own = t.own_from_plan(xr, plan, scheduled_at=t.ago(30), since=t.ago(30))
         bodies.extend(own.values())
     return [(body, resource.dict_to_struct(body)) for body in bodies], own
@@ -411,9 +411,9 @@ class Target:
 
 async def rows(runs: int) -> list[tuple[Figures, Target]]:
     clusters = bench_deployment.fleet(NODES, random.Random(7))
-    matcher = deployment_fn.default_matcher()
+    matcher = scheduler.default_matcher()
     out = []
-    async with Served(deployment_fn.FunctionRunner(matcher, clock=lambda: NOW)) as deployments:
+    async with Served(scheduler.FunctionRunner(matcher, clock=lambda: NOW)) as deployments:
         for row, settled, target in (
             ("settled deployment (10 replicas)", True, Target(request_bytes=200_000, p99_ms=20)),
             (
@@ -495,13 +495,13 @@ async def rows(runs: int) -> list[tuple[Figures, Target]]:
     return out
 
 
-def budget(payload: bytes, template_bytes: int, matcher: deployment_fn.Matcher) -> None:
+def budget(payload: bytes, template_bytes: int, matcher: scheduler.Matcher) -> None:
     """What one composed replica costs in the XRD-maximum response, measured on the
     response as the function serializes it (Crossplane may refuse to receive it). A
     replica names its member's template by digest (modelplane_common.template_digest),
     so its size no longer grows with the template's."""
     req = fnv1.RunFunctionRequest.FromString(payload)
-    rsp = deployment_fn.run_function(req, NOW, matcher)
+    rsp = scheduler.run_function(req, NOW, matcher)
     total, count = rsp.ByteSize(), len(rsp.desired.resources)
     rsp.desired.ClearField("resources")
     rest = rsp.ByteSize()  # everything but the composed replicas (their map entries too)

@@ -21,7 +21,7 @@ import copy
 from collections import Counter
 from datetime import timedelta
 
-from compose_model_deployment import fn, tenancy
+import compose_model_deployment as scheduler
 from crossplane.function.proto.v1 import run_function_pb2 as fnv1
 from hypothesis import HealthCheck, event, given, settings
 from hypothesis import strategies as st
@@ -411,8 +411,8 @@ def test_the_same_view_decided_later_moves_every_replica_the_same(scenario, seco
     so the second apply changes nothing."""
     xr, clusters, own, others = scenario
     req = t.request(xr, clusters, others, own)
-    first = fn.run_function(req, t.NOW, t.stand_in_matcher)
-    later = fn.run_function(req, t.NOW + timedelta(seconds=seconds), t.stand_in_matcher)
+    first = scheduler.run_function(req, t.NOW, t.stand_in_matcher)
+    later = scheduler.run_function(req, t.NOW + timedelta(seconds=seconds), t.stand_in_matcher)
     before, after = placements(first, own), placements(later, own)
     for key, (cluster, _, placed) in before.items():
         was = own[key]
@@ -575,7 +575,7 @@ def reconciles(draw):
 
 
 def _call(req: fnv1.RunFunctionRequest) -> fnv1.RunFunctionResponse:
-    return fn.run_function(req, t.NOW, t.stand_in_matcher)
+    return scheduler.run_function(req, t.NOW, t.stand_in_matcher)
 
 
 def _applied(rsp: fnv1.RunFunctionResponse) -> fnv1.RunFunctionResponse:
@@ -589,17 +589,19 @@ def _applied(rsp: fnv1.RunFunctionResponse) -> fnv1.RunFunctionResponse:
 def _fleet_pass(xr: dict, own: dict, fetchable: list[dict]) -> fnv1.RunFunctionResponse:
     """One call with every selected cluster and EVERY ModelReplica fetched: what every pass
     planned on before steady mode and the charge label."""
-    asks = _call(wire.request(xr, own, {fn.CLUSTERS: [], fn.PENDING_REPLICAS: []})).requirements
+    asks = _call(
+        wire.request(xr, own, {scheduler.CLUSTERS: [], scheduler.PENDING_REPLICAS: []})
+    ).requirements
     fetched = wire.answer(asks, fetchable)
     replicas = [body for body in fetchable if body.get("kind") == "ModelReplica"]
     return _call(
         t.request(
             xr,
-            fetched[fn.CLUSTERS],
+            fetched[scheduler.CLUSTERS],
             replicas,
             own,
-            namespaces=fetched[tenancy.NAMESPACE],
-            quotas=fetched[tenancy.QUOTAS],
+            namespaces=fetched[scheduler.NAMESPACE],
+            quotas=fetched[scheduler.QUOTAS],
         )
     )
 
@@ -613,7 +615,7 @@ def test_what_the_requirement_loop_applies_is_what_a_pass_on_every_replica_gives
     xr, own, fetchable = scenario
     calls = wire.reconcile(_call, xr, own, fetchable)
     last = calls[-1][1]
-    accepted = fn.CLUSTERS not in last.requirements.resources
+    accepted = scheduler.CLUSTERS not in last.requirements.resources
     event("accepted on the footprint" if accepted else f"{len(calls)} calls, the fleet")
     assert _applied(last) == _applied(_fleet_pass(xr, own, fetchable))
 
@@ -627,6 +629,6 @@ def test_a_reconcile_seeded_with_the_last_ones_requirements_applies_the_same(sce
     xr, own, fetchable = scenario
     last = wire.reconcile(_call, xr, own, fetchable)[-1][1]
     seeded = wire.reconcile(_call, xr, own, fetchable, seeded=last.requirements)
-    accepted = fn.CLUSTERS not in seeded[-1][1].requirements.resources
+    accepted = scheduler.CLUSTERS not in seeded[-1][1].requirements.resources
     event(f"seeded: {len(seeded)} calls, {'the footprint' if accepted else 'the fleet'}")
     assert _applied(seeded[-1][1]) == _applied(_fleet_pass(xr, own, fetchable))

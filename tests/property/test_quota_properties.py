@@ -18,7 +18,7 @@ from __future__ import annotations
 
 from datetime import timedelta
 
-from compose_model_deployment import readers, writer
+import compose_model_deployment as scheduler
 from compose_model_replica.fn import FunctionRunner
 from compose_model_replica.readers import (
     CLUSTER_REQUIREMENT,
@@ -89,9 +89,9 @@ def plans(quota_objects, held, deployments):
     every new replica as the deployment composes it."""
     news, bodies = [], []
     for xr, now in deployments:
-        spec = readers.read_deployment(xr)
+        spec = scheduler.read_deployment(xr)
         plan = t.schedule(xr, CLUSTERS, others=held, now=now, quotas=quota_objects)
-        mine = [writer.model_replica(spec, r) for r in plan.replicas]
+        mine = [scheduler.model_replica(spec, r) for r in plan.replicas]
         news.append(sum(gpus_of(b) for b in mine))
         bodies.extend(mine)
     return news, bodies

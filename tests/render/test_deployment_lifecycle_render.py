@@ -271,7 +271,7 @@ def fleet_pass(xr: dict, healthy: list[dict], clusters: list[dict] | None = None
     """The function's answer in process with the whole fleet fetched (every
     ModelReplica, t.request): what every reconcile of a settled deployment computed
     before steady mode and the charge label."""
-    from compose_model_deployment import fn
+    import compose_model_deployment as scheduler
     from modelplane_devtools import deployment_builders as t
     from modelplane_devtools import wire
 
@@ -282,7 +282,7 @@ def fleet_pass(xr: dict, healthy: list[dict], clusters: list[dict] | None = None
     own = {
         r["metadata"]["annotations"]["crossplane.io/composition-resource-name"]: r for r in healthy
     }
-    rsp = fn.run_function(
+    rsp = scheduler.run_function(
         t.request(
             xr,
             fetched[FLEET_CLUSTERS] if clusters is None else clusters,
@@ -292,7 +292,7 @@ def fleet_pass(xr: dict, healthy: list[dict], clusters: list[dict] | None = None
             quotas=[],
         ),
         datetime.now(UTC),
-        fn.default_matcher(),
+        scheduler.default_matcher(),
     )
     desired = wire.desired(rsp).values()
     return {

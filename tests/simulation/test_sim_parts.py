@@ -8,7 +8,7 @@ from datetime import timedelta
 
 import pytest
 import yaml
-from compose_model_deployment.fn import default_matcher
+from compose_model_deployment import default_matcher
 from modelplane_common.capacity.fleet import PlacedEngine, PlacedMember, ResolvedRequest, Role
 from modelplane_common.observation import DeviceKinds
 from modelplane_devtools.sim import cli

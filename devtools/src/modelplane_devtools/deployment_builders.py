@@ -1,8 +1,9 @@
 """Builders of wire objects for tests, the simulation and the benchmark.
 
-A test-only package: nothing here ships with the function. `schedule` reads
-its wire dicts with the shell's own `readers.read_inputs`, so tests plan on
-exactly what fn.py would read. Everything here builds the dicts the
+A test-only package: nothing here ships with the function. `schedule` hands
+its wire dicts to the function's entrance (`compose_model_deployment.decide`),
+so tests plan through the phases production runs, and a pass that plans
+nothing fails the test (`NothingPlanned`). Everything here builds the dicts the
 XRDs define (InferenceCluster, ModelDeployment, ModelReplica) and the
 RunFunctionRequest Crossplane sends, so tests exercise the real readers.
 
@@ -20,11 +21,10 @@ import copy
 import random
 import re
 from collections.abc import Iterable, Mapping, Sequence
-from dataclasses import replace
 from datetime import UTC, datetime, timedelta
 from typing import Literal, TypedDict, Unpack
 
-from compose_model_deployment import fleet_reads, fn, placement, readers, tenancy
+import compose_model_deployment as scheduler
 from crossplane.function import resource
 from crossplane.function.proto.v1 import run_function_pb2 as fnv1
 from modelplane_common import labels
@@ -261,6 +261,7 @@ class DeploymentFields(TypedDict, total=False):
     template_labels: Mapping[str, str] | None  # default none
     healing: Mapping[str, str] | None  # default unset
     failed_placements: Sequence[Mapping]  # default none
+    missing_clusters: Sequence[Mapping]  # status.missingClusters ({name, since}); default none
     scheduled: int | None  # status.replicas.scheduled; default unset
 
 
@@ -277,6 +278,7 @@ def deployment(
     template_labels = fields.get("template_labels")
     healing = fields.get("healing")
     failed_placements = fields.get("failed_placements", ())
+    missing_clusters = fields.get("missing_clusters", ())
     scheduled = fields.get("scheduled")
     spec: dict = {"engines": list(engines or [standalone()])}
     if match_labels is not None:
@@ -297,6 +299,8 @@ def deployment(
     status: dict = {}
     if failed_placements:
         status["failedPlacements"] = [dict(f) for f in failed_placements]
+    if missing_clusters:
+        status["missingClusters"] = [dict(m) for m in missing_clusters]
     if scheduled is not None:
         status["replicas"] = {"scheduled": scheduled}
     if status:
@@ -399,7 +403,7 @@ def _replica_metadata(name: str, namespace: str, cluster_name: str, fields: Repl
         }
     meta["labels"].update(fields.get("extra_labels") or {})
     if placed_at:
-        meta["annotations"] = {readers.PLACED_AT: placed_at}
+        meta["annotations"] = {labels.PLACED_AT: placed_at}
     return meta
 
 
@@ -499,6 +503,13 @@ def device_quota(
 class TenantFields(TypedDict, total=False):
     namespace_labels: Mapping[str, str] | None  # the Namespace's labels; default none
     quotas: Sequence[dict]  # its ResourceQuotas (device_quota); default none
+    pending: Sequence[dict] | None  # the replicas fetched as pending (request); default all
+
+
+class RequestFields(TypedDict, total=False):
+    namespaces: Sequence[dict] | Literal["own"] | None  # default "own"; None: not fetched
+    quotas: Sequence[dict] | None  # default none exists; None: not fetched
+    pending: Sequence[dict] | None  # what the pending set holds; default every replica
 
 
 def request(
@@ -506,8 +517,7 @@ def request(
     clusters: Sequence[dict] | None,
     replicas: Sequence[dict] | None,
     own: Mapping[str, dict] | None = None,
-    namespaces: Sequence[dict] | Literal["own"] | None = "own",
-    quotas: Sequence[dict] | None = (),
+    **fields: Unpack[RequestFields],
 ) -> fnv1.RunFunctionRequest:
     """A RunFunctionRequest; None for an input means "not fetched yet". By default the
     deployment's Namespace is fetched (no labels) and no ResourceQuota exists.
@@ -516,15 +526,22 @@ def request(
     carries them under every requirement a placing pass can make (the pending
     ones, each given cluster's whole set, the namespace's), as if each were
     pending, so the pass plans on every one, as it did before the charge label.
-    What Crossplane really fetches is narrower (wire.reconcile runs that loop)."""
+    What Crossplane really fetches is narrower (wire.reconcile runs that loop).
+    `pending`, when given, is what the pending set holds instead (the in-flight
+    bound counts it: compose-model-deployment's in_flight.py); each cluster's
+    whole set still holds every replica, so the same ones are charged."""
+    reject_unknown(fields, RequestFields)
+    namespaces = fields.get("namespaces", "own")
+    quotas = fields.get("quotas", ())
+    pending = fields.get("pending")
     deployment_namespace = str((xr.get("metadata") or {}).get("namespace", ""))
     if namespaces == "own":
         namespaces = [namespace(deployment_namespace)]
     fetched: dict[str, Sequence[dict] | None] = {
-        fn.CLUSTERS: clusters,
-        fn.PENDING_REPLICAS: replicas,
-        tenancy.NAMESPACE: namespaces,
-        tenancy.QUOTAS: quotas,
+        scheduler.CLUSTERS: clusters,
+        scheduler.PENDING_REPLICAS: replicas if pending is None or replicas is None else pending,
+        scheduler.NAMESPACE: namespaces,
+        scheduler.QUOTAS: quotas,
     }
     if clusters is not None and replicas is not None:
         fetched.update(_every_replica_by_requirement(clusters, replicas, deployment_namespace))
@@ -538,7 +555,7 @@ def _every_replica_by_requirement(
 ) -> dict[str, Sequence[dict] | None]:
     """Each cluster's whole set and the namespace's, out of every replica given."""
     out: dict[str, Sequence[dict] | None] = {
-        fleet_reads.NAMESPACE_REPLICAS: [
+        scheduler.NAMESPACE_REPLICAS: [
             r
             for r in replicas
             if (r.get("metadata") or {}).get("namespace") == deployment_namespace
@@ -546,10 +563,14 @@ def _every_replica_by_requirement(
     }
     for cluster in clusters:
         name = str((cluster.get("metadata") or {}).get("name", ""))
-        out[fleet_reads.whole_requirement(name)] = [
+        out[scheduler.whole_requirement(name)] = [
             r for r in replicas if (r.get("spec") or {}).get("clusterName") == name
         ]
     return out
+
+
+class NothingPlanned(AssertionError):
+    """The pass a test ran planned nothing: production would have kept every replica."""
 
 
 def schedule(
@@ -561,45 +582,35 @@ def schedule(
     now: datetime = NOW,
     matcher=stand_in_matcher,
     **tenant_fields: Unpack[TenantFields],
-) -> placement.Plan:
-    """Run the core on wire dicts through the shell's own reader, without the gRPC shell."""
+) -> scheduler.Plan:
+    """The plan of one pass through the function's entrance (`scheduler.decide`, the
+    phases production runs), on a request that fetched every input (`request`): the
+    clusters, every other replica, the deployment's Namespace and its quotas. Raises
+    NothingPlanned, naming the reason, when the pass plans nothing."""
     reject_unknown(tenant_fields, TenantFields)
-    dep = readers.read_deployment(xr)
-    observed = {k: readers.Observed.of(resource.dict_to_struct(o)) for k, o in (own or {}).items()}
-    ns = namespace(dep.spec.namespace, tenant_fields.get("namespace_labels"))
-    fetched = tenancy.TenantFetched([ns], tenant_fields.get("quotas", ()))
-    tenant, _ = tenancy.read_tenant(dep.spec.namespace, fetched)
-    structs = [resource.dict_to_struct(o) for o in others]
-    read = readers.read_inputs(
+    ns = str((xr.get("metadata") or {}).get("namespace", ""))
+    req = request(
         xr,
-        dep.spec,
-        readers.read_clusters(clusters),
-        observed,
-        fleet_reads.Replicas(pending=structs, namespace=structs),
-        quota_namespace=dep.spec.namespace if tenant.quota.limited else None,
+        clusters,
+        others,
+        own,
+        namespaces=[namespace(ns, tenant_fields.get("namespace_labels"))],
+        quotas=tenant_fields.get("quotas", ()),
+        pending=tenant_fields.get("pending"),
     )
-    return placement.plan(
-        placement.Inputs(
-            deployment=dep.spec,
-            clusters=read.clusters,
-            own=read.own,
-            failed=read.failed,
-            now=now,
-            others=read.others,
-            tenant=replace(tenant, used=read.others.namespace_claims()),
-        ),
-        matcher,
-    )
+    outcome = scheduler.decide(req, now, matcher)
+    if isinstance(outcome, scheduler.Unplanned):
+        raise NothingPlanned(f"nothing planned: {outcome.why.reason}: {outcome.why.message}")
+    return outcome.plan
 
 
-def own_from_plan(xr: dict, plan: placement.Plan, **status) -> dict[str, dict]:
+def own_from_plan(xr: dict, plan: scheduler.Plan, **status) -> dict[str, dict]:
     """The plan's replicas as observed composed resources (for multi-pass tests)."""
-    dep = readers.read_deployment(xr)
-    from compose_model_deployment import writer
+    dep = scheduler.read_deployment(xr)
 
     out = {}
     for r in plan.replicas:
-        obj = writer.model_replica(dep, r)
+        obj = scheduler.model_replica(dep, r)
         obj["status"] = {
             "conditions": [
                 {
@@ -612,5 +623,5 @@ def own_from_plan(xr: dict, plan: placement.Plan, **status) -> dict[str, dict]:
             ],
             "scheduledAt": status.get("scheduled_at", format_time(NOW)),
         }
-        out[writer.resource_name(r.index)] = obj
+        out[scheduler.resource_name(r.index)] = obj
     return out

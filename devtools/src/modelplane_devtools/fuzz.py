@@ -91,9 +91,9 @@ def runner(function: str) -> Any:
         from compose_model_replica import fn as replica_fn
 
         return replica_fn.FunctionRunner(clock=clock)
-    from compose_model_deployment import fn as deployment_fn
+    import compose_model_deployment
 
-    return deployment_fn.FunctionRunner(clock=clock)
+    return compose_model_deployment.FunctionRunner(clock=clock)
 
 
 _LOOP: asyncio.AbstractEventLoop | None = None

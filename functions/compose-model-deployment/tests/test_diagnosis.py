@@ -27,6 +27,12 @@ def avoided(cluster, pool):
     }
 
 
+def without_node_pools(cluster: dict) -> dict:
+    """A selected InferenceCluster whose spec breaks its schema: it cannot be read."""
+    del cluster["spec"]["nodePools"]
+    return cluster
+
+
 # (deployment, clusters, expected summary)
 NO_FIT = [
     pytest.param(
@@ -90,7 +96,7 @@ NO_FIT = [
     ),
     pytest.param(
         t.deployment(engines=[t.standalone(gpus=1)]),
-        [],
+        [without_node_pools(t.cluster("a", [t.pool("p", 1)]))],
         "no pool checked: no selected InferenceCluster has a pool",
         id="with no readable cluster the summary says nothing could be checked",
     ),

@@ -318,6 +318,11 @@ TAINT = {"key": "gpu", "value": "h100", "effect": "NoSchedule"}
 EVICT = {"key": "maintenance", "value": "now", "effect": "NoExecute"}
 
 
+# Cluster "gone" has been missing past the 5-minute default grace (absence.py): its replicas
+# must move, provided the deployment still sees another of its clusters.
+GONE_SINCE_6_MINUTES = {"name": "gone", "since": t.ago(6)}
+
+
 def two_clusters(**a_kwargs):
     return [
         t.cluster("a", [t.pool("p", 4, histogram=[(FULL, 4)])], **a_kwargs),
@@ -406,11 +411,18 @@ PLACEMENT = [
         placed_on=[("a", ("p",))],
     ),
     Placement(
-        spec="a replica on a cluster that is no longer selected is re-placed",
+        spec="a replica on a cluster that just went missing stays where it is",
         xr=t.deployment(replicas=1),
         clusters=two_clusters(),
         own=own(0, "gone"),
-        placed_on=[("a", ("p",))],
+        placed_on=[("gone", ("p",))],
+    ),
+    Placement(
+        spec="a replica on a cluster missing past its grace period is re-placed",
+        xr=t.deployment(replicas=2, missing_clusters=[GONE_SINCE_6_MINUTES]),
+        clusters=two_clusters(),
+        own={**own(0, "gone"), **own(1, "b")},
+        placed_on=[("a", ("p",)), ("b", ("p",))],
     ),
     Placement(
         spec="an engine whose pool was removed moves to another pool of the same cluster",
@@ -421,10 +433,10 @@ PLACEMENT = [
     ),
     Placement(
         spec="a replica that must move but fits nowhere stays where it is",
-        xr=t.deployment(replicas=1),
+        xr=t.deployment(replicas=2, missing_clusters=[GONE_SINCE_6_MINUTES]),
         clusters=[one_pool(1, [({"gpu": 0}, 1)])],
-        own=own(0, "gone"),
-        placed_on=[("gone", ("p",))],
+        own={**own(0, "gone"), **own(1, "a")},
+        placed_on=[("gone", ("p",)), ("a", ("p",))],
     ),
     Placement(
         spec="scale down takes from the most packed cluster first",

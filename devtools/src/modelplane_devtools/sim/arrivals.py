@@ -65,7 +65,7 @@ class Arrival:
         return self.pods * self.gpus_per_pod
 
     def deployment(self, namespace: str = "sim") -> dict:
-        """The ModelDeployment the core reads (through readers.read_deployment)."""
+        """The ModelDeployment the core reads (through compose_model_deployment.read_deployment)."""
         request: dict = {"name": "gpu", "count": self.gpus_per_pod}
         if self.selector:
             request["selectors"] = [{"cel": {"expression": self.selector}}]

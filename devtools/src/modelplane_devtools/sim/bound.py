@@ -21,8 +21,7 @@ from __future__ import annotations
 from collections.abc import Iterable
 from itertools import combinations
 
-from compose_model_deployment.placement import InvalidSelector, Matcher, Matching
-from compose_model_deployment.readers import read_deployment
+from compose_model_deployment import InvalidSelector, Matcher, Matching, read_deployment
 from modelplane_common.capacity.fleet import Cluster, Pool
 
 from modelplane_devtools.sim.arrivals import Arrival

@@ -41,8 +41,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import datetime
 
-from compose_model_deployment import readers
-from compose_model_deployment.placement import InvalidSelector, Matcher, Matching
+from compose_model_deployment import InvalidSelector, Matcher, Matching, read_deployment
 from modelplane_common.capacity.fleet import Cluster, PlacedEngine
 from modelplane_common.capacity.fragmentation import Demand, Shapes, choose_node
 
@@ -106,7 +105,7 @@ def workload_shapes(
         first.setdefault(key, arrival)
     counts: dict[PoolKey, dict[Demand, int]] = {}
     for key, replicas in weights.items():
-        spec = readers.read_deployment(first[key].deployment()).spec
+        spec = read_deployment(first[key].deployment()).spec
         matching = Matching(matcher)
         for cluster in clusters:
             for pool in cluster.pools:

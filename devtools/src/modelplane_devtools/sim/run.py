@@ -12,8 +12,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime
 
-from compose_model_deployment.fn import default_matcher
-from compose_model_deployment.placement import Matcher
+from compose_model_deployment import Matcher, default_matcher
 
 from modelplane_devtools.sim import report
 from modelplane_devtools.sim.arrivals import Arrival, Workload

@@ -13,13 +13,19 @@ Each step of simulated time (`now` is an input; nothing reads the clock):
                   the last one (stale: departures are not seen, placements
                   since are charged by the assumed node choice);
     4. reconcile  every deployment that needs a pass, in name order, is
-                  planned by `placement.plan` on typed inputs: the
-                  deployment read by `readers.read_deployment`, its replicas
-                  as `OwnReplica`s (PodsScheduled False/Unschedulable while
-                  pending, so healing runs after the grace period), its
-                  `failedPlacements` from its last plan, and every other
-                  replica as a `Charge` in its ModelReplica wire form
-                  (`placement.wire_form`). New and moved replicas bind at
+                  planned through the function's entrance
+                  (`compose_model_deployment.plan`, the phases production
+                  runs) on a typed Request: the deployment read by
+                  `read_deployment`, its replicas as `OwnReplica`s
+                  (PodsScheduled False/Unschedulable while pending, so
+                  healing runs after the grace period), its
+                  `failedPlacements` from its last plan, the fleet's
+                  clusters with every other replica as a `Charge` in its
+                  ModelReplica wire form (`wire_form`), a tenant without
+                  labels or quota, and no in-flight bound (the simulator
+                  has no charge label to count pending replicas by). A
+                  pass that plans nothing keeps every replica, as the
+                  function does. New and moved replicas bind at
                   once (`binder.bind`, `BIND_DELAY` after `now`, so a
                   histogram published at `now` does not contain them).
                   An over-promise is a placement whose first bind fails.
@@ -41,21 +47,29 @@ from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 
-from compose_model_deployment import placement, readers
-from compose_model_deployment.model import (
+from compose_model_deployment import (
+    Change,
+    DeploymentInput,
     DeploymentSpec,
     FailedPlacement,
-    OwnReplica,
-    ReplicaCondition,
-)
-from compose_model_deployment.placement import (
-    Change,
-    Inputs,
     Matcher,
     Matching,
     OthersOnCluster,
+    Own,
+    OwnReplica,
     PlannedReplica,
+    ReplicaCondition,
+    Reported,
+    Request,
+    Room,
+    Tenant,
+    Unplanned,
+    View,
+    plan,
+    read_deployment,
+    wire_form,
 )
+from compose_model_deployment import Fleet as FetchedFleet
 from modelplane_common.capacity.fleet import Charge, Cluster, PlacedEngine
 from modelplane_common.capacity.readers import read_cluster
 from modelplane_common.observation import Observation
@@ -110,7 +124,7 @@ class Replica:
             index=self.index,
             name=self.name,
             cluster=self.cluster,
-            engines=placement.wire_form(self.engines),
+            engines=wire_form(self.engines),
             pods_scheduled=ps,
             scheduled_at=self.scheduled_at,
             ready=self.bound is not None,
@@ -123,7 +137,7 @@ class Replica:
             namespace=NAMESPACE,
             name=self.name,
             cluster=self.cluster,
-            engines=placement.wire_form(self.engines),
+            engines=wire_form(self.engines),
             pods_scheduled=self.bound is not None,
             scheduled_at=self.scheduled_at,
         )
@@ -152,7 +166,7 @@ class Live:
     """A deployment between its arrival and its departure."""
 
     arrival: Arrival
-    spec: DeploymentSpec
+    deployment: DeploymentInput
     arrived: datetime
     matching: Matching
     replicas: dict[int, Replica] = field(default_factory=dict)
@@ -160,6 +174,10 @@ class Live:
     stuck_at_epoch: int | None = None  # the epoch of a pass that found no room
     invalid: str | None = None  # why the core keeps it as it is (a selector that fails)
     first_bound: dict[int, datetime] = field(default_factory=dict)
+
+    @property
+    def spec(self) -> DeploymentSpec:
+        return self.deployment.spec
 
     @property
     def departs(self) -> datetime:
@@ -312,10 +330,10 @@ class World:
             self.epoch += 1  # the observation just turned stale: whole-node from now on
 
     def _arrive(self, arrival: Arrival) -> None:
-        spec = readers.read_deployment(arrival.deployment(NAMESPACE)).spec
+        deployment = read_deployment(arrival.deployment(NAMESPACE))
         # Arrived at its own time (the step only notices it): waits count from then.
         self.live[arrival.name] = Live(
-            arrival, spec, self.start + arrival.at, Matching(self.matcher)
+            arrival, deployment, self.start + arrival.at, Matching(self.matcher)
         )
 
     # -- the core ---------------------------------------------------------------------------
@@ -338,35 +356,57 @@ class World:
         own = {r.name for r in live.replicas.values()}
         return _OthersView(self.charges, own)
 
-    def _reconcile(self, live: Live, now: datetime) -> None:
+    def _request(self, live: Live, now: datetime) -> Request:
+        """What the function would read for this deployment (module docstring, step 4)."""
         own = tuple(r.own() for r in live.replicas.values())
+        clusters = tuple(self.clusters)
+        fleet = View(
+            clusters=clusters,
+            unreadable={},
+            notes=(),
+            sites={},
+            no_clusters=not clusters,
+            others=self._others(live),
+            room=Room(None),
+            whole=frozenset(c.name for c in clusters),
+            namespace_fetched=True,
+        )
+        return Request(
+            now=now,
+            reported=Reported(was_ready=False, scheduled=None, memories={}, dropping_events=False),
+            deployment=live.deployment,
+            own=Own(observed={}, ready=sum(1 for r in own if r.ready), replicas=own),
+            failed=live.failed,
+            tenant=Tenant(),
+            fleet=FetchedFleet(view=fleet),
+        )
+
+    def _reconcile(self, live: Live, now: datetime) -> None:
         self.tally.passes += 1
-        try:
-            plan = placement.plan(
-                Inputs(
-                    deployment=live.spec,
-                    clusters=self.clusters,
-                    own=own,
-                    failed=live.failed,
-                    now=now,
-                    others=self._others(live),
-                ),
-                self.matcher,
-            )
-        except placement.InvalidSelector as err:
-            # The function keeps such a deployment as it is (decision.py, InvalidSelector).
-            live.invalid = str(err)
-            self.notes.add(f"{live.arrival.name}: {err}; never placed")
+        outcome = plan(self._request(live, now), self.matcher)
+        if isinstance(outcome, Unplanned):
+            self._kept(live, outcome)
             return
-        live.failed = plan.failed_placements
-        for removed in plan.removed:
+        planned_pass = outcome.plan
+        live.failed = planned_pass.failed_placements
+        for removed in planned_pass.removed:
             self._drop(live, removed.index)
-        for planned in plan.replicas:
+        for planned in planned_pass.replicas:
             if planned.change in (Change.PLACED, Change.MOVED):
                 self._drop(live, planned.index)
                 self._place(live, planned, now)
         placed = len(live.replicas) >= live.spec.replicas
         live.stuck_at_epoch = None if placed else self.epoch
+
+    def _kept(self, live: Live, outcome: Unplanned) -> None:
+        """A pass that planned nothing: every replica stays as it is, as in the function.
+        A selector that does not compile never will (decision.py, InvalidSelector)."""
+        if outcome.why.reason == "InvalidSelector":
+            live.invalid = outcome.why.message
+            self.notes.add(f"{live.arrival.name}: {outcome.why.message}; never placed")
+            return
+        self.notes.add(f"{live.arrival.name}: nothing planned: {outcome.why.reason}")
+        live.stuck_at_epoch = self.epoch
 
     def _place(self, live: Live, planned: PlannedReplica, now: datetime) -> None:
         pools = self.nodes[planned.cluster]

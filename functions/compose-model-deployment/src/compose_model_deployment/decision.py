@@ -1,10 +1,9 @@
 """What one pass decides, as a value: plan the replicas, or keep every one as it is.
 
-`decide` reads the deployment, its observed replicas and the fetched
-required resources, and returns exactly one outcome. Each carries all the
-shell writes (the desired composed resources, the deployment's status, the
-report and the labels to require InferenceClusters by), so the shell only
-translates it to the wire:
+`plan` takes the request read once (readers.read_request: request.py) and
+returns exactly one outcome. Each carries all the shell writes (the desired
+composed resources, the deployment's status, the report and the resources
+to require next), so the shell only translates it to the wire:
 
     Planned    the inputs could be trusted: `placement.plan` ran; the
                resources are its replicas and the workload Namespace on each
@@ -25,6 +24,22 @@ translates it to the wire:
                  InvalidReplica     one of the deployment's own replicas is
                                     unreadable;
                  InvalidSelector    a CEL selector does not compile.
+
+Phases (each a function below that returns what it decided; `plan` runs them in order)
+    1. trust     the deployment read, or Unplanned (InvalidDeployment).
+    2. view      what it plans on, from what is fetched (steady.py): the
+                 fleet; else the footprint when the deployment may be settled
+                 (required first, then planned on); else the fleet is required.
+    3. ready     every input of the view fetched and a cluster selected
+                 (WaitingForInputs, NoClusters).
+    4. reads     the fleet's replicas a fleet pass must have read
+                 (fleet_reads.Reads), fetched (WaitingForInputs).
+    5. own       the deployment's own replicas readable (InvalidReplica).
+    6. schedule  the new replicas bounded (in_flight.py), absence judged
+                 (absence.py), `placement.plan` (InvalidSelector): a plan.
+    7. outcome   built once from what phases 1-6 decided; a plan on the
+                 footprint is kept only when it settles, and a fleet plan
+                 that settles requires the footprint next (`footprint`).
 
 Bad or missing input never deletes running work: every path that cannot
 trust its inputs ends in `Unplanned`. The labels to require
@@ -53,8 +68,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from datetime import datetime, timedelta
 
-from google.protobuf import struct_pb2
-from modelplane_common import inputs, logs, requeue
+from modelplane_common import logs, requeue
 from modelplane_common.outcome import capped
 from modelplane_common.requirements import ResourceRequirement
 
@@ -64,13 +78,18 @@ from compose_model_deployment import (
     in_flight,
     namespaces,
     placement,
-    readers,
     report,
     steady,
     tenancy,
     writer,
 )
-from compose_model_deployment.model import DeploymentSpec, MissingCluster, OwnReplica, Tenant
+from compose_model_deployment.model import (
+    DeploymentInput,
+    DeploymentSpec,
+    MissingCluster,
+    OwnReplica,
+    Reported,
+)
 from compose_model_deployment.placement import (
     Inputs,
     InvalidSelector,
@@ -78,38 +97,10 @@ from compose_model_deployment.placement import (
     Plan,
     failure_due,
 )
-from compose_model_deployment.readers import Observed, Reported
+from compose_model_deployment.request import Footprint, InvalidDeployment, Request, View
 
-# The names under which the shell requires InferenceClusters and the pending ModelReplicas
-# (fleet_reads.py names the rest).
-CLUSTERS = "inference-clusters"
+CLUSTERS = fleet_reads.CLUSTERS
 PENDING_REPLICAS = fleet_reads.PENDING_REPLICAS
-
-
-@dataclass(frozen=True, slots=True)
-class Fetched:
-    """The required resources as fetched; None for a kind Crossplane has not fetched yet.
-
-    Clusters are few and read as dicts; replicas can number thousands and
-    stay protobuf Structs (readers.OtherReplicas reads them lazily).
-    `replicas` is None until the pending ones are fetched (fleet_reads.py).
-    """
-
-    clusters: Iterable[Mapping] | None
-    replicas: fleet_reads.Replicas | None
-    # Whether the cluster list is empty, known without reading it.
-    no_clusters: bool = False
-    # The Namespace and its ResourceQuotas (tenancy.py).
-    tenant: tenancy.TenantFetched = field(default_factory=tenancy.TenantFetched)
-    # The footprint's clusters required by name (steady.py), by cluster name, as Structs
-    # (steady.footprint_clusters reads them); an absent one fetched as no item. None when
-    # no footprint cluster was fetched.
-    footprint: Mapping[str, Sequence[struct_pb2.Struct]] | None = None
-
-    @property
-    def fleet(self) -> bool:
-        """Whether Crossplane fetched (part of) the fleet: the pass plans on it."""
-        return self.clusters is not None or self.replicas is not None
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -152,25 +143,23 @@ class Planned:
 Outcome = Unplanned | Planned
 
 
-def _unplanned(
-    why: report.NothingPlanned,
-    own: Mapping[str, Observed],
-    reported: Reported,
-    observed_namespaces: Mapping[str, Mapping],
-    cluster_labels: Mapping[str, str] | None = None,
-    namespace: str | None = None,
-) -> Unplanned:
-    ready = sum(1 for observed in own.values() if readers.replica_ready(observed.obj))
-    return Unplanned(
-        resources={**writer.all_unchanged(own), **namespaces.kept(observed_namespaces)},
-        status=writer.kept_status(reported.memories, why.desired, len(own), ready),
-        said=report.kept_as_is(why, kept=len(own), kept_ready=ready, was_ready=reported.was_ready),
-        why=why,
-        cluster_labels=cluster_labels,
-        # What it waits for (a cluster, a fetched input) shows only in required resources.
-        requeue_after=requeue.after(dropping_events=reported.dropping_events, waiting=True),
-        tenancy=tenancy.requirements(namespace) if namespace is not None else (),
-    )
+@dataclass(frozen=True, slots=True)
+class _NotPlanned:
+    """A phase's finding that nothing may be planned, and the replicas it found it needs."""
+
+    why: report.NothingPlanned
+    reads: fleet_reads.Reads = field(default_factory=fleet_reads.Reads)
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class _Scheduled:
+    """Phase 6's plan on one view, and what the outcome reports with it."""
+
+    plan: Plan
+    missing: tuple[MissingCluster, ...]  # the missing clusters remembered after it
+    notes: tuple[str, ...]
+    view: View
+    reads: fleet_reads.Reads
 
 
 def _requeue_after(
@@ -210,14 +199,6 @@ def _cannot_plan(desired: int | None, reason: str, message: str) -> report.Nothi
     )
 
 
-def _unfetched(fetched: Fetched) -> list[str]:
-    return [
-        name
-        for name, items in ((CLUSTERS, fetched.clusters), (PENDING_REPLICAS, fetched.replicas))
-        if items is None
-    ] + fetched.tenant.unfetched()
-
-
 def _waiting(spec_replicas: int, names: Sequence[str]) -> report.NothingPlanned:
     """Crossplane has not fetched these required resources yet."""
     return report.NothingPlanned(
@@ -229,68 +210,43 @@ def _waiting(spec_replicas: int, names: Sequence[str]) -> report.NothingPlanned:
     )
 
 
-def _not_ready_to_plan(
-    spec_replicas: int, fetched: Fetched, labels: Mapping
-) -> report.NothingPlanned | None:
-    """Why the fetched resources cannot be planned on yet, or None when they can."""
-    missing = _unfetched(fetched)
-    if missing:
-        return _waiting(spec_replicas, missing)
-    if fetched.no_clusters:
-        return _cannot_plan(
-            spec_replicas,
-            "NoClusters",
-            f"no InferenceCluster matches clusterSelector {labels}; "
-            "existing replicas are kept as they are",
-        )
-    return None
+def _unplanned(request: Request, why: report.NothingPlanned) -> Unplanned:
+    """Every observed replica and Namespace Object kept as it is. A readable deployment's
+    fleet and tenant are required; an unreadable one requires nothing."""
+    own, reported = request.own, request.reported
+    deployment = request.deployment if isinstance(request.deployment, DeploymentInput) else None
+    return Unplanned(
+        resources={**writer.all_unchanged(own.observed), **namespaces.kept(request.namespaces)},
+        status=writer.kept_status(reported.memories, why.desired, len(own.observed), own.ready),
+        said=report.kept_as_is(
+            why, kept=len(own.observed), kept_ready=own.ready, was_ready=reported.was_ready
+        ),
+        why=why,
+        cluster_labels=deployment.cluster_labels if deployment is not None else None,
+        # What it waits for (a cluster, a fetched input) shows only in required resources.
+        requeue_after=requeue.after(dropping_events=reported.dropping_events, waiting=True),
+        tenancy=tenancy.requirements(deployment.spec.namespace) if deployment is not None else (),
+    )
 
 
-@dataclass(frozen=True, slots=True)
-class Composed:
-    """The deployment's observed composed resources, by composition resource name."""
-
-    replicas: Mapping[str, Observed]  # its ModelReplicas (readers.RESOURCE_PREFIX)
-    namespaces: Mapping[str, Mapping] = field(default_factory=dict)  # namespaces.PREFIX
-
-
-def decide(
-    xr: Mapping,
-    composed: Composed,
-    fetched: Fetched,
-    now: datetime,
-    matcher: Matcher,
-    laps: logs.Laps | None = None,
-) -> Outcome:
-    """One pass's decision. Raises InvalidInput only when the composite is not an object
-    with metadata and spec (guard.py turns that into a Fatal result).
-
-    Which inputs it plans on, and which it requires next, follow from what is
-    fetched (steady.py): the fleet, the footprint, or nothing yet."""
+def plan(request: Request, matcher: Matcher, laps: logs.Laps | None = None) -> Outcome:
+    """One pass's decision on the request read once (readers.read_request): the phases of
+    the module docstring, in order."""
     laps = laps or logs.Laps()
-    own, observed_namespaces = composed.replicas, composed.namespaces
-    inputs.mapping(xr.get("metadata"), "metadata")
-    inputs.mapping(xr.get("spec"), "spec")
-    reported = readers.read_reported(xr, now)
-    try:
-        deployment = readers.read_deployment(xr)
-    except ValueError as err:
-        why = _cannot_plan(readers.replica_count(xr), "InvalidDeployment", str(err))
-        return _unplanned(why, own, reported, observed_namespaces)
-    this = _Pass(xr, deployment, own, reported, now, matcher, laps, observed_namespaces)
-    if fetched.fleet:
-        return _back_to_footprint(this, _decide(this, fetched))
-    footprint = steady.footprint(deployment.spec, own)
-    if footprint is None:
-        return _decide(this, fetched)
-    if fetched.footprint is None:
-        names = [steady.requirement_name(c) for c in footprint]
-        waiting = _waiting(deployment.spec.replicas, [*names, *fetched.tenant.unfetched()])
-        return replace(this.unplanned(waiting), footprint=tuple(footprint))
-    return _decide_steady(this, fetched, footprint)
+    deployment = request.deployment
+    if isinstance(deployment, InvalidDeployment):  # 1
+        why = _cannot_plan(deployment.replicas, "InvalidDeployment", deployment.message)
+        return _unplanned(request, why)
+    this = _Pass(request, deployment, matcher, laps)
+    if request.fleet is not None:  # 2: the fleet
+        decided = _on_view(this, request.fleet.unfetched, request.fleet.view)
+        return this.outcome(decided, footprint=_back_to_footprint(request, decided))
+    if request.footprint is None:
+        return this.outcome(_on_view(this, (CLUSTERS, PENDING_REPLICAS), None))
+    return _on_footprint(this, request.footprint, request.fetched_footprint)
 
 
-def _back_to_footprint(this: _Pass, outcome: Outcome) -> Outcome:
+def _back_to_footprint(request: Request, decided: _Scheduled | _NotPlanned) -> Sequence[str] | None:
     """A fleet pass whose plan settles requires the footprint next, not the fleet.
 
     Its plan never consulted the rest of the fleet (steady.settles), so the
@@ -306,166 +262,187 @@ def _back_to_footprint(this: _Pass, outcome: Outcome) -> Outcome:
     replicas, the removed ones included until they are gone, and a removed
     replica's cluster may be gone too (nothing to plan on there); the reconcile
     after, without them, returns to the footprint."""
-    if not isinstance(outcome, Planned) or outcome.plan.removed:
-        return outcome
-    if not steady.settles(outcome.plan, outcome.missing):
-        return outcome
-    footprint = steady.footprint(this.deployment.spec, this.own)
-    if footprint is None:
-        return outcome
-    return replace(outcome, footprint=tuple(footprint))
+    if not isinstance(decided, _Scheduled) or decided.plan.removed:
+        return None
+    if not steady.settles(decided.plan, decided.missing) or request.footprint is None:
+        return None
+    return tuple(request.footprint)
 
 
-@dataclass(frozen=True, slots=True)
-class _Pass:
-    """What every stage of one pass reads besides the fetched resources."""
-
-    xr: Mapping
-    deployment: readers.DeploymentInput
-    own: Mapping[str, Observed]
-    reported: Reported
-    now: datetime
-    matcher: Matcher
-    laps: logs.Laps
-    namespaces: Mapping[str, Mapping]  # the observed Namespace Objects (namespaces.py)
-
-    def unplanned(self, why: report.NothingPlanned) -> Unplanned:
-        """Nothing planned for a readable deployment: its fleet and tenant are required."""
-        labels, namespace = self.deployment.cluster_labels, self.deployment.spec.namespace
-        return _unplanned(why, self.own, self.reported, self.namespaces, labels, namespace)
-
-
-def _decide_steady(
-    this: _Pass, fetched: Fetched, footprint: Mapping[str, frozenset[str]]
+def _on_footprint(
+    this: _Pass, footprint: Mapping[str, frozenset[str]], fetched: Footprint | None
 ) -> Outcome:
-    """The footprint fetched: its plan when it settles (the footprint required again, so
-    Crossplane stops); else nothing planned and the fleet required for a third call."""
-    assert fetched.footprint is not None
-    if set(fetched.footprint) == set(footprint):
-        clusters = steady.footprint_clusters(
-            fetched.footprint, this.deployment.cluster_labels, footprint
-        )
-        on_footprint = Fetched(
-            clusters=clusters,
-            replicas=fleet_reads.Replicas(),
-            no_clusters=not clusters,
-            tenant=fetched.tenant,
-        )
-        outcome = _decide(this, on_footprint, reads_fleet=False)
-        if isinstance(outcome, Planned) and steady.settles(outcome.plan, outcome.missing):
-            return replace(outcome, footprint=tuple(footprint))
-    return this.unplanned(_waiting(this.deployment.spec.replicas, [CLUSTERS, PENDING_REPLICAS]))
+    """2: the footprint. Not fetched yet: required. Fetched: its plan when it settles (the
+    footprint required again, so Crossplane stops); else nothing planned and the fleet
+    required for a third call."""
+    replicas = this.deployment.spec.replicas
+    if fetched is None:
+        names = [steady.requirement_name(c) for c in footprint]
+        waiting = _waiting(replicas, [*names, *this.request.tenant_unfetched])
+        return this.outcome(_NotPlanned(waiting), footprint=tuple(footprint))
+    if fetched.view is not None:
+        decided = _on_view(this, (), fetched.view)
+        if isinstance(decided, _Scheduled) and steady.settles(decided.plan, decided.missing):
+            return this.outcome(decided, footprint=tuple(footprint))
+    return this.outcome(_NotPlanned(_waiting(replicas, [CLUSTERS, PENDING_REPLICAS])))
 
 
-def _decide(this: _Pass, fetched: Fetched, reads_fleet: bool = True) -> Outcome:
-    """Plan on what is fetched (the fleet, or the footprint standing in for it, which
-    reads no other replica: `reads_fleet` False)."""
-    deployment, reported = this.deployment, this.reported
-    labels = deployment.cluster_labels
-    namespace = deployment.spec.namespace
-    waiting = _not_ready_to_plan(deployment.spec.replicas, fetched, labels)
-    if waiting is not None:
-        return this.unplanned(waiting)
-    assert fetched.clusters is not None and fetched.replicas is not None
-    tenant, tenant_notes = tenancy.read_tenant(namespace, fetched.tenant)
-    cluster_objects = list(fetched.clusters)
-    clusters_read = readers.read_clusters(cluster_objects)
-    quota_namespace = namespace if tenant.quota.limited else None
-    reads = fleet_reads.Reads()
-    if reads_fleet:
-        reads = fleet_reads.Reads(
-            whole=fleet_reads.whole_clusters(clusters_read[0], this.now), namespace=quota_namespace
-        )
-    unfetched = fetched.replicas.unfetched(reads)
-    if unfetched:
-        return replace(this.unplanned(_waiting(deployment.spec.replicas, unfetched)), reads=reads)
+def _on_view(this: _Pass, unfetched: Sequence[str], view: View | None) -> _Scheduled | _NotPlanned:
+    """Phases 3 to 6 on what is fetched: the fleet, or the footprint standing in for it."""
+    ready = _ready_to_plan(this, unfetched, view)  # 3
+    if isinstance(ready, _NotPlanned):
+        return ready
+    reads = _reads(this, ready)  # 4
+    missing = ready.unfetched(reads)
+    if missing:
+        return _NotPlanned(_waiting(this.deployment.spec.replicas, missing), reads)
+    own = this.request.own
+    if own.invalid is not None:  # 5
+        message = f"{own.invalid}; every replica is kept as it is"
+        why = _cannot_plan(this.deployment.spec.replicas, "InvalidReplica", message)
+        return _NotPlanned(why, reads)
     try:
-        read = readers.read_inputs(
-            this.xr,
-            deployment.spec,
-            clusters_read,
-            this.own,
-            fetched.replicas,
-            quota_namespace=quota_namespace,
-        )
-    except readers.InvalidOwnReplica as err:
-        message = f"{err}; every replica is kept as it is"
-        why = _cannot_plan(deployment.spec.replicas, "InvalidReplica", message)
-        return replace(this.unplanned(why), reads=reads)
-    tenant = replace(tenant, used=read.others.namespace_claims())
-    bound = in_flight.room(fetched.replicas.pending, namespace)
-    desired = in_flight.desired_now(deployment.spec.replicas, len(read.own), bound)
-    bounded = (bound.why,) if desired < deployment.spec.replicas and bound.why else ()
-    spec = replace(deployment.spec, replicas=desired)
-    try:
-        plan, missing = _schedule(spec, read, tenant, this.now, this.matcher, this.laps)
+        return _schedule(this, ready, reads)  # 6
     except InvalidSelector as err:
-        why = _cannot_plan(deployment.spec.replicas, "InvalidSelector", str(err))
-        return replace(this.unplanned(why), reads=reads)
-    notes = (*deployment.notes, *read.notes, *tenant_notes, *bounded, *plan.others_notes)
-    return Planned(
-        resources=_planned_resources(this, plan, cluster_objects, clusters_read),
-        status=writer.status(plan, missing),
-        said=report.of_plan(
-            plan, previous_scheduled=reported.scheduled, was_ready=reported.was_ready, notes=notes
+        why = _cannot_plan(this.deployment.spec.replicas, "InvalidSelector", str(err))
+        return _NotPlanned(why, reads)
+
+
+def _ready_to_plan(this: _Pass, unfetched: Sequence[str], view: View | None) -> View | _NotPlanned:
+    """3: every input fetched and some cluster selected, or why not."""
+    missing = [*unfetched, *this.request.tenant_unfetched]
+    if missing or view is None:
+        return _NotPlanned(_waiting(this.deployment.spec.replicas, missing))
+    if view.no_clusters:
+        return _NotPlanned(
+            _cannot_plan(
+                this.deployment.spec.replicas,
+                "NoClusters",
+                f"no InferenceCluster matches clusterSelector {this.deployment.cluster_labels}; "
+                "existing replicas are kept as they are",
+            )
+        )
+    return view
+
+
+def _reads(this: _Pass, view: View) -> fleet_reads.Reads:
+    """4: which of the fleet's replicas a fleet pass must have read (fleet_reads.py)."""
+    if not view.reads_fleet:
+        return fleet_reads.Reads()
+    tenant = this.request.tenant
+    limited = tenant is not None and tenant.quota.limited
+    return fleet_reads.Reads(
+        whole=fleet_reads.whole_clusters(view.clusters, this.request.now),
+        namespace=this.deployment.spec.namespace if limited else None,
+    )
+
+
+def _schedule(this: _Pass, view: View, reads: fleet_reads.Reads) -> _Scheduled:
+    """6: bound the new replicas (in_flight.py), judge absence, then plan. Raises
+    InvalidSelector."""
+    request, spec = this.request, this.deployment.spec
+    own = request.own.replicas
+    assert request.tenant is not None  # phase 3: fetched
+    desired = in_flight.desired_now(spec.replicas, len(own), view.room)
+    bounded = (view.room.why,) if desired < spec.replicas and view.room.why else ()
+    absences = absence.judge(
+        (r.cluster for r in own),
+        (c.name for c in view.clusters),
+        view.unreadable,
+        request.remembered,
+        request.now,
+        spec.missing_cluster_grace,
+    )
+    this.laps.lap("read")
+    planned = placement.plan(
+        Inputs(
+            deployment=replace(spec, replicas=desired),
+            clusters=view.clusters,
+            own=own,
+            failed=request.failed,
+            now=request.now,
+            held=absences.held,
+            others=view.others,
+            tenant=replace(request.tenant, used=view.claims),
+            missing_since={m.name: m.since for m in absences.missing},
         ),
-        plan=plan,
-        missing=missing,
+        this.matcher,
+    )
+    this.laps.lap("schedule")
+    notes = (
+        *this.deployment.notes,
+        *view.notes,
+        *request.own.notes,
+        *request.memory_notes,
+        *request.tenant_notes,
+        *bounded,
+        *planned.others_notes,
+    )
+    return _Scheduled(
+        plan=planned,
+        missing=absence.still_remembered(absences.missing, (r.cluster for r in planned.replicas)),
         notes=notes,
-        cluster_labels=labels,
-        requeue_after=_requeue_after(plan, missing, read.own, deployment.spec, reported, this.now),
-        tenancy=tenancy.requirements(namespace),
+        view=view,
         reads=reads,
     )
 
 
-def _planned_resources(
-    this: _Pass, plan: Plan, cluster_objects: Iterable[Mapping], read: readers.ReadClusters
-) -> dict[str, dict]:
-    """The replicas the plan writes, and the Namespace on each cluster they run on."""
-    spec = this.deployment.spec
-    workload_namespaces = namespaces.compose(
-        deployment=spec.name,
-        namespace=spec.namespace,
-        in_use=(r.cluster for r in plan.replicas),
-        sites=namespaces.read_sites(cluster_objects, (c.name for c in read[0])),
-        observed=this.namespaces,
-    )
-    return {**writer.planned_resources(this.deployment, plan, this.own), **workload_namespaces}
+@dataclass(frozen=True, slots=True)
+class _Pass:
+    """What every phase of one pass reads besides the view it plans on."""
+
+    request: Request
+    deployment: DeploymentInput  # request.deployment, read
+    matcher: Matcher
+    laps: logs.Laps
+
+    def outcome(
+        self, decided: _Scheduled | _NotPlanned, footprint: Sequence[str] | None = None
+    ) -> Outcome:
+        """7: the outcome of what the phases decided, built once."""
+        if isinstance(decided, _NotPlanned):
+            unplanned = _unplanned(self.request, decided.why)
+            return replace(unplanned, reads=decided.reads, footprint=_tuple(footprint))
+        return self._planned(decided, footprint)
+
+    def _planned(self, decided: _Scheduled, footprint: Sequence[str] | None) -> Planned:
+        request, deployment = self.request, self.deployment
+        spec, reported = deployment.spec, request.reported
+        plan, missing, notes = decided.plan, decided.missing, decided.notes
+        return Planned(
+            resources=self._resources(plan, decided.view),
+            status=writer.status(plan, missing),
+            said=report.of_plan(
+                plan,
+                previous_scheduled=reported.scheduled,
+                was_ready=reported.was_ready,
+                notes=notes,
+            ),
+            plan=plan,
+            missing=missing,
+            notes=notes,
+            cluster_labels=deployment.cluster_labels,
+            requeue_after=_requeue_after(
+                plan, missing, request.own.replicas, spec, reported, request.now
+            ),
+            tenancy=tenancy.requirements(spec.namespace),
+            reads=decided.reads,
+            footprint=_tuple(footprint),
+        )
+
+    def _resources(self, plan: Plan, view: View) -> dict[str, dict]:
+        """The replicas the plan writes, and the Namespace on each cluster they run on."""
+        spec = self.deployment.spec
+        workload_namespaces = namespaces.compose(
+            deployment=spec.name,
+            namespace=spec.namespace,
+            in_use=(r.cluster for r in plan.replicas),
+            sites=view.sites,
+            observed=self.request.namespaces,
+        )
+        own = self.request.own.observed
+        return {**writer.planned_resources(self.deployment, plan, own), **workload_namespaces}
 
 
-def _schedule(
-    spec: DeploymentSpec,
-    read: readers.PlanningInputs,
-    tenant: Tenant,
-    now: datetime,
-    matcher: Matcher,
-    laps: logs.Laps,
-) -> tuple[Plan, tuple[MissingCluster, ...]]:
-    """Judge absence, then plan: the plan, and the missing clusters to remember after
-    it. Raises InvalidSelector."""
-    absences = absence.judge(
-        (r.cluster for r in read.own),
-        (c.name for c in read.clusters),
-        read.unreadable,
-        read.remembered,
-        now,
-        spec.missing_cluster_grace,
-    )
-    laps.lap("read")
-    plan = placement.plan(
-        Inputs(
-            deployment=spec,
-            clusters=read.clusters,
-            own=read.own,
-            failed=read.failed,
-            now=now,
-            held=absences.held,
-            others=read.others,
-            tenant=tenant,
-            missing_since={m.name: m.since for m in absences.missing},
-        ),
-        matcher,
-    )
-    laps.lap("schedule")
-    return plan, absence.still_remembered(absences.missing, (r.cluster for r in plan.replicas))
+def _tuple(footprint: Sequence[str] | None) -> tuple[str, ...] | None:
+    return tuple(footprint) if footprint is not None else None

@@ -35,6 +35,9 @@ from google.protobuf import struct_pb2
 from modelplane_common.capacity.charge_label import reads_pending_only
 from modelplane_common.capacity.fleet import Cluster
 
+# The names under which the shell requires the selected InferenceClusters and the pending
+# ModelReplicas.
+CLUSTERS = "inference-clusters"
 PENDING_REPLICAS = "pending-replicas"
 WHOLE_PREFIX = "replicas-on-"
 NAMESPACE_REPLICAS = "namespace-replicas"
@@ -63,12 +66,5 @@ class Replicas:
     """The fleet's ModelReplicas as fetched, as protobuf Structs (read lazily)."""
 
     pending: Sequence[struct_pb2.Struct] = ()
-    whole: Mapping[str, Iterable[struct_pb2.Struct]] = field(default_factory=dict)
-    namespace: Iterable[struct_pb2.Struct] | None = None  # None: not fetched
-
-    def unfetched(self, reads: Reads) -> list[str]:
-        """The requirement names `reads` needs that are not fetched yet."""
-        missing = [whole_requirement(c) for c in reads.whole if c not in self.whole]
-        if reads.namespace is not None and self.namespace is None:
-            missing.append(NAMESPACE_REPLICAS)
-        return missing
+    whole: Mapping[str, Sequence[struct_pb2.Struct]] = field(default_factory=dict)
+    namespace: Sequence[struct_pb2.Struct] | None = None  # None: not fetched

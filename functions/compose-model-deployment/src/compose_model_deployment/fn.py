@@ -1,9 +1,9 @@
 """The wire shell of compose-model-deployment.
 
-Reads the RunFunctionRequest (the composite, its observed replicas, the
-required resources in three states: not fetched yet, fetched and empty,
-present), hands them and `now` to `decision.decide`, and translates the
-outcome it returns to the wire: the requirements (the fleet by
+Reads the RunFunctionRequest once into typed inputs (`readers.read_request`:
+the composite, its observed replicas, the required resources in three
+states: not fetched yet, fetched and empty, present), hands them to
+`decision.plan`, and translates the outcome it returns to the wire: the requirements (the fleet by
 `cluster_labels`, or the footprint's clusters by name, steady.py), the
 desired composed resources, the deployment's status, and the report's
 conditions and events (`modelplane_common.respond.emit`), its readiness
@@ -23,21 +23,18 @@ import grpc
 from crossplane.function import logging, resource, response
 from crossplane.function.proto.v1 import run_function_pb2 as fnv1
 from crossplane.function.proto.v1 import run_function_pb2_grpc as grpcv1
-from google.protobuf import struct_pb2
 from modelplane_common import labels, logs, metrics
 from modelplane_common.guard import DEADLINE, served
 from modelplane_common.requirements import ResourceRequirement, require
 from modelplane_common.respond import emit
 
-from compose_model_deployment import fleet_reads, namespaces, readers, report, steady, tenancy
+from compose_model_deployment import fleet_reads, readers, report, steady
 from compose_model_deployment.decision import (
     CLUSTERS,
     PENDING_REPLICAS,
-    Composed,
-    Fetched,
     Outcome,
     Unplanned,
-    decide,
+    plan,
 )
 from compose_model_deployment.placement import PODS_NOT_CREATED, Matcher, Plan
 
@@ -66,16 +63,6 @@ def _require_footprint(rsp: fnv1.RunFunctionResponse, clusters: tuple[str, ...])
         )
 
 
-def _footprint_fetched(req: fnv1.RunFunctionRequest) -> dict[str, list[struct_pb2.Struct]] | None:
-    """The footprint clusters fetched, by cluster name, as Structs; None when none was."""
-    fetched = {
-        name.removeprefix(steady.CLUSTER_PREFIX): [item.resource for item in required.items]
-        for name, required in req.required_resources.items()
-        if name.startswith(steady.CLUSTER_PREFIX)
-    }
-    return fetched or None
-
-
 def _require_replicas(rsp: fnv1.RunFunctionResponse, reads: fleet_reads.Reads) -> None:
     """The pending ModelReplicas fleet-wide, every one of each cluster read whole, and,
     under a quota, every one of the namespace (fleet_reads.py)."""
@@ -96,68 +83,6 @@ def _require_replicas(rsp: fnv1.RunFunctionResponse, reads: fleet_reads.Reads) -
             namespace=reads.namespace,
         )
         require(rsp, every)
-
-
-def _tenant_fetched(req: fnv1.RunFunctionRequest) -> tenancy.TenantFetched:
-    required = req.required_resources
-
-    def items(name: str) -> list[dict] | None:
-        if name not in required:
-            return None
-        return [readers.as_object(item.resource) for item in required[name].items]
-
-    return tenancy.TenantFetched(namespaces=items(tenancy.NAMESPACE), quotas=items(tenancy.QUOTAS))
-
-
-def _own_observed(req: fnv1.RunFunctionRequest) -> dict[str, readers.Observed]:
-    return {
-        key: readers.Observed.of(observed.resource)
-        for key, observed in sorted(req.observed.resources.items())
-        if key.startswith(readers.RESOURCE_PREFIX)
-    }
-
-
-def _observed_namespaces(req: fnv1.RunFunctionRequest) -> dict[str, dict]:
-    """The observed Namespace Objects (namespaces.py), by composition resource name."""
-    return {
-        key: readers.as_object(observed.resource)
-        for key, observed in sorted(req.observed.resources.items())
-        if key.startswith(namespaces.PREFIX)
-    }
-
-
-def _replicas_fetched(req: fnv1.RunFunctionRequest) -> fleet_reads.Replicas | None:
-    """The fleet's ModelReplicas as fetched (fleet_reads.py); None until the pending ones are."""
-    required = req.required_resources
-    if PENDING_REPLICAS not in required:
-        return None
-    namespace = required.get(fleet_reads.NAMESPACE_REPLICAS)
-    return fleet_reads.Replicas(
-        pending=[item.resource for item in required[PENDING_REPLICAS].items],
-        whole={
-            name.removeprefix(fleet_reads.WHOLE_PREFIX): [item.resource for item in found.items]
-            for name, found in required.items()
-            if name.startswith(fleet_reads.WHOLE_PREFIX)
-        },
-        namespace=(item.resource for item in namespace.items) if namespace is not None else None,
-    )
-
-
-def _fetched(req: fnv1.RunFunctionRequest) -> Fetched:
-    """The required resources; a kind Crossplane has not fetched yet is None."""
-    required = req.required_resources
-    clusters = required[CLUSTERS].items if CLUSTERS in required else None
-    return Fetched(
-        clusters=(
-            (readers.as_object(item.resource) for item in clusters)
-            if clusters is not None
-            else None
-        ),
-        replicas=_replicas_fetched(req),
-        no_clusters=clusters is not None and not clusters,
-        tenant=_tenant_fetched(req),
-        footprint=_footprint_fetched(req),
-    )
 
 
 def _write(rsp: fnv1.RunFunctionResponse, outcome: Outcome) -> None:
@@ -226,10 +151,7 @@ def run_function(
     """
     laps = logs.Laps()
     rsp = response.to(req)
-    xr = readers.as_object(req.observed.composite.resource)
-    own = _own_observed(req)
-    composed = Composed(own, _observed_namespaces(req))
-    outcome = decide(xr, composed, _fetched(req), now, matcher, laps)
+    outcome = decide(req, now, matcher, laps)
     _write(rsp, outcome)
     metrics.record(NAME, measured(outcome))
     if isinstance(outcome, Unplanned):
@@ -238,7 +160,7 @@ def run_function(
             requires=_next_inputs(outcome),
             reason=outcome.why.reason,
             message=outcome.why.message,
-            kept=len(own),
+            kept=sum(1 for key in outcome.resources if key.startswith(readers.RESOURCE_PREFIX)),
         )
         return rsp
     laps.lap("write")
@@ -252,6 +174,14 @@ def run_function(
         **laps.as_fields(),
     )
     return rsp
+
+
+def decide(
+    req: fnv1.RunFunctionRequest, now: datetime, matcher: Matcher, laps: logs.Laps | None = None
+) -> Outcome:
+    """The request read once (readers.read_request), then planned on (decision.plan).
+    Raises InvalidInput only when the composite is not an object with metadata and spec."""
+    return plan(readers.read_request(req, now), matcher, laps)
 
 
 def _next_inputs(outcome: Outcome) -> str:

@@ -165,3 +165,30 @@ class MissingCluster:
 
     name: str
     since: datetime
+
+
+# --- what the deployment asks for and last reported, as read -------------------------------------
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class DeploymentInput:
+    spec: DeploymentSpec
+    cluster_labels: dict[str, str]
+    template_labels: dict[str, str]
+    # Raw engines and tolerations: every ModelReplica names each member's template by its
+    # digest (writer.py) and carries the tolerations as they are.
+    raw_engines: tuple[Mapping, ...]
+    raw_tolerations: tuple[Mapping, ...]
+    # Healing durations clamped to their maximum, one line each (LONGEST_HEALING).
+    notes: tuple[str, ...] = ()
+
+
+@dataclass(frozen=True, slots=True)
+class Reported:
+    """What the deployment last reported about itself, read from its status."""
+
+    was_ready: bool  # Crossplane last reported it Ready
+    scheduled: object  # status.replicas.scheduled, any value: it is only compared
+    memories: Mapping[str, list]  # readers.MEMORIES, as they are
+    # Crossplane may be dropping its watch events (requeue.dropping_events).
+    dropping_events: bool

@@ -1,5 +1,9 @@
 """Wire to domain: read the request's resources into the core's small types.
 
+`read_request` is the one entry: it reads the RunFunctionRequest, and each
+round of required resources Crossplane fetched, into a `request.Request`
+that the phases of `decision.plan` read and nothing else re-reads.
+
 Small inputs (the deployment, its own replicas, the selected clusters) are
 converted to dicts first (`as_object`); the deployment and its own replicas
 are then validated against their generated models (modelplane_schemas,
@@ -11,18 +15,25 @@ reads them straight from the protobuf Structs: one pass reads only
 are read further (identity, PodsScheduled, scheduledAt, engines) only when
 placement first looks that cluster up.
 
-Readers never raise on malformed input: they return what they could read
-plus notes the report turns into the InputsValid condition and warnings.
+`read_request` raises only when the composite is not an object with
+metadata and spec (InvalidInput: a Fatal result). Every other defect is
+read into the Request: a deployment that breaks its schema as
+`InvalidDeployment` (`read_deployment` raises ValueError naming each
+defect), an unreadable own replica as `Own.invalid` (`read_own_replicas`
+raises InvalidOwnReplica), and malformed memories, clusters and other
+replicas as notes, which the report turns into the InputsValid condition
+and warnings.
 """
 
 from __future__ import annotations
 
 import re
 from collections import Counter
-from collections.abc import Iterable, Iterator, Mapping
-from dataclasses import dataclass
+from collections.abc import Iterable, Iterator, Mapping, Sequence
+from dataclasses import dataclass, replace
 from datetime import datetime, timedelta
 
+from crossplane.function.proto.v1 import run_function_pb2 as fnv1
 from google.protobuf import struct_pb2
 from modelplane_common import (
     labels,
@@ -55,6 +66,7 @@ from modelplane_common.inputs import (
     InvalidInput,
     bounded_duration,
     find_condition,
+    mapping,
     problem,
     status_of,
     struct_object,
@@ -67,11 +79,12 @@ from modelplane_schemas.modeldeployment import ModelDeployment
 from modelplane_schemas.modelreplica import Spec as ModelReplicaSpec
 from pydantic import ValidationError
 
-from compose_model_deployment import fleet_reads
+from compose_model_deployment import fleet_reads, in_flight, namespaces, steady, tenancy
 from compose_model_deployment.model import (
     LONGEST_HEALING,
     MISSING_PODS_GRACE,
     UNSCHEDULABLE_GRACE,
+    DeploymentInput,
     DeploymentSpec,
     EngineShape,
     FailedPlacement,
@@ -79,9 +92,11 @@ from compose_model_deployment.model import (
     MissingCluster,
     OwnReplica,
     ReplicaCondition,
+    Reported,
     healing_default,
 )
 from compose_model_deployment.placement import OthersOnCluster
+from compose_model_deployment.request import Fleet, Footprint, InvalidDeployment, Own, Request, View
 
 # Not a label: when the replica's current cluster and pools were chosen, on the
 # control plane's clock, so a PodsScheduled condition older than the placement
@@ -114,19 +129,6 @@ class Observed:
 
 
 # --- the deployment ---------------------------------------------------------------------------
-
-
-@dataclass(frozen=True, slots=True, kw_only=True)
-class DeploymentInput:
-    spec: DeploymentSpec
-    cluster_labels: dict[str, str]
-    template_labels: dict[str, str]
-    # Raw engines and tolerations: every ModelReplica names each member's template by its
-    # digest (writer.py) and carries the tolerations as they are.
-    raw_engines: tuple[Mapping, ...]
-    raw_tolerations: tuple[Mapping, ...]
-    # Healing durations clamped to their maximum, one line each (model.LONGEST_HEALING).
-    notes: tuple[str, ...] = ()
 
 
 def _member_shape(member: schema.Member) -> MemberShape:
@@ -288,16 +290,6 @@ def replica_count(xr: Mapping) -> int | None:
 
 
 # --- what the deployment's status remembers ------------------------------------------------------
-
-
-@dataclass(frozen=True, slots=True)
-class Reported:
-    """What the deployment last reported about itself, read from its status."""
-
-    was_ready: bool  # Crossplane last reported it Ready
-    scheduled: object  # status.replicas.scheduled, any value: it is only compared
-    memories: Mapping[str, list]  # MEMORIES, as they are
-    dropping_events: bool  # Crossplane may be dropping its watch events (requeue.dropping_events)
 
 
 def read_reported(xr: Mapping, now: datetime) -> Reported:
@@ -568,19 +560,6 @@ class InvalidOwnReplica(ValueError):
     """One of the deployment's own ModelReplicas cannot be read: nothing may be planned."""
 
 
-@dataclass(frozen=True, slots=True, kw_only=True)
-class PlanningInputs:
-    """Everything `placement.plan` needs besides the deployment, `now` and the matcher."""
-
-    clusters: tuple[Cluster, ...]
-    unreadable: Mapping[str, str]  # InferenceCluster name -> why it cannot be read
-    own: tuple[OwnReplica, ...]
-    failed: tuple[FailedPlacement, ...]
-    remembered: tuple[MissingCluster, ...]
-    others: OtherReplicas
-    notes: tuple[str, ...]  # input problems, in reading order (placement adds the others' later)
-
-
 # The selected clusters, those whose spec cannot be read (and why), and the notes.
 ReadClusters = tuple[list[Cluster], dict[str, str], list[str]]
 
@@ -622,39 +601,171 @@ def read_own_replicas(
     return own, notes
 
 
-def read_inputs(
-    xr: Mapping,
-    spec: DeploymentSpec,
-    clusters_read: ReadClusters,
-    own_observed: Mapping[str, Observed],
-    replicas: fleet_reads.Replicas,
-    quota_namespace: str | None = None,
-) -> PlanningInputs:
-    """Read this deployment's replicas, its memories and the fleet's replicas, beside the
-    clusters `read_clusters` read.
+# --- the request, read once ---------------------------------------------------------------------
 
-    The one reader `decision.decide` and the test builders share. Raises
-    InvalidOwnReplica when one of its own replicas is unreadable.
-    `quota_namespace`, when the namespace's devices are limited, also gathers
-    its other replicas fleet-wide (OtherReplicas.namespace_claims).
-    """
-    clusters, unreadable, notes = clusters_read
-    own, own_notes = read_own_replicas(own_observed, spec)
+
+def read_request(req: fnv1.RunFunctionRequest, now: datetime) -> Request:
+    """The request as one pass's typed inputs (request.py), each round of required
+    resources as Crossplane fetched it. Raises InvalidInput only when the composite is not
+    an object with metadata and spec (guard.py turns that into a Fatal result); every
+    other defect is read into the Request, for the pass to report."""
+    xr = as_object(req.observed.composite.resource)
+    mapping(xr.get("metadata"), "metadata")
+    mapping(xr.get("spec"), "spec")
+    observed = {
+        key: Observed.of(found.resource)
+        for key, found in sorted(req.observed.resources.items())
+        if key.startswith(RESOURCE_PREFIX)
+    }
+    base = Request(
+        now=now,
+        reported=read_reported(xr, now),
+        deployment=InvalidDeployment("", None),
+        own=_kept_own(observed),
+        namespaces={
+            key: as_object(found.resource)
+            for key, found in sorted(req.observed.resources.items())
+            if key.startswith(namespaces.PREFIX)
+        },
+    )
+    try:
+        deployment = read_deployment(xr)
+    except ValueError as err:
+        return replace(base, deployment=InvalidDeployment(str(err), replica_count(xr)))
+    return _read_planning_inputs(req, xr, replace(base, deployment=deployment), observed)
+
+
+def _read_planning_inputs(
+    req: fnv1.RunFunctionRequest, xr: Mapping, base: Request, observed: Mapping[str, Observed]
+) -> Request:
+    """What a readable deployment plans on: its replicas and memories, its tenant and the
+    fleet or footprint fetched."""
+    assert isinstance(base.deployment, DeploymentInput)
+    spec = base.deployment.spec
+    own = _read_own(observed, spec, base.own)
     failed, failed_notes = read_failed_placements(xr)
     remembered, missing_notes = read_missing_clusters(xr)
+    fetched_tenant = _tenant_fetched(req)
+    unfetched = tuple(fetched_tenant.unfetched())
+    tenant, tenant_notes = (
+        tenancy.read_tenant(spec.namespace, fetched_tenant) if not unfetched else (None, [])
+    )
+    read = replace(
+        base,
+        own=own,
+        failed=failed,
+        remembered=remembered,
+        memory_notes=(*failed_notes, *missing_notes),
+        tenant=tenant,
+        tenant_notes=tuple(tenant_notes),
+        tenant_unfetched=unfetched,
+        footprint=steady.footprint(spec, own.replicas if own.invalid is None else None),
+    )
+    fleet = _read_fleet(req, read)
+    if fleet is not None:
+        return replace(read, fleet=fleet)
+    return replace(read, fetched_footprint=_read_footprint(req, read))
+
+
+def _kept_own(observed: Mapping[str, Observed]) -> Own:
+    """The own replicas as observed, before (or without) the deployment's spec to read them."""
+    kept = {key: found.obj for key, found in observed.items()}
+    return Own(observed=kept, ready=sum(1 for obj in kept.values() if replica_ready(obj)))
+
+
+def _read_own(observed: Mapping[str, Observed], spec: DeploymentSpec, kept: Own) -> Own:
+    try:
+        replicas, notes = read_own_replicas(observed, spec)
+    except InvalidOwnReplica as err:
+        return replace(kept, invalid=str(err))
+    return replace(kept, replicas=tuple(replicas), notes=tuple(notes))
+
+
+def _tenant_fetched(req: fnv1.RunFunctionRequest) -> tenancy.TenantFetched:
+    required = req.required_resources
+
+    def items(name: str) -> list[dict] | None:
+        if name not in required:
+            return None
+        return [as_object(item.resource) for item in required[name].items]
+
+    return tenancy.TenantFetched(namespaces=items(tenancy.NAMESPACE), quotas=items(tenancy.QUOTAS))
+
+
+def _read_fleet(req: fnv1.RunFunctionRequest, read: Request) -> Fleet | None:
+    """The fleet as fetched; None when nothing of it is."""
+    required = req.required_resources
+    has_clusters = fleet_reads.CLUSTERS in required
+    has_pending = fleet_reads.PENDING_REPLICAS in required
+    if not has_clusters and not has_pending:
+        return None
+    if not has_clusters:
+        return Fleet(unfetched=(fleet_reads.CLUSTERS,))
+    if not has_pending:
+        return Fleet(unfetched=(fleet_reads.PENDING_REPLICAS,))
+    clusters = required[fleet_reads.CLUSTERS].items
+    objects = [as_object(item.resource) for item in clusters]
+    return Fleet(view=_view(read, objects, _replicas_fetched(req), reads_fleet=True))
+
+
+def _replicas_fetched(req: fnv1.RunFunctionRequest) -> fleet_reads.Replicas:
+    """The fleet's ModelReplicas as fetched (fleet_reads.py), the pending ones among them."""
+    required = req.required_resources
+    namespace = required.get(fleet_reads.NAMESPACE_REPLICAS)
+    return fleet_reads.Replicas(
+        pending=[item.resource for item in required[fleet_reads.PENDING_REPLICAS].items],
+        whole={
+            name.removeprefix(fleet_reads.WHOLE_PREFIX): [item.resource for item in found.items]
+            for name, found in required.items()
+            if name.startswith(fleet_reads.WHOLE_PREFIX)
+        },
+        namespace=[item.resource for item in namespace.items] if namespace is not None else None,
+    )
+
+
+def _read_footprint(req: fnv1.RunFunctionRequest, read: Request) -> Footprint | None:
+    """The footprint's clusters as fetched (steady.py), read only when they are exactly the
+    footprint's; None when none was fetched."""
+    fetched = {
+        name.removeprefix(steady.CLUSTER_PREFIX): [item.resource for item in required.items]
+        for name, required in req.required_resources.items()
+        if name.startswith(steady.CLUSTER_PREFIX)
+    }
+    if not fetched:
+        return None
+    names = frozenset(fetched)
+    if read.footprint is None or names != set(read.footprint):
+        return Footprint(names=names, view=None)
+    assert isinstance(read.deployment, DeploymentInput)
+    objects = steady.footprint_clusters(fetched, read.deployment.cluster_labels, read.footprint)
+    return Footprint(names=names, view=_view(read, objects, fleet_reads.Replicas(), False))
+
+
+def _view(
+    read: Request, objects: Sequence[Mapping], replicas: fleet_reads.Replicas, reads_fleet: bool
+) -> View:
+    """The fetched clusters and replicas as one plan's view of them."""
+    assert isinstance(read.deployment, DeploymentInput)
+    spec = read.deployment.spec
+    clusters, unreadable, notes = read_clusters(objects)
+    limited = read.tenant is not None and read.tenant.quota.limited
     others = OtherReplicas(
         replicas,
         clusters=(c.name for c in clusters),
-        own={(spec.namespace, r.name) for r in own},
+        own={(spec.namespace, r.name) for r in read.own.replicas},
         deployment=(spec.namespace, spec.name),
-        quota_namespace=quota_namespace,
+        quota_namespace=spec.namespace if limited else None,
     )
-    return PlanningInputs(
+    return View(
         clusters=tuple(clusters),
         unreadable=unreadable,
-        own=tuple(own),
-        failed=failed,
-        remembered=remembered,
+        notes=tuple(notes),
+        sites=namespaces.read_sites(objects, (c.name for c in clusters)),
+        no_clusters=not objects,
         others=others,
-        notes=(*notes, *own_notes, *failed_notes, *missing_notes),
+        claims=others.namespace_claims(),
+        room=in_flight.room(replicas.pending, spec.namespace),
+        whole=frozenset(replicas.whole),
+        namespace_fetched=replicas.namespace is not None,
+        reads_fleet=reads_fleet,
     )

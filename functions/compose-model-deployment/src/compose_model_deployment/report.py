@@ -2,8 +2,8 @@
 
 Pure like the other functions' `decide`: a `Report` is built from the plan
 (or, when nothing could be planned, from why) and the little
-`readers.read_reported` read from the composite's own status; `decide`
-puts it in its outcome and `fn.py` only writes it onto the response
+`readers.read_reported` read from the composite's own status;
+`decision.plan` puts it in its outcome and `fn.py` only writes it onto the response
 (`modelplane_common.respond.emit`, plus `desired.composite.ready`).
 
 Conditions

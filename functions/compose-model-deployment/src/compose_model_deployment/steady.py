@@ -49,13 +49,11 @@ import re
 from collections.abc import Mapping, Sequence
 
 from google.protobuf import struct_pb2
-from modelplane_common.inputs import InvalidInput, plain_value, struct_object
+from modelplane_common.inputs import plain_value, struct_object
 from modelplane_common.selectors import selects
 
-from compose_model_deployment import readers
-from compose_model_deployment.model import DeploymentSpec, MissingCluster
+from compose_model_deployment.model import DeploymentSpec, MissingCluster, OwnReplica
 from compose_model_deployment.placement import Change, Plan
-from compose_model_deployment.readers import Observed
 
 # The prefix of the name under which the shell requires one footprint cluster.
 CLUSTER_PREFIX = "inference-cluster-"
@@ -70,17 +68,13 @@ def requirement_name(cluster: str) -> str:
 
 
 def footprint(
-    spec: DeploymentSpec, own: Mapping[str, Observed]
+    spec: DeploymentSpec, replicas: Sequence[OwnReplica] | None
 ) -> dict[str, frozenset[str]] | None:
     """The clusters the deployment's replicas run on, sorted, each with the pools they use
     there, when it may be settled; None when it must read the fleet (too few replicas, one
-    that cannot be read, or one on a cluster no object can be named)."""
-    try:
-        replicas, _ = readers.read_own_replicas(own, spec)
-    except (readers.InvalidOwnReplica, InvalidInput):
-        return None  # the fleet pass reports it (InvalidReplica), as it always did
+    that cannot be read: `replicas` None, or one on a cluster no object can be named)."""
     if not replicas or len(replicas) < spec.replicas:
-        return None
+        return None  # an unreadable one: the fleet pass reports it (InvalidReplica)
     pools: dict[str, set[str]] = {}
     for replica in replicas:
         pools.setdefault(replica.cluster, set()).update(replica.pools)

@@ -10,9 +10,8 @@ from modelplane_common.outcome import capped
 from modelplane_common.outcome import unchanged as kept_unchanged
 from modelplane_common.timeutil import format_duration, format_placement_time, format_time
 
-from compose_model_deployment.model import FailedPlacement, MissingCluster
+from compose_model_deployment.model import DeploymentInput, FailedPlacement, MissingCluster
 from compose_model_deployment.placement import Change, Plan, PlannedReplica
-from compose_model_deployment.readers import PLACED_AT, DeploymentInput, Observed
 
 KIND = "ModelReplica"
 
@@ -82,7 +81,7 @@ def model_replica(deployment: DeploymentInput, replica: PlannedReplica) -> dict:
                 labels.REPLICA_INDEX: str(replica.index),
                 labels.CHARGE: labels.CHARGE_COUNTED if replica.counted else labels.CHARGE_PENDING,
             },
-            "annotations": {PLACED_AT: format_placement_time(replica.placed_at)},
+            "annotations": {labels.PLACED_AT: format_placement_time(replica.placed_at)},
         },
         "spec": body,
     }
@@ -144,13 +143,13 @@ def status(plan: Plan, missing: tuple[MissingCluster, ...]) -> dict:
     }
 
 
-def all_unchanged(own: Mapping[str, Observed]) -> dict[str, dict]:
+def all_unchanged(own: Mapping[str, Mapping]) -> dict[str, dict]:
     """Every observed resource exactly as it is (a pass that planned nothing)."""
-    return {key: unchanged(observed.obj) for key, observed in own.items()}
+    return {key: unchanged(observed) for key, observed in own.items()}
 
 
 def planned_resources(
-    deployment: DeploymentInput, plan: Plan, own: Mapping[str, Observed]
+    deployment: DeploymentInput, plan: Plan, own: Mapping[str, Mapping]
 ) -> dict[str, dict]:
     """The desired composed resources of a pass that planned, by composition name.
 
@@ -161,11 +160,11 @@ def planned_resources(
     for replica in plan.replicas:
         key = resource_name(replica.index)
         if replica.change in (Change.STRANDED, Change.HELD) and key in own:
-            desired[key] = unchanged(own[key].obj)
+            desired[key] = unchanged(own[key])
         else:
             desired[key] = model_replica(deployment, replica)
     removed = {resource_name(r.index) for r in plan.removed}
     for key, observed in own.items():
         if key not in desired and key not in removed:
-            desired[key] = unchanged(observed.obj)
+            desired[key] = unchanged(observed)
     return desired
