@@ -262,6 +262,7 @@ class DeploymentFields(TypedDict, total=False):
     healing: Mapping[str, str] | None  # default unset
     failed_placements: Sequence[Mapping]  # default none
     scheduled: int | None  # status.replicas.scheduled; default unset
+    cluster_spreading: str | None  # spec.clusterSpreading; default unset (the XRD's Spread)
 
 
 def deployment(
@@ -294,6 +295,8 @@ def deployment(
     }
     if healing:
         obj["spec"]["healing"] = dict(healing)
+    if fields.get("cluster_spreading") is not None:
+        obj["spec"]["clusterSpreading"] = fields["cluster_spreading"]
     status: dict = {}
     if failed_placements:
         status["failedPlacements"] = [dict(f) for f in failed_placements]
