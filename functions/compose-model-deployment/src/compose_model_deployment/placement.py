@@ -40,7 +40,10 @@ Phases (each a function below that returns what it decided; `plan` runs them in 
 Named ordering rules (design/scheduler.md, "Ordering rules", "Fragmentation")
     cluster order  fewest replicas of this deployment first (availability
                    spreading, a stated policy); a cluster with more is tried
-                   only when none with fewer holds the replica.
+                   only when none with fewer holds the replica. A deployment
+                   with spec.clusterSpreading Pack keeps no count
+                   (`spread_over`): every cluster ranks equal and rule
+                   "least fragmentation" alone picks among them.
     least fragmentation
                    among the pools (and clusters of equal rank) that hold it,
                    the place where the replica's pods, each on the node class
