@@ -162,7 +162,13 @@ STATES = [
 def scenarios(draw, mix: dict = MIXED):
     clusters, described = draw(fleets(mix))
     shape = draw(engines())
-    xr = t.deployment(replicas=draw(st.integers(0, 5)), engines=shape)
+    xr = t.deployment(
+        replicas=draw(st.integers(0, 5)),
+        engines=shape,
+        # Unset (the XRD's default, Spread), Spread written out, or Pack: every property
+        # holds whichever rule "cluster order" ranks the clusters by.
+        cluster_spreading=draw(st.sampled_from([None, "Spread", "Pack"])),
+    )
     names = [*described, "gone"]
     own, others = {}, []
     for i in range(draw(st.integers(0, 4))):

@@ -22,7 +22,13 @@ from modelplane_devtools.sim import cli
 from modelplane_devtools.sim.arrivals import Arrival, ArrivalError, Workload, read_model
 from modelplane_devtools.sim.binder import NodeChoice
 from modelplane_devtools.sim.fleet import FleetError, from_fleet_file, load
-from modelplane_devtools.sim.policies import DEVICE_COUNT, HISTOGRAMS, WHOLE_NODE, all_policies
+from modelplane_devtools.sim.policies import (
+    DEVICE_COUNT,
+    HISTOGRAMS,
+    HISTOGRAMS_PACK,
+    WHOLE_NODE,
+    all_policies,
+)
 from modelplane_devtools.sim.run import simulate
 from modelplane_devtools.sim.world import Settings
 
@@ -251,6 +257,28 @@ def test_a_csv_of_arrivals_is_replayed_as_written(tmp_path):
     ]
     result = simulate(from_fleet_file(small_fleet()), workload, Settings(), (HISTOGRAMS,))
     assert max(s.allocated for s in result.worlds[HISTOGRAMS.name].samples) == 18
+
+
+@pytest.mark.parametrize(
+    ("policy", "clusters"),
+    [
+        pytest.param(HISTOGRAMS, ["east", "west"], id="the default deployment spreads"),
+        pytest.param(
+            HISTOGRAMS_PACK,
+            ["east", "east"],
+            id="the Pack row's deployment packs where it breaks the smallest nodes",
+        ),
+    ],
+)
+def test_the_pack_row_replays_its_deployments_asking_cluster_spreading_pack(
+    tmp_path, policy, clusters
+):
+    path = tmp_path / "arrivals.csv"
+    path.write_text(CSV + "0,pair,2,1,1,1,60,\n")
+    workload = cli.arrival_input.load(path, seed=1, duration=timedelta(minutes=5))
+    result = simulate(from_fleet_file(small_fleet()), workload, Settings(), (policy,))
+    placed = result.worlds[policy.name].live["pair"].replicas.values()
+    assert sorted(r.cluster for r in placed) == clusters
 
 
 BAD_ROWS = [

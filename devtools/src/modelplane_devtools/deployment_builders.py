@@ -263,6 +263,7 @@ class DeploymentFields(TypedDict, total=False):
     failed_placements: Sequence[Mapping]  # default none
     missing_clusters: Sequence[Mapping]  # status.missingClusters ({name, since}); default none
     scheduled: int | None  # status.replicas.scheduled; default unset
+    cluster_spreading: str | None  # spec.clusterSpreading; default unset (the XRD's Spread)
 
 
 def deployment(
@@ -296,6 +297,8 @@ def deployment(
     }
     if healing:
         obj["spec"]["healing"] = dict(healing)
+    if fields.get("cluster_spreading") is not None:
+        obj["spec"]["clusterSpreading"] = fields["cluster_spreading"]
     status: dict = {}
     if failed_placements:
         status["failedPlacements"] = [dict(f) for f in failed_placements]

@@ -232,3 +232,14 @@ def test_a_deployment_in_a_reserved_namespace_places_nothing_and_keeps_every_rep
     )
     assert sorted(desired(rsp)) == ["replica-0"]
     assert desired(rsp)["replica-0"]["spec"] == ON_B["spec"]
+
+
+def test_an_unknown_cluster_spreading_is_refused_naming_it_and_keeps_every_replica():
+    xr = t.deployment(replicas=2, cluster_spreading="Packed")
+    rsp = run(t.request(xr, [A, B], [], OWN))
+    status, reason, text = conditions(rsp)[fn.SCHEDULED]
+    assert (status, reason) == ("False", "InvalidDeployment")
+    assert text.startswith("spec.clusterSpreading: ") and '"Packed"' in text
+    assert "\n" not in text
+    assert sorted(desired(rsp)) == ["replica-0"]
+    assert desired(rsp)["replica-0"]["spec"] == ON_B["spec"]

@@ -507,6 +507,27 @@ LEAST_FRAGMENTATION = [
         placed_on=[("b", ("p",)), ("a", ("p",))],
     ),
     Placement(
+        spec="clusterSpreading Pack: fragmentation alone picks the cluster, so the second "
+        "replica joins the first where it breaks no whole node",
+        xr=t.deployment(replicas=2, cluster_spreading="Pack"),
+        clusters=[whole("a"), partly_used("b")],
+        placed_on=[("b", ("p",)), ("b", ("p",))],
+    ),
+    Placement(
+        spec="clusterSpreading Pack on a fragmentation tie goes by name: both replicas "
+        "stack on the first cluster",
+        xr=t.deployment(replicas=2, cluster_spreading="Pack"),
+        clusters=[partly_used("b"), partly_used("a")],
+        placed_on=[("a", ("p",)), ("a", ("p",))],
+    ),
+    Placement(
+        spec="clusterSpreading Spread, written out, is the default: the second replica "
+        "breaks a whole node on the cluster that has none of the deployment",
+        xr=t.deployment(replicas=2, cluster_spreading="Spread"),
+        clusters=[whole("a"), partly_used("b")],
+        placed_on=[("b", ("p",)), ("a", ("p",))],
+    ),
+    Placement(
         spec="a pool counted without nodes is scored as if its pods broke whole nodes",
         xr=t.deployment(),
         clusters=[t.cluster("a", [t.pool("p", 2)]), partly_used("b")],

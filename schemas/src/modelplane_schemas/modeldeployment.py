@@ -11,6 +11,11 @@ from pydantic import AwareDatetime, BaseModel, ConfigDict, Field
 from typing_extensions import TypeAliasType
 
 
+class ClusterSpreading(StrEnum):
+    SPREAD = "Spread"
+    PACK = "Pack"
+
+
 class Healing(BaseModel):
     model_config = ConfigDict(
         extra="allow",
@@ -210,6 +215,12 @@ class Spec(BaseModel):
     model_config = ConfigDict(
         extra="allow",
     )
+    clusterSpreading: Annotated[
+        ClusterSpreading | None,
+        Field(
+            description="How the replicas are spread over the selected clusters. Spread (the default) sends each new or moving replica to the clusters with the fewest replicas of this deployment first, for availability; Pack sends it to the cluster where it fragments the fleet's free GPUs least, several replicas on one cluster if that is where, which leaves more whole nodes for large replicas."
+        ),
+    ] = "Spread"
     healing: Annotated[
         Healing | None,
         Field(

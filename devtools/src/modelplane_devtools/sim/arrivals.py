@@ -51,6 +51,7 @@ class Arrival:
     gpus_per_pod: int
     lifetime: timedelta
     selector: str = ""
+    cluster_spreading: str = "Spread"  # spec.clusterSpreading; a policy may change it (run.py)
 
     @property
     def gang(self) -> bool:
@@ -89,6 +90,7 @@ class Arrival:
             "metadata": {"name": self.name, "namespace": namespace},
             "spec": {
                 "replicas": self.replicas,
+                "clusterSpreading": self.cluster_spreading,
                 "template": {
                     "spec": {
                         # The simulated fleet is all theirs: tolerate every taint.

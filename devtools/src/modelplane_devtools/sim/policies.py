@@ -15,6 +15,11 @@ would in the function.
     histograms   `mode: Observed` and the agent's histogram republished
                  every `--republish` (stale in between: replicas placed
                  since are charged by the assumed node choice).
+    histograms, Pack
+                 the same clusters, every ModelDeployment asking
+                 `spec.clusterSpreading: Pack` (the others keep the default,
+                 Spread): the deployment's setting, not the cluster's, and
+                 the one row whose arrivals differ from the file's in a field.
     node-level   not an InferenceCluster setting: the reference that sees
                  every node of every pool and places by a fragmentation
                  score, without the core (nodelevel.py); the yardstick for
@@ -35,10 +40,15 @@ class Policy:
     observation: Mapping[str, str] = field(default_factory=dict)  # spec.observation
     publishes: bool = False  # whether the agent's histograms reach status.gpuPools
     sees_nodes: bool = False  # the node-level reference: places without the core
+    # The spec.clusterSpreading every arriving ModelDeployment asks (run.py applies it).
+    cluster_spreading: str = "Spread"
 
 
 WHOLE_NODE = Policy("whole-node", {"mode": "Declared"})
 HISTOGRAMS = Policy("histograms", {"mode": "Observed"}, publishes=True)
+HISTOGRAMS_PACK = Policy(
+    "histograms, Pack", {"mode": "Observed"}, publishes=True, cluster_spreading="Pack"
+)
 # Declared only so that the World reads the same pools; it never plans through the core.
 NODE_LEVEL = Policy("node-level", {"mode": "Declared"}, sees_nodes=True)
 
@@ -57,4 +67,4 @@ DEVICE_COUNT = device_count()
 
 
 def all_policies() -> tuple[Policy, ...]:
-    return (WHOLE_NODE, DEVICE_COUNT, HISTOGRAMS, NODE_LEVEL)
+    return (WHOLE_NODE, DEVICE_COUNT, HISTOGRAMS, HISTOGRAMS_PACK, NODE_LEVEL)

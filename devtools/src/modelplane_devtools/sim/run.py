@@ -9,7 +9,7 @@ sees the same arrivals at the same moments.
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from datetime import UTC, datetime
 
 from compose_model_deployment import Matcher, default_matcher
@@ -53,9 +53,14 @@ def _steps(workload: Workload, settings: Settings) -> _Steps:
     return steps
 
 
+def _as_asked(batch: list[Arrival], policy: Policy) -> list[Arrival]:
+    """The arrivals as the policy's deployments ask for them (its spec.clusterSpreading)."""
+    return [replace(a, cluster_spreading=policy.cluster_spreading) for a in batch]
+
+
 def _replay(world: World, steps: _Steps, progress: Progress | None) -> World:
     for n, (now, batch) in enumerate(steps):
-        world.step(now, batch)
+        world.step(now, _as_asked(batch, world.policy))
         if progress is not None:
             progress(world.policy.name, n + 1, len(steps))
     world.finish()

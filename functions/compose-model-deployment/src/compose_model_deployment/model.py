@@ -23,7 +23,7 @@ from modelplane_common.capacity.quota import DeviceQuota
 from modelplane_common.devices import DeviceRequest
 from modelplane_common.timeutil import parse_duration
 from modelplane_common.tolerations import Toleration
-from modelplane_schemas.modeldeployment import Healing
+from modelplane_schemas.modeldeployment import ClusterSpreading, Healing
 
 
 def healing_default(field: str) -> timedelta:
@@ -83,6 +83,8 @@ class DeploymentSpec:
     avoid_for: timedelta = AVOID_FOR
     missing_cluster_grace: timedelta = MISSING_CLUSTER_GRACE
     missing_pods_grace: timedelta = MISSING_PODS_GRACE  # copied onto every replica
+    # spec.clusterSpreading: whether rule "cluster order" spreads the replicas (placement.py).
+    cluster_spreading: ClusterSpreading = ClusterSpreading.SPREAD
 
     def replica_name(self, index: int) -> str:
         return f"{self.name}-{index}"

@@ -40,7 +40,10 @@ Phases (each a function below that returns what it decided; `plan` runs them in 
 Named ordering rules (design/scheduler.md, "Ordering rules", "Fragmentation")
     cluster order  fewest replicas of this deployment first (availability
                    spreading, a stated policy); a cluster with more is tried
-                   only when none with fewer holds the replica.
+                   only when none with fewer holds the replica. A deployment
+                   with spec.clusterSpreading Pack keeps no count
+                   (`spread_over`): every cluster ranks equal and rule
+                   "least fragmentation" alone picks among them.
     least fragmentation
                    among the pools (and clusters of equal rank) that hold it,
                    the place where the replica's pods, each on the node class
@@ -137,6 +140,7 @@ from modelplane_common.pods_created import released
 
 from compose_model_deployment import placement_time, usable
 from compose_model_deployment.model import (
+    ClusterSpreading,
     DeploymentSpec,
     EngineShape,
     FailedPlacement,
@@ -344,6 +348,13 @@ def cluster_order(cluster: Cluster, replicas_on: Mapping[str, int]) -> tuple[int
     replicas of this deployment first (among them rule "least fragmentation" decides),
     ties by name."""
     return (replicas_on.get(cluster.name, 0), cluster.name)
+
+
+def spread_over(spec: DeploymentSpec, replicas_on: Mapping[str, int]) -> Mapping[str, int]:
+    """The replica counts rule "cluster order" ranks clusters by: this deployment's per
+    cluster under spec.clusterSpreading Spread; none under Pack, so that every cluster
+    ranks equal and rule "least fragmentation" alone chooses among them."""
+    return replicas_on if spec.cluster_spreading is ClusterSpreading.SPREAD else {}
 
 
 def victim_order(
@@ -891,6 +902,7 @@ class _Filler:
         (rule "cluster order"; the first CLUSTERS_COMPARED of them by name), the one it
         fragments least, ties by name; or why none takes it."""
         usable, refused = self.eligible()
+        replicas_on = spread_over(self.spec, replicas_on)
         self.quota_short = None
         best: _Attempt | None = None
         fewest, compared = 0, 0

@@ -271,6 +271,8 @@ def read_deployment(xr: Mapping) -> DeploymentInput:
             missing_cluster_grace=_healing(healing, "missingClusterGracePeriod", notes),
             missing_pods_grace=_healing(healing, "missingPodsGracePeriod", notes)
             or MISSING_PODS_GRACE,
+            # The model keeps the schema's default as written ("Spread"), not as the enum.
+            cluster_spreading=schema.ClusterSpreading(model.spec.clusterSpreading or "Spread"),
         ),
         cluster_labels=dict(selector.matchLabels or {}) if selector else {},
         template_labels=dict((template.metadata.labels or {}) if template.metadata else {}),
