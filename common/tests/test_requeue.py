@@ -15,11 +15,11 @@ def test_waiting_is_the_function_sdks_default_ttl():
 @pytest.mark.parametrize(
     ("deadlines", "expected"),
     [
-        pytest.param((None, None), requeue.SETTLED_CAP, id="no deadline: the settled cap"),
+        pytest.param((None, None), requeue.AT_REST_CAP, id="no deadline: the at-rest cap"),
         pytest.param((7 * S, requeue.CONVERGING), 7 * S, id="the earliest deadline wins"),
         pytest.param((0 * S, requeue.WAITING), requeue.FLOOR, id="never below the floor"),
         pytest.param((None, requeue.CONVERGING), requeue.CONVERGING, id="None is no deadline"),
-        pytest.param((timedelta(hours=1),), requeue.SETTLED_CAP, id="never past the settled cap"),
+        pytest.param((timedelta(hours=1),), requeue.AT_REST_CAP, id="never past the at-rest cap"),
     ],
 )
 def test_soonest(deadlines, expected):
@@ -30,12 +30,12 @@ AFTER = {
     "events may be dropped: converging, whatever else": (True, False, (), requeue.CONVERGING),
     "events may be dropped while waiting: converging": (True, True, (), requeue.CONVERGING),
     "something on its way, events flow: the event backstop": (False, True, (), requeue.WAITING),
-    "settled with no deadline: the cap": (False, False, (), requeue.SETTLED_CAP),
-    "settled: the earliest deadline": (
+    "at rest with no deadline: the cap": (False, False, (), requeue.AT_REST_CAP),
+    "at rest: the earliest deadline": (
         False, False, (3 * 60 * S, 2 * 60 * S, None), 2 * 60 * S
     ),
-    "settled, a deadline past the cap: the cap": (
-        False, False, (timedelta(minutes=20),), requeue.SETTLED_CAP
+    "at rest, a deadline past the cap: the cap": (
+        False, False, (timedelta(minutes=20),), requeue.AT_REST_CAP
     ),
     "waiting, a deadline sooner than the backstop: the deadline": (
         False, True, (20 * S,), 20 * S
@@ -80,7 +80,7 @@ def responsive(status, turned=None):
         pytest.param(
             responsive("False", timedelta(hours=3)),
             False,
-            id="a settled XR still reading False hours after opening: events flow",
+            id="an XR at rest still reading False hours after opening: events flow",
         ),
         pytest.param(responsive("False"), True, id="no transition time: read as just opened"),
         pytest.param(responsive("False", -60 * S), True, id="a future transition: just opened"),

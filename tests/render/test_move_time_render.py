@@ -2,7 +2,7 @@
 
 Crossplane reconciles a deployment again on the same (possibly stale) view;
 the function reads the clock. For every reason a replica leaves its place
-(design/scheduler.md, "Healing"; placement_time.py) the two renders must
+(design/scheduler.md, "When a move counts as placed"; placement_time.py) the two renders must
 give each replica the same cluster, pools and `modelplane.ai/placed-at`, so
 the second apply is a no-op rather than a new placement to admit:
 

@@ -67,7 +67,7 @@ def turns_stale_at(
     observed_at: datetime, current_at: datetime | None, now: datetime, max_age: timedelta
 ) -> datetime | None:
     """The first instant a fresh report reads stale unless something newer arrives (the
-    deadline a settled replica looks again at); None when it is stale already."""
+    deadline a replica at rest looks again at); None when it is stale already."""
     if report_staleness(observed_at, current_at, now, max_age) is not None:
         return None
     vouching = [t for t in (observed_at, current_at) if t is not None and t - now <= max_age]

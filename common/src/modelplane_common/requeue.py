@@ -20,13 +20,13 @@ resource changing). Each function states here how soon it must look again:
                 bring the first; the TTL backs up an event lost anyway and
                 polls the second. The SDK's own default.
     deadlines   the real instants at which the XR's answer changes with no
-                event (a report turning stale, a grace period or the admission
-                settle running out, a failure memory expiring): `until` turns
+                event (a report turning stale, a grace period or admission's
+                commit delay running out, a failure memory expiring): `until` turns
                 each into a TTL, and `after` takes the earliest.
-    SETTLED_CAP nothing moving and events flowing: the earliest deadline, but
+    AT_REST_CAP nothing moving and events flowing: the earliest deadline, but
                 never later than this, which bounds how long a change that
                 only a required resource shows (an InferenceCluster's spec,
-                taints or pools) waits for a settled XR (design/reconcile.md,
+                taints or pools) waits for an XR at rest (design/reconcile.md,
                 "The rule").
     observation_refresh
                 an InferenceCluster that reads the agent looks again at a
@@ -37,10 +37,10 @@ resource changing). Each function states here how soon it must look again:
 The breaker drops events only for a while after it opens. Crossplane keeps
 its state per XR and changes it only when an event arrives: an open circuit
 closes on the first event after its cooldown, and until then the XR's
-`Responsive` condition reads False, however long ago it opened. A settled XR
-has no events, so its condition may read False for as long as it stays
-settled (measured on the settled e2e fleet: design/scheduler.md, "A settled
-fleet on the real control plane"). So the condition counts as dropping only
+`Responsive` condition reads False, however long ago it opened. An XR at rest
+has no events, so its condition may read False for as long as it stays at
+rest (measured on the e2e fleet at rest: design/scheduler.md, "A fleet at
+rest on the real control plane"). So the condition counts as dropping only
 within DROPPING_FOR of turning False: Crossplane's default cooldown plus its
 30 s between half-open probes, after which even the first event passes
 (design/reconcile.md, "The watch circuit breaker").
@@ -58,10 +58,10 @@ CONVERGING = timedelta(seconds=10)
 # The Function SDK's default TTL (crossplane.function.response.DEFAULT_TTL); plain
 # here because the agent's image, which shares this package, carries no SDK.
 WAITING = timedelta(minutes=1)
-# The latest a settled XR is called again: Crossplane's breaker cooldown and the
-# InferenceCluster's default maxAge. A settled fleet then costs a fifth of the
+# The latest an XR at rest is called again: Crossplane's breaker cooldown and the
+# InferenceCluster's default maxAge. A fleet at rest then costs a fifth of the
 # reconciles a 60 s TTL does; a change only a required resource shows waits at most this.
-SETTLED_CAP = timedelta(minutes=5)
+AT_REST_CAP = timedelta(minutes=5)
 # The TTL never goes below this, however short a maxAge is.
 FLOOR = timedelta(seconds=1)
 
@@ -102,7 +102,7 @@ def after(
 ) -> timedelta:
     """The TTL: CONVERGING while events may be dropped, else WAITING while something is
     on its way or only a required resource shows what the XR waits for; never later
-    than the earliest deadline (`until`), nor than SETTLED_CAP."""
+    than the earliest deadline (`until`), nor than AT_REST_CAP."""
     tier = CONVERGING if dropping_events else WAITING if waiting else None
     return soonest(tier, *deadlines)
 
@@ -114,5 +114,5 @@ def observation_refresh(max_age: timedelta) -> timedelta:
 
 def soonest(*deadlines: timedelta | None) -> timedelta:
     """The earliest of the deadlines given (None: no deadline), between FLOOR and
-    SETTLED_CAP."""
-    return max(min([*(d for d in deadlines if d is not None), SETTLED_CAP]), FLOOR)
+    AT_REST_CAP."""
+    return max(min([*(d for d in deadlines if d is not None), AT_REST_CAP]), FLOOR)

@@ -721,7 +721,7 @@ def test_each_request_logs_its_decision_and_timings_at_debug_bound_to_tag_and_xr
         pytest.param({"mode": "Observed", "maxAge": "1m"}, 15, id="observed: a quarter of maxAge"),
         pytest.param({"mode": "Observed", "maxAge": "2s"}, 1, id="never below one second"),
         pytest.param({"mode": "Observed", "maxAge": "5m"}, 60, id="never above the 60s backstop"),
-        pytest.param({"mode": "Declared"}, 300, id="declared reads no agent: the settled 5m cap"),
+        pytest.param({"mode": "Declared"}, 300, id="declared reads no agent: the at-rest 5m cap"),
     ],
 )
 def test_an_observed_cluster_is_called_again_within_a_quarter_of_its_max_age(observation, seconds):

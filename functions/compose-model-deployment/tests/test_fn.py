@@ -348,9 +348,9 @@ def test_placements_are_announced_as_normal_events_once():
     xr = t.deployment(replicas=1, engines=[t.standalone(gpus=8)])
     rsp = run(t.request(xr, CLUSTERS, []))
     assert events(rsp, "Normal") == ["placed replica llm-0 on a/p"]
-    settled = run(t.request(xr, CLUSTERS, [], OWN))
-    assert events(settled) == []
-    assert conditions(settled)[fn.READY][:2] == ("True", "AllReplicasReady")
+    steady = run(t.request(xr, CLUSTERS, [], OWN))
+    assert events(steady) == []
+    assert conditions(steady)[fn.READY][:2] == ("True", "AllReplicasReady")
 
 
 def test_identity_includes_the_namespace():
@@ -487,7 +487,7 @@ SETTLED_XR = t.deployment(replicas=1, engines=[t.standalone(gpus=8)])
 
 
 def failing_until(expires_at):
-    """The settled deployment remembering a failed placement on a pool until `expires_at`."""
+    """The steady deployment remembering a failed placement on a pool until `expires_at`."""
     status = {
         "failedPlacements": [{"cluster": "a", "pool": "p", "expiresAt": format_time(expires_at)}]
     }
@@ -495,7 +495,7 @@ def failing_until(expires_at):
 
 
 def unschedulable_for(since: timedelta) -> tuple:
-    """The settled deployment whose one replica has been Unschedulable for `since`."""
+    """The steady deployment whose one replica has been Unschedulable for `since`."""
     stuck = t.running_replica(
         0,
         "b",
@@ -513,17 +513,17 @@ def unschedulable_for(since: timedelta) -> tuple:
         pytest.param(
             t.request(SETTLED_XR, CLUSTERS, [RUNNING], OWN),
             300,
-            id="every replica placed and Ready, no deadline: the settled 5m cap",
+            id="every replica placed and Ready, no deadline: the at-rest 5m cap",
         ),
         pytest.param(
             t.request(failing_until(t.NOW + timedelta(minutes=2)), CLUSTERS, [RUNNING], OWN),
             120,
-            id="settled, a failed placement remembered 2m more: called again when it expires",
+            id="at rest, a failed placement remembered 2m more: called again when it expires",
         ),
         pytest.param(
             t.request(failing_until(t.NOW + timedelta(minutes=20)), CLUSTERS, [RUNNING], OWN),
             300,
-            id="settled, a failure memory past the cap: the 5m cap",
+            id="at rest, a failure memory past the cap: the 5m cap",
         ),
         pytest.param(
             t.request(SETTLED_XR, CLUSTERS, []),
@@ -575,7 +575,7 @@ def test_a_converging_deployment_asks_to_be_called_again_soon(req, seconds):
     ("opened", "converging"),
     [pytest.param(*case[:2], id=case[2]) for case in wire.OPEN_CIRCUIT_TTLS],
 )
-def test_a_settled_deployment_with_an_open_circuit_is_called_again_soon_while_it_may_drop_events(
+def test_a_deployment_at_rest_with_an_open_circuit_is_called_again_soon_while_it_may_drop_events(
     opened, converging
 ):
     xr = {**SETTLED_XR, "status": wire.open_circuit(t.NOW - opened)}

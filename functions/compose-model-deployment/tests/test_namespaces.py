@@ -272,7 +272,7 @@ def test_the_same_view_composes_the_same_namespace_objects_at_another_time():
     assert first == again and len(first) == 2
 
 
-def test_a_settled_reconcile_composes_what_the_fleet_pass_composes():
+def test_a_steady_reconcile_composes_what_the_fleet_pass_composes():
     """Steady mode reads the footprint by name; its Namespace Objects are the fleet's."""
     own = running({"a": 1, "b": 1})
     clusters = [site("a"), site("b", provider_config="pc-b")]

@@ -204,7 +204,7 @@ CASES = [
         [a.in_flight("x-0", NOW - timedelta(seconds=3))],
         None,
         WAITING,
-        id="younger than the settle time: waits",
+        id="younger than the commit delay: waits",
     ),
 ]
 
@@ -270,9 +270,9 @@ def test_device_count_shortfalls_say_what_was_counted(bodies, message):
     assert (verdict.reason, verdict.message) == (OVERCOMMITTED, message)
 
 
-def test_settling_replica_is_asked_back_when_the_settle_time_is_over():
+def test_a_replica_in_its_commit_delay_is_asked_back_when_it_is_over():
     verdict = verdict_of("x-0", [a.in_flight("x-0", NOW - timedelta(seconds=3))])
-    assert verdict.retry_after == admission.SETTLE - timedelta(seconds=3)
+    assert verdict.retry_after == admission.COMMIT_DELAY - timedelta(seconds=3)
     assert verdict.record is None
 
 

@@ -77,7 +77,7 @@ def xr(*engines, cluster="east", name="r0", namespace="team-a", status=None):
         "metadata": {
             "name": name,
             "namespace": namespace,
-            # Placed long enough ago for admission to judge it (admission.SETTLE).
+            # Placed long enough ago for admission to judge it (admission.COMMIT_DELAY).
             "annotations": {labels.PLACED_AT: EARLIER},
             "labels": {labels.CLUSTER: cluster},
         },
@@ -1491,7 +1491,7 @@ def test_an_approved_priority_class_reaches_the_pods():
     assert conditions(rsp)["Admitted"][:2] == ("True", "Admitted")
 
 
-def test_a_replica_in_its_settle_time_waits_and_asks_to_be_called_back():
+def test_a_replica_in_its_commit_delay_waits_and_asks_to_be_called_back():
     replica = xr()
     replica["metadata"]["annotations"][labels.PLACED_AT] = "2026-11-29T11:59:57Z"
     rsp = call(replica)
@@ -1548,7 +1548,7 @@ def test_a_replica_is_called_again_on_events_backed_by_60s_or_at_its_next_deadli
     ("opened", "converging"),
     [pytest.param(*case[:2], id=case[2]) for case in wire.OPEN_CIRCUIT_TTLS],
 )
-def test_a_settled_replica_with_an_open_circuit_is_called_again_soon_while_it_may_drop_events(
+def test_a_replica_at_rest_with_an_open_circuit_is_called_again_soon_while_it_may_drop_events(
     opened, converging
 ):
     rsp = call(xr(status=wire.open_circuit(NOW - opened)), SERVING)
@@ -1804,7 +1804,7 @@ def test_a_grace_past_the_platforms_hour_holds_capacity_an_hour_and_says_so(
         pytest.param(
             {"east/namespace": remote_object("Namespace", ready=True)},
             False,
-            id="an earlier release's Namespace Object alone is no running work: it settles first",
+            id="an earlier release's Namespace Object alone is no running work: it waits",
         ),
         pytest.param(
             {
@@ -1812,7 +1812,7 @@ def test_a_grace_past_the_platforms_hour_holds_capacity_an_hour_and_says_so(
                 **observation(report(0, 0)),
             },
             False,
-            id="nor with its ReplicaObservation: it settles first",
+            id="nor with its ReplicaObservation: it waits",
         ),
         pytest.param(
             {"east/serve/workload": remote_object("Deployment", {}, ready=True)},
@@ -1821,7 +1821,7 @@ def test_a_grace_past_the_platforms_hour_holds_capacity_an_hour_and_says_so(
         ),
     ],
 )
-def test_only_an_engine_object_admits_a_settling_replica_as_already_running(observed, admitted):
+def test_only_an_engine_object_admits_a_replica_in_its_commit_delay_at_once(observed, admitted):
     replica = xr()
     replica["metadata"]["annotations"][labels.PLACED_AT] = "2026-11-29T11:59:57Z"
     rsp = call(replica, observed)

@@ -251,7 +251,7 @@ def grown(copies, charged_copies, **fields):
             [],
             GROWTH_NOT_ADMITTED,
             "settling",
-            id="a growth waits the settle time after it was seen",
+            id="a growth waits the commit delay after it was seen",
         ),
         pytest.param(
             grown(2, 1, grown_at=OLD),

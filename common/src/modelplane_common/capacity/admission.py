@@ -47,8 +47,8 @@ A queued replica
     charged (`counted`: not read; `pending`: read, and released). A
     NotCreated condition left from a previous placement is rewritten
     (NotObserved) on the replica's first pass after it moved, well inside
-    the settle time every replica placed after it waits (compose-model-
-    replica's `admission.SETTLE`).
+    the commit delay every replica placed after it waits (compose-model-
+    replica's `admission.COMMIT_DELAY`).
 
 The placement time
     The scheduler stamps `placed-at` to the microsecond

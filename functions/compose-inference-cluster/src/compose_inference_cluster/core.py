@@ -156,7 +156,7 @@ class Decision:
     verdicts: tuple[PoolVerdict, ...]
     ready: bool  # the cluster's own Ready
     # When to be called again: modelplane_common.requeue.
-    requeue_after: timedelta = requeue.SETTLED_CAP
+    requeue_after: timedelta = requeue.AT_REST_CAP
 
 
 def provider_config(xr_name: str, secret_ref: Mapping) -> dict:

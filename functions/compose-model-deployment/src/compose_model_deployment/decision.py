@@ -18,8 +18,8 @@ to require next), so the shell only translates it to the wire:
                  WaitingForInputs   Crossplane has not fetched the clusters,
                                     the replicas, the Namespace or its
                                     ResourceQuotas yet (or fetched only
-                                    the footprint, and its plan does not
-                                    settle: the fleet is required);
+                                    the footprint, and its plan is not
+                                    steady: the fleet is required);
                  NoClusters         no InferenceCluster matches clusterSelector;
                  InvalidReplica     one of the deployment's own replicas is
                                     unreadable;
@@ -28,7 +28,7 @@ to require next), so the shell only translates it to the wire:
 Phases (each a function below that returns what it decided; `plan` runs them in order)
     1. trust     the deployment read, or Unplanned (InvalidDeployment).
     2. view      what it plans on, from what is fetched (steady.py): the
-                 fleet; else the footprint when the deployment may be settled
+                 fleet; else the footprint when the deployment may be steady
                  (required first, then planned on); else the fleet is required.
     3. ready     every input of the view fetched and a cluster selected
                  (WaitingForInputs, NoClusters).
@@ -38,8 +38,8 @@ Phases (each a function below that returns what it decided; `plan` runs them in 
     6. schedule  the new replicas bounded (in_flight.py), absence judged
                  (absence.py), `placement.plan` (InvalidSelector): a plan.
     7. outcome   built once from what phases 1-6 decided; a plan on the
-                 footprint is kept only when it settles, and a fleet plan
-                 that settles requires the footprint next (`footprint`).
+                 footprint is kept only when it is steady, and a steady
+                 fleet plan requires the footprint next (`footprint`).
 
 Bad or missing input never deletes running work: every path that cannot
 trust its inputs ends in `Unplanned`. The labels to require
@@ -49,8 +49,8 @@ nothing is required.
 What a pass plans on follows from what Crossplane fetched (steady.py): the
 fleet (every selected InferenceCluster and the ModelReplicas it must charge,
 fleet_reads.py), or, for a
-deployment that may be settled, its footprint (the clusters its replicas run
-on, by name). A plan on the footprint is returned only when `steady.settles`
+deployment that may be steady, its footprint (the clusters its replicas run
+on, by name). A plan on the footprint is returned only when `steady.is_steady`
 holds; otherwise the pass plans nothing (WaitingForInputs) and requires the
 fleet, so Crossplane calls again with it. Outcomes carry `footprint` when
 the footprint is what the shell requires next.
@@ -112,7 +112,7 @@ class Unplanned:
     said: report.Report
     why: report.NothingPlanned
     cluster_labels: Mapping[str, str] | None
-    requeue_after: timedelta  # nothing moves while nothing is planned: SETTLED, unless
+    requeue_after: timedelta  # nothing moves while nothing is planned: AT_REST_CAP, unless
     # the deployment's watch circuit is open (modelplane_common.requeue)
     tenancy: tuple[ResourceRequirement, ...] = ()
     # The clusters to require by name instead of the fleet (steady.py); None: the fleet.
@@ -247,16 +247,16 @@ def plan(request: Request, matcher: Matcher, laps: logs.Laps | None = None) -> O
 
 
 def _back_to_footprint(request: Request, decided: _Scheduled | _NotPlanned) -> Sequence[str] | None:
-    """A fleet pass whose plan settles requires the footprint next, not the fleet.
+    """A fleet pass whose plan is steady requires the footprint next, not the fleet.
 
-    Its plan never consulted the rest of the fleet (steady.settles), so the
+    Its plan never consulted the rest of the fleet (steady.is_steady), so the
     footprint plans it the same and the next call or reconcile reads only
     that. Without this, a deployment once on the fleet stays there under
     Crossplane v2.4, which seeds every reconcile with the last one's
     requirements and keeps them in each call (design/reconcile.md, "Crossplane
     v2.4"): it would plan on, and be woken by, every pending replica of the
-    fleet for as long as it runs. Under v2.3.4 it costs one call after a fleet
-    pass that settles.
+    fleet for as long as it runs. Under v2.3.4 it costs one call after a steady fleet
+    pass.
 
     Not after a pass that removes replicas: the footprint is read from the own
     replicas, the removed ones included until they are gone, and a removed
@@ -264,7 +264,7 @@ def _back_to_footprint(request: Request, decided: _Scheduled | _NotPlanned) -> S
     after, without them, returns to the footprint."""
     if not isinstance(decided, _Scheduled) or decided.plan.removed:
         return None
-    if not steady.settles(decided.plan, decided.missing) or request.footprint is None:
+    if not steady.is_steady(decided.plan, decided.missing) or request.footprint is None:
         return None
     return tuple(request.footprint)
 
@@ -272,7 +272,7 @@ def _back_to_footprint(request: Request, decided: _Scheduled | _NotPlanned) -> S
 def _on_footprint(
     this: _Pass, footprint: Mapping[str, frozenset[str]], fetched: Footprint | None
 ) -> Outcome:
-    """2: the footprint. Not fetched yet: required. Fetched: its plan when it settles (the
+    """2: the footprint. Not fetched yet: required. Fetched: its plan when it is steady (the
     footprint required again, so Crossplane stops); else nothing planned and the fleet
     required for a third call."""
     replicas = this.deployment.spec.replicas
@@ -282,7 +282,7 @@ def _on_footprint(
         return this.outcome(_NotPlanned(waiting), footprint=tuple(footprint))
     if fetched.view is not None:
         decided = _on_view(this, (), fetched.view)
-        if isinstance(decided, _Scheduled) and steady.settles(decided.plan, decided.missing):
+        if isinstance(decided, _Scheduled) and steady.is_steady(decided.plan, decided.missing):
             return this.outcome(decided, footprint=tuple(footprint))
     return this.outcome(_NotPlanned(_waiting(replicas, [CLUSTERS, PENDING_REPLICAS])))
 

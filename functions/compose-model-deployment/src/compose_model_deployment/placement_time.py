@@ -40,13 +40,13 @@ Invariants
       instant a failure falls due (a deadline of its TTL, decision.py), or
       within `requeue.CONVERGING` while its watch circuit may drop the event
       that brings it, so on a healthy control plane the stamp is no earlier
-      than the apply that makes the move visible, and admission's settle time
+      than the apply that makes the move visible, and admission's commit delay
       still runs from when every peer can see it. A move decided later than
-      that (a control plane behind by more) settles for less.
+      that (a control plane behind by more) gets a shorter commit delay.
     - Never older than the view: a replica that could move only long after
       its failure fell due (stranded until capacity freed up) is stamped no
       earlier than the newest observation, not at its old failure, so it does
-      not skip the settle time and jump the queue of everyone placed since.
+      not skip the commit delay and jump the queue of everyone placed since.
       A timely move is unaffected (its `due + ACT_WITHIN` is at or after
       `now`, which no observation passes), so heartbeats between two
       reconciles of the same failure do not change its stamp.

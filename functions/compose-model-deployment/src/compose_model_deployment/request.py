@@ -113,7 +113,7 @@ class Request:
     tenant_notes: tuple[str, ...] = ()
     tenant_unfetched: tuple[str, ...] = ()
     # The clusters the replicas run on, with the pools they use, when the deployment may be
-    # settled (steady.footprint); the footprint's clusters are read with those pools only.
+    # steady (steady.footprint); the footprint's clusters are read with those pools only.
     footprint: Mapping[str, frozenset[str]] | None = None
     fleet: Fleet | None = None  # None: nothing of the fleet fetched
     fetched_footprint: Footprint | None = None  # None: no footprint cluster fetched

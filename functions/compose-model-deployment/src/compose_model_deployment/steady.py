@@ -1,4 +1,4 @@
-"""Steady mode: a settled deployment reads only what it owns.
+"""Steady mode: a steady deployment reads only what it owns.
 
 Crossplane starts every reconcile with no required resources, fetches
 exactly what a response requires, calls again, and stops as soon as a
@@ -6,7 +6,7 @@ response requires what the previous one did (design/reconcile.md,
 "Required resources"). The pass decides which inputs to ask for from what
 is fetched, never from the clock:
 
-    nothing fetched   a deployment that MAY be settled (at least one own
+    nothing fetched   a deployment that MAY be steady (at least one own
                       replica, at least `spec.replicas` of them, every one
                       readable and on a cluster an object can be named
                       after) requires its FOOTPRINT: each InferenceCluster
@@ -19,7 +19,7 @@ is fetched, never from the clock:
                       replica (`footprint_clusters` reads only the pools in
                       use, and drops a cluster the clusterSelector does not
                       select, so it reads as absent exactly as in the fleet).
-                      Its plan is accepted only when `settles` holds; then
+                      Its plan is accepted only when `is_steady` holds; then
                       the pass requires the footprint again and Crossplane
                       stops. Otherwise nothing is planned and the fleet is
                       required: a third call plans on it.
@@ -71,7 +71,7 @@ def footprint(
     spec: DeploymentSpec, replicas: Sequence[OwnReplica] | None
 ) -> dict[str, frozenset[str]] | None:
     """The clusters the deployment's replicas run on, sorted, each with the pools they use
-    there, when it may be settled; None when it must read the fleet (too few replicas, one
+    there, when it may be steady; None when it must read the fleet (too few replicas, one
     that cannot be read: `replicas` None, or one on a cluster no object can be named)."""
     if not replicas or len(replicas) < spec.replicas:
         return None  # an unreadable one: the fleet pass reports it (InvalidReplica)
@@ -97,9 +97,9 @@ def _pool_name(entry: struct_pb2.Value) -> str | None:
 
 def _in_use(cluster: struct_pb2.Struct, pools: frozenset[str]) -> dict:
     """A footprint cluster read from its Struct with `status.gpuPools` cut to the pools the
-    deployment's replicas use there: a plan that settles reads no other pool (it builds no
+    deployment's replicas use there: a steady plan reads no other pool (it builds no
     ledger), and one that would is not kept. Reading every pool's histogram was most of a
-    settled call. Anything not shaped as a list of named pools is read whole."""
+    steady call. Anything not shaped as a list of named pools is read whole."""
     status = cluster.fields.get("status")
     listed = status.struct_value.fields.get("gpuPools") if status is not None else None
     if listed is None or not listed.HasField("list_value"):
@@ -131,8 +131,9 @@ def footprint_clusters(
     return [obj for obj in read if _selected(obj, match_labels)]
 
 
-def settles(plan: Plan, missing: Sequence[MissingCluster]) -> bool:
-    """Whether the plan could not have depended on anything outside the footprint."""
+def is_steady(plan: Plan, missing: Sequence[MissingCluster]) -> bool:
+    """Whether the plan is steady: it keeps every replica as it is and could not have
+    depended on anything outside the footprint."""
     return (
         all(r.change is Change.KEPT for r in plan.replicas)
         and not plan.healed

@@ -23,7 +23,7 @@ Invariants
       same queue in the same order, so of two replicas competing for the
       last node exactly the one ahead is admitted. The verdict does not
       depend on the order the inputs arrive in (tests/property).
-    - Nothing is admitted on a guess: a replica younger than `SETTLE`, or
+    - Nothing is admitted on a guess: a replica younger than `COMMIT_DELAY`, or
       whose cluster, spec or fellow replicas cannot be read, waits.
     - A verdict binds its placement and is sticky: once Admitted (or
       Overcommitted) for a placed-at, it stays so until the scheduler
@@ -60,8 +60,8 @@ from modelplane_common.capacity.pools import PoolLedgers, engine_pods, place_eng
 # being in every other replica's required resources (Crossplane applies it
 # within the same reconcile, its cache sees it under a second; the issue's
 # simulation assumed up to 5 s), with room for clock skew between function
-# replicas. design/admission.md, "Settle time".
-SETTLE = timedelta(seconds=10)
+# replicas. design/admission.md, "Commit delay".
+COMMIT_DELAY = timedelta(seconds=10)
 
 # A replica that runs at the shape its verdict charged while its growth is not admitted.
 GROWTH_NOT_ADMITTED = "GrowthNotAdmitted"
@@ -100,7 +100,7 @@ class AdmissionVerdict:
     reason: str  # ADMITTED, WAITING, OVERCOMMITTED or GROWTH_NOT_ADMITTED
     message: str
     record: Record | None = None  # what status.admission says; None while waiting
-    retry_after: timedelta | None = None  # while settling: when to look again
+    retry_after: timedelta | None = None  # in its commit delay: when to look again
     refused: bool = False  # a growth judged and found short: a person may have to act
 
     @property
@@ -270,7 +270,7 @@ def _already_decided(applicant: Applicant, now: datetime) -> AdmissionVerdict | 
 def _not_judged(
     applicant: Applicant, cluster: Cluster | None, others: Sequence[Queued] | None, now: datetime
 ) -> AdmissionVerdict | None:
-    """Why the replay cannot run yet (an input is unreadable, or it is still settling)."""
+    """Why the replay cannot run yet (an input is unreadable, or its commit delay is not over)."""
     mine = applicant.queued
     if applicant.problem:
         return waiting(f"not judged: {applicant.problem}")
@@ -281,11 +281,11 @@ def _not_judged(
     if mine.placed_at is None:
         return waiting("not judged: it has no placement time")
     age = now - mine.placed_at
-    if age < SETTLE:
-        return waiting(
-            f"settling for {SETTLE.seconds}s after its placement, "
+    if age < COMMIT_DELAY:
+        return waiting(  # "settling": the wire word users and tests match stays
+            f"settling for {COMMIT_DELAY.seconds}s after its placement, "
             "so that every replica placed before it is visible",
-            retry_after=SETTLE - age,
+            retry_after=COMMIT_DELAY - age,
         )
     missing = sorted({e.pool for e in mine.charge.engines if cluster.pool(e.pool) is None})
     if missing:
@@ -336,7 +336,7 @@ def growth_verdict(
     """The verdict of a replica whose spec grew past its Admitted verdict.
 
     Admitted for the growth: the new verdict, charging the new shape. Anything
-    else (still settling, an input missing, too little room or quota): it keeps
+    else (its commit delay not over, an input missing, too little room or quota): it keeps
     running at the shape its verdict charged, and its record keeps that shape and
     says when the growth was first seen (its queue time, so its place is kept).
     """

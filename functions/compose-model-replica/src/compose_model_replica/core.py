@@ -23,7 +23,7 @@ everything the shell writes:
 4. Warning events for everything a person has to fix, the resources the
    shell must require next (the cluster, its replicas until the verdict is
    recorded, and the ModelDeployment while a member names its template by
-   digest), and when to be called again: at admission's settle deadline,
+   digest), and when to be called again: at the end of admission's commit delay,
    else soon while the replica is not yet Ready with every pod scheduled,
    a template is not in hand, or its watch circuit is open
    (modelplane_common.requeue: Crossplane may drop the events that would
@@ -164,7 +164,7 @@ class Outcome:
     conditions: tuple[Condition, ...]
     events: tuple[Event, ...]
     ready: bool  # the replica's own Ready: WorkloadsReady is True
-    # When to be called again: admission's settle deadline, else modelplane_common.requeue.
+    # When to be called again: the end of admission's commit delay, else modelplane_common.requeue.
     requeue_after: timedelta
 
 
@@ -187,7 +187,7 @@ def _has_workloads(spec: ParsedSpec, observed: Mapping[str, ObservedObject]) -> 
     Any engine's name under the cluster's prefix counts (an engine renamed
     since is still running work); the ReplicaObservation and an earlier
     release's workload Namespace, composed before any verdict, are not workloads: counting them
-    would admit every replica at once, past the settle time and the replay.
+    would admit every replica at once, past the commit delay and the replay.
     """
     return bool(spec.cluster) and any(is_engine_resource(spec.cluster, n) for n in observed)
 
@@ -711,7 +711,7 @@ def orphaned(given: Inputs) -> Outcome:
         conditions=tuple(Condition(t, "False", orphans.ORPHANED, message) for t in types),
         events=(Event("Warning", message),),
         ready=False,
-        requeue_after=requeue.SETTLED_CAP,
+        requeue_after=requeue.AT_REST_CAP,
     )
 
 
@@ -772,7 +772,7 @@ def _deadlines(
     verdict: AdmissionVerdict,
     created_verdict: PodsCreatedVerdict,
 ) -> tuple[timedelta | None, ...]:
-    """When the replica's answer changes with no event: admission's settle, the agent's
+    """When the replica's answer changes with no event: admission's commit delay, the agent's
     report turning stale (its cluster's replicasCurrentAt moves with no event: required
     resources are not watched), the missing pods' grace running out."""
     now = given.now
