@@ -45,11 +45,11 @@ from compose_model_deployment import InvalidSelector, Matcher, Matching, read_de
 from modelplane_common.capacity.fleet import Cluster, PlacedEngine
 from modelplane_common.capacity.fragmentation import Demand, Shapes, choose_node
 
-from modelplane_devtools.sim.arrivals import Arrival
-from modelplane_devtools.sim.binder import Bound, PoolNodes, occupy, pod_demands
-from modelplane_devtools.sim.fleet import Fleet
-from modelplane_devtools.sim.policies import Policy
-from modelplane_devtools.sim.world import BIND_DELAY, Live, Replica, Settings, World
+from modelplane_sim.arrivals import Arrival
+from modelplane_sim.binder import Bound, PoolNodes, occupy, pod_demands
+from modelplane_sim.fleet import Fleet
+from modelplane_sim.policies import Policy
+from modelplane_sim.world import BIND_DELAY, Live, Replica, Settings, World
 
 PoolKey = tuple[str, str]
 

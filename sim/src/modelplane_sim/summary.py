@@ -25,7 +25,7 @@ import statistics
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from modelplane_devtools.sim.world import Sample, Tally
+from modelplane_sim.world import Sample, Tally
 
 
 @dataclass(frozen=True, slots=True)

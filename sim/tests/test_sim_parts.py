@@ -11,14 +11,14 @@ import yaml
 from compose_model_deployment import default_matcher
 from modelplane_common.capacity.fleet import PlacedEngine, PlacedMember, ResolvedRequest, Role
 from modelplane_common.observation import DeviceKinds
-from modelplane_devtools.sim import cli
-from modelplane_devtools.sim.arrivals import Arrival
-from modelplane_devtools.sim.binder import NodeChoice, PoolNodes, bind, release
-from modelplane_devtools.sim.bound import RelaxedBound
-from modelplane_devtools.sim.fleet import FleetError, from_fleet_file, load
-from modelplane_devtools.sim.policies import DEVICE_COUNT, HISTOGRAMS, WHOLE_NODE
-from modelplane_devtools.sim.run import START
-from modelplane_devtools.sim.world import Settings, World
+from modelplane_sim import cli
+from modelplane_sim.arrivals import Arrival
+from modelplane_sim.binder import NodeChoice, PoolNodes, bind, release
+from modelplane_sim.bound import RelaxedBound
+from modelplane_sim.fleet import FleetError, from_fleet_file, load
+from modelplane_sim.policies import DEVICE_COUNT, HISTOGRAMS, WHOLE_NODE
+from modelplane_sim.run import START
+from modelplane_sim.world import Settings, World
 
 GPU_NIC = DeviceKinds(("gpu", "nic"), (8, 2))
 

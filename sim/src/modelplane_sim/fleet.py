@@ -52,7 +52,7 @@ from modelplane_common.observation import (
 )
 from modelplane_common.timeutil import parse_duration
 
-from modelplane_devtools.sim.binder import NodeChoice, PoolNodes
+from modelplane_sim.binder import NodeChoice, PoolNodes
 
 
 class FleetError(ValueError):

@@ -14,14 +14,14 @@ from datetime import UTC, datetime
 
 from compose_model_deployment import Matcher, default_matcher
 
-from modelplane_devtools.sim import report
-from modelplane_devtools.sim.arrivals import Arrival, Workload
-from modelplane_devtools.sim.bound import RelaxedBound
-from modelplane_devtools.sim.fleet import Fleet
-from modelplane_devtools.sim.nodelevel import NodeLevelWorld
-from modelplane_devtools.sim.policies import Policy, all_policies
-from modelplane_devtools.sim.summary import Row, bound_row, policy_row
-from modelplane_devtools.sim.world import Settings, World
+from modelplane_sim import report
+from modelplane_sim.arrivals import Arrival, Workload
+from modelplane_sim.bound import RelaxedBound
+from modelplane_sim.fleet import Fleet
+from modelplane_sim.nodelevel import NodeLevelWorld
+from modelplane_sim.policies import Policy, all_policies
+from modelplane_sim.summary import Row, bound_row, policy_row
+from modelplane_sim.world import Settings, World
 
 START = datetime(2026, 1, 1, tzinfo=UTC)
 Progress = Callable[[str, int, int], None]

@@ -2,7 +2,7 @@
 
 Run as a script for the table in design/scheduler.md:
 
-    uv run python tests/simulation/test_misprediction.py
+    uv run python sim/tests/test_misprediction.py
 
 Model (design/scheduler.md, assumed node choice): 18 pools of 16 nodes with 8 GPUs each.
 Every minute a few pods (1, 2, 4 or 8 GPUs; some 2-pod gangs on distinct

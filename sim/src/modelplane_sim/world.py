@@ -34,7 +34,7 @@ A deployment needs a pass when it lacks replicas, or a pending replica is
 past its grace period, or a failed placement expired. A deployment that
 found no room is not planned again until something could have freed some
 (a departure, a publication, a replica moved or removed: `epoch`); the pass
-it skips would have found the same (tests/simulation checks the runs are
+it skips would have found the same (sim/tests checks the runs are
 equal with `skip_unchanged=False`; the default run's are too, at half the
 CPU). Healthy replicas never move, so a deployment whose replicas are all
 bound needs no pass.
@@ -75,10 +75,10 @@ from modelplane_common.capacity.readers import read_cluster
 from modelplane_common.observation import Observation
 from modelplane_common.timeutil import parse_duration
 
-from modelplane_devtools.sim.arrivals import Arrival
-from modelplane_devtools.sim.binder import Bound, NodeChoice, PoolNodes, bind, pod_demands, release
-from modelplane_devtools.sim.fleet import Fleet
-from modelplane_devtools.sim.policies import Policy
+from modelplane_sim.arrivals import Arrival
+from modelplane_sim.binder import Bound, NodeChoice, PoolNodes, bind, pod_demands, release
+from modelplane_sim.fleet import Fleet
+from modelplane_sim.policies import Policy
 
 NAMESPACE = "sim"
 BIND_DELAY = timedelta(seconds=5)

@@ -24,8 +24,8 @@ from itertools import combinations
 from compose_model_deployment import InvalidSelector, Matcher, Matching, read_deployment
 from modelplane_common.capacity.fleet import Cluster, Pool
 
-from modelplane_devtools.sim.arrivals import Arrival
-from modelplane_devtools.sim.fleet import Fleet
+from modelplane_sim.arrivals import Arrival
+from modelplane_sim.fleet import Fleet
 
 
 class RelaxedBound:

@@ -26,15 +26,15 @@ from pathlib import Path
 
 from modelplane_common.timeutil import format_duration, parse_duration
 
-from modelplane_devtools.sim import arrivals as arrival_input
-from modelplane_devtools.sim import fleet as fleet_input
-from modelplane_devtools.sim import report, trace
-from modelplane_devtools.sim.arrivals import ArrivalError, Workload
-from modelplane_devtools.sim.binder import NodeChoice
-from modelplane_devtools.sim.fleet import Fleet, FleetError
-from modelplane_devtools.sim.run import Progress, Result, simulate
-from modelplane_devtools.sim.summary import table
-from modelplane_devtools.sim.world import Settings
+from modelplane_sim import arrivals as arrival_input
+from modelplane_sim import fleet as fleet_input
+from modelplane_sim import report, trace
+from modelplane_sim.arrivals import ArrivalError, Workload
+from modelplane_sim.binder import NodeChoice
+from modelplane_sim.fleet import Fleet, FleetError
+from modelplane_sim.run import Progress, Result, simulate
+from modelplane_sim.summary import table
+from modelplane_sim.world import Settings
 
 
 def write_report(out: Path, result: Result, facts: dict[str, str]) -> Path:

@@ -14,13 +14,13 @@ import pytest
 from modelplane_common.capacity.fleet import PlacedEngine, PlacedMember, ResolvedRequest, Role
 from modelplane_common.capacity.fragmentation import Shapes, choose_node, fragmentation, increase
 from modelplane_common.observation import DeviceKinds
-from modelplane_devtools.sim import run
-from modelplane_devtools.sim.arrivals import Workload, read_model
-from modelplane_devtools.sim.binder import NodeChoice, PoolNodes
-from modelplane_devtools.sim.fleet import from_fleet_file
-from modelplane_devtools.sim.nodelevel import NodeLevelWorld, place_engine
-from modelplane_devtools.sim.policies import NODE_LEVEL
-from modelplane_devtools.sim.world import Settings
+from modelplane_sim import run
+from modelplane_sim.arrivals import Workload, read_model
+from modelplane_sim.binder import NodeChoice, PoolNodes
+from modelplane_sim.fleet import from_fleet_file
+from modelplane_sim.nodelevel import NodeLevelWorld, place_engine
+from modelplane_sim.policies import NODE_LEVEL
+from modelplane_sim.world import Settings
 
 ONE_OR_EIGHT = Shapes.of({(1,): 1, (8,): 1})  # half the pods want 1 GPU, half 8
 GPU = (True,)

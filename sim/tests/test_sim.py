@@ -17,20 +17,20 @@ from typing import TypedDict, Unpack
 
 import pytest
 import yaml
-from modelplane_devtools.fields import reject_unknown
-from modelplane_devtools.sim import cli
-from modelplane_devtools.sim.arrivals import Arrival, ArrivalError, Workload, read_model
-from modelplane_devtools.sim.binder import NodeChoice
-from modelplane_devtools.sim.fleet import FleetError, from_fleet_file, load
-from modelplane_devtools.sim.policies import (
+from modelplane_sim import cli
+from modelplane_sim.arrivals import Arrival, ArrivalError, Workload, read_model
+from modelplane_sim.binder import NodeChoice
+from modelplane_sim.fleet import FleetError, from_fleet_file, load
+from modelplane_sim.policies import (
     DEVICE_COUNT,
     HISTOGRAMS,
     HISTOGRAMS_PACK,
     WHOLE_NODE,
     all_policies,
 )
-from modelplane_devtools.sim.run import simulate
-from modelplane_devtools.sim.world import Settings
+from modelplane_sim.run import simulate
+from modelplane_sim.world import Settings
+from modelplane_testkit.fields import reject_unknown
 
 GPU8 = [
     {"name": "gpu", "driver": "gpu.nvidia.com", "deviceClassName": "gpu.nvidia.com", "count": 8}

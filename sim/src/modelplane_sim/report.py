@@ -20,9 +20,9 @@ import matplotlib
 matplotlib.use("Agg")
 import matplotlib.pyplot as plt
 
-from modelplane_devtools.sim import bound, policies, summary
-from modelplane_devtools.sim.summary import HEADER, Row, cells
-from modelplane_devtools.sim.world import Sample
+from modelplane_sim import bound, policies, summary
+from modelplane_sim.summary import HEADER, Row, cells
+from modelplane_sim.world import Sample
 
 
 @dataclass(frozen=True, slots=True)
@@ -112,7 +112,7 @@ td,th{{border:1px solid #ccc;padding:.2em .6em;text-align:left}}</style>
 <h1>modelplane-sim</h1>
 <p>The same arrivals replayed through the project's placement core under each accounting
 policy; a node-level model of the cluster scheduler decides what really binds.
-Definitions: <code>devtools/src/modelplane_devtools/sim/summary.py</code>;
+Definitions: <code>sim/src/modelplane_sim/summary.py</code>;
 the upper bound: <code>sim/bound.py</code>.</p>
 <table>{settings}</table>
 <h2>Summary</h2>

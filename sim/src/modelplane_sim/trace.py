@@ -48,8 +48,8 @@ from pathlib import Path
 
 from modelplane_common.inputs import problem
 
-from modelplane_devtools.sim.arrivals import Arrival, ArrivalError, Workload, selector
-from modelplane_devtools.sim.fleet import Fleet, FleetError, from_fleet_file
+from modelplane_sim.arrivals import Arrival, ArrivalError, Workload, selector
+from modelplane_sim.fleet import Fleet, FleetError, from_fleet_file
 
 NODES_FILE = "openb_node_list_gpu_node.csv"
 NODE_COLUMNS = ("sn", "gpu", "model")

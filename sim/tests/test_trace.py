@@ -1,6 +1,6 @@
 """The trace loader (sim/trace.py) on a sample in the openb format that we wrote ourselves.
 
-tests/simulation/data/openb-sample holds 7 nodes (one without a GPU) and 6
+sim/tests/data/openb-sample holds 7 nodes (one without a GPU) and 6
 tasks (one CPU-only, one GPU-sharing, one with a gpu_spec) in the columns
 of the published openb csv files; the published files are not shipped
 (their folder states no licence).
@@ -12,9 +12,9 @@ from datetime import timedelta
 from pathlib import Path
 
 import pytest
-from modelplane_devtools.sim import cli, trace
-from modelplane_devtools.sim.arrivals import ArrivalError
-from modelplane_devtools.sim.fleet import FleetError
+from modelplane_sim import cli, trace
+from modelplane_sim.arrivals import ArrivalError
+from modelplane_sim.fleet import FleetError
 
 SAMPLE = Path(__file__).parent / "data" / "openb-sample"
 NODES = SAMPLE / trace.NODES_FILE
