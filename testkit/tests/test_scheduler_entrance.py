@@ -7,7 +7,7 @@ import subprocess
 from pathlib import Path
 
 import pytest
-from modelplane_devtools import deployment_builders as t
+from modelplane_testkit import deployment_builders as t
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -58,7 +58,7 @@ def _lint(source: str, path: str) -> subprocess.CompletedProcess[str]:
         ),
         pytest.param(
             "from compose_model_deployment.readers import read_deployment\n",
-            "devtools/src/modelplane_devtools/sim/x.py",
+            "sim/src/modelplane_sim/x.py",
             True,
             id="the simulator importing from an internal module is refused",
         ),

@@ -34,8 +34,8 @@ from modelplane_common.capacity.readers import read_charge, read_cluster
 from modelplane_common.devices import DeviceKind, DeviceRequest
 from modelplane_common.timeutil import format_time
 
-from modelplane_devtools import wire
-from modelplane_devtools.fields import reject_unknown
+from modelplane_testkit import wire
+from modelplane_testkit.fields import reject_unknown
 
 NOW = datetime(2025, 6, 1, 12, 0, 0, tzinfo=UTC)
 

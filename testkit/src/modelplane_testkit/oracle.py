@@ -36,7 +36,7 @@ from modelplane_agent.kube import _resource
 from modelplane_agent.state import CLAIMS, CLASSES, NODES, PODS, POOLS, REPLICAS, SLICES
 from modelplane_common.inputs import find_condition
 
-from modelplane_devtools.oracle_states import Pool
+from modelplane_testkit.oracle_states import Pool
 
 PHASE_LABEL = "oracle.modelplane.ai/phase"
 # What a lightkube client raises while an object, or its kind, is not served yet:

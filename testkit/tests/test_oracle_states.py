@@ -5,7 +5,7 @@ from __future__ import annotations
 import dataclasses
 
 import pytest
-from modelplane_devtools.oracle_states import FEATURES, features_from, generate
+from modelplane_testkit.oracle_states import FEATURES, features_from, generate
 
 SEEDS = range(1, 61)
 

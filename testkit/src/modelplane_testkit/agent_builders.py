@@ -2,7 +2,7 @@
 
 Each returns a plain JSON mapping of the real wire shape (resource.k8s.io/v1
 for DRA objects), so what the tests feed the agent is what it reads from a
-cluster. Test-only: it lives in devtools so the agent's image does not ship it.
+cluster. Test-only: it lives in the testkit so the agent's image does not ship it.
 
 A builder's optional, keyword-only fields are named once, in a TypedDict
 (`NodeFields`, `SliceFields`, ...), taken as `**fields: Unpack[...]` and read with
@@ -19,7 +19,7 @@ from typing import TypedDict, Unpack
 
 from modelplane_common import labels
 
-from modelplane_devtools.fields import reject_unknown
+from modelplane_testkit.fields import reject_unknown
 
 NVIDIA = "gpu.nvidia.com"
 NIC_DRIVER = "nic.example.com"

@@ -26,14 +26,13 @@ missing binary is an error naming `make setup`, never a skip.
 from __future__ import annotations
 
 import json
-import os
 import subprocess
 from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import IO, Any
 
-from modelplane_devtools.render import TOOLS, ToolMissing
+from modelplane_devtools import paths
 
 OUTCOMES = frozenset({"true", "false", "compile", "cost", "runtime", "input"})
 
@@ -45,11 +44,8 @@ class OracleAnswer:
 
 
 def binary() -> Path:
-    """The oracle's path; raises ToolMissing with the fix."""
-    path = Path(os.environ.get("CEL_ORACLE") or TOOLS / "cel-oracle")
-    if not path.is_file():
-        raise ToolMissing(f"{path} is missing: run `make setup` (or set CEL_ORACLE)")
-    return path
+    """The oracle's path; raises paths.ToolMissing with the fix."""
+    return paths.binary("cel-oracle", "CEL_ORACLE")
 
 
 class Oracle:

@@ -61,11 +61,12 @@ from google.protobuf.message import DecodeError
 from hypothesis import strategies as st
 from modelplane_common.guard import INTERNAL_ERROR
 from modelplane_common.nesting import MAX_TEMPLATE_DEPTH
+from modelplane_devtools import render
+from modelplane_devtools.paths import ROOT
 
-from modelplane_devtools import render, wire
+from modelplane_testkit import wire
 
 NOW = datetime(2026, 11, 30, 12, 0, tzinfo=UTC)
-ROOT = render.ROOT
 NAME_ANNOTATION = "crossplane.io/composition-resource-name"
 FUNCTION_OF_COMPOSITION = {
     "apis/inferencecluster/composition.yaml": "compose-inference-cluster",

@@ -22,8 +22,8 @@ from modelplane_common.capacity.fleet import Cluster
 from modelplane_common.capacity.readers import read_cluster
 from modelplane_common.timeutil import format_time
 
-from modelplane_devtools import deployment_builders as t
-from modelplane_devtools.fields import reject_unknown
+from modelplane_testkit import deployment_builders as t
+from modelplane_testkit.fields import reject_unknown
 
 CLUSTER = "east"
 
