@@ -1,5 +1,5 @@
 """The agent's live tests run on a real workload cluster: the e2e's own
-(`modelplane_devtools.e2e.stack.start_workload`, which its module docstring
+(`modelplane_e2e.stack.start_workload`, which its module docstring
 describes), alone, one per test module, in the module's temporary folder, on the
 Kubernetes version `MODELPLANE_KUBE_VERSION` names (`e2e.kube_versions`: v1.35.4,
 v1.36.3 or v1.37.2; default v1.35.4). A binary of that version that is not built
@@ -16,7 +16,8 @@ from __future__ import annotations
 from collections.abc import Iterator
 
 import pytest
-from modelplane_devtools.e2e import kube_versions, stack
+from modelplane_devtools import paths
+from modelplane_e2e import kube_versions, stack
 
 
 @pytest.fixture(scope="session")
@@ -33,7 +34,7 @@ def cluster(
 ) -> Iterator[stack.Cluster]:
     try:
         running = stack.start_workload(tmp_path_factory.mktemp("agent-live"), kube=kube_version)
-    except stack.ToolMissing as missing:
+    except paths.ToolMissing as missing:
         why = f"Kubernetes {kube_version.version}: {missing}"
         raise pytest.fail.Exception(why, pytrace=False) from None
     try:
