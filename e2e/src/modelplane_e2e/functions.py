@@ -41,8 +41,8 @@ import subprocess
 import sys
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING
 
+from modelplane_devtools import packages
 from modelplane_devtools.paths import ROOT
 from modelplane_devtools.processes import Process, Supervisor, free_port, listening
 from modelplane_devtools.render import program_of
@@ -50,9 +50,6 @@ from modelplane_devtools.render import program_of
 from modelplane_e2e import dns, pki, runtime
 from modelplane_e2e.binaries import binary
 from modelplane_e2e.kube import Kube
-
-if TYPE_CHECKING:
-    from modelplane_devtools.packages import Runtime
 
 # The Configuration package: apis/ (its crossplane.yaml, XRDs and Compositions).
 CONFIGURATION = "modelplane-fleet"
@@ -99,18 +96,12 @@ class PackagedSource(PackageSource):
     directory: Path = ROOT / "dist" / "xpkg"
 
     def package(self, name: str, out: Path) -> Path:
-        from modelplane_devtools import packages
-
         return packages.xpkg(name, self.directory)
 
     def configuration(self, out: Path) -> Path:
-        from modelplane_devtools import packages
-
         return packages.xpkg(CONFIGURATION, self.directory)
 
     def serve(self, name: str, address: str, certs: Path, metrics: str | None = None) -> list[str]:
-        from modelplane_devtools import packages
-
         # The image's unprivileged user must reach its root filesystem and its
         # certificates whatever the modes of the folders the repository was
         # cloned into (a 0700 temporary folder, say): both are staged in a
@@ -130,11 +121,9 @@ def metrics_argument(metrics: str | None) -> list[str]:
 
 
 @functools.cache
-def unpacked(name: str, directory: Path) -> Runtime:
+def unpacked(name: str, directory: Path) -> packages.Runtime:
     """The function's image unpacked once per session, shared by all its processes
     (its root filesystem is read-only to them), in a world-readable temporary directory."""
-    from modelplane_devtools import packages
-
     staged = packages.world_readable_tempdir(f"modelplane-e2e-{name}-image-")
     atexit.register(shutil.rmtree, staged, ignore_errors=True)
     return packages.unpack(packages.xpkg(name, directory), staged / "image")

@@ -23,16 +23,13 @@ import base64
 import copy
 from functools import partial
 from pathlib import Path
-from typing import TYPE_CHECKING
 
 import yaml
 from modelplane_devtools.processes import Process, free_port, listening
 
 from modelplane_e2e import pki
+from modelplane_e2e.cluster import Cluster
 from modelplane_e2e.kube import Kube, condition, eventually
-
-if TYPE_CHECKING:
-    from modelplane_e2e.cluster import Cluster
 
 MODULE = "sigs.k8s.io/lws"
 GROUP = "leaderworkerset.x-k8s.io"

@@ -10,14 +10,11 @@ import json
 import math
 from dataclasses import asdict, dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING
 
 from modelplane_e2e.scale import analysis, cost, record
 from modelplane_e2e.scale.meters import Meters
 from modelplane_e2e.scale.profile import Profile
-
-if TYPE_CHECKING:
-    from modelplane_e2e.stack import Stack
+from modelplane_e2e.stack import Stack
 
 # The processes whose CPU the table shows (the JSON has every process).
 SHOWN = ("crossplane", "compose-", "modelplane-agent", "provider-kubernetes")
