@@ -15,7 +15,7 @@ in `modelplane_devtools.version.PINS`: the binary is built from it once into
 floor core is setup.sh's `crossplane-core`, which the render tests also run,
 and the floor provider e2e-tools' `provider-kubernetes`), and the CRDs
 Crossplane installs and the provider's package come from the same module's
-source (`stack.module_dir`), so a run never mixes two releases of one
+source (`binaries.module_dir`), so a run never mixes two releases of one
 component.
 
 deploy/control-plane installs the provider release the floor names (the
