@@ -12,12 +12,11 @@ from __future__ import annotations
 from modelplane_devtools import registry
 
 from modelplane_e2e import agent, binaries, install, kwok, lws, pki, stack
+from modelplane_e2e.cluster import Cluster
 from modelplane_e2e.kube import Kube
 
 
-def workload(
-    running: stack.Stack, index: int, credentials: pki.ClusterCredentials
-) -> stack.Cluster:
+def workload(running: stack.Stack, index: int, credentials: pki.ClusterCredentials) -> Cluster:
     name = f"workload-{index}"
     cluster = stack.start_cluster(
         running.supervisor, running.workdir, name, credentials, stack.WORKLOAD, node_lifecycle=True
