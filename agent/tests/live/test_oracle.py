@@ -1,14 +1,14 @@
 """kube-scheduler is the oracle: what the agent reports free on a node is exactly what
 kube-scheduler will allocate there.
 
-For each seeded random state (`modelplane_testkit.oracle_states`) on one real
+For each seeded random state (`modelplane_devtools.oracle_states`) on one real
 cluster (kube-apiserver, kube-controller-manager, kube-scheduler of the Kubernetes
 version `MODELPLANE_KUBE_VERSION` names, with that version's DRA feature gates:
 `e2e.kube_versions`), the real `modelplane-agent` process observes the state's pool.
 Its per-node view (/debug/nodes) must add up to the histogram it publishes, and for
 every node of the pool kube-scheduler must agree with it: a pod pinned there claiming
 exactly the node's free devices binds, one claiming one device more of any kind does
-not (`modelplane_testkit.oracle`). The expectations come from the agent's view and
+not (`modelplane_devtools.oracle`). The expectations come from the agent's view and
 kube-scheduler's binding only; nothing here re-implements a counting rule.
 
 One cluster and one agent serve every state; a state's objects carry its own names
@@ -19,7 +19,7 @@ message, and the state itself. Environment:
     MODELPLANE_ORACLE_FIRST_SEED  the first seed (default 1); seeds are consecutive
     MODELPLANE_ORACLE_SEEDS       explicit seeds, comma-separated (replays a failure)
     MODELPLANE_ORACLE_FEATURES    "a,b" only those features, "-a,-b" all but those,
-                                  "none" none (names: modelplane_testkit.oracle_states;
+                                  "none" none (names: modelplane_devtools.oracle_states;
                                   the default leaves out the version's known
                                   disagreements)
     MODELPLANE_KUBE_VERSION       v1.35.4 (default), v1.36.3 or v1.37.2 (make

@@ -95,7 +95,7 @@ FEATURES = (
 
 
 # Features on which the agent and kube-scheduler are known to disagree, each with why,
-# by Kubernetes version (every version of the matrix, modelplane_e2e.kube_versions,
+# by Kubernetes version (every version of the matrix, modelplane_devtools.e2e.kube_versions,
 # has its entry); left out on that version unless named (design/agent.md, "Tests"). The
 # oracle keeps them so a fix, or a release with the allocator's fix, is measured by
 # naming them.
