@@ -28,7 +28,7 @@ e2e-tools:
 	bash scripts/e2e-tools.sh
 
 # The supported Kubernetes versions, oldest first (design/agent.md, "Version matrix";
-# modelplane_devtools.e2e.kube_versions); CI runs the agent's live tests on the oldest
+# modelplane_e2e.kube_versions); CI runs the agent's live tests on the oldest
 # and the newest.
 KUBE_MATRIX := v1.35.4 v1.36.3 v1.37.2
 KUBE_NEWEST := v1.37.2
@@ -40,7 +40,7 @@ KUBE_NEWEST := v1.37.2
 # README installs it (deploy/control-plane: the Configuration, whose
 # dependencies bring the functions and provider-kubernetes, from these
 # packages) and the real agent (tests/e2e; logs in out/e2e/), on the newest
-# Crossplane core the project supports (modelplane_devtools.e2e.versions:
+# Crossplane core the project supports (modelplane_e2e.versions:
 # MODELPLANE_E2E_VERSIONS=newest). Then the agent's story test and 30 oracle
 # states again on the newest supported Kubernetes.
 e2e: setup packages e2e-tools
@@ -54,7 +54,7 @@ e2e: setup packages e2e-tools
 e2e-floor: setup packages e2e-tools
 	MODELPLANE_E2E_VERSIONS=floor MODELPLANE_E2E_PACKAGES=dist/xpkg uv run --frozen pytest tests/e2e -m e2e
 
-# The fleet on this machine (devtools/src/modelplane_devtools/demo): a control
+# The fleet on this machine (e2e/src/modelplane_e2e/demo): a control
 # plane with Crossplane and Modelplane installed from these packages by the
 # README's install commands, two workload clusters (kube-scheduler, kwok GPU
 # nodes with DRA ResourceSlices, LeaderWorkerSet, the agent) playing
@@ -62,18 +62,18 @@ e2e-floor: setup packages e2e-tools
 # ModelDeployment placed and Ready. Stays up, printing the kubeconfigs and
 # what to look at, until Ctrl-C or `make demo-down`; logs in out/demo/<time>/.
 demo: setup packages e2e-tools
-	MODELPLANE_E2E_PACKAGES=dist/xpkg uv run --frozen python -m modelplane_devtools.demo up
+	MODELPLANE_E2E_PACKAGES=dist/xpkg uv run --frozen python -m modelplane_e2e.demo up
 
 # Stop the running demo (its processes by PID); its logs stay in out/demo/<time>/.
 demo-down:
-	uv run --frozen python -m modelplane_devtools.demo down
+	uv run --frozen python -m modelplane_e2e.demo down
 
 # The demo up, every example placed and counted in the functions' metrics (checked),
 # then torn down: tests/demo, as CI runs it.
 demo-smoke: setup packages e2e-tools
 	MODELPLANE_E2E_PACKAGES=dist/xpkg uv run --frozen pytest tests/demo -m e2e
 
-# The fleet-scale run (devtools/src/modelplane_devtools/e2e/scale, outside CI):
+# The fleet-scale run (e2e/src/modelplane_e2e/scale, outside CI):
 # a control plane and two workload clusters (kube-scheduler, kwok, LWS and the
 # real agent on each), 500 kwok nodes in all with DRA ResourceSlices and
 # fragmenting background load, 100 seeded ModelDeployments per arm over 10
@@ -81,9 +81,9 @@ demo-smoke: setup packages e2e-tools
 # packages, as `make e2e`. Prints the table and writes it, with the logs, to
 # out/scale/<time>/. Sizes are options: SCALE_ARGS="--nodes 60 --deployments 40".
 e2e-scale: setup packages e2e-tools
-	MODELPLANE_E2E_PACKAGES=dist/xpkg uv run --frozen python -m modelplane_devtools.e2e.scale $(SCALE_ARGS)
+	MODELPLANE_E2E_PACKAGES=dist/xpkg uv run --frozen python -m modelplane_e2e.scale $(SCALE_ARGS)
 
-# What a settled fleet costs the control plane (devtools/src/modelplane_devtools/e2e/scale/settled.py,
+# What a settled fleet costs the control plane (e2e/src/modelplane_e2e/scale/settled.py,
 # outside CI): ModelDeployments of replicas of one 1-GPU pod, created at most one
 # replica a second, Ready, then a window in which nothing is listed. Prints a table
 # (CPU per process, the control plane API server's writes per replica-minute by
@@ -98,11 +98,11 @@ e2e-scale: setup packages e2e-tools
 # With SETTLED_ARGS="--before <folder of an earlier commit's dist/xpkg>" the same
 # fleet then runs on those functions for a second window. Writes out/settled/<time>/.
 e2e-settled: setup packages e2e-tools
-	MODELPLANE_E2E_PACKAGES=dist/xpkg uv run --frozen python -m modelplane_devtools.e2e.scale.settled $(SETTLED_ARGS)
+	MODELPLANE_E2E_PACKAGES=dist/xpkg uv run --frozen python -m modelplane_e2e.scale.settled $(SETTLED_ARGS)
 
 # The admission burst alone (tests/e2e/test_admission_burst.py, 30 deployments
 # at once on a fleet at 90% use), functions served from this workspace; prints
-# the figure devtools/src/modelplane_devtools/e2e/README.md states and writes it to
+# the figure e2e/README.md states and writes it to
 # out/e2e/<time>/.
 e2e-admission: setup e2e-tools
 	uv run --frozen pytest tests/e2e/test_admission_burst.py -m e2e -s
@@ -156,7 +156,7 @@ bench-fleet:
 sim:
 	uv run --frozen modelplane-sim
 
-# The same table on the Alibaba openb trace (devtools/src/modelplane_devtools/sim/README.md
+# The same table on the Alibaba openb trace (sim/README.md
 # says how to fetch it into TRACE; it is not shipped): a tenth of its GPU nodes by default.
 TRACE ?= out/openb
 TRACE_NODES_EVERY ?= 10

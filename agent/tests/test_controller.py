@@ -27,7 +27,7 @@ from modelplane_agent.state import (
     SLICES,
 )
 from modelplane_agent.writes import Pacing, write_reason
-from modelplane_devtools import agent_builders as t
+from modelplane_testkit import agent_builders as t
 
 NOW = datetime(2026, 11, 30, 12, 0, tzinfo=UTC)
 SETTINGS = Settings(

@@ -8,9 +8,9 @@ from collections import Counter
 import pytest
 from modelplane_agent.debug import node_view
 from modelplane_agent.state import CLAIMS, CLASSES, NODES, PODS, POOLS, SLICES, ClusterState
-from modelplane_devtools import agent_builders as t
-from modelplane_devtools.oracle import planned_probes
-from modelplane_devtools.oracle_states import Pool
+from modelplane_testkit import agent_builders as t
+from modelplane_testkit.oracle import planned_probes
+from modelplane_testkit.oracle_states import Pool
 
 GPU_CLASS = t.device_class("gpu", 'device.attributes["gpu.nvidia.com"].type == "gpu"')
 

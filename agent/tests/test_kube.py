@@ -14,7 +14,7 @@ from lightkube.core.exceptions import ApiError
 from lightkube.models.meta_v1 import Status
 from modelplane_agent.kube import Gone, Idle, LightkubeApi, Undiscoverable, describe, retry_after
 from modelplane_agent.state import NODES, PODS, POOLS, REPLICAS, RULES
-from modelplane_devtools import agent_builders as t
+from modelplane_testkit import agent_builders as t
 
 
 class Server:

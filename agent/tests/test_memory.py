@@ -21,7 +21,7 @@ from pathlib import Path
 
 import yaml
 from modelplane_agent.state import PODS, REPLICAS, ClusterState
-from modelplane_devtools import agent_builders as t
+from modelplane_testkit import agent_builders as t
 
 ROOT = Path(__file__).resolve().parents[2]
 PODS_COUNT = 1_000

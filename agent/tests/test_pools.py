@@ -23,7 +23,7 @@ from modelplane_agent.state import (
 )
 from modelplane_agent.status import pool_status, warning
 from modelplane_common.observation import DeviceKinds, Histogram, Observation, parse_observation
-from modelplane_devtools import agent_builders as t
+from modelplane_testkit import agent_builders as t
 
 KIND_OF = {
     "Node": NODES,

@@ -19,7 +19,7 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 
 import yaml
-from modelplane_devtools import agent_builders as t
+from modelplane_testkit import agent_builders as t
 
 LISTS = {
     "/api/v1/nodes": [t.node("n1")],

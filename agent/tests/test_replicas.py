@@ -9,7 +9,7 @@ from compose_model_replica.pods_scheduled import AgentReport, Previous, judge, p
 from modelplane_agent.snapshot import pod_from
 from modelplane_agent.state import CLAIMS, PODS, REPLICAS, ClusterState
 from modelplane_agent.status import replica_status
-from modelplane_devtools import agent_builders as t
+from modelplane_testkit import agent_builders as t
 
 NOW = datetime(2026, 11, 30, 12, 0, tzinfo=UTC)
 KEY = ("team", "r")

@@ -16,7 +16,7 @@ from modelplane_agent.state import (
     SLICES,
     ClusterState,
 )
-from modelplane_devtools import agent_builders as t
+from modelplane_testkit import agent_builders as t
 
 json_values = st.recursive(
     st.none() | st.booleans() | st.integers(-5, 10**12) | st.floats(allow_nan=False) | st.text(),

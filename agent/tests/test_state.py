@@ -19,7 +19,7 @@ from modelplane_agent.state import (
     ClusterState,
 )
 from modelplane_agent.status import pool_status
-from modelplane_devtools import agent_builders as t
+from modelplane_testkit import agent_builders as t
 
 NOW = datetime(2026, 12, 1, 12, 0, tzinfo=UTC)
 GPU_CLASS = t.device_class("gpu", 'device.attributes["gpu.nvidia.com"].type == "gpu"')

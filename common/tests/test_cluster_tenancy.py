@@ -6,7 +6,7 @@ import pytest
 from modelplane_common import cluster_tenancy
 from modelplane_common.capacity.readers import UnreadableCluster, read_cluster
 from modelplane_common.cluster_tenancy import ClusterTenancy
-from modelplane_devtools import deployment_builders as t
+from modelplane_testkit import deployment_builders as t
 
 
 @pytest.mark.parametrize(

@@ -33,7 +33,7 @@ from modelplane_common.capacity.pools import (
 )
 from modelplane_common.capacity.readers import read_cluster
 from modelplane_common.inputs import inference_cluster_problems
-from modelplane_devtools import deployment_builders as t
+from modelplane_testkit import deployment_builders as t
 
 NOW = t.NOW
 GPU = t.device("gpu", 8)

@@ -8,7 +8,7 @@ import pytest
 import structlog
 from crossplane.function.proto.v1 import run_function_pb2 as fnv1
 from modelplane_common import logs
-from modelplane_devtools.wire import request
+from modelplane_testkit.wire import request
 
 
 def tagged(xr: dict, tag: str = "t-1") -> fnv1.RunFunctionRequest:

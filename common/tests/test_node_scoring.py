@@ -7,7 +7,7 @@ import pytest
 from modelplane_common.capacity.fit import Ledger, NodeScoring, Reservation
 from modelplane_common.capacity.pools import empty_ledger
 from modelplane_common.capacity.readers import read_cluster
-from modelplane_devtools import deployment_builders as t
+from modelplane_testkit import deployment_builders as t
 
 
 def cluster(**spec) -> dict:

@@ -23,7 +23,7 @@ from modelplane_common.capacity.fleet import (
 from modelplane_common.capacity.pools import charge_replicas, empty_ledger, place_engine
 from modelplane_common.capacity.readers import read_cluster
 from modelplane_common.observation import Rejected
-from modelplane_devtools import deployment_builders as t
+from modelplane_testkit import deployment_builders as t
 
 GPU = t.device("gpu", 8)
 EIGHT_GPUS = PlacedEngine(

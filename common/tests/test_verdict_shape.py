@@ -6,7 +6,7 @@ import pytest
 from crossplane.function import resource
 from modelplane_common.capacity.admission import ADMITTED, OVERCOMMITTED, Record, covers, growth
 from modelplane_common.capacity.readers import read_engines
-from modelplane_devtools import deployment_builders as t
+from modelplane_testkit import deployment_builders as t
 
 
 def shape(*engines: dict):

@@ -18,7 +18,7 @@ RUN = textwrap.dedent(
     """
     import sys, time
     from pathlib import Path
-    from modelplane_devtools.e2e.processes import Supervisor, exit_on_terminate
+    from modelplane_devtools.processes import Supervisor, exit_on_terminate
     if sys.argv[2] == "handled":
         exit_on_terminate()
     supervisor = Supervisor(Path(sys.argv[1]))

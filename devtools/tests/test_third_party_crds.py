@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import pytest
-from modelplane_devtools import render
+from modelplane_devtools import paths, render
 
 ALL = sorted(render.THIRD_PARTY_KINDS)
 
@@ -35,7 +35,7 @@ def test_third_party_crds(tmp_path, present, missing):
     if not missing:
         assert len(render.third_party_crds(tmp_path)) == len(ALL)
         return
-    with pytest.raises(render.ToolMissing) as raised:
+    with pytest.raises(paths.ToolMissing) as raised:
         render.third_party_crds(tmp_path)
     for name in missing:
         assert name in str(raised.value)

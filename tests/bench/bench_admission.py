@@ -41,8 +41,8 @@ from crossplane.function import resource
 from crossplane.function.proto.v1 import run_function_pb2 as fnv1
 from modelplane_common import labels
 from modelplane_common.timeutil import format_time
-from modelplane_devtools import admission_builders as a
-from modelplane_devtools import deployment_builders as t
+from modelplane_testkit import admission_builders as a
+from modelplane_testkit import deployment_builders as t
 
 POOLS, NODES = 5, 400
 NOW = t.NOW

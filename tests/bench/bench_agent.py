@@ -15,7 +15,7 @@ requests cpu and memory (engine pods 8 cpu and 64Gi, the pools' declared
 smallest pod; others 250m-2 cpu, 512Mi-4Gi), every node has 64 cpu, 512Gi
 and 110 pod slots allocatable, 5% of them only 16 cpu, so that some nodes
 have no room for the smallest pod and pod events flip it. The objects are
-the wire shapes of `modelplane_devtools.agent_builders` (real pods carry more fields
+the wire shapes of `modelplane_testkit.agent_builders` (real pods carry more fields
 the agent never keeps: only the transient list of one page is larger).
 
 Then coarsening alone, on pools whose every node has its own free vector
@@ -50,7 +50,7 @@ from modelplane_agent.state import (
     Touched,
 )
 from modelplane_common.observation import Histogram
-from modelplane_devtools import agent_builders as t
+from modelplane_testkit import agent_builders as t
 
 GPU = ("gpu", t.NVIDIA, "gpu.nvidia.com")
 NIC = ("nic", t.NIC_DRIVER, "nic.example.com")

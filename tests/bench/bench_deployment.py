@@ -24,7 +24,7 @@ import tracemalloc
 import compose_model_deployment as scheduler
 from crossplane.function.proto.v1 import run_function_pb2 as fnv1
 from modelplane_common.labels import CHARGE, CHARGE_PENDING
-from modelplane_devtools import deployment_builders as t
+from modelplane_testkit import deployment_builders as t
 
 CLUSTERS, POOLS = 48, 5
 MATCHER = scheduler.default_matcher()

@@ -51,8 +51,8 @@ from crossplane.function.proto.v1 import run_function_pb2 as fnv1
 from crossplane.function.proto.v1 import run_function_pb2_grpc as grpcv1
 from modelplane_common import template_digest
 from modelplane_common.server import DEFAULT_MAX_MESSAGE_MB
-from modelplane_devtools import deployment_builders as t
-from modelplane_devtools import wire
+from modelplane_testkit import deployment_builders as t
+from modelplane_testkit import wire
 
 sys.path.insert(0, str(Path(__file__).parent))
 import bench_admission  # the admission bench's cluster and queue builders

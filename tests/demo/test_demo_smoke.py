@@ -18,7 +18,7 @@ from __future__ import annotations
 import time
 
 import pytest
-from modelplane_devtools.demo import session
+from modelplane_e2e.demo import session
 
 pytestmark = pytest.mark.e2e
 

@@ -10,7 +10,7 @@ provider-kubernetes, from a registry on 127.0.0.1 that an ImageConfig puts
 in place of the public ones; `deploy/control-plane` applied verbatim.
 
 The agent is installed with `kubectl apply -k deploy/agent` and run as a
-process with the Deployment's arguments (`modelplane_devtools.e2e.agent`);
+process with the Deployment's arguments (`modelplane_e2e.agent`);
 its heartbeats follow the suite's InferenceClusters' `spec.observation.maxAge`
 (`agent.MAX_AGE`), which reaches it on every PoolObservation.
 """
@@ -21,15 +21,16 @@ import time
 from collections.abc import Iterator
 
 import pytest
-from modelplane_devtools.e2e import agent, install, stack
-from modelplane_devtools.e2e.kube import Kube
+from modelplane_devtools import paths
+from modelplane_e2e import agent, install, stack
+from modelplane_e2e.kube import Kube
 
 _workdirs: list = []
 
 
 @pytest.fixture(scope="session")
 def e2e_stack() -> Iterator[stack.Stack]:
-    workdir = stack.ROOT / "out" / "e2e" / time.strftime("%Y%m%d-%H%M%S")
+    workdir = paths.ROOT / "out" / "e2e" / time.strftime("%Y%m%d-%H%M%S")
     workdir.mkdir(parents=True)
     _workdirs.append(workdir)
     began = time.monotonic()

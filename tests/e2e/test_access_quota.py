@@ -21,8 +21,8 @@ from __future__ import annotations
 
 import pytest
 from modelplane_common.selectors import parse_label_selector
-from modelplane_devtools.e2e import fleet, install, manifests
-from modelplane_devtools.e2e.kube import Kube, condition, eventually
+from modelplane_e2e import fleet, install, manifests
+from modelplane_e2e.kube import Kube, condition, eventually
 
 pytestmark = pytest.mark.e2e
 

@@ -23,9 +23,10 @@ import os
 import time
 
 import pytest
-from modelplane_devtools.e2e import fleet, install, manifests
-from modelplane_devtools.e2e.kube import Kube, condition, eventually
-from modelplane_devtools.e2e.stack import ROOT, Stack
+from modelplane_devtools.paths import ROOT
+from modelplane_e2e import fleet, install, manifests
+from modelplane_e2e.kube import Kube, condition, eventually
+from modelplane_e2e.stack import Stack
 
 pytestmark = pytest.mark.e2e
 

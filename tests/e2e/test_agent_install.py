@@ -8,7 +8,7 @@ cluster's pool. The session already installed the agent with `kubectl apply
 -k deploy/agent` (the same objects), so the cluster names an image of its
 own: finding that image in the workload cluster's Deployment proves the
 composed Object was applied. No kubelet runs, so the agent runs as a process
-(`modelplane_devtools.e2e.agent`) in place of the Deployment's pod: the
+(`modelplane_e2e.agent`) in place of the Deployment's pod: the
 session's agent is stopped meanwhile (one writer per observation) and
 restarted afterwards.
 
@@ -23,9 +23,9 @@ from __future__ import annotations
 from collections.abc import Iterator
 
 import pytest
-from modelplane_devtools.e2e import agent, fleet, install, manifests
-from modelplane_devtools.e2e.kube import Kube, condition, eventually
-from modelplane_devtools.e2e.stack import Stack
+from modelplane_e2e import agent, fleet, install, manifests
+from modelplane_e2e.kube import Kube, condition, eventually
+from modelplane_e2e.stack import Stack
 
 pytestmark = pytest.mark.e2e
 

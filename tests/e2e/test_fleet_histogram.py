@@ -7,7 +7,7 @@ the real agent's published histograms with it (`fleet.expected_histogram`).
 from __future__ import annotations
 
 import pytest
-from modelplane_devtools.e2e.fleet import histogram
+from modelplane_e2e.fleet import histogram
 
 CASES = {
     "one empty pool is one bucket": (

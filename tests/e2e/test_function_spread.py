@@ -2,7 +2,7 @@
 
 The runtime configuration asks two pods of each function. The session runs
 one process per pod, each on its own loopback address, behind a DNS name
-that answers with both (`modelplane_devtools.e2e.functions`, `dns`), as a
+that answers with both (`modelplane_e2e.functions`, `dns`), as a
 headless Service does; the FunctionRevision's `status.endpoint` names it.
 These tests hold, from each side's own record, that Crossplane's function
 runner resolved that name and sent calls to BOTH compose-model-deployment
@@ -19,9 +19,9 @@ import re
 import time
 
 import pytest
-from modelplane_devtools.e2e import functions, manifests, runtime
-from modelplane_devtools.e2e.kube import Kube, condition, eventually
-from modelplane_devtools.e2e.processes import Process
+from modelplane_devtools.processes import Process
+from modelplane_e2e import functions, manifests, runtime
+from modelplane_e2e.kube import Kube, condition, eventually
 
 pytestmark = pytest.mark.e2e
 

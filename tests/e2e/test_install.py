@@ -1,6 +1,6 @@
 """The install the session did, as the README's install section does it, checked.
 
-The session (`conftest.py`, `modelplane_devtools.e2e.install`) pushed the
+The session (`conftest.py`, `modelplane_e2e.install`) pushed the
 packages under their public names to the local registry, put an ImageConfig
 in front, applied `deploy/control-plane` and waited for the Configuration.
 These tests hold what that must have produced: the package manager installed
@@ -18,9 +18,11 @@ from pathlib import Path
 
 import pytest
 import yaml
-from modelplane_devtools.e2e import install
-from modelplane_devtools.e2e.kube import condition
-from modelplane_devtools.e2e.stack import ROOT, binary
+from modelplane_devtools import registry
+from modelplane_devtools.paths import ROOT
+from modelplane_e2e import install
+from modelplane_e2e.binaries import binary
+from modelplane_e2e.kube import condition
 
 pytestmark = pytest.mark.e2e
 
@@ -88,7 +90,7 @@ def test_the_core_and_the_provider_that_run_are_the_releases_the_run_selected(pl
     provider = control.get("providers.pkg.crossplane.io", e2e_stack.installed.provider)
     named = _manifest("Provider")["spec"]["package"]
     pulled = install.with_tag(named, f"v{chosen.provider.version()}")
-    assert provider["status"]["resolvedPackage"] == install.mirrored(pulled, e2e_stack.registry)
+    assert provider["status"]["resolvedPackage"] == registry.mirrored(pulled, e2e_stack.registry)
 
 
 def test_the_providers_crds_are_the_package_managers(planes, e2e_stack):

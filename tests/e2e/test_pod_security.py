@@ -16,9 +16,9 @@ deploy/workload-cluster (`stack.provider_identity`).
 from __future__ import annotations
 
 import pytest
-from modelplane_devtools.e2e import agent, fleet, install, manifests
-from modelplane_devtools.e2e.kube import Kube, condition, eventually
-from modelplane_devtools.e2e.stack import Stack
+from modelplane_e2e import agent, fleet, install, manifests
+from modelplane_e2e.kube import Kube, condition, eventually
+from modelplane_e2e.stack import Stack
 
 pytestmark = pytest.mark.e2e
 

@@ -19,10 +19,10 @@ from pathlib import Path
 
 import pytest
 from modelplane_devtools import artifacts, release, version
-from modelplane_devtools.e2e.install import mirrored
-from modelplane_devtools.e2e.processes import Supervisor
-from modelplane_devtools.e2e.stack import ROOT, Stack, start_registry
 from modelplane_devtools.oci_index import Layout
+from modelplane_devtools.paths import ROOT
+from modelplane_devtools.processes import Supervisor
+from modelplane_devtools.registry import mirrored, start
 
 pytestmark = pytest.mark.e2e
 
@@ -37,11 +37,11 @@ def dry_run() -> tuple[Path, list[release.Released]]:
 
 @pytest.fixture
 def registry(tmp_path: Path) -> Iterator[str]:
-    stack = Stack(tmp_path, Supervisor(tmp_path / "logs"))
+    supervisor = Supervisor(tmp_path / "logs")
     try:
-        yield start_registry(stack)
+        yield start(supervisor)
     finally:
-        stack.supervisor.stop()
+        supervisor.stop()
 
 
 def test_every_artifact_is_published_under_its_name_and_the_version_tag(dry_run):

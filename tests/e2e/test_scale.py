@@ -9,7 +9,7 @@ own stack.
 What must hold whatever the machine's load:
 
 - on the Observed arm the model itself makes no pod that never binds (a cause
-  of `the model`, as `modelplane_devtools.e2e.scale.analysis` defines it:
+  of `the model`, as `modelplane_e2e.scale.analysis` defines it:
   the observation was current and nothing else moved in the pool);
 - on the Observed arm every replica admitted for its current placement has
   all its pods bound by the end (one that lost a race has been healed by
@@ -24,9 +24,9 @@ from __future__ import annotations
 import time
 
 import pytest
-from modelplane_devtools.e2e.kube import Kube, eventually
-from modelplane_devtools.e2e.scale import analysis, profile, run
-from modelplane_devtools.e2e.stack import ROOT
+from modelplane_devtools.paths import ROOT
+from modelplane_e2e.kube import Kube, eventually
+from modelplane_e2e.scale import analysis, profile, run
 
 pytestmark = pytest.mark.e2e
 

@@ -3,9 +3,9 @@
 The functions run as installed Function packages behind Crossplane core;
 provider-kubernetes carries their Objects to a second API server whose
 kube-scheduler places the pods on fake GPU nodes (see
-`modelplane_devtools.e2e`). Each step is asserted through the API servers
+`modelplane_e2e`). Each step is asserted through the API servers
 only. Every PoolObservation and ReplicaObservation status is the real
-agent's (`modelplane_devtools.e2e.agent`, installed by the session with its
+agent's (`modelplane_e2e.agent`, installed by the session with its
 CRDs and RBAC and run with its service account's token); LeaderWorkerSet
 pods come from LWS's own controller, and kwok runs every pod in the
 kubelets' place (Running, Ready, removed once deleted). Later steps build on
@@ -23,9 +23,10 @@ from collections import Counter
 
 import pytest
 import yaml
-from modelplane_devtools.e2e import agent, fleet, install, kwok, lws, manifests
-from modelplane_devtools.e2e.kube import Kube, condition, eventually
-from modelplane_devtools.e2e.stack import ROOT, binary
+from modelplane_devtools.paths import ROOT
+from modelplane_e2e import agent, fleet, install, kwok, lws, manifests
+from modelplane_e2e.binaries import binary
+from modelplane_e2e.kube import Kube, condition, eventually
 
 pytestmark = pytest.mark.e2e
 

@@ -42,9 +42,9 @@ from collections.abc import Iterator
 import pytest
 from modelplane_common.labels import DEPLOYMENT, REPLICA
 from modelplane_common.orphans import COMPOSED_ANNOTATION
-from modelplane_devtools.e2e import fleet, install, manifests
-from modelplane_devtools.e2e.kube import Kube, KubectlFailed, condition, eventually
-from modelplane_devtools.e2e.stack import Stack, user_client
+from modelplane_e2e import fleet, install, manifests
+from modelplane_e2e.kube import Kube, KubectlFailed, condition, eventually
+from modelplane_e2e.stack import Stack, user_client
 
 pytestmark = pytest.mark.e2e
 

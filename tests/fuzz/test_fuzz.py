@@ -1,6 +1,6 @@
 """Schema-aware mutation fuzzing of the three functions through RunFunction.
 
-The mutation engine lives in modelplane_devtools.fuzz (its docstring says
+The mutation engine lives in modelplane_testkit.fuzz (its docstring says
 what a valid and an invalid mutant is). Two profiles:
 
     ci    (default)  a fixed, derandomized set of mutants per function, about
@@ -20,7 +20,7 @@ from pathlib import Path
 import pytest
 from hypothesis import HealthCheck, given, settings
 from modelplane_common import labels, nesting
-from modelplane_devtools import fuzz
+from modelplane_testkit import fuzz
 
 PROFILE = os.environ.get("MODELPLANE_FUZZ", "ci")
 MUTANTS = {"ci": 200, "long": 3000}[PROFILE]
@@ -175,7 +175,7 @@ def test_responses_are_the_same_in_another_process_with_another_hash_seed(tmp_pa
     fuzz.save(saved, collected)  # type: ignore[arg-type]
     env = {**os.environ, "PYTHONHASHSEED": "4242"}
     done = subprocess.run(
-        [sys.executable, "-m", "modelplane_devtools.fuzz", "replay", str(saved)],
+        [sys.executable, "-m", "modelplane_testkit.fuzz", "replay", str(saved)],
         capture_output=True,
         text=True,
         env=env,

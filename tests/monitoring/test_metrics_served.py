@@ -24,7 +24,7 @@ import pytest
 import yaml
 from crossplane.function.proto.v1 import run_function_pb2_grpc as grpcv1
 from modelplane_common import metrics
-from modelplane_devtools.wire import request
+from modelplane_testkit.wire import request
 from prometheus_client.parser import text_string_to_metric_families
 
 ROOT = Path(__file__).resolve().parents[2]

@@ -16,7 +16,8 @@ from pathlib import Path
 import grpc
 import pytest
 from crossplane.function.proto.v1 import run_function_pb2_grpc as grpcv1
-from modelplane_devtools import packages, render, wire
+from modelplane_devtools import packages, render
+from modelplane_testkit import wire
 
 FUNCTIONS = render.FUNCTIONS
 TAG = "package-mtls-test"

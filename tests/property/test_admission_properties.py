@@ -22,8 +22,8 @@ from hypothesis import strategies as st
 from modelplane_common.capacity.admission import ADMITTED, OVERCOMMITTED, queue_order
 from modelplane_common.capacity.charge_label import counted_by_pools, reads_pending_only
 from modelplane_common.capacity.pools import charge_replicas, empty_ledger, place_engine
-from modelplane_devtools import admission_builders as a
-from modelplane_devtools import deployment_builders as t
+from modelplane_testkit import admission_builders as a
+from modelplane_testkit import deployment_builders as t
 
 SETTINGS = settings(
     max_examples=150,

@@ -27,9 +27,9 @@ from hypothesis import HealthCheck, event, given, settings
 from hypothesis import strategies as st
 from modelplane_common.capacity.fit import fits
 from modelplane_common.timeutil import format_time
-from modelplane_devtools import deployment_builders as t
-from modelplane_devtools import wire
-from modelplane_devtools.wire import desired
+from modelplane_testkit import deployment_builders as t
+from modelplane_testkit import wire
+from modelplane_testkit.wire import desired
 
 SETTINGS = settings(
     max_examples=200,

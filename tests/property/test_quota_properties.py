@@ -29,9 +29,9 @@ from compose_model_replica.readers import (
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from modelplane_common.capacity.admission import ADMITTED
-from modelplane_devtools import admission_builders as a
-from modelplane_devtools import deployment_builders as t
-from modelplane_devtools.wire import desired_status, request, run
+from modelplane_testkit import admission_builders as a
+from modelplane_testkit import deployment_builders as t
+from modelplane_testkit.wire import desired_status, request, run
 
 SETTINGS = settings(
     max_examples=60,

@@ -12,7 +12,7 @@ from __future__ import annotations
 import subprocess
 
 from modelplane_devtools import artifacts, render, version
-from modelplane_devtools.rendered import by_kind, composite, condition
+from modelplane_testkit.rendered import by_kind, composite, condition
 
 CASES = {c["name"]: c for c in render.example_cases()}
 

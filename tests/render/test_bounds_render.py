@@ -10,9 +10,9 @@ back by them.
 from __future__ import annotations
 
 from modelplane_common import labels
-from modelplane_devtools import deployment_builders as t
 from modelplane_devtools import render
-from modelplane_devtools.rendered import by_kind, composite, condition
+from modelplane_testkit import deployment_builders as t
+from modelplane_testkit.rendered import by_kind, composite, condition
 
 DEPLOYMENT = render.ROOT / "apis/modeldeployment/composition.yaml"
 BOUND = 256

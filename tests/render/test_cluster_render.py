@@ -7,7 +7,7 @@ from datetime import UTC, datetime, timedelta
 import yaml
 from modelplane_common.timeutil import format_time
 from modelplane_devtools import render
-from modelplane_devtools.rendered import by_kind, composite, condition, results
+from modelplane_testkit.rendered import by_kind, composite, condition, results
 
 CASES = {c["name"]: c for c in render.example_cases()}
 OBSERVED_FIELDS = {"observedAt", "observedNodes", "nodesByFreeDevices"}

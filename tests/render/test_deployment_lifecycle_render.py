@@ -13,7 +13,7 @@ from datetime import UTC, datetime, timedelta
 
 import yaml
 from modelplane_devtools import render
-from modelplane_devtools.rendered import by_kind, composite, condition, results
+from modelplane_testkit.rendered import by_kind, composite, condition, results
 
 FLEET_CLUSTERS = render.ROOT / "examples/fleet/clusters.yaml"
 FLEET_REPLICAS = render.ROOT / "examples/fleet/replicas.yaml"
@@ -272,8 +272,8 @@ def fleet_pass(xr: dict, healthy: list[dict], clusters: list[dict] | None = None
     ModelReplica, t.request): what every reconcile of a settled deployment computed
     before steady mode and the charge label."""
     import compose_model_deployment as scheduler
-    from modelplane_devtools import deployment_builders as t
-    from modelplane_devtools import wire
+    from modelplane_testkit import deployment_builders as t
+    from modelplane_testkit import wire
 
     fetched = {
         path: render.load_all(render.fill_time_tokens(path.read_text()))

@@ -20,7 +20,7 @@ import copy
 
 import yaml
 from modelplane_devtools import render
-from modelplane_devtools.rendered import by_kind, composite, condition, results
+from modelplane_testkit.rendered import by_kind, composite, condition, results
 
 FLEET = [render.ROOT / "examples/fleet/clusters.yaml", render.ROOT / "examples/fleet/replicas.yaml"]
 COMPOSITION = render.ROOT / "apis/modeldeployment/composition.yaml"

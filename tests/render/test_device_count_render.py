@@ -23,9 +23,9 @@ from datetime import UTC, datetime, timedelta
 import pytest
 import yaml
 from modelplane_common.timeutil import format_time
-from modelplane_devtools import deployment_builders as t
 from modelplane_devtools import render
-from modelplane_devtools.rendered import by_kind, composite, condition, results
+from modelplane_testkit import deployment_builders as t
+from modelplane_testkit.rendered import by_kind, composite, condition, results
 
 DEPLOYMENT = render.ROOT / "apis/modeldeployment/composition.yaml"
 REPLICA = render.ROOT / "apis/modelreplica/composition.yaml"

@@ -18,7 +18,7 @@ import yaml
 from modelplane_common import labels
 from modelplane_common.timeutil import format_time
 from modelplane_devtools import render
-from modelplane_devtools.rendered import by_kind, composite, condition, results
+from modelplane_testkit.rendered import by_kind, composite, condition, results
 
 ROOT = render.ROOT
 

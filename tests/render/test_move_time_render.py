@@ -28,7 +28,7 @@ import pytest
 from modelplane_common import labels
 from modelplane_common.timeutil import format_time
 from modelplane_devtools import render
-from modelplane_devtools.rendered import by_kind
+from modelplane_testkit.rendered import by_kind
 
 from tests.render.test_deployment_lifecycle_render import (
     COMPOSITION,

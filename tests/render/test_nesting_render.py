@@ -11,9 +11,9 @@ from __future__ import annotations
 
 import pytest
 from modelplane_common import nesting
-from modelplane_devtools import deployment_builders as t
 from modelplane_devtools import render
-from modelplane_devtools.rendered import by_kind, composite, condition
+from modelplane_testkit import deployment_builders as t
+from modelplane_testkit.rendered import by_kind, composite, condition
 
 from tests.render.test_admission_render import fleet
 

@@ -19,9 +19,9 @@ from modelplane_common import labels
 from modelplane_common.orphans import COMPOSED_ANNOTATION
 from modelplane_common.pods_created import released
 from modelplane_common.timeutil import format_time
-from modelplane_devtools import deployment_builders as t
 from modelplane_devtools import render
-from modelplane_devtools.rendered import by_kind, composite, condition
+from modelplane_testkit import deployment_builders as t
+from modelplane_testkit.rendered import by_kind, composite, condition
 
 DEPLOYMENT = render.ROOT / "apis/modeldeployment/composition.yaml"
 REPLICA = render.ROOT / "apis/modelreplica/composition.yaml"

@@ -12,7 +12,7 @@ from __future__ import annotations
 import pytest
 from modelplane_common import labels
 from modelplane_devtools import render
-from modelplane_devtools.rendered import by_kind
+from modelplane_testkit.rendered import by_kind
 
 FLEET = [render.ROOT / "examples/fleet/clusters.yaml", render.ROOT / "examples/fleet/replicas.yaml"]
 # Deployments that place something; examples/deployments/unplaceable/ holds those that cannot.

@@ -19,7 +19,7 @@ import pytest
 from modelplane_common import labels
 from modelplane_common.timeutil import format_placement_time, format_time, parse_time
 from modelplane_devtools import render
-from modelplane_devtools.rendered import by_kind, composite, condition, results
+from modelplane_testkit.rendered import by_kind, composite, condition, results
 
 from tests.render.test_admission_render import (
     composed,

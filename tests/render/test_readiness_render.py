@@ -18,7 +18,7 @@ from datetime import UTC, datetime
 import pytest
 import yaml
 from modelplane_devtools import render
-from modelplane_devtools.rendered import by_kind, composite, condition
+from modelplane_testkit.rendered import by_kind, composite, condition
 
 ROOT = render.ROOT
 FLEET = [ROOT / "examples/fleet/clusters.yaml", ROOT / "examples/fleet/replicas.yaml"]

@@ -11,7 +11,7 @@ from __future__ import annotations
 import pytest
 import yaml
 from modelplane_devtools import render
-from modelplane_devtools.rendered import by_kind, composite, condition
+from modelplane_testkit.rendered import by_kind, composite, condition
 
 CLUSTER_XR = render.ROOT / "examples/clusters/gpu-east.yaml"
 CLUSTER_COMPOSITION = render.ROOT / "apis/inferencecluster/composition.yaml"

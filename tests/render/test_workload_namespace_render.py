@@ -14,9 +14,9 @@ from datetime import UTC, datetime, timedelta
 
 from modelplane_common import labels
 from modelplane_common.timeutil import format_time
-from modelplane_devtools import deployment_builders as t
 from modelplane_devtools import render
-from modelplane_devtools.rendered import by_kind, composite, condition
+from modelplane_testkit import deployment_builders as t
+from modelplane_testkit.rendered import by_kind, composite, condition
 
 DEPLOYMENT = render.ROOT / "apis/modeldeployment/composition.yaml"
 REPLICA = render.ROOT / "apis/modelreplica/composition.yaml"

@@ -18,9 +18,9 @@ from __future__ import annotations
 import copy
 
 from modelplane_common import labels
-from modelplane_devtools import deployment_builders as t
 from modelplane_devtools import render
-from modelplane_devtools.rendered import by_kind, composite, condition, results
+from modelplane_testkit import deployment_builders as t
+from modelplane_testkit.rendered import by_kind, composite, condition, results
 
 CLUSTER = render.ROOT / "apis/inferencecluster/composition.yaml"
 DEPLOYMENT = render.ROOT / "apis/modeldeployment/composition.yaml"

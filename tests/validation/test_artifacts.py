@@ -8,7 +8,7 @@ import re
 import pytest
 import yaml
 from modelplane_devtools import artifacts, render, version
-from modelplane_devtools.render import ROOT
+from modelplane_devtools.paths import ROOT
 
 TAG = version.tag()
 AGENT = artifacts.repository(artifacts.AGENT)

@@ -16,8 +16,8 @@ import re
 
 import pytest
 import yaml
-from modelplane_devtools.e2e import install, runtime
-from modelplane_devtools.render import ROOT
+from modelplane_devtools.paths import ROOT
+from modelplane_e2e import install, runtime
 
 DOCS = install.control_plane_manifests()
 DEPENDENCIES = install.function_dependencies()

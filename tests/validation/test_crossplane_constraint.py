@@ -26,7 +26,7 @@ from functools import cache
 import pytest
 import yaml
 from modelplane_devtools import version
-from modelplane_devtools.render import ROOT, ToolMissing
+from modelplane_devtools.paths import ROOT, ToolMissing
 
 CORE_MODULE = ROOT / "tools" / "crossplane-core"
 # The variable crossplane-runtime's Versioner reads the core's version from.

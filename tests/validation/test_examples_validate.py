@@ -11,7 +11,7 @@ EXAMPLES = render.ROOT / "examples"
 # Not resources: the render case list, and Function packages (no schema offline).
 NOT_RESOURCES = {"renders.yaml", "functions.yaml"}
 # Not resources either: the invalid examples (checked below) and the simulator's fleet
-# and arrival models (examples/sim), which its own reader checks (tests/simulation).
+# and arrival models (examples/sim), which its own reader checks (sim/tests).
 NOT_RESOURCE_FOLDERS = {"invalid", "sim"}
 
 VALID = sorted(

@@ -11,7 +11,7 @@ from __future__ import annotations
 import re
 
 from modelplane_common import metrics
-from modelplane_devtools.render import ROOT
+from modelplane_devtools.paths import ROOT
 
 CONTRACT = (ROOT / "design" / "api.md").read_text()
 NAME = re.compile(r"`([A-Z][A-Za-z]+)`")

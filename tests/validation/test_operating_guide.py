@@ -5,7 +5,7 @@ from __future__ import annotations
 import re
 
 import pytest
-from modelplane_devtools.render import ROOT
+from modelplane_devtools.paths import ROOT
 
 GUIDE = (ROOT / "docs" / "operating.md").read_text()
 SOURCES = [

@@ -1,7 +1,7 @@
 """The README's install section lists the commands the e2e and `make demo` run.
 
 The harness runs the README's install commands from one list,
-`modelplane_devtools.e2e.install_steps` (each step a line as the README
+`modelplane_e2e.install_steps` (each step a line as the README
 prints it); these tests hold the README's install section to that list:
 every line present in a fenced `sh` block, in the harness's order. Step 2's
 mirror (the packages pushed under their public names, an ImageConfig per
@@ -16,8 +16,9 @@ import textwrap
 
 import pytest
 import yaml
-from modelplane_devtools.e2e import install, install_steps
-from modelplane_devtools.render import ROOT
+from modelplane_devtools import registry
+from modelplane_devtools.paths import ROOT
+from modelplane_e2e import install, install_steps
 
 # `$REGISTRY`, as the README names the user's registry.
 REGISTRY = "$REGISTRY"
@@ -77,7 +78,7 @@ def test_the_mirror_step_pushes_every_package_the_e2e_pushes_under_the_same_name
         for line in commands(MIRROR)
         if line.startswith(("crossplane xpkg push", "skopeo copy"))
     }
-    assert pushed == {install.mirrored(r, REGISTRY) for r in install.public_references()}
+    assert pushed == {registry.mirrored(r, REGISTRY) for r in install.public_references()}
 
 
 def test_the_mirror_steps_image_configs_rewrite_the_prefixes_the_e2e_rewrites():

@@ -10,7 +10,7 @@ from __future__ import annotations
 import re
 
 import yaml
-from modelplane_devtools.render import ROOT
+from modelplane_devtools.paths import ROOT
 
 WORKFLOW = ROOT / ".github" / "workflows" / "release.yaml"
 TEXT = WORKFLOW.read_text()

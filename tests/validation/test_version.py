@@ -8,7 +8,7 @@ import sys
 
 import pytest
 from modelplane_devtools import version
-from modelplane_devtools.render import ROOT
+from modelplane_devtools.paths import ROOT
 
 
 @pytest.mark.parametrize("copy", version.COPIES, ids=[c.path for c in version.COPIES])

@@ -32,7 +32,7 @@ The faults: a watch stalled by a proxy (its bytes stop, its connection stays
 open), RBAC revoked for one kind, the API server restarted (same port, same
 etcd), 429 answers with Retry-After to status writes, and observations
 deleted in the middle of a write pass. The proxied faults go through
-`modelplane_devtools.e2e.faultproxy`.
+`modelplane_e2e.faultproxy`.
 """
 
 from __future__ import annotations
@@ -57,11 +57,11 @@ from modelplane_agent.state import POOLS, REPLICAS
 from modelplane_common import labels
 from modelplane_common.replica_currency import relayed, report_staleness
 from modelplane_common.timeutil import parse_time
-from modelplane_devtools import agent_builders
-from modelplane_devtools.e2e import agent, fleet, manifests
-from modelplane_devtools.e2e.faultproxy import FaultProxy, read_of, status_write_of
-from modelplane_devtools.e2e.kube import Kube, KubectlFailed, eventually
-from modelplane_devtools.e2e.processes import free_port
+from modelplane_devtools.processes import free_port
+from modelplane_e2e import agent, fleet, manifests
+from modelplane_e2e.faultproxy import FaultProxy, read_of, status_write_of
+from modelplane_e2e.kube import Kube, KubectlFailed, eventually
+from modelplane_testkit import agent_builders
 
 pytestmark = pytest.mark.e2e
 

@@ -7,7 +7,7 @@ node cordoned, a node tainted, a node added, a node removed) its published
 report must be what the step makes it,
 where the step decides it, and kube-scheduler must agree with the agent's
 per-node view: a pod claiming exactly a node's free GPUs binds there, one
-claiming one more does not (`modelplane_devtools.oracle`, the probes of the
+claiming one more does not (`modelplane_testkit.oracle`, the probes of the
 oracle test). The truth is kube-scheduler's; nothing here counts devices.
 """
 
@@ -27,9 +27,9 @@ from lightkube.config.kubeconfig import KubeConfig
 from lightkube.generic_resource import create_namespaced_resource
 from lightkube.types import PatchType
 from modelplane_common.inputs import find_condition
-from modelplane_devtools.e2e import kube, kube_versions, manifests
-from modelplane_devtools.e2e.processes import free_port
-from modelplane_devtools.oracle import (
+from modelplane_devtools.processes import free_port
+from modelplane_e2e import kube, kube_versions, manifests
+from modelplane_testkit.oracle import (
     DEVICE_TAINT_RULES,
     NOT_SERVED,
     CustomResourceDefinition,
@@ -45,7 +45,7 @@ from modelplane_devtools.oracle import (
     device_taint_rule,
     settled_view,
 )
-from modelplane_devtools.oracle_states import Pool
+from modelplane_testkit.oracle_states import Pool
 
 ROOT = Path(__file__).resolve().parents[3]
 pytestmark = pytest.mark.e2e

@@ -26,9 +26,9 @@ from lightkube import Client
 from lightkube.config.kubeconfig import KubeConfig
 from lightkube.types import PatchType
 from modelplane_common.inputs import find_condition
-from modelplane_devtools.e2e import kube
-from modelplane_devtools.e2e.processes import free_port
-from modelplane_devtools.oracle import (
+from modelplane_devtools.processes import free_port
+from modelplane_e2e import kube
+from modelplane_testkit.oracle import (
     NOT_SERVED,
     CustomResourceDefinition,
     DeviceClass,

@@ -43,10 +43,10 @@ import yaml
 from lightkube import Client
 from lightkube.config.kubeconfig import KubeConfig
 from lightkube.types import PatchType
-from modelplane_devtools.e2e import kube_versions
-from modelplane_devtools.e2e.kube import eventually
-from modelplane_devtools.e2e.processes import free_port
-from modelplane_devtools.oracle import (
+from modelplane_devtools.processes import free_port
+from modelplane_e2e import kube_versions
+from modelplane_e2e.kube import eventually
+from modelplane_testkit.oracle import (
     NOT_SERVED,
     CustomResourceDefinition,
     DeviceClass,
@@ -67,7 +67,7 @@ from modelplane_devtools.oracle import (
     settled_view,
     verdict,
 )
-from modelplane_devtools.oracle_states import CLASSES, State, features_from, generate
+from modelplane_testkit.oracle_states import CLASSES, State, features_from, generate
 
 ROOT = Path(__file__).resolve().parents[3]
 pytestmark = pytest.mark.e2e

@@ -4,7 +4,7 @@ Random selectors (from a typed grammar of what DRA selectors use, with
 deliberate ill-typed, undeclared, malformed and expensive ones) are evaluated
 on random devices both here and by the oracle (`.tools/bin/cel-oracle`,
 `k8s.io/dynamic-resource-allocation/cel` v0.35.4, see
-modelplane_devtools.cel_oracle). Both answers are reduced to one class:
+modelplane_testkit.cel_oracle). Both answers are reduced to one class:
 
     true, false   the selector evaluated to that
     missing       it read an attribute or capacity the device lacks ("no such key")
@@ -35,7 +35,7 @@ from modelplane_common.cel import devices as matching
 from modelplane_common.cel.celenv import compile_selector
 from modelplane_common.cel.errors import SelectorError
 from modelplane_common.devices import device_view
-from modelplane_devtools.cel_oracle import Oracle
+from modelplane_testkit.cel_oracle import Oracle
 
 LONG = os.environ.get("MODELPLANE_FUZZ", "ci") == "long"
 EXAMPLES = 4000 if LONG else 500

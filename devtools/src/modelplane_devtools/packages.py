@@ -33,7 +33,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import IO
 
-from modelplane_devtools.render import ROOT
+from modelplane_devtools.paths import ROOT
 
 DIST = ROOT / "dist"
 XPKG_DIR = DIST / "xpkg"

@@ -29,9 +29,9 @@ prefix, and for a tag `v<version>`:
    a tag.
 
 `dry-run` (`make release-dry-run`) runs all of it against the e2e's OCI
-registry on 127.0.0.1 (`e2e.stack.start_registry`, `.tools/bin/registry`),
+registry on 127.0.0.1 (`registry.start`, `.tools/bin/registry`),
 with the registry host in front of the public names as the e2e installs
-them (`e2e.install.mirrored`); the registry is stopped by its PID and its
+them (`registry.mirrored`); the registry is stopped by its PID and its
 log stays in the run's folder, out/release/<time>/. Only signing and the push
 to the public registry are the workflow's alone.
 
@@ -50,12 +50,11 @@ from collections.abc import Mapping, Sequence
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
-from modelplane_devtools import artifacts, oci_index, version
-from modelplane_devtools.e2e.install import mirrored
-from modelplane_devtools.e2e.processes import Supervisor
-from modelplane_devtools.e2e.stack import ROOT, Stack, ToolMissing, binary, start_registry
+from modelplane_devtools import artifacts, oci_index, registry, version
 from modelplane_devtools.oci_index import INDEX_MEDIA_TYPE, Layout
 from modelplane_devtools.packages import ARCHITECTURES, PackageMissing, need, suffix
+from modelplane_devtools.paths import ROOT, ToolMissing, binary
+from modelplane_devtools.processes import Supervisor
 
 DIST = ROOT / "dist"
 INDEX_MEDIA_TYPES = {INDEX_MEDIA_TYPE, "application/vnd.docker.distribution.manifest.list.v2+json"}
@@ -357,16 +356,15 @@ def github_output(released: list[Released]) -> None:
 
 def dry_run(workdir: Path, dist: Path = DIST) -> list[Released]:
     """`publish` against a registry on 127.0.0.1, stopped by its PID; logs under workdir."""
-    stack = Stack(workdir, Supervisor(workdir / "logs"))
+    supervisor = Supervisor(workdir / "logs")
     try:
-        stack.registry = start_registry(stack)
-        prefix = mirrored(artifacts.REGISTRY, stack.registry)
+        prefix = registry.mirrored(artifacts.REGISTRY, registry.start(supervisor))
         return publish(prefix, f"v{version.version()}", workdir, dist)
     except ReleaseFailed as failure:
         # The registry's side of a failed push or pull, for the report.
-        raise ReleaseFailed(f"{failure}\n{stack.supervisor.tails()}") from None
+        raise ReleaseFailed(f"{failure}\n{supervisor.tails()}") from None
     finally:
-        stack.supervisor.stop()
+        supervisor.stop()
 
 
 def main(argv: Sequence[str] | None = None) -> int:

@@ -20,7 +20,6 @@ from __future__ import annotations
 
 import argparse
 import contextlib
-import os
 import re
 import shutil
 import socket
@@ -35,12 +34,11 @@ from pathlib import Path
 
 import yaml
 
-ROOT = Path(__file__).resolve().parents[3]
-TOOLS = ROOT / ".tools" / "bin"
+from modelplane_devtools import packages
+from modelplane_devtools.paths import ROOT, THIRD_PARTY_CRDS, ToolMissing, binary
+
 FUNCTIONS = ("compose-inference-cluster", "compose-model-replica", "compose-model-deployment")
 FUNCTIONS_FILE = ROOT / "examples" / "functions.yaml"
-# Third-party CRDs copied out of the Go modules pinned in tools/third-party-crds.
-THIRD_PARTY_CRDS = ROOT / ".tools" / "crds"
 
 _TOKEN = re.compile(r"__NOW(?:-(?P<ago>[0-9hms.]+))?__")
 _UNITS = {"h": 3600, "m": 60, "s": 1}
@@ -61,29 +59,17 @@ def load_all(text: str) -> list[dict]:
     return [d for d in yaml.load_all(text, Loader=_PlainLoader) if d]
 
 
-class ToolMissing(RuntimeError):
-    pass
-
-
-def tool(name: str, env: str) -> Path:
-    """The path of a binary `make setup` builds; raises ToolMissing with the fix."""
-    path = Path(os.environ.get(env) or TOOLS / name)
-    if not path.is_file():
-        raise ToolMissing(f"{path} is missing: run `make setup` (or set {env})")
-    return path
-
-
 def crossplane() -> Path:
-    return tool("crossplane", "CROSSPLANE")
+    return binary("crossplane", "CROSSPLANE")
 
 
 def crossplane_core() -> Path:
-    return tool("crossplane-core", "CROSSPLANE_CORE")
+    return binary("crossplane-core", "CROSSPLANE_CORE")
 
 
 def kubectl() -> Path:
     """kubectl, whose built-in kustomize renders deploy/agent."""
-    return tool("kubectl", "KUBECTL")
+    return binary("kubectl", "KUBECTL")
 
 
 def kustomize(directory: Path) -> list[dict]:
@@ -100,7 +86,7 @@ def kustomize(directory: Path) -> list[dict]:
 
 def helm() -> Path:
     """Helm, which lints and renders deploy/helm/modelplane-agent."""
-    return tool("helm", "HELM")
+    return binary("helm", "HELM")
 
 
 # The kinds our composed resources use from other projects; each must have a
@@ -386,9 +372,6 @@ def main(argv: Sequence[str] | None = None) -> int:
     with contextlib.ExitStack() as stack:
         command: Command = dev_command
         if args.packages:
-            # Imported here: packages imports this module.
-            from modelplane_devtools import packages
-
             unpacked = Path(stack.enter_context(tempfile.TemporaryDirectory(prefix="xpkg-")))
             unpacked.chmod(0o755)
             runtimes = packages.unpack_all(args.packages, unpacked, FUNCTIONS)

@@ -31,11 +31,10 @@ import re
 import tomllib
 from collections.abc import Sequence
 from dataclasses import dataclass
-from pathlib import Path
 
 from modelplane_devtools import artifacts
+from modelplane_devtools.paths import ROOT
 
-ROOT = Path(__file__).resolve().parents[3]
 SOURCE = ROOT / "pyproject.toml"
 _RELEASE = r"[0-9]+\.[0-9]+\.[0-9]+"
 _SEMVER = rf"{_RELEASE}(?:-[0-9A-Za-z.-]+)?"
@@ -164,14 +163,14 @@ PINS = (
             ),
         ),
     ),
-    # The newest releases, which `make e2e` runs (modelplane_devtools.e2e.versions.NEWEST).
+    # The newest releases, which `make e2e` runs (modelplane_e2e.versions.NEWEST).
     Pin(
         "github.com/crossplane/crossplane/v2",
         "crossplane-core-v2.4",
         (
             # The binary's name and the version its build stamps (package constraints read it).
             Copy(
-                "devtools/src/modelplane_devtools/e2e/versions.py",
+                "e2e/src/modelplane_e2e/versions.py",
                 rf'"crossplane-core-v({_SEMVER})"',
             ),
             Copy("scripts/e2e-tools.sh", rf"pkg/version\.version=v({_SEMVER})"),

@@ -19,7 +19,7 @@ from compose_inference_cluster import agent_install, core
 from compose_inference_cluster.fn import VERSION, FunctionRunner
 from modelplane_common.composed import ObservedObject
 from modelplane_devtools import render, version
-from modelplane_devtools.wire import conditions, desired, request, run
+from modelplane_testkit.wire import conditions, desired, request, run
 
 ROOT = Path(__file__).resolve().parents[3]
 DEPLOY = ROOT / "deploy" / "agent"

@@ -14,7 +14,7 @@ from compose_inference_cluster import core
 from compose_inference_cluster.fn import FunctionRunner
 from modelplane_common.composed import observed_object
 from modelplane_common.outcome import MAX_MESSAGE
-from modelplane_devtools.wire import conditions, events, request, run
+from modelplane_testkit.wire import conditions, events, request, run
 
 NOW = datetime(2026, 11, 29, 12, 0, tzinfo=UTC)
 POOLS = 64  # the XRD's maxItems on nodePools

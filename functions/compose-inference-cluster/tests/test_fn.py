@@ -8,8 +8,8 @@ from datetime import UTC, datetime
 import pytest
 import structlog
 from compose_inference_cluster.fn import FunctionRunner
-from modelplane_devtools import wire
-from modelplane_devtools.wire import conditions, desired, desired_status, events, request, run
+from modelplane_testkit import wire
+from modelplane_testkit.wire import conditions, desired, desired_status, events, request, run
 
 NOW = datetime(2026, 11, 29, 12, 0, tzinfo=UTC)
 FRESH = "2026-11-29T11:59:00Z"

@@ -8,7 +8,7 @@ from typing import NamedTuple
 import pytest
 from compose_inference_cluster.fn import FunctionRunner
 from crossplane.function.proto.v1 import run_function_pb2 as fnv1
-from modelplane_devtools.wire import conditions, request, run
+from modelplane_testkit.wire import conditions, request, run
 
 NOW = datetime(2026, 11, 29, 12, 0, tzinfo=UTC)
 FRESH = "2026-11-29T11:59:00Z"

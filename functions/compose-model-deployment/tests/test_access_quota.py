@@ -6,8 +6,8 @@ import pytest
 from compose_model_deployment import fn, readers, tenancy
 from compose_model_deployment.placement import Change
 from modelplane_common.capacity.diagnosis import Cause
-from modelplane_devtools import deployment_builders as t
-from modelplane_devtools import wire
+from modelplane_testkit import deployment_builders as t
+from modelplane_testkit import wire
 
 GPU = "gpu.example.com"
 TEAM_A_ONLY = {"matchLabels": {"team": "a"}}

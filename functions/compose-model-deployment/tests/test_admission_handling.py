@@ -7,9 +7,9 @@ from datetime import timedelta
 import pytest
 from compose_model_deployment import fn
 from compose_model_deployment.placement import Change
-from modelplane_devtools import deployment_builders as t
-from modelplane_devtools.wire import conditions
-from modelplane_devtools.wire import desired_status as xr_status
+from modelplane_testkit import deployment_builders as t
+from modelplane_testkit.wire import conditions
+from modelplane_testkit.wire import desired_status as xr_status
 
 FULL = {"gpu": 8}
 PLACED = t.ago(1)

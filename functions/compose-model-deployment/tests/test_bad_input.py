@@ -7,10 +7,10 @@ import copy
 
 import pytest
 from compose_model_deployment import fn
-from modelplane_devtools import deployment_builders as t
-from modelplane_devtools import wire
-from modelplane_devtools.wire import conditions, desired
-from modelplane_devtools.wire import desired_status as xr_status
+from modelplane_testkit import deployment_builders as t
+from modelplane_testkit import wire
+from modelplane_testkit.wire import conditions, desired
+from modelplane_testkit.wire import desired_status as xr_status
 
 MATCHER = fn.default_matcher()
 FULL = {"gpu": 8}

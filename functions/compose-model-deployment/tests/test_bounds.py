@@ -13,9 +13,9 @@ from compose_model_deployment import fn
 from compose_model_deployment.model import LONGEST_HEALING
 from modelplane_common import inputs, pods_created
 from modelplane_common.timeutil import format_duration
-from modelplane_devtools import deployment_builders as t
-from modelplane_devtools import wire
-from modelplane_devtools.wire import conditions, desired
+from modelplane_testkit import deployment_builders as t
+from modelplane_testkit import wire
+from modelplane_testkit.wire import conditions, desired
 
 MATCHER = fn.default_matcher()
 FULL = {"gpu": 8}

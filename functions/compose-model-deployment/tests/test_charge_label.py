@@ -10,7 +10,7 @@ from __future__ import annotations
 import pytest
 from compose_model_deployment import readers, writer
 from modelplane_common import labels
-from modelplane_devtools import deployment_builders as t
+from modelplane_testkit import deployment_builders as t
 
 FULL = {"gpu": 8}
 # The shape t.running_replica runs: one 8-GPU engine "serve" on pool "p".

@@ -13,8 +13,8 @@ import copy
 import pytest
 from compose_model_deployment import fn
 from compose_model_deployment.placement import Change
-from modelplane_devtools import deployment_builders as t
-from modelplane_devtools import wire
+from modelplane_testkit import deployment_builders as t
+from modelplane_testkit import wire
 
 HIGH = "inference-high"
 

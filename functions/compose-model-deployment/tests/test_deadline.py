@@ -22,8 +22,8 @@ from crossplane.function.proto.v1 import run_function_pb2_grpc as grpcv1
 from modelplane_common import guard
 from modelplane_common.devices import DeviceKind, DeviceRequest
 from modelplane_common.guard import DEADLINE_EXCEEDED
-from modelplane_devtools import deployment_builders as t
-from modelplane_devtools.wire import desired
+from modelplane_testkit import deployment_builders as t
+from modelplane_testkit.wire import desired
 
 DEADLINE = timedelta(seconds=2)
 SPIN = 6.0  # seconds a slow request's matcher works: well past the deadline

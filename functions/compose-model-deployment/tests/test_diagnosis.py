@@ -7,7 +7,7 @@ from datetime import timedelta
 import pytest
 from modelplane_common.capacity.diagnosis import Cause, Diagnosis, PoolRefusal
 from modelplane_common.timeutil import format_time
-from modelplane_devtools import deployment_builders as t
+from modelplane_testkit import deployment_builders as t
 
 TAINT = {"key": "gpu", "value": "h100", "effect": "NoSchedule"}
 EVICT = {"key": "maintenance", "value": "now", "effect": "NoExecute"}

@@ -15,10 +15,10 @@ from compose_model_deployment import fn
 from compose_model_deployment.model import UNSCHEDULABLE_GRACE
 from modelplane_common import labels, template_digest
 from modelplane_common.timeutil import format_time
-from modelplane_devtools import deployment_builders as t
-from modelplane_devtools import wire
-from modelplane_devtools.wire import conditions, desired
-from modelplane_devtools.wire import desired_status as xr_status
+from modelplane_testkit import deployment_builders as t
+from modelplane_testkit import wire
+from modelplane_testkit.wire import conditions, desired
+from modelplane_testkit.wire import desired_status as xr_status
 
 MATCHER = fn.default_matcher()
 FULL = {"gpu": 8}

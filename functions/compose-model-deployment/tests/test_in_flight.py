@@ -6,8 +6,8 @@ from __future__ import annotations
 import pytest
 from compose_model_deployment import fn
 from compose_model_deployment.in_flight import MAX_IN_FLIGHT_PER_NAMESPACE, MAX_PENDING_READ
-from modelplane_devtools import deployment_builders as t
-from modelplane_devtools import wire
+from modelplane_testkit import deployment_builders as t
+from modelplane_testkit import wire
 
 
 def cluster():

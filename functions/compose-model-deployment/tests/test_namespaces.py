@@ -17,9 +17,9 @@ from compose_model_deployment import fn, namespaces
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from modelplane_common import labels, workload_namespace
-from modelplane_devtools import deployment_builders as t
-from modelplane_devtools import wire
-from modelplane_devtools.wire import conditions, desired
+from modelplane_testkit import deployment_builders as t
+from modelplane_testkit import wire
+from modelplane_testkit.wire import conditions, desired
 
 MATCHER = fn.default_matcher()
 FULL = {"gpu": 8}

@@ -10,7 +10,7 @@ import pytest
 from compose_model_deployment import placement, readers
 from compose_model_deployment.model import OwnReplica, ReplicaCondition
 from modelplane_common.capacity.readers import read_cluster
-from modelplane_devtools import deployment_builders as t
+from modelplane_testkit import deployment_builders as t
 
 
 def replica(index, cluster, pods="True"):

@@ -7,7 +7,7 @@ from datetime import datetime, timedelta
 import pytest
 from compose_model_deployment.placement import Change
 from modelplane_common.timeutil import parse_time
-from modelplane_devtools import deployment_builders as t
+from modelplane_testkit import deployment_builders as t
 
 FULL = {"gpu": 8}
 EMPTY = {"gpu": 8}

@@ -13,8 +13,8 @@ from datetime import timedelta
 import pytest
 from compose_model_deployment import fn
 from compose_model_deployment.placement import Change
-from modelplane_devtools import deployment_builders as t
-from modelplane_devtools.wire import conditions, desired
+from modelplane_testkit import deployment_builders as t
+from modelplane_testkit.wire import conditions, desired
 
 FULL = {"gpu": 8}
 PLACED = t.ago(10)

@@ -7,9 +7,9 @@ from typing import NamedTuple
 import pytest
 from compose_model_deployment import fn, readiness
 from crossplane.function.proto.v1 import run_function_pb2 as fnv1
-from modelplane_devtools import deployment_builders as t
-from modelplane_devtools.wire import conditions, desired
-from modelplane_devtools.wire import desired_status as xr_status
+from modelplane_testkit import deployment_builders as t
+from modelplane_testkit.wire import conditions, desired
+from modelplane_testkit.wire import desired_status as xr_status
 
 MATCHER = fn.default_matcher()
 FULL = {"gpu": 8}

@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 from compose_model_deployment import report
 from modelplane_common.outcome import Condition, Event
-from modelplane_devtools import deployment_builders as t
+from modelplane_testkit import deployment_builders as t
 
 SHORT = [t.cluster("a", [t.pool("p", 1, histogram=[({"gpu": 8}, 1)])])]
 

@@ -10,7 +10,7 @@ from typing import NamedTuple
 import pytest
 from compose_model_deployment.placement import Change
 from modelplane_common.timeutil import format_time
-from modelplane_devtools import deployment_builders as t
+from modelplane_testkit import deployment_builders as t
 
 
 def one_pool(nodes=1, histogram=None, *, devices=None, name="a", pool_name="p", **kw):

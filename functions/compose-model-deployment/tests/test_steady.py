@@ -16,8 +16,8 @@ import copy
 import pytest
 from compose_model_deployment import fn, steady, tenancy
 from crossplane.function.proto.v1 import run_function_pb2 as fnv1
-from modelplane_devtools import deployment_builders as t
-from modelplane_devtools import wire
+from modelplane_testkit import deployment_builders as t
+from modelplane_testkit import wire
 
 MATCHER = fn.default_matcher()
 FULL = {"gpu": 8}

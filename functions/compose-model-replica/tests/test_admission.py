@@ -15,8 +15,8 @@ from modelplane_common.capacity.admission import (
     record_from_status,
 )
 from modelplane_common.capacity.readers import read_engines
-from modelplane_devtools import admission_builders as a
-from modelplane_devtools import deployment_builders as t
+from modelplane_testkit import admission_builders as a
+from modelplane_testkit import deployment_builders as t
 
 NOW = t.NOW
 OLD = NOW - timedelta(minutes=1)

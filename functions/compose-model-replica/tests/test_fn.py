@@ -15,9 +15,9 @@ from modelplane_common.orphans import COMPOSED_ANNOTATION
 from modelplane_common.outcome import MAX_MESSAGE
 from modelplane_common.pods_created import released
 from modelplane_common.timeutil import format_time
-from modelplane_devtools import admission_builders as a
-from modelplane_devtools import wire
-from modelplane_devtools.wire import conditions, desired, desired_status, events, request, run
+from modelplane_testkit import admission_builders as a
+from modelplane_testkit import wire
+from modelplane_testkit.wire import conditions, desired, desired_status, events, request, run
 
 NOW = datetime(2026, 11, 29, 12, 0, tzinfo=UTC)
 FRESH = "2026-11-29T11:59:30Z"

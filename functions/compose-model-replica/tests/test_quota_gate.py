@@ -13,9 +13,9 @@ from compose_model_replica.readers import (
     REPLICAS_REQUIREMENT,
 )
 from modelplane_common.capacity.admission import ADMITTED, OVERCOMMITTED, WAITING
-from modelplane_devtools import admission_builders as a
-from modelplane_devtools import deployment_builders as t
-from modelplane_devtools.wire import conditions, desired_status, request, run
+from modelplane_testkit import admission_builders as a
+from modelplane_testkit import deployment_builders as t
+from modelplane_testkit.wire import conditions, desired_status, request, run
 
 NOW = t.NOW
 OLD = NOW - timedelta(minutes=1)

@@ -48,7 +48,7 @@ Assumed node choice (design/scheduler.md)
     over-promise. Pack: the node with the FEWEST free devices of those
     kinds that still fits (ties: the fewest free overall, then the vector),
     a MostAllocated profile; assuming spread there mispredicts about 0.5%
-    of pods. Our own measurement is in tests/simulation. A pod that claims
+    of pods. Our own measurement is in sim/tests. A pod that claims
     nothing is assumed on the node with the FEWEST free devices under
     either: it takes nothing, so within its gang it should not block a
     node a claiming pod needs.

@@ -12,7 +12,7 @@ each pod where that measure grows least. Written here for whole devices
                choose (fit.py), the demand is `expected_demand`, and a
                placement's `growth` is exact (a Fraction), so ties are ties
                and the same inputs give the same choice;
-    the simulator's node-level reference (modelplane_devtools.sim.nodelevel):
+    the simulator's node-level reference (modelplane_sim.nodelevel):
                a node is one true free vector, the demand the run's
                workload mix, the choice `choose_node`.
 

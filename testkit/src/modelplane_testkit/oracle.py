@@ -1,0 +1,335 @@
+"""kube-scheduler as the oracle of the agent's report, for the live tests (agent/tests/live).
+
+The agent says, per node of a pool, how many devices of each kind are free
+(its /debug/nodes view, `modelplane_agent.debug`). kube-scheduler decides:
+
+- a pod claiming exactly a node's free devices (one claim, an exact count per
+  device kind, the pool's tolerations, its smallest pod's cpu and memory) binds;
+- a pod claiming one device more, of any kind, does not (for a node the agent
+  leaves out of the histogram: a pod claiming one device of any kind does not;
+  for a node whose count the room for the pool's smallest pods caps, one more
+  than its devices alone leave free, the view's `uncapped`: one pod may take
+  more than the cap, the cap bounds how many pods the fleet places there).
+
+Probes are pinned to their node by a required node affinity on the node's name
+(no nodeName: kube-scheduler decides about that node alone, with every filter);
+a probe is decided once it is bound or PodScheduled=False/Unschedulable, within
+a bounded wait. Probes of all nodes run at once: first every "one more" probe,
+then, once those are gone, every "exact" one. The expectations come from the
+agent's view and kube-scheduler's binding only; nothing here counts devices.
+"""
+
+from __future__ import annotations
+
+import json
+import time
+import urllib.request
+from collections import Counter
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+import httpx2
+from lightkube import ApiError, Client
+from lightkube.generic_resource import create_global_resource, create_namespaced_resource
+from modelplane_agent.kube import _resource
+from modelplane_agent.state import CLAIMS, CLASSES, NODES, PODS, POOLS, REPLICAS, SLICES
+from modelplane_common.inputs import find_condition
+
+from modelplane_testkit.oracle_states import Pool
+
+PHASE_LABEL = "oracle.modelplane.ai/phase"
+# What a lightkube client raises while an object, or its kind, is not served yet:
+# the live tests' `eventually(..., not_yet=NOT_SERVED)` keeps polling on it. Any HTTP
+# error status, not only lightkube's ApiError: that needs a JSON body, and
+# kube-apiserver may answer a path under a group not registered yet (a CRD just
+# created) with a plain-text 404 (v1.36.3 did), which lightkube leaves an httpx
+# HTTPStatusError.
+NOT_SERVED: tuple[type[Exception], ...] = (httpx2.HTTPStatusError,)
+DECIDE_SECONDS = 30.0  # kube-scheduler answers a pinned probe in well under a second
+
+# The live tests' resource classes, created once per process: lightkube's registry
+# refuses a second generic class for a core kind, so the kinds the agent reads are the
+# agent's own classes (only the classes: nothing of its rules is used here).
+Node, Pod, ResourceSlice, ResourceClaim, DeviceClass = (
+    _resource(k) for k in (NODES, PODS, SLICES, CLAIMS, CLASSES)
+)
+PoolObservation, ReplicaObservation = _resource(POOLS), _resource(REPLICAS)
+CustomResourceDefinition = create_global_resource(
+    "apiextensions.k8s.io", "v1", "CustomResourceDefinition", "customresourcedefinitions"
+)
+Namespace = create_global_resource("", "v1", "Namespace", "namespaces")
+ServiceAccount = create_namespaced_resource("", "v1", "ServiceAccount", "serviceaccounts")
+# DeviceTaintRule as each supported minor serves it: v1alpha3 on v1.35 (with
+# --runtime-config), v1beta2 from v1.36, v1 from v1.37; the most stable first.
+DEVICE_TAINT_RULES = {
+    version: create_global_resource(
+        "resource.k8s.io", version, "DeviceTaintRule", "devicetaintrules"
+    )
+    for version in ("v1", "v1beta2", "v1alpha3")
+}
+
+
+def device_taint_rule(client: Client) -> Any:
+    """The DeviceTaintRule class of the most stable version this API server serves,
+    found by listing it in each (a version not served answers 404), apart from the
+    agent's own discovery, which is what the tests check."""
+    for resource in DEVICE_TAINT_RULES.values():
+        try:
+            next(iter(client.list(resource, chunk_size=1)), None)
+        except httpx2.HTTPStatusError as error:  # a JSON Status or plain text: see NOT_SERVED
+            if error.response.status_code == 404:
+                continue
+            raise
+        return resource
+    raise LookupError("the API server serves DeviceTaintRules in no version the agent reads")
+
+
+# --------------------------------------------------------------------------- manifests
+
+
+def exact_request(name: str, device_class: str, count: int, admin: bool = False) -> dict:
+    exactly: dict[str, Any] = {
+        "deviceClassName": device_class,
+        "allocationMode": "ExactCount",
+        "count": count,
+    }
+    if admin:
+        exactly["adminAccess"] = True
+    return {"name": name, "exactly": exactly}
+
+
+def claim_manifest(name: str, namespace: str, requests: list[dict], labels: dict) -> dict:
+    return {
+        "metadata": {"name": name, "namespace": namespace, "labels": labels},
+        "spec": {"devices": {"requests": requests}},
+    }
+
+
+@dataclass(frozen=True)
+class PodTerms:
+    """What a pool asks of every pod placed on it: its tolerations and the requests
+    (cpu, memory) of its smallest pod."""
+
+    tolerations: Sequence[Mapping] = ()
+    requests: Mapping[str, str] | None = None
+
+
+def pinned_pod(
+    name: str,
+    namespace: str,
+    node: str,
+    claim: str,
+    labels: Mapping[str, str],
+    terms: PodTerms | None = None,
+) -> dict:
+    """A pod that may only go to `node` (required affinity on the node's name), using `claim`,
+    on the pool's `terms` (none: no tolerations, no requests)."""
+    terms = terms or PodTerms()
+    resources: dict[str, Any] = {"claims": [{"name": "devices"}]}
+    if terms.requests:
+        resources["requests"] = dict(terms.requests)
+    term = {"matchFields": [{"key": "metadata.name", "operator": "In", "values": [node]}]}
+    affinity = {"requiredDuringSchedulingIgnoredDuringExecution": {"nodeSelectorTerms": [term]}}
+    spec: dict[str, Any] = {
+        "affinity": {"nodeAffinity": affinity},
+        "resourceClaims": [{"name": "devices", "resourceClaimName": claim}],
+        "containers": [{"name": "main", "image": "example.invalid/main:1", "resources": resources}],
+        "terminationGracePeriodSeconds": 0,
+    }
+    if terms.tolerations:
+        spec["tolerations"] = [dict(t) for t in terms.tolerations]
+    metadata = {"name": name, "namespace": namespace, "labels": dict(labels)}
+    return {"metadata": metadata, "spec": spec}
+
+
+def verdict(pod: Mapping) -> tuple[str, str] | None:
+    """("bound", node), ("refused", kube-scheduler's message), or None while undecided."""
+    node = (pod.get("spec") or {}).get("nodeName")
+    if node:
+        return ("bound", node)
+    condition = find_condition(pod, "PodScheduled")
+    if condition.get("status") == "False" and condition.get("reason") == "Unschedulable":
+        return ("refused", condition.get("message") or "")
+    return None
+
+
+def delete(client: Client, resource: Any, name: str, namespace: str | None = None) -> None:
+    """Delete now (no grace period); an object already gone is fine."""
+    try:
+        client.delete(resource, name, namespace=namespace, grace_period=0)
+    except ApiError as error:
+        if error.status.code != 404:
+            raise
+
+
+# --------------------------------------------------------------------------- the agent's view
+
+
+def debug_nodes(port: int) -> dict:
+    url = f"http://127.0.0.1:{port}/debug/nodes"
+    with urllib.request.urlopen(url, timeout=10) as response:
+        return json.loads(response.read())
+
+
+def pool_view(debug: Mapping, pool: str) -> dict:
+    """node -> the agent's entry for `pool` ({"free": ...}, {"leftOut": ...}, ...)."""
+    return {
+        node: pools[pool] for node, pools in sorted(debug.get("nodes", {}).items()) if pool in pools
+    }
+
+
+def view_problems(pool: Pool, members: Iterable[str], view: Mapping, status: Mapping) -> list[str]:
+    """Where the view and the published status disagree, or the view misses the pool's nodes."""
+    problems = []
+    if sorted(view) != sorted(members):
+        problems.append(f"the agent's view covers nodes {sorted(view)}, the pool {sorted(members)}")
+    unobserved = {n: e["unobserved"] for n, e in view.items() if "unobserved" in e}
+    if unobserved:
+        problems.append(f"the agent does not observe the pool: {unobserved}")
+    kinds = [d["name"] for d in pool.devices]
+    from_view = Counter(tuple(e["free"][k] for k in kinds) for e in view.values() if "free" in e)
+    published = Counter(
+        {
+            tuple(b["free"].get(k, 0) for k in kinds): b["nodes"]
+            for b in status.get("nodesByFreeDevices") or []
+        }
+    )
+    if published != from_view or status.get("observedNodes") != len(view):
+        problems.append(
+            f"published histogram {dict(published)} over {status.get('observedNodes')} nodes "
+            f"is not the per-node view's {dict(from_view)} over {len(view)}"
+        )
+    return problems
+
+
+def settled_view(
+    client: Client, port: int, pool: Pool, members: Sequence[str], seconds: float = 30
+) -> tuple[dict, list[str]]:
+    """The agent's view of `pool` once it covers every member, matches the published
+    status and holds still for a second; else the last view and what is wrong with it."""
+    deadline = time.monotonic() + seconds
+    seen: list[dict] = []
+    while True:
+        view = pool_view(debug_nodes(port), pool.name)
+        status = client.get(PoolObservation, pool.name).get("status") or {}
+        problems = view_problems(pool, members, view, status)
+        seen = [*seen[-1:], view] if not problems else []
+        if len(seen) == 2 and seen[0] == seen[1]:
+            return view, []
+        if time.monotonic() > deadline:
+            return view, problems or [f"the agent's view did not hold still for 1s: {seen}"]
+        time.sleep(0.5)
+
+
+# --------------------------------------------------------------------------- probes
+
+
+@dataclass
+class Probe:
+    node: str
+    what: str  # "exact" or "one more <kind>"
+    counts: dict[str, int]  # device kind -> count
+    expect_bound: bool
+    name: str
+    outcome: tuple[str, str] | None = None  # verdict(), or ("undecided", why)
+
+    @property
+    def disagrees(self) -> bool:
+        if self.outcome is None or self.outcome[0] == "undecided":
+            return True
+        return (self.outcome[0] == "bound") != self.expect_bound
+
+    def disagreement(self) -> str:
+        expected = "binds" if self.expect_bound else "does not bind"
+        got = "undecided" if self.outcome is None else f"{self.outcome[0]}: {self.outcome[1]}"
+        claiming = f"a pod claiming {self.counts} ({self.what})"
+        return f"node {self.node}: {claiming} {expected}; kube-scheduler: {got}"
+
+    def line(self) -> str:
+        expected = "bound" if self.expect_bound else "refused"
+        return f"{self.node} {self.what} {self.counts} expect {expected}: {self.outcome}"
+
+
+def planned_probes(pool: Pool, view: Mapping, prefix: str) -> tuple[list[Probe], list[Probe]]:
+    """("one more" probes, "exact" probes) for every node of the view."""
+    kinds = [d["name"] for d in pool.devices]
+    more, exact = [], []
+    for index, (node, entry) in enumerate(sorted(view.items())):
+        free = entry.get("free") or dict.fromkeys(kinds, 0)
+        # A node whose count the room for the pool's smallest pods caps: one pod claiming
+        # one device more than its devices alone leave free must not bind.
+        devices = entry.get("uncapped") or free
+        for k, kind in enumerate(kinds):
+            counts = {**devices, kind: devices[kind] + 1}
+            more.append(Probe(node, f"one more {kind}", counts, False, f"{prefix}-more{index}-{k}"))
+        if "free" in entry and sum(free.values()) > 0:
+            exact.append(Probe(node, "exact", dict(free), True, f"{prefix}-exact{index}"))
+    return more, exact
+
+
+@dataclass(frozen=True)
+class Oracle:
+    """Where probes live: their namespace and the labels that find them again."""
+
+    client: Client
+    namespace: str
+    labels: Mapping[str, str]
+
+    def judge(self, pool: Pool, view: Mapping, prefix: str) -> list[Probe]:
+        """Every probe of every node of `view`, decided by kube-scheduler. The "exact"
+        probes are left in place (bound ones hold their devices): `remove` them."""
+        more, exact = planned_probes(pool, view, prefix)
+        self.decide(pool, more, "more")
+        self.remove(more)
+        # A "one more" probe that bound holds devices of its node: that node already
+        # disagrees, and its exact probe would not be about the agent's view any more.
+        holding = {p.node for p in more if p.outcome and p.outcome[0] == "bound"}
+        exact = [p for p in exact if p.node not in holding]
+        self.decide(pool, exact, "exact")
+        return more + exact
+
+    def decide(self, pool: Pool, probes: list[Probe], phase: str) -> None:
+        classes = {d["name"]: d["deviceClassName"] for d in pool.devices}
+        labels: dict[str, Any] = {**self.labels, PHASE_LABEL: phase}
+        for probe in probes:
+            requests = [exact_request(k, classes[k], n) for k, n in probe.counts.items() if n > 0]
+            claim = claim_manifest(probe.name, self.namespace, requests, labels)
+            self.client.create(ResourceClaim(claim))
+            pod = pinned_pod(
+                probe.name,
+                self.namespace,
+                probe.node,
+                probe.name,
+                labels,
+                PodTerms(pool.tolerations, pool.min_pod_requests),
+            )
+            self.client.create(Pod(pod))
+        pending = {p.name: p for p in probes}
+        deadline = time.monotonic() + DECIDE_SECONDS
+        while pending and time.monotonic() < deadline:
+            for pod in self.client.list(Pod, namespace=self.namespace, labels=labels):
+                waiting = pending.get(pod["metadata"]["name"])
+                decided = verdict(pod)
+                if waiting is not None and decided is not None:
+                    waiting.outcome = decided
+                    del pending[waiting.name]
+            time.sleep(0.2)
+        for waiting in pending.values():
+            waiting.outcome = ("undecided", f"neither bound nor Unschedulable in {DECIDE_SECONDS}s")
+
+    def remove(self, probes: Iterable[Probe], wait: bool = False) -> None:
+        """Delete the probes' pods and claims; with `wait`, until the claims are gone (a
+        bound probe's devices are free again only then)."""
+        names = [p.name for p in probes]
+        for name in names:
+            delete(self.client, Pod, name, self.namespace)
+            delete(self.client, ResourceClaim, name, self.namespace)
+        deadline = time.monotonic() + DECIDE_SECONDS
+        while wait and time.monotonic() < deadline:
+            claims = self.client.list(ResourceClaim, namespace=self.namespace)
+            if not {c["metadata"]["name"] for c in claims} & set(names):
+                return
+            time.sleep(0.2)
+        if wait:
+            raise TimeoutError(f"probe claims {names} not gone in {DECIDE_SECONDS}s")

@@ -1,0 +1,107 @@
+"""The oracle's state generator: reproducible by seed, and each feature switchable by name."""
+
+from __future__ import annotations
+
+import dataclasses
+
+import pytest
+from modelplane_testkit.oracle_states import FEATURES, features_from, generate
+
+SEEDS = range(1, 61)
+
+
+def test_a_seed_gives_the_same_state_every_time():
+    assert all(
+        dataclasses.asdict(generate(s, features_from("")))
+        == dataclasses.asdict(generate(s, features_from("")))
+        for s in SEEDS
+    )
+
+
+@pytest.mark.parametrize(
+    ("text", "expected"),
+    [
+        pytest.param(
+            "",
+            set(FEATURES) - {"tainted-partitions"},
+            id="nothing named enables every feature but the known disagreements",
+        ),
+        pytest.param("all", set(FEATURES), id="all enables every feature"),
+        pytest.param("none", set(), id="none enables no feature"),
+        pytest.param(
+            "admin-access,shared-claims",
+            {"admin-access", "shared-claims"},
+            id="names enable only those",
+        ),
+        pytest.param(
+            "-admin-access",
+            set(FEATURES) - {"admin-access", "tainted-partitions"},
+            id="a minus leaves one out of the default",
+        ),
+        pytest.param(
+            "tainted-partitions",
+            {"tainted-partitions"},
+            id="a known disagreement runs when named",
+        ),
+    ],
+)
+def test_features_are_chosen_by_name(text, expected):
+    assert features_from(text) == expected
+
+
+@pytest.mark.parametrize(
+    ("kube_version", "expected"),
+    [
+        pytest.param(
+            "v1.35.4",
+            set(FEATURES) - {"tainted-partitions"},
+            id="v1.35.4 leaves out tainted partitions, on which its scheduler leaks counters",
+        ),
+        pytest.param("v1.36.3", set(FEATURES), id="v1.36.3 runs every feature by default"),
+        pytest.param("v1.37.2", set(FEATURES), id="v1.37.2 runs every feature by default"),
+    ],
+)
+def test_the_default_leaves_out_only_the_versions_known_disagreements(kube_version, expected):
+    assert features_from("", kube_version) == expected
+    assert features_from("-admin-access", kube_version) == expected - {"admin-access"}
+
+
+def test_an_unknown_feature_is_refused_with_the_known_names():
+    with pytest.raises(
+        ValueError, match="unknown oracle features \\['typo'\\]; known: republished-slices"
+    ):
+        features_from("typo")
+
+
+# What in a state shows a feature was used: the steps only that feature produces.
+SIGNS = {
+    "admin-access": lambda step: step.get("adminAccess") is True,
+    "device-taint-rules": lambda step: step["op"] == "taint-rule" and not step["consumesCounters"],
+    "device-taints": lambda step: any(
+        d.get("taints") and "consumes" not in d for d in step.get("devices", [])
+    ),
+    "tainted-partitions": lambda step: (
+        step.get("consumesCounters") is True
+        or any(d.get("taints") and "consumes" in d for d in step.get("devices", []))
+    ),
+    "shared-claims": lambda step: step.get("pods") == 2,
+    "cordoned-nodes": lambda step: step.get("unschedulable") is True,
+    "not-ready-nodes": lambda step: step.get("ready") is False,
+    "node-resources": lambda step: step["op"] == "hog",
+    "partitionable-devices": lambda step: bool(step.get("sharedCounters")),
+    "republished-slices": lambda step: step.get("generation", 1) > 1,
+}
+
+
+# A feature that only shows on what another builds (a partitionable device to taint).
+NEEDS = {"tainted-partitions": {"partitionable-devices"}}
+
+
+@pytest.mark.parametrize("feature", sorted(SIGNS))
+def test_a_feature_left_out_never_appears_and_enabled_it_does(feature):
+    needed = NEEDS.get(feature, set())
+    without = [generate(s, features_from(f"-{feature}")) for s in SEEDS]
+    alone = [generate(s, features_from(",".join({feature, *needed}))) for s in SEEDS]
+    assert not any(SIGNS[feature](step) for state in without for step in state.steps)
+    assert any(SIGNS[feature](step) for state in alone for step in state.steps)
+    assert all(set(state.features) <= {feature, *needed} for state in alone)
