@@ -76,6 +76,7 @@ from modelplane_agent.snapshot import (
     Resources,
     Toleration,
 )
+from modelplane_agent.taint_rules import UNSELECTIVE_RULE
 
 OBSERVING = "Observing"
 CORDONED = "cordoned"
@@ -83,6 +84,7 @@ NOT_READY = "NotReady"
 UNTOLERATED_TAINT = "untolerated taint"
 KINDS_SHARE_COUNTERS = "KindsShareCounters"
 SHARED_POOL_NAMES = "SharedPoolNames"
+UNSELECTIVE_TAINT_RULES = "UnselectiveDeviceTaintRules"
 
 
 @dataclass(frozen=True, slots=True)
@@ -668,6 +670,15 @@ def report_from_tally(observed: int, tally: Tally, max_buckets: int = MAX_BUCKET
             "their devices on those nodes are not counted"
         )
         reason = SHARED_POOL_NAMES
+    if any(cause.startswith(UNSELECTIVE_RULE) for cause in tally.uncounted):
+        # Counted as taken whatever the scheduler's version: said, and a Warning event
+        # (status.PROBLEMS), so an operator can give the rule a selector or delete it.
+        message += (
+            "; a DeviceTaintRule without deviceSelector taints every device for "
+            "kube-scheduler v1.35 and v1.36 and none for v1.37, and the agent cannot tell "
+            "which version schedules: those devices are not counted"
+        )
+        reason = reason if reason == SHARED_POOL_NAMES else UNSELECTIVE_TAINT_RULES
     return PoolReport(observed, histogram, Condition(OBSERVING, "True", reason, message))
 
 
