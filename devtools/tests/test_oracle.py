@@ -99,6 +99,13 @@ def probe(node: str, expect_bound: bool, outcome: str) -> Probe:
             id="an under-count on a node that declares nothing is a disagreement",
         ),
         pytest.param(
+            {"n1": {"free": {"gpu": 0, "nic": 0}, "uncounted": ["shared pool name"]}},
+            [probe("n1", False, "bound")],
+            [],
+            ["n1-bound"],
+            id="an under-count where two drivers' pools share a name is declared",
+        ),
+        pytest.param(
             {"n1": {"free": {"gpu": 0}, "uncounted": ["incomplete resource pool"]}},
             [probe("n1", False, "bound")],
             ["n1-bound"],

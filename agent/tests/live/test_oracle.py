@@ -48,7 +48,7 @@ from typing import Any
 
 import pytest
 import yaml
-from lightkube import Client
+from lightkube import ApiError, Client
 from lightkube.config.kubeconfig import KubeConfig
 from lightkube.types import PatchType
 from modelplane_devtools.e2e import kube_versions
@@ -255,6 +255,8 @@ def apply_step(world: World, state: State, step: dict, uids: Mapping[str, str]) 
         delete(client, ResourceSlice, step["name"])
     elif op == "taint-rule":
         client.create(device_taint_rule(client)(taint_rule_manifest(step, state.seed)))
+    elif op == "device-class":
+        put_device_class(client, step, state.seed)
     elif op == "hog":
         client.create(Pod(hog_manifest(step, state.seed)))
     elif op == "workload":
@@ -375,6 +377,20 @@ def taint_rule_manifest(step: dict, seed: int) -> dict:
     return {"metadata": {"name": step["name"], "labels": labels(seed)}, "spec": spec}
 
 
+def put_device_class(client: Client, step: dict, seed: int) -> None:
+    """Create the state's own DeviceClass, or replace its selector."""
+    spec = {"selectors": [{"cel": {"expression": step["expression"]}}]}
+    try:
+        client.get(DeviceClass, step["name"])
+    except ApiError as error:
+        if error.status.code != 404:
+            raise
+        metadata = {"name": step["name"], "labels": labels(seed)}
+        client.create(DeviceClass({"metadata": metadata, "spec": spec}))
+        return
+    client.patch(DeviceClass, step["name"], {"spec": spec}, patch_type=PatchType.MERGE)
+
+
 def hog_manifest(step: dict, seed: int) -> dict:
     """A pod already bound to its node (no scheduler involved) holding cpu, memory or a slot."""
     container: dict[str, Any] = {"name": "hog", "image": "example.invalid/hog:1"}
@@ -425,6 +441,8 @@ def clean_up(client: Client, state: State) -> None:
             delete(client, device_taint_rule(client), step["name"])
         elif step["op"] == "slice":
             delete(client, ResourceSlice, step["name"])
+        elif step["op"] == "device-class":
+            delete(client, DeviceClass, step["name"])
     for node in state.nodes:
         delete(client, Node, node)
 

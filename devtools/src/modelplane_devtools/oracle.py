@@ -49,6 +49,7 @@ from typing import Any
 import httpx2
 from lightkube import ApiError, Client
 from lightkube.generic_resource import create_global_resource, create_namespaced_resource
+from modelplane_agent.devices import SHARED_POOL_NAME
 from modelplane_agent.kube import _resource
 from modelplane_agent.state import CLAIMS, CLASSES, NODES, PODS, POOLS, REPLICAS, SLICES
 from modelplane_agent.taint_rules import UNSELECTIVE_RULE
@@ -341,8 +342,11 @@ def planned_series(pool: Pool, view: Mapping, prefix: str) -> list[list[Series]]
 # The `uncounted` causes by which the agent declares that it counts less than a
 # kube-scheduler of some supported version may allocate, because it cannot tell which
 # version schedules (design/agent.md, "Tests"): an under-count on a node naming one is
-# declared, not a disagreement. An over-count is never excused.
-DECLARED_UNDER_COUNTS: tuple[str, ...] = (UNSELECTIVE_RULE,)
+# declared, not a disagreement. An over-count is never excused. A DeviceTaintRule
+# without deviceSelector (v1.37 applies it to no device, v1.35 and v1.36 to all), and
+# two drivers' partitionable resource pools of one name (v1.35 and v1.36 mix their
+# counters up, v1.37 keys them apart).
+DECLARED_UNDER_COUNTS: tuple[str, ...] = (UNSELECTIVE_RULE, SHARED_POOL_NAME)
 
 
 def declared(probe: Probe, view: Mapping) -> bool:
