@@ -8,6 +8,7 @@ from datetime import UTC, datetime
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
+from modelplane_agent.partitions import SLICE_ORDER
 from modelplane_agent.pools import Uncounted, coarsen
 from modelplane_agent.snapshot import Resources, pod_requests
 from modelplane_agent.state import (
@@ -1581,3 +1582,38 @@ def test_rules_on_partitionable_devices_count_as_taints_in_the_slice(
     in_slice = dict(PARTITIONED, spec=dict(PARTITIONED["spec"]))
     in_slice["spec"]["devices"] = slice_taint(PARTITIONED["spec"]["devices"], names)
     assert outcome(by_rules)[1] == outcome(run([*common, in_slice]))[1] == {vector: 1}
+
+
+def split_gpu(apart: bool) -> list[dict]:
+    """One 40Gi GPU: four 10Gi partitions and a 20Gi one, in one slice or the 20Gi one in
+    a second slice of the same resource pool."""
+    small = [
+        t.device(f"gpu-0-s{i}", consumes={"gpu-0-counters": {"memory": "10Gi"}}) for i in range(4)
+    ]
+    large = t.device("gpu-0-l", consumes={"gpu-0-counters": {"memory": "20Gi"}})
+    if not apart:
+        return [t.resource_slice("n1", [*small, large], shared_counters=COUNTERS)]
+    return [
+        t.resource_slice("n1", small, shared_counters=COUNTERS, name="n1-a", slice_count=2),
+        t.resource_slice("n1", [large], name="n1-b", slice_count=2),
+    ]
+
+
+@pytest.mark.parametrize(
+    ("apart", "part"),
+    [
+        pytest.param(
+            True,
+            Uncounted((3,), (SLICE_ORDER,)),
+            id="partitions over two slices count the worst order's first fit and say the "
+            "order may give more",
+        ),
+        pytest.param(False, (4,), id="partitions in one slice have one order: nothing to say"),
+    ],
+)
+def test_partitions_whose_count_depends_on_slice_order_are_declared(apart, part):
+    pool = t.pool_observation("a100", [ANY])
+    state = run([*CLASSES_ALL, ANY_PART, pool, t.node("n1"), *split_gpu(apart)])
+    message = state.pool_report("a100").condition.message
+    assert state.pool_view.parts["a100"]["n1"] == part
+    assert (SLICE_ORDER in message) is apart

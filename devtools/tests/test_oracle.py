@@ -4,6 +4,7 @@ agent's view alone, and how it reads the answers."""
 from __future__ import annotations
 
 import pytest
+from modelplane_agent.partitions import SLICE_ORDER
 from modelplane_devtools.oracle import Probe, Series, planned_series, sorted_verdicts
 from modelplane_devtools.oracle_states import Pool
 
@@ -104,6 +105,13 @@ def probe(node: str, expect_bound: bool, outcome: str) -> Probe:
             [],
             ["n1-bound"],
             id="an under-count where two drivers' pools share a name is declared",
+        ),
+        pytest.param(
+            {"n1": {"free": {"gpu": 3}, "uncounted": [SLICE_ORDER]}},
+            [probe("n1", False, "bound")],
+            [],
+            ["n1-bound"],
+            id="an under-count where partitions span slices read in any order is declared",
         ),
         pytest.param(
             {"n1": {"free": {"gpu": 0}, "uncounted": ["incomplete resource pool"]}},

@@ -51,6 +51,7 @@ from lightkube import ApiError, Client
 from lightkube.generic_resource import create_global_resource, create_namespaced_resource
 from modelplane_agent.devices import SHARED_POOL_NAME
 from modelplane_agent.kube import _resource
+from modelplane_agent.partitions import SLICE_ORDER
 from modelplane_agent.state import CLAIMS, CLASSES, NODES, PODS, POOLS, REPLICAS, SLICES
 from modelplane_agent.taint_rules import UNSELECTIVE_RULE
 from modelplane_common.inputs import find_condition
@@ -345,8 +346,9 @@ def planned_series(pool: Pool, view: Mapping, prefix: str) -> list[list[Series]]
 # declared, not a disagreement. An over-count is never excused. A DeviceTaintRule
 # without deviceSelector (v1.37 applies it to no device, v1.35 and v1.36 to all), and
 # two drivers' partitionable resource pools of one name (v1.35 and v1.36 mix their
-# counters up, v1.37 keys them apart).
-DECLARED_UNDER_COUNTS: tuple[str, ...] = (UNSELECTIVE_RULE, SHARED_POOL_NAME)
+# counters up, v1.37 keys them apart); and partitions over several slices, whose
+# order kube-scheduler reads in map order (the agent counts the worst order's).
+DECLARED_UNDER_COUNTS: tuple[str, ...] = (UNSELECTIVE_RULE, SHARED_POOL_NAME, SLICE_ORDER)
 
 
 def declared(probe: Probe, view: Mapping) -> bool:
