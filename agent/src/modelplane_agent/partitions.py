@@ -81,11 +81,7 @@ def first_fit_count(
     fleet was not told of: it differs from the declaration) counts none: which
     devices a claim gets from it depends on selectors the count cannot see.
     """
-    exact = [[(key, amount) for key, amount in d.consumes if amount is not None] for d in devices]
-    needs, room = _in_units(exact, left)
-    doubts = tuple(doubtful) or (False,) * len(needs)
-    placed = list(zip(slices, needs, doubts, strict=True))
-    return sum(_worst_order(group, room) for group in _groups(placed))
+    return first_fit(devices, slices, left, doubtful)[0]
 
 
 def order_dependent(
@@ -94,17 +90,22 @@ def order_dependent(
     """Whether some group of `devices` (as for `first_fit_count`) spread over several
     slices gives more one-device claims in some order of its slices than in the worst
     one, which `first_fit_count` counts: an under-promise to name."""
+    return first_fit(devices, slices, left)[1]
+
+
+def first_fit(
+    devices: Sequence[Device],
+    slices: Sequence[int],
+    left: Mapping[CounterKey, Fraction],
+    doubtful: Sequence[bool] = (),
+) -> tuple[int, bool]:
+    """`first_fit_count` and `order_dependent` at once (the groups found once)."""
     exact = [[(key, amount) for key, amount in d.consumes if amount is not None] for d in devices]
     needs, room = _in_units(exact, left)
-    placed = list(zip(slices, needs, (False,) * len(needs), strict=True))
-    for group in _groups(placed):
-        slices_of = list(dict.fromkeys(s for s, _, _ in group))
-        if not group[0][1] or not 1 < len(slices_of) <= MAX_ORDERED_SLICES:
-            continue
-        runs = [[need for of, need, _ in group if of == s] for s in slices_of]
-        if _fewest_picks(runs, room, most=True) > _fewest_picks(runs, room):
-            return True
-    return False
+    doubts = tuple(doubtful) or (False,) * len(needs)
+    placed = list(zip(slices, needs, doubts, strict=True))
+    counts = [_worst_order(group, room) for group in _groups(placed)]
+    return sum(worst for worst, _ in counts), any(more for _, more in counts)
 
 
 def _in_units(
@@ -150,20 +151,21 @@ def _groups(placed: list[Placed]) -> list[list[Placed]]:
     return list(groups.values())
 
 
-def _worst_order(group: list[Placed], left: Mapping[CounterKey, int]) -> int:
+def _worst_order(group: list[Placed], left: Mapping[CounterKey, int]) -> tuple[int, bool]:
     """The fewest one-device claims first fit satisfies from the group, whatever order
-    of its slices each claim reads them in."""
+    of its slices each claim reads them in; and whether some order satisfies more."""
     if any(doubt for _, _, doubt in group):
-        return 0
+        return 0, False
     if not group[0][1]:
-        return len(group)  # consuming nothing: every one fits
+        return len(group), False  # consuming nothing: every one fits
     slices = list(dict.fromkeys(s for s, _, _ in group))
     runs = [[need for of, need, _ in group if of == s] for s in slices]
     if len(runs) == 1:
-        return _sequential_first_fit(runs[0], left)
+        return _sequential_first_fit(runs[0], left), False
     if len(runs) > MAX_ORDERED_SLICES:
-        return 0
-    return _fewest_picks(runs, left)
+        return 0, False
+    fewest = _fewest_picks(runs, left)
+    return fewest, _fewest_picks(runs, left, most=True) > fewest
 
 
 class _OverBudget(Exception):

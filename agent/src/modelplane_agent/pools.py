@@ -65,7 +65,7 @@ from modelplane_common.observation import MAX_BUCKETS, FreeVector, Histogram
 from modelplane_common.outcome import Condition
 
 from modelplane_agent.devices import SHARED_POOL_NAME, NodeDevices
-from modelplane_agent.partitions import SLICE_ORDER, first_fit_count, order_dependent
+from modelplane_agent.partitions import SLICE_ORDER, first_fit
 from modelplane_agent.snapshot import (
     CounterKey,
     Device,
@@ -342,10 +342,10 @@ def _partitions_free(
     devices = [device for _, device, _ in candidates]
     slices = [slice_ for slice_, _, _ in candidates]
     causes = [verdict.cause for _, _, verdict in candidates if isinstance(verdict, Differs)]
-    count = first_fit_count(devices, slices, left, [isinstance(v, Differs) for *_, v in candidates])
+    count, more = first_fit(devices, slices, left, [isinstance(v, Differs) for *_, v in candidates])
     if causes:
         return count, causes[0]
-    return count, SLICE_ORDER if order_dependent(devices, slices, left) else None
+    return count, SLICE_ORDER if more else None
 
 
 def class_failures(
