@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import pytest
 from modelplane_agent.partitions import SLICE_ORDER
-from modelplane_devtools.oracle import Probe, Series, planned_series, sorted_verdicts
+from modelplane_devtools.oracle import Probe, Series, final, planned_series, sorted_verdicts
 from modelplane_devtools.oracle_states import Pool
 
 POOL = Pool(
@@ -133,3 +133,28 @@ def test_verdicts_declare_only_under_counts_the_agent_names(view, probes, disagr
     verdicts = sorted_verdicts(probes, view)
     assert [p.name for p in verdicts.disagreements] == disagreeing
     assert [p.name for p in verdicts.declared] == declared
+
+
+@pytest.mark.parametrize(
+    ("expect_bound", "outcome", "is_final"),
+    [
+        pytest.param(
+            True, ("bound", "n"), True, id="a bound probe the view expects bound is decided"
+        ),
+        pytest.param(
+            False, ("bound", "n"), True, id="a bound probe the view expects refused is decided"
+        ),
+        pytest.param(
+            False, ("refused", "no room"), True, id="a refusal the view expects is decided"
+        ),
+        pytest.param(
+            True,
+            ("refused", "no room"),
+            False,
+            id="a refusal of a probe expected to bind waits: kube-scheduler retries it",
+        ),
+    ],
+)
+def test_which_verdicts_end_the_wait(expect_bound, outcome, is_final):
+    probe = Probe("n", "exact", {"gpu": 1}, expect_bound, "p-0", outcome)
+    assert final(probe) is is_final

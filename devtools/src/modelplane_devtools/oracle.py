@@ -20,10 +20,12 @@ The agent says, per node of a pool, how many devices of each kind are free
 
 Probes are pinned to their node by a required node affinity on the node's name
 (no nodeName: kube-scheduler decides about that node alone, with every filter);
-a probe is decided once it is bound or PodScheduled=False/Unschedulable, within
-a bounded wait. Probes of all nodes run at once: first every "one more" probe,
-then, once those are gone, the series of each kind in turn (all nodes' series
-of a kind side by side, a pod each round), then every "exact" one. The
+a probe is decided once it is bound, or PodScheduled=False/Unschedulable where
+the view expects it refused; a refusal of a probe expected to bind stands only
+if it still does at the end of a bounded wait (`final`). Probes of all nodes
+run at once: first every "one more" probe, then, once those are gone, the
+series of each kind in turn (all nodes' series of a kind side by side, a pod
+each round), then every "exact" one. The
 expectations come from the agent's view and kube-scheduler's binding only;
 nothing here counts devices.
 
@@ -67,10 +69,6 @@ PHASE_LABEL = "oracle.modelplane.ai/phase"
 # HTTPStatusError.
 NOT_SERVED: tuple[type[Exception], ...] = (httpx2.HTTPStatusError,)
 DECIDE_SECONDS = 30.0  # kube-scheduler answers a pinned probe in well under a second
-# After a phase's claims are gone from the API server, kube-scheduler's informers may
-# not have seen them go: the next phase's probes would meet devices and room still
-# held in its cache, and be refused once.
-RELEASE_SECONDS = 1.0
 
 # The live tests' resource classes, created once per process: lightkube's registry
 # refuses a second generic class for a core kind, so the kinds the agent reads are the
@@ -176,6 +174,19 @@ def verdict(pod: Mapping) -> tuple[str, str] | None:
     if condition.get("status") == "False" and condition.get("reason") == "Unschedulable":
         return ("refused", condition.get("message") or "")
     return None
+
+
+def final(probe: Probe) -> bool:
+    """Whether `probe`'s verdict so far is kube-scheduler's last word within the wait.
+
+    A bound pod stays bound, and so does a refusal the view expects. A refusal of a
+    pod the view expects to bind may be kube-scheduler's cache still holding what an
+    earlier phase's pods held (their claims are gone from the API server, not yet
+    from its informers): it retries such a pod when that release reaches it (the
+    claim and pod deletions requeue it), so the wait goes on, and the refusal counts
+    only if it still stands at the deadline."""
+    bound = probe.outcome is not None and probe.outcome[0] == "bound"
+    return bound or not probe.expect_bound
 
 
 def delete(client: Client, resource: Any, name: str, namespace: str | None = None) -> None:
@@ -408,10 +419,8 @@ class Oracle:
         return placed
 
     def release(self, probes: list[Probe]) -> None:
-        """Remove `probes`, and give kube-scheduler time to see what bound ones held go."""
+        """Remove `probes`, until their claims are gone from the API server."""
         self.remove(probes, wait=True)
-        if any(p.outcome and p.outcome[0] == "bound" for p in probes):
-            time.sleep(RELEASE_SECONDS)
 
     def decide(self, pool: Pool, probes: list[Probe], phase: str) -> None:
         classes = {d["name"]: d["deviceClassName"] for d in pool.devices}
@@ -437,10 +446,15 @@ class Oracle:
                 decided = verdict(pod)
                 if waiting is not None and decided is not None:
                     waiting.outcome = decided
-                    del pending[waiting.name]
+                    if final(waiting):
+                        del pending[waiting.name]
             time.sleep(0.2)
         for waiting in pending.values():
-            waiting.outcome = ("undecided", f"neither bound nor Unschedulable in {DECIDE_SECONDS}s")
+            if waiting.outcome is None:
+                waiting.outcome = (
+                    "undecided",
+                    f"neither bound nor Unschedulable in {DECIDE_SECONDS}s",
+                )
 
     def remove(self, probes: Iterable[Probe], wait: bool = False) -> None:
         """Delete the probes' pods and claims; with `wait`, until the claims are gone (a
