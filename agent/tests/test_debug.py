@@ -7,12 +7,28 @@ from collections import Counter
 
 import pytest
 from modelplane_agent.debug import node_view
-from modelplane_agent.state import CLAIMS, CLASSES, NODES, PODS, POOLS, SLICES, ClusterState
+from modelplane_agent.state import (
+    CLAIMS,
+    CLASSES,
+    NODES,
+    PODS,
+    POOLS,
+    RULES,
+    SLICES,
+    ClusterState,
+)
 from modelplane_testkit import agent_builders as t
 from modelplane_testkit.oracle import planned_probes
 from modelplane_testkit.oracle_states import Pool
 
 GPU_CLASS = t.device_class("gpu", 'device.attributes["gpu.nvidia.com"].type == "gpu"')
+
+
+# kube-scheduler versions differ on it (modelplane_agent.taint_rules, Versions).
+UNSELECTIVE_RULE = {
+    "metadata": {"name": "r"},
+    "spec": {"taint": {"key": "k", "effect": "NoSchedule"}},
+}
 
 
 def cluster(*objects: tuple[str, dict]) -> ClusterState:
@@ -75,6 +91,18 @@ def gpus(name: str, count: int = 4) -> tuple[str, dict]:
             ],
             {"n1": {"a100": {"free": {"gpu": 0}, "uncounted": ["incomplete resource pool"]}}},
             id="a node whose devices an incomplete resource pool hides says so",
+        ),
+        pytest.param(
+            [(NODES, t.node("n1", "a100")), gpus("n1"), (RULES, UNSELECTIVE_RULE)],
+            {
+                "n1": {
+                    "a100": {
+                        "free": {"gpu": 0},
+                        "uncounted": ["DeviceTaintRule without deviceSelector (r)"],
+                    }
+                }
+            },
+            id="a node whose devices only a rule without device selector takes names the rule",
         ),
     ],
 )

@@ -9,7 +9,7 @@ from itertools import combinations, permutations
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
-from modelplane_agent.partitions import first_fit_count
+from modelplane_agent.partitions import first_fit_count, order_dependent
 from modelplane_agent.snapshot import Device
 from modelplane_common.cel.devices import device_view
 
@@ -156,3 +156,43 @@ def gpu(*sizes: int) -> list[Device]:
 )
 def test_first_fit_count(devices, slices, count):
     assert first_fit_count(devices, slices, {COUNTERS[0]: Fraction(8)}) == count
+
+
+def most_granted(orders, taken: tuple, left) -> int:
+    """The most one-device claims granted one after another, each reading the slices in
+    any of `orders` (the same walk as `fewest_granted`)."""
+    outcomes = []
+    for order in orders:
+        chosen = list(taken)
+        if allocate_claim(order, chosen, 1, left):
+            outcomes.append(1 + most_granted(orders, tuple(chosen), left))
+    return max(outcomes, default=0)
+
+
+@settings(max_examples=150, deadline=None)
+@given(instances)
+def test_the_count_is_order_dependent_exactly_where_some_slice_order_gives_more(instance):
+    devices, slices, left = unpack(instance)
+    orders = list(slice_orders(devices, slices))
+    more = most_granted(orders, (), left) > fewest_granted(orders, (), left)
+    assert order_dependent(devices, slices, left) == more
+
+
+@pytest.mark.parametrize(
+    ("devices", "slices", "dependent"),
+    [
+        pytest.param(
+            gpu(2, 2, 2, 2, 4),
+            [0, 0, 0, 0, 1],
+            True,
+            id="a bigger partition in a slice of its "
+            "own taken first leaves fewer: the count is the worst order's, and says so",
+        ),
+        pytest.param(gpu(2, 2, 2, 2, 4), [0, 0, 0, 0, 0], False, id="one slice has one order"),
+        pytest.param(
+            gpu(4, 4, 4, 4), [0, 0, 1, 1], False, id="slices whose every order gives as many"
+        ),
+    ],
+)
+def test_order_dependent(devices, slices, dependent):
+    assert order_dependent(devices, slices, {COUNTERS[0]: Fraction(8)}) is dependent

@@ -8,7 +8,8 @@ from datetime import UTC, datetime
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
-from modelplane_agent.pools import coarsen
+from modelplane_agent.partitions import SLICE_ORDER
+from modelplane_agent.pools import Uncounted, coarsen
 from modelplane_agent.snapshot import Resources, pod_requests
 from modelplane_agent.state import (
     CLAIMS,
@@ -1381,11 +1382,6 @@ TAINT_RULE_CASES = [
         id="a rule naming another driver takes nothing",
     ),
     pytest.param(
-        [unselective()],
-        {(0,): 2},
-        id="a rule without a device selector makes every device not free, as the tracker does",
-    ),
-    pytest.param(
         [t.taint_rule("r", selector={})],
         {(0,): 2},
         id="a rule with an empty device selector makes every device not free",
@@ -1431,6 +1427,69 @@ TAINT_RULE_CASES = [
 @pytest.mark.parametrize(("steps", "buckets"), TAINT_RULE_CASES)
 def test_device_taint_rules(steps, buckets):
     assert outcome(run([*TWO_NODES, *steps])) == (2, buckets, "True", "Observed")
+
+
+UNSELECTIVE = "DeviceTaintRule without deviceSelector (r)"
+VERSIONS_DIFFER = "taints every device for kube-scheduler v1.35 and v1.36 and none for v1.37"
+
+# (steps, buckets, reason, the node parts): kube-scheduler v1.35 and v1.36 apply a rule
+# without deviceSelector to every device, v1.37 to none; the agent withholds the devices
+# and says which rule it withholds them for, node by node.
+UNSELECTIVE_RULE_CASES = [
+    pytest.param(
+        [unselective()],
+        {(0,): 2},
+        "UnselectiveDeviceTaintRules",
+        {"n1": Uncounted((0,), (UNSELECTIVE,)), "n2": Uncounted((0,), (UNSELECTIVE,))},
+        id="a rule without a device selector takes every device and names itself on each node",
+    ),
+    pytest.param(
+        [unselective(), rule("s", pool="n1")],
+        {(0,): 2},
+        "UnselectiveDeviceTaintRules",
+        {"n1": (0,), "n2": Uncounted((0,), (UNSELECTIVE,))},
+        id="devices a rule with a selector also takes are withheld on every version, undisputed",
+    ),
+    pytest.param(
+        [held("c", "n1", *[f"gpu-{i}" for i in range(4)]), unselective()],
+        {(0,): 2},
+        "UnselectiveDeviceTaintRules",
+        {"n1": (0,), "n2": Uncounted((0,), (UNSELECTIVE,))},
+        id="a node whose devices claims hold loses nothing to the rule and does not name it",
+    ),
+    pytest.param(
+        [t.taint_rule("r", selector={})],
+        {(0,): 2},
+        "Observed",
+        {"n1": (0,), "n2": (0,)},
+        id="an empty device selector selects every device on every version, undisputed",
+    ),
+    pytest.param(
+        [unselective(), modified({**unselective(), "spec": {"taint": {"effect": "None"}}})],
+        {(4,): 2},
+        "Observed",
+        {"n1": (4,), "n2": (4,)},
+        id="turned to effect None, the rule takes nothing and is named nowhere",
+    ),
+]
+
+
+@pytest.mark.parametrize(("steps", "buckets", "reason", "parts"), UNSELECTIVE_RULE_CASES)
+def test_a_rule_without_device_selector_is_withheld_and_declared(steps, buckets, reason, parts):
+    state = run([*TWO_NODES, *steps])
+    assert outcome(state) == (2, buckets, "True", reason)
+    assert state.pool_view.parts["a100"] == parts
+    message = state.pool_report("a100").condition.message
+    assert (VERSIONS_DIFFER in message) == (reason != "Observed")
+
+
+def test_a_rule_without_device_selector_warns_once_naming_it():
+    state = run([*TWO_NODES, unselective()])
+    status = pool_status(state.pool_report("a100"), ("gpu",), NOW, None, 2)
+    reason, message = warning(None, status) or ("", "")
+    assert reason == "UnselectiveDeviceTaintRules"
+    assert f"devices not counted: 2 {UNSELECTIVE}; " in message
+    assert warning(status, status) is None
 
 
 @pytest.mark.parametrize(
@@ -1523,3 +1582,38 @@ def test_rules_on_partitionable_devices_count_as_taints_in_the_slice(
     in_slice = dict(PARTITIONED, spec=dict(PARTITIONED["spec"]))
     in_slice["spec"]["devices"] = slice_taint(PARTITIONED["spec"]["devices"], names)
     assert outcome(by_rules)[1] == outcome(run([*common, in_slice]))[1] == {vector: 1}
+
+
+def split_gpu(apart: bool) -> list[dict]:
+    """One 40Gi GPU: four 10Gi partitions and a 20Gi one, in one slice or the 20Gi one in
+    a second slice of the same resource pool."""
+    small = [
+        t.device(f"gpu-0-s{i}", consumes={"gpu-0-counters": {"memory": "10Gi"}}) for i in range(4)
+    ]
+    large = t.device("gpu-0-l", consumes={"gpu-0-counters": {"memory": "20Gi"}})
+    if not apart:
+        return [t.resource_slice("n1", [*small, large], shared_counters=COUNTERS)]
+    return [
+        t.resource_slice("n1", small, shared_counters=COUNTERS, name="n1-a", slice_count=2),
+        t.resource_slice("n1", [large], name="n1-b", slice_count=2),
+    ]
+
+
+@pytest.mark.parametrize(
+    ("apart", "part"),
+    [
+        pytest.param(
+            True,
+            Uncounted((3,), (SLICE_ORDER,)),
+            id="partitions over two slices count the worst order's first fit and say the "
+            "order may give more",
+        ),
+        pytest.param(False, (4,), id="partitions in one slice have one order: nothing to say"),
+    ],
+)
+def test_partitions_whose_count_depends_on_slice_order_are_declared(apart, part):
+    pool = t.pool_observation("a100", [ANY])
+    state = run([*CLASSES_ALL, ANY_PART, pool, t.node("n1"), *split_gpu(apart)])
+    message = state.pool_report("a100").condition.message
+    assert state.pool_view.parts["a100"]["n1"] == part
+    assert (SLICE_ORDER in message) is apart

@@ -3,9 +3,17 @@
 from __future__ import annotations
 
 import dataclasses
+import hashlib
+import json
 
 import pytest
-from modelplane_testkit.oracle_states import FEATURES, features_from, generate
+from modelplane_testkit.oracle_states import (
+    FEATURES,
+    GPU_DRIVER,
+    NIC_DRIVER,
+    features_from,
+    generate,
+)
 
 SEEDS = range(1, 61)
 
@@ -88,7 +96,13 @@ SIGNS = {
     "cordoned-nodes": lambda step: step.get("unschedulable") is True,
     "not-ready-nodes": lambda step: step.get("ready") is False,
     "node-resources": lambda step: step["op"] == "hog",
-    "partitionable-devices": lambda step: bool(step.get("sharedCounters")),
+    "partitionable-devices": lambda step: (
+        bool(step.get("sharedCounters")) and step["driver"] == GPU_DRIVER
+    ),
+    "shared-pool-names": lambda step: (
+        step.get("driver") == NIC_DRIVER and step["pool"] == step["node"]
+    ),
+    "device-class-edits": lambda step: step["op"] == "device-class",
     "republished-slices": lambda step: step.get("generation", 1) > 1,
 }
 
@@ -105,3 +119,28 @@ def test_a_feature_left_out_never_appears_and_enabled_it_does(feature):
     assert not any(SIGNS[feature](step) for state in without for step in state.steps)
     assert any(SIGNS[feature](step) for state in alone for step in state.steps)
     assert all(set(state.features) <= {feature, *needed} for state in alone)
+
+
+# States measured before the later features existed (design/agent.md, "Tests"), by the
+# first 16 hex digits of the sha256 of their JSON (the generator before them gave these).
+BEFORE_LATER_FEATURES = {18: "234ab10f9a304d9e", 100: "23a8f6c23e00d44a", 145: "ea5dcf3ef11ec82b"}
+
+
+@pytest.mark.parametrize("seed", sorted(BEFORE_LATER_FEATURES))
+def test_with_the_later_features_left_out_a_seed_replays_the_state_it_gave_before(seed):
+    features = features_from("-shared-pool-names,-device-class-edits", "v1.37.2")
+    state = json.dumps(dataclasses.asdict(generate(seed, features)), sort_keys=True)
+    assert hashlib.sha256(state.encode()).hexdigest()[:16] == BEFORE_LATER_FEATURES[seed]
+
+
+def test_a_class_edit_narrows_or_widens_the_pools_own_class_after_workloads_ran():
+    for seed in SEEDS:
+        state = generate(seed, features_from("device-class-edits"))
+        edits = [i for i, s in enumerate(state.steps) if s["op"] == "device-class"]
+        if not edits:
+            continue
+        created, edited = (state.steps[i] for i in edits)
+        assert created["name"] == edited["name"] == state.pool.devices[0]["deviceClassName"]
+        assert created["expression"] != edited["expression"]
+        settle = next(i for i, s in enumerate(state.steps) if s["op"] == "settle")
+        assert edits[0] < settle < edits[1]

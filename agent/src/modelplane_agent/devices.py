@@ -35,7 +35,9 @@ Invariants
     - `node_devices` marks `tainted` every device a NoSchedule or NoExecute
       DeviceTaintRule selects (`taint_rules`), as the allocator appends the
       rules' taints to the slices it reads; rules are indexed whether or not
-      the devices they select have been seen.
+      the devices they select have been seen. A free device that only rules
+      without `deviceSelector` withhold adds their cause to the node's
+      `skipped` (`taint_rules`, Versions).
 """
 
 from __future__ import annotations
@@ -45,7 +47,7 @@ from dataclasses import dataclass, replace
 from fractions import Fraction
 
 from modelplane_agent.snapshot import CounterKey, Device, DeviceKey, Slice
-from modelplane_agent.taint_rules import TaintRule, TaintRules
+from modelplane_agent.taint_rules import UNSELECTIVE_RULE, TaintRule, TaintRules
 
 ResourcePoolKey = tuple[str, str]  # driver, pool name
 
@@ -214,7 +216,9 @@ class DeviceIndex:
             if pool in self._sharing({current.pool}):
                 skipped.add(SHARED_POOL_NAME)
                 continue
-            devices.extend(self._as_allocator_sees(current.devices))
+            seen, disputed = self._as_allocator_sees(current.devices)
+            devices.extend(seen)
+            skipped |= disputed
             slice_of.extend([position] * len(current.devices))
             pools.add(pool)
         counters: dict[CounterKey, Fraction | None] = {}
@@ -224,15 +228,26 @@ class DeviceIndex:
             elsewhere.extend(self._consumers_elsewhere(pool, node))
         return NodeDevices(devices, slice_of, counters, elsewhere, tuple(sorted(skipped)))
 
-    def _as_allocator_sees(self, devices: tuple[Device, ...]) -> tuple[Device, ...]:
-        """The slice's devices, those a DeviceTaintRule withholds marked tainted."""
+    def _as_allocator_sees(
+        self, devices: tuple[Device, ...]
+    ) -> tuple[tuple[Device, ...], set[str]]:
+        """The slice's devices, those a DeviceTaintRule withholds marked tainted; and
+        why free ones only rules without `deviceSelector` withhold are not counted
+        (`taint_rules.UNSELECTIVE_RULE`: kube-scheduler versions differ on them)."""
         rules = self.taint_rules
         if not rules.active:
-            return devices
-        return tuple(
+            return devices, set()
+        seen = tuple(
             replace(d, tainted=True) if not d.tainted and rules.withholds(d.key) else d
             for d in devices
         )
+        disputed = {
+            f"{UNSELECTIVE_RULE} ({name})"
+            for before, after in zip(devices, seen, strict=True)
+            if after.tainted and not before.tainted and not self.is_allocated(before.key)
+            if (name := rules.disputed(before.key)) is not None
+        }
+        return seen, disputed
 
     def _consumers_elsewhere(self, pool: ResourcePoolKey, node: str) -> list[Device]:
         """Devices of the pool's newest generation published for other nodes that consume
@@ -268,7 +283,8 @@ class NodeDevices:
     slice_of: list[int]  # as many as `devices`
     counters: dict[CounterKey, Fraction | None]
     elsewhere: list[Device]
-    # "incomplete resource pool", "invalid resource pool", SHARED_POOL_NAME
+    # "incomplete resource pool", "invalid resource pool", SHARED_POOL_NAME, and
+    # "<taint_rules.UNSELECTIVE_RULE> (<rule>)" for devices only such a rule withholds
     skipped: tuple[str, ...] = ()
 
 

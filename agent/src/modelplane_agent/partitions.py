@@ -29,7 +29,10 @@ placements) is published in several slices, each claim may read them in
 another order: its device is the first that fits of whichever slice it
 reads first that has one, and the group counts the FEWEST claims such
 choices satisfy before none fits (`_fewest_picks`, a search over the sets
-taken, at most `SEARCH_BUDGET` of them). A group spread over more than
+taken, at most `SEARCH_BUDGET` of them). Where the most such choices satisfy
+is more, the count is an under-promise the agent cannot avoid (the order is
+kube-scheduler's map order), and says so: `order_dependent` is true, and the
+node's devices of that kind not counted name `SLICE_ORDER`. A group spread over more than
 `MAX_ORDERED_SLICES` slices, or whose search runs past the budget, counts
 none (never seen from a driver; nothing rather than a guess). Devices that
 share no counter are independent: each group is solved on its own.
@@ -54,6 +57,10 @@ MAX_ORDERED_SLICES = 4
 # Sets taken `_fewest_picks` visits at most (a few per claim for real layouts).
 SEARCH_BUDGET = 20_000
 
+# Why a kind counts fewer partitions than kube-scheduler may give out on a node: a
+# GPU's placements published over several slices, which it reads in map order.
+SLICE_ORDER = "partitions over several slices (first fit depends on their order)"
+
 # What one device consumes, in whole units of each counter (see `_in_units`).
 Need = tuple[tuple[CounterKey, int], ...]
 
@@ -74,11 +81,31 @@ def first_fit_count(
     fleet was not told of: it differs from the declaration) counts none: which
     devices a claim gets from it depends on selectors the count cannot see.
     """
+    return first_fit(devices, slices, left, doubtful)[0]
+
+
+def order_dependent(
+    devices: Sequence[Device], slices: Sequence[int], left: Mapping[CounterKey, Fraction]
+) -> bool:
+    """Whether some group of `devices` (as for `first_fit_count`) spread over several
+    slices gives more one-device claims in some order of its slices than in the worst
+    one, which `first_fit_count` counts: an under-promise to name."""
+    return first_fit(devices, slices, left)[1]
+
+
+def first_fit(
+    devices: Sequence[Device],
+    slices: Sequence[int],
+    left: Mapping[CounterKey, Fraction],
+    doubtful: Sequence[bool] = (),
+) -> tuple[int, bool]:
+    """`first_fit_count` and `order_dependent` at once (the groups found once)."""
     exact = [[(key, amount) for key, amount in d.consumes if amount is not None] for d in devices]
     needs, room = _in_units(exact, left)
     doubts = tuple(doubtful) or (False,) * len(needs)
     placed = list(zip(slices, needs, doubts, strict=True))
-    return sum(_worst_order(group, room) for group in _groups(placed))
+    counts = [_worst_order(group, room) for group in _groups(placed)]
+    return sum(worst for worst, _ in counts), any(more for _, more in counts)
 
 
 def _in_units(
@@ -124,30 +151,34 @@ def _groups(placed: list[Placed]) -> list[list[Placed]]:
     return list(groups.values())
 
 
-def _worst_order(group: list[Placed], left: Mapping[CounterKey, int]) -> int:
+def _worst_order(group: list[Placed], left: Mapping[CounterKey, int]) -> tuple[int, bool]:
     """The fewest one-device claims first fit satisfies from the group, whatever order
-    of its slices each claim reads them in."""
+    of its slices each claim reads them in; and whether some order satisfies more."""
     if any(doubt for _, _, doubt in group):
-        return 0
+        return 0, False
     if not group[0][1]:
-        return len(group)  # consuming nothing: every one fits
+        return len(group), False  # consuming nothing: every one fits
     slices = list(dict.fromkeys(s for s, _, _ in group))
     runs = [[need for of, need, _ in group if of == s] for s in slices]
     if len(runs) == 1:
-        return _sequential_first_fit(runs[0], left)
+        return _sequential_first_fit(runs[0], left), False
     if len(runs) > MAX_ORDERED_SLICES:
-        return 0
-    return _fewest_picks(runs, left)
+        return 0, False
+    fewest = _fewest_picks(runs, left)
+    return fewest, _fewest_picks(runs, left, most=True) > fewest
 
 
 class _OverBudget(Exception):
     pass
 
 
-def _fewest_picks(runs: list[list[Need]], left: Mapping[CounterKey, int]) -> int:
+def _fewest_picks(
+    runs: list[list[Need]], left: Mapping[CounterKey, int], most: bool = False
+) -> int:
     """The fewest claims satisfied before none fits, when each claim takes the first
     device that fits (and is not taken) of any one slice (`runs`, each slice's devices
-    in order); 0 past `SEARCH_BUDGET` sets taken."""
+    in order); 0 past `SEARCH_BUDGET` sets taken. With `most`, the most instead."""
+    choose = max if most else min
     fewest: dict[frozenset[tuple[int, int]], int] = {}
     used: dict[CounterKey, int] = {}
 
@@ -171,7 +202,7 @@ def _fewest_picks(runs: list[list[Need]], left: Mapping[CounterKey, int]) -> int
             _add(used, run[pick], 1)
             found = 1 + visit(taken | {(r, pick)})
             _add(used, run[pick], -1)
-            best = found if best is None else min(best, found)
+            best = found if best is None else choose(best, found)
         fewest[taken] = best or 0
         return fewest[taken]
 

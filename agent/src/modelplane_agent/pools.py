@@ -65,7 +65,7 @@ from modelplane_common.observation import MAX_BUCKETS, FreeVector, Histogram
 from modelplane_common.outcome import Condition
 
 from modelplane_agent.devices import SHARED_POOL_NAME, NodeDevices
-from modelplane_agent.partitions import first_fit_count
+from modelplane_agent.partitions import SLICE_ORDER, first_fit
 from modelplane_agent.snapshot import (
     CounterKey,
     Device,
@@ -76,6 +76,7 @@ from modelplane_agent.snapshot import (
     Resources,
     Toleration,
 )
+from modelplane_agent.taint_rules import UNSELECTIVE_RULE
 
 OBSERVING = "Observing"
 CORDONED = "cordoned"
@@ -83,6 +84,7 @@ NOT_READY = "NotReady"
 UNTOLERATED_TAINT = "untolerated taint"
 KINDS_SHARE_COUNTERS = "KindsShareCounters"
 SHARED_POOL_NAMES = "SharedPoolNames"
+UNSELECTIVE_TAINT_RULES = "UnselectiveDeviceTaintRules"
 
 
 @dataclass(frozen=True, slots=True)
@@ -288,7 +290,8 @@ def free_vector(
     """Free devices of one node per kind (`judged`: each device's judgements, per kind
     in declared order; empty for an allocated device that consumes no counter), and
     per kind why some of its devices were not counted (they differ from the
-    declaration).
+    declaration, or first fit over several slices gives more in some order of them
+    than in the worst, `partitions.SLICE_ORDER`).
 
     `offered.elsewhere` are devices of the node's resource pools published for other
     nodes that consume the same counters: only what they take, allocated, matters here.
@@ -323,16 +326,26 @@ def free_vector(
     )
     for index, candidates in enumerate(partitioned):
         if candidates:
-            free[index] += first_fit_count(
-                [device for _, device, _ in candidates],
-                [slice_ for slice_, _, _ in candidates],
-                left,
-                [isinstance(verdict, Differs) for _, _, verdict in candidates],
-            )
-            for _, _, verdict in candidates:
-                if isinstance(verdict, Differs):
-                    differing.setdefault(index, verdict.cause)
+            count, cause = _partitions_free(candidates, left)
+            free[index] += count
+            if cause is not None:
+                differing.setdefault(index, cause)
     return tuple(free), differing
+
+
+def _partitions_free(
+    candidates: Sequence[tuple[int, Device, Judgement]], left: Mapping[CounterKey, Fraction]
+) -> tuple[int, str | None]:
+    """How many of one kind's partition `candidates` (slice, device, verdict) first fit
+    gives out, and why it may give out more (a candidate differing from the declaration,
+    or an order of the slices that gives more than the worst: `partitions.SLICE_ORDER`)."""
+    devices = [device for _, device, _ in candidates]
+    slices = [slice_ for slice_, _, _ in candidates]
+    causes = [verdict.cause for _, _, verdict in candidates if isinstance(verdict, Differs)]
+    count, more = first_fit(devices, slices, left, [isinstance(v, Differs) for *_, v in candidates])
+    if causes:
+        return count, causes[0]
+    return count, SLICE_ORDER if more else None
 
 
 def class_failures(
@@ -668,6 +681,15 @@ def report_from_tally(observed: int, tally: Tally, max_buckets: int = MAX_BUCKET
             "their devices on those nodes are not counted"
         )
         reason = SHARED_POOL_NAMES
+    if any(cause.startswith(UNSELECTIVE_RULE) for cause in tally.uncounted):
+        # Counted as taken whatever the scheduler's version: said, and a Warning event
+        # (status.PROBLEMS), so an operator can give the rule a selector or delete it.
+        message += (
+            "; a DeviceTaintRule without deviceSelector taints every device for "
+            "kube-scheduler v1.35 and v1.36 and none for v1.37, and the agent cannot tell "
+            "which version schedules: those devices are not counted"
+        )
+        reason = reason if reason == SHARED_POOL_NAMES else UNSELECTIVE_TAINT_RULES
     return PoolReport(observed, histogram, Condition(OBSERVING, "True", reason, message))
 
 

@@ -99,6 +99,7 @@ PROBLEMS = frozenset(
         "InvalidSpec",
         "KindsShareCounters",
         "SharedPoolNames",
+        "UnselectiveDeviceTaintRules",
     }
 )
 

@@ -17,8 +17,14 @@ Versions
     - a rule without `deviceSelector` selects every device here. kube-scheduler
       v1.35 and v1.36 apply it so; v1.37's (k8s.io/dynamic-resource-allocation
       v0.37 `applyPatches`) and the API's comment in every version say it
-      selects none. The agent cannot tell which scheduler runs, so it takes the
-      answer that withholds more.
+      selects none. The agent cannot tell which scheduler runs (an API server
+      of v1.37 may serve a v1.36 kube-scheduler: the version skew policy allows
+      one minor older, and an upgrade runs so), so it takes the answer that
+      withholds more, and says so: a device withheld by such rules alone is
+      not counted for that cause (`UNSELECTIVE_RULE` and the rule's name,
+      `TaintRules.disputed`), which the report's condition names
+      (`pools.UNSELECTIVE_TAINT_RULES`). Under a v1.37 scheduler the pool is
+      under-counted by those devices, never over-counted.
     - a selector field outside the schema (`deviceClassName` and CEL
       `selectors`, removed in v1.35 and still served by older API servers, or
       one a later version adds) is ignored. Every selector field narrows (the
@@ -49,12 +55,14 @@ Invariants
       another effect is in no entry, so `withholds` costs nothing while no
       rule withholds anything;
     - `withholds(key)` is true exactly when some rule in `by_device` selects
-      `key`. Which nodes that concerns is `devices.DeviceIndex`'s business.
+      `key`; `disputed(key)` names one when every rule that does has no
+      `deviceSelector` (`TaintRule.unselective`). Which nodes that concerns is
+      `devices.DeviceIndex`'s business.
 """
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
 from typing import Any
 
@@ -62,6 +70,11 @@ from modelplane_agent.snapshot import DeviceKey, name_of
 
 # The effects under which the allocator refuses an untolerated device (the rest it ignores).
 WITHHOLDING_EFFECTS = ("NoSchedule", "NoExecute")
+
+# Why a device is not counted when only rules without `deviceSelector` withhold it
+# (kube-scheduler v1.35 and v1.36 apply those to every device, v1.37 to none): the
+# cause is this text and the rule's name, "<UNSELECTIVE_RULE> (<name>)".
+UNSELECTIVE_RULE = "DeviceTaintRule without deviceSelector"
 
 
 @dataclass(frozen=True, slots=True)
@@ -73,6 +86,8 @@ class TaintRule:
     pool: str | None
     device: str | None
     effect: str
+    # No `deviceSelector` at all (not an empty one): the versions disagree (Versions).
+    unselective: bool = False
 
     @property
     def withholds(self) -> bool:
@@ -94,6 +109,7 @@ def _name(value: Any) -> str | None:
 def taint_rule_from(obj: Mapping) -> TaintRule:
     spec = obj.get("spec")
     spec = spec if isinstance(spec, Mapping) else {}
+    unselective = spec.get("deviceSelector") is None
     selector = spec.get("deviceSelector")
     selector = selector if isinstance(selector, Mapping) else {}
     taint = spec.get("taint")
@@ -104,6 +120,7 @@ def taint_rule_from(obj: Mapping) -> TaintRule:
         pool=_name(selector.get("pool")),
         device=_name(selector.get("device")),
         effect=effect if isinstance(effect, str) else "",
+        unselective=unselective,
     )
 
 
@@ -133,8 +150,20 @@ class TaintRules:
 
     def withholds(self, key: DeviceKey) -> bool:
         """Whether a NoSchedule or NoExecute rule selects the device."""
+        return any(True for _ in self._withholding(key))
+
+    def disputed(self, key: DeviceKey) -> str | None:
+        """The name of a rule without `deviceSelector` (the first by name) that
+        withholds the device, if only such rules do: a v1.37 kube-scheduler would not
+        withhold it, v1.35's and v1.36's would (Versions)."""
+        names = sorted(rule.name for rule in self._withholding(key) if rule.unselective)
+        if not names or any(not rule.unselective for rule in self._withholding(key)):
+            return None
+        return names[0]
+
+    def _withholding(self, key: DeviceKey) -> Iterator[TaintRule]:
         for device in (key[2], None):
             for name in self.by_device.get(device, ()):
-                if self.rules[name].selects(key):
-                    return True
-        return False
+                rule = self.rules[name]
+                if rule.selects(key):
+                    yield rule

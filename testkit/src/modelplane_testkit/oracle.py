@@ -11,12 +11,31 @@ The agent says, per node of a pool, how many devices of each kind are free
   than its devices alone leave free, the view's `uncapped`: one pod may take
   more than the cap, the cap bounds how many pods the fleet places there).
 
+- pods placed one after another, as the fleet places them (a series, one per
+  node and device kind): each claims one device of the kind on the pool's terms
+  (its smallest pod's cpu and memory), and each is bound before the next is
+  created. The view says k pods of that shape fit (the kind's free count, which
+  the room for the pool's smallest pods caps): the first k must each bind, the
+  (k+1)-th must not.
+
 Probes are pinned to their node by a required node affinity on the node's name
 (no nodeName: kube-scheduler decides about that node alone, with every filter);
-a probe is decided once it is bound or PodScheduled=False/Unschedulable, within
-a bounded wait. Probes of all nodes run at once: first every "one more" probe,
-then, once those are gone, every "exact" one. The expectations come from the
-agent's view and kube-scheduler's binding only; nothing here counts devices.
+a probe is decided once it is bound, or PodScheduled=False/Unschedulable where
+the view expects it refused; a refusal of a probe expected to bind stands only
+if it still does at the end of a bounded wait (`final`). Probes of all nodes
+run at once: first every "one more" probe, then, once those are gone, the
+series of each kind in turn (all nodes' series of a kind side by side, a pod
+each round), then every "exact" one. The
+expectations come from the agent's view and kube-scheduler's binding only;
+nothing here counts devices.
+
+A probe that binds where the view says it must not is an under-count (the
+agent promised less than kube-scheduler gives); one refused where the view
+says it must bind is an over-count. An over-count is always a disagreement.
+An under-count on a node where the agent itself declares why it counts less
+than a scheduler of some supported version may give (its view's `uncounted`
+causes, `DECLARED_UNDER_COUNTS`) is counted apart as a declared under-count;
+every other under-count is a disagreement.
 """
 
 from __future__ import annotations
@@ -26,14 +45,17 @@ import time
 import urllib.request
 from collections import Counter
 from collections.abc import Iterable, Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 import httpx2
 from lightkube import ApiError, Client
 from lightkube.generic_resource import create_global_resource, create_namespaced_resource
+from modelplane_agent.devices import SHARED_POOL_NAME
 from modelplane_agent.kube import _resource
+from modelplane_agent.partitions import SLICE_ORDER
 from modelplane_agent.state import CLAIMS, CLASSES, NODES, PODS, POOLS, REPLICAS, SLICES
+from modelplane_agent.taint_rules import UNSELECTIVE_RULE
 from modelplane_common.inputs import find_condition
 
 from modelplane_testkit.oracle_states import Pool
@@ -154,6 +176,19 @@ def verdict(pod: Mapping) -> tuple[str, str] | None:
     return None
 
 
+def final(probe: Probe) -> bool:
+    """Whether `probe`'s verdict so far is kube-scheduler's last word within the wait.
+
+    A bound pod stays bound, and so does a refusal the view expects. A refusal of a
+    pod the view expects to bind may be kube-scheduler's cache still holding what an
+    earlier phase's pods held (their claims are gone from the API server, not yet
+    from its informers): it retries such a pod when that release reaches it (the
+    claim and pod deletions requeue it), so the wait goes on, and the refusal counts
+    only if it still stands at the deadline."""
+    bound = probe.outcome is not None and probe.outcome[0] == "bound"
+    return bound or not probe.expect_bound
+
+
 def delete(client: Client, resource: Any, name: str, namespace: str | None = None) -> None:
     """Delete now (no grace period); an object already gone is fine."""
     try:
@@ -240,6 +275,11 @@ class Probe:
             return True
         return (self.outcome[0] == "bound") != self.expect_bound
 
+    @property
+    def under_count(self) -> bool:
+        """Bound where the agent's view says no pod fits: it promised less than was there."""
+        return self.outcome is not None and self.outcome[0] == "bound" and not self.expect_bound
+
     def disagreement(self) -> str:
         expected = "binds" if self.expect_bound else "does not bind"
         got = "undecided" if self.outcome is None else f"{self.outcome[0]}: {self.outcome[1]}"
@@ -268,6 +308,84 @@ def planned_probes(pool: Pool, view: Mapping, prefix: str) -> tuple[list[Probe],
     return more, exact
 
 
+@dataclass
+class Series:
+    """Pods claiming one device of `kind` each, placed on `node` one after another: the
+    view says `fits` of them fit, so the first `fits` must each bind and one more must
+    not. A series ends at its first disagreement (what follows would not be about the
+    view any more) or once its last pod is decided."""
+
+    node: str
+    kind: str
+    fits: int
+    prefix: str
+    probes: list[Probe] = field(default_factory=list)
+
+    def next_probe(self) -> Probe | None:
+        """The next pod to place, or None once the series is over."""
+        last = self.probes[-1] if self.probes else None
+        if last is not None and (last.disagrees or not last.expect_bound):
+            return None
+        index = len(self.probes)
+        within = index < self.fits
+        what = (
+            f"{self.kind} pod {index + 1} of {self.fits} in a row"
+            if within
+            else f"{self.kind} pod {index + 1} in a row, past {self.fits}"
+        )
+        probe = Probe(self.node, what, {self.kind: 1}, within, f"{self.prefix}-{index}")
+        self.probes.append(probe)
+        return probe
+
+
+def planned_series(pool: Pool, view: Mapping, prefix: str) -> list[list[Series]]:
+    """Per device kind of the pool, a series for every node of the view: as many pods
+    as the view counts free devices of the kind there (none for a node it leaves out)."""
+    kinds = [d["name"] for d in pool.devices]
+    return [
+        [
+            Series(node, kind, (entry.get("free") or {}).get(kind, 0), f"{prefix}-seq{k}-{index}")
+            for index, (node, entry) in enumerate(sorted(view.items()))
+        ]
+        for k, kind in enumerate(kinds)
+    ]
+
+
+# The `uncounted` causes by which the agent declares that it counts less than a
+# kube-scheduler of some supported version may allocate, because it cannot tell which
+# version schedules (design/agent.md, "Tests"): an under-count on a node naming one is
+# declared, not a disagreement. An over-count is never excused. A DeviceTaintRule
+# without deviceSelector (v1.37 applies it to no device, v1.35 and v1.36 to all), and
+# two drivers' partitionable resource pools of one name (v1.35 and v1.36 mix their
+# counters up, v1.37 keys them apart); and partitions over several slices, whose
+# order kube-scheduler reads in map order (the agent counts the worst order's).
+DECLARED_UNDER_COUNTS: tuple[str, ...] = (UNSELECTIVE_RULE, SHARED_POOL_NAME, SLICE_ORDER)
+
+
+def declared(probe: Probe, view: Mapping) -> bool:
+    """Whether `probe` is an under-count on a node whose view declares why."""
+    causes = (view.get(probe.node) or {}).get("uncounted") or ()
+    return probe.under_count and any(
+        cause.startswith(known) for cause in causes for known in DECLARED_UNDER_COUNTS
+    )
+
+
+@dataclass(frozen=True)
+class Verdicts:
+    """A state's probes sorted: disagreements, and under-counts the agent declared."""
+
+    disagreements: list[Probe]
+    declared: list[Probe]
+
+
+def sorted_verdicts(probes: Iterable[Probe], view: Mapping) -> Verdicts:
+    disagreeing = [p for p in probes if p.disagrees]
+    return Verdicts(
+        [p for p in disagreeing if not declared(p, view)],
+        [p for p in disagreeing if declared(p, view)],
+    )
+
+
 @dataclass(frozen=True)
 class Oracle:
     """Where probes live: their namespace and the labels that find them again."""
@@ -281,13 +399,28 @@ class Oracle:
         probes are left in place (bound ones hold their devices): `remove` them."""
         more, exact = planned_probes(pool, view, prefix)
         self.decide(pool, more, "more")
-        self.remove(more)
-        # A "one more" probe that bound holds devices of its node: that node already
+        self.release(more)
+        series = [self.place(pool, kind) for kind in planned_series(pool, view, prefix)]
+        # A "one more" probe that bound held devices of its node: that node already
         # disagrees, and its exact probe would not be about the agent's view any more.
         holding = {p.node for p in more if p.outcome and p.outcome[0] == "bound"}
         exact = [p for p in exact if p.node not in holding]
         self.decide(pool, exact, "exact")
-        return more + exact
+        return more + [p for placed in series for p in placed] + exact
+
+    def place(self, pool: Pool, series: list[Series]) -> list[Probe]:
+        """Every node's series of one kind, side by side: each round places the next
+        pod of every series still going, and waits for kube-scheduler's verdicts.
+        Then all are removed, their devices and room released."""
+        while batch := [p for s in series if (p := s.next_probe()) is not None]:
+            self.decide(pool, batch, "series")
+        placed = [p for s in series for p in s.probes]
+        self.release(placed)
+        return placed
+
+    def release(self, probes: list[Probe]) -> None:
+        """Remove `probes`, until their claims are gone from the API server."""
+        self.remove(probes, wait=True)
 
     def decide(self, pool: Pool, probes: list[Probe], phase: str) -> None:
         classes = {d["name"]: d["deviceClassName"] for d in pool.devices}
@@ -313,10 +446,15 @@ class Oracle:
                 decided = verdict(pod)
                 if waiting is not None and decided is not None:
                     waiting.outcome = decided
-                    del pending[waiting.name]
+                    if final(waiting):
+                        del pending[waiting.name]
             time.sleep(0.2)
         for waiting in pending.values():
-            waiting.outcome = ("undecided", f"neither bound nor Unschedulable in {DECIDE_SECONDS}s")
+            if waiting.outcome is None:
+                waiting.outcome = (
+                    "undecided",
+                    f"neither bound nor Unschedulable in {DECIDE_SECONDS}s",
+                )
 
     def remove(self, probes: Iterable[Probe], wait: bool = False) -> None:
         """Delete the probes' pods and claims; with `wait`, until the claims are gone (a

@@ -40,6 +40,18 @@ in KNOWN_DISAGREEMENTS for the Kubernetes version under test only when named):
     not-ready-nodes       Ready=False with the not-ready taint its controller sets
     node-resources        pods bound to a node taking its cpu, memory or pod slots
                           (up to or just short of the pool's minPodRequests)
+    shared-pool-names     NICs published partitionable (halves sharing a NIC's
+                          counters) in a resource pool named as the node's GPU pool:
+                          two drivers' pools with shared counters and one name where
+                          the GPUs are partitionable too (kube-scheduler v1.35 and
+                          v1.36 mix their counters up, kubernetes/kubernetes#140434)
+    device-class-edits    the pool's GPU kind uses a DeviceClass of the state's own,
+                          whose selector is narrowed to one GPU index, or widened
+                          back, after workloads ran
+
+The features after node-resources (LATER_FEATURES) are rolled with dice of their
+own (`random.Random(f"{seed}-later")`), so adding them left every earlier seed's
+state as it was where they are not used.
 """
 
 from __future__ import annotations
@@ -77,6 +89,9 @@ PROFILES = (("1g", 4, "1", "5Gi"), ("2g", 2, "2", "10Gi"))
 NODE_CAPACITY = {"cpu": "8", "memory": "32Gi", "pods": "20"}
 MIN_POD_REQUESTS = {"cpu": "1", "memory": "4Gi"}
 
+# Features added after the first thirteen, rolled with their own dice (see above).
+LATER_FEATURES = ("shared-pool-names", "device-class-edits")
+
 FEATURES = (
     "republished-slices",
     "incomplete-pools",
@@ -91,11 +106,12 @@ FEATURES = (
     "tainted-nodes",
     "not-ready-nodes",
     "node-resources",
+    *LATER_FEATURES,
 )
 
 
 # Features on which the agent and kube-scheduler are known to disagree, each with why,
-# by Kubernetes version (every version of the matrix, modelplane_devtools.e2e.kube_versions,
+# by Kubernetes version (every version of the matrix, modelplane_e2e.kube_versions,
 # has its entry); left out on that version unless named (design/agent.md, "Tests"). The
 # oracle keeps them so a fix, or a release with the allocator's fix, is measured by
 # naming them.
@@ -158,14 +174,20 @@ def generate(seed: int, enabled: frozenset[str]) -> State:
     mostly keeps the rest of a seed's state as it was.
     """
     rng = random.Random(seed)
-    used = [f for f in FEATURES if rng.random() < 0.6 and f in enabled]
-    builder = _Builder(rng, seed, frozenset(used))
+    first = [f for f in FEATURES if f not in LATER_FEATURES]
+    used = [f for f in first if rng.random() < 0.6 and f in enabled]
+    later = random.Random(f"{seed}-later")
+    used += [f for f in LATER_FEATURES if later.random() < 0.6 and f in enabled]
+    builder = _Builder(rng, seed, frozenset(used), later)
     return builder.state()
 
 
 class _Builder:
-    def __init__(self, rng: random.Random, seed: int, features: frozenset[str]) -> None:
+    def __init__(
+        self, rng: random.Random, seed: int, features: frozenset[str], later: random.Random
+    ) -> None:
         self.rng = rng
+        self.later = later  # the LATER_FEATURES' dice
         self.seed = seed
         self.features = features
         self.prefix = f"s{seed}"
@@ -176,9 +198,10 @@ class _Builder:
         self.late: list[dict[str, Any]] = []  # node changes, republications after workloads
         self.late_work: list[dict[str, Any]] = []  # workloads after those
         self.published: dict[str, list[str]] = {}  # node -> its GPU pool's current slices
+        self.narrowed = False  # the state's own DeviceClass, as created ("device-class-edits")
 
     def on(self, feature: str, chance: float) -> bool:
-        roll = self.rng.random()
+        roll = (self.later if feature in LATER_FEATURES else self.rng).random()
         return feature in self.features and roll < chance
 
     def state(self) -> State:
@@ -186,7 +209,9 @@ class _Builder:
         gpu_class = rng.choice(["whole-gpu.example.com", "mig-1g.example.com", "mig.example.com"])
         if "partitionable-devices" not in self.features:
             gpu_class = "whole-gpu.example.com"
-        devices = [{"name": "gpu", "driver": GPU_DRIVER, "deviceClassName": gpu_class}]
+        devices = [
+            {"name": "gpu", "driver": GPU_DRIVER, "deviceClassName": self.own_class(gpu_class)}
+        ]
         if rng.random() < 0.5:
             devices.append(
                 {"name": "nic", "driver": NIC_DRIVER, "deviceClassName": "nic.example.com"}
@@ -204,10 +229,32 @@ class _Builder:
             partitioned.add(names[0])
         for name in names:
             self.node(name, name in members, name in partitioned)
+        self.edit_class(gpu_class)
         steps = [*self.steps, {"op": "observe"}, *self.work, {"op": "settle"}]
         if self.late or self.late_work:
             steps += [*self.late, {"op": "observe"}, *self.late_work, {"op": "settle"}]
         return State(self.seed, sorted(self.features), pool, names, members, steps)
+
+    def own_class(self, gpu_class: str) -> str:
+        """The GPU kind's DeviceClass: with "device-class-edits" one of the state's own
+        (created first, as `gpu_class` selects, or narrowed to GPU index 0), else
+        `gpu_class` itself."""
+        if "device-class-edits" not in self.features:
+            return gpu_class
+        name = f"{self.prefix}-{gpu_class}"
+        narrow = self.later.random() < 0.5
+        self.steps.append(
+            {"op": "device-class", "name": name, "expression": _narrowed(gpu_class, narrow)}
+        )
+        self.narrowed = narrow
+        return name
+
+    def edit_class(self, gpu_class: str) -> None:
+        """After workloads ran, the state's own DeviceClass narrowed, or widened back."""
+        if "device-class-edits" in self.features:
+            name = f"{self.prefix}-{gpu_class}"
+            edited = _narrowed(gpu_class, not self.narrowed)
+            self.late.append({"op": "device-class", "name": name, "expression": edited})
 
     # ------------------------------------------------------------------ one node
 
@@ -233,7 +280,9 @@ class _Builder:
                 changed = changed[:-1] if rng.random() < 0.5 else [*changed, _gpu(len(changed))]
             self.republish(name, changed, partitioned, generation=2, into=self.steps)
         nics = rng.choice([0, 2, 4])
-        if nics:
+        if nics and self.on("shared-pool-names", 0.6):
+            self.steps.extend(_partitionable_nics(name, nics))
+        elif nics:
             nic_devices = [{"name": f"nic-{i}", "attributes": {"index": i}} for i in range(nics)]
             self.steps.append(
                 _slice(
@@ -314,6 +363,8 @@ class _Builder:
         device = self.rng.choice(devices)
         reach = ["device", "device", "pool"]
         if "partitionable-devices" not in self.features:
+            # Partitionable NICs ("shared-pool-names") are named apart from GPUs, and a
+            # rule on every device leaves no partition of theirs untainted.
             reach += ["name", "everything"]
         selector = {
             "device": {"driver": GPU_DRIVER, "pool": node, "device": device["name"]},
@@ -414,6 +465,33 @@ class _Builder:
                 },
             )
         return steps
+
+
+def _narrowed(gpu_class: str, narrow: bool) -> str:
+    """`gpu_class`'s selector, or (`narrow`) only the devices of GPU index 0."""
+    expression = CLASSES[gpu_class]
+    return f'{expression} && device.attributes["{GPU_DRIVER}"].index == 0' if narrow else expression
+
+
+def _partitionable_nics(node: str, nics: int) -> list[dict]:
+    """The node's NICs as a partitionable driver publishes them, in a resource pool named
+    as its GPU pool: each NIC's two halves share its counters (both fit together), the
+    counter sets in a slice of their own (v1.35)."""
+    halves = [
+        {
+            "name": f"nic-{i}-half-{j}",
+            "attributes": {"index": i},
+            "consumes": {"counterSet": f"nic-{i}", "counters": {"lanes": "4"}},
+        }
+        for i in range(nics)
+        for j in range(2)
+    ]
+    counters = [{"name": f"nic-{i}", "counters": {"lanes": "8"}} for i in range(nics)]
+    pool = SlicePool(NIC_DRIVER, node, 1, 2)
+    return [
+        _slice(f"{node}-nics", node, pool, halves),
+        _slice(f"{node}-nic-counters", node, pool, [], counters),
+    ]
 
 
 def _leave(resource: str, short: bool) -> str:

@@ -1,0 +1,160 @@
+"""The oracle's plans and verdicts (no cluster): what it asks kube-scheduler, from the
+agent's view alone, and how it reads the answers."""
+
+from __future__ import annotations
+
+import pytest
+from modelplane_agent.partitions import SLICE_ORDER
+from modelplane_testkit.oracle import Probe, Series, final, planned_series, sorted_verdicts
+from modelplane_testkit.oracle_states import Pool
+
+POOL = Pool(
+    "p",
+    [
+        {"name": "gpu", "driver": "gpu.example.com", "deviceClassName": "whole-gpu.example.com"},
+        {"name": "nic", "driver": "nic.example.com", "deviceClassName": "nic.example.com"},
+    ],
+    [],
+    {"cpu": "1", "memory": "4Gi"},
+)
+DISPUTED = {"uncounted": ["DeviceTaintRule without deviceSelector (r)"]}
+
+
+def bind_all(series: Series, refused_at: int | None = None) -> list[tuple[dict, bool]]:
+    """Play kube-scheduler binding every pod of the series (but the `refused_at`-th)
+    until the series ends; the pods asked, with what the view expects of each."""
+    while (probe := series.next_probe()) is not None:
+        refused = refused_at is not None and len(series.probes) - 1 == refused_at
+        probe.outcome = ("refused", "no room") if refused else ("bound", series.node)
+    return [(p.counts, p.expect_bound) for p in series.probes]
+
+
+@pytest.mark.parametrize(
+    ("entry", "fits"),
+    [
+        pytest.param({"free": {"gpu": 3, "nic": 1}}, {"gpu": 3, "nic": 1}, id="as many as free"),
+        pytest.param(
+            {"free": {"gpu": 1, "nic": 1}, "cappedBy": "cpu", "uncapped": {"gpu": 4, "nic": 2}},
+            {"gpu": 1, "nic": 1},
+            id="a capped node as many as the cap, not as its devices alone",
+        ),
+        pytest.param({"leftOut": "cordoned"}, {"gpu": 0, "nic": 0}, id="a left-out node none"),
+        pytest.param(
+            {"free": {"gpu": 0, "nic": 0}, "noRoomFor": "memory"},
+            {"gpu": 0, "nic": 0},
+            id="a node without room for a pod none",
+        ),
+    ],
+)
+def test_a_series_places_as_many_pods_as_the_view_counts_then_one_more(entry, fits):
+    by_kind = planned_series(POOL, {"n1": entry}, "s1")
+    assert [[(s.node, s.kind, s.fits) for s in kind] for kind in by_kind] == [
+        [("n1", "gpu", fits["gpu"])],
+        [("n1", "nic", fits["nic"])],
+    ]
+    gpu = by_kind[0][0]
+    assert bind_all(gpu) == [({"gpu": 1}, True)] * fits["gpu"] + [({"gpu": 1}, False)]
+    assert [p.disagrees for p in gpu.probes] == [False] * fits["gpu"] + [True]
+
+
+def test_a_series_stops_at_the_first_pod_refused_within_the_count():
+    series = planned_series(POOL, {"n1": {"free": {"gpu": 4, "nic": 0}}}, "s1")[0][0]
+    assert bind_all(series, refused_at=1) == [({"gpu": 1}, True), ({"gpu": 1}, True)]
+    assert [p.disagrees for p in series.probes] == [False, True]
+    assert [p.name for p in series.probes] == ["s1-seq0-0-0", "s1-seq0-0-1"]
+
+
+def probe(node: str, expect_bound: bool, outcome: str) -> Probe:
+    return Probe(node, "test", {"gpu": 1}, expect_bound, f"{node}-{outcome}", (outcome, "x"))
+
+
+@pytest.mark.parametrize(
+    ("view", "probes", "disagreeing", "declared"),
+    [
+        pytest.param(
+            {"n1": {"free": {"gpu": 0}, **DISPUTED}},
+            [probe("n1", False, "bound")],
+            [],
+            ["n1-bound"],
+            id="an under-count on a node the agent declares it for is declared, not disagreeing",
+        ),
+        pytest.param(
+            {"n1": {"free": {"gpu": 1}, **DISPUTED}},
+            [probe("n1", True, "refused")],
+            ["n1-refused"],
+            [],
+            id="an over-count is a disagreement even where the agent declares an under-count",
+        ),
+        pytest.param(
+            {"n1": {"free": {"gpu": 0}, **DISPUTED}},
+            [probe("n1", True, "undecided")],
+            ["n1-undecided"],
+            [],
+            id="an undecided probe is a disagreement wherever it is",
+        ),
+        pytest.param(
+            {"n1": {"free": {"gpu": 0}, **DISPUTED}, "n2": {"free": {"gpu": 0}}},
+            [probe("n2", False, "bound")],
+            ["n2-bound"],
+            [],
+            id="an under-count on a node that declares nothing is a disagreement",
+        ),
+        pytest.param(
+            {"n1": {"free": {"gpu": 0, "nic": 0}, "uncounted": ["shared pool name"]}},
+            [probe("n1", False, "bound")],
+            [],
+            ["n1-bound"],
+            id="an under-count where two drivers' pools share a name is declared",
+        ),
+        pytest.param(
+            {"n1": {"free": {"gpu": 3}, "uncounted": [SLICE_ORDER]}},
+            [probe("n1", False, "bound")],
+            [],
+            ["n1-bound"],
+            id="an under-count where partitions span slices read in any order is declared",
+        ),
+        pytest.param(
+            {"n1": {"free": {"gpu": 0}, "uncounted": ["incomplete resource pool"]}},
+            [probe("n1", False, "bound")],
+            ["n1-bound"],
+            [],
+            id="an under-count on a node declaring another cause is a disagreement",
+        ),
+        pytest.param(
+            {"n1": {"free": {"gpu": 1}}},
+            [probe("n1", True, "bound"), probe("n1", False, "refused")],
+            [],
+            [],
+            id="probes that go as the view says are neither",
+        ),
+    ],
+)
+def test_verdicts_declare_only_under_counts_the_agent_names(view, probes, disagreeing, declared):
+    verdicts = sorted_verdicts(probes, view)
+    assert [p.name for p in verdicts.disagreements] == disagreeing
+    assert [p.name for p in verdicts.declared] == declared
+
+
+@pytest.mark.parametrize(
+    ("expect_bound", "outcome", "is_final"),
+    [
+        pytest.param(
+            True, ("bound", "n"), True, id="a bound probe the view expects bound is decided"
+        ),
+        pytest.param(
+            False, ("bound", "n"), True, id="a bound probe the view expects refused is decided"
+        ),
+        pytest.param(
+            False, ("refused", "no room"), True, id="a refusal the view expects is decided"
+        ),
+        pytest.param(
+            True,
+            ("refused", "no room"),
+            False,
+            id="a refusal of a probe expected to bind waits: kube-scheduler retries it",
+        ),
+    ],
+)
+def test_which_verdicts_end_the_wait(expect_bound, outcome, is_final):
+    probe = Probe("n", "exact", {"gpu": 1}, expect_bound, "p-0", outcome)
+    assert final(probe) is is_final
