@@ -122,6 +122,13 @@ def _pods_created_false(control: Kube, reason: str) -> str:
     return created["message"]
 
 
+def _deployment_relays_the_refusal(control: Kube) -> bool:
+    relayed = _condition(control, "modeldeployment", "privileged", "PodsCreated")
+    assert relayed["status"] == "False", relayed
+    _refused_by_pod_security(relayed["message"])
+    return True
+
+
 def _fits_runs(control: Kube, workload: Kube) -> bool:
     scheduled = _condition(control, "modeldeployment", "fits", "ReplicasScheduled")
     assert scheduled["reason"] == "AllReplicasScheduled", scheduled
@@ -144,10 +151,13 @@ def check_the_refusal_and_the_release(control: Kube, workload: Kube) -> None:
         "privileged-0 PodsCreated False/Creating",
         timeout=120,
     )
-    # ...and the deployment.
-    relayed = _condition(control, "modeldeployment", "privileged", "PodsCreated")
-    assert relayed["status"] == "False", relayed
-    _refused_by_pod_security(relayed["message"])
+    # ...and the deployment, at its next reconcile (the replica's status change wakes
+    # it, but that may come after this read: wait for it, never read it once).
+    eventually(
+        lambda: _deployment_relays_the_refusal(control),
+        "deployment privileged relays PodsCreated False naming PodSecurity",
+        timeout=60,
+    )
 
     # Within the grace the refused replica is charged: the node is not free for another.
     control.apply(deployment("fits", privileged=False))
