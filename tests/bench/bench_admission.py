@@ -63,7 +63,7 @@ def cluster(rnd: random.Random) -> dict:
         )
     body = t.cluster(a.CLUSTER, pools)
     body["status"]["providerConfigRef"] = {"name": a.CLUSTER}
-    body["status"]["agent"] = {"present": True}
+    body["status"]["agent"]["present"] = True
     return body
 
 

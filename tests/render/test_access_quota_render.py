@@ -39,7 +39,7 @@ def east(**fields) -> dict:
         **fields,
     )
     cluster["status"]["providerConfigRef"] = {"name": "east"}
-    cluster["status"]["agent"] = {"present": True}
+    cluster["status"]["agent"]["present"] = True
     return cluster
 
 

@@ -46,7 +46,7 @@ def fleet() -> list[dict]:
     for cluster in (east, west):
         # What compose-inference-cluster publishes once the cluster is up.
         cluster["status"]["providerConfigRef"] = {"name": cluster["metadata"]["name"]}
-        cluster["status"]["agent"] = {"present": True}
+        cluster["status"]["agent"]["present"] = True
     return [east, west]
 
 

@@ -4,8 +4,9 @@ from __future__ import annotations
 
 from datetime import UTC, datetime, timedelta
 
+import pytest
 import yaml
-from modelplane_common.timeutil import format_time
+from modelplane_common.timeutil import format_time, parse_time
 from modelplane_devtools import render
 from modelplane_testkit.rendered import by_kind, composite, condition, results
 
@@ -71,26 +72,34 @@ def test_malformed_observation_falls_back_with_a_warning(functions):
     assert "l4 (observation is older than 5m)" in message
 
 
-def test_the_agents_replicas_current_at_is_relayed_from_the_latest_pool(functions):
-    """Each pool heartbeat carries the agent's replicasCurrentAt; the cluster publishes the
-    latest, which every replica reads, and the XRD declares it (validated offline)."""
+@pytest.mark.parametrize(
+    ("said", "verdict"),
+    [
+        pytest.param({"pool-h100": 50, "pool-l40s": 400}, True, id="the latest word within maxAge"),
+        pytest.param({"pool-h100": 400, "pool-l40s": 360}, False, id="every word older"),
+    ],
+)
+def test_the_cluster_publishes_its_verdict_on_the_agents_replica_reports(functions, said, verdict):
+    """Each pool heartbeat carries the agent's replicasCurrentAt; the cluster publishes
+    whether the latest is within maxAge (5m here), with the lease every reader trusts it
+    under, and the XRD declares both (validated offline)."""
     now = datetime.now(UTC).replace(microsecond=0)
     case = CASES["cluster-observed"]
     text = render.fill_time_tokens((render.ROOT / case["observed"]).read_text(), now)
     observed = [d for d in yaml.safe_load_all(text) if d]
-    said = {"pool-h100": now - timedelta(seconds=50), "pool-l40s": now - timedelta(seconds=5)}
     for doc in observed:
         name = doc["metadata"]["annotations"]["crossplane.io/composition-resource-name"]
         if name in said:
             status = doc["status"]["atProvider"]["manifest"]["status"]
-            status["replicasCurrentAt"] = format_time(said[name])
+            status["replicasCurrentAt"] = format_time(now - timedelta(seconds=said[name]))
     rendered = functions.render(render.ROOT / case["xr"], render.ROOT / case["composition"],
                                 observed=observed)  # fmt: skip
     xr = composite(rendered)
-    assert xr["status"]["agent"] == {
-        "present": True,
-        "replicasCurrentAt": format_time(now - timedelta(seconds=5)),
-    }
+    agent = xr["status"]["agent"]
+    assert (agent["present"], agent["replicasCurrent"]) == (True, verdict)
+    lease = parse_time(agent["vouchedUntil"]) - now
+    assert timedelta(minutes=29) < lease <= timedelta(minutes=31)
+    assert all(p["current"] is True for p in xr["status"]["gpuPools"])
     xrd = render.ROOT / "apis" / "inferencecluster" / "definition.yaml"
     done = render.validate([xrd], [xr])
     assert done.returncode == 0, done.stdout + done.stderr

@@ -39,7 +39,7 @@ def cluster(name: str, **fields) -> dict:
         **fields,
     )
     body["status"]["providerConfigRef"] = {"name": name}
-    body["status"]["agent"] = {"present": True}
+    body["status"]["agent"]["present"] = True
     return body
 
 

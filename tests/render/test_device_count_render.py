@@ -202,7 +202,7 @@ def one_node_by_devices() -> dict:
     edge = t.cluster("edge", [t.pool("h100", 1)], mode="Declared", fallback="DeviceCount")
     # What compose-inference-cluster publishes once the cluster is up.
     edge["status"]["providerConfigRef"] = {"name": "edge"}
-    edge["status"]["agent"] = {"present": False}
+    edge["status"]["agent"]["present"] = False
     return edge
 
 

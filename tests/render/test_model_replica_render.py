@@ -121,32 +121,42 @@ def test_pods_scheduled_is_relayed_from_the_agent(rendered, case, status, reason
 
 
 @pytest.mark.parametrize(
-    ("vouched", "status", "reason"),
+    ("current", "until", "status", "reason"),
     [
         pytest.param(
-            timedelta(minutes=1),
+            True,
+            timedelta(minutes=20),
             "True",
             "AllPodsScheduled",
-            id="the cluster's replicasCurrentAt a minute old keeps the unchanged report fresh",
+            id="its cluster vouching for every replica report keeps the unchanged report fresh",
         ),
         pytest.param(
-            timedelta(minutes=10),
+            False,
+            timedelta(minutes=20),
             "Unknown",
             "NotObserved",
-            id="older than maxAge, it vouches for nothing",
+            id="its cluster judging the agent's word stale vouches for nothing",
+        ),
+        pytest.param(
+            True,
+            -timedelta(minutes=1),
+            "Unknown",
+            "NotObserved",
+            id="a word whose lease lapsed vouches for nothing",
         ),
     ],
 )
 def test_a_report_the_agent_no_longer_rewrites_is_fresh_while_its_cluster_vouches_for_it(
-    functions, now, vouched, status, reason
+    functions, now, current, until, status, reason
 ):
     """replica-eight-gpu-stale's report is 20 minutes old: the agent writes a replica report
-    only when it changes, and its cluster's relayed replicasCurrentAt says it still holds."""
+    only when it changes, and its cluster's verdict says whether it still holds."""
     case = CASES["replica-eight-gpu-stale"]
     clusters = [d for path in case["required"] for d in _docs(path, now)]
     for cluster in clusters:
         if cluster["metadata"]["name"] == "gpu-east":
-            cluster["status"]["agent"]["replicasCurrentAt"] = format_time(now - vouched)
+            cluster["status"]["agent"]["replicasCurrent"] = current
+            cluster["status"]["agent"]["vouchedUntil"] = format_time(now + until)
     docs = functions.render(
         ROOT / case["xr"],
         ROOT / case["composition"],

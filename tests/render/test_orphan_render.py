@@ -35,7 +35,7 @@ def fleet() -> list[dict]:
     )
     # What compose-inference-cluster publishes once the cluster is up.
     east["status"]["providerConfigRef"] = {"name": "east"}
-    east["status"]["agent"] = {"present": True}
+    east["status"]["agent"]["present"] = True
     return [east]
 
 

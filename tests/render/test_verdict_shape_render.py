@@ -43,7 +43,7 @@ def east() -> dict:
         [t.pool("h100", NODES, histogram=[({"gpu": 8}, NODES)], observed_at="__NOW-10s__")],
     )
     cluster["status"]["providerConfigRef"] = {"name": "east"}
-    cluster["status"]["agent"] = {"present": True}
+    cluster["status"]["agent"]["present"] = True
     return cluster
 
 

@@ -35,7 +35,7 @@ def cluster(name: str, nodes: int, pod_security: str | None = None, **fields) ->
         body["spec"]["workloads"] = {"podSecurity": pod_security}
     # What compose-inference-cluster publishes once the cluster is up.
     body["status"]["providerConfigRef"] = {"name": f"{name}-provider"}
-    body["status"]["agent"] = {"present": True}
+    body["status"]["agent"]["present"] = True
     return body
 
 

@@ -57,10 +57,10 @@ from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import Any
 
+from modelplane_common.currency import REPLICAS_CURRENT_AT
 from modelplane_common.inputs import DEFAULT_MAX_AGE
 from modelplane_common.labels import AGENT_API_VERSION
 from modelplane_common.outcome import Condition
-from modelplane_common.replica_currency import REPLICAS_CURRENT_AT
 from modelplane_common.timeutil import format_duration, format_time
 
 from modelplane_agent import metrics

@@ -13,8 +13,8 @@ from __future__ import annotations
 from collections.abc import Mapping
 from datetime import datetime, timedelta
 
+from modelplane_common.currency import REPLICAS_CURRENT_AT
 from modelplane_common.inputs import condition_in
-from modelplane_common.replica_currency import REPLICAS_CURRENT_AT
 from modelplane_common.timeutil import format_time
 
 from modelplane_agent.conditions import stamp
@@ -74,7 +74,7 @@ def transition_time(snapshot: datetime) -> datetime:
     return snapshot.replace(microsecond=0) + timedelta(seconds=1)
 
 
-# A pool's replicasCurrentAt (modelplane_common.replica_currency) rides on its heartbeats
+# A pool's replicasCurrentAt (modelplane_common.currency) rides on its heartbeats
 # and is no news of its own.
 _TIMES = frozenset({"observedAt", REPLICAS_CURRENT_AT})
 

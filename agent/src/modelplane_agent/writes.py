@@ -27,7 +27,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from datetime import datetime
 
-from modelplane_common.replica_currency import REPLICAS_CURRENT_AT
+from modelplane_common.currency import REPLICAS_CURRENT_AT
 from modelplane_common.timeutil import parse_time, parse_time_or_none
 
 from modelplane_agent.status import content

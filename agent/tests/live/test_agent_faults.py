@@ -16,7 +16,7 @@ thread):
   replica's is the later of its `observedAt` and the cluster's
   `replicasCurrentAt` (the latest any PoolObservation carries, read just
   before the replica), judged by the rule the control plane applies
-  (`modelplane_common.replica_currency`): the agent writes a replica report
+  (`modelplane_common.currency`): the agent writes a replica report
   only when it changes, so an unchanged one stays fresh by the pools' word
   alone (design/agent.md, "Replica currency"), and that word must never
   pass a change the report does not carry;
@@ -55,7 +55,7 @@ from lightkube.config.kubeconfig import KubeConfig
 from modelplane_agent.kube import _KINDS, _resource
 from modelplane_agent.state import POOLS, REPLICAS
 from modelplane_common import labels
-from modelplane_common.replica_currency import relayed, report_staleness
+from modelplane_common.currency import is_current, relayed
 from modelplane_common.timeutil import parse_time
 from modelplane_devtools.processes import free_port
 from modelplane_e2e import agent, fleet, manifests
@@ -125,18 +125,19 @@ class Report:
     def claims_current_at(self, instant: datetime) -> bool:
         """Whether the report claims to be the agent's word as of `instant` or later.
 
-        Judged by compose-model-replica's rule (`report_staleness`: fresh while the
-        later of `observedAt` and `replicasCurrentAt` is at most maxAge old) on a clock
-        HORIZON past `instant` with a maxAge of HORIZON: fresh exactly when that later
-        time is at or after `instant`. A pool's report carries no `replicasCurrentAt`
-        here, so its claim is its `observedAt` alone; a status without `observedAt`
-        claims nothing.
+        Judged as the control plane judges it (`is_current`, compose-inference-cluster's
+        verdict on `replicasCurrentAt`, and compose-model-replica's on `observedAt`:
+        fresh while either is at most maxAge old) on a clock HORIZON past `instant`
+        with a maxAge of HORIZON: fresh exactly when the later time is at or after
+        `instant`. A pool's report carries no `replicasCurrentAt` here, so its claim is
+        its `observedAt` alone; a status without `observedAt` claims nothing.
         """
         if self.observed_at is None:
             return False
         judged_at = instant + HORIZON
-        staleness = report_staleness(self.observed_at, self.replicas_current_at, judged_at, HORIZON)
-        return staleness is None
+        return any(
+            is_current(t, judged_at, HORIZON) for t in (self.observed_at, self.replicas_current_at)
+        )
 
     def current(self) -> bool:
         """No condition says the agent is behind (Current=False)."""

@@ -9,7 +9,8 @@ dicts. `validate` runs `crossplane resource validate` fully offline.
 
 Example files may hold time tokens, replaced when a case is rendered so that
 freshness is judged against the real clock the functions read:
-`__NOW__` and `__NOW-<duration>__` (for example `__NOW-20m__`).
+`__NOW__`, `__NOW-<duration>__` (for example `__NOW-20m__`) and
+`__NOW+<duration>__` (a lease still to run).
 
 The tools are looked up in `.tools/bin` of the repository (installed by
 `make setup`) unless CROSSPLANE, CROSSPLANE_CORE, KUBECTL or HELM name them. A missing
@@ -40,7 +41,7 @@ from modelplane_devtools.paths import ROOT, THIRD_PARTY_CRDS, ToolMissing, binar
 FUNCTIONS = ("compose-inference-cluster", "compose-model-replica", "compose-model-deployment")
 FUNCTIONS_FILE = ROOT / "examples" / "functions.yaml"
 
-_TOKEN = re.compile(r"__NOW(?:-(?P<ago>[0-9hms.]+))?__")
+_TOKEN = re.compile(r"__NOW(?:(?P<sign>[-+])(?P<ago>[0-9hms.]+))?__")
 _UNITS = {"h": 3600, "m": 60, "s": 1}
 
 
@@ -122,12 +123,14 @@ def _ago(text: str) -> timedelta:
 
 
 def fill_time_tokens(text: str, now: datetime | None = None) -> str:
-    """Replace __NOW__ and __NOW-<duration>__ with RFC 3339 times."""
+    """Replace __NOW__, __NOW-<duration>__ and __NOW+<duration>__ with RFC 3339 times."""
     now = now or datetime.now(UTC)
 
     def replace(match: re.Match) -> str:
         ago = _ago(match.group("ago")) if match.group("ago") else timedelta()
-        return (now - ago).strftime("%Y-%m-%dT%H:%M:%SZ")
+        return (now - ago if match.group("sign") != "+" else now + ago).strftime(
+            "%Y-%m-%dT%H:%M:%SZ"
+        )
 
     return _TOKEN.sub(replace, text)
 

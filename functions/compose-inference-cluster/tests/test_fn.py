@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import copy
-from datetime import UTC, datetime
+from datetime import UTC, datetime, timedelta
 
 import pytest
 import structlog
@@ -122,8 +122,8 @@ OBSERVED_ALL = {
 }
 
 
-def render(xr_body, observed):
-    return run(FunctionRunner(clock=lambda: NOW), request(xr_body, observed))
+def render(xr_body, observed, now=NOW):
+    return run(FunctionRunner(clock=lambda: now), request(xr_body, observed))
 
 
 def pools(rsp):
@@ -143,6 +143,7 @@ def test_observed_cluster_publishes_each_pools_histogram():
         "observedAt": FRESH,
         "observedNodes": 4,
         "nodesByFreeDevices": [{"free": {"gpu": 8}, "nodes": 2}, {"free": {"gpu": 2}, "nodes": 1}],
+        "current": True,
     }
     assert published["l40s"]["nodes"] == 2
     assert published["l40s"]["nodesByFreeDevices"] == [{"free": {"gpu": 4, "nic": 2}, "nodes": 2}]
@@ -163,40 +164,103 @@ def with_replicas_current_at(h100=None, l40s=None):
     return observed
 
 
-RELAY = {
-    "the latest of the pools' replicasCurrentAt is relayed": (
-        with_replicas_current_at("2026-11-29T11:58:00Z", "2026-11-29T11:59:10Z"),
-        {},
-        "2026-11-29T11:59:10Z",
+REPLICAS_VERDICT = {
+    "the latest of the pools' words within maxAge: current": (
+        with_replicas_current_at("2026-11-29T11:50:00Z", "2026-11-29T11:59:10Z"), True
     ),
     "one pool's word is enough (the other's heartbeat has not come round)": (
-        with_replicas_current_at(h100="2026-11-29T11:58:00Z"),
-        {},
-        "2026-11-29T11:58:00Z",
+        with_replicas_current_at(h100="2026-11-29T11:58:00Z"), True
     ),
-    "an agent that publishes none relays none": (OBSERVED_ALL, {}, None),
-    "pool reports momentarily missing keep the word published before": (
-        {"provider-config": PROVIDER_CONFIG, "agent-crd": AGENT_CRD},
-        {"agent": {"present": True, "replicasCurrentAt": "2026-11-29T11:57:00Z"}},
-        "2026-11-29T11:57:00Z",
+    "the latest word older than maxAge: not current": (
+        with_replicas_current_at(h100=STALE, l40s=STALE), False
     ),
-    "a newer word replaces the one published before": (
-        with_replicas_current_at(l40s="2026-11-29T11:59:10Z"),
-        {"agent": {"present": True, "replicasCurrentAt": "2026-11-29T11:57:00Z"}},
-        "2026-11-29T11:59:10Z",
+    "an agent that publishes none: no verdict, each report judged alone": (OBSERVED_ALL, None),
+    "pool reports momentarily missing: no verdict, each report judged alone": (
+        {"provider-config": PROVIDER_CONFIG, "agent-crd": AGENT_CRD}, None
     ),
-}
+}  # fmt: skip
 
 
 @pytest.mark.parametrize(
-    ("observed", "previous_status", "relayed"), RELAY.values(), ids=RELAY.keys()
+    ("observed", "verdict"), REPLICAS_VERDICT.values(), ids=REPLICAS_VERDICT.keys()
 )
-def test_the_agents_replicas_current_at_is_relayed_onto_the_cluster(
-    observed, previous_status, relayed
-):
-    body = {**xr(), "status": previous_status}
-    agent = desired_status(render(body, observed))["agent"]
-    assert agent.get("replicasCurrentAt") == relayed
+def test_the_cluster_publishes_its_verdict_on_the_agents_replica_reports(observed, verdict):
+    agent = desired_status(render(xr(), observed))["agent"]
+    assert agent.get("replicasCurrent") == verdict
+    assert agent["vouchedUntil"] == "2026-11-29T12:30:00Z"
+
+
+def heartbeat(at, h100=H100_REPORT, l40s=L40S_REPORT):
+    """Both pools reported again at `at` (the agent's clock), with their replica word."""
+    return {
+        **OBSERVED_ALL,
+        "pool-h100": pool_object({**h100, "observedAt": at, "replicasCurrentAt": at}),
+        "pool-l40s": pool_object({**l40s, "observedAt": at, "replicasCurrentAt": at}),
+    }
+
+
+def test_a_heartbeat_that_changes_no_histogram_changes_nothing_published():
+    """Every replica and deployment requires its cluster and is woken by every change of
+    it: a heartbeat must not be one (design/reconcile.md, "Crossplane v2.4")."""
+    first = desired_status(render(xr(), heartbeat("2026-11-29T11:59:00Z")))
+    later = NOW + timedelta(minutes=2)
+    again = render({**xr(), "status": first}, heartbeat("2026-11-29T12:01:50Z"), now=later)
+    assert desired_status(again) == first
+
+
+def test_a_changed_histogram_moves_its_pools_observed_at_and_nothing_else():
+    first = desired_status(render(xr(), heartbeat("2026-11-29T11:59:00Z")))
+    changed = {**H100_REPORT, "nodesByFreeDevices": [{"free": {"gpu": 8}, "nodes": 3}]}
+    later = NOW + timedelta(minutes=2)
+    again = desired_status(
+        render({**xr(), "status": first}, heartbeat("2026-11-29T12:01:50Z", h100=changed), later)
+    )
+    before, after = ({p["name"]: p for p in status["gpuPools"]} for status in (first, again))
+    assert after["h100"]["observedAt"] == "2026-11-29T12:01:50Z"
+    assert after["h100"]["nodesByFreeDevices"] == [{"free": {"gpu": 8}, "nodes": 3}]
+    assert after["l40s"] == before["l40s"]
+    assert again["agent"] == first["agent"]
+
+
+VERDICT_FLIPS = {
+    "a pool reported within maxAge is current": (NOW, True),
+    "a pool reported exactly maxAge ago is still current": (NOW + timedelta(minutes=4), True),
+    "a pool whose last report passed maxAge flips to not current": (
+        NOW + timedelta(minutes=4, seconds=1), False
+    ),
+}  # fmt: skip
+
+
+@pytest.mark.parametrize(("now", "current"), VERDICT_FLIPS.values(), ids=VERDICT_FLIPS.keys())
+def test_a_pools_verdict_flips_when_its_last_report_passes_max_age(now, current):
+    published = pools(
+        render(xr(observation={"mode": "Observed", "maxAge": "5m"}), OBSERVED_ALL, now)
+    )
+    assert (published["h100"]["current"], published["l40s"]["current"]) == (current, current)
+    assert published["h100"]["observedAt"] == FRESH
+
+
+LEASES = {
+    "with more than 15 minutes left the lease is kept": (
+        "2026-11-29T12:15:01Z", "2026-11-29T12:15:01Z"
+    ),
+    "with 15 minutes or less left it is renewed for 30": (
+        "2026-11-29T12:15:00Z", "2026-11-29T12:30:00Z"
+    ),
+    "a lapsed lease is renewed": ("2026-11-29T11:00:00Z", "2026-11-29T12:30:00Z"),
+}  # fmt: skip
+
+
+@pytest.mark.parametrize(("held", "published"), LEASES.values(), ids=LEASES.keys())
+def test_the_lease_on_the_verdicts_is_renewed_only_when_15_minutes_are_left(held, published):
+    previous = {"agent": {"present": True, "vouchedUntil": held}}
+    agent = desired_status(render({**xr(), "status": previous}, OBSERVED_ALL))["agent"]
+    assert agent["vouchedUntil"] == published
+
+
+def test_a_declared_cluster_publishes_no_verdict_and_no_lease():
+    agent = desired_status(render(xr(observation={"mode": "Declared"}), OBSERVED_ALL))["agent"]
+    assert agent == {"present": True}
 
 
 def test_an_unreadable_replicas_current_at_is_not_relayed_and_named_in_a_warning():
@@ -718,7 +782,12 @@ def test_each_request_logs_its_decision_and_timings_at_debug_bound_to_tag_and_xr
 @pytest.mark.parametrize(
     ("observation", "seconds"),
     [
-        pytest.param({"mode": "Observed", "maxAge": "1m"}, 15, id="observed: a quarter of maxAge"),
+        pytest.param({"mode": "Observed", "maxAge": "2m"}, 30, id="observed: a quarter of maxAge"),
+        pytest.param(
+            {"mode": "Observed", "maxAge": "1m"},
+            1,
+            id="reports exactly maxAge old: the second they turn stale, to flip the verdict",
+        ),
         pytest.param({"mode": "Observed", "maxAge": "2s"}, 1, id="never below one second"),
         pytest.param({"mode": "Observed", "maxAge": "5m"}, 60, id="never above the 60s backstop"),
         pytest.param({"mode": "Declared"}, 300, id="declared reads no agent: the at-rest 5m cap"),

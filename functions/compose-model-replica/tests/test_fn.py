@@ -3,18 +3,18 @@
 from __future__ import annotations
 
 import copy
-from datetime import UTC, datetime
+from datetime import UTC, datetime, timedelta
 
 import pytest
 import structlog
 from compose_model_replica.core import unchanged
 from compose_model_replica.fn import FunctionRunner
 from crossplane.function.proto.v1.run_function_pb2 import READY_FALSE, READY_TRUE
-from modelplane_common import labels, template_digest
+from modelplane_common import currency, labels, template_digest
 from modelplane_common.orphans import COMPOSED_ANNOTATION
 from modelplane_common.outcome import MAX_MESSAGE
 from modelplane_common.pods_created import released
-from modelplane_common.timeutil import format_time
+from modelplane_common.timeutil import format_time, parse_time
 from modelplane_testkit import admission_builders as a
 from modelplane_testkit import wire
 from modelplane_testkit.wire import conditions, desired, desired_status, events, request, run
@@ -24,6 +24,9 @@ FRESH = "2026-11-29T11:59:30Z"
 EARLIER = "2026-11-29T11:50:00Z"
 STALE = "2026-11-29T11:40:00Z"
 FUTURE = "2026-11-29T12:20:00Z"
+# compose-inference-cluster's lease on its verdicts (modelplane_common.currency): good at NOW.
+VOUCHED = "2026-11-29T12:20:00Z"
+LAPSED = "2026-11-29T11:59:59Z"
 
 CLUSTER = {
     "apiVersion": "modelplane.ai/v1alpha1",
@@ -376,49 +379,53 @@ def test_a_report_the_agent_says_is_not_current_is_judged_by_its_observed_at_alo
     assert pods_scheduled(stale)[:2] == ("Unknown", "NotObserved")
 
 
-def vouched_by(replicas_current_at):
-    """The cluster as the relay publishes it: status.agent.replicasCurrentAt, if any."""
+def vouched_by(replicas_current, until=VOUCHED):
+    """The cluster as compose-inference-cluster publishes it: its verdict on every replica
+    report (status.agent.replicasCurrent, if any) and until when it vouches for it."""
     body = cluster()
-    if replicas_current_at is not None:
-        body["status"]["agent"]["replicasCurrentAt"] = replicas_current_at
+    body["status"]["agent"]["vouchedUntil"] = until
+    if replicas_current is not None:
+        body["status"]["agent"]["replicasCurrent"] = replicas_current
     return body
 
 
 FRESHNESS = {
-    "a stale report the cluster's replicasCurrentAt vouches for is judged": (
-        STALE, FRESH, ("True", "AllPodsScheduled")
+    "a stale report is judged while its cluster vouches for every replica report": (
+        STALE, True, VOUCHED, ("True", "AllPodsScheduled")
     ),
-    "a stale report the cluster vouches for no later is unknown": (
-        STALE, STALE, ("Unknown", "NotObserved")
+    "a stale report is unknown once its cluster judges the agent's word stale": (
+        STALE, False, VOUCHED, ("Unknown", "NotObserved")
     ),
     "a fresh report is judged with no word from the cluster (an agent that predates it)": (
-        FRESH, None, ("True", "AllPodsScheduled")
+        FRESH, None, VOUCHED, ("True", "AllPodsScheduled")
     ),
     "a stale report is unknown with no word from the cluster": (
-        STALE, None, ("Unknown", "NotObserved")
+        STALE, None, VOUCHED, ("Unknown", "NotObserved")
     ),
     "a fresh report is judged beside a stale word from the cluster": (
-        FRESH, STALE, ("True", "AllPodsScheduled")
+        FRESH, False, VOUCHED, ("True", "AllPodsScheduled")
     ),
-    "a word from more than maxAge in the future vouches for nothing": (
-        STALE, FUTURE, ("Unknown", "NotObserved")
+    "a word whose lease lapsed (the cluster stopped reconciling) vouches for nothing": (
+        STALE, True, LAPSED, ("Unknown", "NotObserved")
     ),
-    "an unreadable word vouches for nothing": (STALE, "yesterday", ("Unknown", "NotObserved")),
+    "a word with an unreadable lease vouches for nothing": (
+        STALE, True, "yesterday", ("Unknown", "NotObserved")
+    ),
 }  # fmt: skip
 
 
 @pytest.mark.parametrize(
-    ("observed_at", "replicas_current_at", "expected"),
+    ("observed_at", "replicas_current", "until", "expected"),
     FRESHNESS.values(),
     ids=FRESHNESS.keys(),
 )
-def test_a_report_is_fresh_while_its_observed_at_or_the_clusters_replicas_current_at_is(
-    observed_at, replicas_current_at, expected
+def test_a_report_is_fresh_while_its_observed_at_is_or_its_cluster_vouches_for_it(
+    observed_at, replicas_current, until, expected
 ):
     rsp = call(
         xr(),
         observation(report(1, 1, observed_at=observed_at)),
-        {"cluster": [vouched_by(replicas_current_at)]},
+        {"cluster": [vouched_by(replicas_current, until)]},
     )
     assert pods_scheduled(rsp)[:2] == expected
 
@@ -1272,14 +1279,17 @@ def full_cluster():
             "observedAt": FRESH,
             "observedNodes": 8,
             "nodesByFreeDevices": [{"free": {"gpu": 0}, "nodes": 8}],
+            "current": True,
         }
     ]
+    body["status"]["agent"]["vouchedUntil"] = VOUCHED
     return body
 
 
 def observed_cluster(observed_at=FRESH, free=8):
     """east with one pool, h100, published by the agent at `observed_at`: 8 nodes, `free`
-    GPUs free on each."""
+    GPUs free on each; current while `observed_at` is within maxAge (compose-inference-
+    cluster's verdict at NOW, with its lease)."""
     body = cluster(pools=("h100",))
     body["status"]["gpuPools"] = [
         {
@@ -1289,8 +1299,10 @@ def observed_cluster(observed_at=FRESH, free=8):
             "observedAt": observed_at,
             "observedNodes": 8,
             "nodesByFreeDevices": [{"free": {"gpu": free}, "nodes": 8}],
+            "current": currency.is_current(parse_time(observed_at), NOW, timedelta(minutes=5)),
         }
     ]
+    body["status"]["agent"]["vouchedUntil"] = VOUCHED
     return body
 
 
@@ -1517,14 +1529,14 @@ REPLICA_TTLS = {
     "Ready with every pod scheduled: when its report turns stale": (
         SERVING, None, REPORT_TURNS_STALE
     ),
-    "Ready, its cluster vouching for the report later: when that word turns stale": (
-        SERVING, "2026-11-29T11:59:50Z", 291
+    "Ready, its cluster vouching for the report until later: the 5m cap": (
+        SERVING, True, 300
     ),
-    "Ready, its cluster vouching for the report as of now: the 5m cap": (
-        SERVING, "2026-11-29T12:00:00Z", 300
+    "Ready, its cluster judging the agent's word stale: when its own report turns stale": (
+        SERVING, False, REPORT_TURNS_STALE
     ),
-    "Ready on a stale report its cluster vouches for: when the word turns stale": (
-        {**AVAILABLE, **observation(report(1, 1, observed_at=STALE))}, FRESH, REPORT_TURNS_STALE
+    "Ready on a stale report its cluster vouches for: the 5m cap, its word is good for 20m": (
+        {**AVAILABLE, **observation(report(1, 1, observed_at=STALE))}, True, 300
     ),
     "Ready, its report stale: 60s polls the cluster for the agent's word": (
         {**AVAILABLE, **observation(report(1, 1, observed_at=STALE))}, None, 60
@@ -1533,14 +1545,14 @@ REPLICA_TTLS = {
 
 
 @pytest.mark.parametrize(
-    ("observed", "replicas_current_at", "seconds"),
+    ("observed", "replicas_current", "seconds"),
     REPLICA_TTLS.values(),
     ids=REPLICA_TTLS.keys(),
 )
 def test_a_replica_is_called_again_on_events_backed_by_60s_or_at_its_next_deadline(
-    observed, replicas_current_at, seconds
+    observed, replicas_current, seconds
 ):
-    rsp = call(xr(), observed, {"cluster": [vouched_by(replicas_current_at)]})
+    rsp = call(xr(), observed, {"cluster": [vouched_by(replicas_current)]})
     assert rsp.meta.ttl.ToTimedelta().total_seconds() == seconds
 
 

@@ -150,24 +150,27 @@ CASES = [
     ),
     pytest.param(
         evidence(
-            replace(report(2, observed_at=NOW - timedelta(minutes=20)), cluster_current_at=NOW)
+            replace(
+                report(2, observed_at=NOW - timedelta(minutes=20)),
+                cluster_current_until=NOW + timedelta(minutes=20),
+            )
         ),
         "True",
         "Created",
         None,
-        id="an unchanged report the cluster's replicasCurrentAt vouches for counts its pods",
+        id="an unchanged report its cluster vouches for counts its pods",
     ),
     pytest.param(
         evidence(
             replace(
                 report(2, observed_at=NOW - timedelta(minutes=20)),
-                cluster_current_at=NOW - timedelta(minutes=6),
+                cluster_current_until=NOW - timedelta(seconds=1),
             )
         ),
         "Unknown",
         "NotObserved",
         None,
-        id="a stale report the cluster vouches for no later than maxAge ago counts nothing",
+        id="a stale report whose cluster's word lapsed counts nothing",
     ),
     pytest.param(
         evidence(NOT_REPORTED, observed={"east/serve/workload": NO_NAMESPACE}),

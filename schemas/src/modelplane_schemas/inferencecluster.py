@@ -381,10 +381,16 @@ class Agent1(BaseModel):
         extra="allow",
     )
     present: bool | None = None
-    replicasCurrentAt: Annotated[
+    replicasCurrent: Annotated[
+        bool | None,
+        Field(
+            description="Whether the latest replicasCurrentAt of the cluster's PoolObservations (the agent's word that every replica report on the cluster is current) is within maxAge of the control plane's clock. A replica report is fresh while its own observedAt is within maxAge or this is true (until vouchedUntil). Absent while the agent publishes none. It changes only when the verdict flips, so a heartbeat wakes no reader."
+        ),
+    ] = None
+    vouchedUntil: Annotated[
         AwareDatetime | None,
         Field(
-            description="The latest replicasCurrentAt of the cluster's PoolObservations, relayed: every replica report on the cluster was current as of this time (agent clock). A replica report is fresh while the later of its own observedAt and this time is within maxAge. Absent while the agent publishes none."
+            description="Until when readers may trust this status's current verdicts (gpuPools[].current, replicasCurrent): about 30 minutes ahead, renewed when 15 are left. A cluster whose own reconciles stopped is read as not current once it passes."
         ),
     ] = None
 
@@ -447,6 +453,12 @@ class GpuPool(BaseModel):
     model_config = ConfigDict(
         extra="allow",
     )
+    current: Annotated[
+        bool | None,
+        Field(
+            description="Whether the agent's latest report of the pool is within maxAge of the control plane's clock; trusted until agent.vouchedUntil. False: the scheduler counts the pool by its fallback."
+        ),
+    ] = None
     devices: Annotated[list[Device1], Field(max_length=8)]
     name: str
     nodes: Annotated[
@@ -466,7 +478,7 @@ class GpuPool(BaseModel):
     observedAt: Annotated[
         AwareDatetime | None,
         Field(
-            description="When the agent last observed the pool, on the agent's clock. Absent when the pool is not observed."
+            description="When the agent first reported the published observation (observedNodes and nodesByFreeDevices as they read now), on the agent's clock: it moves when they change, not on the agent's heartbeats. Absent when the pool is not observed."
         ),
     ] = None
     observedNodes: Annotated[

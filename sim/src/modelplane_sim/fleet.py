@@ -38,10 +38,12 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
+from datetime import datetime
 from pathlib import Path
 from typing import Any
 
 import yaml
+from modelplane_common import currency
 from modelplane_common.capacity.readers import UnreadableCluster, read_cluster
 from modelplane_common.inputs import InvalidInput, inference_cluster_problems, problem
 from modelplane_common.observation import (
@@ -50,7 +52,7 @@ from modelplane_common.observation import (
     Observation,
     parse_observation,
 )
-from modelplane_common.timeutil import parse_duration
+from modelplane_common.timeutil import format_time, parse_duration
 
 from modelplane_sim.binder import NodeChoice, PoolNodes
 
@@ -89,10 +91,12 @@ class ClusterShape:
         observation: Mapping,
         gpu_pools: Sequence[Mapping] = (),
         binder: NodeChoice = NodeChoice.SPREAD,
+        vouched_until: datetime | None = None,
     ) -> dict:
         """The InferenceCluster the core reads: this spec, the policy's observation
         settings, `spec.nodeScoring: Pack` when its binder packs (spread and random
-        leave the default, Spread) and, when the policy publishes, status.gpuPools."""
+        leave the default, Spread) and, when the policy publishes, status.gpuPools
+        with the lease on their verdicts (modelplane_common.currency)."""
         spec = {k: v for k, v in self.spec.items() if k != "nodeScoring"}
         spec["observation"] = dict(observation)
         if binder is NodeChoice.PACK:
@@ -104,7 +108,9 @@ class ClusterShape:
             "spec": spec,
         }
         if gpu_pools:
-            obj["status"] = {"gpuPools": [dict(p) for p in gpu_pools]}
+            obj["status"] = {"gpuPools": [dict(p) for p in gpu_pools], "agent": {"present": True}}
+            if vouched_until is not None:
+                obj["status"]["agent"][currency.VOUCHED_UNTIL] = format_time(vouched_until)
         return obj
 
 

@@ -70,6 +70,7 @@ from compose_model_deployment import (
     wire_form,
 )
 from compose_model_deployment import Fleet as FetchedFleet
+from modelplane_common import currency
 from modelplane_common.capacity.fleet import Charge, Cluster, PlacedEngine
 from modelplane_common.capacity.readers import read_cluster
 from modelplane_common.observation import Observation
@@ -245,19 +246,24 @@ class World:
 
     # -- the InferenceClusters the core reads ---------------------------------------------
 
-    def _read_clusters(self, now: datetime | None) -> tuple[Cluster, ...]:
+    def _read_clusters(self, now: datetime | None, current: bool = True) -> tuple[Cluster, ...]:
+        """The clusters as compose-inference-cluster publishes them at `now` (None: before
+        the first report): every pool observed then, current or judged stale."""
         observation = {**self.policy.observation, "maxAge": self.fleet.max_age}
+        lease = None if now is None else now + currency.LEASE
         out = []
         for shape in self.fleet.clusters:
-            gpu_pools = [] if now is None else self._published(shape.name, shape.spec, now)
+            gpu_pools = [] if now is None else self._published(shape.name, shape.spec, now, current)
             binder = self.scoring[shape.name] or self.settings.choice
             declared = binder if self.settings.declare_scoring else NodeChoice.SPREAD
-            cluster, notes = read_cluster(shape.inference_cluster(observation, gpu_pools, declared))
+            cluster, notes = read_cluster(
+                shape.inference_cluster(observation, gpu_pools, declared, lease)
+            )
             self.notes.update(notes)
             out.append(cluster)
         return tuple(out)
 
-    def _published(self, cluster: str, spec: Mapping, now: datetime) -> list[dict]:
+    def _published(self, cluster: str, spec: Mapping, now: datetime, current: bool) -> list[dict]:
         pools = []
         for declared in spec["nodePools"]:
             nodes = self.nodes[cluster][declared["name"]]
@@ -267,6 +273,7 @@ class World:
                     "name": declared["name"],
                     "devices": declared["devices"],
                     **seen.to_wire(nodes.kinds),
+                    currency.CURRENT: current,
                 }
             )
         return pools
@@ -327,7 +334,9 @@ class World:
             < now
             <= self.published_at + self.max_age + self.settings.step
         ):
-            self.epoch += 1  # the observation just turned stale: whole-node from now on
+            # The observation just turned stale, and the cluster says so: whole-node from now on.
+            self.clusters = self._read_clusters(self.published_at, current=False)
+            self.epoch += 1
 
     def _arrive(self, arrival: Arrival) -> None:
         deployment = read_deployment(arrival.deployment(NAMESPACE))

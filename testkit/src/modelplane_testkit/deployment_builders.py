@@ -27,12 +27,13 @@ from typing import Literal, TypedDict, Unpack
 import compose_model_deployment as scheduler
 from crossplane.function import resource
 from crossplane.function.proto.v1 import run_function_pb2 as fnv1
-from modelplane_common import labels
+from modelplane_common import currency, labels
 from modelplane_common.capacity import quota
 from modelplane_common.capacity.charge_label import counted_by_pools
 from modelplane_common.capacity.readers import read_charge, read_cluster
 from modelplane_common.devices import DeviceKind, DeviceRequest
-from modelplane_common.timeutil import format_time
+from modelplane_common.inputs import max_age as read_max_age
+from modelplane_common.timeutil import format_time, parse_duration, parse_time_or_none
 
 from modelplane_testkit import wire
 from modelplane_testkit.fields import reject_unknown
@@ -163,6 +164,35 @@ class ClusterFields(TypedDict, total=False):
     namespace_selector: Mapping  # spec.access.namespaceSelector; default unset (every namespace)
     priority_class_names: Sequence[str]  # spec.tenancy.priorityClassNames; default unset (none)
     reserved_namespaces: Sequence[str]  # spec.tenancy.reservedNamespaces; default unset
+    # status.agent.vouchedUntil; default currency.LEASE after NOW; None: unset.
+    vouched_until: str | None
+
+
+# A render test's time token (modelplane_devtools.render): filled with the clock at render.
+_TOKEN = re.compile(r"^__NOW(?:-(?P<ago>[0-9hms.]+))?__$")
+# The lease a cluster with token times publishes: still to run when the case is rendered.
+LEASE_TOKEN = "__NOW+30m__"
+
+
+def _judged(status: dict, max_age: timedelta) -> dict:
+    """A published pool as compose-inference-cluster judges it: an observed pool without
+    its own `current` is current while its observedAt (a time against NOW, or a render
+    token against the clock it is filled with) is within maxAge."""
+    if "observedAt" not in status or currency.CURRENT in status:
+        return status
+    raw = status["observedAt"]
+    token = _TOKEN.match(raw) if isinstance(raw, str) else None
+    if token:
+        observed_at: datetime | None = NOW - parse_duration(token.group("ago") or "0s")
+    else:
+        observed_at = parse_time_or_none(raw)
+    return {**status, currency.CURRENT: currency.is_current(observed_at, NOW, max_age)}
+
+
+def _lease(pools: Sequence[tuple[dict, dict]]) -> str:
+    """The lease on the verdicts: a render token when the pools' times are tokens."""
+    tokens = any(str(status.get("observedAt", "")).startswith("__NOW") for _, status in pools)
+    return LEASE_TOKEN if tokens else format_time(NOW + currency.LEASE)
 
 
 def cluster(name: str, pools: Sequence[tuple[dict, dict]], **fields: Unpack[ClusterFields]) -> dict:
@@ -183,8 +213,16 @@ def cluster(name: str, pools: Sequence[tuple[dict, dict]], **fields: Unpack[Clus
             "nodePools": [spec for spec, _ in pools],
             "observation": {"mode": mode, "maxAge": max_age},
         },
-        "status": {"gpuPools": [status for _, status in pools]},
+        "status": {
+            "gpuPools": [
+                _judged(status, read_max_age({"maxAge": max_age})[0]) for _, status in pools
+            ],
+            "agent": {"present": True},
+        },
     }
+    vouched_until = fields.get("vouched_until", _lease(pools))
+    if vouched_until is not None:
+        obj["status"]["agent"][currency.VOUCHED_UNTIL] = vouched_until
     if fallback is not None:
         obj["spec"]["observation"]["fallback"] = fallback
     if taints:

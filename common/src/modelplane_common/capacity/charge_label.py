@@ -23,7 +23,9 @@ Why a `counted` label stays true for the reader: the label was judged
 against the observation the deployment read, and any reader that sees the
 label reads the InferenceCluster later, from the same Crossplane cache,
 so its `observedAt` is the same or newer; `scheduledAt <= observedAt` still
-holds. What can make it untrue is the replica itself: its pods restarting
+holds. (A published `observedAt` is the first report that showed the
+histogram, modelplane_common.currency: a newer one shows a histogram that
+counts the replica all the same.) What can make it untrue is the replica itself: its pods restarting
 (PodsScheduled no longer True) before its deployment relabels it, which
 the replica's status change triggers at once (design/admission.md, "What a
 reader reads").
@@ -56,7 +58,7 @@ def counted_by_pools(charge: Charge, cluster: Cluster | None, now: datetime) -> 
         pool = cluster.pool(engine.pool)
         if pool is None:
             return False
-        observed_at = basis_of(pool, cluster, now).observed_at
+        observed_at = basis_of(pool, now).observed_at
         if observed_at is None or not charge.contained_by(observed_at):
             return False
     return True
@@ -65,4 +67,4 @@ def counted_by_pools(charge: Charge, cluster: Cluster | None, now: datetime) -> 
 def reads_pending_only(cluster: Cluster, now: datetime) -> bool:
     """Whether a reader of this cluster may read only its pending replicas: every pool has
     a fresh observation (a pool counted by its fallback charges every replica on it)."""
-    return all(basis_of(pool, cluster, now).observed for pool in cluster.pools)
+    return all(basis_of(pool, now).observed for pool in cluster.pools)

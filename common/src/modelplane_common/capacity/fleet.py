@@ -100,6 +100,9 @@ class Pool:
     observation: ParsedObservation | None = None
     # Why the published observation is not used even if it parsed (e.g. devices drifted).
     distrust: str | None = None
+    # Until when its cluster vouches that the observation is current (modelplane_common.currency);
+    # None: the cluster judges it not current, or publishes no verdict.
+    current_until: datetime | None = None
     # How the pool is counted whenever it has no fresh observation (rule 2).
     fallback: Fallback = Fallback.WHOLE_NODE
 

@@ -6,7 +6,9 @@ ledger built the first time the pool is asked for, from the pool's basis
 minus the replicas the caller says are charged to its cluster.
 
 Rules (design/api.md section 6)
-    1. A pool with a FRESH observation starts from its histogram plus
+    1. A pool with a FRESH observation (its cluster publishes it `current`
+       under a lease that holds, modelplane_common.currency) starts from its
+       histogram plus
        max(0, nodes - observedNodes) empty nodes it can still grow by. A
        replica pinned to it is charged only while the histogram cannot
        contain it yet: PodsScheduled is not True, or scheduledAt is later
@@ -52,6 +54,7 @@ from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import datetime
 
+from modelplane_common import currency
 from modelplane_common.capacity.devicecount import DeviceCountLedger
 from modelplane_common.capacity.diagnosis import Cause
 from modelplane_common.capacity.fit import Demand, Ledger, PoolLedger, Reservation
@@ -89,7 +92,7 @@ class Basis:
         return "Observed" if self.observed else str(self.fallback)
 
 
-def basis_of(pool: Pool, cluster: Cluster, now: datetime) -> Basis:
+def basis_of(pool: Pool, now: datetime) -> Basis:
     observation = pool.observation
     if observation is None:
         why = "the cluster declares its capacity (observation mode Declared)"
@@ -97,28 +100,28 @@ def basis_of(pool: Pool, cluster: Cluster, now: datetime) -> Basis:
         why = pool.distrust
     elif isinstance(observation, Rejected):
         return Basis(
-            None, observation.message, pool.fallback, _fresh_ceiling(observation, cluster, now)
+            None, observation.message, pool.fallback, _fresh_ceiling(observation, pool, now)
         )
     elif not isinstance(observation, Observation):
         why = observation.message
-    elif (stale := observation.staleness(now, cluster.max_age)) is not None:
+    elif (stale := currency.lapsed(pool.current_until, now)) is not None:
         why = f"the observation is {stale}"
     else:
         return Basis(observation.observed_at)
     return Basis(None, why, pool.fallback)
 
 
-def _fresh_ceiling(rejected: Rejected, cluster: Cluster, now: datetime) -> Histogram | None:
+def _fresh_ceiling(rejected: Rejected, pool: Pool, now: datetime) -> Histogram | None:
     """Rule 3's ceiling: a stale report says nothing about what is free now."""
     ceiling = rejected.ceiling
-    if ceiling is None or not ceiling.is_fresh(now, cluster.max_age):
+    if ceiling is None or not currency.holds(pool.current_until, now):
         return None
     return ceiling.histogram
 
 
 def empty_ledger(pool: Pool, cluster: Cluster, now: datetime) -> tuple[PoolLedger, Basis]:
     """The pool's capacity before any replica is charged."""
-    basis = basis_of(pool, cluster, now)
+    basis = basis_of(pool, now)
     per_node = pool.kinds.empty_node
     if basis.observed:
         observation = pool.observation

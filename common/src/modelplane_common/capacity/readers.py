@@ -19,7 +19,7 @@ from collections.abc import Mapping
 
 from google.protobuf import struct_pb2
 
-from modelplane_common import cluster_tenancy, pods_created
+from modelplane_common import cluster_tenancy, currency, pods_created
 from modelplane_common.capacity.fit import NodeScoring
 from modelplane_common.capacity.fleet import (
     Charge,
@@ -193,6 +193,11 @@ def read_cluster(obj: Mapping) -> tuple[Cluster, list[str]]:
                 kinds=kinds,
                 observation=observation,
                 distrust=distrust,
+                current_until=(
+                    currency.pool_current_until(entry, status_of(obj))
+                    if isinstance(entry, Mapping)
+                    else None
+                ),
                 fallback=fallback,
             )
         )

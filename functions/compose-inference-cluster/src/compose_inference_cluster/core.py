@@ -16,10 +16,13 @@ shell writes back (`Decision`):
    does not compose are kept unchanged when `kept` says so.
 2. What to publish per pool in `status.gpuPools`: the declared fields always
    (`name`, `nodes`, `devices`), the observed fields (`observedAt`,
-   `observedNodes`, `nodesByFreeDevices`) only when the agent's report passes
-   `modelplane_common.observation.parse_observation`. Absence of the observed
-   fields is the scheduler's signal to fall back to the pool's fallback
-   accounting (`WholeNode` or `DeviceCount`, `read_fallbacks`).
+   `observedNodes`, `nodesByFreeDevices`, `current`) only when the agent's
+   report passes `modelplane_common.observation.parse_observation`. Absence
+   of the observed fields, or `current: false`, is the scheduler's signal to
+   fall back to the pool's fallback accounting (`WholeNode` or `DeviceCount`,
+   `read_fallbacks`). Freshness is published as verdicts that flip, with a
+   lease on them (`modelplane_common.currency`), so that a heartbeat that
+   changes nothing publishes nothing.
 3. Which conditions and events tell a platform engineer what happened
    (`Configured`, `CapacityObserved`, `AgentInstalled`).
 4. Whether the cluster itself is Ready (`ready`; the shell states it as the
@@ -45,9 +48,11 @@ Invariants
       `observation.agent.install` off, and their leaving only stops managing
       what they applied (agent_install.py).
     - Declared mode composes no observation and publishes no observed fields.
-    - The publisher does not judge freshness for publishing: it republishes
-      the agent's `observedAt`, and the scheduler compares it with `maxAge`.
-      It does report stale pools in its condition, from the `now` it is given.
+    - The publisher is the one judge of freshness: it compares the agent's
+      latest report with `maxAge` at the `now` it is given, publishes the
+      verdict and the time the published observation was first seen, and
+      is called again at each instant a verdict can change with no report
+      (`currency.deadlines`).
 """
 
 from __future__ import annotations
@@ -56,7 +61,7 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from datetime import datetime, timedelta
 
-from modelplane_common import labels, replica_currency, requeue
+from modelplane_common import currency, labels, requeue
 from modelplane_common.capacity.fleet import Fallback
 from modelplane_common.capacity.readers import read_fallbacks
 from modelplane_common.composed import ObservedObject
@@ -134,6 +139,11 @@ class PoolVerdict:
     def published(self) -> Observation | None:
         """What `status.gpuPools` carries beside the declared fields."""
         return self.observation or self.ceiling
+
+    def current(self, now: datetime, max_age: timedelta) -> bool:
+        """The published observation's verdict: the agent's report is within maxAge."""
+        published = self.published
+        return published is not None and currency.is_current(published.observed_at, now, max_age)
 
 
 @dataclass(frozen=True, slots=True)
@@ -410,12 +420,15 @@ def decide(
     installs = {n: o for n, o in composed.items() if n.startswith(agent_install.PREFIX)}
     kept = _kept(set(observed) - set(composed), mode, pools)
     desired = _desired(composed, kept, observed)
+    freshness = (
+        Freshness(now, max_age, previous_status, currency.relayed(state.pool_reports.values()))
+        if mode == "Observed"
+        else None
+    )
     return Decision(
         desired=desired,
         kept=tuple(sorted(kept)),
-        status=_status(
-            xr_name, pools, verdicts, state, _replicas_current_at(state, previous_status)
-        ),
+        status=_status(xr_name, pools, verdicts, state, freshness),
         conditions=(
             Condition("Configured", "True", "ValidSpec", ""),
             _capacity_condition(mode, verdicts),
@@ -423,7 +436,7 @@ def decide(
         ),
         events=(
             *(Event("Warning", p) for p in [max_age_problem, *fallback_problems] if p),
-            *(Event("Warning", p) for p in replica_currency.unreadable(state.pool_reports)),
+            *(Event("Warning", p) for p in currency.unreadable(state.pool_reports)),
             *_verdict_events(verdicts, _previously_observed(previous_status)),
         ),
         verdicts=verdicts,
@@ -431,7 +444,11 @@ def decide(
         requeue_after=requeue.after(
             dropping_events=requeue.dropping_events(previous_status, now),
             waiting=False,
-            deadlines=(requeue.observation_refresh(max_age) if mode == "Observed" else None,),
+            deadlines=(
+                (requeue.observation_refresh(max_age), *freshness.deadlines(verdicts))
+                if freshness is not None
+                else ()
+            ),
         ),
     )
 
@@ -485,12 +502,53 @@ def _desired(
     return desired
 
 
-def _replicas_current_at(state: ObservedState, previous_status: Mapping) -> datetime | None:
-    """The agent's replicasCurrentAt, relayed from its pools; the one published before
-    while no pool report carries one (a report momentarily missing from this pass)."""
-    return replica_currency.relayed(state.pool_reports.values()) or replica_currency.of_cluster(
-        previous_status
-    )
+@dataclass(frozen=True, slots=True)
+class Freshness:
+    """What this pass judges of the agent's reports (modelplane_common.currency)."""
+
+    now: datetime
+    max_age: timedelta
+    previous_status: Mapping  # when each published observation was first seen; the lease
+    replicas_current_at: datetime | None  # relayed from the pools' reports this pass
+
+    def pool_entry(self, verdict: PoolVerdict, kinds: DeviceKinds) -> dict:
+        """A published observation's fields: first seen at, current or not."""
+        published = verdict.published
+        assert published is not None
+        entry = published.to_wire(kinds)
+        entry["observedAt"] = format_time(
+            currency.since(self._previous_entry(verdict.pool), entry, published.observed_at)
+        )
+        entry[currency.CURRENT] = verdict.current(self.now, self.max_age)
+        return entry
+
+    def agent(self) -> dict:
+        """`status.agent`'s verdict on the replica reports and the lease on every verdict."""
+        agent: dict = {currency.VOUCHED_UNTIL: format_time(self.lease)}
+        if self.replicas_current_at is not None:
+            agent[currency.REPLICAS_CURRENT] = currency.is_current(
+                self.replicas_current_at, self.now, self.max_age
+            )
+        return agent
+
+    @property
+    def lease(self) -> datetime:
+        return currency.lease(self.previous_status, self.now)
+
+    def deadlines(self, verdicts: Sequence[PoolVerdict]) -> list[timedelta | None]:
+        """How long until each instant a verdict can change with no report."""
+        reported = [v.published.observed_at for v in verdicts if v.published is not None]
+        times = currency.deadlines(
+            [*reported, self.replicas_current_at], self.lease, self.now, self.max_age
+        )
+        return [requeue.until(t, self.now) for t in times]
+
+    def _previous_entry(self, pool: str) -> Mapping | None:
+        pools = self.previous_status.get("gpuPools")
+        for entry in pools if isinstance(pools, list) else ():
+            if isinstance(entry, Mapping) and entry.get("name") == pool:
+                return entry
+        return None
 
 
 def _status(
@@ -498,8 +556,9 @@ def _status(
     pools: Sequence[Mapping],
     verdicts: Sequence[PoolVerdict],
     state: ObservedState,
-    replicas_current_at: datetime | None,
+    freshness: Freshness | None,
 ) -> dict:
+    """The published status; `freshness` None in Declared mode, which observes nothing."""
     gpu_pools = []
     for pool, verdict in zip(pools, verdicts, strict=True):
         entry = {
@@ -509,14 +568,11 @@ def _status(
             ),
             "devices": list(pool.get("devices") or []),
         }
-        if verdict.published is not None:
-            kinds = DeviceKinds.from_declared(pool["devices"])
-            entry.update(verdict.published.to_wire(kinds))
+        if verdict.published is not None and freshness is not None:
+            entry.update(freshness.pool_entry(verdict, DeviceKinds.from_declared(pool["devices"])))
         gpu_pools.append(entry)
     observed_pools = sum(1 for v in verdicts if v.observation is not None)
-    agent: dict = {"present": state.agent_crd_seen}
-    if replicas_current_at is not None:
-        agent[replica_currency.REPLICAS_CURRENT_AT] = format_time(replicas_current_at)
+    agent = {"present": state.agent_crd_seen, **(freshness.agent() if freshness else {})}
     return {
         "gpuPools": gpu_pools,
         "agent": agent,

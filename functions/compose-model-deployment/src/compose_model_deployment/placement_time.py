@@ -73,7 +73,9 @@ STEP = timedelta(seconds=1)
 
 
 def newest_observation(clusters: Iterable[Cluster]) -> datetime | None:
-    """The latest moment the view describes: the newest `observedAt` any pool publishes."""
+    """The latest moment the view describes: the newest `observedAt` any pool publishes
+    (the newest histogram change: a heartbeat moves no published time,
+    modelplane_common.currency)."""
     return max(
         (
             p.observation.observed_at

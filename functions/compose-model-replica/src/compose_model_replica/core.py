@@ -316,7 +316,7 @@ def _pods_source(
         )
     source = _observed_report(observed.get(report))
     if isinstance(source, pods_scheduled.AgentReport):
-        return replace(source, cluster_current_at=facts.replicas_current_at)
+        return replace(source, cluster_current_until=facts.replicas_current_until)
     return source
 
 
@@ -773,8 +773,9 @@ def _deadlines(
     created_verdict: PodsCreatedVerdict,
 ) -> tuple[timedelta | None, ...]:
     """When the replica's answer changes with no event: admission's commit delay, the agent's
-    report turning stale (its cluster's replicasCurrentAt moves with no event: required
-    resources are not watched), the missing pods' grace running out."""
+    report turning stale (its own observedAt, or its cluster's word on it, running out:
+    required resources are not watched before Crossplane v2.4), the missing pods' grace
+    running out."""
     now = given.now
     max_age = target.cluster.max_age if target.cluster is not None else DEFAULT_MAX_AGE
     source = composition.source

@@ -98,9 +98,9 @@ class ClusterFacts:
     max_age_problem: str | None  # why the default replaced a malformed maxAge
     provider_config: str  # status.providerConfigRef.name; "" until published
     agent_present: bool  # status.agent.present
-    # status.agent.replicasCurrentAt: every replica report on the cluster was current then
-    # (modelplane_common.replica_currency); None while the agent or the relay publishes none.
-    replicas_current_at: datetime | None = None
+    # Until when the cluster vouches that every replica report on it is current
+    # (modelplane_common.currency.replicas_current_until); None: it does not.
+    replicas_current_until: datetime | None = None
     # spec.tenancy: the PriorityClasses templates may name, the namespaces no replica may use.
     tenancy: ClusterTenancy = OPEN
 

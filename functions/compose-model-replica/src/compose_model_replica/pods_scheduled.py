@@ -12,9 +12,10 @@ State machine (first matching row wins; `expected` comes from the spec)
     no ReplicaObservation (Declared mode,   Unknown  NotObserved
       no agent, not reported yet)
     report malformed                        Unknown  NotObserved  (+ Warning)
-    report stale: neither its observedAt    Unknown  NotObserved
-      nor the cluster's replicasCurrentAt
-      within maxAge (nor that far ahead)
+    report stale: its observedAt not       Unknown  NotObserved
+      within maxAge (nor that far ahead),
+      and its cluster does not vouch for
+      its replica reports (currency)
     Scheduled=False reason Unschedulable    False    Unschedulable
     spec invalid, expected unknown          Unknown  InvalidSpec
     pods < expected                         False    WaitingForPods
@@ -49,9 +50,9 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 
+from modelplane_common.currency import report_staleness, turns_stale_at
 from modelplane_common.inputs import condition_in, find_condition, problem, whole_number
 from modelplane_common.outcome import Condition, capped
-from modelplane_common.replica_currency import report_staleness, turns_stale_at
 from modelplane_common.timeutil import format_time, parse_time, parse_time_or_none
 
 TYPE = "PodsScheduled"
@@ -74,17 +75,17 @@ class AgentReport:
     reason: str
     message: str
     since: datetime | None  # its lastTransitionTime; always set when scheduled is True
-    # The cluster's replicasCurrentAt: the agent's word that the report was still its
-    # report then, though unwritten since observed_at (modelplane_common.replica_currency).
-    cluster_current_at: datetime | None = None
+    # Until when the cluster vouches that every replica report on it is current, though
+    # unwritten since observed_at (modelplane_common.currency); None: it does not.
+    cluster_current_until: datetime | None = None
 
     def staleness(self, now: datetime, max_age: timedelta) -> str | None:
         """Why the report is not fresh; None while it or the cluster's word is."""
-        return report_staleness(self.observed_at, self.cluster_current_at, now, max_age)
+        return report_staleness(self.observed_at, self.cluster_current_until, now, max_age)
 
     def turns_stale_at(self, now: datetime, max_age: timedelta) -> datetime | None:
         """When the report turns stale unless something newer arrives; None: it is."""
-        return turns_stale_at(self.observed_at, self.cluster_current_at, now, max_age)
+        return turns_stale_at(self.observed_at, self.cluster_current_until, now, max_age)
 
 
 @dataclass(frozen=True, slots=True)

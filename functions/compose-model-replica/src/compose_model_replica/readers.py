@@ -34,11 +34,11 @@ from crossplane.function.proto.v1 import run_function_pb2 as fnv1
 from google.protobuf import struct_pb2
 from modelplane_common import (
     cluster_tenancy,
+    currency,
     inputs,
     labels,
     orphans,
     remote_object,
-    replica_currency,
     requeue,
 )
 from modelplane_common.capacity.admission import (
@@ -281,7 +281,7 @@ def _cluster_facts(body: Mapping, fleet: Cluster | None) -> ClusterFacts:
         max_age_problem=max_age_problem,
         provider_config=remote_object.provider_config_of(body),
         agent_present=isinstance(agent, Mapping) and agent.get("present") is True,
-        replicas_current_at=replica_currency.of_cluster(status),
+        replicas_current_until=currency.replicas_current_until(status),
         tenancy=cluster_tenancy.read(spec),
     )
 
