@@ -83,7 +83,7 @@ demo-smoke: setup packages e2e-tools
 e2e-scale: setup packages e2e-tools
 	MODELPLANE_E2E_PACKAGES=dist/xpkg uv run --frozen python -m modelplane_e2e.scale $(SCALE_ARGS)
 
-# What a settled fleet costs the control plane (e2e/src/modelplane_e2e/scale/settled.py,
+# What a fleet at rest costs the control plane (e2e/src/modelplane_e2e/scale/settled.py,
 # outside CI): ModelDeployments of replicas of one 1-GPU pod, created at most one
 # replica a second, Ready, then a window in which nothing is listed. Prints a table
 # (CPU per process, the control plane API server's writes per replica-minute by

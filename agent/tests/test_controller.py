@@ -117,7 +117,7 @@ def controller_for(api: FakeApi, clock: Clock, settings: Settings = SETTINGS) ->
     return Controller(api, clock, settings, monotonic=clock.monotonic, jitter=lambda: 0.5)
 
 
-async def settle(controller: Controller, ticks: int = 5) -> None:
+async def run_ticks(controller: Controller, ticks: int = 5) -> None:
     for _ in range(ticks):
         await asyncio.sleep(SETTINGS.tick * 2)
 
@@ -150,7 +150,7 @@ def histogram(patch: tuple[str, str, dict]) -> list:
 async def started(api: FakeApi, clock: Clock) -> tuple[Controller, asyncio.Task]:
     controller = controller_for(api, clock)
     task = asyncio.create_task(controller.run())
-    await settle(controller)
+    await run_ticks(controller)
     return controller, task
 
 
@@ -167,7 +167,7 @@ def test_it_publishes_once_synced_and_not_again_while_nothing_changes():
         assert [(k, n) for k, n, _ in api.patches] == [(POOLS, "a100")]
         assert histogram(api.patches[0]) == [{"free": {"gpu": 2}, "nodes": 2}]
         clock.now += timedelta(seconds=30)
-        await settle(controller)
+        await run_ticks(controller)
         assert len(api.patches) == 1
         await stopped(controller, task)
 
@@ -179,10 +179,10 @@ def test_a_change_is_published_but_not_twice_within_the_min_interval():
         api, clock = FakeApi(world()), Clock()
         controller, task = await started(api, clock)
         api.send(CLAIMS, "ADDED", t.claim("c", [("n1", "g0")]))
-        await settle(controller)
+        await run_ticks(controller)
         assert len(api.patches) == 1  # still inside the 2s since the first write
         clock.now += timedelta(seconds=3)
-        await settle(controller)
+        await run_ticks(controller)
         assert len(api.patches) == 2
         assert histogram(api.patches[1]) == [
             {"free": {"gpu": 2}, "nodes": 1},
@@ -198,7 +198,7 @@ def test_the_heartbeat_rewrites_the_times_of_currency_only():
         api, clock = FakeApi(world()), Clock()
         controller, task = await started(api, clock)
         clock.now += timedelta(seconds=61)
-        await settle(controller)
+        await run_ticks(controller)
         assert len(api.patches) == 2
         first, second = api.patches[0][2], api.patches[1][2]
         assert second["observedAt"] == "2026-11-30T12:01:01Z"
@@ -229,7 +229,7 @@ async def minutes_pass(api: FakeApi, clock: Clock, controller: Controller, n: in
     for _ in range(n):
         api.bookmark()
         clock.now += timedelta(seconds=61)
-        await settle(controller)
+        await run_ticks(controller)
 
 
 def test_an_unchanged_replica_report_is_never_rewritten_and_the_pool_heartbeat_vouches_for_it():
@@ -266,7 +266,7 @@ def test_replicas_current_at_stops_while_a_replica_report_cannot_be_written():
         controller, task = await started(api, clock)
         failing = True
         api.send(PODS, "ADDED", t.pod("r-1"))  # a second pod, not bound: news to write
-        await settle(controller)
+        await run_ticks(controller)
         await minutes_pass(api, clock, controller, 4)
         pools = writes_of(api, POOLS)
         assert len(pools) == 5  # the pool heartbeats on ...
@@ -289,7 +289,7 @@ def test_replicas_current_at_never_passes_a_replica_change_held_by_the_rate_limi
         assert controller.replicas_current_at == NOW
         api.send(PODS, "ADDED", t.pod("r-1"))  # within min_interval of the first write
         clock.now += timedelta(seconds=1)
-        await settle(controller)
+        await run_ticks(controller)
         assert len(writes_of(api, REPLICAS)) == 1  # held: 2 s between writes
         assert controller.replicas_current_at == NOW  # not the passes at 12:00:01
         clock.now += timedelta(seconds=2)
@@ -369,9 +369,9 @@ def test_a_pool_heartbeats_at_its_spec_max_age_and_follows_a_change_of_it():
         api, clock = FakeApi(objects), Clock()
         controller = controller_for(api, clock, replace(SETTINGS, max_age=None))
         task = asyncio.create_task(controller.run())
-        await settle(controller)
+        await run_ticks(controller)
         clock.now += timedelta(seconds=13)  # maxAge 1m: a pool heartbeats every 9-12 s
-        await settle(controller)
+        await run_ticks(controller)
         assert [s["observedAt"] for _, _, s in api.patches] == [
             "2026-11-30T12:00:00Z",
             "2026-11-30T12:00:13Z",
@@ -380,11 +380,11 @@ def test_a_pool_heartbeats_at_its_spec_max_age_and_follows_a_change_of_it():
         clock.now += timedelta(seconds=3)
         await eventually(lambda: len(api.patches) == 3)  # the new generation, said once
         clock.now += timedelta(seconds=13)
-        await settle(controller)
+        await run_ticks(controller)
         assert len(api.patches) == 3  # maxAge 5m: the next heartbeat is 45-60 s away
         api.bookmark()
         clock.now += timedelta(seconds=47)
-        await settle(controller)
+        await run_ticks(controller)
         assert [s["observedAt"] for _, _, s in api.patches[3:]] == ["2026-11-30T12:01:16Z"]
         await stopped(controller, task)
 
@@ -396,9 +396,9 @@ def test_a_broken_watch_resumes_from_the_last_version_it_delivered():
         api, clock = FakeApi(world()), Clock()
         controller, task = await started(api, clock)
         api.send(NODES, "MODIFIED", t.node("n2", cordoned=True))
-        await settle(controller)
+        await run_ticks(controller)
         api.queues[NODES].put_nowait(ConnectionError("reset by peer"))
-        await settle(controller)
+        await run_ticks(controller)
         node_watches = [v for k, v in api.watches if k == NODES]
         assert node_watches == ["100", "101"]
         assert api.lists.count(NODES) == 1
@@ -414,7 +414,7 @@ def test_410_gone_relists_and_forgets_what_disappeared_meanwhile():
         api.objects[NODES] = [t.node("n1")]  # n2 deleted while the watch was away
         api.queues[NODES].put_nowait(Gone("too old resource version"))
         clock.now += timedelta(seconds=3)
-        await settle(controller)
+        await run_ticks(controller)
         assert api.lists.count(NODES) == 2
         assert api.patches[-1][2]["observedNodes"] == 1
         await stopped(controller, task)
@@ -436,7 +436,7 @@ def test_a_pool_that_cannot_be_observed_gets_one_warning_event_not_one_per_write
             "device kind gpu: DeviceClass gpu.nvidia.com does not exist"
         )
         clock.now += timedelta(seconds=61)
-        await settle(controller)
+        await run_ticks(controller)
         assert len(api.patches) == 2 and len(api.events) == 1  # the heartbeat says it again
         await stopped(controller, task)
 
@@ -461,11 +461,11 @@ def test_nothing_is_published_while_a_relist_is_half_folded():
         api.list = paused_nodes  # type: ignore[method-assign]
         api.queues[NODES].put_nowait(Gone("too old resource version"))
         clock.now += timedelta(seconds=3)
-        await settle(controller)
+        await run_ticks(controller)
         assert not controller.ready
         assert len(api.patches) == 1  # nothing written from the half-folded list
         resume.set()
-        await settle(controller)
+        await run_ticks(controller)
         assert controller.ready
         assert api.patches[-1][2]["nodesByFreeDevices"] == []  # both cordoned
         await stopped(controller, task)
@@ -473,15 +473,15 @@ def test_nothing_is_published_while_a_relist_is_half_folded():
     asyncio.run(scenario())
 
 
-def test_a_relisted_kind_is_current_only_as_of_its_list_until_its_watch_has_settled():
+def test_a_relisted_kind_is_current_only_as_of_its_list_until_its_watch_has_caught_up():
     # The watch from the list's version first delivers what happened during the list;
-    # until it has had `settle` seconds to, a report is as of the list's request.
+    # until it has had `catch_up` seconds to, a report is as of the list's request.
     async def scenario():
         api, clock = FakeApi(world()), Clock()
-        settings = replace(SETTINGS, settle=5.0)
+        settings = replace(SETTINGS, catch_up=5.0)
         controller = controller_for(api, clock, settings)
         task = asyncio.create_task(controller.run())
-        await settle(controller)
+        await run_ticks(controller)
         real_list = api.list
 
         async def slow_nodes(kind: str, each):
@@ -493,7 +493,7 @@ def test_a_relisted_kind_is_current_only_as_of_its_list_until_its_watch_has_sett
         api.objects[NODES] = [t.node("n1", cordoned=True), t.node("n2")]
         clock.now = NOW + timedelta(seconds=10)
         api.queues[NODES].put_nowait(Gone("too old resource version"))
-        await settle(controller)
+        await run_ticks(controller)
         relisted = writes_of(api, POOLS)[-1]
         assert histogram(("", "", relisted)) == [{"free": {"gpu": 2}, "nodes": 1}]
         assert (relisted["observedAt"], current(relisted)["status"]) == (
@@ -502,9 +502,9 @@ def test_a_relisted_kind_is_current_only_as_of_its_list_until_its_watch_has_sett
         )
         clock.now = NOW + timedelta(seconds=20)
         api.send(NODES, "MODIFIED", t.node("n2", cordoned=True))
-        await settle(controller)
-        settled = writes_of(api, POOLS)[-1]
-        assert (settled["observedAt"], current(settled)["status"]) == (
+        await run_ticks(controller)
+        caught_up = writes_of(api, POOLS)[-1]
+        assert (caught_up["observedAt"], current(caught_up)["status"]) == (
             "2026-11-30T12:00:20Z",
             "True",
         )
@@ -539,7 +539,7 @@ def test_a_status_someone_else_overwrote_is_written_again():
         pool["status"] = {"observedAt": "2026-11-30T12:00:00Z"}
         api.send(POOLS, "MODIFIED", pool)
         clock.now += timedelta(seconds=3)
-        await settle(controller)
+        await run_ticks(controller)
         assert len(api.patches) == 2
         assert api.patches[1][2]["nodesByFreeDevices"] == api.patches[0][2]["nodesByFreeDevices"]
         await stopped(controller, task)
@@ -557,7 +557,7 @@ def test_a_replica_turning_scheduled_makes_its_pool_publish_a_newer_observation(
         assert sorted(k for k, _, _ in api.patches) == [POOLS, REPLICAS]
         clock.now += timedelta(seconds=5)
         api.send(PODS, "MODIFIED", t.pod("r-0", node_name="n1"))
-        await settle(controller)
+        await run_ticks(controller)
         replica_writes = [s for k, _, s in api.patches if k == REPLICAS]
         assert replica_writes[-1]["conditions"][0]["status"] == "True"
         since = replica_writes[-1]["conditions"][0]["lastTransitionTime"]
@@ -566,12 +566,12 @@ def test_a_replica_turning_scheduled_makes_its_pool_publish_a_newer_observation(
         assert since == "2026-11-30T12:00:06Z"
         assert len(writes_of(api, POOLS)) == 1
         clock.now += timedelta(seconds=1)
-        await settle(controller)
+        await run_ticks(controller)
         pool_writes = writes_of(api, POOLS)
         assert [w["observedAt"] for w in pool_writes] == ["2026-11-30T12:00:00Z", since]
         assert pool_writes[1]["nodesByFreeDevices"] == pool_writes[0]["nodesByFreeDevices"]
         clock.now += timedelta(seconds=5)
-        await settle(controller)
+        await run_ticks(controller)
         assert len([k for k, _, _ in api.patches if k == POOLS]) == 2  # once, not again
         await stopped(controller, task)
 
@@ -596,7 +596,7 @@ def test_a_pool_snapshot_taken_before_a_binding_never_reads_as_recent_as_the_bin
         controller, task = await started(api, clock)
         clock.now = NOW + timedelta(seconds=5.1)
         api.send(CLAIMS, "ADDED", t.claim("x", [("n2", "g0")]))
-        await settle(controller)
+        await run_ticks(controller)
         assert histogram(api.patches[-1]) == [
             {"free": {"gpu": 2}, "nodes": 1},
             {"free": {"gpu": 1}, "nodes": 1},
@@ -604,9 +604,9 @@ def test_a_pool_snapshot_taken_before_a_binding_never_reads_as_recent_as_the_bin
         clock.now = NOW + timedelta(seconds=5.6)
         api.send(CLAIMS, "MODIFIED", t.claim("c", [("n1", "g0")], namespace="team"))
         api.send(PODS, "MODIFIED", t.pod("r-0", node_name="n1", claims=["c"]))
-        await settle(controller)
+        await run_ticks(controller)
         clock.now = NOW + timedelta(seconds=10)
-        await settle(controller)
+        await run_ticks(controller)
         replica = writes_of(api, REPLICAS)[-1]["conditions"][0]
         assert replica["status"] == "True"
         holding = [{"free": {"gpu": 1}, "nodes": 2}]
@@ -639,7 +639,7 @@ def test_each_report_of_a_pass_is_stamped_when_its_own_snapshot_is_taken():
         clock.now = NOW + timedelta(seconds=5)
         api.send(CLAIMS, "ADDED", t.claim("x", [("n2", "g0")]))
         api.send(PODS, "ADDED", t.pod("r-1", node_name="n2"))
-        await settle(controller)
+        await run_ticks(controller)
         assert writes_of(api, REPLICAS)[-1]["observedAt"] == "2026-11-30T12:00:05Z"
         assert writes_of(api, POOLS)[-1]["observedAt"] == "2026-11-30T12:00:08Z"
         await stopped(controller, task)
@@ -667,9 +667,9 @@ def test_an_event_handled_while_a_status_is_being_written_is_published_after_it(
         api.patch_status = slow_patch  # type: ignore[method-assign]
         clock.now += timedelta(seconds=3)
         api.send(PODS, "DELETED", t.pod("r-1", node_name="n2"))
-        await settle(controller)
+        await run_ticks(controller)
         clock.now += timedelta(seconds=3)
-        await settle(controller)
+        await run_ticks(controller)
         replica_writes = [s for k, _, s in api.patches if k == REPLICAS]
         assert [(w["pods"], w["scheduledPods"]) for w in replica_writes] == [(2, 2), (1, 1), (0, 0)]
         await stopped(controller, task)
@@ -796,7 +796,7 @@ def test_observations_deleted_while_a_write_is_awaited_are_dropped_and_publishin
         controller, task = await started(api, clock)
         assert [n for _, n, _ in api.patches] == ["r", "a100"]
         api.send(POOLS, "ADDED", t.pool_observation("c300", [("gpu", t.NVIDIA, "gpu.nvidia.com")]))
-        await settle(controller)
+        await run_ticks(controller)
         assert [n for _, n, _ in api.patches] == ["r", "a100", "c300"]
         await stopped(controller, task)
 
@@ -821,10 +821,10 @@ def test_one_observation_whose_status_cannot_be_computed_is_logged_and_retried(c
 
         controller.state.pool_report = failing_once  # type: ignore[method-assign]
         task = asyncio.create_task(controller.run())
-        await settle(controller)
+        await run_ticks(controller)
         assert [n for _, n, _ in api.patches] == ["b200"]  # the pass went on past a100
         clock.now += timedelta(seconds=3)
-        await settle(controller)
+        await run_ticks(controller)
         assert [n for _, n, _ in api.patches] == ["b200", "a100"]  # retried
         await stopped(controller, task)
 
@@ -914,7 +914,7 @@ def test_a_failing_write_backs_off_exponentially_per_observation_up_to_the_cap()
         api.patch_status = failing_a100  # type: ignore[method-assign]
         controller = controller_for(api, clock, replace(SETTINGS, write_backoff_max=8.0))
         task = asyncio.create_task(controller.run())
-        await settle(controller)
+        await run_ticks(controller)
         await tick_by(clock, controller, 31)
         assert attempts == [0, 2, 6, 14, 22, 30]  # 2 s doubling, capped at 8 s
         assert [n for _, n, _ in api.patches] == ["b200"]  # the other pool is not held back
@@ -953,7 +953,7 @@ def test_a_wall_clock_stepped_back_does_not_suppress_a_change():
         clock.step(-timedelta(seconds=30))  # NTP steps the clock back ...
         clock.now += timedelta(seconds=3)  # ... and 3 s pass
         api.send(CLAIMS, "ADDED", t.claim("c", [("n1", "g0")]))
-        await settle(controller)
+        await run_ticks(controller)
         assert len(api.patches) == 2
         assert api.patches[1][2]["observedAt"] == "2026-11-30T11:59:33Z"
         await stopped(controller, task)
@@ -980,15 +980,15 @@ def test_liveness_is_progress_within_a_pass_not_the_start_of_one():
         api.patch_status = slow_patch  # type: ignore[method-assign]
         controller = controller_for(api, clock)
         task = asyncio.create_task(controller.run())
-        await settle(controller)
+        await run_ticks(controller)
         assert [n for _, n, _ in api.patches] == ["a100", "b200"]
         assert alive_during == [True, True]  # 40 s into the pass, but each write advanced
         assert controller.alive(35)
         clock.now += timedelta(seconds=36)
-        await settle(controller)
+        await run_ticks(controller)
         assert not controller.alive(35)  # stuck in c300's write for 36 s
         hang.set()
-        await settle(controller)
+        await run_ticks(controller)
         assert controller.alive(35)
         await stopped(controller, task)
 
@@ -1013,7 +1013,7 @@ def test_an_event_the_state_cannot_apply_relists_its_kind():
         api.objects[NODES] = [t.node("n1"), t.node("n2", cordoned=True)]
         api.send(NODES, "MODIFIED", t.node("n2", cordoned=True))
         clock.now += timedelta(seconds=3)
-        await settle(controller)
+        await run_ticks(controller)
         assert api.lists.count(NODES) == 2  # not skipped for good: relisted
         assert api.patches[-1][2]["nodesByFreeDevices"] == [{"free": {"gpu": 2}, "nodes": 1}]
         await stopped(controller, task)
@@ -1055,7 +1055,7 @@ def test_a_failing_watch_freezes_observed_at_and_says_which_kind_and_why():
         assert current(api.patches[0][2])["reason"] == "WatchesCurrent"
         clock.now += timedelta(seconds=10)
         api.queues[CLAIMS].put_nowait(forbidden())  # RBAC revoked: resumes, hears nothing
-        await settle(controller)
+        await run_ticks(controller)
         pool = [s for k, _, s in api.patches if k == POOLS]
         assert len(pool) == 2 and pool[1]["observedAt"] == "2026-11-30T12:00:00Z"
         assert {k: v for k, v in current(pool[1]).items() if k != "observedGeneration"} == {
@@ -1074,10 +1074,10 @@ def test_a_failing_watch_freezes_observed_at_and_says_which_kind_and_why():
         assert current(replica[1])["reason"] == "WatchFailing"
         clock.now += timedelta(seconds=61)
         api.bookmark(NODES, PODS, SLICES, CLASSES, POOLS, REPLICAS, RULES)
-        await settle(controller)
+        await run_ticks(controller)
         assert len([k for k, _, _ in api.patches if k == POOLS]) == 2  # no fresh heartbeat
         api.bookmark(CLAIMS)  # the watch is heard from again
-        await settle(controller)
+        await run_ticks(controller)
         pool = [s for k, _, s in api.patches if k == POOLS]
         assert pool[-1]["observedAt"] == "2026-11-30T12:01:11Z"
         assert current(pool[-1])["reason"] == "WatchesCurrent"
@@ -1092,10 +1092,10 @@ def test_a_watch_silent_beyond_the_bound_freezes_observed_at_and_relists_when_id
         controller, task = await started(api, clock)
         clock.now += timedelta(seconds=50)
         api.bookmark()
-        await settle(controller)
+        await run_ticks(controller)
         clock.now += timedelta(seconds=50)  # nodes heard at 12:00:50, the rest bookmark again
         api.bookmark(PODS, SLICES, CLAIMS, CLASSES, POOLS, REPLICAS, RULES)
-        await settle(controller)
+        await run_ticks(controller)
         # Nodes were heard 50 s ago: current, so the heartbeat is fresh.
         assert [p[2]["observedAt"] for p in api.patches] == [
             "2026-11-30T12:00:00Z",
@@ -1103,7 +1103,7 @@ def test_a_watch_silent_beyond_the_bound_freezes_observed_at_and_relists_when_id
         ]
         clock.now += timedelta(seconds=45)  # nodes silent for 95 s
         api.bookmark(PODS, SLICES, CLAIMS, CLASSES, POOLS, REPLICAS, RULES)
-        await settle(controller)
+        await run_ticks(controller)
         last = api.patches[-1][2]
         assert last["observedAt"] == "2026-11-30T12:00:50Z"
         assert (current(last)["reason"], current(last)["message"]) == (
@@ -1113,7 +1113,7 @@ def test_a_watch_silent_beyond_the_bound_freezes_observed_at_and_relists_when_id
         )
         clock.now += timedelta(seconds=3)
         api.queues[NODES].put_nowait(Idle("no event for 90s"))  # kube.py's own timer
-        await settle(controller)
+        await run_ticks(controller)
         assert api.lists.count(NODES) == 2
         last = api.patches[-1][2]
         assert (last["observedAt"], current(last)["status"]) == ("2026-11-30T12:02:28Z", "True")
@@ -1140,7 +1140,7 @@ def test_a_relist_that_fails_republishes_the_reports_that_read_its_kind_frozen()
         clock.now += timedelta(seconds=10)
         api.queues[CLAIMS].put_nowait(Gone("too old resource version"))
         api.send(PODS, "MODIFIED", t.pod("r-0", node_name="n1"))
-        await settle(controller)
+        await run_ticks(controller)
         assert not controller.ready
         pools = [s for k, _, s in api.patches if k == POOLS]
         replicas = [s for k, _, s in api.patches if k == REPLICAS]
@@ -1162,7 +1162,7 @@ def test_a_relist_that_fails_republishes_the_reports_that_read_its_kind_frozen()
         api.list = real_list  # type: ignore[method-assign]
         clock.now += timedelta(seconds=3)
         await eventually(lambda: controller.ready)
-        await settle(controller)
+        await run_ticks(controller)
         pools = [s for k, _, s in api.patches if k == POOLS]
         assert pools[-1]["observedAt"] == "2026-11-30T12:00:13Z"
         assert current(pools[-1])["status"] == "True"
@@ -1188,11 +1188,11 @@ def test_replicas_current_at_moves_on_while_a_kind_only_the_pools_read_cannot_be
         api.list = nodes_forbidden  # type: ignore[method-assign]
         clock.now += timedelta(seconds=10)
         api.queues[NODES].put_nowait(Gone("too old resource version"))
-        await settle(controller)
+        await run_ticks(controller)
         for _ in range(2):  # two heartbeats; every kind but Nodes heard from meanwhile
             api.bookmark(PODS, SLICES, CLAIMS, CLASSES, POOLS, REPLICAS, RULES)
             clock.now += timedelta(seconds=61)
-            await settle(controller)
+            await run_ticks(controller)
         last = writes_of(api, POOLS)[-1]
         # The pool's own report is frozen where its Nodes were last heard ...
         assert (last["observedAt"], current(last)["reason"]) == (
@@ -1225,10 +1225,10 @@ def test_a_slow_relist_that_has_not_failed_writes_nothing_frozen():
         api.queues[NODES].put_nowait(Idle("no event for 75s"))
         clock.now += timedelta(seconds=100)  # the relist outlasts the 90 s bound
         api.bookmark(PODS, SLICES, CLAIMS, CLASSES, POOLS, REPLICAS, RULES)
-        await settle(controller)
+        await run_ticks(controller)
         assert len(api.patches) == 1  # nothing frozen: the relist is going well
         resume.set()
-        await settle(controller)
+        await run_ticks(controller)
         assert [(p[2]["observedAt"], current(p[2])["status"]) for p in api.patches] == [
             ("2026-11-30T12:00:00Z", "True"),
             ("2026-11-30T12:01:40Z", "True"),
@@ -1261,7 +1261,7 @@ def test_device_taint_rules_not_served_are_not_watched_nor_waited_for(caplog):
         assert current(api.patches[0][2])["reason"] == "WatchesCurrent"
         clock.now += timedelta(seconds=100)  # rules never heard of: nothing waits on them
         api.bookmark(NODES, PODS, SLICES, CLAIMS, CLASSES, POOLS, REPLICAS)
-        await settle(controller)
+        await run_ticks(controller)
         last = api.patches[-1][2]
         assert (last["observedAt"], current(last)["reason"]) == (
             "2026-11-30T12:01:40Z",
@@ -1333,7 +1333,7 @@ def test_device_taint_rules_served_in_a_new_version_after_an_upgrade_are_read_in
         await eventually(lambda: api.lists.count(RULES) > lists)
         assert controller.served_as[RULES] == "resource.k8s.io/v1"
         clock.now += timedelta(seconds=3)
-        await settle(controller)
+        await run_ticks(controller)
         assert histogram(api.patches[-1]) == TAINTED_N1
         await stopped(controller, task)
 
@@ -1351,11 +1351,11 @@ def test_a_device_taint_rule_event_changes_the_histogram():
         assert histogram(api.patches[0]) == ALL_FREE
         api.send(RULES, "ADDED", RULE_ON_N1)
         clock.now += timedelta(seconds=3)
-        await settle(controller)
+        await run_ticks(controller)
         assert histogram(api.patches[-1]) == TAINTED_N1
         api.send(RULES, "DELETED", RULE_ON_N1)
         clock.now += timedelta(seconds=3)
-        await settle(controller)
+        await run_ticks(controller)
         assert histogram(api.patches[-1]) == ALL_FREE
         await stopped(controller, task)
 
@@ -1376,7 +1376,7 @@ def test_device_taint_rules_that_cannot_be_listed_say_so_in_the_current_conditio
         api.list = rules_forbidden  # type: ignore[method-assign]
         clock.now += timedelta(seconds=10)
         api.queues[RULES].put_nowait(forbidden("devicetaintrules"))  # RBAC revoked
-        await settle(controller)
+        await run_ticks(controller)
         last = api.patches[-1][2]
         assert histogram(api.patches[-1]) == TAINTED_N1  # frozen as it was
         assert (current(last)["reason"], current(last)["message"]) == (
@@ -1387,7 +1387,7 @@ def test_device_taint_rules_that_cannot_be_listed_say_so_in_the_current_conditio
         api.list = real_list  # type: ignore[method-assign]
         clock.now += timedelta(seconds=3)
         await eventually(lambda: controller.ready)
-        await settle(controller)
+        await run_ticks(controller)
         assert current(api.patches[-1][2])["reason"] == "WatchesCurrent"
         await stopped(controller, task)
 

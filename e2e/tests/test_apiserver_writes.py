@@ -1,4 +1,4 @@
-"""The control plane API server's write requests as a settled run counts them
+"""The control plane API server's write requests as an `e2e-settled` run counts them
 (`modelplane_e2e.scale.writes`), on metrics written here in the Prometheus
 text format the way kube-apiserver v1.35 labels `apiserver_request_total`."""
 

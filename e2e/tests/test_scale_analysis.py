@@ -9,6 +9,7 @@ import math
 import pytest
 from modelplane_common import labels
 from modelplane_e2e.kube import KubectlFailed
+from modelplane_e2e.scale import __main__ as scale_main
 from modelplane_e2e.scale import analysis, cost, profile, record, report, run
 from modelplane_e2e.scale.analysis import MODEL, RACE, STALE, PodRecord, ReplicaRecord
 
@@ -282,9 +283,9 @@ def test_stale_writes_count_deployments_conditions_moved_back_apart():
 
 
 def _facts(
-    unsettled: list[str], resets: dict[str, int], gaps: dict[str, record.Gap] | None = None
+    unconverged: list[str], resets: dict[str, int], gaps: dict[str, record.Gap] | None = None
 ) -> report.Facts:
-    return report.Facts(profile.REDUCED, 1, 10.0, 60.0, unsettled, resets, gaps or {})
+    return report.Facts(profile.REDUCED, 1, 10.0, 60.0, unconverged, resets, gaps or {})
 
 
 MANY = [f"observed/md-{i:03}-0: admitted, 0 of 1 pods bound" for i in range(14)]
@@ -299,15 +300,15 @@ MANY = [f"observed/md-{i:03}-0: admitted, 0 of 1 pods bound" for i in range(14)]
         pytest.param(
             _facts(["declared/md-001-0: admitted, 1 of 2 pods bound"], {"objects.x": 1}),
             [
-                "unsettled: declared/md-001-0: admitted, 1 of 2 pods bound",
+                "unconverged: declared/md-001-0: admitted, 1 of 2 pods bound",
                 "control-plane watch cache resets: objects.x 1",
             ],
-            id="an-unsettled-run-names-what-was-left-and-the-resets",
+            id="an-unconverged-run-names-what-was-left-and-the-resets",
         ),
         pytest.param(
             _facts(MANY, {}),
             [
-                "unsettled: " + "; ".join(MANY[:12]) + "; and 2 more",
+                "unconverged: " + "; ".join(MANY[:12]) + "; and 2 more",
                 "control-plane watch cache resets: none",
             ],
             id="past-twelve-reasons-the-rest-are-counted",
@@ -413,25 +414,25 @@ def _running(name: str, replica: str, *, bound: bool = True, deleting: bool = Fa
             [_mr("a-0", "a", "Admitted"), _mr("g-0", "g", "Admitted")],
             [_running("a-0-x", "a-0"), *(_running(f"g-0-{i}", "g-0") for i in range(3))],
             [],
-            id="every deployment decided and every admitted replica's pods bound is settled",
+            id="every deployment decided and every admitted replica's pods bound has converged",
         ),
         pytest.param(
             [_md("a", "Placing")], [], [], ["arm/a: Placing"],
-            id="a deployment still deciding is not settled",
+            id="a deployment still deciding has not converged",
         ),
         pytest.param(
             [], [_mr("a-0", "a", "Admitted")], [_running("a-0-x", "a-0", bound=False)],
             ["arm/pod a-0-x not bound", "arm/a-0: admitted, 0 of 1 pods bound"],
-            id="a pod not bound is not settled",
+            id="a pod not bound has not converged",
         ),
         pytest.param(
             [], [_mr("a-0", "a", "Admitted")], [], ["arm/a-0: admitted, 0 of 1 pods bound"],
-            id="an admitted replica whose pods are not created yet is not settled",
+            id="an admitted replica whose pods are not created yet has not converged",
         ),
         pytest.param(
             [], [_mr("g-0", "g", "Admitted")], [_running("g-0-0", "g-0"), _running("g-0-1", "g-0")],
             ["arm/g-0: admitted, 2 of 3 pods bound"],
-            id="a gang is settled only with every pod of it bound",
+            id="a gang has converged only with every pod of it bound",
         ),
         pytest.param(
             [], [_mr("a-0", "a", "Admitted")], [_running("a-0-x", "a-0", deleting=True)],
@@ -447,9 +448,9 @@ def _running(name: str, replica: str, *, bound: bool = True, deleting: bool = Fa
         ),
     ],
 )  # fmt: skip
-def test_unsettled(deployments, replicas, pods, want):
+def test_unconverged(deployments, replicas, pods, want):
     given = {"a": ONE_GPU, "g": GANG}
-    assert run.unsettled("arm", deployments, replicas, pods, given) == want
+    assert run.unconverged("arm", deployments, replicas, pods, given) == want
 
 
 class _Listing:
@@ -465,9 +466,9 @@ class _Listing:
 
 
 @pytest.mark.parametrize(
-    ("failing", "settled"),
+    ("failing", "converged"),
     [
-        pytest.param("", True, id="every list answered and nothing left: settled"),
+        pytest.param("", True, id="every list answered and nothing left: converged"),
         pytest.param(
             "modelreplicas.modelplane.ai", False,
             id="a list the API server fails is a reason, never read as nothing left",
@@ -475,11 +476,26 @@ class _Listing:
         pytest.param("pods", False, id="a workload cluster's failed list is a reason too"),
     ],
 )  # fmt: skip
-def test_a_failed_list_leaves_the_fleet_unsettled(failing, settled):
+def test_a_failed_list_leaves_the_fleet_unconverged(failing, converged):
     control = _Listing(
         {"modeldeployments.modelplane.ai": [_md("a", "AllReplicasScheduled")]}, failing
     )
     workload = _Listing({}, failing)
-    why = run._unsettled(control, [workload], {"a": ONE_GPU})  # type: ignore[arg-type]
-    assert (why == []) is settled
+    why = run._unconverged(control, [workload], {"a": ONE_GPU})  # type: ignore[arg-type]
+    assert (why == []) is converged
     assert all("INTERNAL_ERROR" in reason for reason in why)
+
+
+@pytest.mark.parametrize(
+    ("args", "want"),
+    [
+        pytest.param([], (profile.FULL, "1m"), id="no option is the full profile"),
+        pytest.param(
+            ["--converge-timeout", "240"],
+            (dataclasses.replace(profile.FULL, name="custom", converge_timeout=240), "1m"),
+            id="--converge-timeout bounds the wait for convergence and makes the profile custom",
+        ),
+    ],
+)
+def test_scale_options(args, want):
+    assert scale_main._options(args) == want

@@ -1,4 +1,4 @@
-"""The settled-fleet run's arithmetic (`modelplane_e2e.scale.settled`): what
+"""The `make e2e-settled` run's arithmetic (`modelplane_e2e.scale.settled`): what
 a metrics scrape sums, what a window divides, what the table shows."""
 
 from __future__ import annotations

@@ -35,7 +35,7 @@ from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from functools import partial
 
-from modelplane_agent.controller import settle_heap
+from modelplane_agent.controller import freeze_heap
 from modelplane_agent.pools import coarsen
 from modelplane_agent.state import (
     CLAIMS,
@@ -272,7 +272,7 @@ def main() -> None:
         f"{args.replicas} replicas, 10 pools"
     )
     bench_initial_list(state, args, rng)
-    settle_heap()  # as the controller does once every kind is listed
+    freeze_heap()  # as the controller does once every kind is listed
     bench_full_recompute(state, args.replicas)
     bench_events(state, args, rng)
     print(

@@ -15,7 +15,7 @@ fleet-L is 48 clusters x 5 pools (240 pools) x 46 nodes (11,040 nodes of
 8 GPUs) holding 8,000 ModelReplicas of other deployments, written as
 compose-model-deployment writes them (templates by digest, the charge label
 its rule gives; one in 50 has its pods not scheduled yet, so it is pending).
-The settled and the placing rows run one reconcile as Crossplane does (the
+The steady and the placing rows run one reconcile as Crossplane does (the
 requirement loop: call with nothing fetched, answer each requirement from
 fleet-L by its selector, call again until the requirements are stable) and
 print the whole reconcile (request bytes and latency summed over its calls)
@@ -182,14 +182,14 @@ def our_deployment(replicas: int, template: dict | None = None) -> dict:
     return t.deployment(replicas=replicas, engines=[engine], match_labels={"fleet": "prod"})
 
 
-def fleet_objects(xr: dict, clusters: list[dict], count: int, settled: bool):
+def fleet_objects(xr: dict, clusters: list[dict], count: int, steady: bool):
     """What Crossplane could fetch for the deployment (the clusters, `count` other
-    ModelReplicas, its own when settled, its Namespace) as (dict, Struct) pairs, and its
+    ModelReplicas, its own when steady, its Namespace) as (dict, Struct) pairs, and its
     own replicas as observed composed resources."""
     rnd = random.Random(11)
     bodies = [*clusters, *others(count, rnd, clusters), t.namespace("team-a")]
     own: dict[str, dict] = {}
-    if settled:
+    if steady:
         plan = t.schedule(xr, clusters, {}, [], matcher=scheduler.default_matcher())
         own = t.own_from_plan(xr, plan, scheduled_at=t.ago(30), since=t.ago(30))
         bodies.extend(own.values())
@@ -213,12 +213,12 @@ def loop_request(
 
 
 async def requirement_loop(
-    served: Served, xr: dict, clusters: list[dict], count: int, settled: bool
+    served: Served, xr: dict, clusters: list[dict], count: int, steady: bool
 ) -> list[bytes]:
     """Every request of one reconcile as Crossplane sends them (wire.reconcile's rule:
     call with nothing, answer each requirement, call again until a response requires
     what the previous one did)."""
-    objects, own = fleet_objects(xr, clusters, count, settled)
+    objects, own = fleet_objects(xr, clusters, count, steady)
     payloads: list[bytes] = []
     previous: fnv1.Requirements | None = None
     for _ in range(wire.MAX_CALLS):
@@ -414,8 +414,8 @@ async def rows(runs: int) -> list[tuple[Figures, Target]]:
     matcher = scheduler.default_matcher()
     out = []
     async with Served(scheduler.FunctionRunner(matcher, clock=lambda: NOW)) as deployments:
-        for row, settled, target in (
-            ("settled deployment (10 replicas)", True, Target(request_bytes=200_000, p99_ms=20)),
+        for row, steady, target in (
+            ("steady deployment (10 replicas)", True, Target(request_bytes=200_000, p99_ms=20)),
             (
                 "deployment placing 10 replicas",
                 False,
@@ -423,7 +423,7 @@ async def rows(runs: int) -> list[tuple[Figures, Target]]:
             ),
         ):
             xr = our_deployment(10)
-            payloads = await requirement_loop(deployments, xr, clusters, OTHERS, settled)
+            payloads = await requirement_loop(deployments, xr, clusters, OTHERS, steady)
             whole, last = await measure_loop(row, deployments, payloads, runs, composed(10))
             out.extend([(whole, target), (last, Target())])
         template = realistic_template()

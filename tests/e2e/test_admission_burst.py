@@ -133,9 +133,9 @@ class Tally:
                 self.unbindable.add(name)
 
 
-def settled(control: Kube) -> dict[str, str]:
-    """Every deployment's ReplicasScheduled reason, once each is placed or out of capacity
-    and no replica waits for admission."""
+def converged(control: Kube) -> dict[str, str]:
+    """Every deployment's ReplicasScheduled reason, once the burst has converged: each is
+    placed or out of capacity and no replica waits for admission."""
     reasons = {}
     for xr in control.list("modeldeployments.modelplane.ai", TEAM):
         c = condition(xr, "ReplicasScheduled") or {}
@@ -146,7 +146,7 @@ def settled(control: Kube) -> dict[str, str]:
         for n, r in reasons.items()
         if r not in ("AllReplicasScheduled", "InsufficientCapacity")
     }
-    assert not pending, f"not settled: {pending}"
+    assert not pending, f"not converged: {pending}"
     waiting = [
         r["metadata"]["name"]
         for r in control.list("modelreplicas.modelplane.ai", TEAM)
@@ -181,12 +181,12 @@ def measure(e2e_stack: Stack, control: Kube, workload: Kube) -> None:
     tally = Tally()
     stable = 0
     reasons: dict[str, str] = {}
-    # Sample until every deployment is settled for three samples in a row, at least 60 s
+    # Sample until the burst has converged for three samples in a row, at least 60 s
     # after the burst (double-booked pods are created and refused within seconds).
     while time.monotonic() - began < 420:
         tally.sample(control, workload)
         try:
-            reasons = settled(control)
+            reasons = converged(control)
             stable += 1
         except AssertionError:
             stable = 0
@@ -201,7 +201,7 @@ def measure(e2e_stack: Stack, control: Kube, workload: Kube) -> None:
         f"{'baseline (no admission)' if BASELINE else 'admission'}: {BURST} deployments, "
         f"{NODES} nodes at {BUSY * 100 // NODES}% use: {len(tally.placements)} placements, "
         f"{len(tally.with_pods)} replicas created pods, {len(tally.unbindable)} of them could "
-        f"not bind ({share:.1%} of placements); settled in {elapsed:.0f}s: {placed} placed, "
+        f"not bind ({share:.1%} of placements); converged in {elapsed:.0f}s: {placed} placed, "
         f"{len(reasons) - placed} InsufficientCapacity; unbindable: {sorted(tally.unbindable)}"
     )
     (e2e_stack.workdir / f"admission-burst{'-baseline' if BASELINE else ''}.txt").write_text(

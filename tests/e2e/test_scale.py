@@ -2,9 +2,9 @@
 
 One workload cluster (the session's, with its agent), both arms side by
 side on 20 nodes each, 10 deployments per arm over 45 s, then until it
-settles (at most 420 s: a replica whose pod lost a race is re-placed only
+converges (at most 420 s: a replica whose pod lost a race is re-placed only
 after its 1m grace period, and a loaded machine composes slowly; a quiet
-run settles within a minute). `make e2e-scale` runs the full profile on its
+run converges within a minute). `make e2e-scale` runs the full profile on its
 own stack.
 What must hold whatever the machine's load:
 
@@ -13,7 +13,7 @@ What must hold whatever the machine's load:
   the observation was current and nothing else moved in the pool);
 - on the Observed arm every replica admitted for its current placement has
   all its pods bound by the end (one that lost a race has been healed by
-  then), no pod is left pending, and the arm settles (the
+  then), no pod is left pending, and the arm converges (the
   Declared arm's whole-node fallback cannot see the background load, so its
   over-promised pods are measured, not asserted);
 - the table is produced, for both arms, and each placed some replicas.
@@ -81,7 +81,7 @@ def test_a_reduced_fleet_scale_run_binds_what_it_places_and_the_model_misses_not
     assert observed.never_bound[analysis.MODEL] == 0, outcome.table
     assert not observed.admitted_unbound, f"{observed.admitted_unbound}\n{outcome.table}"
     assert observed.pending_at_end == 0, outcome.table
-    unsettled = [u for u in outcome.unsettled if u.startswith(profile.OBSERVED)]
-    assert not unsettled, f"not settled: {unsettled}\n{outcome.table}"
+    unconverged = [u for u in outcome.unconverged if u.startswith(profile.OBSERVED)]
+    assert not unconverged, f"not converged: {unconverged}\n{outcome.table}"
     for figures in outcome.figures.values():
         assert figures.replicas_placed > 0, outcome.table

@@ -297,9 +297,9 @@ def test_d_kubectl_wait_ready_on_the_deployment(planes):
     """kwok runs every pod, the Deployments become Available and LWS's controller
     reports its groups ready, so each replica's workloads are ready and so is the
     deployment: `kubectl wait --for=condition=Ready` returns, and the deployment
-    settles at Ready with READY 3/3.
+    comes to rest at Ready with READY 3/3.
 
-    Settles, not "reads at once": Crossplane v2.3.4 can write an XR status
+    Comes to rest, not "reads at once": Crossplane v2.3.4 can write an XR status
     computed from a cached copy older than its own last write, so for a
     moment after Ready the deployment (or a replica) may read an earlier
     status; the next reconcile, at the latest the function's TTL, puts it

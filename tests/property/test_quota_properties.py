@@ -105,7 +105,7 @@ def verdict(me, fleet, quota_objects):
         QUOTAS_REQUIREMENT: quota_objects,
         NAMESPACE_REPLICAS_REQUIREMENT: fleet,
     }
-    later = NOW + timedelta(minutes=1)  # past every replica's settle time
+    later = NOW + timedelta(minutes=1)  # past every replica's commit delay
     rsp = run(FunctionRunner(clock=lambda: later), request(me, {}, required))
     return (desired_status(rsp).get("admission") or {}).get("verdict")
 

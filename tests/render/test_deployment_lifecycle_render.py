@@ -69,7 +69,7 @@ def first_placement(functions) -> list[dict]:
     return replicas
 
 
-def test_a_settled_deployment_keeps_every_replica_where_it_is(functions):
+def test_a_steady_deployment_keeps_every_replica_where_it_is(functions):
     placed = first_placement(functions)
     healthy = [observed(r, "True", "AllPodsScheduled", 5) for r in placed]
     rendered = functions.render(
@@ -187,7 +187,7 @@ def fleet_replicas() -> list[dict]:
     return render.load_all(FLEET_REPLICAS.read_text())
 
 
-def settled(functions) -> list[dict]:
+def steady_replicas(functions) -> list[dict]:
     return [observed(r, "True", "AllPodsScheduled", 30) for r in first_placement(functions)]
 
 
@@ -196,7 +196,7 @@ def specs(rendered: list[dict]) -> dict[str, dict]:
 
 
 def test_replicas_on_a_vanished_cluster_stay_within_the_grace_period(functions):
-    healthy = settled(functions)
+    healthy = steady_replicas(functions)
     before = {r["metadata"]["name"]: r["spec"] for r in healthy}
     rendered = functions.render(
         deployment(),
@@ -216,7 +216,7 @@ def test_replicas_on_a_vanished_cluster_stay_within_the_grace_period(functions):
 
 
 def test_replicas_on_a_cluster_missing_past_the_grace_period_move(functions):
-    healthy = settled(functions)
+    healthy = steady_replicas(functions)
     before = {r["metadata"]["name"]: r["spec"] for r in healthy}
     xr = deployment()
     xr["status"] = {"missingClusters": [{"name": "gpu-west", "since": stamp(6)}]}
@@ -234,7 +234,7 @@ def test_replicas_on_a_cluster_missing_past_the_grace_period_move(functions):
 
 
 def test_nothing_moves_when_every_cluster_the_deployment_uses_vanishes(functions):
-    healthy = settled(functions)
+    healthy = steady_replicas(functions)
     before = {r["metadata"]["name"]: r["spec"] for r in healthy}
     xr = deployment()
     # Long past the grace period, and another production cluster is there to take them.
@@ -269,7 +269,7 @@ def ours(found: dict | None) -> dict:
 
 def fleet_pass(xr: dict, healthy: list[dict], clusters: list[dict] | None = None) -> dict:
     """The function's answer in process with the whole fleet fetched (every
-    ModelReplica, t.request): what every reconcile of a settled deployment computed
+    ModelReplica, t.request): what every reconcile of a steady deployment computed
     before steady mode and the charge label."""
     import compose_model_deployment as scheduler
     from modelplane_testkit import deployment_builders as t
@@ -309,7 +309,7 @@ def fleet_pass(xr: dict, healthy: list[dict], clusters: list[dict] | None = None
     }
 
 
-def test_a_settled_deployment_rendered_with_the_fleet_gives_what_a_fleet_pass_gives(functions):
+def test_a_steady_deployment_rendered_with_the_fleet_gives_what_a_fleet_pass_gives(functions):
     # Crossplane's requirement loop runs inside the render: the function asks for the two
     # clusters its replicas run on by name, plans on them and stops there.
     healthy = [observed(r, "True", "AllPodsScheduled", 5) for r in first_placement(functions)]
@@ -340,12 +340,12 @@ def test_a_settled_deployment_rendered_with_the_fleet_gives_what_a_fleet_pass_gi
     assert len(got["namespaces"]) == len({r["spec"]["clusterName"] for r in healthy})
 
 
-def test_a_settled_render_reads_only_its_clusters_so_an_invalid_other_one_goes_unnoticed(
+def test_a_steady_render_reads_only_its_clusters_so_an_invalid_other_one_goes_unnoticed(
     functions,
 ):
     # The one deliberate difference between the modes, and so the proof that the render
     # ran in steady mode: a selected InferenceCluster no replica runs on, with an invalid
-    # spec, is an input problem of a fleet pass and unseen by a settled one.
+    # spec, is an input problem of a fleet pass and unseen by a steady one.
     invalid = {
         "apiVersion": "modelplane.ai/v1alpha1",
         "kind": "InferenceCluster",

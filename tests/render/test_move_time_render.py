@@ -52,7 +52,7 @@ def _ago(moment: datetime, minutes: float) -> str:
     return format_time(moment - timedelta(minutes=minutes))
 
 
-def settled(functions, moment: datetime) -> list[dict]:
+def steady_replicas(functions, moment: datetime) -> list[dict]:
     """The first placement as Crossplane observes it: placed 15 minutes ago, running."""
     clusters, replicas = view(moment)
     rendered = functions.render(deployment(), COMPOSITION, required=[*clusters, *replicas])
@@ -180,7 +180,7 @@ def test_the_same_view_rendered_twice_places_every_replica_the_same(
     functions, cause: Callable[[datetime, list[dict]], Case]
 ):
     moment = datetime.now(UTC)
-    xr, own, required = cause(moment, settled(functions, moment))
+    xr, own, required = cause(moment, steady_replicas(functions, moment))
     was = {r["metadata"]["name"]: r["metadata"]["annotations"][labels.PLACED_AT] for r in own}
 
     first = placements(functions.render(xr, COMPOSITION, observed=own, required=required))

@@ -20,8 +20,8 @@ DEPLOYMENTS = sorted((render.ROOT / "examples/deployments").glob("*.yaml"))
 
 
 def as_new_replica(replica: dict) -> dict:
-    """The composed ModelReplica as the replica function sees it once its admission settle
-    time is over (design/admission.md): placed a minute ago, nothing composed yet."""
+    """The composed ModelReplica as the replica function sees it once its commit delay is
+    over (design/admission.md): placed a minute ago, nothing composed yet."""
     meta = replica["metadata"]
     return {
         "apiVersion": replica["apiVersion"],

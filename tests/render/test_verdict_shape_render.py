@@ -8,7 +8,7 @@ its old verdict for the new shape:
 1. On the first pass that sees the growth, the replica records when it saw it
    (its queue time for the growth) and keeps running as it was admitted: the
    Deployment on the workload cluster keeps 1 replica.
-2. Judged once settled, the growth is refused with QuotaExceeded naming the
+2. Judged past its commit delay, the growth is refused with QuotaExceeded naming the
    quota, what the replica holds and what it asks for; it still runs as
    admitted.
 3. A growth that fits the quota is admitted, and the workload is composed at
@@ -127,11 +127,11 @@ def test_a_replica_grown_past_its_quota_keeps_running_as_admitted_and_is_refused
     assert [e["copies"] for e in record["charged"]["engines"]] == [1]
     assert "grownAt" in record
 
-    # 2. Settled: refused by the quota, still running as admitted.
+    # 2. Past the commit delay: refused by the quota, still running as admitted.
     record["grownAt"] = format_time(datetime.now(UTC) - timedelta(seconds=30))
-    settled = as_existing(rewritten, placed_at, composite(seen)["status"])
+    delayed = as_existing(rewritten, placed_at, composite(seen)["status"])
     judged = functions.render(
-        settled, REPLICA, observed=objects, required=[east(), quota, deployment(64)]
+        delayed, REPLICA, observed=objects, required=[east(), quota, deployment(64)]
     )
     refused = condition(composite(judged), "Admitted")
     assert (refused["status"], refused["reason"]) == ("True", "GrowthNotAdmitted")

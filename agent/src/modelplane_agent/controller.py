@@ -129,9 +129,9 @@ class Settings:
     idle: float = 75.0
     silence: float = 90.0
     # A watch just started is taken to have delivered what happened since its version
-    # (the API server sends that backlog first, from its watch cache) after `settle`
+    # (the API server sends that backlog first, from its watch cache) after `catch_up`
     # seconds; until then its kind is current only as of its list (freshness.Currency).
-    settle: float = 1.0
+    catch_up: float = 1.0
     backoff_initial: float = 0.5  # watch and task restarts
     backoff_max: float = 30.0
     write_backoff_max: float = 60.0  # a failed write: min_interval doubling to this
@@ -298,7 +298,7 @@ class Controller:
                     version = await self._start_listing(kind)
                     if version is None:
                         continue
-                self.currency[kind].watching(self.monotonic(), self.settings.settle)
+                self.currency[kind].watching(self.monotonic(), self.settings.catch_up)
                 async for event, obj in self.api.watch(kind, version):
                     version = _resource_version(obj) or version
                     self._on_watch_event(kind, event, obj)
@@ -411,7 +411,7 @@ class Controller:
         metrics.SYNCED.labels(kind).set(1)
         if first_sync and self.ready:
             self.listed_once = True
-            settle_heap()
+            freeze_heap()
 
     def _apply(self, kind: str, event: str, obj: Mapping) -> Touched:
         try:
@@ -518,7 +518,7 @@ class Controller:
                     self._failed(key, error)
                 self.last_progress = self.monotonic()
             if kind == REPLICAS and self._replicas_current(fresh[REPLICAS], whole[REPLICAS]):
-                vouched = fresh[REPLICAS].observed_at  # the pass's start, or a settling list's
+                vouched = fresh[REPLICAS].observed_at  # the pass's start, or a catching-up list's
                 self.replicas_current_at = max(vouched, self.replicas_current_at or vouched)
         return writes
 
@@ -760,7 +760,7 @@ async def _after(delay: float, start: Callable[[], Coroutine[Any, Any, None]]) -
     await start()
 
 
-def settle_heap() -> None:
+def freeze_heap() -> None:
     """Move what the first lists built out of the garbage collector's sight.
 
     Millions of long-lived objects (the indexes of a 5,000-node cluster) would

@@ -16,13 +16,13 @@ neither holds `observedAt` back nor appears in the condition.
 
 A watch that just started (after a list, or resuming after a failure) first
 delivers what happened since the version it starts from, which the state
-has not applied yet. Until it has been open `settle` seconds
-(`Currency.settles_mono`), its kind is current only as of when it was last
-known whole (`settles_from`: the list's request time, or when it was last
-heard): it holds `observedAt` back without turning `Current` False, as
+has not applied yet. Until it has been open `catch_up` seconds (its catch-up,
+until `Currency.catch_up_ends`), its kind is current only as of when it was
+last known whole (`catch_up_as_of`: the list's request time, or when it was
+last heard): it holds `observedAt` back without turning `Current` False, as
 nothing failed.
 
-While every kind a report reads is current and settled, the report is current
+While every kind a report reads is current and caught up, the report is current
 now: `observedAt` is the moment its snapshot is taken. Otherwise `observedAt`
 is the last time the lagging kinds were heard, the earliest of them: it stops
 advancing, a heartbeat publishes nothing newer, and the control plane sees the
@@ -73,10 +73,10 @@ class Currency:
     error: str | None = None  # the failure since it was last heard
     failing_since: datetime | None = None
     watched: bool = True  # False: an optional kind the API server does not serve
-    # Until `settles_mono` the kind is current only as of `settles_from` (a watch
-    # starting may still deliver what happened since its version).
-    settles_mono: float = -math.inf
-    settles_from: datetime | None = None
+    # Until `catch_up_ends` (monotonic) the kind is current only as of `catch_up_as_of`
+    # (a watch starting may still deliver what happened since its version).
+    catch_up_ends: float = -math.inf
+    catch_up_as_of: datetime | None = None
 
     def heard(self, wall: datetime, mono: float) -> None:
         self.heard_at, self.heard_mono = wall, mono
@@ -84,16 +84,16 @@ class Currency:
 
     def listed(self, asked: datetime, mono: float) -> None:
         """A list requested at `asked` completed: current as of then, until its watch
-        has settled."""
+        has caught up."""
         self.heard(asked, mono)
-        self.settles_mono, self.settles_from = math.inf, asked
+        self.catch_up_ends, self.catch_up_as_of = math.inf, asked
 
-    def watching(self, mono: float, settle: float) -> None:
-        """A watch starts: current as of when last known whole, for `settle` seconds."""
-        if self.settles_mono == math.inf:  # right after a list: as of its request
-            self.settles_mono = mono + settle
+    def watching(self, mono: float, catch_up: float) -> None:
+        """A watch starts: current as of when last known whole, for `catch_up` seconds."""
+        if self.catch_up_ends == math.inf:  # right after a list: as of its request
+            self.catch_up_ends = mono + catch_up
             return
-        self.settles_mono, self.settles_from = mono + settle, self.heard_at
+        self.catch_up_ends, self.catch_up_as_of = mono + catch_up, self.heard_at
 
     def failed(self, wall: datetime, error: str) -> None:
         if self.error is None:
@@ -117,13 +117,13 @@ def freshness(
 ) -> Freshness:
     """The `observedAt` and `Current` condition of a report that reads `kinds`."""
     failing, silent, heard = [], [], []
-    settling = [now]
+    as_of = [now]
     for kind in kinds:
         known = currency[kind]
         if not known.watched:
             continue
-        if mono < known.settles_mono and known.settles_from is not None:
-            settling.append(known.settles_from)
+        if mono < known.catch_up_ends and known.catch_up_as_of is not None:
+            as_of.append(known.catch_up_as_of)
         if known.error is not None:
             since = format_time(known.failing_since) if known.failing_since else "the start"
             failing.append(f"{name(kind)} watch failing since {since}: {known.error}")
@@ -138,10 +138,10 @@ def freshness(
         heard.append(known.heard_at or now)
     if not heard:
         return Freshness(
-            min(settling),
+            min(as_of),
             Condition(CURRENT, "True", WATCHES_CURRENT, "every kind this report reads is current"),
         )
-    observed_at = min(heard + settling)
+    observed_at = min(heard + as_of)
     reason = WATCH_FAILING if failing else WATCH_SILENT
     message = "; ".join([*failing, *silent])
     message += f"; the report is as of {format_time(observed_at)}"

@@ -485,7 +485,7 @@ def proxy(cluster, world: World) -> Iterator[tuple[FaultProxy, Path]]:
         running.stop()
 
 
-def settled(*watched: Reports, since: datetime) -> Callable[[], bool]:
+def converged(*watched: Reports, since: datetime) -> Callable[[], bool]:
     """Each one's latest report equals the truth, claims to be current after `since`,
     and says Current; a replica's is vouched for by the pools after `since` too (its
     own `observedAt` moves only when it changes: without the pools' word it would turn
@@ -545,7 +545,9 @@ def test_a_stalled_claims_watch_freezes_observed_at_and_loses_no_allocation(
     pool = add_pool(world, "stall")
     with pool_reports(world, pool) as pools, replica_reports(world, "stall-r") as replicas:
         running = run_agent(via_proxy, "stall")
-        eventually(settled(pools, replicas, since=now()), "settled before the fault", timeout=30)
+        eventually(
+            converged(pools, replicas, since=now()), "converged before the fault", timeout=30
+        )
 
         faults.stall(read_of("resourceclaims"))
         stalled_at = now()
@@ -557,7 +559,9 @@ def test_a_stalled_claims_watch_freezes_observed_at_and_loses_no_allocation(
         time.sleep(4)
         released_at = now()
         faults.release()
-        eventually(settled(pools, replicas, since=released_at), "recovered", timeout=40, every=0.5)
+        eventually(
+            converged(pools, replicas, since=released_at), "recovered", timeout=40, every=0.5
+        )
 
     last_current = stalled_at + SILENCE
     for reports in (pools, replicas):
@@ -575,7 +579,9 @@ def test_claims_forbidden_to_the_agent_freeze_observed_at_until_rbac_is_restored
     pool = add_pool(world, "rbac")
     with pool_reports(world, pool) as pools, replica_reports(world, "rbac-r") as replicas:
         running = run_agent(via_proxy, "rbac")
-        eventually(settled(pools, replicas, since=now()), "settled before the fault", timeout=30)
+        eventually(
+            converged(pools, replicas, since=now()), "converged before the fault", timeout=30
+        )
 
         grant_claims(world, False)
         # An open watch outlives the RBAC change; it ends when its connection drops, as
@@ -588,7 +594,9 @@ def test_claims_forbidden_to_the_agent_freeze_observed_at_until_rbac_is_restored
         time.sleep(max(0.0, 17 - (now() - revoked_at).total_seconds()))
         restored_at = now()
         grant_claims(world, True)
-        eventually(settled(pools, replicas, since=restored_at), "recovered", timeout=45, every=0.5)
+        eventually(
+            converged(pools, replicas, since=restored_at), "recovered", timeout=45, every=0.5
+        )
 
     for reports in (pools, replicas):
         in_fault = reports.between(revoked_at, restored_at)
@@ -603,7 +611,7 @@ def test_an_api_server_restart_loses_no_allocation(cluster, world, apiserver, pr
     pool = add_pool(world, "restart")
     with pool_reports(world, pool) as reports:
         running = run_agent(via_proxy, "restart")
-        eventually(settled(reports, since=now()), "settled before the fault", timeout=30)
+        eventually(converged(reports, since=now()), "converged before the fault", timeout=30)
 
         down_at = now()
         apiserver.kill()
@@ -612,7 +620,7 @@ def test_an_api_server_restart_loses_no_allocation(cluster, world, apiserver, pr
         # Made before the agent is back, or just after: it must be in the report either way.
         allocated_at = allocate_one(world, pool, "restart-0")
         after = reports.truth()
-        eventually(settled(reports, since=allocated_at), "recovered", timeout=60, every=0.5)
+        eventually(converged(reports, since=allocated_at), "recovered", timeout=60, every=0.5)
         recovered_at = now()
 
     claims_no_freshness_it_lacks(reports.seen, allocated_at, after)
@@ -633,7 +641,7 @@ def test_429_answers_to_status_writes_are_retried_after_retry_after(
     writes = status_write_of("poolobservations", pool.name)
     with pool_reports(world, pool) as reports:
         running = run_agent(via_proxy, "throttle")
-        eventually(settled(reports, since=now()), "settled before the fault", timeout=30)
+        eventually(converged(reports, since=now()), "converged before the fault", timeout=30)
 
         faults.throttle(writes, RETRY_AFTER)
         throttled_since = time.time()
@@ -642,7 +650,7 @@ def test_429_answers_to_status_writes_are_retried_after_retry_after(
         time.sleep(3 * RETRY_AFTER)
         faults.unthrottle()
         lifted_at = now()
-        eventually(settled(reports, since=lifted_at), "recovered", timeout=30, every=0.5)
+        eventually(converged(reports, since=lifted_at), "recovered", timeout=30, every=0.5)
 
     attempts = [s.at for s in faults.recorded(writes, "throttled", since=throttled_since)]
     assert len(attempts) >= 2, f"the agent tried {len(attempts)} writes in the throttle"
@@ -677,7 +685,7 @@ def test_observations_deleted_during_a_write_pass_leave_the_publisher_running(
     created_at = now()
     with pool_reports(world, pool) as reports:
         eventually(
-            settled(reports, since=created_at),
+            converged(reports, since=created_at),
             "a PoolObservation created after the deletions gets its status",
             timeout=NEW_STATUS_BOUND,
             every=0.2,

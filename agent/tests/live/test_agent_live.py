@@ -42,8 +42,8 @@ from modelplane_testkit.oracle import (
     ReplicaObservation,
     ResourceSlice,
     ServiceAccount,
+    converged_view,
     device_taint_rule,
-    settled_view,
 )
 from modelplane_testkit.oracle_states import Pool
 
@@ -264,7 +264,7 @@ def agreement(client: Client, port: int, oracle: Oracle) -> Callable[..., None]:
             for n in client.list(Node)
             if n["metadata"].get("labels", {}).get(POOL_LABEL) == "a"
         ]
-        view, problems = settled_view(client, port, POOL, members)
+        view, problems = converged_view(client, port, POOL, members)
         assert not problems, f"{what}: {problems}"
         probes = oracle.judge(POOL, view, f"step{next(steps)}")
         oracle.remove(probes, wait=True)
@@ -272,7 +272,7 @@ def agreement(client: Client, port: int, oracle: Oracle) -> Callable[..., None]:
         assert not disagreements, f"{what}: the agent's view {view}; " + "; ".join(disagreements)
         # The probes are gone: the next step starts from the state this one made, published.
         eventually(
-            lambda: settled_view(client, port, POOL, members, 5) == (view, []),
+            lambda: converged_view(client, port, POOL, members, 5) == (view, []),
             f"{what}: the report as it was before the probes",
         )
 

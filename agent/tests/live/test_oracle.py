@@ -68,11 +68,11 @@ from modelplane_testkit.oracle import (
     ResourceSlice,
     ServiceAccount,
     claim_manifest,
+    converged_view,
     delete,
     device_taint_rule,
     exact_request,
     pinned_pod,
-    settled_view,
     sorted_verdicts,
     verdict,
 )
@@ -84,7 +84,7 @@ pytestmark = pytest.mark.e2e
 NAMESPACE = "oracle"
 STATE_LABEL = "oracle.modelplane.ai/state"
 ROLE_LABEL = "oracle.modelplane.ai/role"
-SETTLE_SECONDS = 60
+CONVERGE_SECONDS = 60
 
 
 def seeds() -> list[int]:
@@ -207,7 +207,7 @@ def test_kube_scheduler_binds_exactly_what_the_agent_reports_free(world: World, 
     view: dict = {}
     try:
         apply_state(world, state)
-        view, problems = settled_view(world.client, world.agent_port, state.pool, state.members)
+        view, problems = converged_view(world.client, world.agent_port, state.pool, state.members)
         if not problems:
             oracle = Oracle(world.client, NAMESPACE, labels(state.seed, role="probe"))
             probes = oracle.judge(state.pool, view, f"s{seed}")
@@ -263,9 +263,9 @@ def apply_step(world: World, state: State, step: dict, uids: Mapping[str, str]) 
         create_workload(client, step, state.seed)
     elif op == "observe":
         # What the agent makes of the state so far is checked at the end, not here.
-        settled_view(client, world.agent_port, state.pool, state.members)
-    elif op == "settle":
-        settle(client, state)
+        converged_view(client, world.agent_port, state.pool, state.members)
+    elif op == "converge":
+        converge(client, state)
     else:
         raise ValueError(f"unknown step {op!r}")
 
@@ -414,17 +414,19 @@ def create_workload(client: Client, step: dict, seed: int) -> None:
         client.create(Pod(pinned_pod(name, NAMESPACE, step["node"], step["name"], workload)))
 
 
-def settle(client: Client, state: State) -> None:
+def converge(client: Client, state: State) -> None:
     """Wait until kube-scheduler has decided every workload; delete those it refused, so
     that nothing is placed later, while the agent is read or probed."""
-    deadline = time.monotonic() + SETTLE_SECONDS
+    deadline = time.monotonic() + CONVERGE_SECONDS
     while True:
         pods = client.list(Pod, namespace=NAMESPACE, labels=labels(state.seed, "workload"))
         verdicts = {p["metadata"]["name"]: verdict(p) for p in pods}
         if all(v is not None for v in verdicts.values()):
             break
         if time.monotonic() > deadline:
-            pytest.fail(f"seed {state.seed}: workloads undecided in {SETTLE_SECONDS}s: {verdicts}")
+            pytest.fail(
+                f"seed {state.seed}: workloads undecided in {CONVERGE_SECONDS}s: {verdicts}"
+            )
         time.sleep(0.2)
     for name, decided in verdicts.items():
         if decided is not None and decided[0] != "bound":

@@ -483,7 +483,7 @@ def test_a_pass_that_plans_nothing_logs_why_at_debug():
     assert (kept["log_level"], kept["reason"]) == ("debug", "NoClusters")
 
 
-SETTLED_XR = t.deployment(replicas=1, engines=[t.standalone(gpus=8)])
+STEADY_XR = t.deployment(replicas=1, engines=[t.standalone(gpus=8)])
 
 
 def failing_until(expires_at):
@@ -491,7 +491,7 @@ def failing_until(expires_at):
     status = {
         "failedPlacements": [{"cluster": "a", "pool": "p", "expiresAt": format_time(expires_at)}]
     }
-    return {**SETTLED_XR, "status": status}
+    return {**STEADY_XR, "status": status}
 
 
 def unschedulable_for(since: timedelta) -> tuple:
@@ -504,14 +504,14 @@ def unschedulable_for(since: timedelta) -> tuple:
         reason="Unschedulable",
         since=format_time(t.NOW - since),
     )
-    return (t.request(SETTLED_XR, CLUSTERS, [stuck], {"replica-0": stuck}),)
+    return (t.request(STEADY_XR, CLUSTERS, [stuck], {"replica-0": stuck}),)
 
 
 @pytest.mark.parametrize(
     ("req", "seconds"),
     [
         pytest.param(
-            t.request(SETTLED_XR, CLUSTERS, [RUNNING], OWN),
+            t.request(STEADY_XR, CLUSTERS, [RUNNING], OWN),
             300,
             id="every replica placed and Ready, no deadline: the at-rest 5m cap",
         ),
@@ -526,13 +526,13 @@ def unschedulable_for(since: timedelta) -> tuple:
             id="at rest, a failure memory past the cap: the 5m cap",
         ),
         pytest.param(
-            t.request(SETTLED_XR, CLUSTERS, []),
+            t.request(STEADY_XR, CLUSTERS, []),
             60,
             id="a replica placed this pass, not Ready yet: its events drive it, 60s backs them",
         ),
         pytest.param(
             t.request(
-                SETTLED_XR,
+                STEADY_XR,
                 CLUSTERS,
                 [t.running_replica(0, "b", ready=False)],
                 {"replica-0": t.running_replica(0, "b", ready=False)},
@@ -561,7 +561,7 @@ def unschedulable_for(since: timedelta) -> tuple:
             id="nothing placed, waiting for capacity: 60s, capacity is not watched",
         ),
         pytest.param(
-            t.request(SETTLED_XR, None, None, OWN),
+            t.request(STEADY_XR, None, None, OWN),
             60,
             id="nothing planned: 60s",
         ),
@@ -578,6 +578,6 @@ def test_a_converging_deployment_asks_to_be_called_again_soon(req, seconds):
 def test_a_deployment_at_rest_with_an_open_circuit_is_called_again_soon_while_it_may_drop_events(
     opened, converging
 ):
-    xr = {**SETTLED_XR, "status": wire.open_circuit(t.NOW - opened)}
+    xr = {**STEADY_XR, "status": wire.open_circuit(t.NOW - opened)}
     rsp = run(t.request(xr, CLUSTERS, [RUNNING], OWN))
     assert rsp.meta.ttl.ToTimedelta().total_seconds() == (10 if converging else 300)

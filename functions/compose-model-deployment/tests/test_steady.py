@@ -112,7 +112,7 @@ SEQUENCES = [
         CLUSTERS,
         [FOOTPRINT_AB, FOOTPRINT_AB],
         "AllReplicasScheduled",
-        id="a settled deployment reads its two clusters by name and stops after two calls",
+        id="a steady deployment reads its two clusters by name and stops after two calls",
     ),
     pytest.param(
         deployment(3),
@@ -240,7 +240,7 @@ def test_each_call_requires_the_footprint_or_the_fleet(xr, own, clusters, sequen
     assert applied(last) == applied(fleet_pass(xr, own, clusters))
 
 
-def test_a_settled_call_reads_no_other_replica_and_each_cluster_by_name():
+def test_a_steady_call_reads_no_other_replica_and_each_cluster_by_name():
     calls = wire.reconcile(call, deployment(2), OWN, [*CLUSTERS, *OWN.values(), *OTHERS, *TENANT])
     (_, first), (second, _) = calls
     by_name = first.requirements.resources[steady.requirement_name("a")]
@@ -254,7 +254,7 @@ def test_a_settled_call_reads_no_other_replica_and_each_cluster_by_name():
     assert tenancy.NAMESPACE in second.required_resources
 
 
-def test_the_first_call_of_a_settled_deployment_waits_and_keeps_every_replica():
+def test_the_first_call_of_a_steady_deployment_waits_and_keeps_every_replica():
     rsp = call(t.request(deployment(2), None, None, OWN, namespaces=None, quotas=None))
     assert wire.conditions(rsp)[fn.SCHEDULED][:2] == ("Unknown", "WaitingForInputs")
     assert {k: v["spec"] for k, v in wire.desired(rsp).items()} == {
@@ -272,15 +272,15 @@ def with_implausible_pool(cluster: dict) -> dict:
 
 
 @pytest.mark.parametrize(
-    ("settled", "noticed"),
+    ("steady", "noticed"),
     [
-        pytest.param(True, False, id="a settled pass reads only the pools its replicas use"),
+        pytest.param(True, False, id="a steady pass reads only the pools its replicas use"),
         pytest.param(False, True, id="a placing pass reads every pool of the cluster"),
     ],
 )
-def test_a_pool_no_replica_uses_is_read_only_when_the_pass_places(settled, noticed):
+def test_a_pool_no_replica_uses_is_read_only_when_the_pass_places(steady, noticed):
     clusters = [with_implausible_pool(CLUSTERS[0]), *CLUSTERS[1:]]
-    xr = deployment(2 if settled else 3)
+    xr = deployment(2 if steady else 3)
     calls = wire.reconcile(call, xr, OWN, [*clusters, *OWN.values(), *OTHERS, *TENANT])
     inputs_valid = wire.conditions(calls[-1][1])["InputsValid"]
     assert ("pool q" in inputs_valid[2]) is noticed, inputs_valid
@@ -291,15 +291,15 @@ def names(calls) -> list[list[str]]:
 
 
 def test_under_crossplane_v2_4_a_deployment_seeded_with_the_fleet_returns_to_its_footprint():
-    """Crossplane v2.4 seeds each reconcile with what the last one ended on: a settled
+    """Crossplane v2.4 seeds each reconcile with what the last one ended on: a steady
     deployment whose last reconcile placed (on the fleet) is given the fleet, plans on
     it, and requires its footprint, so the reconcile after reads only that, in one call."""
     fetchable = [*CLUSTERS, *OWN.values(), *OTHERS, *TENANT]
     placing = wire.reconcile(call, deployment(2), {"replica-0": OWN["replica-0"]}, fetchable)
     fleet = placing[-1][1].requirements
     assert sorted(fleet.resources) == FLEET
-    settled = wire.reconcile(call, deployment(2), OWN, fetchable, seeded=fleet)
-    assert names(settled) == [FOOTPRINT_AB, FOOTPRINT_AB]
-    after = wire.reconcile(call, deployment(2), OWN, fetchable, settled[-1][1].requirements)
+    steady_calls = wire.reconcile(call, deployment(2), OWN, fetchable, seeded=fleet)
+    assert names(steady_calls) == [FOOTPRINT_AB, FOOTPRINT_AB]
+    after = wire.reconcile(call, deployment(2), OWN, fetchable, steady_calls[-1][1].requirements)
     assert names(after) == [FOOTPRINT_AB]
     assert applied(after[-1][1]) == applied(fleet_pass(deployment(2), OWN, CLUSTERS))

@@ -1,7 +1,7 @@
 """Schema-aware mutation fuzzing of the three functions through RunFunction.
 
 Seeds are the example fleet (`examples/renders.yaml`, times filled against a
-fixed clock) plus, for compose-model-deployment, the "settled" form of each
+fixed clock) plus, for compose-model-deployment, the steady form of each
 deployment case: its first pass's ModelReplicas fed back as observed
 resources with the status compose-model-replica would publish. Requirements
 are answered the way Crossplane answers them: the function runs, names what
@@ -158,12 +158,13 @@ def seeds() -> list[Seed]:
         seed = Seed(case["name"], function, xr, observed, fetchable)
         found.append(seed)
         if function == "compose-model-deployment":
-            found.append(settled(seed))
+            found.append(steady(seed))
     return found
 
 
-def settled(seed: Seed) -> Seed:
-    """The deployment after its first pass ran and every replica reported healthy."""
+def steady(seed: Seed) -> Seed:
+    """The deployment after its first pass ran and every replica reported healthy: its
+    next plan keeps every replica where it is (steady, design/scheduler.md)."""
     rsp = run(seed)
     observed = {}
     for name, body in sorted(wire.desired(rsp).items()):
@@ -177,7 +178,7 @@ def settled(seed: Seed) -> Seed:
             ],
         }
         observed[name] = body
-    return Seed(seed.name + "-settled", seed.function, seed.xr, observed, seed.fetchable)
+    return Seed(seed.name + "-steady", seed.function, seed.xr, observed, seed.fetchable)
 
 
 # --- running a request the way Crossplane does -----------------------------------------------

@@ -238,11 +238,12 @@ def view_problems(pool: Pool, members: Iterable[str], view: Mapping, status: Map
     return problems
 
 
-def settled_view(
+def converged_view(
     client: Client, port: int, pool: Pool, members: Sequence[str], seconds: float = 30
 ) -> tuple[dict, list[str]]:
-    """The agent's view of `pool` once it covers every member, matches the published
-    status and holds still for a second; else the last view and what is wrong with it."""
+    """The agent's view of `pool` once it has converged: it covers every member, matches
+    the published status and holds still for a second; else the last view and what is
+    wrong with it."""
     deadline = time.monotonic() + seconds
     seen: list[dict] = []
     while True:

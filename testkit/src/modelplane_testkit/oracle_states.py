@@ -7,7 +7,7 @@ operator would make, applied in order: nodes created, ResourceSlices
 published (and republished under new names and generations), device taints,
 workloads that kube-scheduler places, pods that take a node's cpu, memory or
 pod slots, nodes cordoned or tainted late. Steps come in phases: devices,
-"observe" (the agent has published them), workloads, "settle" (kube-scheduler
+"observe" (the agent has published them), workloads, "converge" (kube-scheduler
 decided every workload; the refused are deleted), then maybe late changes and a
 second wave of workloads the same way. The same seed and features give the
 same state; a failing state is printed as this data, so it can be read and
@@ -230,9 +230,9 @@ class _Builder:
         for name in names:
             self.node(name, name in members, name in partitioned)
         self.edit_class(gpu_class)
-        steps = [*self.steps, {"op": "observe"}, *self.work, {"op": "settle"}]
+        steps = [*self.steps, {"op": "observe"}, *self.work, {"op": "converge"}]
         if self.late or self.late_work:
-            steps += [*self.late, {"op": "observe"}, *self.late_work, {"op": "settle"}]
+            steps += [*self.late, {"op": "observe"}, *self.late_work, {"op": "converge"}]
         return State(self.seed, sorted(self.features), pool, names, members, steps)
 
     def own_class(self, gpu_class: str) -> str:
@@ -429,7 +429,7 @@ class _Builder:
         self, node: str, gpus: int, partitioned: bool, nics: int, wave: int
     ) -> list[dict]:
         """Pods kube-scheduler places on `node`, each with one claim; those it cannot
-        place are deleted once every workload is decided ("settle")."""
+        place are deleted once every workload is decided ("converge")."""
         rng = self.rng
         choices: list[tuple[str, int]] = []
         if gpus:

@@ -10,12 +10,12 @@ from crossplane.function import resource
 from crossplane.function.proto.v1 import run_function_pb2 as fnv1
 from modelplane_common.timeutil import format_time
 
-# A settled XR whose Responsive condition turned False `opened` ago, and whether its
+# An XR at rest whose Responsive condition turned False `opened` ago, and whether its
 # function must ask for the converging 10 s (modelplane_common.requeue.dropping_events)
-# rather than its own settled TTL: as pytest's (opened, converging) parameters with ids.
+# rather than its own at-rest TTL: as pytest's (opened, converging) parameters with ids.
 OPEN_CIRCUIT_TTLS = [
     (timedelta(minutes=1), True, "a circuit open a minute: called again in 10s"),
-    (timedelta(minutes=6), False, "open past its cooldown, no event since: its settled TTL"),
+    (timedelta(minutes=6), False, "open past its cooldown, no event since: its at-rest TTL"),
 ]
 
 

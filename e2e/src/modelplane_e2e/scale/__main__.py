@@ -33,7 +33,12 @@ def _options(argv: list[str]) -> tuple[profile.Profile, str]:
     parser.add_argument("--nodes", type=int, default=full.nodes, help="per arm per cluster")
     parser.add_argument("--deployments", type=int, default=full.deployments, help="per arm")
     parser.add_argument("--window", type=float, default=full.window, help="seconds")
-    parser.add_argument("--settle", type=float, default=full.settle, help="seconds at most")
+    parser.add_argument(
+        "--converge-timeout",
+        type=float,
+        default=full.converge_timeout,
+        help="seconds at most after the last arrival for the fleet to converge",
+    )
     parser.add_argument("--seed", type=int, default=full.seed)
     parser.add_argument(
         "--max-age",
@@ -53,7 +58,7 @@ def _options(argv: list[str]) -> tuple[profile.Profile, str]:
         nodes=args.nodes,
         deployments=args.deployments,
         window=args.window,
-        settle=args.settle,
+        converge_timeout=args.converge_timeout,
         seed=args.seed,
         max_age_seconds=args.max_age,
     )

@@ -35,7 +35,7 @@ class Profile:
     nodes: int  # nodes per arm per workload cluster (both arms: twice this per cluster)
     deployments: int  # per arm
     window: float  # seconds over which the deployments arrive
-    settle: float  # at most this long after the last arrival for things to settle
+    converge_timeout: float  # at most this long after the last arrival to converge
     seed: int = 7
     max_age_seconds: int = 60  # the InferenceClusters' spec.observation.maxAge
 
@@ -48,8 +48,8 @@ class Profile:
         return self.clusters * self.nodes * len(ARMS)
 
 
-FULL = Profile("full", clusters=2, nodes=125, deployments=100, window=600, settle=900)
-REDUCED = Profile("reduced", clusters=1, nodes=20, deployments=10, window=45, settle=420)
+FULL = Profile("full", clusters=2, nodes=125, deployments=100, window=600, converge_timeout=900)
+REDUCED = Profile("reduced", clusters=1, nodes=20, deployments=10, window=45, converge_timeout=420)
 
 
 def team(arm: str) -> str:

@@ -51,7 +51,7 @@ class Facts:
     clusters: int
     set_up_seconds: float
     run_seconds: float
-    unsettled: list[str]
+    unconverged: list[str]
     watch_cache_resets: dict[str, int]  # resource -> resets of the control plane's cache
     record_gaps: dict[str, record.Gap]  # watch -> how its record may fall short
 
@@ -113,18 +113,18 @@ def _cost_rows(measured: Measured) -> list[str]:
     return rows
 
 
-SHOWN_UNSETTLED = 12  # the reasons the head names when a run did not settle
+SHOWN_UNCONVERGED = 12  # the reasons the head names when a run did not converge
 
 
 def _health(facts: Facts) -> list[str]:
-    """What may have bent the figures: what was still unsettled, the control plane's
+    """What may have bent the figures: what had still not converged, the control plane's
     watch caches that fell behind etcd (their watchers saw changes minutes late), and
     the watches whose record falls short (figures read from them undercount)."""
     lines = []
-    if facts.unsettled:
-        named = "; ".join(facts.unsettled[:SHOWN_UNSETTLED])
-        more = len(facts.unsettled) - SHOWN_UNSETTLED
-        lines.append(f"unsettled: {named}" + (f"; and {more} more" if more > 0 else ""))
+    if facts.unconverged:
+        named = "; ".join(facts.unconverged[:SHOWN_UNCONVERGED])
+        more = len(facts.unconverged) - SHOWN_UNCONVERGED
+        lines.append(f"unconverged: {named}" + (f"; and {more} more" if more > 0 else ""))
     resets = ", ".join(f"{name} {n}" for name, n in facts.watch_cache_resets.items())
     lines.append(f"control-plane watch cache resets: {resets or 'none'}")
     for name, gap in facts.record_gaps.items():
@@ -138,12 +138,14 @@ def _health(facts: Facts) -> list[str]:
 
 def table(facts: Facts, figures: dict[str, analysis.Figures], measured: Measured) -> str:
     p = facts.profile
+    left = len(facts.unconverged)
+    converged = f"; NOT converged: {left} items" if left else "; converged"
     head = (
         f"profile {p.name} (seed {p.seed}): {facts.clusters} workload clusters, "
         f"{p.nodes} nodes per arm per cluster ({p.nodes_in_all} kwok nodes in all), "
         f"{p.deployments} deployments per arm over {p.window:.0f} s; set-up "
-        f"{facts.set_up_seconds:.0f} s, arrivals and settling {facts.run_seconds:.0f} s"
-        + (f"; NOT settled: {len(facts.unsettled)} items" if facts.unsettled else "; settled")
+        f"{facts.set_up_seconds:.0f} s, arrivals and converging {facts.run_seconds:.0f} s"
+        + converged
     )
     spans = ", ".join(f"{f.arm} {f.arrival_span:.0f} s" for f in figures.values())
     arrived = f"deployments created over (first to last): {spans}"

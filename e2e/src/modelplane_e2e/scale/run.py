@@ -1,5 +1,5 @@
 """One fleet-scale run on a running stack: set the fleet up, let the deployments arrive,
-wait for it to settle, then measure.
+wait for it to converge, then measure.
 
 Both arms run at once on the same API servers (`profile.ARMS`): each workload
 cluster holds an Observed arm's pools and a Declared arm's pools, mirrored,
@@ -47,7 +47,7 @@ from modelplane_e2e.stack import Stack
 
 SECRETS = "scale-system"
 CHUNK = 150  # objects per kubectl apply
-CALM = 3  # checks in a row with nothing left to decide or bind: settled
+CALM = 3  # checks in a row with nothing left to decide or bind: converged
 
 
 @dataclass(frozen=True)
@@ -220,14 +220,14 @@ def arrive(control: Kube, arrivals: list[Shape], instruments: Meters) -> None:
             print(f"arrivals: {created} of {len(arrivals)} per arm, {elapsed:.0f} s", flush=True)
 
 
-def unsettled(
+def unconverged(
     arm: str,
     deployments: list[dict],
     replicas: list[dict],
     pods: list[dict],
     given: dict[str, Shape],
 ) -> list[str]:
-    """Why an arm is not settled yet: a deployment still deciding, a pod not bound, or a
+    """Why an arm has not converged yet: a deployment still deciding, a pod not bound, or a
     replica admitted for its placement whose pods are not all bound, which includes pods
     not created yet (its workloads may still be on their way to the workload cluster)."""
     why = []
@@ -256,10 +256,10 @@ def unsettled(
     return why
 
 
-def _unsettled(control: Kube, kubes: list[Kube], given: dict[str, Shape]) -> list[str]:
-    """`unsettled` on what the API servers list now. A list an overloaded API server
+def _unconverged(control: Kube, kubes: list[Kube], given: dict[str, Shape]) -> list[str]:
+    """`unconverged` on what the API servers list now. A list an overloaded API server
     fails (it answered a full run's third check with an HTTP/2 INTERNAL_ERROR) is
-    a reason in itself: nothing is known settled, and the next check lists again."""
+    a reason in itself: nothing is known converged, and the next check lists again."""
     why = []
     for arm in ARMS:
         try:
@@ -269,25 +269,25 @@ def _unsettled(control: Kube, kubes: list[Kube], given: dict[str, Shape]) -> lis
         except KubectlFailed as failed:
             why.append(f"{arm}: {failed}")
             continue
-        why += unsettled(arm, deployments, replicas, pods, given)
+        why += unconverged(arm, deployments, replicas, pods, given)
     return why
 
 
-def settle(
+def converge(
     control: Kube, kubes: list[Kube], given: list[Shape], instruments: Meters, limit: float
 ) -> list[str]:
     """Wait until nothing is left to decide or bind for `CALM` checks in a row, `SAMPLE`
-    seconds apart, or `limit` seconds; returns what was still unsettled (empty when
-    settled)."""
+    seconds apart, or `limit` seconds; returns what had still not converged (empty when
+    converged)."""
     deadline = time.monotonic() + limit
     calm = 0
     why: list[str] = []
     while time.monotonic() < deadline and calm < CALM:
         instruments.wait(SAMPLE)
-        why = _unsettled(control, kubes, {s.name: s for s in given})
+        why = _unconverged(control, kubes, {s.name: s for s in given})
         calm = 0 if why else calm + 1
         left = deadline - time.monotonic()
-        print(f"settling: {len(why)} unsettled, at most {left:.0f} s left", flush=True)
+        print(f"converging: {len(why)} unconverged, at most {left:.0f} s left", flush=True)
     return why
 
 
@@ -332,7 +332,7 @@ def _arm(
 class Outcome:
     table: str
     figures: dict[str, analysis.Figures]
-    unsettled: list[str]
+    unconverged: list[str]
     folder: Path
 
 
@@ -358,7 +358,7 @@ def run(
     instruments = meters(stack, kubes)
     start_wall, start = time.time(), time.monotonic()
     arrive(control, arrivals, instruments)
-    still = settle(control, kubes, arrivals, instruments, profile.settle)
+    still = converge(control, kubes, arrivals, instruments, profile.converge_timeout)
     seconds = time.monotonic() - start
     measured = report.Measured.take(stack, instruments, seconds)
     instruments.recorder.stop()

@@ -1,6 +1,6 @@
-"""`make e2e-settled`: what a settled fleet costs the control plane, now and before.
+"""`make e2e-settled`: what a fleet at rest costs the control plane, now and before.
 
-A settled fleet is one where nothing is left to place, heal or scale: every
+A fleet at rest is one where nothing is left to place, heal or scale: every
 ModelDeployment reads `ReplicasReady` True and every pod runs. What it costs
 is what its XRs' periodic reconciles cost (each function's TTL,
 `design/reconcile.md`), and that is what steady mode and the charge label cut
@@ -31,14 +31,14 @@ reads `ss` every few seconds and Crossplane's metrics at each end):
    on the same addresses and certificates (`functions.serve_instead`), once
    every deployment is Ready again and `--warm` seconds have passed (`WARM`:
    past the watch circuit breaker's cooldown, so every XR is reconciled at
-   its settled pace by the functions now serving it). The
+   its at-rest pace by the functions now serving it). The
    Configuration (XRDs and Compositions) stays this checkout's; the earlier
    functions rewrite the replicas the way they write them. The agent stays
    this checkout's too, so the earlier functions must read its reports: those
    from before the agent stopped rewriting unchanged ReplicaObservations
-   (replica currency, `design/observation.md`) read every settled report as
+   (replica currency, `design/observation.md`) read every unchanged report as
    stale after `maxAge` and never turn Ready again, so their window is never
-   reached. This checkout's settled line is printed as soon as its own window
+   reached. This checkout's `settled:` line is printed as soon as its own window
    ends.
 
 **Figures per window** (per minute of the window): CPU seconds of each
@@ -51,7 +51,7 @@ controllers), so bytes per reconcile is bytes per request times calls per
 reconcile; and after the window, how many XRs of each kind read `Responsive`
 False, and how many of those opened recently enough to be dropping events
 (`requeue.dropping_events`; Crossplane reports a circuit open until an event
-arrives after its cooldown, so a settled XR's may read open long after).
+arrives after its cooldown, so an XR at rest may read open long after).
 Printed as one table and written with every process's figures to
 `out/settled/<time>/`.
 
@@ -109,7 +109,7 @@ BATCH_LIMIT = 1200.0  # seconds a batch may take to become Ready
 # Creating a deployment's replicas (and, after the swap, rewriting them) opens
 # Crossplane's watch circuit breaker on it (design/reconcile.md); the functions
 # requeue at 10 s for DROPPING_FOR after it opens. Past that and one more converging
-# TTL, an XR runs at its settled pace unless events keep reopening its circuit, which
+# TTL, an XR runs at its at-rest pace unless events keep reopening its circuit, which
 # the window's reconciles per minute and the circuits read after it show.
 WARM = (requeue.DROPPING_FOR + requeue.CONVERGING).total_seconds()
 
@@ -553,7 +553,7 @@ def settled_run(
     before_name: str,
 ) -> tuple[str, dict]:
     """The fleet, its creation, then the windows; returns the table and the figures,
-    the settled line of this checkout's window among them."""
+    the `settled:` line of this checkout's window among them."""
     assert running.control_plane and running.installed
     control = running.control_plane.kube
     served = sorted(running.installed.functions)
@@ -566,7 +566,7 @@ def settled_run(
     _warm(sizes.warm)
     state = {"this checkout": rewritten(control)}
     windows = [measure("this checkout", running, wire, port, sizes.window)]
-    # Said at once: a second window that never settles must not lose the first.
+    # Said at once: a second window that never comes to rest must not lose the first.
     print(f"this checkout: {windows[0].settled_line(served)}", flush=True)
     if before is not None:
         source = functions.PackagedSource(before)
@@ -580,7 +580,7 @@ def settled_run(
         state[before_name] = rewritten(control)
         windows.append(measure(before_name, running, wire, port, sizes.window))
     head = (
-        f"settled fleet: {sizes.deployments} ModelDeployments x {sizes.replicas} replicas "
+        f"fleet at rest: {sizes.deployments} ModelDeployments x {sizes.replicas} replicas "
         f"({sizes.pods} ModelReplicas, {sizes.pods} pods of 1 GPU) on {sizes.clusters} "
         f"workload cluster(s) of {sizes.nodes_per_cluster} kwok nodes (maxAge "
         f"{sizes.max_age}), created in {creation:.0f} s ({sizes.batch} at a time, at most "

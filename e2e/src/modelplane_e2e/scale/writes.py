@@ -123,7 +123,8 @@ def per_replica(per_minute: float, replicas: int) -> float | None:
 
 
 def settled_line(replicas: int, writes_per_minute: float, cpu_per_minute: float) -> str:
-    """The line a settled run ends with, for comparing runs (`nan` without replicas)."""
+    """The `settled:` line a `make e2e-settled` run ends with, for comparing runs (`nan`
+    without replicas)."""
     writes = per_replica(writes_per_minute, replicas)
     shown = "nan" if writes is None else f"{writes:.2f}"
     return (
