@@ -12,10 +12,10 @@ from modelplane_common.currency import (
     lapsed,
     lease,
     pool_current_until,
+    published_times,
     relayed,
     replicas_current_until,
     report_staleness,
-    since,
     turns_stale_at,
     vouched_until,
 )
@@ -98,37 +98,56 @@ def test_relayed(reports, expected):
 
 
 HISTOGRAM = [{"free": {"gpu": 8}, "nodes": 2}]
-SEEN = {"observedAt": format_time(STALE), "observedNodes": 2, "nodesByFreeDevices": HISTOGRAM}
-# As the previous status reads back from protobuf: every number a float.
-SEEN_AS_FLOATS = {
-    **SEEN,
-    "observedNodes": 2.0,
-    "nodesByFreeDevices": [{"free": {"gpu": 8.0}, "nodes": 2.0}],
-}
+T1, T2 = STALE, STALE + timedelta(minutes=1)
 NOW_READS = {"observedNodes": 2, "nodesByFreeDevices": HISTOGRAM}
 
-SINCE = {
-    "a heartbeat showing the same keeps the time it was first seen": (SEEN, NOW_READS, STALE),
-    "the same read back from protobuf is still the same": (SEEN_AS_FLOATS, NOW_READS, STALE),
-    "a changed histogram is published at the report's time": (
-        SEEN, {**NOW_READS, "nodesByFreeDevices": [{"free": {"gpu": 7}, "nodes": 2}]}, FRESH
+
+def entry(observed_at: datetime, changed_at: datetime | None, **changes) -> dict:
+    """A pool's previous gpuPools entry as compose-inference-cluster published it."""
+    out = {**NOW_READS, "observedAt": format_time(observed_at), **changes}
+    if changed_at is not None:
+        out["changedAt"] = format_time(changed_at)
+    return out
+
+
+# As the previous status reads back from protobuf: every number a float.
+AS_FLOATS = {"observedNodes": 2.0, "nodesByFreeDevices": [{"free": {"gpu": 8.0}, "nodes": 2.0}]}
+
+PUBLISHED_TIMES = {
+    "no previous entry: the report's time, as observed and changed": (
+        None, NOW_READS, (FRESH, FRESH)
     ),
-    "a changed node count is published at the report's time": (
-        SEEN, {**NOW_READS, "observedNodes": 3}, FRESH
+    "first seen, not yet confirmed: the next report confirms it": (
+        entry(T1, T1), NOW_READS, (FRESH, T1)
     ),
-    "no previous entry: the report's time": (None, NOW_READS, FRESH),
-    "a previous entry without a readable time: the report's time": (
-        {**SEEN, "observedAt": "yesterday"}, NOW_READS, FRESH
+    "confirmed: a heartbeat showing the same moves nothing": (entry(T2, T1), NOW_READS, (T2, T1)),
+    "read back from protobuf, the same is still the same": (
+        entry(T2, T1, **AS_FLOATS), NOW_READS, (T2, T1)
+    ),
+    "a changed histogram: the report's time": (
+        entry(T2, T1), {**NOW_READS, "nodesByFreeDevices": [{"free": {"gpu": 7}, "nodes": 2}]},
+        (FRESH, FRESH),
+    ),
+    "a changed node count: the report's time": (
+        entry(T2, T1), {**NOW_READS, "observedNodes": 3}, (FRESH, FRESH)
+    ),
+    "a previous entry without changedAt (an older publisher): the report's time": (
+        entry(T2, None), NOW_READS, (FRESH, FRESH)
+    ),
+    "a previous entry with an unreadable time: the report's time": (
+        {**entry(T2, T1), "observedAt": "yesterday"}, NOW_READS, (FRESH, FRESH)
     ),
     "a previous time later than the report (a cache ahead of the agent): the report's": (
-        {**SEEN, "observedAt": format_time(NOW)}, NOW_READS, FRESH
+        entry(NOW, T1), NOW_READS, (FRESH, FRESH)
     ),
 }  # fmt: skip
 
 
-@pytest.mark.parametrize(("previous", "published", "expected"), SINCE.values(), ids=SINCE.keys())
-def test_since(previous, published, expected):
-    assert since(previous, published, FRESH) == expected
+@pytest.mark.parametrize(
+    ("previous", "published", "expected"), PUBLISHED_TIMES.values(), ids=PUBLISHED_TIMES.keys()
+)
+def test_published_times(previous, published, expected):
+    assert published_times(previous, published, FRESH) == expected
 
 
 def status_vouched(until: datetime | str | None, **agent) -> dict:

@@ -14,10 +14,15 @@ what a heartbeat decides, not the heartbeat itself (design/reconcile.md,
 "Crossplane v2.4"); compose-inference-cluster judges, at each relayed
 heartbeat and at each deadline where a judgement can change (`deadlines`):
 
-    gpuPools[].observedAt    the agent's time of the first report that showed
-                             the pool's published observation (`since`): it
-                             moves when the histogram or the node count does,
-                             never on a heartbeat alone
+    gpuPools[].changedAt     the agent's time of the first report that showed
+                             the pool's published observation (its node count
+                             and histogram): it moves when they do
+    gpuPools[].observedAt    that time, then once more to the next report
+                             that shows the same (`published_times`): the
+                             agent stamps a replica's scheduledAt past the
+                             snapshot that first shows its devices, so only a
+                             later report can say it contains the replica;
+                             never again on a heartbeat alone
     gpuPools[].current       the agent's latest report of the pool is within
                              maxAge of the control plane's clock (CURRENT)
     agent.replicasCurrent    the latest relayed `replicasCurrentAt` is within
@@ -34,12 +39,13 @@ keep its pools current for ever, only until its lease lapses.
 
 Invariants
     - A heartbeat that changes neither a histogram nor a verdict changes
-      nothing the cluster publishes.
+      nothing the cluster publishes, once the change before it is confirmed.
     - Published `observedAt` is a time at which the agent saw exactly the
       published observation, so "scheduled at or before observedAt" still
-      means "the histogram counts it" (design/api.md section 6): only later
-      than the latest report could show, a replica is charged until the
-      histogram next changes, never counted twice as free.
+      means "the histogram counts it" (design/api.md section 6). A replica
+      stamped later than the confirming report (its report written after
+      the next pool heartbeat) is charged until the histogram next changes:
+      under-promising, never counted twice as free.
     - Errs towards "current" under a lagging cache of the cluster, for as
       long as the cache lags; the agent's times err towards "stale" instead.
       The lease bounds the first.
@@ -57,8 +63,10 @@ from modelplane_common.timeutil import parse_time_or_none
 
 # On a PoolObservation's status: the agent's word on its replica reports.
 REPLICAS_CURRENT_AT = "replicasCurrentAt"
-# On an InferenceCluster's status: gpuPools[].current, agent.replicasCurrent, agent.vouchedUntil.
+# On an InferenceCluster's status: gpuPools[].current and .changedAt, agent.replicasCurrent,
+# agent.vouchedUntil.
 CURRENT = "current"
+CHANGED_AT = "changedAt"
 REPLICAS_CURRENT = "replicasCurrent"
 VOUCHED_UNTIL = "vouchedUntil"
 # How far ahead a cluster vouches for its verdicts, and how much of that is left when it
@@ -96,15 +104,30 @@ def is_current(reported_at: datetime | None, now: datetime, max_age: timedelta) 
     return reported_at is not None and staleness(reported_at, now, max_age) is None
 
 
-def since(previous: Mapping | None, published: Mapping, reported_at: datetime) -> datetime:
-    """The `observedAt` to publish for a pool whose report, taken at `reported_at`, reads
-    as `published` (its observedNodes and nodesByFreeDevices): the previous one when the
-    previous entry showed the same and was seen no later, else `reported_at`."""
+def published_times(
+    previous: Mapping | None, published: Mapping, reported_at: datetime
+) -> tuple[datetime, datetime]:
+    """(observedAt, changedAt) to publish for a pool whose report, taken at `reported_at`,
+    reads as `published` (its observedNodes and nodesByFreeDevices), given the pool's
+    previous entry:
+
+        changed (or no readable previous entry)   (reported_at, reported_at)
+        the same, not yet confirmed by a later    (reported_at, changedAt)
+          report (observedAt == changedAt)
+        the same, confirmed                       kept as published
+
+    A previous time later than the report (a cache ahead of this pass's read of the
+    agent) is not kept: the report's own time is."""
     if not isinstance(previous, Mapping):
-        return reported_at
-    before = parse_time_or_none(previous.get("observedAt"))
+        return reported_at, reported_at
+    observed = parse_time_or_none(previous.get("observedAt"))
+    changed = parse_time_or_none(previous.get(CHANGED_AT))
     same = all(previous.get(k) == published.get(k) for k in ("observedNodes", "nodesByFreeDevices"))
-    return before if same and before is not None and before <= reported_at else reported_at
+    if not same or observed is None or changed is None or not changed <= observed <= reported_at:
+        return reported_at, reported_at
+    if observed == changed:
+        return reported_at, changed
+    return observed, changed
 
 
 def lease(previous_status: Mapping, now: datetime) -> datetime:

@@ -143,6 +143,7 @@ def test_observed_cluster_publishes_each_pools_histogram():
         "observedAt": FRESH,
         "observedNodes": 4,
         "nodesByFreeDevices": [{"free": {"gpu": 8}, "nodes": 2}, {"free": {"gpu": 2}, "nodes": 1}],
+        "changedAt": FRESH,
         "current": True,
     }
     assert published["l40s"]["nodes"] == 2
@@ -199,24 +200,36 @@ def heartbeat(at, h100=H100_REPORT, l40s=L40S_REPORT):
     }
 
 
-def test_a_heartbeat_that_changes_no_histogram_changes_nothing_published():
+def test_a_heartbeat_after_the_confirming_one_changes_nothing_published():
     """Every replica and deployment requires its cluster and is woken by every change of
-    it: a heartbeat must not be one (design/reconcile.md, "Crossplane v2.4")."""
+    it: a heartbeat must not be one (design/reconcile.md, "Crossplane v2.4"). The first
+    report after a change confirms it (observedAt moves past the replicas it counts)."""
     first = desired_status(render(xr(), heartbeat("2026-11-29T11:59:00Z")))
+    confirmed = desired_status(
+        render({**xr(), "status": first}, heartbeat("2026-11-29T11:59:30Z"), NOW)
+    )
+    assert {p["name"]: (p["observedAt"], p["changedAt"]) for p in confirmed["gpuPools"]} == {
+        "h100": ("2026-11-29T11:59:30Z", "2026-11-29T11:59:00Z"),
+        "l40s": ("2026-11-29T11:59:30Z", "2026-11-29T11:59:00Z"),
+    }
     later = NOW + timedelta(minutes=2)
-    again = render({**xr(), "status": first}, heartbeat("2026-11-29T12:01:50Z"), now=later)
-    assert desired_status(again) == first
+    again = render({**xr(), "status": confirmed}, heartbeat("2026-11-29T12:01:50Z"), now=later)
+    assert desired_status(again) == confirmed
 
 
 def test_a_changed_histogram_moves_its_pools_observed_at_and_nothing_else():
-    first = desired_status(render(xr(), heartbeat("2026-11-29T11:59:00Z")))
+    seen = desired_status(render(xr(), heartbeat("2026-11-29T11:58:30Z")))
+    first = desired_status(render({**xr(), "status": seen}, heartbeat("2026-11-29T11:59:00Z")))
     changed = {**H100_REPORT, "nodesByFreeDevices": [{"free": {"gpu": 8}, "nodes": 3}]}
     later = NOW + timedelta(minutes=2)
     again = desired_status(
         render({**xr(), "status": first}, heartbeat("2026-11-29T12:01:50Z", h100=changed), later)
     )
     before, after = ({p["name"]: p for p in status["gpuPools"]} for status in (first, again))
-    assert after["h100"]["observedAt"] == "2026-11-29T12:01:50Z"
+    assert (after["h100"]["observedAt"], after["h100"]["changedAt"]) == (
+        "2026-11-29T12:01:50Z",
+        "2026-11-29T12:01:50Z",
+    )
     assert after["h100"]["nodesByFreeDevices"] == [{"free": {"gpu": 8}, "nodes": 3}]
     assert after["l40s"] == before["l40s"]
     assert again["agent"] == first["agent"]

@@ -453,6 +453,12 @@ class GpuPool(BaseModel):
     model_config = ConfigDict(
         extra="allow",
     )
+    changedAt: Annotated[
+        AwareDatetime | None,
+        Field(
+            description="When the agent first reported the published observation, on the agent's clock."
+        ),
+    ] = None
     current: Annotated[
         bool | None,
         Field(
@@ -478,7 +484,7 @@ class GpuPool(BaseModel):
     observedAt: Annotated[
         AwareDatetime | None,
         Field(
-            description="When the agent first reported the published observation (observedNodes and nodesByFreeDevices as they read now), on the agent's clock: it moves when they change, not on the agent's heartbeats. Absent when the pool is not observed."
+            description="A time at which the agent reported the published observation (observedNodes and nodesByFreeDevices as they read now), on the agent's clock: changedAt, then the next report that showed the same; not moved by later heartbeats. A replica scheduled at or before it is counted by the histogram. Absent when the pool is not observed."
         ),
     ] = None
     observedNodes: Annotated[

@@ -512,13 +512,15 @@ class Freshness:
     replicas_current_at: datetime | None  # relayed from the pools' reports this pass
 
     def pool_entry(self, verdict: PoolVerdict, kinds: DeviceKinds) -> dict:
-        """A published observation's fields: first seen at, current or not."""
+        """A published observation's fields: when first seen and confirmed, current or not."""
         published = verdict.published
         assert published is not None
         entry = published.to_wire(kinds)
-        entry["observedAt"] = format_time(
-            currency.since(self._previous_entry(verdict.pool), entry, published.observed_at)
+        observed_at, changed_at = currency.published_times(
+            self._previous_entry(verdict.pool), entry, published.observed_at
         )
+        entry["observedAt"] = format_time(observed_at)
+        entry[currency.CHANGED_AT] = format_time(changed_at)
         entry[currency.CURRENT] = verdict.current(self.now, self.max_age)
         return entry
 
