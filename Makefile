@@ -40,7 +40,7 @@ KUBE_NEWEST := v1.37.2
 # README installs it (deploy/control-plane: the Configuration, whose
 # dependencies bring the functions and provider-kubernetes, from these
 # packages) and the real agent (tests/e2e; logs in out/e2e/), on the newest
-# Crossplane core the project supports (modelplane_e2e.versions:
+# Crossplane core the project supports (modelplane_e2e.crossplane_versions:
 # MODELPLANE_E2E_VERSIONS=newest). Then the agent's story test and 30 oracle
 # states again on the newest supported Kubernetes.
 e2e: setup packages e2e-tools

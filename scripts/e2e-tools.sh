@@ -3,7 +3,7 @@
 # v1.35.4 (kube-apiserver, kube-controller-manager, kube-scheduler, kubectl:
 # scripts/setup.sh builds it first, for the tests), etcd v3.6.16, Crossplane
 # core v2.4.0 (the newest supported release; v2.3.4, the oldest, from setup.sh),
-# provider-kubernetes v1.2.1 (modelplane_e2e.versions), an OCI
+# provider-kubernetes v1.2.1 (modelplane_e2e.crossplane_versions), an OCI
 # registry, kwok v0.8.0 (the workload cluster's kubelets), the LeaderWorkerSet
 # controller v0.9.0 and syft v1.57.2 (the release's SBOMs: `make
 # release-dry-run`, tests/e2e/test_release.py). Each comes from a pinned module
@@ -87,7 +87,7 @@ crossplane-core() {
     crossplane-core-v2.4 crossplane-core-v2.4.0=github.com/crossplane/crossplane/v2/cmd/crossplane
 }
 # The floor, which is also the newest release that builds from the Go module proxy
-# (modelplane_e2e.versions says why).
+# (modelplane_e2e.crossplane_versions says why).
 provider-kubernetes() {
   build provider-kubernetes provider-kubernetes=github.com/crossplane-contrib/provider-kubernetes/cmd/provider
 }

@@ -1,6 +1,6 @@
 """How often the scheduler over-promises, given which node it assumes the cluster picks.
 
-Run as a script for the table in design/scheduler.md:
+Run as a script for the table in sim/README.md ("A cluster's own node scoring"):
 
     uv run python sim/tests/test_misprediction.py
 

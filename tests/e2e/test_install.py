@@ -77,7 +77,7 @@ def _argv(stack, name: str) -> list[str]:
 
 
 def test_the_core_and_the_provider_that_run_are_the_releases_the_run_selected(planes, e2e_stack):
-    """MODELPLANE_E2E_VERSIONS picks each end of the supported range (`versions`): the
+    """MODELPLANE_E2E_VERSIONS picks each end of the supported range (`crossplane_versions`): the
     processes are those releases' binaries, and the package manager pulled the provider's
     package of that release, through the ImageConfig when the manifest names another."""
     control, _ = planes

@@ -9,7 +9,10 @@ there is one, else to the package itself (a package's own modules importing its
 parents' `__init__` implicitly is not counted). The members are those of the root
 pyproject's `[tool.uv.workspace]`, each with its packages under `src/`; a member
 imports another's package only when its own pyproject declares that distribution, so
-each installs alone (the simulator, `modelplane-sim`, among them).
+each installs alone (the simulator, `modelplane-sim`, among them). A member's tests
+(its `tests/`) may also import what its `dev` dependency group declares: the test kit,
+`modelplane-testkit`, is never packaged, so a member's tests name it there, where uv
+installs it for the workspace and a build of the member leaves it out.
 """
 
 from __future__ import annotations
@@ -17,7 +20,7 @@ from __future__ import annotations
 import ast
 import re
 import tomllib
-from collections.abc import Iterator, Mapping
+from collections.abc import Iterable, Iterator, Mapping
 from pathlib import Path
 
 import pytest
@@ -96,11 +99,42 @@ def members() -> list[Path]:
     return sorted(path for glob in workspace["members"] for path in ROOT.glob(glob))
 
 
-def distribution(member: Path) -> tuple[str, list[str]]:
-    """The member's distribution name and the distributions it depends on."""
-    project = tomllib.loads((member / "pyproject.toml").read_text())["project"]
-    needs = [re.split(r"[\[<>=!~; ]", d, maxsplit=1)[0] for d in project["dependencies"]]
-    return project["name"], needs
+def requirement_names(requirements: Iterable[object]) -> list[str]:
+    """The distribution each requirement names, without extras, versions or markers
+    (a dependency group's `{include-group = ...}` tables name no distribution)."""
+    return [re.split(r"[\[<>=!~; ]", r, maxsplit=1)[0] for r in requirements if isinstance(r, str)]
+
+
+def distribution(member: Path, groups: Iterable[str] = ()) -> tuple[str, list[str]]:
+    """The member's distribution name and the distributions it depends on: at run time,
+    and in its dependency `groups` (for its tests: `dev`)."""
+    pyproject = tomllib.loads((member / "pyproject.toml").read_text())
+    project, group = pyproject["project"], pyproject.get("dependency-groups", {})
+    needs = [*project["dependencies"], *(r for g in groups for r in group.get(g, []))]
+    return project["name"], requirement_names(needs)
+
+
+def top_level_imports(sources: Iterable[Path]) -> set[str]:
+    """The top-level packages the files import by absolute name, wherever the import
+    stands (relative imports stay inside their own package)."""
+    used = set()
+    for path in sources:
+        for node in ast.walk(ast.parse(path.read_text(), str(path))):
+            if isinstance(node, ast.ImportFrom) and node.module and not node.level:
+                used.add(node.module.split(".")[0])
+            elif isinstance(node, ast.Import):
+                used.update(alias.name.split(".")[0] for alias in node.names)
+    return used
+
+
+def undeclared(
+    member: Path, sources: Iterable[Path], provider: Mapping[str, str], groups: Iterable[str]
+) -> list[str]:
+    """The workspace distributions `sources` import that `member` does not declare, at
+    run time or in `groups`. `provider` maps each workspace package to its distribution."""
+    name, declared = distribution(member, groups)
+    needed = {provider[pkg] for pkg in top_level_imports(sources) if pkg in provider} - {name}
+    return sorted(needed - set(declared))
 
 
 def packages(member: Path) -> list[str]:
@@ -120,19 +154,18 @@ def test_no_circle_between_the_modules_of_a_member(member):
     assert circles(module_graph(SRC[member])) == []
 
 
+PROVIDER = {pkg: distribution(m)[0] for m in MEMBERS for pkg in packages(m)}
+
+
 @pytest.mark.parametrize("member", sorted(SRC))
 def test_a_member_declares_every_workspace_package_it_imports(member):
-    provider = {pkg: distribution(m)[0] for m in MEMBERS for pkg in packages(m)}
-    name, declared = distribution(ROOT / member)
-    used = set()
-    for path in SRC[member].rglob("*.py"):
-        for node in ast.walk(ast.parse(path.read_text(), str(path))):
-            if isinstance(node, ast.ImportFrom) and node.module and not node.level:
-                used.add(node.module.split(".")[0])
-            elif isinstance(node, ast.Import):
-                used.update(alias.name.split(".")[0] for alias in node.names)
-    needed = {provider[pkg] for pkg in used if pkg in provider} - {name}
-    assert sorted(needed - set(declared)) == []
+    assert undeclared(ROOT / member, SRC[member].rglob("*.py"), PROVIDER, groups=()) == []
+
+
+@pytest.mark.parametrize("member", sorted(SRC))
+def test_a_members_tests_import_only_what_it_or_its_dev_group_declares(member):
+    tests = (ROOT / member / "tests").rglob("*.py")
+    assert undeclared(ROOT / member, tests, PROVIDER, groups=("dev",)) == []
 
 
 def test_no_circle_between_members():
@@ -195,3 +228,55 @@ CASES = {
 @pytest.mark.parametrize("files, expected", CASES.values(), ids=CASES.keys())
 def test_the_check_names_each_circle(tmp_path, files, expected):
     assert circles(module_graph(_tree(tmp_path, files))) == expected
+
+
+# Each case: a member's pyproject, one test file of it, and the distributions the check
+# must name as imported but undeclared. The member is modelplane-sim; the workspace also
+# provides modelplane_common (modelplane-common) and modelplane_testkit.
+DECLARATION_CASES = {
+    "a test importing the test kit undeclared is named": (
+        "dependencies = []\n",
+        "from modelplane_testkit import wire\n",
+        ["modelplane-testkit"],
+    ),
+    "the dev group declares a test-only member": (
+        'dependencies = []\n[dependency-groups]\ndev = ["modelplane-testkit"]\n',
+        "from modelplane_testkit import wire\n",
+        [],
+    ),
+    "another group does not declare what the tests import": (
+        'dependencies = []\n[dependency-groups]\ndocs = ["modelplane-testkit"]\n',
+        "import modelplane_testkit.wire\n",
+        ["modelplane-testkit"],
+    ),
+    "a runtime dependency, with its extra, covers the tests too": (
+        'dependencies = ["modelplane-common[function]>=0.1"]\n',
+        "from modelplane_common.metrics import x\n",
+        [],
+    ),
+    "a deferred import inside a test still counts": (
+        "dependencies = []\n",
+        "def test_x():\n    from modelplane_testkit import wire\n",
+        ["modelplane-testkit"],
+    ),
+    "the member's own package and third-party packages need no declaration": (
+        "dependencies = []\n",
+        "import pytest\nfrom modelplane_sim import cli\n",
+        [],
+    ),
+}
+
+
+@pytest.mark.parametrize(
+    "needs, test, expected", DECLARATION_CASES.values(), ids=DECLARATION_CASES.keys()
+)
+def test_the_check_names_each_undeclared_workspace_import(tmp_path, needs, test, expected):
+    pyproject = f'[project]\nname = "modelplane-sim"\n{needs}'
+    member = _tree(tmp_path, {"pyproject.toml": pyproject, "tests/test_x.py": test})
+    provider = {
+        "modelplane_sim": "modelplane-sim",
+        "modelplane_common": "modelplane-common",
+        "modelplane_testkit": "modelplane-testkit",
+    }
+    tests = (member / "tests").rglob("*.py")
+    assert undeclared(member, tests, provider, groups=("dev",)) == expected

@@ -15,7 +15,7 @@ rewrites the source and every copy at once. The Configuration package
 deploy/control-plane installs it under this tag.
 
 Two components are not ours: the Crossplane core and the provider-kubernetes the
-e2e runs, each at both ends of the supported range (`e2e.versions`), each
+e2e runs, each at both ends of the supported range (`modelplane_e2e.crossplane_versions`), each
 release pinned by a Go module in tools/ (`PINS`). The Configuration floors its
 Crossplane and provider-kubernetes at the oldest (tools/crossplane-core,
 tools/provider-kubernetes) and deploy/control-plane installs that provider
@@ -163,14 +163,14 @@ PINS = (
             ),
         ),
     ),
-    # The newest releases, which `make e2e` runs (modelplane_e2e.versions.NEWEST).
+    # The newest releases, which `make e2e` runs (modelplane_e2e.crossplane_versions.NEWEST).
     Pin(
         "github.com/crossplane/crossplane/v2",
         "crossplane-core-v2.4",
         (
             # The binary's name and the version its build stamps (package constraints read it).
             Copy(
-                "e2e/src/modelplane_e2e/versions.py",
+                "e2e/src/modelplane_e2e/crossplane_versions.py",
                 rf'"crossplane-core-v({_SEMVER})"',
             ),
             Copy("scripts/e2e-tools.sh", rf"pkg/version\.version=v({_SEMVER})"),

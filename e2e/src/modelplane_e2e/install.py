@@ -13,7 +13,7 @@ public ones:
    registry (`spec.rewriteImage`), as the README documents for a mirror or a
    private registry. Nothing else knows the packages are local. A run on a
    provider-kubernetes release other than the one deploy/control-plane names
-   (`versions`: the newest) pushes that release under its own tag and adds one
+   (`crossplane_versions`: the newest) pushes that release under its own tag and adds one
    ImageConfig on the manifest's exact reference, pointing it there
    (`release_image_config`): the package manager picks the longest matching
    prefix, so this one wins over the owner's.
@@ -40,9 +40,9 @@ from modelplane_devtools.registry import mirrored
 
 from modelplane_e2e import functions, install_steps, pki, provider, runtime
 from modelplane_e2e.binaries import binary
+from modelplane_e2e.crossplane_versions import Release
 from modelplane_e2e.kube import Kube, condition, eventually
 from modelplane_e2e.stack import Installed, Stack
-from modelplane_e2e.versions import Release
 
 CONTROL_PLANE = ROOT / "deploy" / "control-plane"
 CONFIGURATION_META = ROOT / "apis" / "crossplane.yaml"

@@ -1,7 +1,7 @@
 """provider-kubernetes: its package built from its module, its runtime run by the harness.
 
 The package is the provider's own `package/` folder (crossplane.yaml and its
-CRDs) in the Go module that pins the release the run uses (`versions`: the
+CRDs) in the Go module that pins the release the run uses (`crossplane_versions`: the
 newest, or the floor in tools/provider-kubernetes), built with `crossplane
 xpkg build` and no controller image: the package manager installs it, and
 establishes its CRDs (as ManagedResourceDefinitions, the provider declaring
@@ -27,9 +27,9 @@ from modelplane_devtools.processes import Supervisor, free_port, listening
 
 from modelplane_e2e import pki, runtime
 from modelplane_e2e.binaries import binary, module_dir
+from modelplane_e2e.crossplane_versions import Release
 from modelplane_e2e.functions import build_package
 from modelplane_e2e.kube import Kube, condition, eventually
-from modelplane_e2e.versions import Release
 
 # provider-kubernetes serves its conversion webhook here; the port is fixed
 # by the binary (controller-runtime's default).

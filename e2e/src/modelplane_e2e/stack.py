@@ -28,7 +28,7 @@ a crash and a restart are (the agent's fault tests).
 
 The e2e (`start`) runs a control plane and a workload cluster sharing one CA
 and one `processes.Supervisor`; around them Crossplane core (the release
-`versions.selected()` names: v2.4.0, or the floor v2.3.4) with the
+`crossplane_versions.selected()` names: v2.4.0, or the floor v2.3.4) with the
 package manager's External runtime, running as its Helm chart's service
 account (`crossplane_kubeconfig`) and an OCI registry for the packages on
 the control plane (what `install` then installs: provider-kubernetes at the
@@ -65,7 +65,15 @@ import yaml
 from modelplane_devtools import registry
 from modelplane_devtools.processes import Supervisor, free_port, listening
 
-from modelplane_e2e import install_steps, kube_versions, kwok, lws, pki, provider, versions
+from modelplane_e2e import (
+    crossplane_versions,
+    install_steps,
+    kube_versions,
+    kwok,
+    lws,
+    pki,
+    provider,
+)
 from modelplane_e2e.agent import Agent
 from modelplane_e2e.binaries import binary, module_dir
 from modelplane_e2e.cluster import ApiServer, Cluster
@@ -182,7 +190,7 @@ class Stack:
     provider: Kube | None = None
     timings: dict[str, float] = field(default_factory=dict)
     # The Crossplane core and provider-kubernetes releases this run uses.
-    versions: versions.Versions = field(default_factory=versions.selected)
+    versions: crossplane_versions.Versions = field(default_factory=crossplane_versions.selected)
 
     @property
     def logs(self) -> Path:

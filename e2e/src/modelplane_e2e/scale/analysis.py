@@ -7,7 +7,7 @@ a pod's `creationTimestamp`, its `PodScheduled` transitions, its
 process runs on one machine, so the control plane's and the agent's clocks
 are the same clock.
 
-Definitions (design/scheduler.md, "Fleet scale on real components", states
+Definitions (e2e/README.md, "Fleet scale on real components", states
 them for readers):
 
 - A pod **never bound** when kube-scheduler marked it Unschedulable and it was
