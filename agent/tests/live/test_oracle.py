@@ -455,10 +455,11 @@ def create_allocated_claim(client: Client, step: dict, seed: int) -> set[str]:
     held = labels(seed, "held")
     reserved: list[dict] = []
     if holder in ("Succeeded", "Failed"):
-        pod = {**hog_manifest({"name": name, "node": node, "requests": {}}, seed)}
+        pod = hog_manifest({"name": name, "node": node, "requests": step["requests"]}, seed)
         pod["metadata"]["labels"] = held
         pod["spec"]["resourceClaims"] = [{"name": "devices", "resourceClaimName": name}]
-        pod["spec"]["containers"][0]["resources"] = {"claims": [{"name": "devices"}]}
+        resources = pod["spec"]["containers"][0].setdefault("resources", {})
+        resources["claims"] = [{"name": "devices"}]
         uid = client.create(Pod(pod))["metadata"]["uid"]
         reserved = [{"resource": "pods", "name": name, "uid": uid}]
     elif holder == "ghost":

@@ -475,8 +475,9 @@ class _Builder:
         """Claims the state allocates on some of `node`'s GPUs before workloads run, each
         on GPUs of its own (one device each: a partitionable GPU's counters fit any one).
         The holder: "Succeeded" or "Failed", a pod bound to `node` that finished holding
-        it ("terminal-pods"); "none", no pod and reservedFor empty, or "ghost",
-        reservedFor naming a pod (`uid`) that never existed ("pending-deallocations")."""
+        it, maybe after asking most of the node's cpu or memory ("terminal-pods");
+        "none", no pod and reservedFor empty, or "ghost", reservedFor naming a pod
+        (`uid`) that never existed ("pending-deallocations")."""
         dice = self.claims
         indices = sorted({d["attributes"]["index"] for d in inventory})
         dice.shuffle(indices)
@@ -489,6 +490,8 @@ class _Builder:
             if not indices:
                 return
             ghost = str(uuid.UUID(int=dice.getrandbits(128)))
+            # What the finished pod asked of its node: room it no longer takes.
+            requests = dice.choice([{}, {"cpu": "7500m"}, {"memory": "29Gi"}])
             taken = [indices.pop() for _ in range(dice.randint(1, min(2, len(indices))))]
             devices = [
                 dice.choice([d for d in inventory if d["attributes"]["index"] == g]) for g in taken
@@ -503,6 +506,7 @@ class _Builder:
                     ],
                     "holder": holder,
                     **({"uid": ghost} if holder == "ghost" else {}),
+                    **({"requests": requests} if holder in ("Succeeded", "Failed") else {}),
                     "finalizer": dice.random() < 0.5,
                 }
             )
