@@ -5,7 +5,14 @@ from __future__ import annotations
 
 import pytest
 from modelplane_agent.partitions import SLICE_ORDER
-from modelplane_testkit.oracle import Probe, Series, final, planned_series, sorted_verdicts
+from modelplane_testkit.oracle import (
+    Oracle,
+    Probe,
+    Series,
+    final,
+    planned_series,
+    sorted_verdicts,
+)
 from modelplane_testkit.oracle_states import Pool
 
 POOL = Pool(
@@ -158,3 +165,24 @@ def test_verdicts_declare_only_under_counts_the_agent_names(view, probes, disagr
 def test_which_verdicts_end_the_wait(expect_bound, outcome, is_final):
     probe = Probe("n", "exact", {"gpu": 1}, expect_bound, "p-0", outcome)
     assert final(probe) is is_final
+
+
+class RecordingClient:
+    """Records deletions; lists nothing (every claim already gone)."""
+
+    def __init__(self) -> None:
+        self.deleted: list[str] = []
+
+    def delete(self, resource, name, namespace=None, grace_period=None) -> None:
+        self.deleted.append(name)
+
+    def list(self, resource, namespace=None):
+        return []
+
+
+def test_probes_are_removed_refused_first_so_none_is_retried_onto_devices_released():
+    series = Series("n", "gpu", 2, "s")
+    bind_all(series, refused_at=2)  # two bound, the third refused
+    client = RecordingClient()
+    Oracle(client, "oracle", {}).remove(series.probes, wait=True)
+    assert client.deleted == ["s-2", "s-2", "s-0", "s-0", "s-1", "s-1"]

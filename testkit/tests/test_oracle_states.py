@@ -104,6 +104,13 @@ SIGNS = {
     ),
     "device-class-edits": lambda step: step["op"] == "device-class",
     "republished-slices": lambda step: step.get("generation", 1) > 1,
+    "terminal-pods": lambda step: (
+        step["op"] == "finish"
+        or (step["op"] == "allocated-claim" and step["holder"] in ("Succeeded", "Failed"))
+    ),
+    "pending-deallocations": lambda step: (
+        step["op"] == "allocated-claim" and step["holder"] in ("none", "ghost")
+    ),
 }
 
 
@@ -127,11 +134,26 @@ def test_a_feature_left_out_never_appears_and_enabled_it_does(feature):
 BEFORE_LATER_FEATURES = {18: "74ec6dc9887cd8da", 100: "249361abe2dfd909", 145: "4ca7b6ec782995a6"}
 
 
+# States the default gave before the claim features (CLAIM_FEATURES) existed, on v1.37.2
+# (hashed with the converge step so spelt; with "settle" they hash as first measured).
+BEFORE_CLAIM_FEATURES = {3: "66d0e504a85a3690", 31: "3325b56ef73f55e2", 77: "c3d8664cec11099a"}
+
+
+def _digest(seed: int, features: str) -> str:
+    state = generate(seed, features_from(features, "v1.37.2"))
+    text = json.dumps(dataclasses.asdict(state), sort_keys=True)
+    return hashlib.sha256(text.encode()).hexdigest()[:16]
+
+
 @pytest.mark.parametrize("seed", sorted(BEFORE_LATER_FEATURES))
 def test_with_the_later_features_left_out_a_seed_replays_the_state_it_gave_before(seed):
-    features = features_from("-shared-pool-names,-device-class-edits", "v1.37.2")
-    state = json.dumps(dataclasses.asdict(generate(seed, features)), sort_keys=True)
-    assert hashlib.sha256(state.encode()).hexdigest()[:16] == BEFORE_LATER_FEATURES[seed]
+    later = "-shared-pool-names,-device-class-edits,-terminal-pods,-pending-deallocations"
+    assert _digest(seed, later) == BEFORE_LATER_FEATURES[seed]
+
+
+@pytest.mark.parametrize("seed", sorted(BEFORE_CLAIM_FEATURES))
+def test_with_the_claim_features_left_out_a_seed_replays_the_state_it_gave_before(seed):
+    assert _digest(seed, "-terminal-pods,-pending-deallocations") == BEFORE_CLAIM_FEATURES[seed]
 
 
 def test_a_class_edit_narrows_or_widens_the_pools_own_class_after_workloads_ran():
@@ -145,3 +167,41 @@ def test_a_class_edit_narrows_or_widens_the_pools_own_class_after_workloads_ran(
         assert created["expression"] != edited["expression"]
         converge = next(i for i, s in enumerate(state.steps) if s["op"] == "converge")
         assert edits[0] < converge < edits[1]
+
+
+def _held(state) -> list[dict]:
+    return [s for s in state.steps if s["op"] == "allocated-claim"]
+
+
+def test_claims_the_state_allocates_hold_published_devices_of_their_node_one_per_gpu():
+    states = [
+        generate(s, features_from("terminal-pods,pending-deallocations,partitionable-devices"))
+        for s in SEEDS
+    ]
+    assert any(_held(state) for state in states)
+    for state in states:
+        published = {
+            (step["node"], device["name"]): device["attributes"]["index"]
+            for step in state.steps
+            if step["op"] == "slice" and step["driver"] == GPU_DRIVER
+            for device in step["devices"]
+        }
+        for node in state.nodes:
+            held = [d for c in _held(state) if c["node"] == node for d in c["devices"]]
+            assert all(d["pool"] == node for d in held)
+            gpus = [published[(node, d["device"])] for d in held]
+            assert len(gpus) == len(set(gpus)), f"seed {state.seed}: two held devices of one GPU"
+
+
+def test_claims_are_allocated_before_workloads_and_pods_finish_only_after_they_ran():
+    for seed in SEEDS:
+        steps = generate(seed, features_from("terminal-pods,pending-deallocations")).steps
+        ops = [s["op"] for s in steps]
+        first_workload = ops.index("workload") if "workload" in ops else len(ops)
+        converged = ops.index("converge")
+        assert all(i < first_workload for i, op in enumerate(ops) if op == "allocated-claim")
+        assert all(i > converged for i, op in enumerate(ops) if op == "finish")
+        workloads = {
+            f"{s['name']}-p{i}" for s in steps if s["op"] == "workload" for i in range(s["pods"])
+        }
+        assert all(set(s["pods"]) <= workloads for s in steps if s["op"] == "finish")

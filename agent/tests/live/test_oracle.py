@@ -76,7 +76,13 @@ from modelplane_testkit.oracle import (
     sorted_verdicts,
     verdict,
 )
-from modelplane_testkit.oracle_states import CLASSES, State, features_from, generate
+from modelplane_testkit.oracle_states import (
+    CLASSES,
+    SCHEDULER_FINALIZER,
+    State,
+    features_from,
+    generate,
+)
 
 ROOT = Path(__file__).resolve().parents[3]
 pytestmark = pytest.mark.e2e
@@ -84,7 +90,7 @@ pytestmark = pytest.mark.e2e
 NAMESPACE = "oracle"
 STATE_LABEL = "oracle.modelplane.ai/state"
 ROLE_LABEL = "oracle.modelplane.ai/role"
-CONVERGE_SECONDS = 60
+SETTLE_SECONDS = 60
 
 
 def seeds() -> list[int]:
@@ -247,27 +253,43 @@ def apply_step(world: World, state: State, step: dict, uids: Mapping[str, str]) 
     """Apply one step other than creating a node."""
     client = world.client
     op = step["op"]
-    if op == "node-update":
-        update_node(client, step)
-    elif op == "slice":
-        client.create(ResourceSlice(slice_manifest(step, uids[step["node"]], state.seed)))
-    elif op == "delete-slice":
-        delete(client, ResourceSlice, step["name"])
-    elif op == "taint-rule":
-        client.create(device_taint_rule(client)(taint_rule_manifest(step, state.seed)))
-    elif op == "device-class":
-        put_device_class(client, step, state.seed)
-    elif op == "hog":
-        client.create(Pod(hog_manifest(step, state.seed)))
-    elif op == "workload":
-        create_workload(client, step, state.seed)
-    elif op == "observe":
+    if op == "observe":
         # What the agent makes of the state so far is checked at the end, not here.
         converged_view(client, world.agent_port, state.pool, state.members)
     elif op == "converge":
         converge(client, state)
+    elif op in ("hog", "workload", "allocated-claim", "finish"):
+        pod_step(client, step, state.seed)
+    else:
+        device_step(client, step, state.seed, uids)
+
+
+def device_step(client: Client, step: dict, seed: int, uids: Mapping[str, str]) -> None:
+    """A node changed, a slice published or deleted, a taint rule or a DeviceClass put."""
+    op = step["op"]
+    if op == "node-update":
+        update_node(client, step)
+    elif op == "slice":
+        client.create(ResourceSlice(slice_manifest(step, uids[step["node"]], seed)))
+    elif op == "delete-slice":
+        delete(client, ResourceSlice, step["name"])
+    elif op == "taint-rule":
+        client.create(device_taint_rule(client)(taint_rule_manifest(step, seed)))
+    elif op == "device-class":
+        put_device_class(client, step, seed)
     else:
         raise ValueError(f"unknown step {op!r}")
+
+
+def pod_step(client: Client, step: dict, seed: int) -> None:
+    """A pod bound outside any pool, a workload, a claim the state allocates, pods done."""
+    op = step["op"]
+    if op == "hog":
+        client.create(Pod(hog_manifest(step, seed)))
+    elif op == "workload":
+        create_workload(client, step, seed)
+    else:
+        claim_step(client, step, seed)
 
 
 def labels(seed: int, role: str | None = None) -> dict[str, str]:
@@ -414,19 +436,117 @@ def create_workload(client: Client, step: dict, seed: int) -> None:
         client.create(Pod(pinned_pod(name, NAMESPACE, step["node"], step["name"], workload)))
 
 
+def claim_step(client: Client, step: dict, seed: int) -> None:
+    """A claim the state allocates ("allocated-claim") or pods that finish ("finish");
+    then wait for kube-controller-manager to drop the reservations of pods gone or done."""
+    if step["op"] == "allocated-claim":
+        gone = create_allocated_claim(client, step, seed)
+    else:
+        gone = finish_pods(client, step)
+    if gone:
+        released(client, gone)
+
+
+def create_allocated_claim(client: Client, step: dict, seed: int) -> set[str]:
+    """A claim holding `step`'s devices, its allocation written as an allocator does; its
+    holder a pod that finished on the node ("Succeeded", "Failed"), none, or a pod that
+    never existed ("ghost"). Returns the uids its reservedFor names."""
+    name, node, holder = step["name"], step["node"], step["holder"]
+    held = labels(seed, "held")
+    reserved: list[dict] = []
+    if holder in ("Succeeded", "Failed"):
+        pod = hog_manifest({"name": name, "node": node, "requests": step["requests"]}, seed)
+        pod["metadata"]["labels"] = held
+        pod["spec"]["resourceClaims"] = [{"name": "devices", "resourceClaimName": name}]
+        resources = pod["spec"]["containers"][0].setdefault("resources", {})
+        resources["claims"] = [{"name": "devices"}]
+        uid = client.create(Pod(pod))["metadata"]["uid"]
+        reserved = [{"resource": "pods", "name": name, "uid": uid}]
+    elif holder == "ghost":
+        reserved = [{"resource": "pods", "name": f"{name}-ghost", "uid": step["uid"]}]
+    # The request the results answer (the API server checks they name one of the spec's).
+    request = exact_request("r0", "whole-gpu.example.com", len(step["devices"]))
+    claim = claim_manifest(name, NAMESPACE, [request], held)
+    if step["finalizer"]:
+        claim["metadata"]["finalizers"] = [SCHEDULER_FINALIZER]
+    client.create(ResourceClaim(claim))
+    term = {"matchFields": [{"key": "metadata.name", "operator": "In", "values": [node]}]}
+    allocation = {
+        "devices": {"results": [{"request": "r0", **device} for device in step["devices"]]},
+        "nodeSelector": {"nodeSelectorTerms": [term]},
+    }
+    status: dict[str, Any] = {"allocation": allocation}
+    if reserved:
+        status["reservedFor"] = reserved
+    client.patch(
+        ResourceClaim.Status,
+        name,
+        {"status": status},
+        namespace=NAMESPACE,
+        patch_type=PatchType.MERGE,
+    )
+    if holder in ("Succeeded", "Failed"):
+        finish(client, name, holder)
+    return {r["uid"] for r in reserved}
+
+
+def finish_pods(client: Client, step: dict) -> set[str]:
+    """The pods of `step` still bound (the converge step deleted those refused) reach its phase, as
+    their kubelet would report; returns their uids."""
+    uids = set()
+    for name in step["pods"]:
+        try:
+            pod = client.get(Pod, name, namespace=NAMESPACE)
+        except ApiError as error:
+            if error.status.code != 404:
+                raise
+            continue
+        if pod["spec"].get("nodeName"):
+            finish(client, name, step["phase"])
+            uids.add(pod["metadata"]["uid"])
+    return uids
+
+
+def finish(client: Client, pod: str, phase: str) -> None:
+    status = {"status": {"phase": phase}}
+    client.patch(Pod.Status, pod, status, namespace=NAMESPACE, patch_type=PatchType.MERGE)
+
+
+def released(client: Client, uids: set[str]) -> None:
+    """Wait until no claim is reserved for the pods `uids` (gone or done): the
+    resourceclaim controller's reaction, which in the same write deallocates the
+    claims it leaves unreserved that carry kube-scheduler's finalizer. What a claim
+    holds is fixed from then on; its reservedFor may not be: the controller's pod
+    sync reserves an allocated claim for a pod bound to a node without checking that
+    the pod is done, so a finished pod may be named again (the agent counts
+    allocations, never reservations)."""
+    deadline = time.monotonic() + SETTLE_SECONDS
+    while True:
+        claims = client.list(ResourceClaim, namespace=NAMESPACE)
+        holding = {
+            c["metadata"]["name"]
+            for c in claims
+            for r in (c.get("status") or {}).get("reservedFor") or []
+            if r.get("uid") in uids
+        }
+        if not holding:
+            return
+        if time.monotonic() > deadline:
+            pytest.fail(f"claims {sorted(holding)} still reserved for pods gone or done")
+        time.sleep(0.2)
+
+
 def converge(client: Client, state: State) -> None:
     """Wait until kube-scheduler has decided every workload; delete those it refused, so
     that nothing is placed later, while the agent is read or probed."""
-    deadline = time.monotonic() + CONVERGE_SECONDS
+    deadline = time.monotonic() + SETTLE_SECONDS
     while True:
         pods = client.list(Pod, namespace=NAMESPACE, labels=labels(state.seed, "workload"))
         verdicts = {p["metadata"]["name"]: verdict(p) for p in pods}
         if all(v is not None for v in verdicts.values()):
             break
         if time.monotonic() > deadline:
-            pytest.fail(
-                f"seed {state.seed}: workloads undecided in {CONVERGE_SECONDS}s: {verdicts}"
-            )
+            pytest.fail(f"seed {state.seed}: workloads undecided in {SETTLE_SECONDS}s: {verdicts}")
         time.sleep(0.2)
     for name, decided in verdicts.items():
         if decided is not None and decided[0] != "bound":

@@ -176,6 +176,10 @@ def verdict(pod: Mapping) -> tuple[str, str] | None:
     return None
 
 
+def _bound(probe: Probe) -> bool:
+    return probe.outcome is not None and probe.outcome[0] == "bound"
+
+
 def final(probe: Probe) -> bool:
     """Whether `probe`'s verdict so far is kube-scheduler's last word within the wait.
 
@@ -458,9 +462,16 @@ class Oracle:
                 )
 
     def remove(self, probes: Iterable[Probe], wait: bool = False) -> None:
-        """Delete the probes' pods and claims; with `wait`, until the claims are gone (a
-        bound probe's devices are free again only then)."""
-        names = [p.name for p in probes]
+        """Delete the probes' pods and claims, those kube-scheduler did not bind first;
+        with `wait`, until the claims are gone (a bound probe's devices are free again
+        only then).
+
+        A refused pod still there when a bound one's devices are released is retried
+        onto them: its allocation, reserved while its own deletion races the binding,
+        is held in kube-scheduler's memory until that binding fails, with no API event
+        to requeue a probe it refused meanwhile (v1.35.4 refused an "exact" probe for
+        30 s so)."""
+        names = [p.name for p in sorted(probes, key=_bound)]
         for name in names:
             delete(self.client, Pod, name, self.namespace)
             delete(self.client, ResourceClaim, name, self.namespace)

@@ -48,15 +48,37 @@ in KNOWN_DISAGREEMENTS for the Kubernetes version under test only when named):
     device-class-edits    the pool's GPU kind uses a DeviceClass of the state's own,
                           whose selector is narrowed to one GPU index, or widened
                           back, after workloads ran
+    terminal-pods         pods that reached Succeeded or Failed while holding a
+                          claim: workloads kube-scheduler placed, finished after
+                          they ran (the other pod of a shared claim may run on),
+                          and pods bound before the state was observed whose claim
+                          the state allocated (no kube-scheduler finalizer: their
+                          allocation outlives them)
+    pending-deallocations ResourceClaims allocated on a node's GPUs that no pod
+                          uses: reservedFor empty, or naming a pod that never
+                          existed; with kube-scheduler's finalizer or without
+                          (which decides what kube-controller-manager deallocates:
+                          below)
 
 The features after node-resources (LATER_FEATURES) are rolled with dice of their
-own (`random.Random(f"{seed}-later")`), so adding them left every earlier seed's
-state as it was where they are not used.
+own (`random.Random(f"{seed}-later")`), and those after device-class-edits
+(CLAIM_FEATURES) with others again (`f"{seed}-claims"`), so adding them left every
+earlier seed's state as it was where they are not used.
+
+The harness writes the allocation of a state's own claims ("allocated-claim" steps)
+as an allocator does; kube-controller-manager's resourceclaim controller then
+drops every reservedFor entry naming a pod that is gone or done, and clears the
+allocation with it only where kube-scheduler's finalizer says kube-scheduler
+allocated (k8s.io/kubernetes pkg/controller/resourceclaim, `syncClaim`; its
+`syncPod` may name a finished pod bound without kube-scheduler again). The
+harness waits for that reaction after each such step, so the agent and
+kube-scheduler are judged on allocations the cluster holds still.
 """
 
 from __future__ import annotations
 
 import random
+import uuid
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -91,6 +113,11 @@ MIN_POD_REQUESTS = {"cpu": "1", "memory": "4Gi"}
 
 # Features added after the first thirteen, rolled with their own dice (see above).
 LATER_FEATURES = ("shared-pool-names", "device-class-edits")
+# Features added after those, rolled with dice of their own again.
+CLAIM_FEATURES = ("terminal-pods", "pending-deallocations")
+# The finalizer kube-scheduler puts on a claim it allocates: the resourceclaim
+# controller deallocates only claims carrying it (k8s.io/api resource/v1 `Finalizer`).
+SCHEDULER_FINALIZER = "resource.kubernetes.io/delete-protection"
 
 FEATURES = (
     "republished-slices",
@@ -107,6 +134,7 @@ FEATURES = (
     "not-ready-nodes",
     "node-resources",
     *LATER_FEATURES,
+    *CLAIM_FEATURES,
 )
 
 
@@ -174,20 +202,35 @@ def generate(seed: int, enabled: frozenset[str]) -> State:
     mostly keeps the rest of a seed's state as it was.
     """
     rng = random.Random(seed)
-    first = [f for f in FEATURES if f not in LATER_FEATURES]
+    first = [f for f in FEATURES if f not in (*LATER_FEATURES, *CLAIM_FEATURES)]
     used = [f for f in first if rng.random() < 0.6 and f in enabled]
     later = random.Random(f"{seed}-later")
     used += [f for f in LATER_FEATURES if later.random() < 0.6 and f in enabled]
-    builder = _Builder(rng, seed, frozenset(used), later)
+    claims = random.Random(f"{seed}-claims")
+    used += [f for f in CLAIM_FEATURES if claims.random() < 0.6 and f in enabled]
+    builder = _Builder(rng, seed, frozenset(used), Dice(later, claims))
     return builder.state()
 
 
+@dataclass(frozen=True)
+class Dice:
+    """The dice of the features added later, apart from the first features' (see above)."""
+
+    later: random.Random  # LATER_FEATURES'
+    claims: random.Random  # CLAIM_FEATURES'
+
+    def of(self, feature: str, first: random.Random) -> random.Random:
+        if feature in LATER_FEATURES:
+            return self.later
+        return self.claims if feature in CLAIM_FEATURES else first
+
+
 class _Builder:
-    def __init__(
-        self, rng: random.Random, seed: int, features: frozenset[str], later: random.Random
-    ) -> None:
+    def __init__(self, rng: random.Random, seed: int, features: frozenset[str], dice: Dice) -> None:
         self.rng = rng
-        self.later = later  # the LATER_FEATURES' dice
+        self.dice = dice
+        self.later = dice.later  # the LATER_FEATURES' dice
+        self.claims = dice.claims  # the CLAIM_FEATURES' dice
         self.seed = seed
         self.features = features
         self.prefix = f"s{seed}"
@@ -201,7 +244,7 @@ class _Builder:
         self.narrowed = False  # the state's own DeviceClass, as created ("device-class-edits")
 
     def on(self, feature: str, chance: float) -> bool:
-        roll = (self.later if feature in LATER_FEATURES else self.rng).random()
+        roll = self.dice.of(feature, self.rng).random()
         return feature in self.features and roll < chance
 
     def state(self) -> State:
@@ -289,7 +332,10 @@ class _Builder:
                     f"{name}-nics", name, SlicePool(NIC_DRIVER, f"{name}-nics", 1, 1), nic_devices
                 )
             )
-        self.work.extend(self.workloads(name, gpus, partitioned, nics, wave=1))
+        self.hold(name, inventory)
+        first_wave = self.workloads(name, gpus, partitioned, nics, wave=1)
+        self.work.extend(first_wave)
+        self.finish(first_wave)
         if late and change:
             self.late.append({"op": "node-update", "name": name, **change})
         if self.on("republished-slices", 0.25):
@@ -422,6 +468,60 @@ class _Builder:
         for slice_name, (devices, counters) in zip(names, groups, strict=True):
             into.append(_slice(slice_name, node, pool, devices, counters))
         self.published[node] = names
+
+    # ------------------------------------------------------------------ claims
+
+    def hold(self, node: str, inventory: list[dict]) -> None:
+        """Claims the state allocates on some of `node`'s GPUs before workloads run, each
+        on GPUs of its own (one device each: a partitionable GPU's counters fit any one).
+        The holder: "Succeeded" or "Failed", a pod bound to `node` that finished holding
+        it, maybe after asking most of the node's cpu or memory ("terminal-pods");
+        "none", no pod and reservedFor empty, or "ghost", reservedFor naming a pod
+        (`uid`) that never existed ("pending-deallocations")."""
+        dice = self.claims
+        indices = sorted({d["attributes"]["index"] for d in inventory})
+        dice.shuffle(indices)
+        holders = []
+        if self.on("terminal-pods", 0.4):
+            holders.append(dice.choice(["Succeeded", "Failed"]))
+        if self.on("pending-deallocations", 0.5):
+            holders.append(dice.choice(["none", "ghost"]))
+        for i, holder in enumerate(holders):
+            if not indices:
+                return
+            ghost = str(uuid.UUID(int=dice.getrandbits(128)))
+            # What the finished pod asked of its node: room it no longer takes.
+            requests = dice.choice([{}, {"cpu": "7500m"}, {"memory": "29Gi"}])
+            taken = [indices.pop() for _ in range(dice.randint(1, min(2, len(indices))))]
+            devices = [
+                dice.choice([d for d in inventory if d["attributes"]["index"] == g]) for g in taken
+            ]
+            self.steps.append(
+                {
+                    "op": "allocated-claim",
+                    "name": f"{node}-held{i}",
+                    "node": node,
+                    "devices": [
+                        {"driver": GPU_DRIVER, "pool": node, "device": d["name"]} for d in devices
+                    ],
+                    "holder": holder,
+                    **({"uid": ghost} if holder == "ghost" else {}),
+                    **({"requests": requests} if holder in ("Succeeded", "Failed") else {}),
+                    "finalizer": dice.random() < 0.5,
+                }
+            )
+
+    def finish(self, workloads: list[dict]) -> None:
+        """After the first wave ran, some of its pods reach Succeeded or Failed (of a
+        claim shared by two pods, maybe only one: the other keeps it reserved)."""
+        for workload in workloads:
+            if not self.on("terminal-pods", 0.4):
+                continue
+            pods = [f"{workload['name']}-p{i}" for i in range(workload["pods"])]
+            if len(pods) > 1 and self.claims.random() < 0.5:
+                pods = pods[:1]
+            phase = self.claims.choice(["Succeeded", "Failed"])
+            self.late.append({"op": "finish", "pods": pods, "phase": phase})
 
     # ------------------------------------------------------------------ workloads
 
