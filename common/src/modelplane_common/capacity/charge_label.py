@@ -23,9 +23,10 @@ Why a `counted` label stays true for the reader: the label was judged
 against the observation the deployment read, and any reader that sees the
 label reads the InferenceCluster later, from the same Crossplane cache,
 so its `observedAt` is the same or newer; `scheduledAt <= observedAt` still
-holds. (A published `observedAt` is the first report that showed the
-histogram, modelplane_common.currency: a newer one shows a histogram that
-counts the replica all the same.) What can make it untrue is the replica itself: its pods restarting
+holds (a published `observedAt` moves only to a report that shows a new
+histogram, or confirms one, modelplane_common.currency: a report at which the
+replica was already scheduled). What can make it untrue is the replica
+itself: its pods restarting
 (PodsScheduled no longer True) before its deployment relabels it, which
 the replica's status change triggers at once (design/admission.md, "What a
 reader reads").
