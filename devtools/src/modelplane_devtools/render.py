@@ -115,11 +115,19 @@ def third_party_crds(folder: Path = THIRD_PARTY_CRDS) -> list[Path]:
     return files
 
 
-def _ago(text: str) -> timedelta:
+def _offset(match: re.Match) -> timedelta:
+    """How far from the clock a matched token stands: before it for `-`, after for `+`."""
     seconds = 0.0
-    for number, unit in re.findall(r"([0-9.]+)([hms])", text):
+    for number, unit in re.findall(r"([0-9.]+)([hms])", match.group("ago") or ""):
         seconds += float(number) * _UNITS[unit]
-    return timedelta(seconds=seconds)
+    return timedelta(seconds=-seconds if match.group("sign") == "-" else seconds)
+
+
+def token_offset(text: object) -> timedelta | None:
+    """The offset from the clock a whole time token stands for (`__NOW-1m__`: minus a
+    minute); None when `text` is not one."""
+    match = _TOKEN.fullmatch(text) if isinstance(text, str) else None
+    return _offset(match) if match else None
 
 
 def fill_time_tokens(text: str, now: datetime | None = None) -> str:
@@ -127,10 +135,7 @@ def fill_time_tokens(text: str, now: datetime | None = None) -> str:
     now = now or datetime.now(UTC)
 
     def replace(match: re.Match) -> str:
-        ago = _ago(match.group("ago")) if match.group("ago") else timedelta()
-        return (now - ago if match.group("sign") != "+" else now + ago).strftime(
-            "%Y-%m-%dT%H:%M:%SZ"
-        )
+        return (now + _offset(match)).strftime("%Y-%m-%dT%H:%M:%SZ")
 
     return _TOKEN.sub(replace, text)
 

@@ -33,7 +33,8 @@ from modelplane_common.capacity.charge_label import counted_by_pools
 from modelplane_common.capacity.readers import read_charge, read_cluster
 from modelplane_common.devices import DeviceKind, DeviceRequest
 from modelplane_common.inputs import max_age as read_max_age
-from modelplane_common.timeutil import format_time, parse_duration, parse_time_or_none
+from modelplane_common.timeutil import format_time, parse_time_or_none
+from modelplane_devtools import render
 
 from modelplane_testkit import wire
 from modelplane_testkit.fields import reject_unknown
@@ -168,9 +169,8 @@ class ClusterFields(TypedDict, total=False):
     vouched_until: str | None
 
 
-# A render test's time token (modelplane_devtools.render): filled with the clock at render.
-_TOKEN = re.compile(r"^__NOW(?:-(?P<ago>[0-9hms.]+))?__$")
-# The lease a cluster with token times publishes: still to run when the case is rendered.
+# The lease a cluster with render-test time tokens (modelplane_devtools.render) publishes:
+# still to run when the case is rendered.
 LEASE_TOKEN = "__NOW+30m__"
 
 
@@ -181,17 +181,14 @@ def _judged(status: dict, max_age: timedelta) -> dict:
     if "observedAt" not in status or currency.CURRENT in status:
         return status
     raw = status["observedAt"]
-    token = _TOKEN.match(raw) if isinstance(raw, str) else None
-    if token:
-        observed_at: datetime | None = NOW - parse_duration(token.group("ago") or "0s")
-    else:
-        observed_at = parse_time_or_none(raw)
+    offset = render.token_offset(raw)
+    observed_at = NOW + offset if offset is not None else parse_time_or_none(raw)
     return {**status, currency.CURRENT: currency.is_current(observed_at, NOW, max_age)}
 
 
 def _lease(pools: Sequence[tuple[dict, dict]]) -> str:
     """The lease on the verdicts: a render token when the pools' times are tokens."""
-    tokens = any(str(status.get("observedAt", "")).startswith("__NOW") for _, status in pools)
+    tokens = any(render.token_offset(status.get("observedAt")) is not None for _, status in pools)
     return LEASE_TOKEN if tokens else format_time(NOW + currency.LEASE)
 
 
