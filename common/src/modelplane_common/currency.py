@@ -214,7 +214,7 @@ def turns_stale_at(
     deadline a replica at rest looks again at); None when it is stale already."""
     if report_staleness(observed_at, current_until, now, max_age) is not None:
         return None
-    ends = [current_until] if holds(current_until, now) else []
+    ends = [current_until] if current_until is not None and holds(current_until, now) else []
     if staleness(observed_at, now, max_age) is None:
         ends.append(observed_at + max_age)
-    return max(t for t in ends if t is not None) + _RESOLUTION
+    return max(ends) + _RESOLUTION

@@ -421,7 +421,13 @@ def decide(
     kept = _kept(set(observed) - set(composed), mode, pools)
     desired = _desired(composed, kept, observed)
     freshness = (
-        Freshness(now, max_age, previous_status, currency.relayed(state.pool_reports.values()))
+        Freshness(
+            now,
+            max_age,
+            previous_status,
+            currency.relayed(state.pool_reports.values()),
+            currency.lease(previous_status, now),
+        )
         if mode == "Observed"
         else None
     )
@@ -508,8 +514,9 @@ class Freshness:
 
     now: datetime
     max_age: timedelta
-    previous_status: Mapping  # when each published observation was first seen; the lease
+    previous_status: Mapping  # when each published observation was first seen and confirmed
     replicas_current_at: datetime | None  # relayed from the pools' reports this pass
+    lease: datetime  # agent.vouchedUntil to publish (currency.lease)
 
     def pool_entry(self, verdict: PoolVerdict, kinds: DeviceKinds) -> dict:
         """A published observation's fields: when first seen and confirmed, current or not."""
@@ -532,10 +539,6 @@ class Freshness:
                 self.replicas_current_at, self.now, self.max_age
             )
         return agent
-
-    @property
-    def lease(self) -> datetime:
-        return currency.lease(self.previous_status, self.now)
 
     def deadlines(self, verdicts: Sequence[PoolVerdict]) -> list[timedelta | None]:
         """How long until each instant a verdict can change with no report."""
