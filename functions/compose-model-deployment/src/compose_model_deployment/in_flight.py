@@ -15,9 +15,9 @@ running work, and it never takes another namespace's capacity.
                                  gets no new one until some are counted;
     MAX_PENDING_READ             a fleet holding this many pending replicas
                                  gets no new one anywhere until fewer are
-                                 pending (about 22 MB of request at the
-                                 measured 2.25 KB a replica, a third of the
-                                 limit: design/scheduler.md).
+                                 pending (about 10 MB of request at the
+                                 972 B a replica `make bench-fleet` measures,
+                                 a sixth of the 64 MB limit: design/tenancy.md).
 
 A pass that meets a bound places what room is left and says so in
 InputsValid, naming the label, the count and the bound.
