@@ -20,7 +20,13 @@ requirement loop: call with nothing fetched, answer each requirement from
 fleet-L by its selector, call again until the requirements are stable) and
 print the whole reconcile (request bytes and latency summed over its calls)
 and, on a second line, its last call; the XRD-maximum and the 100k rows
-time the last (largest) call of such a loop. Each other row prints
+time the last (largest) call of such a loop. A steady deployment's replicas
+all exist already (`placed`: built by its own passes, each one's replicas
+observed by the next and counted by their pools, since one pass places at
+most MAX_IN_FLIGHT_PER_NAMESPACE new ones). The XRD-maximum row is such a
+deployment, its 1,000 replicas running with a realistic pod template: the
+largest response compose-model-deployment gives, since every reconcile
+composes every replica it keeps. Each other row prints
 the request and response bytes of one call and its end-to-end latency over
 `--runs` calls: wall-clock p50/p99 and, because the benchmark machine is
 shared, the CPU time (client and server, one process) p50/p99 too. A target
