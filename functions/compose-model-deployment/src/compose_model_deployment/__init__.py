@@ -20,8 +20,9 @@ one fatal error is `InvalidInput`: the composite is not an object with
 metadata and spec (modelplane_common.guard turns it into a Fatal result).
 
 The rest is the vocabulary of those inputs and outcomes: the requirement
-names the shell asks Crossplane for, the deployment's reader, the typed
-inputs `plan` takes, the plan's replicas and the device matching it uses.
+names the shell asks Crossplane for, the bound on new replicas in flight a
+pass meets, the deployment's reader, the typed inputs `plan` takes, the plan's
+replicas and the device matching it uses.
 """
 
 from modelplane_common.inputs import InvalidInput
@@ -34,7 +35,7 @@ from compose_model_deployment.fleet_reads import (
     whole_requirement,
 )
 from compose_model_deployment.fn import FunctionRunner, decide, default_matcher, run_function
-from compose_model_deployment.in_flight import Room
+from compose_model_deployment.in_flight import MAX_IN_FLIGHT_PER_NAMESPACE, Room
 from compose_model_deployment.model import (
     DeploymentInput,
     DeploymentSpec,
@@ -61,6 +62,7 @@ from compose_model_deployment.writer import model_replica, resource_name
 
 __all__ = [
     "CLUSTERS",
+    "MAX_IN_FLIGHT_PER_NAMESPACE",
     "NAMESPACE",
     "NAMESPACE_REPLICAS",
     "PENDING_REPLICAS",
