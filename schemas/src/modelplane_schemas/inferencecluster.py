@@ -181,7 +181,7 @@ class NodePool(BaseModel):
     minPodRequests: Annotated[
         MinPodRequests | None,
         Field(
-            description="The cpu and memory requests of the smallest pod modelplane places on this pool. The agent counts a node whose allocatable cpu or memory, less the requests of the pods bound there, cannot hold such a pod as having no free devices. Unset, only a free pod slot is required."
+            description="The cpu and memory requests of the smallest pod modelplane places on this pool. The agent counts a node whose allocatable cpu or memory, less the requests of the pods bound there, cannot hold such a pod as having no free devices, and a node where n such pods fit (pod slots included) as having at most n free devices of each kind. Unset, only the pod slots are checked."
         ),
     ] = None
     name: Annotated[
