@@ -11,8 +11,8 @@ measures, on a workload cluster of the harness (`modelplane_e2e.stack`, the
 Kubernetes version `--kube` names), whether kube-scheduler finishes such
 requests well within the timeout.
 
-Each node has 1, 2, 4 or 8 A100-like GPUs, all published in one slice of
-devices (the counter sets in a slice of their own): per GPU the 19 MIG
+Each node has 1, 2, 4 or 8 A100-like GPUs, published three GPUs a slice
+(the counter sets in a slice of their own): per GPU the 19 MIG
 placements of the project's A100 layout (eight memory slices and 98
 multiprocessors; 1g at 0-6, 2g at 0/2/4, 3g at 0/4, 4g at 0, 7g at 0, as
 agent/tests/test_pools.py's `a100_layout`), GPU after GPU, each GPU's
@@ -77,6 +77,7 @@ ONE_SLICE_PER_GPU = 7  # the 1g placements of a GPU
 # Devices one claim may be given (resource.k8s.io AllocationResultsMaxSize): the
 # allocator refuses a larger claim before any search, so one k past it is enough.
 CLAIM_MAX_DEVICES = 32
+GPUS_PER_SLICE = 3  # 57 placements
 GUARD = f'device.driver == "{DRIVER}"'
 DEVICE_CLASSES = {
     "generic": ("mig.example.com", f'{GUARD} && device.attributes["{DRIVER}"].type == "mig"'),
@@ -102,33 +103,48 @@ def arguments() -> argparse.Namespace:
 # --------------------------------------------------------------------------- the objects
 
 
-def mig_devices(gpus: int, order: str) -> tuple[list[dict], dict[str, dict[str, str]]]:
-    """The node's placements in published order, and each GPU's counter set."""
+def gpu_placements(gpu: int, order: str) -> list[dict]:
+    """One GPU's 19 placements in published order, drawing on its counter set."""
     profiles = PROFILES[::-1] if order == "largest-first" else PROFILES
-    devices, counters = [], {}
-    for gpu in range(gpus):
-        counters[f"gpu-{gpu}"] = {f"slice-{i}": "1" for i in range(8)} | {"multiprocessors": "98"}
-        for g, width, starts in profiles:
-            for start in starts:
-                consumes = {f"slice-{i}": "1" for i in range(start, start + width)}
-                consumes["multiprocessors"] = str(14 * g)
-                device = t.device(
-                    f"gpu-{gpu}-{g}g-{start}", "mig", consumes={f"gpu-{gpu}": consumes}
-                )
-                device["attributes"]["profile"] = {"string": f"{g}g"}
-                devices.append(device)
-    return devices, counters
+    devices = []
+    for g, width, starts in profiles:
+        for start in starts:
+            consumes = {f"slice-{i}": "1" for i in range(start, start + width)}
+            consumes["multiprocessors"] = str(14 * g)
+            device = t.device(f"gpu-{gpu}-{g}g-{start}", "mig", consumes={f"gpu-{gpu}": consumes})
+            device["attributes"]["profile"] = {"string": f"{g}g"}
+            devices.append(device)
+    return devices
 
 
 def node_slices(node: str, gpus: int, order: str) -> list[dict]:
-    """The node's resource pool: its devices in one slice, its counter sets in another."""
-    devices, counters = mig_devices(gpus, order)
-    return [
-        t.resource_slice(node, devices, name=f"{node}-devices", slice_count=2),
+    """The node's resource pool: its GPUs' placements, `GPUS_PER_SLICE` GPUs a slice
+    (a slice holds at most 64 devices that consume counters), and every GPU's counter
+    set in a slice of its own (a slice holds sharedCounters or devices, not both)."""
+    counters = {
+        f"gpu-{gpu}": {f"slice-{i}": "1" for i in range(8)} | {"multiprocessors": "98"}
+        for gpu in range(gpus)
+    }
+    firsts = range(0, gpus, GPUS_PER_SLICE)
+    count = len(firsts) + 1
+    slices = [
         t.resource_slice(
-            node, [], name=f"{node}-counters", slice_count=2, shared_counters=counters
-        ),
+            node,
+            [
+                d
+                for gpu in range(first, min(first + GPUS_PER_SLICE, gpus))
+                for d in gpu_placements(gpu, order)
+            ],
+            name=f"{node}-gpus-{first}",
+            slice_count=count,
+        )
+        for first in firsts
     ]
+    shared = t.resource_slice(
+        node, [], name=f"{node}-counters", slice_count=count, shared_counters=counters
+    )
+    del shared["spec"]["devices"]
+    return [*slices, shared]
 
 
 def promised(node: str, slices: list[dict], kind: str) -> int:
