@@ -1,5 +1,5 @@
 # The two commands the README promises, and the helpers around them.
-.PHONY: setup render test packages e2e-tools e2e e2e-floor demo demo-down demo-smoke e2e-scale e2e-settled e2e-admission e2e-admission-baseline bench-admission bench-fleet schemas schemas-check bench bench-agent agent-live agent-oracle agent-oracle-matrix lint fuzz sim sim-trace version release-dry-run
+.PHONY: setup render test packages e2e-tools e2e e2e-floor demo demo-down demo-smoke e2e-scale e2e-settled e2e-admission e2e-admission-baseline bench-admission bench-fleet bench-partitions schemas schemas-check bench bench-agent agent-live agent-oracle agent-oracle-matrix lint fuzz sim sim-trace version release-dry-run
 
 setup:
 	bash scripts/setup.sh
@@ -145,6 +145,11 @@ bench-agent:
 
 bench-admission:
 	uv run --frozen python tests/bench/bench_admission.py
+
+# kube-scheduler's time to allocate one claim of k MIG partitions, against its filter
+# timeout (design/agent.md); starts a workload cluster of MODELPLANE_KUBE_VERSION.
+bench-partitions:
+	uv run --frozen python tests/bench/bench_partition_search.py --kube "$${MODELPLANE_KUBE_VERSION:-v1.37}"
 
 # The control plane's cost at fleet scale against its targets (design/scheduler.md).
 bench-fleet:
