@@ -16,6 +16,11 @@ Read once at the edge, used by every function that reasons about devices:
 
 The matcher (`modelplane_common.cel.devices.match_requests`) takes these
 types; nothing past the readers sees a device as a dict from the wire.
+
+A pod's device requests are written as the requests of ONE ResourceClaim, and
+kube-scheduler allocates a claim of at most `MAX_DEVICES_PER_CLAIM` devices:
+both XRDs refuse a member whose counts sum past it, and both readers refuse
+it again (`claim_limit_problem`) for a resource written before that rule.
 """
 
 from __future__ import annotations
@@ -24,7 +29,7 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from modelplane_common.inputs import whole_number
+from modelplane_common.inputs import problem, whole_number
 
 DRA = "DRA"
 SYNTHETIC = "Synthetic"
@@ -38,6 +43,14 @@ CapacityPairs = tuple[tuple[str, str], ...]
 DeviceView = tuple[str, Attributes, CapacityPairs]
 
 _ATTRIBUTE_TYPES = ("string", "int", "bool", "version")
+
+# k8s.io/api resource/v1 `AllocationResultsMaxSize`: kube-scheduler refuses a
+# ResourceClaim whose requests allocate more devices than this in total.
+MAX_DEVICES_PER_CLAIM = 32
+CLAIM_LIMIT_RULE = (
+    f"the counts sum to at most {MAX_DEVICES_PER_CLAIM}: a pod's one ResourceClaim "
+    f"allocates at most {MAX_DEVICES_PER_CLAIM} devices, and kube-scheduler refuses more"
+)
 
 
 @dataclass(frozen=True, slots=True)
@@ -75,6 +88,15 @@ class DeviceRequest:
     count: int
     selectors: tuple[str, ...] = ()
     device_class: str = ""
+
+
+def claim_limit_problem(requests: Iterable[DeviceRequest], field: str) -> str | None:
+    """The one-line problem when one pod's requests (`field`, its list) sum past
+    MAX_DEVICES_PER_CLAIM devices: such a pod is never bound on any cluster."""
+    counts = [r.count for r in requests]
+    if sum(counts) <= MAX_DEVICES_PER_CLAIM:
+        return None
+    return problem(field, CLAIM_LIMIT_RULE, counts)
 
 
 def _attribute_entry(name: str, raw: Any) -> tuple[str, str, Any]:

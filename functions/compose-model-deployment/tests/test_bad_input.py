@@ -6,7 +6,7 @@ import asyncio
 import copy
 
 import pytest
-from compose_model_deployment import fn
+from compose_model_deployment import fn, readers
 from modelplane_testkit import deployment_builders as t
 from modelplane_testkit import wire
 from modelplane_testkit.wire import conditions, desired
@@ -178,6 +178,47 @@ def test_a_selector_not_in_dra_shape_is_named_and_keeps_every_replica(selector):
         "spec.template.spec.engines[0].members[0].nodeSelector.devices[0].selectors[0]"
     ), text
     assert desired(rsp)["replica-0"]["spec"] == ON_B["spec"]
+
+
+DEVICES = "spec.template.spec.engines[0].members[0].nodeSelector.devices"
+CLAIM_LIMIT = (
+    "the counts sum to at most 32: a pod's one ResourceClaim allocates at most 32 devices, "
+    "and kube-scheduler refuses more"
+)
+
+
+@pytest.mark.parametrize(
+    ("counts", "message"),
+    [
+        pytest.param([16, 17], f"{DEVICES}: {CLAIM_LIMIT} (got [16, 17])", id="33 across two"),
+        pytest.param(
+            [33],
+            f"{DEVICES}[0].count: Input should be less than or equal to 32 (got 33)",
+            id="one entry of 33",
+        ),
+    ],
+)
+def test_a_member_claiming_more_than_32_devices_places_nothing_and_keeps_every_replica(
+    counts, message
+):
+    # kube-scheduler never binds it: placed, it would hold capacity others could use.
+    xr = deployment(replicas=2)
+    member = xr["spec"]["template"]["spec"]["engines"][0]["members"][0]
+    member["nodeSelector"]["devices"] = [
+        {"name": f"d{i}", "count": c} for i, c in enumerate(counts)
+    ]
+    rsp = run(t.request(xr, [A, B], [], OWN))
+    assert conditions(rsp)[fn.SCHEDULED] == ("False", "InvalidDeployment", message)
+    assert sorted(desired(rsp)) == ["replica-0"]
+    assert desired(rsp)["replica-0"]["spec"] == ON_B["spec"]
+
+
+def test_a_member_claiming_32_devices_in_total_is_read():
+    xr = deployment()
+    member = xr["spec"]["template"]["spec"]["engines"][0]["members"][0]
+    member["nodeSelector"]["devices"] = [{"name": "a", "count": 16}, {"name": "b", "count": 16}]
+    ((shape,),) = [e.members for e in readers.read_deployment(xr).spec.engines]
+    assert [r.count for r in shape.requests] == [16, 16]
 
 
 MEMBER = "spec.template.spec.engines[0].members[0].template"

@@ -79,6 +79,18 @@ ENGINE_DEFECTS = [
         id="a request name twice in a member",
     ),
     pytest.param(
+        engine(member(deviceRequests=[{**GPU, "count": 16}, {**GPU, "name": "nic", "count": 17}])),
+        "members[0] (Standalone).deviceRequests: the counts sum to at most 32: a pod's one "
+        "ResourceClaim allocates at most 32 devices, and kube-scheduler refuses more "
+        "(got [16, 17])",
+        id="33 devices across two requests",
+    ),
+    pytest.param(
+        engine(member(deviceRequests=[{**GPU, "count": 33}])),
+        "members[0].deviceRequests[0].count: Input should be less than or equal to 32 (got 33)",
+        id="one request of 33 devices",
+    ),
+    pytest.param(
         engine(member(role="Solo")),
         "members[0].role: Input should be 'Standalone', 'Leader' or 'Worker' (got \"Solo\")",
         id="an unknown role is never guessed",
@@ -239,3 +251,14 @@ def test_a_valid_engine_reads_its_counts_as_whole_numbers(raw, copies, pods):
     assert (parsed.defects, parsed.invalid) == ((), ())
     assert [(e.copies, e.pods) for e in parsed.engines] == [(copies, pods)]
     assert parsed.expected_pods == pods
+
+
+def test_a_member_claiming_32_devices_in_total_is_valid():
+    requests = [
+        {**GPU, "count": 16},
+        {**GPU, "name": "nic", "count": 8},
+        {**GPU, "name": "x", "count": 8},
+    ]
+    parsed = parse_spec(spec(engine(member(deviceRequests=requests))))
+    ((only,),) = [e.members for e in parsed.engines]
+    assert ([r.count for r in only.requests], parsed.invalid) == ([16, 8, 8], ())

@@ -100,7 +100,7 @@ class Device(BaseModel):
     model_config = ConfigDict(
         extra="allow",
     )
-    count: Annotated[int, Field(ge=1, le=1024)]
+    count: Annotated[int, Field(ge=1, le=32)]
     name: Annotated[
         str, Field(max_length=63, pattern="^[a-z0-9]([-a-z0-9]*[a-z0-9])?$")
     ]

@@ -28,7 +28,7 @@ class DeviceRequest(BaseModel):
     model_config = ConfigDict(
         extra="allow",
     )
-    count: Annotated[int, Field(ge=1, le=1024)]
+    count: Annotated[int, Field(ge=1, le=32)]
     deviceClassName: Annotated[str, Field(max_length=253, min_length=1)]
     name: Annotated[
         str, Field(max_length=63, pattern="^[a-z0-9]([-a-z0-9]*[a-z0-9])?$")

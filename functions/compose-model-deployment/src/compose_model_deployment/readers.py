@@ -61,7 +61,7 @@ from modelplane_common.capacity.readers import (
     read_cluster,
     read_engines,
 )
-from modelplane_common.devices import DeviceRequest
+from modelplane_common.devices import DeviceRequest, claim_limit_problem
 from modelplane_common.inputs import (
     InvalidInput,
     bounded_duration,
@@ -131,7 +131,7 @@ class Observed:
 # --- the deployment ---------------------------------------------------------------------------
 
 
-def _member_shape(member: schema.Member) -> MemberShape:
+def _member_shape(member: schema.Member, where: str) -> MemberShape:
     devices = member.nodeSelector.devices if member.nodeSelector else None
     requests = tuple(
         DeviceRequest(
@@ -141,6 +141,11 @@ def _member_shape(member: schema.Member) -> MemberShape:
         )
         for d in devices or ()
     )
+    # Never placed nor charged: no cluster binds its pods (the XRD's rule, for a
+    # deployment written before it).
+    over_limit = claim_limit_problem(requests, f"{where}.nodeSelector.devices")
+    if over_limit is not None:
+        raise ValueError(over_limit)
     role = member.role.value
     _, pod_spec = pod_template.split(member.template or {})
     return MemberShape(
@@ -157,7 +162,8 @@ def _engine_shape(position: int, engine: schema.Engine) -> EngineShape:
         raise ValueError(
             problem(f"spec.template.spec.engines[{position}].members", ENGINE_SHAPE_RULE, roles)
         )
-    members = tuple(_member_shape(m) for m in engine.members)
+    where = f"spec.template.spec.engines[{position}].members"
+    members = tuple(_member_shape(m, f"{where}[{i}]") for i, m in enumerate(engine.members))
     return EngineShape(engine.name, engine.copies or 1, members)
 
 

@@ -10,8 +10,9 @@ naming every defect, and the caller keeps whatever already runs for it
 instead of guessing, while the replica's other engines go on.
 
 What the generated model cannot say is checked here by hand, one rule each:
-the XRD's three CEL rules (an engine's roles; worker set exactly on a
-Worker; template or templateDigest, not both), its list-map keys (engine
+the XRD's four CEL rules (an engine's roles; worker set exactly on a
+Worker; template or templateDigest, not both; a member's device counts sum
+to at most `devices.MAX_DEVICES_PER_CLAIM`), its list-map keys (engine
 names, a member's request names, each unique), a selector expression that
 is not blank, and the shape of the
 fields of a member's template that the workloads merge into (the XRD keeps
@@ -54,7 +55,7 @@ from modelplane_common.capacity.fleet import (
     is_gang,
     pods_per_copy,
 )
-from modelplane_common.devices import DeviceRequest
+from modelplane_common.devices import DeviceRequest, claim_limit_problem
 from modelplane_common.inputs import (
     InvalidInput,
     as_stored,
@@ -161,7 +162,8 @@ class ParsedSpec:
 
 
 def _requests(member: schema.Member, where: str, defects: list[str]) -> tuple[DeviceRequest, ...]:
-    """A member's device requests; each name once (the XRD's list-map key), no blank CEL."""
+    """A member's device requests; each name once (the XRD's list-map key), no blank CEL,
+    at most MAX_DEVICES_PER_CLAIM devices in total (the XRD's CEL rule)."""
     seen: set[str] = set()
     requests = []
     for i, request in enumerate(member.deviceRequests or ()):
@@ -183,6 +185,8 @@ def _requests(member: schema.Member, where: str, defects: list[str]) -> tuple[De
                 device_class=request.deviceClassName,
             )
         )
+    over_limit = claim_limit_problem(requests, f"{where}.deviceRequests")
+    defects.extend([over_limit] if over_limit else [])
     return tuple(requests)
 
 
