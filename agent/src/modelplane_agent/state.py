@@ -190,7 +190,10 @@ class ClusterState:
             self.nodes.pop(name, None)
         else:
             self.nodes[name] = node
-        return Touched(pools=self.pool_view.put_node(name, node))
+        touched = Touched(pools=self.pool_view.put_node(name, node))
+        if self.devices.network:  # its labels may change which network devices serve it
+            touched.pools |= self.pool_view.invalidate({name})
+        return touched
 
     def _on_slice(self, obj: Mapping, deleted: bool) -> Touched:
         nodes = self.devices.put_slice(name_of(obj), None if deleted else slice_from(obj))
