@@ -6,10 +6,11 @@ smallest pod's requests) and a list of steps, each one API operation a driver, a
 operator would make, applied in order: nodes created, ResourceSlices
 published (and republished under new names and generations), device taints,
 workloads that kube-scheduler places, pods that take a node's cpu, memory or
-pod slots, nodes cordoned or tainted late. Steps come in phases: devices,
-"observe" (the agent has published them), workloads, "converge" (kube-scheduler
-decided every workload; the refused are deleted), then maybe late changes and a
-second wave of workloads the same way. The same seed and features give the
+pod slots, nodes cordoned or tainted late, network-attached slices, pods that
+preempt others. Steps come in phases: devices, "observe" (the agent has
+published them), workloads, "converge" (kube-scheduler decided every workload;
+the refused are deleted), then maybe late changes (a preemption among them) and
+a second wave of workloads the same way. The same seed and features give the
 same state; a failing state is printed as this data, so it can be read and
 replayed (`MODELPLANE_ORACLE_SEEDS=<seed>`).
 
@@ -59,11 +60,33 @@ in KNOWN_DISAGREEMENTS for the Kubernetes version under test only when named):
                           existed; with kube-scheduler's finalizer or without
                           (which decides what kube-controller-manager deallocates:
                           below)
+    network-attached-devices
+                          ResourceSlices without nodeName, each a resource pool of
+                          its own: for every node (allNodes), for the nodes a
+                          nodeSelector matches (some of the state's by name or
+                          label, the pools' members, all but some), or per device
+                          (perDeviceNodeSelection: each device a nodeName, a
+                          nodeSelector or allNodes); GPUs of the pool's kind, of
+                          another, or of none, or NICs (the agent counts them on no
+                          node and declares them where a free one serves the node)
+    preemption            PriorityClasses (100, 1000); on a node with GPUs, two
+                          workloads of the low class taking 3 of its 8 cpus and a
+                          device each, then a pod of the high class asking 4 or 7
+                          cpus (and maybe a device): kube-scheduler preempts for the
+                          cpu (no version preempts for devices: its DRA plugin has no
+                          PreFilterExtensions, so a dry run without the victims still
+                          sees their claims allocated). The victims' 30 s grace
+                          period, with no kubelet to end it, keeps them terminating
+                          and the preemptor nominated (status.nominatedNodeName): the
+                          state is judged so, or once the victims are deleted and the
+                          preemptor bound ("release"). Probes keep priority 0, below
+                          every workload's: they never preempt
 
 The features after node-resources (LATER_FEATURES) are rolled with dice of their
-own (`random.Random(f"{seed}-later")`), and those after device-class-edits
-(CLAIM_FEATURES) with others again (`f"{seed}-claims"`), so adding them left every
-earlier seed's state as it was where they are not used.
+own (`random.Random(f"{seed}-later")`), those after device-class-edits
+(CLAIM_FEATURES) with others again (`f"{seed}-claims"`), and each of those after
+pending-deallocations (OWN_DICE_FEATURES) with its own (`f"{seed}-<name>"`), so
+adding them left every earlier seed's state as it was where they are not used.
 
 The harness writes the allocation of a state's own claims ("allocated-claim" steps)
 as an allocator does; kube-controller-manager's resourceclaim controller then
