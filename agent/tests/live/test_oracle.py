@@ -485,14 +485,15 @@ def preempt(client: Client, step: dict, seed: int) -> None:
         return
     if state == "bound":
         return
-    # kube-scheduler deletes the victims after it nominates (asynchronously from v1.33).
-    victims = eventually(
-        lambda: terminating(client, seed, node),
-        f"{name}'s victims terminating on {node}",
+    # kube-scheduler deletes the victims after it nominates (asynchronously from v1.33);
+    # those without a grace period go at once, and the preemptor may bind then.
+    after, victims = eventually(
+        lambda: nominated_or_bound(client, seed, name, node),
+        f"{name}'s victims terminating on {node}, or {name} bound",
         timeout=SETTLE_SECONDS,
         every=0.2,
     )
-    if step["release"]:
+    if after == "nominated" and step["release"]:
         for victim in victims:
             delete(client, Pod, victim["metadata"]["name"], NAMESPACE)
         released(client, {v["metadata"]["uid"] for v in victims})
@@ -500,13 +501,18 @@ def preempt(client: Client, step: dict, seed: int) -> None:
             pytest.fail(f"preemptor {name} not bound once its victims were gone")
 
 
-def terminating(client: Client, seed: int, node: str) -> list[dict]:
-    """The state's workload pods on `node` being deleted (a preemptor's victims)."""
-    return [
+def nominated_or_bound(client: Client, seed: int, name: str, node: str) -> tuple[str, list[dict]]:
+    """("bound", []) once the preemptor `name` is bound, else ("nominated", the state's
+    pods on `node` being deleted: its victims); fails (not yet) while there are none."""
+    if client.get(Pod, name, namespace=NAMESPACE)["spec"].get("nodeName"):
+        return ("bound", [])
+    victims = [
         p
-        for p in client.list(Pod, namespace=NAMESPACE, labels=labels(seed, "workload"))
+        for p in client.list(Pod, namespace=NAMESPACE, labels=labels(seed))
         if p["metadata"].get("deletionTimestamp") and p["spec"].get("nodeName") == node
     ]
+    assert victims, f"no pod of the state terminating on {node} yet"
+    return ("nominated", victims)
 
 
 def preemption(client: Client, name: str, until_bound: bool = False) -> str:
