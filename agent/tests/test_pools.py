@@ -1689,12 +1689,6 @@ NETWORK_CASES = [
         id="an empty node selector term matches no node",
     ),
     pytest.param(
-        [fabric(PER_DEVICE, for_node(t.device("f0"), nodeName="n2"))],
-        {"n1": (4,), "n2": Uncounted((4,), (NETWORK,))},
-        "NetworkAttachedDevices",
-        id="a device selected per device by node name declares it on that node only",
-    ),
-    pytest.param(
         [
             fabric(
                 PER_DEVICE,
@@ -1820,3 +1814,79 @@ def test_a_node_relabelled_after_a_report_is_judged_afresh_against_network_selec
     state.apply(NODES, "MODIFIED", t.node("n1", extra_labels=after))
     state.pool_report("a100")
     assert state.pool_view.parts["a100"]["n1"] == parts
+
+
+# (steps after TWO_NODES, the buckets, the node parts, the reason): a device whose own
+# nodeName pins it to one node (perDeviceNodeSelection) serves that node alone, so it
+# counts there exactly like the node's own devices.
+PINNED_CASES = [
+    pytest.param(
+        [fabric(PER_DEVICE, for_node(t.device("f0"), nodeName="n2"))],
+        {(4,): 1, (5,): 1},
+        {"n1": (4,), "n2": (5,)},
+        "Observed",
+        id="a device pinned to a node by its own node name counts on that node",
+    ),
+    pytest.param(
+        [fabric(PER_DEVICE, for_node(t.device("f0"), nodeName="n2")), held("c", "fabric", "f0")],
+        {(4,): 2},
+        {"n1": (4,), "n2": (4,)},
+        "Observed",
+        id="a pinned device a claim holds is taken",
+    ),
+    pytest.param(
+        [
+            fabric(
+                PER_DEVICE,
+                for_node(t.device("f0"), nodeName="n2"),
+                for_node(t.device("f1"), allNodes=True),
+            )
+        ],
+        {(4,): 1, (5,): 1},
+        {"n1": Uncounted((4,), (NETWORK,)), "n2": Uncounted((5,), (NETWORK,))},
+        "NetworkAttachedDevices",
+        id="beside a pinned device, one of the same slice for every node is declared",
+    ),
+    pytest.param(
+        [fabric(PER_DEVICE, for_node(t.device("f0"), nodeName="n2"), slice_count=2)],
+        {(4,): 2},
+        {"n1": (4,), "n2": Uncounted((4,), ("incomplete resource pool",))},
+        "Observed",
+        id="a pinned device of an incomplete resource pool is not counted, and says why",
+    ),
+    pytest.param(
+        [
+            fabric(
+                PER_DEVICE,
+                for_node(t.device("f0", consumes={"s": {"m": "1"}}), nodeName="n2"),
+                shared_counters={"s": {"m": "1"}},
+            )
+        ],
+        {(4,): 2},
+        {"n1": (4,), "n2": Uncounted((4,), (NETWORK,))},
+        "NetworkAttachedDevices",
+        id="a pinned device drawing on shared counters stays network-attached, declared",
+    ),
+]
+
+
+@pytest.mark.parametrize(("steps", "buckets", "parts", "reason"), PINNED_CASES)
+def test_devices_pinned_to_a_node_count_there(steps, buckets, parts, reason):
+    state = run([*TWO_NODES, *steps])
+    assert outcome(state) == (2, buckets, "True", reason)
+    assert state.pool_view.parts["a100"] == parts
+
+
+def test_a_pinned_device_counts_under_the_nodes_room_cap_as_its_own_do():
+    roomy = {"cpu": "64", "memory": "512Gi", "pods": "5"}
+    state = run(
+        [
+            *CLASSES_ALL,
+            POOL,
+            t.node("n1", allocatable=roomy),
+            fabric(PER_DEVICE, *(for_node(t.device(f"f{i}"), nodeName="n1") for i in range(5))),
+        ]
+    )
+    assert outcome(state) == (1, {(5,): 1}, "True", "Observed")
+    state.apply(PODS, "ADDED", t.pod("p", node_name="n1"))
+    assert outcome(state) == (1, {(4,): 1}, "True", "Observed")

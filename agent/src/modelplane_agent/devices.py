@@ -215,15 +215,17 @@ class DeviceIndex:
 
     def node_devices(self, node: str) -> NodeDevices:
         """A node's devices the allocator would consider, and their pools' shared counters:
-        its slices of the newest generation of each complete, valid resource pool."""
+        its slices of the newest generation of each complete, valid resource pool, and
+        the devices pinned to it in slices with `perDeviceNodeSelection` (`pinned`)."""
         devices: list[Device] = []
         slice_of: list[int] = []
         pools: set[ResourcePoolKey] = set()
         skipped: set[str] = set()
-        for position, name in enumerate(sorted(self.by_node.get(node, ()))):
-            current = self.slices[name]
+        own = [self.slices[name] for name in sorted(self.by_node.get(node, ()))]
+        sources = [(s, s.devices) for s in own if s.node] + self.pinned(node)
+        for position, (current, published) in enumerate(sources):
             pool = (current.driver, current.pool)
-            if not current.node or current.generation < self.newest.get(pool, 0):
+            if current.generation < self.newest.get(pool, 0):
                 continue
             if pool in self.unusable:
                 skipped.add(f"{self.unusable[pool].split(':', 1)[0]} resource pool")
@@ -231,10 +233,10 @@ class DeviceIndex:
             if pool in self._sharing({current.pool}):
                 skipped.add(SHARED_POOL_NAME)
                 continue
-            seen, disputed = self._as_allocator_sees(current.devices)
+            seen, disputed = self._as_allocator_sees(published)
             devices.extend(seen)
             skipped |= disputed
-            slice_of.extend([position] * len(current.devices))
+            slice_of.extend([position] * len(published))
             pools.add(pool)
         counters: dict[CounterKey, Fraction | None] = {}
         elsewhere: list[Device] = []
@@ -242,6 +244,19 @@ class DeviceIndex:
             counters.update(self.counters[pool])
             elsewhere.extend(self._consumers_elsewhere(pool, node))
         return NodeDevices(devices, slice_of, counters, elsewhere, tuple(sorted(skipped)))
+
+    def pinned(self, node: str) -> list[tuple[Slice, tuple[Device, ...]]]:
+        """Per slice with `perDeviceNodeSelection`, its devices whose own `nodeName` is
+        `node` and that consume no counter: they serve that node alone, so they count
+        there like its own (`network`). A pinned device drawing on counters shares them
+        with the pool's other devices, wherever those serve: it stays network-attached."""
+        pinned = []
+        for name in sorted(self.network):
+            current = self.slices[name]
+            devices = tuple(d for d in current.devices if _pinned_to(d, node))
+            if devices:
+                pinned.append((current, devices))
+        return pinned
 
     def network_offered(self, node: Node) -> list[Device]:
         """The network-attached devices kube-scheduler may give a claim on `node` now
@@ -259,6 +274,8 @@ class DeviceIndex:
             seen, _ = self._as_allocator_sees(current.devices)
             for published, device in zip(current.devices, seen, strict=True):
                 reach = device.reach if device.reach is not None else current.reach
+                if _pinned_to(device, node.name):
+                    continue  # counted as the node's own (`pinned`)
                 if reach is not None and serves(reach, node) and self._free(published, device):
                     offered.append(device)
         return offered
@@ -304,6 +321,12 @@ class DeviceIndex:
             for device in current.devices
             if device.consumes
         ]
+
+
+def _pinned_to(device: Device, node: str) -> bool:
+    """Whether `device` (of a slice with `perDeviceNodeSelection`) serves `node` alone
+    and consumes no counter (`DeviceIndex.pinned`)."""
+    return device.reach is not None and device.reach.node == node and not device.consumes
 
 
 def _discard(index: dict[str, set[str]], key: str, name: str) -> None:

@@ -9,14 +9,17 @@ Model (design/observation.md, "The agent's rules, precisely")
     (k8s.io/dynamic-resource-allocation structured `GatherPools` and
     `NodeMatches`, the same in v1.35, v1.36 and v1.37).
 
-    Such a device serves many nodes at once. Counted on each, the fleet would
-    place a pod on it from every node it serves, where kube-scheduler gives it
-    to one claim; counted on one, the count would depend on a choice the
-    allocator does not make. So the agent counts it on no node's vector, and
-    says so: a node a free network-attached device of one of the pool's kinds
-    serves names `NETWORK_ATTACHED` among its uncounted devices (`devices`),
-    and the pool's condition reads True/`NetworkAttachedDevices`. A claim
-    there may get more than the vector says: an under-count, declared.
+    A device pinned to one node by its own `nodeName` that consumes no counter
+    serves that node alone: it counts there like the node's own
+    (`devices.DeviceIndex.pinned`). Any other such device serves many nodes
+    at once. Counted on each, the fleet would place a pod on it from every
+    node it serves, where kube-scheduler gives it to one claim; counted on
+    one, the count would depend on a choice the allocator does not make. So
+    the agent counts it on no node's vector, and says so: a node a free
+    network-attached device of one of the pool's kinds serves names
+    `NETWORK_ATTACHED` among its uncounted devices (`devices`), and the
+    pool's condition reads True/`NetworkAttachedDevices`. A claim there may
+    get more than the vector says: an under-count, declared.
 
 A node selector matches as core/v1's does: when any of its terms does; a term
 when every requirement holds (a term with none matches no node); label

@@ -9,9 +9,11 @@ Model (design/observation.md, "What the agent counts")
     - it is SCHEDULABLE unless cordoned, not Ready, or carrying a NoSchedule
       or NoExecute taint none of the pool's tolerations tolerates;
     - a device of the node (published by a ResourceSlice with this node's
-      `nodeName`) is of a kind when its driver is the kind's driver and every
-      CEL selector of the kind's DeviceClass is true for it (evaluated by the
-      shared `modelplane_common.cel` matcher); it COUNTS only as declared:
+      `nodeName`, or pinned to it by its own `nodeName` with
+      `perDeviceNodeSelection`, `devices.DeviceIndex.pinned`) is of a kind
+      when its driver is the kind's driver and every CEL selector of the
+      kind's DeviceClass is true for it (evaluated by the shared
+      `modelplane_common.cel` matcher); it COUNTS only as declared:
       holding every attribute and capacity of the kind's declaration, which
       the fleet judges request selectors on (`differs`);
     - a kind whose DeviceClass fails on some device of the node no claim
@@ -44,9 +46,9 @@ Invariants
       falls back to whole-node accounting for it instead of trusting a guess.
 
 Only ResourceSlices of the newest generation of each resource pool count,
-as in the DRA allocator. Network-attached slices (no `nodeName`) belong to no
-node's vector; a node a free one of the pool's kinds serves says so
-(`network`, True/`NetworkAttachedDevices`).
+as in the DRA allocator. Devices of network-attached slices (no `nodeName`)
+belong to no node's vector, but for those pinned to one node; a node a free one
+of the pool's kinds serves says so (`network`, True/`NetworkAttachedDevices`).
 """
 
 from __future__ import annotations

@@ -271,7 +271,8 @@ class ClusterState:
     def _published_on(self, node: str) -> int:
         """How many devices the node's slices publish: at least any count it can have free."""
         slices = self.devices.slices
-        return sum(len(slices[name].devices) for name in self.devices.by_node.get(node, ()))
+        own = sum(len(slices[name].devices) for name in self.devices.by_node.get(node, ()))
+        return own + sum(len(devices) for _, devices in self.devices.pinned(node))
 
     def _on_replica(self, obj: Mapping, deleted: bool) -> Touched:
         key = (namespace_of(obj), name_of(obj))
