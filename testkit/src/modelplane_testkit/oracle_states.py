@@ -67,8 +67,9 @@ in KNOWN_DISAGREEMENTS for the Kubernetes version under test only when named):
                           label, the pools' members, all but some), or per device
                           (perDeviceNodeSelection: each device a nodeName, a
                           nodeSelector or allNodes); GPUs of the pool's kind, of
-                          another, or of none, or NICs (the agent counts them on no
-                          node and declares them where a free one serves the node)
+                          another, or of none, or NICs (the agent counts a device
+                          pinned to one node by its nodeName there, the others on no
+                          node, declaring them where a free one serves the node)
     preemption            PriorityClasses (100, 1000); on a node with GPUs, two
                           workloads of the low class taking 3 of its 8 cpus and a
                           device each, then a pod of the high class asking 4 or 7
