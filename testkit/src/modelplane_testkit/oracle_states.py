@@ -66,8 +66,10 @@ in KNOWN_DISAGREEMENTS for the Kubernetes version under test only when named):
                           nodeSelector matches (some of the state's by name or
                           label, the pools' members, all but some), or per device
                           (perDeviceNodeSelection: each device a nodeName, a
-                          nodeSelector or allNodes); GPUs of the pool's kind, of
-                          another, or of none, or NICs (the agent counts a device
+                          nodeSelector or allNodes), published before workloads
+                          ran (their claims may take them) or after; GPUs of the
+                          pool's kind, of another, or of none, or NICs (the agent
+                          counts a device
                           pinned to one node by its nodeName there, the others on no
                           node, declaring them where a free one serves the node)
     preemption            PriorityClasses (100, 1000); on a node with GPUs, two
@@ -550,7 +552,9 @@ class _Builder:
                 "per-device": lambda: {"perDeviceNodeSelection": True},
             }[way]()
             pool = f"{self.prefix}-fabric{i}"
-            self.steps.append(
+            # Published before workloads ran (which may take its devices), or after.
+            into = self.steps if dice.random() < 0.5 else self.late
+            into.append(
                 {
                     **_slice(pool, "", SlicePool(driver, pool, 1, 1), devices),
                     "node": None,
@@ -695,13 +699,14 @@ class _Builder:
 
 
 def _node_selector(nodes: list[str], dice: random.Random) -> dict:
-    """A node selector of one term matching some of `nodes` by name (a label or a field),
-    every member of some pool, or every node but some."""
+    """A node selector of one term matching some of `nodes` by name (a label; one by its
+    name field), every member of some pool, or every node but some."""
     some = sorted(dice.sample(nodes, dice.randint(1, len(nodes))))
     term = dice.choice(
         [
             {"matchExpressions": [{"key": HOSTNAME, "operator": "In", "values": some}]},
-            {"matchFields": [{"key": "metadata.name", "operator": "In", "values": some}]},
+            # The API allows one value in a field requirement.
+            {"matchFields": [{"key": "metadata.name", "operator": "In", "values": some[:1]}]},
             {"matchExpressions": [{"key": POOL_LABEL, "operator": "Exists"}]},
             {"matchExpressions": [{"key": HOSTNAME, "operator": "NotIn", "values": some}]},
         ]
