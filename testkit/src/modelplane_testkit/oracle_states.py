@@ -82,8 +82,8 @@ in KNOWN_DISAGREEMENTS for the Kubernetes version under test only when named):
                           period, with no kubelet to end it, keeps them terminating
                           and the preemptor nominated (status.nominatedNodeName): the
                           state is judged so, or once the victims are deleted and the
-                          preemptor bound ("release"). Probes keep priority 0, no higher than
-                          every workload's: they never preempt
+                          preemptor bound ("release"). Probes keep priority 0, no
+                          higher than any workload's: they never preempt
 
 The features after node-resources (LATER_FEATURES) are rolled with dice of their
 own (`random.Random(f"{seed}-later")`), those after device-class-edits
