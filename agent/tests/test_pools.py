@@ -444,9 +444,9 @@ CASES = {
         ],
         (1, {(0,): 1}, "True", "Observed"),
     ),
-    "network-attached slices count on no node": (
+    "network-attached slices count on no node, and say so": (
         [*CLASSES_ALL, POOL, t.node("n1"), gpus("n1"), gpus(None, 8)],  # type: ignore[arg-type]
-        (1, {(4,): 1}, "True", "Observed"),
+        (1, {(4,): 1}, "True", "NetworkAttachedDevices"),
     ),
     "a missing DeviceClass makes the pool unobservable": (
         [GPU_CLASS, t.pool_observation("a100", [GPU, NIC]), t.node("n1"), gpus("n1")],
@@ -1617,3 +1617,276 @@ def test_partitions_whose_count_depends_on_slice_order_are_declared(apart, part)
     message = state.pool_report("a100").condition.message
     assert state.pool_view.parts["a100"]["n1"] == part
     assert (SLICE_ORDER in message) is apart
+
+
+NETWORK = "network-attached devices"
+
+
+def fabric(reach: Mapping, *devices: dict, name: str = "fabric", **fields) -> dict:
+    """A network-attached slice of `devices` in a resource pool of its own, serving the
+    nodes `reach` says ({"allNodes": True}, {"nodeSelector": ...}, or
+    {"perDeviceNodeSelection": True} with each device saying)."""
+    obj = t.resource_slice(None, devices, name=name, pool=name, **fields)
+    del obj["spec"]["allNodes"]
+    obj["spec"].update(reach)
+    return obj
+
+
+def selector(*terms: dict) -> dict:
+    return {"nodeSelector": {"nodeSelectorTerms": list(terms)}}
+
+
+def names(operator: str, *nodes: str) -> dict:
+    return {"matchFields": [{"key": "metadata.name", "operator": operator, "values": list(nodes)}]}
+
+
+def label(key: str, operator: str, *values: str) -> dict:
+    return {"matchExpressions": [{"key": key, "operator": operator, "values": list(values)}]}
+
+
+def for_node(device: dict, **reach) -> dict:
+    """`device` serving the nodes `reach` names (in a slice with perDeviceNodeSelection)."""
+    return {**device, **reach}
+
+
+ALL_NODES = {"allNodes": True}
+PER_DEVICE = {"perDeviceNodeSelection": True}
+BOTH_DECLARE = {"n1": Uncounted((4,), (NETWORK,)), "n2": Uncounted((4,), (NETWORK,))}
+ONLY_N1 = {"n1": Uncounted((4,), (NETWORK,)), "n2": (4,)}
+
+# (steps after TWO_NODES, the node parts, the condition's reason): a network-attached
+# device serves many nodes, so it counts on none, and every node a free one of the pool's
+# kinds serves declares that a claim there may get more (kube-scheduler offers it there).
+NETWORK_CASES = [
+    pytest.param(
+        [fabric(ALL_NODES, t.device("f0"))],
+        BOTH_DECLARE,
+        "NetworkAttachedDevices",
+        id="a device for all nodes counts on none and every node declares it",
+    ),
+    pytest.param(
+        [fabric(selector(names("In", "n1")), t.device("f0"))],
+        ONLY_N1,
+        "NetworkAttachedDevices",
+        id="a node selector on names declares it on the nodes it matches only",
+    ),
+    pytest.param(
+        [fabric(selector(label("kubernetes.io/hostname", "NotIn", "n2")), t.device("f0"))],
+        ONLY_N1,
+        "NetworkAttachedDevices",
+        id="a node selector on labels declares it on the nodes it matches only",
+    ),
+    pytest.param(
+        [fabric(selector(label("zone", "Exists"), names("In", "n1")), t.device("f0"))],
+        ONLY_N1,
+        "NetworkAttachedDevices",
+        id="a node selector matches when any of its terms does",
+    ),
+    pytest.param(
+        [fabric(selector({}), t.device("f0"))],
+        {"n1": (4,), "n2": (4,)},
+        "Observed",
+        id="an empty node selector term matches no node",
+    ),
+    pytest.param(
+        [
+            fabric(
+                PER_DEVICE,
+                for_node(t.device("f0"), nodeName="n3"),
+                for_node(t.device("f1"), **selector(names("In", "n1"))),
+            )
+        ],
+        ONLY_N1,
+        "NetworkAttachedDevices",
+        id="each device of a per-device slice serves the nodes it names",
+    ),
+    pytest.param(
+        [fabric(ALL_NODES, t.device("f0", "vf"))],
+        {"n1": (4,), "n2": (4,)},
+        "Observed",
+        id="a network device of no kind of the pool is not declared",
+    ),
+    pytest.param(
+        [fabric(ALL_NODES, t.device("f0")), held("c", "fabric", "f0")],
+        {"n1": (4,), "n2": (4,)},
+        "Observed",
+        id="a network device a claim holds is not declared",
+    ),
+    pytest.param(
+        [fabric(ALL_NODES, t.device("f0")), held("c", "fabric", "f0"), deleted(held("c", "x"))],
+        BOTH_DECLARE,
+        "NetworkAttachedDevices",
+        id="a network device its claim releases is declared again on every node",
+    ),
+    pytest.param(
+        [fabric(ALL_NODES, t.device("f0", taints=[{"key": "k", "effect": "NoSchedule"}]))],
+        {"n1": (4,), "n2": (4,)},
+        "Observed",
+        id="a network device tainted in its slice is not declared",
+    ),
+    pytest.param(
+        [fabric(ALL_NODES, t.device("f0")), rule(driver=t.NVIDIA, pool="fabric")],
+        {"n1": (4,), "n2": (4,)},
+        "Observed",
+        id="a network device a rule with a selector withholds is not declared",
+    ),
+    pytest.param(
+        [fabric(ALL_NODES, t.device("f0"), slice_count=2)],
+        {"n1": (4,), "n2": (4,)},
+        "Observed",
+        id="a network device of an incomplete resource pool is not declared",
+    ),
+    pytest.param(
+        [fabric(ALL_NODES, t.device("f0")), deleted(fabric(ALL_NODES))],
+        {"n1": (4,), "n2": (4,)},
+        "Observed",
+        id="a network slice deleted is declared nowhere any more",
+    ),
+    pytest.param(
+        [
+            fabric(selector(label("zone", "In", "a")), t.device("f0")),
+            t.node("n1", extra_labels={"zone": "a"}),
+        ],
+        ONLY_N1,
+        "NetworkAttachedDevices",
+        id="a node relabelled into a selector declares it from then on",
+    ),
+    pytest.param(
+        [
+            t.node("n1", extra_labels={"zone": "a"}),
+            fabric(selector(label("zone", "In", "a")), t.device("f0")),
+            modified(t.node("n1")),
+        ],
+        {"n1": (4,), "n2": (4,)},
+        "Observed",
+        id="a node relabelled out of a selector declares it no more",
+    ),
+]
+
+
+@pytest.mark.parametrize(("steps", "parts", "reason"), NETWORK_CASES)
+def test_network_attached_devices_count_on_no_node_and_are_declared(steps, parts, reason):
+    state = run([*TWO_NODES, *steps])
+    assert outcome(state) == (2, {(4,): 2}, "True", reason)
+    assert state.pool_view.parts["a100"] == parts
+
+
+def test_network_attached_devices_are_named_in_the_message_without_a_warning():
+    state = run([*TWO_NODES, fabric(ALL_NODES, t.device("f0"))])
+    message = state.pool_report("a100").condition.message
+    assert message == (
+        "2/2 nodes schedulable; devices not counted: 2 network-attached devices; free "
+        "network-attached devices (ResourceSlices without nodeName) serve some nodes, which "
+        "the agent counts on none: a claim there may get more"
+    )
+    status = pool_status(state.pool_report("a100"), ("gpu",), NOW, None, 2)
+    assert warning(None, status) is None
+
+
+def test_a_network_device_only_a_rule_without_selector_withholds_is_declared_with_the_rule():
+    state = run([*TWO_NODES, fabric(ALL_NODES, t.device("f0")), unselective()])
+    assert outcome(state) == (2, {(0,): 2}, "True", "UnselectiveDeviceTaintRules")
+    assert state.pool_view.parts["a100"]["n1"] == Uncounted((0,), (UNSELECTIVE, NETWORK))
+
+
+@pytest.mark.parametrize(
+    ("before", "after", "parts"),
+    [
+        pytest.param(
+            {"zone": "a"}, {}, (4,), id="relabelled out of a network selector, it declares no more"
+        ),
+        pytest.param(
+            {}, {"zone": "a"}, Uncounted((4,), (NETWORK,)), id="relabelled into one, it declares"
+        ),
+    ],
+)
+def test_a_node_relabelled_after_a_report_is_judged_afresh_against_network_selectors(
+    before, after, parts
+):
+    state = run(
+        [
+            *TWO_NODES,
+            t.node("n1", extra_labels=before),
+            fabric(selector(label("zone", "In", "a")), t.device("f0")),
+        ]
+    )
+    state.pool_report("a100")
+    state.apply(NODES, "MODIFIED", t.node("n1", extra_labels=after))
+    state.pool_report("a100")
+    assert state.pool_view.parts["a100"]["n1"] == parts
+
+
+# (steps after TWO_NODES, the buckets, the node parts, the reason): a device whose own
+# nodeName pins it to one node (perDeviceNodeSelection) serves that node alone, so it
+# counts there exactly like the node's own devices.
+PINNED_CASES = [
+    pytest.param(
+        [fabric(PER_DEVICE, for_node(t.device("f0"), nodeName="n2"))],
+        {(4,): 1, (5,): 1},
+        {"n1": (4,), "n2": (5,)},
+        "Observed",
+        id="a device pinned to a node by its own node name counts on that node",
+    ),
+    pytest.param(
+        [fabric(PER_DEVICE, for_node(t.device("f0"), nodeName="n2")), held("c", "fabric", "f0")],
+        {(4,): 2},
+        {"n1": (4,), "n2": (4,)},
+        "Observed",
+        id="a pinned device a claim holds is taken",
+    ),
+    pytest.param(
+        [
+            fabric(
+                PER_DEVICE,
+                for_node(t.device("f0"), nodeName="n2"),
+                for_node(t.device("f1"), allNodes=True),
+            )
+        ],
+        {(4,): 1, (5,): 1},
+        {"n1": Uncounted((4,), (NETWORK,)), "n2": Uncounted((5,), (NETWORK,))},
+        "NetworkAttachedDevices",
+        id="beside a pinned device, one of the same slice for every node is declared",
+    ),
+    pytest.param(
+        [fabric(PER_DEVICE, for_node(t.device("f0"), nodeName="n2"), slice_count=2)],
+        {(4,): 2},
+        {"n1": (4,), "n2": Uncounted((4,), ("incomplete resource pool",))},
+        "Observed",
+        id="a pinned device of an incomplete resource pool is not counted, and says why",
+    ),
+    pytest.param(
+        [
+            fabric(
+                PER_DEVICE,
+                for_node(t.device("f0", consumes={"s": {"m": "1"}}), nodeName="n2"),
+                shared_counters={"s": {"m": "1"}},
+            )
+        ],
+        {(4,): 2},
+        {"n1": (4,), "n2": Uncounted((4,), (NETWORK,))},
+        "NetworkAttachedDevices",
+        id="a pinned device drawing on shared counters stays network-attached, declared",
+    ),
+]
+
+
+@pytest.mark.parametrize(("steps", "buckets", "parts", "reason"), PINNED_CASES)
+def test_devices_pinned_to_a_node_count_there(steps, buckets, parts, reason):
+    state = run([*TWO_NODES, *steps])
+    assert outcome(state) == (2, buckets, "True", reason)
+    assert state.pool_view.parts["a100"] == parts
+
+
+def test_a_pinned_device_counts_under_the_nodes_room_cap_as_its_own_do():
+    roomy = {"cpu": "64", "memory": "512Gi", "pods": "5"}
+    state = run(
+        [
+            *CLASSES_ALL,
+            POOL,
+            t.node("n1", allocatable=roomy),
+            fabric(PER_DEVICE, *(for_node(t.device(f"f{i}"), nodeName="n1") for i in range(5))),
+        ]
+    )
+    assert outcome(state) == (1, {(5,): 1}, "True", "Observed")
+    state.apply(PODS, "ADDED", t.pod("p", node_name="n1"))
+    assert outcome(state) == (1, {(4,): 1}, "True", "Observed")

@@ -40,6 +40,7 @@ def random_world(rng: random.Random) -> dict[tuple[str, str], dict]:
         world[(SLICES, f"{name}-a")] = t.resource_slice(
             name, [t.device(f"g{j}") for j in range(4)], name=f"{name}-a"
         )
+    world[(SLICES, "fabric-a")] = random_slice(rng, "fabric-a")
     for i in range(10):
         world[(CLAIMS, f"c{i}")] = random_claim(rng, f"c{i}")
     for i in range(6):
@@ -62,6 +63,25 @@ def random_rule(rng: random.Random, name: str) -> dict:
     return t.taint_rule(name, effect, driver=t.NVIDIA, **chosen)
 
 
+def random_fabric(rng: random.Random, name: str, devices: list[dict]) -> dict:
+    """A network-attached slice: for every node, the nodes of a zone, or per device."""
+    obj = t.resource_slice(None, devices, name=name, pool="fabric")
+    del obj["spec"]["allNodes"]
+    zone = {"key": "zone", "operator": "In", "values": [rng.choice("ab")]}
+    reach = rng.choice(
+        [
+            {"allNodes": True},
+            {"nodeSelector": {"nodeSelectorTerms": [{"matchExpressions": [zone]}]}},
+        ]
+    )
+    if rng.random() < 0.3:
+        reach = {"perDeviceNodeSelection": True}
+        for device in devices:
+            device.update(rng.choice([{"allNodes": True}, {"nodeName": f"n{rng.randrange(12)}"}]))
+    obj["spec"].update(reach)
+    return obj
+
+
 def random_slice(rng: random.Random, name: str) -> dict:
     node = name.rsplit("-", 1)[0]
     taint = [{"key": "xid", "effect": rng.choice(["NoSchedule", "NoExecute", "None"])}]
@@ -71,6 +91,8 @@ def random_slice(rng: random.Random, name: str) -> dict:
         )
         for j in rng.sample(range(6), rng.randrange(5))
     ]
+    if node == "fabric":
+        return random_fabric(rng, name, devices)
     return t.resource_slice(
         node, devices, name=name, generation=rng.choice([1, 2]), slice_count=rng.choice([1, 1, 2])
     )
@@ -92,12 +114,13 @@ def random_node(rng: random.Random, name: str) -> dict:
         ready=rng.choice([True, True, False, None]),
         cordoned=rng.random() < 0.2,
         taints=[{"key": "k", "effect": "NoSchedule"}] if rng.random() < 0.2 else [],
+        extra_labels={"zone": rng.choice("ab")},
         allocatable={"cpu": rng.choice(["4", "16"]), "memory": "64Gi", "pods": "3"},
     )
 
 
 def random_claim(rng: random.Random, name: str) -> dict:
-    node = f"n{rng.randrange(12)}"
+    node = rng.choice([f"n{rng.randrange(12)}", "fabric"])
     devices = rng.sample([f"g{j}" for j in range(4)], rng.randrange(3))
     return t.claim(name, [(node, d) for d in devices], admin_access=rng.random() < 0.1)
 

@@ -121,6 +121,14 @@ def probe(node: str, expect_bound: bool, outcome: str) -> Probe:
             id="an under-count where partitions span slices read in any order is declared",
         ),
         pytest.param(
+            {"n1": {"free": {"gpu": 2}, "uncounted": ["network-attached devices"]}},
+            [probe("n1", False, "bound"), probe("n1", True, "refused")],
+            ["n1-refused"],
+            ["n1-bound"],
+            id="an under-count where network-attached devices serve the node is declared, "
+            "an over-count there is not",
+        ),
+        pytest.param(
             {"n1": {"free": {"gpu": 0}, "uncounted": ["incomplete resource pool"]}},
             [probe("n1", False, "bound")],
             ["n1-bound"],

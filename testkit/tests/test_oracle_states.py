@@ -111,6 +111,8 @@ SIGNS = {
     "pending-deallocations": lambda step: (
         step["op"] == "allocated-claim" and step["holder"] in ("none", "ghost")
     ),
+    "network-attached-devices": lambda step: step["op"] == "slice" and step["node"] is None,
+    "preemption": lambda step: step["op"] in ("preempt", "priority-class"),
 }
 
 
@@ -147,13 +149,28 @@ def _digest(seed: int, features: str) -> str:
 
 @pytest.mark.parametrize("seed", sorted(BEFORE_LATER_FEATURES))
 def test_with_the_later_features_left_out_a_seed_replays_the_state_it_gave_before(seed):
-    later = "-shared-pool-names,-device-class-edits,-terminal-pods,-pending-deallocations"
+    later = (
+        "-shared-pool-names,-device-class-edits,-terminal-pods,-pending-deallocations,"
+        f"{WITHOUT_OWN_DICE_FEATURES}"
+    )
     assert _digest(seed, later) == BEFORE_LATER_FEATURES[seed]
 
 
 @pytest.mark.parametrize("seed", sorted(BEFORE_CLAIM_FEATURES))
 def test_with_the_claim_features_left_out_a_seed_replays_the_state_it_gave_before(seed):
-    assert _digest(seed, "-terminal-pods,-pending-deallocations") == BEFORE_CLAIM_FEATURES[seed]
+    claims = f"-terminal-pods,-pending-deallocations,{WITHOUT_OWN_DICE_FEATURES}"
+    assert _digest(seed, claims) == BEFORE_CLAIM_FEATURES[seed]
+
+
+# States the default gave before the features with dice of their own (OWN_DICE_FEATURES)
+# existed, on v1.37.2.
+BEFORE_OWN_DICE_FEATURES = {5: "50de4a7b0571c562", 42: "3eab306eb9055be5", 120: "32e3b7785eacc080"}
+WITHOUT_OWN_DICE_FEATURES = "-network-attached-devices,-preemption"
+
+
+@pytest.mark.parametrize("seed", sorted(BEFORE_OWN_DICE_FEATURES))
+def test_with_the_own_dice_features_left_out_a_seed_replays_the_state_it_gave_before(seed):
+    assert _digest(seed, WITHOUT_OWN_DICE_FEATURES) == BEFORE_OWN_DICE_FEATURES[seed]
 
 
 def test_a_class_edit_narrows_or_widens_the_pools_own_class_after_workloads_ran():
@@ -205,3 +222,129 @@ def test_claims_are_allocated_before_workloads_and_pods_finish_only_after_they_r
             f"{s['name']}-p{i}" for s in steps if s["op"] == "workload" for i in range(s["pods"])
         }
         assert all(set(s["pods"]) <= workloads for s in steps if s["op"] == "finish")
+
+
+def _network_slices(state) -> list[dict]:
+    return [s for s in state.steps if s["op"] == "slice" and s["node"] is None]
+
+
+NETWORK_STATES = [generate(s, features_from("network-attached-devices")) for s in SEEDS]
+
+
+@pytest.mark.parametrize(
+    ("spec", "holds"),
+    [
+        pytest.param(
+            "each network slice names exactly one way of serving nodes",
+            lambda state, step: (
+                len(step["reach"]) == 1
+                and set(step["reach"]) <= {"allNodes", "nodeSelector", "perDeviceNodeSelection"}
+            ),
+        ),
+        pytest.param(
+            "each device of a per-device slice names exactly one way, and only there",
+            lambda state, step: all(
+                len({"nodeName", "nodeSelector", "allNodes"} & set(d))
+                == (1 if "perDeviceNodeSelection" in step["reach"] else 0)
+                for d in step["devices"]
+            ),
+        ),
+        pytest.param(
+            "a network slice is a complete resource pool of its own, one generation",
+            lambda state, step: (
+                step["pool"] == step["name"]
+                and (step["generation"], step["resourceSliceCount"]) == (1, 1)
+                and not step["sharedCounters"]
+            ),
+        ),
+        pytest.param(
+            "a device node name is one of the state's nodes",
+            lambda state, step: all(
+                d["nodeName"] in state.nodes for d in step["devices"] if "nodeName" in d
+            ),
+        ),
+        pytest.param(
+            "a network GPU carries every attribute the classes read, so none fails on it",
+            lambda state, step: (
+                step["driver"] != GPU_DRIVER
+                or all(
+                    {"type", "profile", "index"} <= set(d["attributes"]) for d in step["devices"]
+                )
+            ),
+        ),
+    ],
+    ids=lambda value: value if isinstance(value, str) else "",
+)
+def test_network_slices(spec, holds):
+    slices = [(state, step) for state in NETWORK_STATES for step in _network_slices(state)]
+    assert slices
+    assert all(holds(state, step) for state, step in slices), spec
+
+
+def test_network_slices_serve_nodes_every_way_and_offer_devices_of_a_kind_and_of_none():
+    slices = [step for state in NETWORK_STATES for step in _network_slices(state)]
+    ways = {way for step in slices for way in step["reach"]}
+    assert ways == {"allNodes", "nodeSelector", "perDeviceNodeSelection"}
+    per_device = {
+        way
+        for step in slices
+        for d in step["devices"]
+        for way in ("nodeName", "nodeSelector", "allNodes")
+        if way in d
+    }
+    assert per_device == {"nodeName", "nodeSelector", "allNodes"}
+    types = {d["attributes"].get("type") for step in slices for d in step["devices"]}
+    assert {"gpu", "mig", "fpga", None} <= types  # None: a network NIC
+
+
+PREEMPTION_STATES = [generate(s, features_from("preemption")) for s in SEEDS]
+
+
+def test_a_preemptor_comes_after_the_workloads_it_may_preempt_converged():
+    for state in PREEMPTION_STATES:
+        ops = [s["op"] for s in state.steps]
+        for i, step in enumerate(state.steps):
+            if step["op"] != "preempt":
+                continue
+            victims = [
+                j
+                for j, s in enumerate(state.steps)
+                if s["op"] == "workload"
+                and s.get("priorityClass") == f"s{state.seed}-low"
+                and s["node"] == step["node"]
+            ]
+            assert len(victims) == 2
+            assert max(victims) < ops.index("converge") < i
+
+
+@pytest.mark.parametrize(
+    ("spec", "holds"),
+    [
+        pytest.param(
+            "the preemptor's class is higher than its victims', both above the probes' 0",
+            lambda steps: [s["value"] for s in steps if s["op"] == "priority-class"] == [100, 1000],
+        ),
+        pytest.param(
+            "victims keep a grace period, so they stay terminating while nominated",
+            lambda steps: all(
+                s["gracePeriod"] > 0 for s in steps if s.get("priorityClass", "").endswith("-low")
+            ),
+        ),
+        pytest.param(
+            "a preemptor asks more cpu than its two victims leave of the node's 8",
+            lambda steps: all(int(s["cpu"]) > 8 - 2 * 3 for s in steps if s["op"] == "preempt"),
+        ),
+    ],
+    ids=lambda value: value if isinstance(value, str) else "",
+)
+def test_preemption_states(spec, holds):
+    with_preemption = [s.steps for s in PREEMPTION_STATES if "preemption" in s.features]
+    assert any(any(s["op"] == "preempt" for s in steps) for steps in with_preemption)
+    assert all(holds(steps) for steps in with_preemption), spec
+
+
+def test_preemptors_are_observed_both_nominated_and_bound():
+    releases = {
+        s["release"] for state in PREEMPTION_STATES for s in state.steps if s["op"] == "preempt"
+    }
+    assert releases == {True, False}

@@ -8,7 +8,8 @@ changed; nothing here knows about pools or observations.
 
 Invariants
     - `device_node[d]` is the node of the newest-generation slice that
-      publishes `d`, and exists exactly while some slice publishes `d`. It is
+      publishes `d` (`EVERY_NODE` for a network-attached slice's: `network`),
+      and exists exactly while some slice publishes `d`. It is
       a function of the slices of `d`'s resource pool (a device is named by
       driver, pool and name, so only they can publish it) and is rebuilt
       from them whenever one of them changes: a device republished under a
@@ -26,6 +27,9 @@ Invariants
       (v1.35, v1.36) mixes their counters up (it keys them by pool name alone,
       kubernetes/kubernetes#140434): neither pool is offered
       (`SHARED_POOL_NAME`).
+    - `network` names the slices that publish devices for no single node; an update
+      touching one (or a claim of one of their devices, or a rule selecting one)
+      returns `EVERY_NODE` among its nodes.
     - `allocated_claims` holds the key (namespace/name) of every claim with an
       allocation, whether or not it takes a device (adminAccess results take
       none); `claims` only those that take some.
@@ -46,7 +50,8 @@ from collections import Counter
 from dataclasses import dataclass, replace
 from fractions import Fraction
 
-from modelplane_agent.snapshot import CounterKey, Device, DeviceKey, Slice
+from modelplane_agent.network import serves
+from modelplane_agent.snapshot import CounterKey, Device, DeviceKey, Node, Slice
 from modelplane_agent.taint_rules import UNSELECTIVE_RULE, TaintRule, TaintRules
 
 ResourcePoolKey = tuple[str, str]  # driver, pool name
@@ -54,11 +59,18 @@ ResourcePoolKey = tuple[str, str]  # driver, pool name
 # Why a node's devices of a partitionable resource pool whose name another driver's
 # partitionable pool also has are not offered.
 SHARED_POOL_NAME = "shared pool name"
+# Why a node may be offered more than its vector counts: free network-attached devices
+# of a pool's kind serve it (`network`).
+NETWORK_ATTACHED = "network-attached devices"
+# The node of a network-attached device (`device_node`), and what an update returns when
+# one changed: every node may see it (no node is named "*").
+EVERY_NODE = "*"
 
 
 class DeviceIndex:
     def __init__(self) -> None:
         self.slices: dict[str, Slice] = {}
+        self.network: set[str] = set()  # the names of network-attached slices
         self.by_node: dict[str, set[str]] = {}
         self.by_pool: dict[ResourcePoolKey, set[str]] = {}
         self.newest: dict[ResourcePoolKey, int] = {}
@@ -84,10 +96,13 @@ class DeviceIndex:
         sharing = self._sharing(names)
         if old is not None:
             del self.slices[name]
+            self.network.discard(name)
             _discard(self.by_node, old.node, name)
             self.by_pool.get((old.driver, old.pool), set()).discard(name)
         if new is not None:
             self.slices[name] = new
+            if new.network:
+                self.network.add(name)
             self.by_node.setdefault(new.node, set()).add(name)
             self.by_pool.setdefault((new.driver, new.pool), set()).add(name)
         for pool in pools:
@@ -95,6 +110,8 @@ class DeviceIndex:
             nodes |= self._pool_nodes(pool)
         for pool in sharing ^ self._sharing(names):  # another driver's pool of that name
             nodes |= self._pool_nodes(pool)
+        if any(s is not None and s.network for s in (old, new)):
+            nodes.add(EVERY_NODE)
         return nodes
 
     def _sharing(self, names: set[str]) -> set[ResourcePoolKey]:
@@ -113,7 +130,7 @@ class DeviceIndex:
                 self.device_node.pop(device.key, None)
         for each in held:  # oldest first: the newest generation's node wins
             for device in each.devices:
-                self.device_node[device.key] = each.node
+                self.device_node[device.key] = each.node or EVERY_NODE
         self.unusable.pop(pool, None)
         self.counters.pop(pool, None)
         _discard(self.counter_drivers, pool[1], pool[0])
@@ -174,10 +191,8 @@ class DeviceIndex:
         for pool in self._pools_named(changed):
             for slice_name in self.by_pool[pool]:
                 current = self.slices[slice_name]
-                if current.node and any(
-                    rule.selects(d.key) for d in current.devices for rule in changed
-                ):
-                    nodes.add(current.node)
+                if any(rule.selects(d.key) for d in current.devices for rule in changed):
+                    nodes.add(current.node or EVERY_NODE)
         return nodes
 
     def _pools_named(self, rules: list[TaintRule]) -> set[ResourcePoolKey]:
@@ -200,15 +215,17 @@ class DeviceIndex:
 
     def node_devices(self, node: str) -> NodeDevices:
         """A node's devices the allocator would consider, and their pools' shared counters:
-        its slices of the newest generation of each complete, valid resource pool."""
+        its slices of the newest generation of each complete, valid resource pool, and
+        the devices pinned to it in slices with `perDeviceNodeSelection` (`pinned`)."""
         devices: list[Device] = []
         slice_of: list[int] = []
         pools: set[ResourcePoolKey] = set()
         skipped: set[str] = set()
-        for position, name in enumerate(sorted(self.by_node.get(node, ()))):
-            current = self.slices[name]
+        own = [self.slices[name] for name in sorted(self.by_node.get(node, ()))]
+        sources = [(s, s.devices) for s in own if s.node] + self.pinned(node)
+        for position, (current, published) in enumerate(sources):
             pool = (current.driver, current.pool)
-            if not current.node or current.generation < self.newest.get(pool, 0):
+            if current.generation < self.newest.get(pool, 0):
                 continue
             if pool in self.unusable:
                 skipped.add(f"{self.unusable[pool].split(':', 1)[0]} resource pool")
@@ -216,10 +233,10 @@ class DeviceIndex:
             if pool in self._sharing({current.pool}):
                 skipped.add(SHARED_POOL_NAME)
                 continue
-            seen, disputed = self._as_allocator_sees(current.devices)
+            seen, disputed = self._as_allocator_sees(published)
             devices.extend(seen)
             skipped |= disputed
-            slice_of.extend([position] * len(current.devices))
+            slice_of.extend([position] * len(published))
             pools.add(pool)
         counters: dict[CounterKey, Fraction | None] = {}
         elsewhere: list[Device] = []
@@ -227,6 +244,50 @@ class DeviceIndex:
             counters.update(self.counters[pool])
             elsewhere.extend(self._consumers_elsewhere(pool, node))
         return NodeDevices(devices, slice_of, counters, elsewhere, tuple(sorted(skipped)))
+
+    def pinned(self, node: str) -> list[tuple[Slice, tuple[Device, ...]]]:
+        """Per slice with `perDeviceNodeSelection`, its devices whose own `nodeName` is
+        `node` and that consume no counter: they serve that node alone, so they count
+        there like its own (`network`). A pinned device drawing on counters shares them
+        with the pool's other devices, wherever those serve: it stays network-attached."""
+        pinned = []
+        for name in sorted(self.network):
+            current = self.slices[name]
+            devices = tuple(d for d in current.devices if _pinned_to(d, node))
+            if devices:
+                pinned.append((current, devices))
+        return pinned
+
+    def network_offered(self, node: Node) -> list[Device]:
+        """The network-attached devices kube-scheduler may give a claim on `node` now
+        (`network`): published by a slice without `nodeName` of its resource pool's
+        newest generation, the pool complete and valid, serving the node (the slice's
+        reach, or the device's with `perDeviceNodeSelection`), no claim holding them and
+        no taint or binding condition withholding them (a DeviceTaintRule without
+        `deviceSelector` withholds them on some versions only: they are offered)."""
+        offered = []
+        for name in sorted(self.network):
+            current = self.slices[name]
+            pool = (current.driver, current.pool)
+            if current.generation < self.newest.get(pool, 0) or pool in self.unusable:
+                continue
+            seen, _ = self._as_allocator_sees(current.devices)
+            for published, device in zip(current.devices, seen, strict=True):
+                reach = device.reach if device.reach is not None else current.reach
+                if _pinned_to(device, node.name):
+                    continue  # counted as the node's own (`pinned`)
+                if reach is not None and serves(reach, node) and self._free(published, device):
+                    offered.append(device)
+        return offered
+
+    def _free(self, published: Device, seen: Device) -> bool:
+        """Whether a device (as its slice publishes it, and with the rules' taints) may be
+        free on some kube-scheduler version: no claim holds it, no taint in its slice
+        and no rule with a `deviceSelector` withholds it, no binding conditions."""
+        by_rule = seen.tainted and not published.tainted
+        disputed = by_rule and self.taint_rules.disputed(seen.key) is not None
+        unheld = not self.is_allocated(seen.key)
+        return published.allocatable and (not by_rule or disputed) and unheld
 
     def _as_allocator_sees(
         self, devices: tuple[Device, ...]
@@ -260,6 +321,12 @@ class DeviceIndex:
             for device in current.devices
             if device.consumes
         ]
+
+
+def _pinned_to(device: Device, node: str) -> bool:
+    """Whether `device` (of a slice with `perDeviceNodeSelection`) serves `node` alone
+    and consumes no counter (`DeviceIndex.pinned`)."""
+    return device.reach is not None and device.reach.node == node and not device.consumes
 
 
 def _discard(index: dict[str, set[str]], key: str, name: str) -> None:

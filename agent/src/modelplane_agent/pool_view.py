@@ -29,7 +29,7 @@ from modelplane_common.cel.devices import DeviceView
 from modelplane_common.cel.errors import SelectorError
 from modelplane_common.selectors import selects
 
-from modelplane_agent.devices import DeviceIndex
+from modelplane_agent.devices import EVERY_NODE, NETWORK_ATTACHED, DeviceIndex
 from modelplane_agent.loads import NodeLoads
 from modelplane_agent.pools import (
     Contribution,
@@ -98,7 +98,11 @@ class PoolView:
         return before | after
 
     def invalidate(self, nodes: Iterable[str]) -> set[str]:
-        """The nodes' devices changed: drop their vectors; return their pools."""
+        """The nodes' devices changed (`EVERY_NODE` among them: a network-attached device,
+        which any node may see): drop their vectors; return their pools."""
+        nodes = set(nodes)
+        if EVERY_NODE in nodes:
+            nodes = set(self.node_pools)
         touched: set[str] = set()
         for node in nodes:
             self.vectors.pop(node, None)
@@ -246,9 +250,22 @@ class PoolView:
         ]
         failures = class_failures(offered.devices, judged, allocated)
         counted, differing = free_vector(offered, judged, len(rules), allocated)
-        vector = withheld(counted, failures, differing, offered.skipped)
+        skipped = offered.skipped
+        if self._network_serves(rules, node):
+            skipped = (*skipped, NETWORK_ATTACHED)
+        vector = withheld(counted, failures, differing, skipped)
         cached[pool] = vector
         return vector
+
+    def _network_serves(self, rules: tuple[KindRule, ...], node: str) -> bool:
+        """Whether a free network-attached device that some kind's class may give a claim
+        (of the kind, maybe not as declared, or failing on it) serves `node`: never
+        counted, so the node may get more than its vector says (`network`)."""
+        return any(
+            self._judge(rule, device) is not False
+            for device in self.devices.network_offered(self.nodes[node])
+            for rule in rules
+        )
 
     def _judge(self, rule: KindRule, device: Device) -> Judgement:
         key = (rule, rule.view_of(device))

@@ -9,9 +9,11 @@ Model (design/observation.md, "What the agent counts")
     - it is SCHEDULABLE unless cordoned, not Ready, or carrying a NoSchedule
       or NoExecute taint none of the pool's tolerations tolerates;
     - a device of the node (published by a ResourceSlice with this node's
-      `nodeName`) is of a kind when its driver is the kind's driver and every
-      CEL selector of the kind's DeviceClass is true for it (evaluated by the
-      shared `modelplane_common.cel` matcher); it COUNTS only as declared:
+      `nodeName`, or pinned to it by its own `nodeName` with
+      `perDeviceNodeSelection`, `devices.DeviceIndex.pinned`) is of a kind
+      when its driver is the kind's driver and every CEL selector of the
+      kind's DeviceClass is true for it (evaluated by the shared
+      `modelplane_common.cel` matcher); it COUNTS only as declared:
       holding every attribute and capacity of the kind's declaration, which
       the fleet judges request selectors on (`differs`);
     - a kind whose DeviceClass fails on some device of the node no claim
@@ -44,8 +46,9 @@ Invariants
       falls back to whole-node accounting for it instead of trusting a guess.
 
 Only ResourceSlices of the newest generation of each resource pool count,
-as in the DRA allocator. Network-attached slices (no `nodeName`) are out of
-scope: their devices belong to no node's vector.
+as in the DRA allocator. Devices of network-attached slices (no `nodeName`)
+belong to no node's vector, but for those pinned to one node; a node a free one
+of the pool's kinds serves says so (`network`, True/`NetworkAttachedDevices`).
 """
 
 from __future__ import annotations
@@ -64,7 +67,7 @@ from modelplane_common.cel.reads import Read, device_reads, project
 from modelplane_common.observation import MAX_BUCKETS, FreeVector, Histogram
 from modelplane_common.outcome import Condition
 
-from modelplane_agent.devices import SHARED_POOL_NAME, NodeDevices
+from modelplane_agent.devices import NETWORK_ATTACHED, SHARED_POOL_NAME, NodeDevices
 from modelplane_agent.partitions import SLICE_ORDER, first_fit
 from modelplane_agent.snapshot import (
     CounterKey,
@@ -85,6 +88,7 @@ UNTOLERATED_TAINT = "untolerated taint"
 KINDS_SHARE_COUNTERS = "KindsShareCounters"
 SHARED_POOL_NAMES = "SharedPoolNames"
 UNSELECTIVE_TAINT_RULES = "UnselectiveDeviceTaintRules"
+NETWORK_ATTACHED_DEVICES = "NetworkAttachedDevices"
 
 
 @dataclass(frozen=True, slots=True)
@@ -690,6 +694,14 @@ def report_from_tally(observed: int, tally: Tally, max_buckets: int = MAX_BUCKET
             "which version schedules: those devices are not counted"
         )
         reason = reason if reason == SHARED_POOL_NAMES else UNSELECTIVE_TAINT_RULES
+    if NETWORK_ATTACHED in tally.uncounted:
+        # Not a fault to fix, a limit of per-node counting: said, with no Warning event.
+        message += (
+            "; free network-attached devices (ResourceSlices without nodeName) serve "
+            "some nodes, which the agent counts on none: a claim there may get more"
+        )
+        if reason not in (SHARED_POOL_NAMES, UNSELECTIVE_TAINT_RULES):
+            reason = NETWORK_ATTACHED_DEVICES
     return PoolReport(observed, histogram, Condition(OBSERVING, "True", reason, message))
 
 

@@ -197,6 +197,65 @@ def toleration_from(raw: Any) -> Toleration:
 
 # --------------------------------------------------------------------------- DRA
 
+# One requirement of a node selector term: (key, operator, values).
+Requirement = tuple[str, str, tuple[str, ...]]
+
+
+@dataclass(frozen=True, slots=True)
+class Term:
+    """One core/v1 NodeSelectorTerm: requirements on the node's labels
+    (`matchExpressions`) and on its fields (`matchFields`), all of which must hold."""
+
+    expressions: tuple[Requirement, ...] = ()
+    fields: tuple[Requirement, ...] = ()
+
+
+@dataclass(frozen=True, slots=True)
+class Reach:
+    """Which nodes a network-attached slice, or one device of a slice with
+    `perDeviceNodeSelection`, serves: the node named (`node`), every node (`all_nodes`),
+    or those its node selector's terms match (`terms`, any of them). `unreadable`: a
+    selector of a shape the agent cannot read (it is taken to reach every node)."""
+
+    node: str = ""
+    all_nodes: bool = False
+    terms: tuple[Term, ...] = ()
+    unreadable: bool = False
+
+
+def _requirements(raw: Any) -> tuple[tuple[Requirement, ...], bool]:
+    """A term's requirements, and whether one of them was unreadable."""
+    out = []
+    unreadable = not isinstance(raw, list | type(None))
+    for entry in _list(raw):
+        entry = _map(entry)
+        values = _list(entry.get("values"))
+        key, operator = entry.get("key"), entry.get("operator")
+        if not isinstance(key, str) or not isinstance(operator, str):
+            unreadable = True
+            continue
+        out.append((key, operator, tuple(str(v) for v in values)))
+    return tuple(out), unreadable
+
+
+def reach_from(raw: Mapping) -> Reach | None:
+    """The nodes `raw` (a slice's or a device's spec) serves by `nodeName`, `allNodes`
+    or `nodeSelector`; None when it names none of them."""
+    if _str(raw.get("nodeName")):
+        return Reach(node=_str(raw.get("nodeName")))
+    if raw.get("allNodes") is True:
+        return Reach(all_nodes=True)
+    selector = raw.get("nodeSelector")
+    if selector is None:
+        return None
+    terms, unreadable = [], not isinstance(selector, Mapping)
+    for term in _list(_map(selector).get("nodeSelectorTerms")):
+        expressions, bad_expressions = _requirements(_map(term).get("matchExpressions"))
+        fields, bad_fields = _requirements(_map(term).get("matchFields"))
+        terms.append(Term(expressions, fields))
+        unreadable = unreadable or bad_expressions or bad_fields
+    return Reach(terms=tuple(terms), unreadable=unreadable)
+
 
 @dataclass(frozen=True, slots=True)
 class Device:
@@ -214,6 +273,8 @@ class Device:
     consumes: tuple[tuple[CounterKey, Fraction | None], ...] = ()
     tainted: bool = False
     binding_conditions: bool = False
+    # The nodes it serves, in a slice with `perDeviceNodeSelection` (else None).
+    reach: Reach | None = None
 
     @property
     def allocatable(self) -> bool:
@@ -228,8 +289,9 @@ class Device:
 
 @dataclass(frozen=True, slots=True)
 class Slice:
-    """One ResourceSlice. `node` is empty for network-attached slices (out of scope) and
-    for slices that only publish counter sets (which serve every node of their pool).
+    """One ResourceSlice. `node` is its `nodeName`: empty for network-attached slices
+    (`network`; `reach` says which nodes they serve, or each device's does) and for
+    slices that only publish counter sets (which serve every node of their pool).
 
     `slice_count` is the pool's `resourceSliceCount` as this slice states it;
     `counter_sets` names its `sharedCounters` entries in order (a repeated name
@@ -245,6 +307,12 @@ class Slice:
     counters: tuple[tuple[CounterKey, Fraction | None], ...] = ()
     slice_count: int = 1
     counter_sets: tuple[str, ...] = ()
+    reach: Reach | None = None  # `allNodes` or `nodeSelector` (None: per device, or nodeName)
+
+    @property
+    def network(self) -> bool:
+        """Devices published for no single node (`allNodes`, a node selector, per device)."""
+        return not self.node and bool(self.devices)
 
 
 def slice_from(obj: Mapping) -> Slice:
@@ -252,6 +320,7 @@ def slice_from(obj: Mapping) -> Slice:
     driver = _str(spec.get("driver"))
     pool = _map(spec.get("pool"))
     pool_name = _str(pool.get("name"))
+    per_device = spec.get("perDeviceNodeSelection") is True
     devices = []
     for raw in _list(spec.get("devices")):
         raw = _map(raw)
@@ -278,6 +347,7 @@ def slice_from(obj: Mapping) -> Slice:
                 consumes,
                 tainted=tainted,
                 binding_conditions=bool(_list(raw.get("bindingConditions"))),
+                reach=reach_from(raw) if per_device else None,
             )
         )
     counters = tuple(
@@ -295,6 +365,7 @@ def slice_from(obj: Mapping) -> Slice:
         counters=counters,
         slice_count=_int(pool.get("resourceSliceCount")),
         counter_sets=tuple(_str(_map(s).get("name")) for s in _list(spec.get("sharedCounters"))),
+        reach=None if per_device or _str(spec.get("nodeName")) else reach_from(spec),
     )
 
 

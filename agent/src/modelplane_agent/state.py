@@ -190,7 +190,10 @@ class ClusterState:
             self.nodes.pop(name, None)
         else:
             self.nodes[name] = node
-        return Touched(pools=self.pool_view.put_node(name, node))
+        touched = Touched(pools=self.pool_view.put_node(name, node))
+        if self.devices.network:  # its labels may change which network devices serve it
+            touched.pools |= self.pool_view.invalidate({name})
+        return touched
 
     def _on_slice(self, obj: Mapping, deleted: bool) -> Touched:
         nodes = self.devices.put_slice(name_of(obj), None if deleted else slice_from(obj))
@@ -268,7 +271,8 @@ class ClusterState:
     def _published_on(self, node: str) -> int:
         """How many devices the node's slices publish: at least any count it can have free."""
         slices = self.devices.slices
-        return sum(len(slices[name].devices) for name in self.devices.by_node.get(node, ()))
+        own = sum(len(slices[name].devices) for name in self.devices.by_node.get(node, ()))
+        return own + sum(len(devices) for _, devices in self.devices.pinned(node))
 
     def _on_replica(self, obj: Mapping, deleted: bool) -> Touched:
         key = (namespace_of(obj), name_of(obj))

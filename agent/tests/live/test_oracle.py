@@ -63,6 +63,7 @@ from modelplane_testkit.oracle import (
     Oracle,
     Pod,
     PoolObservation,
+    PriorityClass,
     Probe,
     ResourceClaim,
     ResourceSlice,
@@ -260,6 +261,8 @@ def apply_step(world: World, state: State, step: dict, uids: Mapping[str, str]) 
         converge(client, state)
     elif op in ("hog", "workload", "allocated-claim", "finish"):
         pod_step(client, step, state.seed)
+    elif op == "preempt":
+        preempt(client, step, state.seed)
     else:
         device_step(client, step, state.seed, uids)
 
@@ -270,13 +273,17 @@ def device_step(client: Client, step: dict, seed: int, uids: Mapping[str, str]) 
     if op == "node-update":
         update_node(client, step)
     elif op == "slice":
-        client.create(ResourceSlice(slice_manifest(step, uids[step["node"]], seed)))
+        owner = uids[step["node"]] if step["node"] else None
+        client.create(ResourceSlice(slice_manifest(step, owner, seed)))
     elif op == "delete-slice":
         delete(client, ResourceSlice, step["name"])
     elif op == "taint-rule":
         client.create(device_taint_rule(client)(taint_rule_manifest(step, seed)))
     elif op == "device-class":
         put_device_class(client, step, seed)
+    elif op == "priority-class":
+        metadata = {"name": step["name"], "labels": labels(seed)}
+        client.create(PriorityClass({"metadata": metadata, "value": step["value"]}))
     else:
         raise ValueError(f"unknown step {op!r}")
 
@@ -366,10 +373,14 @@ def device_manifest(device: dict) -> dict:
         ]
     if device.get("taints"):
         out["taints"] = device["taints"]
+    # Which nodes it serves, in a slice with perDeviceNodeSelection.
+    out.update({k: device[k] for k in ("nodeName", "nodeSelector", "allNodes") if k in device})
     return out
 
 
-def slice_manifest(step: dict, node_uid: str, seed: int) -> dict:
+def slice_manifest(step: dict, node_uid: str | None, seed: int) -> dict:
+    """A node's slice (owned by the node, `node_uid`), or a network-attached one (no
+    node: its `reach` says which nodes it serves)."""
     spec: dict[str, Any] = {
         "driver": step["driver"],
         "pool": {
@@ -377,7 +388,7 @@ def slice_manifest(step: dict, node_uid: str, seed: int) -> dict:
             "generation": step["generation"],
             "resourceSliceCount": step["resourceSliceCount"],
         },
-        "nodeName": step["node"],
+        **({"nodeName": step["node"]} if step["node"] else step["reach"]),
     }
     if step["devices"]:
         spec["devices"] = [device_manifest(d) for d in step["devices"]]
@@ -386,9 +397,10 @@ def slice_manifest(step: dict, node_uid: str, seed: int) -> dict:
             {"name": s["name"], "counters": _counters(s["counters"])}
             for s in step["sharedCounters"]
         ]
-    # As a driver does: the slice goes with its node.
-    owner = {"apiVersion": "v1", "kind": "Node", "name": step["node"], "uid": node_uid}
-    metadata = {"name": step["name"], "labels": labels(seed), "ownerReferences": [owner]}
+    metadata: dict[str, Any] = {"name": step["name"], "labels": labels(seed)}
+    if node_uid is not None:  # as a driver does: the slice goes with its node
+        owner = {"apiVersion": "v1", "kind": "Node", "name": step["node"], "uid": node_uid}
+        metadata["ownerReferences"] = [owner]
     return {"metadata": metadata, "spec": spec}
 
 
@@ -433,7 +445,98 @@ def create_workload(client: Client, step: dict, seed: int) -> None:
     client.create(ResourceClaim(claim_manifest(step["name"], NAMESPACE, requests, workload)))
     for i in range(step["pods"]):
         name = f"{step['name']}-p{i}"
-        client.create(Pod(pinned_pod(name, NAMESPACE, step["node"], step["name"], workload)))
+        pod = pinned_pod(name, NAMESPACE, step["node"], step["name"], workload)
+        client.create(Pod(prioritized(pod, step)))
+
+
+def prioritized(pod: dict, step: dict) -> dict:
+    """`pod` with `step`'s PriorityClass, cpu request and grace period, where it has them."""
+    spec = pod["spec"]
+    if "priorityClass" in step:
+        spec["priorityClassName"] = step["priorityClass"]
+    if "cpu" in step:
+        spec["containers"][0]["resources"]["requests"] = {"cpu": step["cpu"]}
+    if "gracePeriod" in step:
+        spec["terminationGracePeriodSeconds"] = step["gracePeriod"]
+    return pod
+
+
+def preempt(client: Client, step: dict, seed: int) -> None:
+    """A pod of a high PriorityClass pinned to a node where it fits only by preempting
+    lower ones: wait until kube-scheduler nominates it there (the victims it deletes
+    stay terminating, with their grace period and no kubelet) or binds it; delete it if
+    it refuses it with no nomination (nothing to preempt). With `release`, the victims
+    are then deleted at once, as their kubelet would once they stop, and the wait goes
+    on until the preemptor binds and their claims are released."""
+    name, node = step["name"], step["node"]
+    role = labels(seed, "preemptor")
+    wanted = sorted(step["requests"].items())
+    requests = [exact_request(f"r{i}", c, n) for i, (c, n) in enumerate(wanted)]
+    pod = pinned_pod(name, NAMESPACE, node, name, role)
+    if requests:
+        client.create(ResourceClaim(claim_manifest(name, NAMESPACE, requests, role)))
+    else:  # a pod asking no device: no claim
+        del pod["spec"]["resourceClaims"]
+        del pod["spec"]["containers"][0]["resources"]["claims"]
+    client.create(Pod(prioritized(pod, step)))
+    state = preemption(client, name)
+    if state == "refused":
+        delete(client, Pod, name, NAMESPACE)
+        return
+    if state == "bound":
+        return
+    # kube-scheduler deletes the victims after it nominates (asynchronously from v1.33);
+    # those without a grace period go at once, and the preemptor may bind then.
+    after, victims = eventually(
+        lambda: nominated_or_bound(client, seed, name, node),
+        f"{name}'s victims terminating on {node}, or {name} bound",
+        timeout=SETTLE_SECONDS,
+        every=0.2,
+    )
+    if after == "nominated" and step["release"]:
+        for victim in victims:
+            delete(client, Pod, victim["metadata"]["name"], NAMESPACE)
+        released(client, {v["metadata"]["uid"] for v in victims})
+        if preemption(client, name, until_bound=True) != "bound":
+            pytest.fail(f"preemptor {name} not bound once its victims were gone")
+
+
+def nominated_or_bound(client: Client, seed: int, name: str, node: str) -> tuple[str, list[dict]]:
+    """("bound", []) once the preemptor `name` is bound, else ("nominated", the state's
+    pods on `node` being deleted: its victims); fails (not yet) while there are none."""
+    if client.get(Pod, name, namespace=NAMESPACE)["spec"].get("nodeName"):
+        return ("bound", [])
+    victims = [
+        p
+        for p in client.list(Pod, namespace=NAMESPACE, labels=labels(seed))
+        if p["metadata"].get("deletionTimestamp") and p["spec"].get("nodeName") == node
+    ]
+    assert victims, f"no pod of the state terminating on {node} yet"
+    return ("nominated", victims)
+
+
+def preemption(client: Client, name: str, until_bound: bool = False) -> str:
+    """Where kube-scheduler has put the preemptor `name`: "bound", "nominated" (to the
+    node it preempts on), or "refused" (unschedulable, nothing nominated for a second:
+    the nomination comes with the refusal or just after it); with `until_bound`, only
+    "bound" ends the wait."""
+    deadline = time.monotonic() + SETTLE_SECONDS
+    refused_at: float | None = None
+    while time.monotonic() < deadline:
+        pod = client.get(Pod, name, namespace=NAMESPACE)
+        decided = verdict(pod)
+        if decided is not None and decided[0] == "bound":
+            return "bound"
+        if not until_bound and (pod.get("status") or {}).get("nominatedNodeName"):
+            return "nominated"
+        if decided is None:
+            refused_at = None
+        elif refused_at is None:
+            refused_at = time.monotonic()
+        elif not until_bound and time.monotonic() - refused_at > 1.0:
+            return "refused"
+        time.sleep(0.2)
+    pytest.fail(f"preemptor {name} undecided in {SETTLE_SECONDS}s")
 
 
 def claim_step(client: Client, step: dict, seed: int) -> None:
@@ -565,6 +668,8 @@ def clean_up(client: Client, state: State) -> None:
             delete(client, ResourceSlice, step["name"])
         elif step["op"] == "device-class":
             delete(client, DeviceClass, step["name"])
+        elif step["op"] == "priority-class":
+            delete(client, PriorityClass, step["name"])
     for node in state.nodes:
         delete(client, Node, node)
 

@@ -51,7 +51,7 @@ from typing import Any
 import httpx2
 from lightkube import ApiError, Client
 from lightkube.generic_resource import create_global_resource, create_namespaced_resource
-from modelplane_agent.devices import SHARED_POOL_NAME
+from modelplane_agent.devices import NETWORK_ATTACHED, SHARED_POOL_NAME
 from modelplane_agent.kube import _resource
 from modelplane_agent.partitions import SLICE_ORDER
 from modelplane_agent.state import CLAIMS, CLASSES, NODES, PODS, POOLS, REPLICAS, SLICES
@@ -81,6 +81,9 @@ CustomResourceDefinition = create_global_resource(
     "apiextensions.k8s.io", "v1", "CustomResourceDefinition", "customresourcedefinitions"
 )
 Namespace = create_global_resource("", "v1", "Namespace", "namespaces")
+PriorityClass = create_global_resource(
+    "scheduling.k8s.io", "v1", "PriorityClass", "priorityclasses"
+)
 ServiceAccount = create_namespaced_resource("", "v1", "ServiceAccount", "serviceaccounts")
 # DeviceTaintRule as each supported minor serves it: v1alpha3 on v1.35 (with
 # --runtime-config), v1beta2 from v1.36, v1 from v1.37; the most stable first.
@@ -362,9 +365,16 @@ def planned_series(pool: Pool, view: Mapping, prefix: str) -> list[list[Series]]
 # declared, not a disagreement. An over-count is never excused. A DeviceTaintRule
 # without deviceSelector (v1.37 applies it to no device, v1.35 and v1.36 to all), and
 # two drivers' partitionable resource pools of one name (v1.35 and v1.36 mix their
-# counters up, v1.37 keys them apart); and partitions over several slices, whose
-# order kube-scheduler reads in map order (the agent counts the worst order's).
-DECLARED_UNDER_COUNTS: tuple[str, ...] = (UNSELECTIVE_RULE, SHARED_POOL_NAME, SLICE_ORDER)
+# counters up, v1.37 keys them apart); partitions over several slices, whose
+# order kube-scheduler reads in map order (the agent counts the worst order's); and free
+# network-attached devices serving the node, which serve other nodes too (the agent
+# counts them on none, `modelplane_agent.network`).
+DECLARED_UNDER_COUNTS: tuple[str, ...] = (
+    UNSELECTIVE_RULE,
+    SHARED_POOL_NAME,
+    SLICE_ORDER,
+    NETWORK_ATTACHED,
+)
 
 
 def declared(probe: Probe, view: Mapping) -> bool:

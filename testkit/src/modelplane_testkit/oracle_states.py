@@ -6,10 +6,11 @@ smallest pod's requests) and a list of steps, each one API operation a driver, a
 operator would make, applied in order: nodes created, ResourceSlices
 published (and republished under new names and generations), device taints,
 workloads that kube-scheduler places, pods that take a node's cpu, memory or
-pod slots, nodes cordoned or tainted late. Steps come in phases: devices,
-"observe" (the agent has published them), workloads, "converge" (kube-scheduler
-decided every workload; the refused are deleted), then maybe late changes and a
-second wave of workloads the same way. The same seed and features give the
+pod slots, nodes cordoned or tainted late, network-attached slices, pods that
+preempt others. Steps come in phases: devices, "observe" (the agent has
+published them), workloads, "converge" (kube-scheduler decided every workload;
+the refused are deleted), then maybe late changes (a preemption among them) and
+a second wave of workloads the same way. The same seed and features give the
 same state; a failing state is printed as this data, so it can be read and
 replayed (`MODELPLANE_ORACLE_SEEDS=<seed>`).
 
@@ -59,11 +60,36 @@ in KNOWN_DISAGREEMENTS for the Kubernetes version under test only when named):
                           existed; with kube-scheduler's finalizer or without
                           (which decides what kube-controller-manager deallocates:
                           below)
+    network-attached-devices
+                          ResourceSlices without nodeName, each a resource pool of
+                          its own: for every node (allNodes), for the nodes a
+                          nodeSelector matches (some of the state's by name or
+                          label, the pools' members, all but some), or per device
+                          (perDeviceNodeSelection: each device a nodeName, a
+                          nodeSelector or allNodes), published before workloads
+                          ran (their claims may take them) or after; GPUs of the
+                          pool's kind, of another, or of none, or NICs (the agent
+                          counts a device
+                          pinned to one node by its nodeName there, the others on no
+                          node, declaring them where a free one serves the node)
+    preemption            PriorityClasses (100, 1000); on a node with GPUs, two
+                          workloads of the low class taking 3 of its 8 cpus and a
+                          device each, then a pod of the high class asking 4 or 7
+                          cpus (and maybe a device): kube-scheduler preempts for the
+                          cpu (no version preempts for devices: its DRA plugin has no
+                          PreFilterExtensions, so a dry run without the victims still
+                          sees their claims allocated). The victims' 30 s grace
+                          period, with no kubelet to end it, keeps them terminating
+                          and the preemptor nominated (status.nominatedNodeName): the
+                          state is judged so, or once the victims are deleted and the
+                          preemptor bound ("release"). Probes keep priority 0, no
+                          higher than any workload's: they never preempt
 
 The features after node-resources (LATER_FEATURES) are rolled with dice of their
-own (`random.Random(f"{seed}-later")`), and those after device-class-edits
-(CLAIM_FEATURES) with others again (`f"{seed}-claims"`), so adding them left every
-earlier seed's state as it was where they are not used.
+own (`random.Random(f"{seed}-later")`), those after device-class-edits
+(CLAIM_FEATURES) with others again (`f"{seed}-claims"`), and each of those after
+pending-deallocations (OWN_DICE_FEATURES) with its own (`f"{seed}-<name>"`), so
+adding them left every earlier seed's state as it was where they are not used.
 
 The harness writes the allocation of a state's own claims ("allocated-claim" steps)
 as an allocator does; kube-controller-manager's resourceclaim controller then
@@ -79,12 +105,14 @@ from __future__ import annotations
 
 import random
 import uuid
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
 GPU_DRIVER = "gpu.example.com"
 NIC_DRIVER = "nic.example.com"
 POOL_LABEL = "modelplane.ai/pool"
+HOSTNAME = "kubernetes.io/hostname"
 FLEET_TAINT = {"key": "modelplane.ai/fleet", "value": "gpu", "effect": "NoSchedule"}
 FLEET_TOLERATION = {"operator": "Equal", **FLEET_TAINT}
 
@@ -115,6 +143,8 @@ MIN_POD_REQUESTS = {"cpu": "1", "memory": "4Gi"}
 LATER_FEATURES = ("shared-pool-names", "device-class-edits")
 # Features added after those, rolled with dice of their own again.
 CLAIM_FEATURES = ("terminal-pods", "pending-deallocations")
+# Features added after those, each rolled with dice of its own (`f"{seed}-{name}"`).
+OWN_DICE_FEATURES = ("network-attached-devices", "preemption")
 # The finalizer kube-scheduler puts on a claim it allocates: the resourceclaim
 # controller deallocates only claims carrying it (k8s.io/api resource/v1 `Finalizer`).
 SCHEDULER_FINALIZER = "resource.kubernetes.io/delete-protection"
@@ -135,7 +165,20 @@ FEATURES = (
     "node-resources",
     *LATER_FEATURES,
     *CLAIM_FEATURES,
+    *OWN_DICE_FEATURES,
 )
+
+# The devices a network-attached resource pool publishes (attributes every DeviceClass
+# of CLASSES reads, so that none fails on them): a whole GPU (whole-gpu.example.com), a
+# 1g partition (mig-1g.example.com, mig.example.com), or a device no class selects.
+FABRIC_GPUS = (
+    {"type": "gpu", "profile": "whole"},
+    {"type": "mig", "profile": "1g"},
+    {"type": "fpga", "profile": "none"},
+)
+# PriorityClasses of the "preemption" feature: the workloads' and their preemptor's. The
+# probes keep the default priority (0), below both: they never preempt anything.
+LOW_PRIORITY, HIGH_PRIORITY = 100, 1000
 
 
 # Features on which the agent and kube-scheduler are known to disagree, each with why,
@@ -202,13 +245,15 @@ def generate(seed: int, enabled: frozenset[str]) -> State:
     mostly keeps the rest of a seed's state as it was.
     """
     rng = random.Random(seed)
-    first = [f for f in FEATURES if f not in (*LATER_FEATURES, *CLAIM_FEATURES)]
+    first = [f for f in FEATURES if f not in (*LATER_FEATURES, *CLAIM_FEATURES, *OWN_DICE_FEATURES)]
     used = [f for f in first if rng.random() < 0.6 and f in enabled]
     later = random.Random(f"{seed}-later")
     used += [f for f in LATER_FEATURES if later.random() < 0.6 and f in enabled]
     claims = random.Random(f"{seed}-claims")
     used += [f for f in CLAIM_FEATURES if claims.random() < 0.6 and f in enabled]
-    builder = _Builder(rng, seed, frozenset(used), Dice(later, claims))
+    own = {f: random.Random(f"{seed}-{f}") for f in OWN_DICE_FEATURES}
+    used += [f for f in OWN_DICE_FEATURES if own[f].random() < 0.6 and f in enabled]
+    builder = _Builder(rng, seed, frozenset(used), Dice(later, claims, own))
     return builder.state()
 
 
@@ -218,8 +263,11 @@ class Dice:
 
     later: random.Random  # LATER_FEATURES'
     claims: random.Random  # CLAIM_FEATURES'
+    own: Mapping[str, random.Random] = field(default_factory=dict)  # OWN_DICE_FEATURES'
 
     def of(self, feature: str, first: random.Random) -> random.Random:
+        if feature in self.own:
+            return self.own[feature]
         if feature in LATER_FEATURES:
             return self.later
         return self.claims if feature in CLAIM_FEATURES else first
@@ -270,8 +318,14 @@ class _Builder:
         }
         if gpu_class != "whole-gpu.example.com" and not partitioned:
             partitioned.add(names[0])
+        if "preemption" in self.features:
+            self.steps += [
+                {"op": "priority-class", "name": f"{self.prefix}-low", "value": LOW_PRIORITY},
+                {"op": "priority-class", "name": f"{self.prefix}-high", "value": HIGH_PRIORITY},
+            ]
         for name in names:
             self.node(name, name in members, name in partitioned)
+        self.network(names, nics=any(d["driver"] == NIC_DRIVER for d in devices))
         self.edit_class(gpu_class)
         steps = [*self.steps, {"op": "observe"}, *self.work, {"op": "converge"}]
         if self.late or self.late_work:
@@ -303,7 +357,7 @@ class _Builder:
 
     def node(self, name: str, member: bool, partitioned: bool) -> None:
         rng = self.rng
-        labels = {"kubernetes.io/hostname": name, **({POOL_LABEL: self.prefix} if member else {})}
+        labels = {HOSTNAME: name, **({POOL_LABEL: self.prefix} if member else {})}
         capacity, hogs = self.hogs()
         change = self.conditions()
         late = rng.random() < 0.5
@@ -336,6 +390,7 @@ class _Builder:
         first_wave = self.workloads(name, gpus, partitioned, nics, wave=1)
         self.work.extend(first_wave)
         self.finish(first_wave)
+        self.preempt(name, gpus, partitioned)
         if late and change:
             self.late.append({"op": "node-update", "name": name, **change})
         if self.on("republished-slices", 0.25):
@@ -469,6 +524,44 @@ class _Builder:
             into.append(_slice(slice_name, node, pool, devices, counters))
         self.published[node] = names
 
+    def network(self, nodes: list[str], nics: bool) -> None:
+        """Network-attached resource pools ("network-attached-devices"), one or two, each
+        in a slice of its own without `nodeName`: for every node (`allNodes`), for the
+        nodes a selector matches (some of the state's, its pool's members, all but
+        some), or per device (`perDeviceNodeSelection`, each device naming a node, a
+        selector or every node). Their devices are GPUs of a kind the pool counts or of
+        none (`FABRIC_GPUS`), or NICs where the pool counts NICs."""
+        if "network-attached-devices" not in self.features:
+            return
+        dice = self.dice.own["network-attached-devices"]
+        ways = dice.sample(["all-nodes", "node-selector", "per-device"], dice.randint(1, 2))
+        for i, way in enumerate(ways):
+            driver = NIC_DRIVER if nics and dice.random() < 0.3 else GPU_DRIVER
+            devices = []
+            for j in range(dice.randint(1, 2)):
+                attributes: dict[str, Any] = {"index": 10 + j}
+                if driver == GPU_DRIVER:
+                    attributes = {**dice.choice(FABRIC_GPUS), "index": 10 + j}
+                device: dict[str, Any] = {"name": f"fabric-{j}", "attributes": attributes}
+                if way == "per-device":
+                    device.update(_device_reach(nodes, dice))
+                devices.append(device)
+            reach = {
+                "all-nodes": lambda: {"allNodes": True},
+                "node-selector": lambda: {"nodeSelector": _node_selector(nodes, dice)},
+                "per-device": lambda: {"perDeviceNodeSelection": True},
+            }[way]()
+            pool = f"{self.prefix}-fabric{i}"
+            # Published before workloads ran (which may take its devices), or after.
+            into = self.steps if dice.random() < 0.5 else self.late
+            into.append(
+                {
+                    **_slice(pool, "", SlicePool(driver, pool, 1, 1), devices),
+                    "node": None,
+                    "reach": reach,
+                }
+            )
+
     # ------------------------------------------------------------------ claims
 
     def hold(self, node: str, inventory: list[dict]) -> None:
@@ -525,6 +618,44 @@ class _Builder:
 
     # ------------------------------------------------------------------ workloads
 
+    def preempt(self, node: str, gpus: int, partitioned: bool) -> None:
+        """("preemption") Two workloads of the low PriorityClass, each taking 3 of the
+        node's 8 cpus and a device; after they ran, a pod of the high class asking for
+        more cpu than they leave (maybe a device too), pinned to the node: kube-scheduler
+        preempts one or both (or none, where it cannot make room: the pod is then
+        deleted). The victims have a grace period and no kubelet ends them: they stay
+        terminating, holding their cpu and devices, and the preemptor nominated to the
+        node, unless the step `release`s them (deleted at once: the preemptor binds)."""
+        if not gpus or not self.on("preemption", 0.5):
+            return
+        dice = self.dice.own["preemption"]
+        kind = "mig-1g.example.com" if partitioned else "whole-gpu.example.com"
+        for i in range(2):
+            self.work.append(
+                {
+                    "op": "workload",
+                    "name": f"{node}-low{i}",
+                    "node": node,
+                    "requests": {kind: 1},
+                    "adminAccess": False,
+                    "pods": 1,
+                    "priorityClass": f"{self.prefix}-low",
+                    "cpu": "3",
+                    "gracePeriod": 30,
+                }
+            )
+        self.late.append(
+            {
+                "op": "preempt",
+                "name": f"{node}-preemptor",
+                "node": node,
+                "requests": {kind: 1} if dice.random() < 0.5 else {},
+                "priorityClass": f"{self.prefix}-high",
+                "cpu": dice.choice(["4", "7"]),
+                "release": dice.random() < 0.5,
+            }
+        )
+
     def workloads(
         self, node: str, gpus: int, partitioned: bool, nics: int, wave: int
     ) -> list[dict]:
@@ -565,6 +696,30 @@ class _Builder:
                 },
             )
         return steps
+
+
+def _node_selector(nodes: list[str], dice: random.Random) -> dict:
+    """A node selector of one term matching some of `nodes` by name (a label; one by its
+    name field), every member of some pool, or every node but some."""
+    some = sorted(dice.sample(nodes, dice.randint(1, len(nodes))))
+    term = dice.choice(
+        [
+            {"matchExpressions": [{"key": HOSTNAME, "operator": "In", "values": some}]},
+            # The API allows one value in a field requirement.
+            {"matchFields": [{"key": "metadata.name", "operator": "In", "values": some[:1]}]},
+            {"matchExpressions": [{"key": POOL_LABEL, "operator": "Exists"}]},
+            {"matchExpressions": [{"key": HOSTNAME, "operator": "NotIn", "values": some}]},
+        ]
+    )
+    return {"nodeSelectorTerms": [term]}
+
+
+def _device_reach(nodes: list[str], dice: random.Random) -> dict:
+    """Which nodes one device of a `perDeviceNodeSelection` slice serves."""
+    way = dice.choice(["nodeName", "nodeSelector", "allNodes"])
+    if way == "nodeName":
+        return {"nodeName": dice.choice(nodes)}
+    return {"nodeSelector": _node_selector(nodes, dice)} if way == "nodeSelector" else {way: True}
 
 
 def _narrowed(gpu_class: str, narrow: bool) -> str:
