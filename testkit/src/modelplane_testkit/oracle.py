@@ -110,12 +110,18 @@ def device_taint_rule(client: Client) -> Any:
 # --------------------------------------------------------------------------- manifests
 
 
-def exact_request(name: str, device_class: str, count: int, admin: bool = False) -> dict:
+def exact_request(
+    name: str, device_class: str, count: int, admin: bool = False, selectors: Sequence[str] = ()
+) -> dict:
+    """A request for `count` devices of `device_class`, each true under every one of
+    `selectors` (CEL), as compose-model-replica writes a member's request."""
     exactly: dict[str, Any] = {
         "deviceClassName": device_class,
         "allocationMode": "ExactCount",
         "count": count,
     }
+    if selectors:
+        exactly["selectors"] = [{"cel": {"expression": e}} for e in selectors]
     if admin:
         exactly["adminAccess"] = True
     return {"name": name, "exactly": exactly}
@@ -165,14 +171,28 @@ def pinned_pod(
     return {"metadata": metadata, "spec": spec}
 
 
+# What kube-scheduler's message says when a claim's CEL selector fails on a device of
+# the node (a CEL runtime error, "no such key" for one): the node's Filter fails, so
+# the pod cannot go there (k8s.io/dynamic-resource-allocation structured allocator,
+# `selectorsMatch`; the scheduler reports it as PodScheduled=False/SchedulerError and
+# retries the pod, which fails the same way while the devices stay as they are).
+CEL_RUNTIME_ERROR = "CEL runtime error"
+
+
 def verdict(pod: Mapping) -> tuple[str, str] | None:
-    """("bound", node), ("refused", kube-scheduler's message), or None while undecided."""
+    """("bound", node), ("refused", kube-scheduler's message), or None while undecided.
+    Refused: Unschedulable, or a claim's selector failing on the node (CEL_RUNTIME_ERROR)."""
     node = (pod.get("spec") or {}).get("nodeName")
     if node:
         return ("bound", node)
     condition = find_condition(pod, "PodScheduled")
-    if condition.get("status") == "False" and condition.get("reason") == "Unschedulable":
-        return ("refused", condition.get("message") or "")
+    message = condition.get("message") or ""
+    if condition.get("status") != "False":
+        return None
+    if condition.get("reason") == "Unschedulable":
+        return ("refused", message)
+    if condition.get("reason") == "SchedulerError" and CEL_RUNTIME_ERROR in message:
+        return ("refused", message)
     return None
 
 
@@ -428,10 +448,19 @@ class Oracle:
         self.remove(probes, wait=True)
 
     def decide(self, pool: Pool, probes: list[Probe], phase: str) -> None:
-        classes = {d["name"]: d["deviceClassName"] for d in pool.devices}
+        kinds = {d["name"]: d for d in pool.devices}
         labels: dict[str, Any] = {**self.labels, PHASE_LABEL: phase}
         for probe in probes:
-            requests = [exact_request(k, classes[k], n) for k, n in probe.counts.items() if n > 0]
+            requests = [
+                exact_request(
+                    k,
+                    kinds[k]["deviceClassName"],
+                    n,
+                    selectors=kinds[k].get("selectors", ()),
+                )
+                for k, n in probe.counts.items()
+                if n > 0
+            ]
             claim = claim_manifest(probe.name, self.namespace, requests, labels)
             self.client.create(ResourceClaim(claim))
             pod = pinned_pod(
