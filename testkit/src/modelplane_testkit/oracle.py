@@ -4,7 +4,8 @@ The agent says, per node of a pool, how many devices of each kind are free
 (its /debug/nodes view, `modelplane_agent.debug`). kube-scheduler decides:
 
 - a pod claiming exactly a node's free devices (one claim, an exact count per
-  device kind, the pool's tolerations, its smallest pod's cpu and memory) binds;
+  device kind with the request selectors the fleet's claims of the kind carry,
+  the pool's tolerations, its smallest pod's cpu and memory) binds;
 - a pod claiming one device more, of any kind, does not (for a node the agent
   leaves out of the histogram: a pod claiming one device of any kind does not;
   for a node whose count the room for the pool's smallest pods caps, one more
@@ -20,9 +21,11 @@ The agent says, per node of a pool, how many devices of each kind are free
 
 Probes are pinned to their node by a required node affinity on the node's name
 (no nodeName: kube-scheduler decides about that node alone, with every filter);
-a probe is decided once it is bound, or PodScheduled=False/Unschedulable where
-the view expects it refused; a refusal of a probe expected to bind stands only
-if it still does at the end of a bounded wait (`final`). Probes of all nodes
+a probe is decided once it is bound, or PodScheduled=False/Unschedulable (or
+SchedulerError for a CEL runtime error of its claim's selector on the node's
+devices, which fails the node's Filter) where the view expects it refused; a
+refusal of a probe expected to bind stands only if it still does at the end of
+a bounded wait (`final`). Probes of all nodes
 run at once: first every "one more" probe, then, once those are gone, the
 series of each kind in turn (all nodes' series of a kind side by side, a pod
 each round), then every "exact" one. The

@@ -59,11 +59,25 @@ in KNOWN_DISAGREEMENTS for the Kubernetes version under test only when named):
                           existed; with kube-scheduler's finalizer or without
                           (which decides what kube-controller-manager deallocates:
                           below)
+    declared-devices      the pool declares its GPU kind's attributes (a semver
+                          driverVersion, a string model) and/or its memory capacity,
+                          as an InferenceCluster does; every GPU publishes them, but
+                          on some nodes (every GPU alike, or some apart; a GPU's
+                          partitions with it) an older driverVersion, another model,
+                          less memory, or no driverVersion at all. Workloads and
+                          every probe select on each declared entry, as
+                          compose-model-replica writes a member's selectors into its
+                          claim: true on the declaration, false on a device unlike it
+                          in a value, a CEL runtime error on one lacking it (which
+                          fails kube-scheduler's Filter on the node: a refusal). No
+                          selector tests an entry's absence (`!has(...)`, the
+                          exception design/observation.md states).
 
 The features after node-resources (LATER_FEATURES) are rolled with dice of their
-own (`random.Random(f"{seed}-later")`), and those after device-class-edits
-(CLAIM_FEATURES) with others again (`f"{seed}-claims"`), so adding them left every
-earlier seed's state as it was where they are not used.
+own (`random.Random(f"{seed}-later")`), those after device-class-edits
+(CLAIM_FEATURES) with others again (`f"{seed}-claims"`), and declared-devices
+(DECLARATION_FEATURES) with its own (`f"{seed}-declared"`), so adding them left
+every earlier seed's state as it was where they are not used.
 
 The harness writes the allocation of a state's own claims ("allocated-claim" steps)
 as an allocator does; kube-controller-manager's resourceclaim controller then
