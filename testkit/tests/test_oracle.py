@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import pytest
 from modelplane_agent.partitions import SLICE_ORDER
+from modelplane_agent.pools import LACKS_DECLARED
 from modelplane_testkit.oracle import (
     Oracle,
     Probe,
@@ -120,6 +121,27 @@ def probe(node: str, expect_bound: bool, outcome: str) -> Probe:
             [],
             ["n1-bound"],
             id="an under-count where partitions span slices read in any order is declared",
+        ),
+        pytest.param(
+            {"n1": {"free": {"gpu": 0}, "uncounted": [f"{LACKS_DECLARED} of device kind gpu"]}},
+            [probe("n1", False, "bound")],
+            [],
+            ["n1-bound"],
+            id="an under-count where a device lacks a declared entry, which kube-scheduler "
+            "fails the node on only when it tries that device, is declared",
+        ),
+        pytest.param(
+            {
+                "n1": {
+                    "free": {"gpu": 0},
+                    "uncounted": ["device kind gpu: a device differs from the declared model"],
+                }
+            },
+            [probe("n1", False, "bound")],
+            ["n1-bound"],
+            [],
+            id="an under-count where a device differs from the declaration is a disagreement: "
+            "the claims' selectors refuse it",
         ),
         pytest.param(
             {"n1": {"free": {"gpu": 0}, "uncounted": ["incomplete resource pool"]}},

@@ -57,6 +57,7 @@ from lightkube.generic_resource import create_global_resource, create_namespaced
 from modelplane_agent.devices import SHARED_POOL_NAME
 from modelplane_agent.kube import _resource
 from modelplane_agent.partitions import SLICE_ORDER
+from modelplane_agent.pools import LACKS_DECLARED
 from modelplane_agent.state import CLAIMS, CLASSES, NODES, PODS, POOLS, REPLICAS, SLICES
 from modelplane_agent.taint_rules import UNSELECTIVE_RULE
 from modelplane_common.inputs import find_condition
@@ -386,8 +387,16 @@ def planned_series(pool: Pool, view: Mapping, prefix: str) -> list[list[Series]]
 # without deviceSelector (v1.37 applies it to no device, v1.35 and v1.36 to all), and
 # two drivers' partitionable resource pools of one name (v1.35 and v1.36 mix their
 # counters up, v1.37 keys them apart); and partitions over several slices, whose
-# order kube-scheduler reads in map order (the agent counts the worst order's).
-DECLARED_UNDER_COUNTS: tuple[str, ...] = (UNSELECTIVE_RULE, SHARED_POOL_NAME, SLICE_ORDER)
+# order kube-scheduler reads in map order (the agent counts the worst order's); and a
+# device lacking a declared entry, which fails the node for a claim selecting on it
+# only if kube-scheduler tries that device before it has found the claim's (the agent
+# counts none).
+DECLARED_UNDER_COUNTS: tuple[str, ...] = (
+    UNSELECTIVE_RULE,
+    SHARED_POOL_NAME,
+    SLICE_ORDER,
+    LACKS_DECLARED,
+)
 
 
 def declared(probe: Probe, view: Mapping) -> bool:
