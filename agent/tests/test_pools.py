@@ -878,6 +878,63 @@ DECLARED_CASES = [
 ]
 
 
+def publishing(name: str, attributes: dict | None = None, capacity: dict | None = None) -> dict:
+    """t.device with these attributes added, and only this capacity (None: its own)."""
+    device = t.device(name)
+    device["attributes"].update(attributes or {})
+    if capacity is not None:
+        device["capacity"] = capacity
+    return device
+
+
+DECLARED_CASES += [
+    pytest.param(
+        DECLARED_550,
+        t.resource_slice(
+            "n1",
+            [versioned("gpu-0", "550.54.15"), t.device("gpu-1"), versioned("gpu-2", "550.54.15")],
+        ),
+        (0,),
+        id="a device lacking the declared driverVersion leaves none of its node counted: "
+        "a claim's selector reading it fails kube-scheduler's Filter there",
+    ),
+    pytest.param(
+        {"gpu": {"attributes": {"driverVersion": {"string": "550.54.15"}}}},
+        t.resource_slice(
+            "n1",
+            [
+                publishing("gpu-0", {"driverVersion": {"string": "550.54.15"}}),
+                versioned("gpu-1", "550.54.15"),
+            ],
+        ),
+        (0,),
+        id="a device holding a declared attribute with another type leaves none of its node "
+        "counted",
+    ),
+    pytest.param(
+        {"gpu": {"capacity": {"cores": {"value": "132"}}}},
+        t.resource_slice(
+            "n1", [publishing("gpu-0", capacity={"cores": {"value": "132"}}), t.device("gpu-1")]
+        ),
+        (0,),
+        id="a device lacking a declared capacity leaves none of its node counted",
+    ),
+    pytest.param(
+        DECLARED_550,
+        t.resource_slice(
+            "n1",
+            [
+                versioned("gpu-0", "550.54.15"),
+                versioned("gpu-1", "535.161.8"),
+                versioned("gpu-2", "550.54.15"),
+            ],
+        ),
+        (2,),
+        id="a device with another declared value is alone not counted: a selector is false on it",
+    ),
+]
+
+
 @pytest.mark.parametrize(("declared", "slice_", "vector"), DECLARED_CASES)
 def test_only_devices_as_declared_count(declared, slice_, vector):
     pool = t.pool_observation("a100", [GPU], declared=declared)
@@ -891,6 +948,17 @@ def test_devices_unlike_the_declaration_are_named_in_the_message():
     assert state.pool_report("a100").condition.message == (
         "1/1 nodes schedulable; devices not counted: "
         "1 device kind gpu: a device differs from the declared attribute driverVersion"
+    )
+
+
+def test_a_device_lacking_a_declared_entry_is_named_in_the_message():
+    pool = t.pool_observation("a100", [GPU], declared=DECLARED_550)
+    slice_ = t.resource_slice("n1", [versioned("gpu-0", "550.54.15"), t.device("gpu-1")])
+    state = run([*CLASSES_ALL, pool, t.node("n1"), slice_])
+    assert state.pool_report("a100").condition.message == (
+        "1/1 nodes schedulable; devices not counted: 1 a device lacks a declared entry of "
+        "device kind gpu (attribute driverVersion): kube-scheduler may fail the node for a "
+        "claim selecting on it"
     )
 
 

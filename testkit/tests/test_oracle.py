@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import pytest
 from modelplane_agent.partitions import SLICE_ORDER
+from modelplane_agent.pools import LACKS_DECLARED
 from modelplane_testkit.oracle import (
     Oracle,
     Probe,
@@ -12,6 +13,7 @@ from modelplane_testkit.oracle import (
     final,
     planned_series,
     sorted_verdicts,
+    verdict,
 )
 from modelplane_testkit.oracle_states import Pool
 
@@ -129,6 +131,27 @@ def probe(node: str, expect_bound: bool, outcome: str) -> Probe:
             "an over-count there is not",
         ),
         pytest.param(
+            {"n1": {"free": {"gpu": 0}, "uncounted": [f"{LACKS_DECLARED} of device kind gpu"]}},
+            [probe("n1", False, "bound")],
+            [],
+            ["n1-bound"],
+            id="an under-count where a device lacks a declared entry, which kube-scheduler "
+            "fails the node on only when it tries that device, is declared",
+        ),
+        pytest.param(
+            {
+                "n1": {
+                    "free": {"gpu": 0},
+                    "uncounted": ["device kind gpu: a device differs from the declared model"],
+                }
+            },
+            [probe("n1", False, "bound")],
+            ["n1-bound"],
+            [],
+            id="an under-count where a device differs from the declaration is a disagreement: "
+            "the claims' selectors refuse it",
+        ),
+        pytest.param(
             {"n1": {"free": {"gpu": 0}, "uncounted": ["incomplete resource pool"]}},
             [probe("n1", False, "bound")],
             ["n1-bound"],
@@ -194,3 +217,86 @@ def test_probes_are_removed_refused_first_so_none_is_retried_onto_devices_releas
     client = RecordingClient()
     Oracle(client, "oracle", {}).remove(series.probes, wait=True)
     assert client.deleted == ["s-2", "s-2", "s-0", "s-0", "s-1", "s-1"]
+
+
+SELECTING = Pool(
+    "p",
+    [
+        {
+            "name": "gpu",
+            "driver": "gpu.example.com",
+            "deviceClassName": "whole-gpu.example.com",
+            "attributes": {"gpu.example.com/model": {"string": "a100"}},
+            "selectors": ['device.attributes["gpu.example.com"].model == "a100"'],
+        },
+        {"name": "nic", "driver": "nic.example.com", "deviceClassName": "nic.example.com"},
+    ],
+    [],
+    None,
+)
+
+
+class BindingClient(RecordingClient):
+    """Records what is created; lists every pod created as bound."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.created: list[dict] = []
+
+    def create(self, obj) -> None:
+        self.created.append(obj)
+
+    def list(self, resource, namespace=None, labels=None):
+        pods = [o for o in self.created if "containers" in o["spec"]]
+        return [{**p, "spec": {**p["spec"], "nodeName": "n"}} for p in pods]
+
+
+def test_every_probe_claim_carries_the_kinds_request_selectors_as_the_fleets_claims_do():
+    client = BindingClient()
+    probes = [
+        Probe("n", "exact", {"gpu": 2, "nic": 1}, True, "exact"),
+        Probe("n", "one more gpu", {"gpu": 1}, False, "more"),
+    ]
+    Oracle(client, "oracle", {}).decide(SELECTING, probes, "exact")
+    claims = [o for o in client.created if "devices" in o["spec"]]
+    requests = {
+        (c["metadata"]["name"], r["name"]): r["exactly"]
+        for c in claims
+        for r in c["spec"]["devices"]["requests"]
+    }
+    selecting = [{"cel": {"expression": 'device.attributes["gpu.example.com"].model == "a100"'}}]
+    assert requests[("exact", "gpu")]["selectors"] == selecting
+    assert requests[("more", "gpu")]["selectors"] == selecting
+    assert "selectors" not in requests[("exact", "nic")]
+    assert requests[("exact", "gpu")]["count"] == 2
+
+
+def _pod(reason: str, message: str) -> dict:
+    condition = {"type": "PodScheduled", "status": "False", "reason": reason, "message": message}
+    return {"spec": {}, "status": {"conditions": [condition]}}
+
+
+@pytest.mark.parametrize(
+    ("pod", "expected"),
+    [
+        pytest.param({"spec": {"nodeName": "n"}}, ("bound", "n"), id="a pod with a node is bound"),
+        pytest.param(
+            _pod("Unschedulable", "0/1 nodes"),
+            ("refused", "0/1 nodes"),
+            id="an Unschedulable pod is refused",
+        ),
+        pytest.param(
+            _pod("SchedulerError", "claim x: selector #0: CEL runtime error: no such key"),
+            ("refused", "claim x: selector #0: CEL runtime error: no such key"),
+            id="a claim whose selector fails on the node's devices is refused there",
+        ),
+        pytest.param(
+            _pod("SchedulerError", "binding rejected: etcd timeout"),
+            None,
+            id="any other scheduler error is undecided: kube-scheduler retries it",
+        ),
+        pytest.param({"spec": {}}, None, id="a pod not tried yet is undecided"),
+    ],
+)
+def test_how_a_probes_pod_reads(pod, expected):
+    assert verdict(pod) == expected

@@ -7,10 +7,18 @@ import hashlib
 import json
 
 import pytest
+from modelplane_common.cel.devices import MATCH, evaluate
+from modelplane_common.devices import device_view
 from modelplane_testkit.oracle_states import (
+    CLAIM_FEATURES,
+    CLASSES,
+    DECLARATION_FEATURES,
     FEATURES,
     GPU_DRIVER,
+    LATER_FEATURES,
     NIC_DRIVER,
+    OWN_DICE_FEATURES,
+    VARIANTS,
     features_from,
     generate,
 )
@@ -113,6 +121,9 @@ SIGNS = {
     ),
     "network-attached-devices": lambda step: step["op"] == "slice" and step["node"] is None,
     "preemption": lambda step: step["op"] in ("preempt", "priority-class"),
+    "declared-devices": lambda step: (
+        "selectors" in step or any("capacity" in d for d in step.get("devices", []))
+    ),
 }
 
 
@@ -147,25 +158,47 @@ def _digest(seed: int, features: str) -> str:
     return hashlib.sha256(text.encode()).hexdigest()[:16]
 
 
+# States the default gave before "declared-devices" existed, on v1.37.2.
+BEFORE_DECLARATION_FEATURES = {
+    5: "50de4a7b0571c562",
+    40: "325f9e2a8c93c021",
+    120: "32e3b7785eacc080",
+}
+
+
+@pytest.mark.parametrize("seed", sorted(BEFORE_DECLARATION_FEATURES))
+def test_with_declared_devices_left_out_a_seed_replays_the_state_it_gave_before(seed):
+    without = "-declared-devices,-network-attached-devices,-preemption"
+    assert _digest(seed, without) == BEFORE_DECLARATION_FEATURES[seed]
+
+
+def test_a_seed_that_does_not_roll_declared_devices_is_the_state_it_was_without_it():
+    for seed in SEEDS:
+        state = generate(seed, features_from("", "v1.37.2"))
+        if "declared-devices" not in state.features:
+            assert dataclasses.asdict(state) == dataclasses.asdict(
+                generate(seed, features_from("-declared-devices", "v1.37.2"))
+            )
+
+
 @pytest.mark.parametrize("seed", sorted(BEFORE_LATER_FEATURES))
 def test_with_the_later_features_left_out_a_seed_replays_the_state_it_gave_before(seed):
-    later = (
-        "-shared-pool-names,-device-class-edits,-terminal-pods,-pending-deallocations,"
-        f"{WITHOUT_OWN_DICE_FEATURES}"
-    )
+    newer = (*LATER_FEATURES, *CLAIM_FEATURES, *OWN_DICE_FEATURES, *DECLARATION_FEATURES)
+    later = ",".join(f"-{f}" for f in newer)
     assert _digest(seed, later) == BEFORE_LATER_FEATURES[seed]
 
 
 @pytest.mark.parametrize("seed", sorted(BEFORE_CLAIM_FEATURES))
 def test_with_the_claim_features_left_out_a_seed_replays_the_state_it_gave_before(seed):
-    claims = f"-terminal-pods,-pending-deallocations,{WITHOUT_OWN_DICE_FEATURES}"
+    newer = (*CLAIM_FEATURES, *OWN_DICE_FEATURES, *DECLARATION_FEATURES)
+    claims = ",".join(f"-{f}" for f in newer)
     assert _digest(seed, claims) == BEFORE_CLAIM_FEATURES[seed]
 
 
 # States the default gave before the features with dice of their own (OWN_DICE_FEATURES)
-# existed, on v1.37.2.
+# and declared-devices existed, on v1.37.2.
 BEFORE_OWN_DICE_FEATURES = {5: "50de4a7b0571c562", 42: "3eab306eb9055be5", 120: "32e3b7785eacc080"}
-WITHOUT_OWN_DICE_FEATURES = "-network-attached-devices,-preemption"
+WITHOUT_OWN_DICE_FEATURES = "-network-attached-devices,-preemption,-declared-devices"
 
 
 @pytest.mark.parametrize("seed", sorted(BEFORE_OWN_DICE_FEATURES))
@@ -348,3 +381,123 @@ def test_preemptors_are_observed_both_nominated_and_bound():
         s["release"] for state in PREEMPTION_STATES for s in state.steps if s["op"] == "preempt"
     }
     assert releases == {True, False}
+
+
+# ------------------------------------------------------------------ declared devices
+
+DECLARING = [
+    generate(s, features_from("declared-devices,partitionable-devices,republished-slices"))
+    for s in range(1, 121)
+]
+DECLARING = [state for state in DECLARING if "declared-devices" in state.features]
+
+
+def _gpu_devices_of(state) -> list[tuple[str, dict]]:
+    """(node, device) of every GPU device the state publishes, any generation."""
+    return [
+        (step["node"], device)
+        for step in state.steps
+        if step["op"] == "slice" and step["driver"] == GPU_DRIVER
+        for device in step["devices"]
+    ]
+
+
+def _view(device: dict) -> tuple:
+    """What a selector sees of a published device (the harness's wire form)."""
+    attributes = {
+        name: value if isinstance(value, dict) else {"string": value}
+        for name, value in device["attributes"].items()
+        if not isinstance(value, int)
+    }
+    capacity = {name: {"value": value} for name, value in device.get("capacity", {}).items()}
+    return device_view({"driver": GPU_DRIVER, "attributes": attributes, "capacity": capacity})
+
+
+def _as_declared(declared: dict, device: dict) -> bool:
+    """Whether `device` publishes every entry of the kind's `declared` attributes and
+    capacity, with the declared value (slices name them in the driver's domain)."""
+    attributes = {
+        f"{GPU_DRIVER}/{n}": v if isinstance(v, dict) else {"string": v}
+        for n, v in device["attributes"].items()
+    }
+    capacity = {f"{GPU_DRIVER}/{n}": {"value": v} for n, v in device.get("capacity", {}).items()}
+    return all(attributes.get(n) == v for n, v in declared.get("attributes", {}).items()) and all(
+        capacity.get(n) == v for n, v in declared.get("capacity", {}).items()
+    )
+
+
+def test_a_declaring_state_declares_its_gpu_kind_and_claims_of_it_select_on_each_entry():
+    assert len(DECLARING) > 20
+    for state in DECLARING:
+        gpu = state.pool.devices[0]
+        entries = len(gpu.get("attributes", {})) + len(gpu.get("capacity", {}))
+        assert entries > 0, f"seed {state.seed}: the GPU kind declares nothing"
+        assert len(gpu["selectors"]) == entries
+        assert all("selectors" not in kind for kind in state.pool.devices[1:])
+        for step in state.steps:
+            if step["op"] == "workload" and "nic.example.com" not in step["requests"]:
+                attributes = [e for e in gpu["selectors"] if e.startswith("device.attributes")]
+                assert step.get("selectors", []) == attributes
+
+
+def test_no_selector_tests_the_absence_of_an_entry():
+    assert not any("!has(" in e for state in DECLARING for e in state.pool.devices[0]["selectors"])
+
+
+def test_the_selectors_are_true_on_the_declaration():
+    for state in DECLARING:
+        gpu = state.pool.devices[0]
+        declared = device_view({**gpu, "driver": GPU_DRIVER})
+        assert all(evaluate(e, declared)[0] == MATCH for e in gpu["selectors"]), state.seed
+
+
+def test_the_selectors_take_the_devices_as_declared_and_no_other():
+    as_declared = unlike = 0
+    for state in DECLARING:
+        gpu = state.pool.devices[0]
+        of_kind = CLASSES[gpu["deviceClassName"]]
+        for _, device in _gpu_devices_of(state):
+            if evaluate(of_kind, _view(device))[0] != MATCH:
+                continue
+            taken = all(evaluate(e, _view(device))[0] == MATCH for e in gpu["selectors"])
+            assert taken == _as_declared(gpu, device), (state.seed, device)
+            as_declared += taken
+            unlike += not taken
+    assert as_declared and unlike
+
+
+@pytest.mark.parametrize("variant", VARIANTS)
+def test_some_gpus_are_unlike_the_declaration_in_each_way_whole_and_partitioned(variant):
+    changed = {
+        "older-driver": lambda d: d["attributes"].get("driverVersion") == {"version": "535.161.8"},
+        "other-model": lambda d: d["attributes"]["model"] != "example-a100",
+        "less-memory": lambda d: d["capacity"]["memory"] in ("19Gi", "4Gi", "9Gi"),
+        "no-driver-version": lambda d: "driverVersion" not in d["attributes"],
+    }[variant]
+    devices = [d for state in DECLARING for _, d in _gpu_devices_of(state) if changed(d)]
+    assert any(d["attributes"]["profile"] == "whole" for d in devices)
+    assert any(d["attributes"]["profile"] != "whole" for d in devices)
+
+
+def test_a_gpus_partitions_publish_what_the_gpu_does():
+    for state in DECLARING:
+        published: dict[tuple[str, int], set] = {}
+        for node, device in _gpu_devices_of(state):
+            attributes = {
+                k: v for k, v in device["attributes"].items() if k not in ("type", "profile")
+            }
+            published.setdefault((node, device["attributes"]["index"]), set()).add(
+                json.dumps(attributes, sort_keys=True)
+            )
+        assert all(len(seen) == 1 for seen in published.values()), state.seed
+
+
+def test_a_node_mid_rollout_has_gpus_as_declared_beside_gpus_unlike_it():
+    mixed = 0
+    for state in DECLARING:
+        gpu = state.pool.devices[0]
+        for node in state.nodes:
+            devices = [d for n, d in _gpu_devices_of(state) if n == node]
+            kinds = {_as_declared(gpu, d) for d in devices}
+            mixed += kinds == {True, False}
+    assert mixed

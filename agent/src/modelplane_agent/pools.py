@@ -18,7 +18,9 @@ Model (design/observation.md, "What the agent counts")
       the fleet judges request selectors on (`differs`);
     - a kind whose DeviceClass fails on some device of the node no claim
       holds, any driver's ("no such key": no driver guard), counts nothing
-      there, as kube-scheduler fails the node (`class_failures`);
+      there, as kube-scheduler fails the node (`class_failures`); so does a
+      kind one of whose devices no claim holds lacks a declared entry, which
+      a claim's selector true on the declaration may read (`lacks`);
     - a device is FREE unless some ResourceClaim's `status.allocation` holds it
       (whoever owns the claim; `adminAccess` results hold nothing), it carries
       a NoSchedule/NoExecute device taint or binding conditions
@@ -89,11 +91,16 @@ KINDS_SHARE_COUNTERS = "KindsShareCounters"
 SHARED_POOL_NAMES = "SharedPoolNames"
 UNSELECTIVE_TAINT_RULES = "UnselectiveDeviceTaintRules"
 NETWORK_ATTACHED_DEVICES = "NetworkAttachedDevices"
+# Why a kind counts nothing on a node where a device of it lacks a declared entry (or
+# holds it with another type): whether kube-scheduler fails the node for a claim
+# reading it depends on the order it tries devices in (`lacks`).
+LACKS_DECLARED = "a device lacks a declared entry"
 
 
 @dataclass(frozen=True, slots=True)
 class Fails:
-    """A device on which a kind's DeviceClass fails (a CEL runtime error): `cause` says so."""
+    """A device on which a kind's DeviceClass fails (a CEL runtime error), or a claim's
+    selector may (it lacks a declared entry): `cause` says so."""
 
     cause: str
 
@@ -141,9 +148,10 @@ class KindRule:
         allocator runs a claim's class on every device of the node it tries: the
         first false one decides False; one reading an attribute or capacity the
         device lacks fails kube-scheduler's Filter ("no such key", a CEL runtime
-        error): Fails. Of the kind only on the kind's driver, and then Differs
-        unless the device holds every declared attribute and capacity with the
-        declared value. Raises SelectorError for a type error.
+        error): Fails. Of the kind only on the kind's driver; then Fails too when
+        the device lacks a declared entry (`lacks`: a claim's selector reading it
+        fails the same way), and Differs unless it holds every declared attribute
+        and capacity with the declared value. Raises SelectorError for a type error.
         """
         for expression in self.selectors:
             outcome, reason = evaluate(expression, view)
@@ -158,10 +166,33 @@ class KindRule:
                 return False
         if view[0] != self.driver:
             return False
+        lacking = lacks(self.declared, view)
+        if lacking is not None:
+            return Fails(
+                f"{LACKS_DECLARED} of device kind {self.name} ({lacking}): kube-scheduler "
+                "may fail the node for a claim selecting on it"
+            )
         what = differs(self.declared, view)
         if what is None:
             return True
         return Differs(f"device kind {self.name}: a device differs from the declared {what}")
+
+
+def lacks(declared: DeviceView, view: DeviceView) -> str | None:
+    """The first declared attribute `view` lacks or holds with another type, or declared
+    capacity it lacks ("attribute driverVersion"), None when it holds every entry (with
+    the declared value or not). A request selector true on the declaration may read
+    any of them; on such a device it is a CEL runtime error ("no such key", "no such
+    overload"), which fails kube-scheduler's Filter as a DeviceClass's does."""
+    types = {_qualified(n, view[0]): k for n, k, _ in view[1]}
+    for name, kind, _ in declared[1]:
+        if types.get(_qualified(name, declared[0])) != kind:
+            return f"attribute {name}"
+    capacity = {_qualified(n, view[0]) for n, _ in view[2]}
+    for name, _ in declared[2]:
+        if _qualified(name, declared[0]) not in capacity:
+            return f"capacity {name}"
+    return None
 
 
 def differs(declared: DeviceView, view: DeviceView) -> str | None:
@@ -356,10 +387,12 @@ def class_failures(
     devices: Sequence[Device], judged: Sequence[Judged], allocated: Callable[[DeviceKey], bool]
 ) -> dict[int, str]:
     """Per kind index, why its DeviceClass fails on some device of the node no claim
-    holds (`KindRule.judge`), any driver's, tainted or not: kube-scheduler's allocator
-    runs the class on each such device it tries, in an order it does not fix (pools
-    in map order), and a failure fails the node's Filter. So a failing kind is counted
-    as nothing on the node (`withheld`), never as free devices a claim may not get."""
+    holds (`KindRule.judge`), any driver's, tainted or not, or a claim's selector may (a
+    device of the kind lacking a declared entry): kube-scheduler's allocator runs the
+    class, then the claim's selectors, on each such device it tries, in an order it
+    does not fix (pools in map order), and a failure fails the node's Filter. So a
+    failing kind is counted as nothing on the node (`withheld`), never as free devices
+    a claim may not get."""
     failures: dict[int, str] = {}
     for device, verdicts in zip(devices, judged, strict=True):
         if verdicts and not (device.consumes and allocated(device.key)):

@@ -304,10 +304,12 @@ def labels(seed: int, role: str | None = None) -> dict[str, str]:
 
 
 def pool_manifest(state: State) -> dict:
+    # A kind's "selectors" are what the fleet's claims carry, not part of the observation.
+    devices = [{k: v for k, v in d.items() if k != "selectors"} for d in state.pool.devices]
     spec: dict[str, Any] = {
         "poolName": state.pool.name,
         "nodeSelector": {"matchLabels": {"modelplane.ai/pool": state.pool.name}},
-        "devices": state.pool.devices,
+        "devices": devices,
         "tolerations": state.pool.tolerations,
     }
     if state.pool.min_pod_requests is not None:
@@ -354,6 +356,10 @@ def update_node(client: Client, step: dict) -> None:
 
 
 def _attribute(value: object) -> dict:
+    """A state's attribute as a slice publishes it: an int, a string, or already typed
+    ({"version": ...})."""
+    if isinstance(value, dict):
+        return value
     return {"int": value} if isinstance(value, int) else {"string": value}
 
 
@@ -366,6 +372,8 @@ def device_manifest(device: dict) -> dict:
         "name": device["name"],
         "attributes": {k: _attribute(v) for k, v in device["attributes"].items()},
     }
+    if device.get("capacity"):
+        out["capacity"] = {name: {"value": value} for name, value in device["capacity"].items()}
     if "consumes" in device:
         consumes = device["consumes"]
         out["consumesCounters"] = [
@@ -438,7 +446,7 @@ def hog_manifest(step: dict, seed: int) -> dict:
 
 def create_workload(client: Client, step: dict, seed: int) -> None:
     requests = [
-        exact_request(f"r{i}", device_class, count, step["adminAccess"])
+        exact_request(f"r{i}", device_class, count, step["adminAccess"], step.get("selectors", ()))
         for i, (device_class, count) in enumerate(sorted(step["requests"].items()))
     ]
     workload = labels(seed, "workload")

@@ -4,7 +4,8 @@ The agent says, per node of a pool, how many devices of each kind are free
 (its /debug/nodes view, `modelplane_agent.debug`). kube-scheduler decides:
 
 - a pod claiming exactly a node's free devices (one claim, an exact count per
-  device kind, the pool's tolerations, its smallest pod's cpu and memory) binds;
+  device kind with the request selectors the fleet's claims of the kind carry,
+  the pool's tolerations, its smallest pod's cpu and memory) binds;
 - a pod claiming one device more, of any kind, does not (for a node the agent
   leaves out of the histogram: a pod claiming one device of any kind does not;
   for a node whose count the room for the pool's smallest pods caps, one more
@@ -20,9 +21,11 @@ The agent says, per node of a pool, how many devices of each kind are free
 
 Probes are pinned to their node by a required node affinity on the node's name
 (no nodeName: kube-scheduler decides about that node alone, with every filter);
-a probe is decided once it is bound, or PodScheduled=False/Unschedulable where
-the view expects it refused; a refusal of a probe expected to bind stands only
-if it still does at the end of a bounded wait (`final`). Probes of all nodes
+a probe is decided once it is bound, or PodScheduled=False/Unschedulable (or
+SchedulerError for a CEL runtime error of its claim's selector on the node's
+devices, which fails the node's Filter) where the view expects it refused; a
+refusal of a probe expected to bind stands only if it still does at the end of
+a bounded wait (`final`). Probes of all nodes
 run at once: first every "one more" probe, then, once those are gone, the
 series of each kind in turn (all nodes' series of a kind side by side, a pod
 each round), then every "exact" one. The
@@ -54,6 +57,7 @@ from lightkube.generic_resource import create_global_resource, create_namespaced
 from modelplane_agent.devices import NETWORK_ATTACHED, SHARED_POOL_NAME
 from modelplane_agent.kube import _resource
 from modelplane_agent.partitions import SLICE_ORDER
+from modelplane_agent.pools import LACKS_DECLARED
 from modelplane_agent.state import CLAIMS, CLASSES, NODES, PODS, POOLS, REPLICAS, SLICES
 from modelplane_agent.taint_rules import UNSELECTIVE_RULE
 from modelplane_common.inputs import find_condition
@@ -113,12 +117,18 @@ def device_taint_rule(client: Client) -> Any:
 # --------------------------------------------------------------------------- manifests
 
 
-def exact_request(name: str, device_class: str, count: int, admin: bool = False) -> dict:
+def exact_request(
+    name: str, device_class: str, count: int, admin: bool = False, selectors: Sequence[str] = ()
+) -> dict:
+    """A request for `count` devices of `device_class`, each true under every one of
+    `selectors` (CEL), as compose-model-replica writes a member's request."""
     exactly: dict[str, Any] = {
         "deviceClassName": device_class,
         "allocationMode": "ExactCount",
         "count": count,
     }
+    if selectors:
+        exactly["selectors"] = [{"cel": {"expression": e}} for e in selectors]
     if admin:
         exactly["adminAccess"] = True
     return {"name": name, "exactly": exactly}
@@ -168,14 +178,28 @@ def pinned_pod(
     return {"metadata": metadata, "spec": spec}
 
 
+# What kube-scheduler's message says when a claim's CEL selector fails on a device of
+# the node (a CEL runtime error, "no such key" for one): the node's Filter fails, so
+# the pod cannot go there (k8s.io/dynamic-resource-allocation structured allocator,
+# `selectorsMatch`; the scheduler reports it as PodScheduled=False/SchedulerError and
+# retries the pod, which fails the same way while the devices stay as they are).
+CEL_RUNTIME_ERROR = "CEL runtime error"
+
+
 def verdict(pod: Mapping) -> tuple[str, str] | None:
-    """("bound", node), ("refused", kube-scheduler's message), or None while undecided."""
+    """("bound", node), ("refused", kube-scheduler's message), or None while undecided.
+    Refused: Unschedulable, or a claim's selector failing on the node (CEL_RUNTIME_ERROR)."""
     node = (pod.get("spec") or {}).get("nodeName")
     if node:
         return ("bound", node)
     condition = find_condition(pod, "PodScheduled")
-    if condition.get("status") == "False" and condition.get("reason") == "Unschedulable":
-        return ("refused", condition.get("message") or "")
+    message = condition.get("message") or ""
+    if condition.get("status") != "False":
+        return None
+    if condition.get("reason") == "Unschedulable":
+        return ("refused", message)
+    if condition.get("reason") == "SchedulerError" and CEL_RUNTIME_ERROR in message:
+        return ("refused", message)
     return None
 
 
@@ -366,14 +390,17 @@ def planned_series(pool: Pool, view: Mapping, prefix: str) -> list[list[Series]]
 # without deviceSelector (v1.37 applies it to no device, v1.35 and v1.36 to all), and
 # two drivers' partitionable resource pools of one name (v1.35 and v1.36 mix their
 # counters up, v1.37 keys them apart); partitions over several slices, whose
-# order kube-scheduler reads in map order (the agent counts the worst order's); and free
+# order kube-scheduler reads in map order (the agent counts the worst order's); free
 # network-attached devices serving the node, which serve other nodes too (the agent
-# counts them on none, `modelplane_agent.network`).
+# counts them on none, `modelplane_agent.network`); and a device lacking a declared
+# entry, which fails the node for a claim selecting on it only if kube-scheduler tries
+# that device before it has found the claim's (the agent counts none).
 DECLARED_UNDER_COUNTS: tuple[str, ...] = (
     UNSELECTIVE_RULE,
     SHARED_POOL_NAME,
     SLICE_ORDER,
     NETWORK_ATTACHED,
+    LACKS_DECLARED,
 )
 
 
@@ -438,10 +465,19 @@ class Oracle:
         self.remove(probes, wait=True)
 
     def decide(self, pool: Pool, probes: list[Probe], phase: str) -> None:
-        classes = {d["name"]: d["deviceClassName"] for d in pool.devices}
+        kinds = {d["name"]: d for d in pool.devices}
         labels: dict[str, Any] = {**self.labels, PHASE_LABEL: phase}
         for probe in probes:
-            requests = [exact_request(k, classes[k], n) for k, n in probe.counts.items() if n > 0]
+            requests = [
+                exact_request(
+                    k,
+                    kinds[k]["deviceClassName"],
+                    n,
+                    selectors=kinds[k].get("selectors", ()),
+                )
+                for k, n in probe.counts.items()
+                if n > 0
+            ]
             claim = claim_manifest(probe.name, self.namespace, requests, labels)
             self.client.create(ResourceClaim(claim))
             pod = pinned_pod(

@@ -84,11 +84,25 @@ in KNOWN_DISAGREEMENTS for the Kubernetes version under test only when named):
                           state is judged so, or once the victims are deleted and the
                           preemptor bound ("release"). Probes keep priority 0, no
                           higher than any workload's: they never preempt
+    declared-devices      the pool declares its GPU kind's attributes (a semver
+                          driverVersion, a string model) and/or its memory capacity,
+                          as an InferenceCluster does; every GPU publishes them, but
+                          on some nodes (every GPU alike, or some apart; a GPU's
+                          partitions with it) an older driverVersion, another model,
+                          less memory, or no driverVersion at all. Workloads and
+                          every probe select on each declared entry, as
+                          compose-model-replica writes a member's selectors into its
+                          claim: true on the declaration, false on a device unlike it
+                          in a value, a CEL runtime error on one lacking it (which
+                          fails kube-scheduler's Filter on the node: a refusal). No
+                          selector tests an entry's absence (`!has(...)`, the
+                          exception design/observation.md states).
 
 The features after node-resources (LATER_FEATURES) are rolled with dice of their
 own (`random.Random(f"{seed}-later")`), those after device-class-edits
-(CLAIM_FEATURES) with others again (`f"{seed}-claims"`), and each of those after
-pending-deallocations (OWN_DICE_FEATURES) with its own (`f"{seed}-<name>"`), so
+(CLAIM_FEATURES) with others again (`f"{seed}-claims"`), each of those after
+pending-deallocations (OWN_DICE_FEATURES) with its own (`f"{seed}-<name>"`), and
+declared-devices (DECLARATION_FEATURES) with its own (`f"{seed}-declared"`), so
 adding them left every earlier seed's state as it was where they are not used.
 
 The harness writes the allocation of a state's own claims ("allocated-claim" steps)
@@ -136,6 +150,27 @@ CLASSES = {
 GPU_COUNTERS = {"compute": "4", "memory": "20Gi"}
 PROFILES = (("1g", 4, "1", "5Gi"), ("2g", 2, "2", "10Gi"))
 
+# "declared-devices": what every GPU of a state using it publishes besides its type,
+# profile and index (driverVersion, model; its memory by profile, in Gi), what the
+# pool may declare of its GPU kind, as an InferenceCluster does (qualified names), and
+# the request selector the fleet's claims carry for each entry declared, true on the
+# declaration.
+DRIVER_VERSION = {"version": "550.54.15"}
+MODEL = "example-a100"
+MEMORY_GI = {"whole": 20, "1g": 5, "2g": 10}
+ATTRIBUTE_SELECTORS = {
+    "driverVersion": (
+        f'device.attributes["{GPU_DRIVER}"].driverVersion.isGreaterThan(semver("550.0.0"))'
+    ),
+    "model": f'device.attributes["{GPU_DRIVER}"].model == "{MODEL}"',
+}
+# The kinds whose devices all have one memory: the capacity such a kind may declare.
+DECLARABLE_MEMORY = {"whole-gpu.example.com": "whole", "mig-1g.example.com": "1g"}
+# How a GPU (the whole device and its partitions alike, as a driver publishes a
+# partition with its GPU's attributes) may be unlike the declaration: each false under
+# the selector of the entry it changes, or (no driverVersion) an error there.
+VARIANTS = ("older-driver", "other-model", "less-memory", "no-driver-version")
+
 NODE_CAPACITY = {"cpu": "8", "memory": "32Gi", "pods": "20"}
 MIN_POD_REQUESTS = {"cpu": "1", "memory": "4Gi"}
 
@@ -145,6 +180,8 @@ LATER_FEATURES = ("shared-pool-names", "device-class-edits")
 CLAIM_FEATURES = ("terminal-pods", "pending-deallocations")
 # Features added after those, each rolled with dice of its own (`f"{seed}-{name}"`).
 OWN_DICE_FEATURES = ("network-attached-devices", "preemption")
+# And declared-devices, with dice of its own once more (`f"{seed}-declared"`).
+DECLARATION_FEATURES = ("declared-devices",)
 # The finalizer kube-scheduler puts on a claim it allocates: the resourceclaim
 # controller deallocates only claims carrying it (k8s.io/api resource/v1 `Finalizer`).
 SCHEDULER_FINALIZER = "resource.kubernetes.io/delete-protection"
@@ -166,6 +203,7 @@ FEATURES = (
     *LATER_FEATURES,
     *CLAIM_FEATURES,
     *OWN_DICE_FEATURES,
+    *DECLARATION_FEATURES,
 )
 
 # The devices a network-attached resource pool publishes (attributes every DeviceClass
@@ -221,7 +259,10 @@ def features_from(text: str, kube_version: str = OLDEST) -> frozenset[str]:
 @dataclass
 class Pool:
     name: str
-    devices: list[dict[str, str]]  # [{name, driver, deviceClassName}]
+    # [{name, driver, deviceClassName}], with "declared-devices" the GPU kind's declared
+    # "attributes" and "capacity" (as the PoolObservation carries them) and the
+    # "selectors" the fleet's claims of the kind carry (in no PoolObservation)
+    devices: list[dict[str, Any]]
     tolerations: list[dict[str, str]]
     # The requests (cpu, memory) of the smallest pod the fleet places on the pool, if
     # declared (PoolObservation.spec.minPodRequests); every probe carries them.
@@ -245,7 +286,13 @@ def generate(seed: int, enabled: frozenset[str]) -> State:
     mostly keeps the rest of a seed's state as it was.
     """
     rng = random.Random(seed)
-    first = [f for f in FEATURES if f not in (*LATER_FEATURES, *CLAIM_FEATURES, *OWN_DICE_FEATURES)]
+    dice_of_their_own = (
+        *LATER_FEATURES,
+        *CLAIM_FEATURES,
+        *OWN_DICE_FEATURES,
+        *DECLARATION_FEATURES,
+    )
+    first = [f for f in FEATURES if f not in dice_of_their_own]
     used = [f for f in first if rng.random() < 0.6 and f in enabled]
     later = random.Random(f"{seed}-later")
     used += [f for f in LATER_FEATURES if later.random() < 0.6 and f in enabled]
@@ -253,7 +300,9 @@ def generate(seed: int, enabled: frozenset[str]) -> State:
     used += [f for f in CLAIM_FEATURES if claims.random() < 0.6 and f in enabled]
     own = {f: random.Random(f"{seed}-{f}") for f in OWN_DICE_FEATURES}
     used += [f for f in OWN_DICE_FEATURES if own[f].random() < 0.6 and f in enabled]
-    builder = _Builder(rng, seed, frozenset(used), Dice(later, claims, own))
+    declared = random.Random(f"{seed}-declared")
+    used += [f for f in DECLARATION_FEATURES if declared.random() < 0.6 and f in enabled]
+    builder = _Builder(rng, seed, frozenset(used), Dice(later, claims, declared, own))
     return builder.state()
 
 
@@ -263,6 +312,7 @@ class Dice:
 
     later: random.Random  # LATER_FEATURES'
     claims: random.Random  # CLAIM_FEATURES'
+    declared: random.Random  # DECLARATION_FEATURES'
     own: Mapping[str, random.Random] = field(default_factory=dict)  # OWN_DICE_FEATURES'
 
     def of(self, feature: str, first: random.Random) -> random.Random:
@@ -270,6 +320,8 @@ class Dice:
             return self.own[feature]
         if feature in LATER_FEATURES:
             return self.later
+        if feature in DECLARATION_FEATURES:
+            return self.declared
         return self.claims if feature in CLAIM_FEATURES else first
 
 
@@ -290,6 +342,11 @@ class _Builder:
         self.late_work: list[dict[str, Any]] = []  # workloads after those
         self.published: dict[str, list[str]] = {}  # node -> its GPU pool's current slices
         self.narrowed = False  # the state's own DeviceClass, as created ("device-class-edits")
+        # "declared-devices": how each node's GPUs are unlike the declaration (the same
+        # variant for all, or one per GPU, or none), and each GPU's (node, index) variant.
+        self.rollouts: dict[str, tuple[str | None, str]] = {}
+        self.variants: dict[tuple[str, int], str | None] = {}
+        self.selectors: list[str] = []  # the GPU kind's request selectors
 
     def on(self, feature: str, chance: float) -> bool:
         roll = self.dice.of(feature, self.rng).random()
@@ -300,13 +357,14 @@ class _Builder:
         gpu_class = rng.choice(["whole-gpu.example.com", "mig-1g.example.com", "mig.example.com"])
         if "partitionable-devices" not in self.features:
             gpu_class = "whole-gpu.example.com"
-        devices = [
+        devices: list[dict[str, Any]] = [
             {"name": "gpu", "driver": GPU_DRIVER, "deviceClassName": self.own_class(gpu_class)}
         ]
         if rng.random() < 0.5:
             devices.append(
                 {"name": "nic", "driver": NIC_DRIVER, "deviceClassName": "nic.example.com"}
             )
+        devices[0].update(self.declaration(gpu_class))
         declared = rng.random() < 0.5 or "node-resources" in self.features
         smallest = dict(MIN_POD_REQUESTS) if declared else None
         pool = Pool(self.prefix, devices, [FLEET_TOLERATION], smallest)
@@ -353,6 +411,49 @@ class _Builder:
             edited = _narrowed(gpu_class, not self.narrowed)
             self.late.append({"op": "device-class", "name": name, "expression": edited})
 
+    def declaration(self, gpu_class: str) -> dict[str, Any]:
+        """With "declared-devices", what the pool declares its GPU kind has (some of the
+        attributes every GPU publishes, and its memory where the kind's devices all
+        have one), and the request selectors the fleet's claims carry for the kind: one
+        per entry declared, true on the declaration, so that no claim gets a device
+        unlike it. No selector tests an entry's absence (`!has(...)`)."""
+        if "declared-devices" not in self.features:
+            return {}
+        dice = self.dice.declared
+        attributes = [name for name in ATTRIBUTE_SELECTORS if dice.random() < 0.6]
+        profile = DECLARABLE_MEMORY.get(gpu_class)
+        memory = profile is not None and dice.random() < 0.6
+        if not attributes and not memory:
+            attributes = ["driverVersion"]
+        typed = {"driverVersion": dict(DRIVER_VERSION), "model": {"string": MODEL}}
+        out: dict[str, Any] = {
+            "attributes": {f"{GPU_DRIVER}/{name}": typed[name] for name in attributes}
+        }
+        self.selectors = [ATTRIBUTE_SELECTORS[name] for name in attributes]
+        if memory and profile is not None:
+            amount = f"{MEMORY_GI[profile]}Gi"
+            out["capacity"] = {f"{GPU_DRIVER}/memory": {"value": amount}}
+            self.selectors.append(
+                f'device.capacity["{GPU_DRIVER}"].memory.compareTo(quantity("{amount}")) >= 0'
+            )
+        return {**out, "selectors": list(self.selectors)}
+
+    def dress(self, node: str, devices: list[dict]) -> None:
+        """With "declared-devices", what `node`'s GPU devices publish: the declared values,
+        or (a node mid driver rollout: every GPU alike, or some GPUs apart) a variant."""
+        if "declared-devices" not in self.features:
+            return
+        dice = self.dice.declared
+        if node not in self.rollouts:
+            self.rollouts[node] = (dice.choice([None, None, "node", "gpu"]), dice.choice(VARIANTS))
+        rollout, every = self.rollouts[node]
+        for device in devices:
+            key = (node, device["attributes"]["index"])
+            if key not in self.variants:
+                apart = dice.choice([None, *VARIANTS])  # rolled whatever the rollout
+                self.variants[key] = every if rollout == "node" else apart if rollout else None
+            _publish(device, self.variants[key])
+
     # ------------------------------------------------------------------ one node
 
     def node(self, name: str, member: bool, partitioned: bool) -> None:
@@ -369,12 +470,14 @@ class _Builder:
             )
         gpus = rng.randint(1, 2) if partitioned else rng.randint(0, 4)
         inventory = _gpu_devices(gpus, partitioned)
+        self.dress(name, inventory)
         self.taint_devices(name, inventory)
         self.slices(name, inventory, partitioned, generation=1, into=self.steps)
         if self.on("republished-slices", 0.6):
             changed = [dict(d) for d in inventory]
             if not partitioned and changed and rng.random() < 0.4:
                 changed = changed[:-1] if rng.random() < 0.5 else [*changed, _gpu(len(changed))]
+                self.dress(name, changed)  # a GPU added publishes as the others do
             self.republish(name, changed, partitioned, generation=2, into=self.steps)
         nics = rng.choice([0, 2, 4])
         if nics and self.on("shared-pool-names", 0.6):
@@ -681,6 +784,7 @@ class _Builder:
                     "requests": {device_class: rng.randint(1, most)},
                     "adminAccess": admin,
                     "pods": 2 if self.on("shared-claims", 0.3) else 1,
+                    **self.selecting(device_class),
                 }
             )
         if gpus and self.on("admin-access", 0.3):
@@ -693,9 +797,19 @@ class _Builder:
                     "requests": {"whole-gpu.example.com": gpus},
                     "adminAccess": True,
                     "pods": 1,
+                    **self.selecting("whole-gpu.example.com"),
                 },
             )
         return steps
+
+    def selecting(self, device_class: str) -> dict[str, list[str]]:
+        """With "declared-devices", the selectors a workload's claim of `device_class` carries:
+        those of the declared attributes, which every GPU device of the kind has (not the
+        memory: the classes' devices differ in it), as the fleet's claims do."""
+        if "declared-devices" not in self.features or device_class == "nic.example.com":
+            return {}
+        attributes = [e for e in self.selectors if e.startswith("device.attributes")]
+        return {"selectors": attributes} if attributes else {}
 
 
 def _node_selector(nodes: list[str], dice: random.Random) -> dict:
@@ -754,6 +868,23 @@ def _leave(resource: str, short: bool) -> str:
     if resource == "cpu":
         return "7500m" if short else "7"
     return "29Gi" if short else "28Gi"
+
+
+def _publish(device: dict, variant: str | None) -> None:
+    """Write what a GPU device publishes under "declared-devices": the declared values,
+    unless `variant` changes one (or, "no-driver-version", leaves driverVersion out)."""
+    attributes = {**device["attributes"], "driverVersion": dict(DRIVER_VERSION), "model": MODEL}
+    memory = MEMORY_GI[device["attributes"]["profile"]]
+    if variant == "older-driver":
+        attributes["driverVersion"] = {"version": "535.161.8"}
+    elif variant == "other-model":
+        attributes["model"] = "example-l4"
+    elif variant == "less-memory":
+        memory -= 1
+    elif variant == "no-driver-version":
+        del attributes["driverVersion"]
+    device["attributes"] = attributes
+    device["capacity"] = {"memory": f"{memory}Gi"}
 
 
 def _gpu(index: int) -> dict:
