@@ -207,6 +207,8 @@ class Device:
     once `devices.DeviceIndex` has applied them, from a DeviceTaintRule
     (`taint_rules`). `binding_conditions`:
     its allocation waits on conditions a controller must report (KEP-5007).
+    `shared`: it allows multiple allocations (`allowMultipleAllocations`, KEP-5075),
+    so the allocator may give it to further claims while its capacity lasts.
     """
 
     key: DeviceKey
@@ -214,6 +216,7 @@ class Device:
     consumes: tuple[tuple[CounterKey, Fraction | None], ...] = ()
     tainted: bool = False
     binding_conditions: bool = False
+    shared: bool = False
 
     @property
     def allocatable(self) -> bool:
@@ -278,6 +281,7 @@ def slice_from(obj: Mapping) -> Slice:
                 consumes,
                 tainted=tainted,
                 binding_conditions=bool(_list(raw.get("bindingConditions"))),
+                shared=raw.get("allowMultipleAllocations") is True,
             )
         )
     counters = tuple(
