@@ -73,6 +73,7 @@ from modelplane_testkit.oracle import (
     device_taint_rule,
     exact_request,
     pinned_pod,
+    report_binding_conditions,
     sorted_verdicts,
     verdict,
 )
@@ -215,7 +216,12 @@ def test_kube_scheduler_binds_exactly_what_the_agent_reports_free(world: World, 
         apply_state(world, state)
         view, problems = converged_view(world.client, world.agent_port, state.pool, state.members)
         if not problems:
-            oracle = Oracle(world.client, NAMESPACE, labels(state.seed, role="probe"))
+            oracle = Oracle(
+                world.client,
+                NAMESPACE,
+                labels(state.seed, role="probe"),
+                attaches="binding-conditions" in state.features,
+            )
             probes = oracle.judge(state.pool, view, f"s{seed}")
             verdicts = sorted_verdicts(probes, view)
             problems = [p.disagreement() for p in verdicts.disagreements]
@@ -366,6 +372,16 @@ def device_manifest(device: dict) -> dict:
         ]
     if device.get("taints"):
         out["taints"] = device["taints"]
+    # Consumable capacity and binding conditions, as the generator spells them.
+    for name in (
+        "allowMultipleAllocations",
+        "capacity",
+        "bindingConditions",
+        "bindingFailureConditions",
+        "bindsToNode",
+    ):
+        if name in device:
+            out[name] = device[name]
     return out
 
 
@@ -429,6 +445,9 @@ def create_workload(client: Client, step: dict, seed: int) -> None:
         exact_request(f"r{i}", device_class, count, step["adminAccess"])
         for i, (device_class, count) in enumerate(sorted(step["requests"].items()))
     ]
+    if step.get("capacity"):  # what each device's share asks of its memory
+        for request in requests:
+            request["exactly"]["capacity"] = {"requests": {"memory": step["capacity"]}}
     workload = labels(seed, "workload")
     client.create(ResourceClaim(claim_manifest(step["name"], NAMESPACE, requests, workload)))
     for i in range(step["pods"]):
@@ -541,6 +560,8 @@ def converge(client: Client, state: State) -> None:
     that nothing is placed later, while the agent is read or probed."""
     deadline = time.monotonic() + SETTLE_SECONDS
     while True:
+        if "binding-conditions" in state.features:
+            report_binding_conditions(client, NAMESPACE)
         pods = client.list(Pod, namespace=NAMESPACE, labels=labels(state.seed, "workload"))
         verdicts = {p["metadata"]["name"]: verdict(p) for p in pods}
         if all(v is not None for v in verdicts.values()):
