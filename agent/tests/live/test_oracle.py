@@ -15,8 +15,11 @@ kube-scheduler's binding only; nothing here re-implements a counting rule.
 
 An under-count the agent declares in its view (`oracle.DECLARED_UNDER_COUNTS`: a
 DeviceTaintRule without deviceSelector, which kube-scheduler versions apply
-differently) does not fail its state; the run's summary counts those states and
-probes apart from agreeing and disagreeing ones. Any other disagreement fails.
+differently; devices allowing multiple allocations or with binding conditions, ...)
+does not fail its state; the run's summary counts those states and probes apart
+from agreeing and disagreeing ones. Any other disagreement fails. In states with
+devices that have binding conditions the harness plays their driver
+(`oracle.report_binding_conditions`), so kube-scheduler binds what it allocates them.
 
 One cluster and one agent serve every state; a state's objects carry its own names
 and are deleted after it. Every disagreement fails its state's test with the seed,
@@ -28,7 +31,9 @@ message, and the state itself. Environment:
     MODELPLANE_ORACLE_FEATURES    "a,b" only those features, "-a,-b" all but those,
                                   "none" none (names: modelplane_testkit.oracle_states;
                                   the default leaves out the version's known
-                                  disagreements)
+                                  disagreements and, as "all" does, the features
+                                  whose feature gates it has off; naming one is
+                                  refused)
     MODELPLANE_KUBE_VERSION       v1.35.4 (default), v1.36.3 or v1.37.2 (make
                                   agent-oracle-matrix: each, 150 states)
 """

@@ -99,6 +99,7 @@ kube-scheduler are judged on allocations the cluster holds still.
 
 from __future__ import annotations
 
+import copy
 import random
 import uuid
 from dataclasses import dataclass, field
@@ -571,7 +572,7 @@ class _Builder:
             capacity: dict[str, Any] = {"value": SHARED_MEMORY}
             policy = dice.choice(REQUEST_POLICIES)
             if policy is not None:
-                capacity["requestPolicy"] = policy
+                capacity["requestPolicy"] = copy.deepcopy(policy)
             devices.append(
                 {
                     "name": f"shared-{i}",
@@ -605,8 +606,8 @@ class _Builder:
             {
                 "name": f"attached-{i}",
                 "attributes": _kind_attributes(self.gpu_class, 12 + i),
-                "bindingConditions": BINDING_CONDITIONS,
-                "bindingFailureConditions": BINDING_FAILURE_CONDITIONS,
+                "bindingConditions": list(BINDING_CONDITIONS),
+                "bindingFailureConditions": list(BINDING_FAILURE_CONDITIONS),
                 "bindsToNode": dice.random() < 0.5,
             }
             for i in range(dice.randint(1, 2))
