@@ -9,7 +9,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 from modelplane_agent.partitions import SLICE_ORDER
-from modelplane_agent.pools import Uncounted, coarsen
+from modelplane_agent.pools import BINDING_CONDITIONS, SHARED_DEVICES, Uncounted, coarsen
 from modelplane_agent.snapshot import Resources, pod_requests
 from modelplane_agent.state import (
     CLAIMS,
@@ -23,6 +23,7 @@ from modelplane_agent.state import (
     ClusterState,
 )
 from modelplane_agent.status import pool_status, warning
+from modelplane_agent.taint_rules import UNSELECTIVE_RULE
 from modelplane_common.observation import DeviceKinds, Histogram, Observation, parse_observation
 from modelplane_testkit import agent_builders as t
 
@@ -366,6 +367,18 @@ CASES = {
             t.claim("n", [("n1", "nic-0"), ("n1", "nic-1")], driver=t.NIC_DRIVER),
         ],
         (1, {(2,): 1}, "True", "Observed"),
+    ),
+    "a DeviceClass without a driver guard counts nothing on a node where it errors on "
+    "another driver's held device that allows multiple allocations (kube-scheduler tries it)": (
+        [
+            UNGUARDED_CLASS,
+            t.pool_observation("a100", [UNGUARDED]),
+            t.node("n1"),
+            gpus("n1", 2),
+            t.resource_slice("n1", [t.device("nic-0", "nic", shared=True)], driver=t.NIC_DRIVER),
+            shared(t.claim("n", [("n1", "nic-0")], driver=t.NIC_DRIVER)),
+        ],
+        (1, {(0,): 1}, "True", "Observed"),
     ),
     "a DeviceClass reading an attribute a device of its own driver lacks counts nothing "
     "on that node": (
@@ -1495,6 +1508,71 @@ TAINT_RULE_CASES = [
 @pytest.mark.parametrize(("steps", "buckets"), TAINT_RULE_CASES)
 def test_device_taint_rules(steps, buckets):
     assert outcome(run([*TWO_NODES, *steps])) == (2, buckets, "True", "Observed")
+
+
+SHARED_GPU = t.device("gpu-0", shared=True)
+ATTACHED_GPU = t.device("gpu-0", binding_conditions=["attached"])
+NO_SCHEDULE = {"key": "gpu.nvidia.com/xid", "effect": "NoSchedule"}
+
+# (n1's devices, claims, what n1 has free): kube-scheduler may allocate more than the agent
+# counts, on every version, where a device allows multiple allocations or waits on
+# binding conditions; the agent says so on the node (the oracle's declared under-counts).
+MAY_GIVE_MORE_CASES = [
+    pytest.param(
+        [SHARED_GPU, t.device("gpu-1")],
+        [],
+        Uncounted((2,), (SHARED_DEVICES,)),
+        "Observed",
+        id="a free device allowing multiple allocations counts once and says claims may share it",
+    ),
+    pytest.param(
+        [SHARED_GPU, t.device("gpu-1")],
+        [shared(held("c", "n1", "gpu-0"))],
+        Uncounted((1,), (SHARED_DEVICES,)),
+        "Observed",
+        id="one a claim holds a share of counts none and says its capacity may take more",
+    ),
+    pytest.param(
+        [ATTACHED_GPU, t.device("gpu-1")],
+        [],
+        Uncounted((1,), (BINDING_CONDITIONS,)),
+        "Observed",
+        id="a free device with binding conditions counts none and says kube-scheduler gives it",
+    ),
+    pytest.param(
+        [ATTACHED_GPU, t.device("gpu-1")],
+        [held("c", "n1", "gpu-0")],
+        (1,),
+        "Observed",
+        id="one with binding conditions a claim holds is taken for everyone: nothing to say",
+    ),
+    pytest.param(
+        [t.device("gpu-0", shared=True, taints=[NO_SCHEDULE]), t.device("gpu-1")],
+        [],
+        (1,),
+        "Observed",
+        id="a tainted device allowing multiple allocations goes to no claim: nothing to say",
+    ),
+    pytest.param(
+        [SHARED_GPU, t.device("gpu-1")],
+        [shared(held("c", "n1", "gpu-0")), held("d", "n1", "gpu-1"), unselective()],
+        Uncounted((0,), (f"{UNSELECTIVE_RULE} (r)",)),
+        "UnselectiveDeviceTaintRules",
+        id="a held one only a rule without deviceSelector withholds names the rule: v1.37 "
+        "applies it to nothing and shares the device further",
+    ),
+]
+
+
+@pytest.mark.parametrize(("devices", "others", "part", "reason"), MAY_GIVE_MORE_CASES)
+def test_devices_kube_scheduler_may_give_beyond_the_count_are_declared(
+    devices, others, part, reason
+):
+    steps = [*CLASSES_ALL, POOL, t.node("n1"), t.resource_slice("n1", devices), *others]
+    state = run(steps)
+    vector = part.vector if isinstance(part, Uncounted) else part
+    assert outcome(state) == (1, {vector: 1}, "True", reason)
+    assert state.pool_view.parts["a100"]["n1"] == part
 
 
 UNSELECTIVE = "DeviceTaintRule without deviceSelector (r)"

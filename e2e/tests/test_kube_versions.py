@@ -11,7 +11,7 @@ import pytest
 from modelplane_devtools import paths
 from modelplane_e2e import binaries
 from modelplane_e2e.kube_versions import MATRIX, V1_35, V1_36, V1_37, find
-from modelplane_testkit.oracle_states import KNOWN_DISAGREEMENTS
+from modelplane_testkit.oracle_states import GATES_OFF, KNOWN_DISAGREEMENTS
 
 ROOT = paths.ROOT
 
@@ -67,3 +67,9 @@ def test_the_makefile_matrix_is_this_one_oldest_first():
 
 def test_every_version_states_its_known_oracle_disagreements():
     assert set(KNOWN_DISAGREEMENTS) == {k.version for k in MATRIX}
+
+
+@pytest.mark.parametrize("kube", MATRIX, ids=lambda k: k.version)
+def test_every_version_states_the_oracle_gates_it_has_off_none_it_turns_on(kube):
+    assert not GATES_OFF[kube.version] & set(kube.feature_gates)
+    assert set(GATES_OFF) == {k.version for k in MATRIX}

@@ -5,13 +5,14 @@ from __future__ import annotations
 
 import pytest
 from modelplane_agent.partitions import SLICE_ORDER
-from modelplane_agent.pools import LACKS_DECLARED
+from modelplane_agent.pools import BINDING_CONDITIONS, LACKS_DECLARED, SHARED_DEVICES
 from modelplane_testkit.oracle import (
     Oracle,
     Probe,
     Series,
     final,
     planned_series,
+    report_binding_conditions,
     sorted_verdicts,
     verdict,
 )
@@ -150,6 +151,20 @@ def probe(node: str, expect_bound: bool, outcome: str) -> Probe:
             [],
             id="an under-count where a device differs from the declaration is a disagreement: "
             "the claims' selectors refuse it",
+        ),
+        pytest.param(
+            {"n1": {"free": {"gpu": 1}, "uncounted": [SHARED_DEVICES]}},
+            [probe("n1", False, "bound")],
+            [],
+            ["n1-bound"],
+            id="an under-count where devices allow multiple allocations is declared",
+        ),
+        pytest.param(
+            {"n1": {"free": {"gpu": 0}, "uncounted": [BINDING_CONDITIONS]}},
+            [probe("n1", False, "bound")],
+            [],
+            ["n1-bound"],
+            id="an under-count where free devices wait on binding conditions is declared",
         ),
         pytest.param(
             {"n1": {"free": {"gpu": 0}, "uncounted": ["incomplete resource pool"]}},
@@ -300,3 +315,75 @@ def _pod(reason: str, message: str) -> dict:
 )
 def test_how_a_probes_pod_reads(pod, expected):
     assert verdict(pod) == expected
+
+
+def allocated(name: str, *results: dict, reported: list[dict] | None = None) -> dict:
+    status: dict = {"allocation": {"devices": {"results": list(results)}}}
+    if reported is not None:
+        status["devices"] = reported
+    return {"metadata": {"name": name}, "status": status}
+
+
+def result(device: str, conditions: list[str] | None = None, share: str | None = None) -> dict:
+    out: dict = {"request": "r0", "driver": "gpu.example.com", "pool": "n1", "device": device}
+    if conditions:
+        out["bindingConditions"] = conditions
+        out["bindingFailureConditions"] = ["example.com/failed"]
+    if share:
+        out["shareID"] = share
+    return out
+
+
+class StatusClient:
+    """Serves `claims` and records each status patch (name -> status.devices)."""
+
+    def __init__(self, *claims: dict) -> None:
+        self.claims = list(claims)
+        self.patched: dict[str, list[dict]] = {}
+
+    def list(self, resource, namespace=None):
+        return self.claims
+
+    def patch(self, resource, name, patch, namespace=None, patch_type=None) -> None:
+        self.patched[name] = patch["status"]["devices"]
+
+
+def reported(devices: list[dict]) -> list[tuple]:
+    return [
+        (d["device"], d.get("shareID"), [(c["type"], c["status"]) for c in d["conditions"]])
+        for d in devices
+    ]
+
+
+@pytest.mark.parametrize(
+    ("claim", "expected"),
+    [
+        pytest.param(
+            allocated("c", result("gpu-0", ["example.com/attached"]), result("gpu-1")),
+            {"c": [("gpu-0", None, [("example.com/attached", "True")])]},
+            id="a device allocated with binding conditions has them reported True, no other",
+        ),
+        pytest.param(
+            allocated("c", result("shared-0", ["a", "b"], share="u1")),
+            {"c": [("shared-0", "u1", [("a", "True"), ("b", "True")])]},
+            id="every binding condition of a share is reported under its shareID",
+        ),
+        pytest.param(
+            allocated(
+                "c",
+                result("gpu-0", ["example.com/attached"]),
+                reported=[
+                    {"driver": "gpu.example.com", "pool": "n1", "device": "gpu-0", "conditions": []}
+                ],
+            ),
+            {},
+            id="a device whose status is reported already is left to its driver",
+        ),
+        pytest.param(allocated("c", result("gpu-0")), {}, id="a claim without them is untouched"),
+        pytest.param({"metadata": {"name": "c"}}, {}, id="an unallocated claim is untouched"),
+    ],
+)
+def test_the_harness_reports_binding_conditions_as_a_driver_would(claim, expected):
+    client = StatusClient(claim)
+    report_binding_conditions(client, "oracle")
+    assert {name: reported(devices) for name, devices in client.patched.items()} == expected

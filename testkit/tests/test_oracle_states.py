@@ -8,12 +8,14 @@ import json
 
 import pytest
 from modelplane_common.cel.devices import MATCH, evaluate
+from modelplane_common.cel.quantity import Quantity
 from modelplane_common.devices import device_view
 from modelplane_testkit.oracle_states import (
     CLAIM_FEATURES,
     CLASSES,
     DECLARATION_FEATURES,
     FEATURES,
+    GATED_FEATURES,
     GPU_DRIVER,
     LATER_FEATURES,
     NIC_DRIVER,
@@ -39,10 +41,14 @@ def test_a_seed_gives_the_same_state_every_time():
     [
         pytest.param(
             "",
-            set(FEATURES) - {"tainted-partitions"},
-            id="nothing named enables every feature but the known disagreements",
+            set(FEATURES) - {"tainted-partitions", *GATED_FEATURES},
+            id="nothing named enables every feature v1.35.4 can run but the known disagreements",
         ),
-        pytest.param("all", set(FEATURES), id="all enables every feature"),
+        pytest.param(
+            "all",
+            set(FEATURES) - set(GATED_FEATURES),
+            id="all enables every feature whose feature gates v1.35.4 has on",
+        ),
         pytest.param("none", set(), id="none enables no feature"),
         pytest.param(
             "admin-access,shared-claims",
@@ -51,7 +57,7 @@ def test_a_seed_gives_the_same_state_every_time():
         ),
         pytest.param(
             "-admin-access",
-            set(FEATURES) - {"admin-access", "tainted-partitions"},
+            set(FEATURES) - {"admin-access", "tainted-partitions", *GATED_FEATURES},
             id="a minus leaves one out of the default",
         ),
         pytest.param(
@@ -70,8 +76,9 @@ def test_features_are_chosen_by_name(text, expected):
     [
         pytest.param(
             "v1.35.4",
-            set(FEATURES) - {"tainted-partitions"},
-            id="v1.35.4 leaves out tainted partitions, on which its scheduler leaks counters",
+            set(FEATURES) - {"tainted-partitions", "consumable-capacity", "binding-conditions"},
+            id="v1.35.4 leaves out tainted partitions, on which its scheduler leaks counters, "
+            "and the features its alpha gates keep off",
         ),
         pytest.param("v1.36.3", set(FEATURES), id="v1.36.3 runs every feature by default"),
         pytest.param("v1.37.2", set(FEATURES), id="v1.37.2 runs every feature by default"),
@@ -80,6 +87,27 @@ def test_features_are_chosen_by_name(text, expected):
 def test_the_default_leaves_out_only_the_versions_known_disagreements(kube_version, expected):
     assert features_from("", kube_version) == expected
     assert features_from("-admin-access", kube_version) == expected - {"admin-access"}
+
+
+@pytest.mark.parametrize(
+    ("text", "named"),
+    [
+        pytest.param(
+            "consumable-capacity",
+            "\\['consumable-capacity'\\] need the feature gates \\['DRAConsumableCapacity'\\]",
+            id="consumable capacity named on v1.35.4 is refused naming its gate",
+        ),
+        pytest.param(
+            "binding-conditions,admin-access",
+            "\\['binding-conditions'\\] need the feature gates \\['DRADeviceBindingConditions'\\]",
+            id="binding conditions named on v1.35.4 is refused naming the gate it has off",
+        ),
+    ],
+)
+def test_a_feature_whose_gates_are_off_is_refused_not_run_to_prove_nothing(text, named):
+    with pytest.raises(ValueError, match=f"oracle features {named}, off on Kubernetes v1.35.4"):
+        features_from(text, "v1.35.4")
+    assert features_from(text, "v1.36.3") == set(text.split(","))
 
 
 def test_an_unknown_feature_is_refused_with_the_known_names():
@@ -123,6 +151,12 @@ SIGNS = {
     "preemption": lambda step: step["op"] in ("preempt", "priority-class"),
     "declared-devices": lambda step: (
         "selectors" in step or any("capacity" in d for d in step.get("devices", []))
+    "consumable-capacity": lambda step: (
+        any(d.get("allowMultipleAllocations") for d in step.get("devices", []))
+        or (step["op"] == "workload" and "capacity" in step)
+    ),
+    "binding-conditions": lambda step: any(
+        d.get("bindingConditions") for d in step.get("devices", [])
     ),
 }
 
@@ -134,8 +168,8 @@ NEEDS = {"tainted-partitions": {"partitionable-devices"}}
 @pytest.mark.parametrize("feature", sorted(SIGNS))
 def test_a_feature_left_out_never_appears_and_enabled_it_does(feature):
     needed = NEEDS.get(feature, set())
-    without = [generate(s, features_from(f"-{feature}")) for s in SEEDS]
-    alone = [generate(s, features_from(",".join({feature, *needed}))) for s in SEEDS]
+    without = [generate(s, features_from(f"-{feature}", "v1.37.2")) for s in SEEDS]
+    alone = [generate(s, features_from(",".join({feature, *needed}), "v1.37.2")) for s in SEEDS]
     assert not any(SIGNS[feature](step) for state in without for step in state.steps)
     assert any(SIGNS[feature](step) for state in alone for step in state.steps)
     assert all(set(state.features) <= {feature, *needed} for state in alone)
@@ -158,6 +192,11 @@ def _digest(seed: int, features: str) -> str:
     return hashlib.sha256(text.encode()).hexdigest()[:16]
 
 
+# The features added side by side after the claim features, each with dice of its own:
+# every pinned state below is the generator's from before them, so each pin leaves them
+# all out.
+NEWEST = ",".join(f"-{f}" for f in (*OWN_DICE_FEATURES, *DECLARATION_FEATURES, *GATED_FEATURES))
+
 # States the default gave before "declared-devices" existed, on v1.37.2.
 BEFORE_DECLARATION_FEATURES = {
     5: "50de4a7b0571c562",
@@ -168,8 +207,7 @@ BEFORE_DECLARATION_FEATURES = {
 
 @pytest.mark.parametrize("seed", sorted(BEFORE_DECLARATION_FEATURES))
 def test_with_declared_devices_left_out_a_seed_replays_the_state_it_gave_before(seed):
-    without = "-declared-devices,-network-attached-devices,-preemption"
-    assert _digest(seed, without) == BEFORE_DECLARATION_FEATURES[seed]
+    assert _digest(seed, NEWEST) == BEFORE_DECLARATION_FEATURES[seed]
 
 
 def test_a_seed_that_does_not_roll_declared_devices_is_the_state_it_was_without_it():
@@ -181,29 +219,35 @@ def test_a_seed_that_does_not_roll_declared_devices_is_the_state_it_was_without_
             )
 
 
+# States the default gave on v1.37.2 before the gated features (GATED_FEATURES) existed.
+BEFORE_GATED_FEATURES = {2: "e9604318af3f45c7", 14: "5658bbfd8bfe6b00", 29: "65c9b321eb444986"}
+
+
 @pytest.mark.parametrize("seed", sorted(BEFORE_LATER_FEATURES))
 def test_with_the_later_features_left_out_a_seed_replays_the_state_it_gave_before(seed):
-    newer = (*LATER_FEATURES, *CLAIM_FEATURES, *OWN_DICE_FEATURES, *DECLARATION_FEATURES)
-    later = ",".join(f"-{f}" for f in newer)
-    assert _digest(seed, later) == BEFORE_LATER_FEATURES[seed]
+    later = ",".join(f"-{f}" for f in (*LATER_FEATURES, *CLAIM_FEATURES))
+    assert _digest(seed, f"{later},{NEWEST}") == BEFORE_LATER_FEATURES[seed]
 
 
 @pytest.mark.parametrize("seed", sorted(BEFORE_CLAIM_FEATURES))
 def test_with_the_claim_features_left_out_a_seed_replays_the_state_it_gave_before(seed):
-    newer = (*CLAIM_FEATURES, *OWN_DICE_FEATURES, *DECLARATION_FEATURES)
-    claims = ",".join(f"-{f}" for f in newer)
-    assert _digest(seed, claims) == BEFORE_CLAIM_FEATURES[seed]
+    claims = ",".join(f"-{f}" for f in CLAIM_FEATURES)
+    assert _digest(seed, f"{claims},{NEWEST}") == BEFORE_CLAIM_FEATURES[seed]
 
 
 # States the default gave before the features with dice of their own (OWN_DICE_FEATURES)
-# and declared-devices existed, on v1.37.2.
+# existed, on v1.37.2.
 BEFORE_OWN_DICE_FEATURES = {5: "50de4a7b0571c562", 42: "3eab306eb9055be5", 120: "32e3b7785eacc080"}
-WITHOUT_OWN_DICE_FEATURES = "-network-attached-devices,-preemption,-declared-devices"
 
 
 @pytest.mark.parametrize("seed", sorted(BEFORE_OWN_DICE_FEATURES))
 def test_with_the_own_dice_features_left_out_a_seed_replays_the_state_it_gave_before(seed):
-    assert _digest(seed, WITHOUT_OWN_DICE_FEATURES) == BEFORE_OWN_DICE_FEATURES[seed]
+    assert _digest(seed, NEWEST) == BEFORE_OWN_DICE_FEATURES[seed]
+
+
+@pytest.mark.parametrize("seed", sorted(BEFORE_GATED_FEATURES))
+def test_with_the_gated_features_left_out_a_seed_replays_the_state_it_gave_before(seed):
+    assert _digest(seed, NEWEST) == BEFORE_GATED_FEATURES[seed]
 
 
 def test_a_class_edit_narrows_or_widens_the_pools_own_class_after_workloads_ran():
@@ -501,3 +545,103 @@ def test_a_node_mid_rollout_has_gpus_as_declared_beside_gpus_unlike_it():
             kinds = {_as_declared(gpu, d) for d in devices}
             mixed += kinds == {True, False}
     assert mixed
+
+
+# --------------------------------------------------------------------------- gated features
+
+
+def _gated_states() -> list:
+    return [generate(s, features_from(",".join(GATED_FEATURES), "v1.37.2")) for s in SEEDS]
+
+
+def _devices(state, key: str) -> list[tuple[dict, dict]]:
+    """(slice step, device) for every device of `state` carrying `key`."""
+    return [
+        (step, d)
+        for step in state.steps
+        if step["op"] == "slice"
+        for d in step["devices"]
+        if key in d
+    ]
+
+
+def _q(text: str) -> Quantity:
+    return Quantity.parse(text)
+
+
+def _policy_problem(value: str, policy: dict) -> str | None:
+    """What the API server would refuse in a requestPolicy (k8s.io/kubernetes
+    pkg/apis/resource/validation `validateRequestPolicy`), or None."""
+    default = _q(policy["default"]).value
+    if default > _q(value).value:
+        return "default above the capacity"
+    values = [_q(v).value for v in policy.get("validValues", [])]
+    if values and (
+        values != sorted(values) or default not in values or max(values) > _q(value).value
+    ):
+        return "validValues unsorted, past the capacity or without the default"
+    span = policy.get("validRange")
+    if span is None:
+        return None
+    low, high = _q(span["min"]).value, _q(span.get("max", value)).value
+    step = _q(span["step"]).value if "step" in span else None
+    if not low <= default <= high <= _q(value).value:
+        return "default outside the range, or the range past the capacity"
+    if step is not None and ((default - low) % step or (high - low) % step):
+        return "default or max off the step"
+    return None
+
+
+def test_devices_allowing_multiple_allocations_are_shaped_as_the_api_requires():
+    shared = [
+        pair for state in _gated_states() for pair in _devices(state, "allowMultipleAllocations")
+    ]
+    assert {tuple(sorted(d["capacity"]["memory"].get("requestPolicy", {}))) for _, d in shared} >= {
+        (),
+        ("default",),
+        ("default", "validRange"),
+        ("default", "validValues"),
+    }
+    for step, device in shared:
+        memory = device["capacity"]["memory"]
+        assert device["allowMultipleAllocations"] is True
+        assert step["pool"].endswith("-shared") and not step["sharedCounters"]
+        assert "consumes" not in device and not device.get("taints")
+        policy = memory.get("requestPolicy")
+        assert policy is None or _policy_problem(memory["value"], policy) is None, device
+
+
+def test_devices_with_binding_conditions_are_shaped_as_the_api_requires():
+    attached = [pair for state in _gated_states() for pair in _devices(state, "bindingConditions")]
+    assert {d["bindsToNode"] for _, d in attached} == {True, False}
+    for step, device in attached:
+        conditions, failures = device["bindingConditions"], device["bindingFailureConditions"]
+        assert 0 < len(conditions) <= 4 and 0 < len(failures) <= 4  # both or neither
+        assert not set(conditions) & set(failures)
+        assert step["pool"].endswith("-attached") and "consumes" not in device
+
+
+def _selects(device_class: str, device: dict) -> bool:
+    """Whether `device_class` (of CLASSES) selects the generated `device`."""
+    attributes = {
+        k: {"int": v} if isinstance(v, int) else {"string": v}
+        for k, v in device["attributes"].items()
+    }
+    view = device_view({"driver": GPU_DRIVER, "attributes": attributes})
+    return evaluate(CLASSES[device_class], view)[0] == MATCH
+
+
+def test_gated_devices_are_of_a_kind_the_pool_counts_and_workloads_ask_them():
+    asked = set()
+    for state in _gated_states():
+        kinds = [
+            d["deviceClassName"].removeprefix(f"{state.pool.name}-") for d in state.pool.devices
+        ]
+        gated = _devices(state, "allowMultipleAllocations") + _devices(state, "bindingConditions")
+        for _, device in gated:
+            assert any(_selects(kind, device) for kind in kinds if kind != "nic.example.com"), (
+                state.seed,
+                device,
+            )
+        asked |= {s["capacity"] for s in state.steps if s["op"] == "workload" and "capacity" in s}
+    assert {None, "3Gi", "20Gi", "25Gi"} <= asked, "claims asking no capacity, some, all, too much"

@@ -39,9 +39,10 @@ Invariants
     - `node_devices` marks `tainted` every device a NoSchedule or NoExecute
       DeviceTaintRule selects (`taint_rules`), as the allocator appends the
       rules' taints to the slices it reads; rules are indexed whether or not
-      the devices they select have been seen. A free device that only rules
-      without `deviceSelector` withhold adds their cause to the node's
-      `skipped` (`taint_rules`, Versions).
+      the devices they select have been seen. A free device (or one allowing
+      multiple allocations, held or not) that only rules without
+      `deviceSelector` withhold adds their cause to the node's `skipped`
+      (`taint_rules`, Versions).
 """
 
 from __future__ import annotations
@@ -302,10 +303,13 @@ class DeviceIndex:
             replace(d, tainted=True) if not d.tainted and rules.withholds(d.key) else d
             for d in devices
         )
+        # A held device allowing multiple allocations may still take shares where the
+        # rule applies to nothing (v1.37): disputed like a free one.
         disputed = {
             f"{UNSELECTIVE_RULE} ({name})"
             for before, after in zip(devices, seen, strict=True)
-            if after.tainted and not before.tainted and not self.is_allocated(before.key)
+            if after.tainted and not before.tainted
+            if before.shared or not self.is_allocated(before.key)
             if (name := rules.disputed(before.key)) is not None
         }
         return seen, disputed

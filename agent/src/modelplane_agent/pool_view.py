@@ -240,11 +240,12 @@ class PoolView:
         assert not isinstance(rules, Unobservable)
         offered = self.devices.node_devices(node)
         allocated = self.devices.is_allocated
-        # Judged once per device: every device no claim holds (the allocator may try
-        # it), and those consuming counters whoever holds them (`free_vector`).
+        # Judged once per device: every device the allocator may try (no claim holds
+        # it, or it allows multiple allocations), and those consuming counters whoever
+        # holds them (`free_vector`).
         judged = [
             tuple([self._judge(rule, d) for rule in rules])
-            if d.consumes or not allocated(d.key)
+            if d.consumes or d.shared or not allocated(d.key)
             else ()
             for d in offered.devices
         ]

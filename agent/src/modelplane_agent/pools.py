@@ -26,6 +26,12 @@ Model (design/observation.md, "What the agent counts")
       a NoSchedule/NoExecute device taint or binding conditions
       (`Device.allocatable`), or its resource pool is incomplete or invalid
       (`devices.DeviceIndex` never lists such a pool's devices);
+    - two rules count less than kube-scheduler may allocate, on every version,
+      and say so in the node's uncounted causes (`declared_cause`): a device
+      that allows multiple allocations counts once, and only while no claim
+      holds a share of it (`SHARED_DEVICES`); a free device with binding
+      conditions, which kube-scheduler gives a pod once its driver reports
+      them, counts none (`BINDING_CONDITIONS`);
     - partitionable devices (shared counters) of a kind count as many as
       kube-scheduler's first fit gives to one-device claims placed one after
       another, in the slices' order (the fewest over the orders of a GPU's
@@ -340,15 +346,7 @@ def free_vector(
     """
     devices = offered.devices
     left = counters_left((*devices, *offered.elsewhere), allocated, offered.counters)
-    free = [0] * kind_count
-    differing: dict[int, str] = {}
-    for device, verdicts in zip(devices, judged, strict=True):
-        if verdicts and not device.consumes and device.allocatable:
-            for index, verdict in enumerate(verdicts):
-                if verdict is True:
-                    free[index] += 1
-                elif isinstance(verdict, Differs):
-                    differing.setdefault(index, verdict.cause)
+    free, differing = _plain_free(devices, judged, kind_count, allocated)
     partitioned = _partition_candidates(
         [
             (s, d, j)
@@ -366,6 +364,50 @@ def free_vector(
             if cause is not None:
                 differing.setdefault(index, cause)
     return tuple(free), differing
+
+
+# Why a kind counts fewer devices than kube-scheduler may allocate on a node, the same
+# on every version (`declared_cause`; design/observation.md, "What the agent counts").
+SHARED_DEVICES = "devices allowing multiple allocations (counted once, free while unshared)"
+BINDING_CONDITIONS = "devices with binding conditions (allocated once their driver reports)"
+
+
+def declared_cause(device: Device, allocated: Callable[[DeviceKey], bool]) -> str | None:
+    """Why kube-scheduler may give a pod `device`, or a share more of it, where the agent
+    counts nothing more (None: it may not). A free device with binding conditions
+    kube-scheduler allocates (trying its pool last) and binds the pod once the driver
+    reports them; one allowing multiple allocations it gives to further claims, held
+    or not, while its capacity lasts. A tainted device it gives nobody."""
+    if device.tainted:
+        return None
+    if device.binding_conditions and not allocated(device.key):
+        return BINDING_CONDITIONS
+    return SHARED_DEVICES if device.shared else None
+
+
+def _plain_free(
+    devices: Sequence[Device],
+    judged: Sequence[Judged],
+    kind_count: int,
+    allocated: Callable[[DeviceKey], bool],
+) -> tuple[list[int], dict[int, str]]:
+    """Per kind, the free devices that consume no counter, and why some were not counted
+    (differing from the declaration, or `declared_cause`)."""
+    free = [0] * kind_count
+    differing: dict[int, str] = {}
+    for device, verdicts in zip(devices, judged, strict=True):
+        if not verdicts or device.consumes:
+            continue
+        counts = device.allocatable and not allocated(device.key)
+        cause = declared_cause(device, allocated)
+        for index, verdict in enumerate(verdicts):
+            if verdict is True:
+                free[index] += int(counts)
+                if cause is not None:
+                    differing.setdefault(index, cause)
+            elif isinstance(verdict, Differs) and counts:
+                differing.setdefault(index, verdict.cause)
+    return free, differing
 
 
 def _partitions_free(

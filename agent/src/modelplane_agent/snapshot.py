@@ -266,6 +266,8 @@ class Device:
     once `devices.DeviceIndex` has applied them, from a DeviceTaintRule
     (`taint_rules`). `binding_conditions`:
     its allocation waits on conditions a controller must report (KEP-5007).
+    `shared`: it allows multiple allocations (`allowMultipleAllocations`, KEP-5075),
+    so the allocator may give it to further claims while its capacity lasts.
     """
 
     key: DeviceKey
@@ -275,6 +277,7 @@ class Device:
     binding_conditions: bool = False
     # The nodes it serves, in a slice with `perDeviceNodeSelection` (else None).
     reach: Reach | None = None
+    shared: bool = False
 
     @property
     def allocatable(self) -> bool:
@@ -348,6 +351,7 @@ def slice_from(obj: Mapping) -> Slice:
                 tainted=tainted,
                 binding_conditions=bool(_list(raw.get("bindingConditions"))),
                 reach=reach_from(raw) if per_device else None,
+                shared=raw.get("allowMultipleAllocations") is True,
             )
         )
     counters = tuple(

@@ -15,8 +15,11 @@ kube-scheduler's binding only; nothing here re-implements a counting rule.
 
 An under-count the agent declares in its view (`oracle.DECLARED_UNDER_COUNTS`: a
 DeviceTaintRule without deviceSelector, which kube-scheduler versions apply
-differently) does not fail its state; the run's summary counts those states and
-probes apart from agreeing and disagreeing ones. Any other disagreement fails.
+differently; devices allowing multiple allocations or with binding conditions, ...)
+does not fail its state; the run's summary counts those states and probes apart
+from agreeing and disagreeing ones. Any other disagreement fails. In states with
+devices that have binding conditions the harness plays their driver
+(`oracle.report_binding_conditions`), so kube-scheduler binds what it allocates them.
 
 One cluster and one agent serve every state; a state's objects carry its own names
 and are deleted after it. Every disagreement fails its state's test with the seed,
@@ -28,7 +31,9 @@ message, and the state itself. Environment:
     MODELPLANE_ORACLE_FEATURES    "a,b" only those features, "-a,-b" all but those,
                                   "none" none (names: modelplane_testkit.oracle_states;
                                   the default leaves out the version's known
-                                  disagreements)
+                                  disagreements and, as "all" does, the features
+                                  whose feature gates it has off; naming one is
+                                  refused)
     MODELPLANE_KUBE_VERSION       v1.35.4 (default), v1.36.3 or v1.37.2 (make
                                   agent-oracle-matrix: each, 150 states)
 """
@@ -74,6 +79,7 @@ from modelplane_testkit.oracle import (
     device_taint_rule,
     exact_request,
     pinned_pod,
+    report_binding_conditions,
     sorted_verdicts,
     verdict,
 )
@@ -216,7 +222,12 @@ def test_kube_scheduler_binds_exactly_what_the_agent_reports_free(world: World, 
         apply_state(world, state)
         view, problems = converged_view(world.client, world.agent_port, state.pool, state.members)
         if not problems:
-            oracle = Oracle(world.client, NAMESPACE, labels(state.seed, role="probe"))
+            oracle = Oracle(
+                world.client,
+                NAMESPACE,
+                labels(state.seed, role="probe"),
+                attaches="binding-conditions" in state.features,
+            )
             probes = oracle.judge(state.pool, view, f"s{seed}")
             verdicts = sorted_verdicts(probes, view)
             problems = [p.disagreement() for p in verdicts.disagreements]
@@ -373,7 +384,11 @@ def device_manifest(device: dict) -> dict:
         "attributes": {k: _attribute(v) for k, v in device["attributes"].items()},
     }
     if device.get("capacity"):
-        out["capacity"] = {name: {"value": value} for name, value in device["capacity"].items()}
+        # A declared size is a quantity; a shareable device's comes with its request policy.
+        out["capacity"] = {
+            name: value if isinstance(value, dict) else {"value": value}
+            for name, value in device["capacity"].items()
+        }
     if "consumes" in device:
         consumes = device["consumes"]
         out["consumesCounters"] = [
@@ -383,6 +398,15 @@ def device_manifest(device: dict) -> dict:
         out["taints"] = device["taints"]
     # Which nodes it serves, in a slice with perDeviceNodeSelection.
     out.update({k: device[k] for k in ("nodeName", "nodeSelector", "allNodes") if k in device})
+    # Consumable capacity and binding conditions, as the generator spells them.
+    for name in (
+        "allowMultipleAllocations",
+        "bindingConditions",
+        "bindingFailureConditions",
+        "bindsToNode",
+    ):
+        if name in device:
+            out[name] = device[name]
     return out
 
 
@@ -449,6 +473,9 @@ def create_workload(client: Client, step: dict, seed: int) -> None:
         exact_request(f"r{i}", device_class, count, step["adminAccess"], step.get("selectors", ()))
         for i, (device_class, count) in enumerate(sorted(step["requests"].items()))
     ]
+    if step.get("capacity"):  # what each device's share asks of its memory
+        for request in requests:
+            request["exactly"]["capacity"] = {"requests": {"memory": step["capacity"]}}
     workload = labels(seed, "workload")
     client.create(ResourceClaim(claim_manifest(step["name"], NAMESPACE, requests, workload)))
     for i in range(step["pods"]):
@@ -652,6 +679,8 @@ def converge(client: Client, state: State) -> None:
     that nothing is placed later, while the agent is read or probed."""
     deadline = time.monotonic() + SETTLE_SECONDS
     while True:
+        if "binding-conditions" in state.features:
+            report_binding_conditions(client, NAMESPACE)
         pods = client.list(Pod, namespace=NAMESPACE, labels=labels(state.seed, "workload"))
         verdicts = {p["metadata"]["name"]: verdict(p) for p in pods}
         if all(v is not None for v in verdicts.values()):

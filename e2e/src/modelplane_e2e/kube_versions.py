@@ -22,8 +22,14 @@ agent's reading of them is proven on every minor:
   DRAExtendedResource are beta and on by default; DRAAdminAccess and
   DRAPrioritizedList are GA.
 - v1.37.2: nothing: DRADeviceTaints and DRADeviceTaintRules are GA and on,
-  DeviceTaintRule is served as `resource.k8s.io/v1`, DRAPartitionableDevices is beta
-  and on.
+  DeviceTaintRule is served as `resource.k8s.io/v1`, DRAPartitionableDevices,
+  DRAConsumableCapacity and DRADeviceBindingConditions are beta and on,
+  DRAResourceClaimDeviceStatus is GA.
+
+So the oracle's features that need DRAConsumableCapacity or DRADeviceBindingConditions
+(`oracle_states.GATED_FEATURES`) run by default on v1.36.3 and v1.37.2, CI's v1.37.2
+leg included, and not at all on v1.35.4, where those gates are alpha and off
+(`oracle_states.GATES_OFF`).
 
 (k8s.io/kubernetes pkg/features/kube_features.go and pkg/controlplane/instance.go of
 each version say so.) `MODELPLANE_KUBE_VERSION` chooses the version the agent's live

@@ -76,8 +76,11 @@ def device(
     consumes: Mapping[str, Mapping[str, str]] | None = None,
     taints: Sequence[Mapping] = (),
     binding_conditions: Sequence[str] = (),
+    shared: bool = False,
 ) -> dict:
-    """A ResourceSlice device with a `type` attribute (and a uuid, unique like real GPUs)."""
+    """A ResourceSlice device with a `type` attribute (and a uuid, unique like real GPUs);
+    `shared`: it allows multiple allocations, a claim asking no capacity taking 10Gi of
+    its memory."""
     out: dict = {
         "name": name,
         "attributes": {"type": {"string": type_}, "uuid": {"string": f"uuid-{name}"}},
@@ -88,6 +91,9 @@ def device(
     if binding_conditions:
         out["bindingConditions"] = list(binding_conditions)
         out["bindingFailureConditions"] = ["failed"]
+    if shared:
+        out["allowMultipleAllocations"] = True
+        out["capacity"]["memory"]["requestPolicy"] = {"default": "10Gi"}
     if consumes:
         out["consumesCounters"] = [
             {"counterSet": counter_set, "counters": {k: {"value": v} for k, v in counters.items()}}

@@ -54,10 +54,11 @@ from typing import Any
 import httpx2
 from lightkube import ApiError, Client
 from lightkube.generic_resource import create_global_resource, create_namespaced_resource
+from lightkube.types import PatchType
 from modelplane_agent.devices import NETWORK_ATTACHED, SHARED_POOL_NAME
 from modelplane_agent.kube import _resource
 from modelplane_agent.partitions import SLICE_ORDER
-from modelplane_agent.pools import LACKS_DECLARED
+from modelplane_agent.pools import BINDING_CONDITIONS, LACKS_DECLARED, SHARED_DEVICES
 from modelplane_agent.state import CLAIMS, CLASSES, NODES, PODS, POOLS, REPLICAS, SLICES
 from modelplane_agent.taint_rules import UNSELECTIVE_RULE
 from modelplane_common.inputs import find_condition
@@ -229,6 +230,61 @@ def delete(client: Client, resource: Any, name: str, namespace: str | None = Non
             raise
 
 
+# A time the reported conditions say they turned True (any past time is valid).
+REPORTED_AT = "2026-01-01T00:00:00Z"
+
+
+def report_binding_conditions(client: Client, namespace: str) -> None:
+    """Play the driver of devices with binding conditions (KEP-5007): on every claim of
+    `namespace` allocated such a device whose status does not report it yet, report
+    each of the result's bindingConditions True in `status.devices`. kube-scheduler
+    waits for that in PreBind (polling every 5 s) before it binds the claim's pod, so a
+    device it gives a pod is bound as a driver would let it be; a failure condition is
+    never reported (kube-scheduler would deallocate and may pick the same device again)."""
+    for claim in client.list(ResourceClaim, namespace=namespace):
+        status = claim.get("status") or {}
+        results = ((status.get("allocation") or {}).get("devices") or {}).get("results") or []
+        reported = list(status.get("devices") or [])
+        seen = {(d.get("driver"), d.get("pool"), d.get("device")) for d in reported}
+        missing = [
+            r
+            for r in results
+            if r.get("bindingConditions") and (r["driver"], r["pool"], r["device"]) not in seen
+        ]
+        if not missing:
+            continue
+        devices = [*reported, *(_attached(result) for result in missing)]
+        try:
+            client.patch(
+                ResourceClaim.Status,
+                claim["metadata"]["name"],
+                {"status": {"devices": devices}},
+                namespace=namespace,
+                patch_type=PatchType.MERGE,
+            )
+        except ApiError as error:
+            if error.status.code not in (404, 409):  # gone, or changed meanwhile
+                raise
+
+
+def _attached(result: Mapping) -> dict:
+    """The status of one allocated device whose binding conditions are all True."""
+    conditions = [
+        {
+            "type": condition,
+            "status": "True",
+            "reason": "Attached",
+            "message": "reported by the oracle's harness, as the device's driver would",
+            "lastTransitionTime": REPORTED_AT,
+        }
+        for condition in result["bindingConditions"]
+    ]
+    device = {k: result[k] for k in ("driver", "pool", "device")}
+    if result.get("shareID"):
+        device["shareID"] = result["shareID"]
+    return {**device, "conditions": conditions}
+
+
 # --------------------------------------------------------------------------- the agent's view
 
 
@@ -392,15 +448,19 @@ def planned_series(pool: Pool, view: Mapping, prefix: str) -> list[list[Series]]
 # counters up, v1.37 keys them apart); partitions over several slices, whose
 # order kube-scheduler reads in map order (the agent counts the worst order's); free
 # network-attached devices serving the node, which serve other nodes too (the agent
-# counts them on none, `modelplane_agent.network`); and a device lacking a declared
+# counts them on none, `modelplane_agent.network`); a device lacking a declared
 # entry, which fails the node for a claim selecting on it only if kube-scheduler tries
-# that device before it has found the claim's (the agent counts none).
+# that device before it has found the claim's (the agent counts none); and, on every
+# version, devices allowing multiple allocations (counted once, free only while
+# unshared) and free devices with binding conditions (counted none).
 DECLARED_UNDER_COUNTS: tuple[str, ...] = (
     UNSELECTIVE_RULE,
     SHARED_POOL_NAME,
     SLICE_ORDER,
     NETWORK_ATTACHED,
     LACKS_DECLARED,
+    SHARED_DEVICES,
+    BINDING_CONDITIONS,
 )
 
 
@@ -430,11 +490,14 @@ def sorted_verdicts(probes: Iterable[Probe], view: Mapping) -> Verdicts:
 
 @dataclass(frozen=True)
 class Oracle:
-    """Where probes live: their namespace and the labels that find them again."""
+    """Where probes live: their namespace and the labels that find them again; whether
+    it plays the driver of devices with binding conditions (`attaches`:
+    `report_binding_conditions` while probes are decided)."""
 
     client: Client
     namespace: str
     labels: Mapping[str, str]
+    attaches: bool = False
 
     def judge(self, pool: Pool, view: Mapping, prefix: str) -> list[Probe]:
         """Every probe of every node of `view`, decided by kube-scheduler. The "exact"
@@ -492,6 +555,8 @@ class Oracle:
         pending = {p.name: p for p in probes}
         deadline = time.monotonic() + DECIDE_SECONDS
         while pending and time.monotonic() < deadline:
+            if self.attaches:
+                report_binding_conditions(self.client, self.namespace)
             for pod in self.client.list(Pod, namespace=self.namespace, labels=labels):
                 waiting = pending.get(pod["metadata"]["name"])
                 decided = verdict(pod)

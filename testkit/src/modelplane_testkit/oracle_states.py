@@ -98,12 +98,37 @@ in KNOWN_DISAGREEMENTS for the Kubernetes version under test only when named):
                           selector tests an entry's absence (`!has(...)`, the
                           exception design/observation.md states).
 
+    consumable-capacity   devices that allow multiple allocations (KEP-5075), in a
+                          resource pool of their own on the node, of the pool's GPU
+                          kind or of a kind of their own ("vgpu"): a `memory`
+                          capacity of 20Gi whose requestPolicy is a default alone,
+                          a validRange or validValues (or none: a claim asking no
+                          capacity takes all of it); workloads whose claims ask
+                          capacity (3Gi, rounded up by the policy, to more than
+                          the device has) or none, so several claims share a device
+    binding-conditions    devices with bindingConditions and bindingFailureConditions
+                          (KEP-5007; bindsToNode or not), of the pool's GPU kind, in
+                          a resource pool of their own on the node; workloads that
+                          kube-scheduler may give them (it tries such pools last).
+                          The harness plays their driver: it reports the binding
+                          conditions True on a claim allocated one, as kube-scheduler
+                          waits for before it binds the pod (never a failure: kube-
+                          scheduler would allocate the same device again)
+
+
 The features after node-resources (LATER_FEATURES) are rolled with dice of their
 own (`random.Random(f"{seed}-later")`), those after device-class-edits
 (CLAIM_FEATURES) with others again (`f"{seed}-claims"`), each of those after
-pending-deallocations (OWN_DICE_FEATURES) with its own (`f"{seed}-<name>"`), and
-declared-devices (DECLARATION_FEATURES) with its own (`f"{seed}-declared"`), so
-adding them left every earlier seed's state as it was where they are not used.
+pending-deallocations (OWN_DICE_FEATURES) with its own (`f"{seed}-<name>"`),
+declared-devices (DECLARATION_FEATURES) with its own (`f"{seed}-declared"`), and
+consumable-capacity and binding-conditions (GATED_FEATURES) with others again
+(`f"{seed}-gated"`), so adding them left every earlier seed's state as it was where
+they are not used.
+
+GATED_FEATURES need DRA feature gates (NEEDS_GATES) that a version of the matrix may
+have off (GATES_OFF: v1.35.4, where they are alpha). There the API server would drop
+their fields and the state would prove nothing, so such a feature is not run on that
+version: the default and "all" leave it out, and naming it is refused.
 
 The harness writes the allocation of a state's own claims ("allocated-claim" steps)
 as an allocator does; kube-controller-manager's resourceclaim controller then
@@ -117,6 +142,7 @@ kube-scheduler are judged on allocations the cluster holds still.
 
 from __future__ import annotations
 
+import copy
 import random
 import uuid
 from collections.abc import Mapping
@@ -143,6 +169,10 @@ CLASSES = {
         f'device.driver == "{GPU_DRIVER}" && device.attributes["{GPU_DRIVER}"].type == "mig"'
     ),
     "nic.example.com": f'device.driver == "{NIC_DRIVER}"',
+    # Devices that allow multiple allocations, as a kind of their own ("consumable-capacity").
+    "vgpu.example.com": (
+        f'device.driver == "{GPU_DRIVER}" && device.attributes["{GPU_DRIVER}"].type == "vgpu"'
+    ),
 }
 
 # A partitionable GPU: its counters, and the devices drawing on them (the whole GPU
@@ -170,6 +200,21 @@ DECLARABLE_MEMORY = {"whole-gpu.example.com": "whole", "mig-1g.example.com": "1g
 # partition with its GPU's attributes) may be unlike the declaration: each false under
 # the selector of the entry it changes, or (no driverVersion) an error there.
 VARIANTS = ("older-driver", "other-model", "less-memory", "no-driver-version")
+# What a device that allows multiple allocations has ("consumable-capacity"), and the
+# request policies its `memory` capacity may have (None: a claim asking none takes all).
+SHARED_MEMORY = "20Gi"
+REQUEST_POLICIES: tuple[dict[str, Any] | None, ...] = (
+    {"default": "5Gi"},
+    {"default": "5Gi", "validRange": {"min": "5Gi", "max": "20Gi", "step": "5Gi"}},
+    {"default": "10Gi", "validRange": {"min": "4Gi"}},
+    {"default": "10Gi", "validValues": ["5Gi", "10Gi", "20Gi"]},
+    None,
+)
+# What a workload's claim asks of such a device's memory (None: nothing, the default).
+CAPACITY_ASKED = (None, None, "3Gi", "5Gi", "10Gi", "20Gi", "25Gi")
+# The conditions a device with binding conditions waits for ("binding-conditions").
+BINDING_CONDITIONS = ["example.com/attached"]
+BINDING_FAILURE_CONDITIONS = ["example.com/attach-failed"]
 
 NODE_CAPACITY = {"cpu": "8", "memory": "32Gi", "pods": "20"}
 MIN_POD_REQUESTS = {"cpu": "1", "memory": "4Gi"}
@@ -182,6 +227,24 @@ CLAIM_FEATURES = ("terminal-pods", "pending-deallocations")
 OWN_DICE_FEATURES = ("network-attached-devices", "preemption")
 # And declared-devices, with dice of its own once more (`f"{seed}-declared"`).
 DECLARATION_FEATURES = ("declared-devices",)
+# Features whose devices need DRA feature gates (NEEDS_GATES), rolled with dice of
+# their own again.
+GATED_FEATURES = ("consumable-capacity", "binding-conditions")
+# The feature gates a feature's API fields and allocator paths need (k8s.io/api
+# resource/v1 `Device`: allowMultipleAllocations and requestPolicy, bindingConditions).
+NEEDS_GATES: dict[str, tuple[str, ...]] = {
+    "consumable-capacity": ("DRAConsumableCapacity",),
+    "binding-conditions": ("DRADeviceBindingConditions", "DRAResourceClaimDeviceStatus"),
+}
+# Of those gates, the ones off on each version of the matrix as the oracle runs it (its
+# defaults, k8s.io/kubernetes pkg/features/kube_features.go, plus the gates
+# modelplane_e2e.kube_versions turns on): DRAConsumableCapacity and
+# DRADeviceBindingConditions are alpha on v1.35 and beta, on by default, from v1.36.
+GATES_OFF: dict[str, frozenset[str]] = {
+    "v1.35.4": frozenset({"DRAConsumableCapacity", "DRADeviceBindingConditions"}),
+    "v1.36.3": frozenset(),
+    "v1.37.2": frozenset(),
+}
 # The finalizer kube-scheduler puts on a claim it allocates: the resourceclaim
 # controller deallocates only claims carrying it (k8s.io/api resource/v1 `Finalizer`).
 SCHEDULER_FINALIZER = "resource.kubernetes.io/delete-protection"
@@ -204,6 +267,7 @@ FEATURES = (
     *CLAIM_FEATURES,
     *OWN_DICE_FEATURES,
     *DECLARATION_FEATURES,
+    *GATED_FEATURES,
 )
 
 # The devices a network-attached resource pool publishes (attributes every DeviceClass
@@ -235,24 +299,38 @@ KNOWN_DISAGREEMENTS: dict[str, dict[str, str]] = {
 OLDEST = "v1.35.4"
 
 
+def runnable(kube_version: str = OLDEST) -> frozenset[str]:
+    """Every feature whose gates (NEEDS_GATES) are on in `kube_version`."""
+    off = GATES_OFF[kube_version]
+    return frozenset(f for f in FEATURES if not off & set(NEEDS_GATES.get(f, ())))
+
+
 def default_features(kube_version: str = OLDEST) -> frozenset[str]:
-    """Every feature but those known to disagree on `kube_version`."""
-    return frozenset(FEATURES) - set(KNOWN_DISAGREEMENTS[kube_version])
+    """Every feature `kube_version` can run but those known to disagree on it."""
+    return runnable(kube_version) - set(KNOWN_DISAGREEMENTS[kube_version])
 
 
 def features_from(text: str, kube_version: str = OLDEST) -> frozenset[str]:
     """`""`: every feature but the known disagreements of `kube_version`; "all": every
-    feature; "none": none; "a,b": only those; "-a,-b": the default but those."""
+    feature it can run; "none": none; "a,b": only those; "-a,-b": the default but those.
+    Naming a feature whose gates are off on `kube_version` is refused."""
     if text.strip() == "none":
         return frozenset()
     if text.strip() == "all":
-        return frozenset(FEATURES)
+        return runnable(kube_version)
     names = [n.strip() for n in text.split(",") if n.strip()]
     unknown = {n.lstrip("-") for n in names} - set(FEATURES)
     if unknown:
         raise ValueError(f"unknown oracle features {sorted(unknown)}; known: {', '.join(FEATURES)}")
     excluded = {n[1:] for n in names if n.startswith("-")}
     included = {n for n in names if not n.startswith("-")} or set(default_features(kube_version))
+    gated_off = sorted(included - runnable(kube_version))
+    if gated_off:
+        gates = sorted({g for f in gated_off for g in NEEDS_GATES[f]} & GATES_OFF[kube_version])
+        raise ValueError(
+            f"oracle features {gated_off} need the feature gates {gates}, "
+            f"off on Kubernetes {kube_version}"
+        )
     return frozenset(included - excluded)
 
 
@@ -291,6 +369,7 @@ def generate(seed: int, enabled: frozenset[str]) -> State:
         *CLAIM_FEATURES,
         *OWN_DICE_FEATURES,
         *DECLARATION_FEATURES,
+        *GATED_FEATURES,
     )
     first = [f for f in FEATURES if f not in dice_of_their_own]
     used = [f for f in first if rng.random() < 0.6 and f in enabled]
@@ -302,7 +381,10 @@ def generate(seed: int, enabled: frozenset[str]) -> State:
     used += [f for f in OWN_DICE_FEATURES if own[f].random() < 0.6 and f in enabled]
     declared = random.Random(f"{seed}-declared")
     used += [f for f in DECLARATION_FEATURES if declared.random() < 0.6 and f in enabled]
-    builder = _Builder(rng, seed, frozenset(used), Dice(later, claims, declared, own))
+    gated = random.Random(f"{seed}-gated")
+    used += [f for f in GATED_FEATURES if gated.random() < 0.6 and f in enabled]
+    dice = Dice(later, claims, declared, gated, own)
+    builder = _Builder(rng, seed, frozenset(used), dice)
     return builder.state()
 
 
@@ -313,6 +395,7 @@ class Dice:
     later: random.Random  # LATER_FEATURES'
     claims: random.Random  # CLAIM_FEATURES'
     declared: random.Random  # DECLARATION_FEATURES'
+    gated: random.Random  # GATED_FEATURES'
     own: Mapping[str, random.Random] = field(default_factory=dict)  # OWN_DICE_FEATURES'
 
     def of(self, feature: str, first: random.Random) -> random.Random:
@@ -322,6 +405,8 @@ class Dice:
             return self.later
         if feature in DECLARATION_FEATURES:
             return self.declared
+        if feature in GATED_FEATURES:
+            return self.gated
         return self.claims if feature in CLAIM_FEATURES else first
 
 
@@ -347,6 +432,8 @@ class _Builder:
         self.rollouts: dict[str, tuple[str | None, str]] = {}
         self.variants: dict[tuple[str, int], str | None] = {}
         self.selectors: list[str] = []  # the GPU kind's request selectors
+        self.gpu_class = "whole-gpu.example.com"  # the pool's GPU kind's class, as CLASSES names it
+        self.shared_class = ""  # the kind of its own of shared devices, if any
 
     def on(self, feature: str, chance: float) -> bool:
         roll = self.dice.of(feature, self.rng).random()
@@ -365,6 +452,12 @@ class _Builder:
                 {"name": "nic", "driver": NIC_DRIVER, "deviceClassName": "nic.example.com"}
             )
         devices[0].update(self.declaration(gpu_class))
+        self.gpu_class = gpu_class
+        if self.on("consumable-capacity", 0.5):  # else shared devices are of the GPU kind
+            self.shared_class = "vgpu.example.com"
+            devices.append(
+                {"name": "vgpu", "driver": GPU_DRIVER, "deviceClassName": self.shared_class}
+            )
         declared = rng.random() < 0.5 or "node-resources" in self.features
         smallest = dict(MIN_POD_REQUESTS) if declared else None
         pool = Pool(self.prefix, devices, [FLEET_TOLERATION], smallest)
@@ -490,8 +583,10 @@ class _Builder:
                 )
             )
         self.hold(name, inventory)
+        gated = [*self.shared_devices(name), *self.bound_devices(name)]
         first_wave = self.workloads(name, gpus, partitioned, nics, wave=1)
         self.work.extend(first_wave)
+        self.work.extend(gated)
         self.finish(first_wave)
         self.preempt(name, gpus, partitioned)
         if late and change:
@@ -664,6 +759,72 @@ class _Builder:
                     "reach": reach,
                 }
             )
+
+    def shared_devices(self, node: str) -> list[dict]:
+        """Devices that allow multiple allocations ("consumable-capacity"), in a resource
+        pool of their own on `node`; returns workloads whose claims share them."""
+        if not self.on("consumable-capacity", 0.7):
+            return []
+        dice = self.dice.gated
+        device_class = self.shared_class or self.gpu_class
+        devices = []
+        for i in range(dice.randint(1, 2)):
+            capacity: dict[str, Any] = {"value": SHARED_MEMORY}
+            policy = dice.choice(REQUEST_POLICIES)
+            if policy is not None:
+                capacity["requestPolicy"] = copy.deepcopy(policy)
+            devices.append(
+                {
+                    "name": f"shared-{i}",
+                    "attributes": _kind_attributes(device_class, 8 + i),
+                    "allowMultipleAllocations": True,
+                    "capacity": {"memory": capacity},
+                }
+            )
+        pool = SlicePool(GPU_DRIVER, f"{node}-shared", 1, 1)
+        self.steps.append(_slice(f"{node}-shared", node, pool, devices))
+        return [
+            {
+                "op": "workload",
+                "name": f"{node}-share{i}",
+                "node": node,
+                "requests": {device_class: dice.randint(1, len(devices))},
+                "capacity": dice.choice(CAPACITY_ASKED),
+                "adminAccess": False,
+                "pods": 1,
+            }
+            for i in range(dice.randint(0, 4))
+        ]
+
+    def bound_devices(self, node: str) -> list[dict]:
+        """Devices of the pool's GPU kind with binding conditions ("binding-conditions"),
+        in a resource pool of their own on `node`; returns workloads that may get them."""
+        if not self.on("binding-conditions", 0.7):
+            return []
+        dice = self.dice.gated
+        devices = [
+            {
+                "name": f"attached-{i}",
+                "attributes": _kind_attributes(self.gpu_class, 12 + i),
+                "bindingConditions": list(BINDING_CONDITIONS),
+                "bindingFailureConditions": list(BINDING_FAILURE_CONDITIONS),
+                "bindsToNode": dice.random() < 0.5,
+            }
+            for i in range(dice.randint(1, 2))
+        ]
+        pool = SlicePool(GPU_DRIVER, f"{node}-attached", 1, 1)
+        self.steps.append(_slice(f"{node}-attached", node, pool, devices))
+        return [
+            {
+                "op": "workload",
+                "name": f"{node}-attach{i}",
+                "node": node,
+                "requests": {self.gpu_class: dice.randint(1, 2)},
+                "adminAccess": False,
+                "pods": 1,
+            }
+            for i in range(dice.randint(0, 2))
+        ]
 
     # ------------------------------------------------------------------ claims
 
@@ -840,6 +1001,18 @@ def _narrowed(gpu_class: str, narrow: bool) -> str:
     """`gpu_class`'s selector, or (`narrow`) only the devices of GPU index 0."""
     expression = CLASSES[gpu_class]
     return f'{expression} && device.attributes["{GPU_DRIVER}"].index == 0' if narrow else expression
+
+
+def _kind_attributes(device_class: str, index: int) -> dict:
+    """Attributes by which `device_class` (of CLASSES) selects a device, GPU `index`
+    (past the node's GPUs: a class narrowed to GPU 0 leaves it out)."""
+    kind = {
+        "whole-gpu.example.com": {"type": "gpu", "profile": "whole"},
+        "mig-1g.example.com": {"type": "mig", "profile": "1g"},
+        "mig.example.com": {"type": "mig", "profile": "2g"},
+        "vgpu.example.com": {"type": "vgpu", "profile": "shared"},
+    }[device_class]
+    return {**kind, "index": index}
 
 
 def _partitionable_nics(node: str, nics: int) -> list[dict]:
