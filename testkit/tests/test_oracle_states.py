@@ -150,7 +150,12 @@ SIGNS = {
     "network-attached-devices": lambda step: step["op"] == "slice" and step["node"] is None,
     "preemption": lambda step: step["op"] in ("preempt", "priority-class"),
     "declared-devices": lambda step: (
-        "selectors" in step or any("capacity" in d for d in step.get("devices", []))
+        "selectors" in step
+        or any(
+            "capacity" in d and not d.get("allowMultipleAllocations")
+            for d in step.get("devices", [])
+        )
+    ),
     "consumable-capacity": lambda step: (
         any(d.get("allowMultipleAllocations") for d in step.get("devices", []))
         or (step["op"] == "workload" and "capacity" in step)
