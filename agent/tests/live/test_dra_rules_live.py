@@ -24,20 +24,18 @@ import pytest
 import yaml
 from lightkube import Client
 from lightkube.config.kubeconfig import KubeConfig
-from lightkube.types import PatchType
 from modelplane_common.inputs import find_condition
 from modelplane_devtools.processes import free_port
 from modelplane_e2e import kube
+from modelplane_testkit import oracle
 from modelplane_testkit.oracle import (
     NOT_SERVED,
     CustomResourceDefinition,
     DeviceClass,
     Namespace,
-    Node,
     Pod,
     PoolObservation,
     ResourceClaim,
-    ResourceSlice,
     ServiceAccount,
     claim_manifest,
     pinned_pod,
@@ -57,31 +55,24 @@ eventually = partial(kube.eventually, timeout=60, every=0.5, not_yet=NOT_SERVED)
 
 def ready_node(client: Client, name: str, pool: str) -> str:
     """A Ready, untainted node of `pool`; its uid."""
-    labels = {POOL_LABEL: pool, "kubernetes.io/hostname": name}
-    client.create(Node({"metadata": {"name": name, "labels": labels}}))
-    capacity = {"cpu": "64", "memory": "256Gi", "pods": "110"}
-    ready = {
-        "type": "Ready",
-        "status": "True",
-        "reason": "KubeletReady",
-        "message": "played by the test",
-        "lastHeartbeatTime": "2026-01-01T00:00:00Z",
-        "lastTransitionTime": "2026-01-01T00:00:00Z",
-    }
-    status = {"status": {"capacity": capacity, "allocatable": capacity, "conditions": [ready]}}
-    client.patch(Node.Status, name, status, patch_type=PatchType.MERGE)
-    client.patch(Node, name, {"spec": {"taints": None}}, patch_type=PatchType.MERGE)
-    return client.get(Node, name)["metadata"]["uid"]
+    return oracle.ready_node(client, name, {POOL_LABEL: pool})
 
 
 def publish(client: Client, node: str, uid: str, slices: list[dict]) -> None:
     """The node's resource pool, one slice per spec of `slices`."""
-    owner = {"apiVersion": "v1", "kind": "Node", "name": node, "uid": uid}
-    for i, spec in enumerate(slices):
-        pool = {"name": node, "generation": 1, "resourceSliceCount": len(slices)}
-        body = {"driver": DRIVER, "pool": pool, "nodeName": node, **spec}
-        metadata = {"name": f"{node}-{i}", "ownerReferences": [owner]}
-        client.create(ResourceSlice({"metadata": metadata, "spec": body}))
+    pool = {"name": node, "generation": 1, "resourceSliceCount": len(slices)}
+    oracle.publish_slices(
+        client,
+        node,
+        uid,
+        (
+            {
+                "metadata": {"name": f"{node}-{i}"},
+                "spec": {"driver": DRIVER, "pool": pool, "nodeName": node, **spec},
+            }
+            for i, spec in enumerate(slices)
+        ),
+    )
 
 
 def pool_observation(name: str, declared: dict | None = None) -> dict:
