@@ -27,7 +27,6 @@ from lightkube.config.kubeconfig import KubeConfig
 from modelplane_common.inputs import find_condition
 from modelplane_devtools.processes import free_port
 from modelplane_e2e import kube
-from modelplane_testkit import oracle
 from modelplane_testkit.oracle import (
     NOT_SERVED,
     CustomResourceDefinition,
@@ -39,6 +38,8 @@ from modelplane_testkit.oracle import (
     ServiceAccount,
     claim_manifest,
     pinned_pod,
+    publish_slices,
+    ready_node,
     verdict,
 )
 
@@ -53,15 +54,15 @@ NEWER = f'device.attributes["{DRIVER}"].driverVersion.isGreaterThan(semver("550.
 eventually = partial(kube.eventually, timeout=60, every=0.5, not_yet=NOT_SERVED)
 
 
-def ready_node(client: Client, name: str, pool: str) -> str:
+def pool_node(client: Client, name: str, pool: str) -> str:
     """A Ready, untainted node of `pool`; its uid."""
-    return oracle.ready_node(client, name, {POOL_LABEL: pool})
+    return ready_node(client, name, {POOL_LABEL: pool})
 
 
 def publish(client: Client, node: str, uid: str, slices: list[dict]) -> None:
     """The node's resource pool, one slice per spec of `slices`."""
     pool = {"name": node, "generation": 1, "resourceSliceCount": len(slices)}
-    oracle.publish_slices(
+    publish_slices(
         client,
         node,
         uid,
@@ -141,7 +142,7 @@ def test_pods_placed_one_after_another_get_what_the_agent_reports(cluster):
 
     declared = {"attributes": {"driverVersion": {"version": "550.54.15"}}}
     client.create(PoolObservation(pool_observation("rollout", declared)))
-    uid = ready_node(client, "r1", "rollout")
+    uid = pool_node(client, "r1", "rollout")
     versions = ["550.54.15", "535.161.8", "550.54.15", "535.161.8"]
     devices = [
         {"name": f"gpu-{i}", "attributes": {"driverVersion": {"version": v}}}
@@ -150,7 +151,7 @@ def test_pods_placed_one_after_another_get_what_the_agent_reports(cluster):
     publish(client, "r1", uid, [{"devices": devices}])
 
     client.create(PoolObservation(pool_observation("halves")))
-    uid = ready_node(client, "h1", "halves")
+    uid = pool_node(client, "h1", "halves")
     consumes = [("whole", "40Gi"), ("half-0", "20Gi"), ("half-1", "20Gi")]
     partitions = [
         {

@@ -116,6 +116,8 @@ def ready_node(client: Client, name: str, labels: Mapping[str, str] | None = Non
     }
     status = {"status": {"capacity": capacity, "allocatable": capacity, "conditions": [ready]}}
     client.patch(Node.Status, name, status, patch_type=PatchType.MERGE)
+    # The API server's TaintNodesByCondition admission taints every new node not-ready;
+    # the node lifecycle controller, which would lift it, does not run without kubelets.
     client.patch(Node, name, {"spec": {"taints": None}}, patch_type=PatchType.MERGE)
     return client.get(Node, name)["metadata"]["uid"]
 
