@@ -49,7 +49,6 @@ from pathlib import Path
 
 from lightkube import Client
 from lightkube.config.kubeconfig import KubeConfig
-from lightkube.types import PatchType
 from modelplane_agent.state import CLASSES, NODES, POOLS, SLICES, ClusterState
 from modelplane_common.inputs import find_condition
 from modelplane_e2e import kube, kube_versions, stack
@@ -58,15 +57,15 @@ from modelplane_testkit.oracle import (
     NOT_SERVED,
     DeviceClass,
     Namespace,
-    Node,
     Pod,
     ResourceClaim,
-    ResourceSlice,
     ServiceAccount,
     claim_manifest,
     delete,
     exact_request,
     pinned_pod,
+    publish_slices,
+    ready_node,
 )
 
 DRIVER = t.NVIDIA
@@ -161,24 +160,6 @@ def promised(node: str, slices: list[dict], kind: str) -> int:
     [(free, nodes)] = histogram.buckets
     assert nodes == 1
     return free[0]
-
-
-def ready_node(client: Client, name: str) -> str:
-    """A Ready, untainted node with room for every pod; its uid."""
-    client.create(Node({"metadata": {"name": name, "labels": {"kubernetes.io/hostname": name}}}))
-    capacity = {"cpu": "64", "memory": "256Gi", "pods": "110"}
-    ready = {"type": "Ready", "status": "True", "reason": "KubeletReady", "message": "bench"}
-    status = {"status": {"capacity": capacity, "allocatable": capacity, "conditions": [ready]}}
-    client.patch(Node.Status, name, status, patch_type=PatchType.MERGE)
-    client.patch(Node, name, {"spec": {"taints": None}}, patch_type=PatchType.MERGE)
-    return client.get(Node, name)["metadata"]["uid"]
-
-
-def publish(client: Client, node: str, uid: str, slices: list[dict]) -> None:
-    owner = {"apiVersion": "v1", "kind": "Node", "name": node, "uid": uid}
-    for each in slices:
-        metadata = {"name": each["metadata"]["name"], "ownerReferences": [owner]}
-        client.create(ResourceSlice({"metadata": metadata, "spec": each["spec"]}))
 
 
 # --------------------------------------------------------------------------- measuring
@@ -293,7 +274,7 @@ def setup(client: Client, args: argparse.Namespace) -> list[Case]:
         for gpus in args.gpus:
             node = f"{order.split('-')[0]}-{gpus}"
             slices = node_slices(node, gpus, order)
-            publish(client, node, ready_node(client, node), slices)
+            publish_slices(client, node, ready_node(client, node), slices)
             cases += [
                 Case(kind, order, gpus, node, promised(node, slices, kind)) for kind in args.classes
             ]

@@ -40,10 +40,11 @@ from modelplane_testkit.oracle import (
     Pod,
     PoolObservation,
     ReplicaObservation,
-    ResourceSlice,
     ServiceAccount,
     converged_view,
     device_taint_rule,
+    publish_slices,
+    ready_node,
 )
 from modelplane_testkit.oracle_states import Pool
 
@@ -62,63 +63,15 @@ eventually = partial(kube.eventually, timeout=45, every=0.5, not_yet=NOT_SERVED)
 
 
 def node(client: Client, name: str) -> None:
-    client.create(
-        Node(
-            {
-                "metadata": {
-                    "name": name,
-                    "labels": {POOL_LABEL: "a", "kubernetes.io/hostname": name},
-                }
-            }
-        )
-    )
-    capacity = {"cpu": "64", "memory": "256Gi", "pods": "110"}
-    client.patch(
-        Node.Status,
-        name,
-        {
-            "status": {
-                "capacity": capacity,
-                "allocatable": capacity,
-                "conditions": [
-                    {
-                        "type": "Ready",
-                        "status": "True",
-                        "reason": "KubeletReady",
-                        "message": "played by the test",
-                        "lastHeartbeatTime": "2026-01-01T00:00:00Z",
-                        "lastTransitionTime": "2026-01-01T00:00:00Z",
-                    }
-                ],
-            }
-        },
-        patch_type=PatchType.MERGE,
-    )
-    # The API server's TaintNodesByCondition admission taints every new node not-ready;
-    # the node lifecycle controller, which would lift it, does not run without kubelets.
-    client.patch(Node, name, {"spec": {"taints": None}}, patch_type=PatchType.MERGE)
-    uid = client.get(Node, name)["metadata"]["uid"]
-    client.create(
-        ResourceSlice(
-            {
-                "metadata": {
-                    "name": f"{name}-gpus",
-                    # As a driver does: the slice goes with its node.
-                    "ownerReferences": [
-                        {"apiVersion": "v1", "kind": "Node", "name": name, "uid": uid}
-                    ],
-                },
-                "spec": {
-                    "driver": DRIVER,
-                    "pool": {"name": name, "generation": 1, "resourceSliceCount": 1},
-                    "nodeName": name,
-                    "devices": [
-                        {"name": f"gpu-{i}", "attributes": {"index": {"int": i}}} for i in range(4)
-                    ],
-                },
-            }
-        )
-    )
+    """A Ready node of pool "a" with four GPUs, published as a driver does."""
+    uid = ready_node(client, name, {POOL_LABEL: "a"})
+    gpus = {
+        "driver": DRIVER,
+        "pool": {"name": name, "generation": 1, "resourceSliceCount": 1},
+        "nodeName": name,
+        "devices": [{"name": f"gpu-{i}", "attributes": {"index": {"int": i}}} for i in range(4)],
+    }
+    publish_slices(client, name, uid, [{"metadata": {"name": f"{name}-gpus"}, "spec": gpus}])
 
 
 def pod(client: Client, name: str, template: str) -> None:

@@ -24,7 +24,6 @@ import pytest
 import yaml
 from lightkube import Client
 from lightkube.config.kubeconfig import KubeConfig
-from lightkube.types import PatchType
 from modelplane_common.inputs import find_condition
 from modelplane_devtools.processes import free_port
 from modelplane_e2e import kube
@@ -33,14 +32,14 @@ from modelplane_testkit.oracle import (
     CustomResourceDefinition,
     DeviceClass,
     Namespace,
-    Node,
     Pod,
     PoolObservation,
     ResourceClaim,
-    ResourceSlice,
     ServiceAccount,
     claim_manifest,
     pinned_pod,
+    publish_slices,
+    ready_node,
     verdict,
 )
 
@@ -55,33 +54,26 @@ NEWER = f'device.attributes["{DRIVER}"].driverVersion.isGreaterThan(semver("550.
 eventually = partial(kube.eventually, timeout=60, every=0.5, not_yet=NOT_SERVED)
 
 
-def ready_node(client: Client, name: str, pool: str) -> str:
+def pool_node(client: Client, name: str, pool: str) -> str:
     """A Ready, untainted node of `pool`; its uid."""
-    labels = {POOL_LABEL: pool, "kubernetes.io/hostname": name}
-    client.create(Node({"metadata": {"name": name, "labels": labels}}))
-    capacity = {"cpu": "64", "memory": "256Gi", "pods": "110"}
-    ready = {
-        "type": "Ready",
-        "status": "True",
-        "reason": "KubeletReady",
-        "message": "played by the test",
-        "lastHeartbeatTime": "2026-01-01T00:00:00Z",
-        "lastTransitionTime": "2026-01-01T00:00:00Z",
-    }
-    status = {"status": {"capacity": capacity, "allocatable": capacity, "conditions": [ready]}}
-    client.patch(Node.Status, name, status, patch_type=PatchType.MERGE)
-    client.patch(Node, name, {"spec": {"taints": None}}, patch_type=PatchType.MERGE)
-    return client.get(Node, name)["metadata"]["uid"]
+    return ready_node(client, name, {POOL_LABEL: pool})
 
 
 def publish(client: Client, node: str, uid: str, slices: list[dict]) -> None:
     """The node's resource pool, one slice per spec of `slices`."""
-    owner = {"apiVersion": "v1", "kind": "Node", "name": node, "uid": uid}
-    for i, spec in enumerate(slices):
-        pool = {"name": node, "generation": 1, "resourceSliceCount": len(slices)}
-        body = {"driver": DRIVER, "pool": pool, "nodeName": node, **spec}
-        metadata = {"name": f"{node}-{i}", "ownerReferences": [owner]}
-        client.create(ResourceSlice({"metadata": metadata, "spec": body}))
+    pool = {"name": node, "generation": 1, "resourceSliceCount": len(slices)}
+    publish_slices(
+        client,
+        node,
+        uid,
+        (
+            {
+                "metadata": {"name": f"{node}-{i}"},
+                "spec": {"driver": DRIVER, "pool": pool, "nodeName": node, **spec},
+            }
+            for i, spec in enumerate(slices)
+        ),
+    )
 
 
 def pool_observation(name: str, declared: dict | None = None) -> dict:
@@ -150,7 +142,7 @@ def test_pods_placed_one_after_another_get_what_the_agent_reports(cluster):
 
     declared = {"attributes": {"driverVersion": {"version": "550.54.15"}}}
     client.create(PoolObservation(pool_observation("rollout", declared)))
-    uid = ready_node(client, "r1", "rollout")
+    uid = pool_node(client, "r1", "rollout")
     versions = ["550.54.15", "535.161.8", "550.54.15", "535.161.8"]
     devices = [
         {"name": f"gpu-{i}", "attributes": {"driverVersion": {"version": v}}}
@@ -159,7 +151,7 @@ def test_pods_placed_one_after_another_get_what_the_agent_reports(cluster):
     publish(client, "r1", uid, [{"devices": devices}])
 
     client.create(PoolObservation(pool_observation("halves")))
-    uid = ready_node(client, "h1", "halves")
+    uid = pool_node(client, "h1", "halves")
     consumes = [("whole", "40Gi"), ("half-0", "20Gi"), ("half-1", "20Gi")]
     partitions = [
         {

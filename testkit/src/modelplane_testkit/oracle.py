@@ -100,6 +100,37 @@ DEVICE_TAINT_RULES = {
 }
 
 
+def ready_node(client: Client, name: str, labels: Mapping[str, str] | None = None) -> str:
+    """A Ready, untainted node named `name` with room for any pod these tests place (no
+    kubelet: its status is written as one would); its uid, for owner references."""
+    metadata = {"name": name, "labels": {"kubernetes.io/hostname": name, **(labels or {})}}
+    client.create(Node({"metadata": metadata}))
+    capacity = {"cpu": "64", "memory": "256Gi", "pods": "110"}
+    ready = {
+        "type": "Ready",
+        "status": "True",
+        "reason": "KubeletReady",
+        "message": "played by the test",
+        "lastHeartbeatTime": "2026-01-01T00:00:00Z",
+        "lastTransitionTime": "2026-01-01T00:00:00Z",
+    }
+    status = {"status": {"capacity": capacity, "allocatable": capacity, "conditions": [ready]}}
+    client.patch(Node.Status, name, status, patch_type=PatchType.MERGE)
+    # The API server's TaintNodesByCondition admission taints every new node not-ready;
+    # the node lifecycle controller, which would lift it, does not run without kubelets.
+    client.patch(Node, name, {"spec": {"taints": None}}, patch_type=PatchType.MERGE)
+    return client.get(Node, name)["metadata"]["uid"]
+
+
+def publish_slices(client: Client, node: str, uid: str, slices: Iterable[Mapping]) -> None:
+    """Create `slices` (each {"metadata": {"name"}, "spec"}) owned by the node, as a
+    driver does, so that they go with it."""
+    owner = {"apiVersion": "v1", "kind": "Node", "name": node, "uid": uid}
+    for each in slices:
+        metadata = {"name": each["metadata"]["name"], "ownerReferences": [owner]}
+        client.create(ResourceSlice({"metadata": metadata, "spec": each["spec"]}))
+
+
 def device_taint_rule(client: Client) -> Any:
     """The DeviceTaintRule class of the most stable version this API server serves,
     found by listing it in each (a version not served answers 404), apart from the

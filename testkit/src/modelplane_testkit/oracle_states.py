@@ -784,15 +784,12 @@ class _Builder:
         pool = SlicePool(GPU_DRIVER, f"{node}-shared", 1, 1)
         self.steps.append(_slice(f"{node}-shared", node, pool, devices))
         return [
-            {
-                "op": "workload",
-                "name": f"{node}-share{i}",
-                "node": node,
-                "requests": {device_class: dice.randint(1, len(devices))},
-                "capacity": dice.choice(CAPACITY_ASKED),
-                "adminAccess": False,
-                "pods": 1,
-            }
+            _workload(
+                f"{node}-share{i}",
+                node,
+                {device_class: dice.randint(1, len(devices))},
+                extra={"capacity": dice.choice(CAPACITY_ASKED)},
+            )
             for i in range(dice.randint(0, 4))
         ]
 
@@ -815,14 +812,7 @@ class _Builder:
         pool = SlicePool(GPU_DRIVER, f"{node}-attached", 1, 1)
         self.steps.append(_slice(f"{node}-attached", node, pool, devices))
         return [
-            {
-                "op": "workload",
-                "name": f"{node}-attach{i}",
-                "node": node,
-                "requests": {self.gpu_class: dice.randint(1, 2)},
-                "adminAccess": False,
-                "pods": 1,
-            }
+            _workload(f"{node}-attach{i}", node, {self.gpu_class: dice.randint(1, 2)})
             for i in range(dice.randint(0, 2))
         ]
 
@@ -896,17 +886,12 @@ class _Builder:
         kind = "mig-1g.example.com" if partitioned else "whole-gpu.example.com"
         for i in range(2):
             self.work.append(
-                {
-                    "op": "workload",
-                    "name": f"{node}-low{i}",
-                    "node": node,
-                    "requests": {kind: 1},
-                    "adminAccess": False,
-                    "pods": 1,
-                    "priorityClass": f"{self.prefix}-low",
-                    "cpu": "3",
-                    "gracePeriod": 30,
-                }
+                _workload(
+                    f"{node}-low{i}",
+                    node,
+                    {kind: 1},
+                    extra={"priorityClass": f"{self.prefix}-low", "cpu": "3", "gracePeriod": 30},
+                )
             )
         self.late.append(
             {
@@ -938,28 +923,25 @@ class _Builder:
             device_class, most = rng.choice(choices)
             admin = self.on("admin-access", 0.3)
             steps.append(
-                {
-                    "op": "workload",
-                    "name": f"{node}-w{wave}{i}",
-                    "node": node,
-                    "requests": {device_class: rng.randint(1, most)},
-                    "adminAccess": admin,
-                    "pods": 2 if self.on("shared-claims", 0.3) else 1,
-                    **self.selecting(device_class),
-                }
+                _workload(
+                    f"{node}-w{wave}{i}",
+                    node,
+                    {device_class: rng.randint(1, most)},
+                    admin,
+                    2 if self.on("shared-claims", 0.3) else 1,
+                    extra=self.selecting(device_class),
+                )
             )
         if gpus and self.on("admin-access", 0.3):
             steps.insert(
                 rng.randint(0, len(steps)),
-                {
-                    "op": "workload",
-                    "name": f"{node}-admin{wave}",
-                    "node": node,
-                    "requests": {"whole-gpu.example.com": gpus},
-                    "adminAccess": True,
-                    "pods": 1,
-                    **self.selecting("whole-gpu.example.com"),
-                },
+                _workload(
+                    f"{node}-admin{wave}",
+                    node,
+                    {"whole-gpu.example.com": gpus},
+                    True,
+                    extra=self.selecting("whole-gpu.example.com"),
+                ),
             )
         return steps
 
@@ -1105,6 +1087,27 @@ class SlicePool:
     name: str
     generation: int
     slices: int
+
+
+def _workload(
+    name: str,
+    node: str,
+    requests: Mapping[str, int],
+    admin: bool = False,
+    pods: int = 1,
+    extra: Mapping[str, Any] | None = None,
+) -> dict:
+    """A workload step: `pods` pods pinned to `node` sharing one claim of `requests`
+    (device class -> count), with whatever else the feature adds (`extra`)."""
+    return {
+        "op": "workload",
+        "name": name,
+        "node": node,
+        "requests": dict(requests),
+        "adminAccess": admin,
+        "pods": pods,
+        **(extra or {}),
+    }
 
 
 def _slice(
