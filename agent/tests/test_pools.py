@@ -1917,6 +1917,79 @@ def test_network_attached_devices_count_on_no_node_and_are_declared(steps, parts
     assert state.pool_view.parts["a100"] == parts
 
 
+DECLARED_POOL = t.pool_observation("a100", [GPU], declared=DECLARED_550)
+DECLARED_NODES = [
+    *CLASSES_ALL,
+    UNGUARDED_CLASS,
+    t.node("n1"),
+    t.node("n2"),
+    versions("n1", *["550.54.15"] * 4),
+    versions("n2", *["550.54.15"] * 4),
+]
+LACKING = (
+    "a device lacks a declared entry of device kind gpu (attribute driverVersion): "
+    "kube-scheduler may fail the node for a claim selecting on it"
+)
+UNGUARDED_FAILS = (
+    "device kind gpu: DeviceClass unguarded fails on a device (no such member in mapping: "
+    "'type'): kube-scheduler may fail the node"
+)
+NIC_FABRIC = fabric(ALL_NODES, t.device("f0", "nic"), driver=t.NIC_DRIVER)
+
+# (the pool, steps after DECLARED_NODES, the node parts): kube-scheduler runs a claim's
+# class and selectors on the network-attached devices serving a node as on its own, so
+# one of a kind lacking a declared entry, or failing the kind's class, fails the node's
+# Filter there: the kind counts none on the nodes it serves, and says why.
+NETWORK_FAILURE_CASES = [
+    pytest.param(
+        DECLARED_POOL,
+        [fabric(selector(names("In", "n1")), t.device("f0"))],
+        {"n1": Uncounted((0,), (NETWORK, LACKING)), "n2": (4,)},
+        id="a network device serving a node, lacking a declared entry, leaves its kind none there",
+    ),
+    pytest.param(
+        DECLARED_POOL,
+        [fabric(selector(names("In", "n3")), t.device("f0"))],
+        {"n1": (4,), "n2": (4,)},
+        id="a network device lacking a declared entry serving no member changes nothing",
+    ),
+    pytest.param(
+        DECLARED_POOL,
+        [fabric(ALL_NODES, t.device("f0", "mig"))],
+        {"n1": (4,), "n2": (4,)},
+        id="a network device of another class lacking a declared entry changes nothing",
+    ),
+    pytest.param(
+        DECLARED_POOL,
+        [fabric(ALL_NODES, t.device("f0")), held("c", "fabric", "f0")],
+        {"n1": (4,), "n2": (4,)},
+        id="a network device lacking a declared entry that a claim holds changes nothing",
+    ),
+    pytest.param(
+        DECLARED_POOL,
+        [fabric(ALL_NODES, t.device("f0", taints=[{"key": "k", "effect": "NoSchedule"}]))],
+        {"n1": Uncounted((0,), (LACKING,)), "n2": Uncounted((0,), (LACKING,))},
+        id="a tainted network device lacking a declared entry still leaves its kind none",
+    ),
+    pytest.param(
+        t.pool_observation("a100", [UNGUARDED]),
+        [NIC_FABRIC],
+        {
+            "n1": Uncounted((0,), (NETWORK, UNGUARDED_FAILS)),
+            "n2": Uncounted((0,), (NETWORK, UNGUARDED_FAILS)),
+        },
+        id="a class failing on a network device serving a node leaves its kind none there",
+    ),
+]
+
+
+@pytest.mark.parametrize(("pool", "steps", "parts"), NETWORK_FAILURE_CASES)
+def test_network_devices_serving_a_node_fail_a_kind_there_as_its_own_do(pool, steps, parts):
+    state = run([*DECLARED_NODES, pool, *steps])
+    assert state.pool_report("a100").condition.status == "True"
+    assert state.pool_view.parts["a100"] == parts
+
+
 def test_network_attached_devices_are_named_in_the_message_without_a_warning():
     state = run([*TWO_NODES, fabric(ALL_NODES, t.device("f0"))])
     message = state.pool_report("a100").condition.message

@@ -261,12 +261,31 @@ class DeviceIndex:
 
     def network_offered(self, node: Node) -> list[Device]:
         """The network-attached devices kube-scheduler may give a claim on `node` now
-        (`network`): published by a slice without `nodeName` of its resource pool's
-        newest generation, the pool complete and valid, serving the node (the slice's
-        reach, or the device's with `perDeviceNodeSelection`), no claim holding them and
-        no taint or binding condition withholding them (a DeviceTaintRule without
-        `deviceSelector` withholds them on some versions only: they are offered)."""
-        offered = []
+        (`network`): of those serving the node (`network_serving`), no claim holding
+        them and no taint or binding condition withholding them (a DeviceTaintRule
+        without `deviceSelector` withholds them on some versions only: they are offered)."""
+        return [
+            seen for published, seen in self.network_serving(node) if self._free(published, seen)
+        ]
+
+    def network_tried(self, node: Node) -> list[Device]:
+        """The network-attached devices serving `node` (`network_serving`) on which
+        kube-scheduler's allocator runs a claim's class and selectors there, as on the
+        node's own (`pools.class_failures`): those no claim holds, tainted or not, and
+        those allowing multiple allocations that consume no counter, held or not."""
+        return [
+            seen
+            for _, seen in self.network_serving(node)
+            if not self.is_allocated(seen.key) or (seen.shared and not seen.consumes)
+        ]
+
+    def network_serving(self, node: Node) -> list[tuple[Device, Device]]:
+        """The network-attached devices serving `node` (`network`), each as its slice
+        publishes it and with the rules' taints: published by a slice without `nodeName`
+        of its resource pool's newest generation, the pool complete and valid, serving
+        the node (the slice's reach, or the device's with `perDeviceNodeSelection`),
+        not pinned to it (counted as its own: `pinned`)."""
+        serving = []
         for name in sorted(self.network):
             current = self.slices[name]
             pool = (current.driver, current.pool)
@@ -277,9 +296,9 @@ class DeviceIndex:
                 reach = device.reach if device.reach is not None else current.reach
                 if _pinned_to(device, node.name):
                     continue  # counted as the node's own (`pinned`)
-                if reach is not None and serves(reach, node) and self._free(published, device):
-                    offered.append(device)
-        return offered
+                if reach is not None and serves(reach, node):
+                    serving.append((published, device))
+        return serving
 
     def _free(self, published: Device, seen: Device) -> bool:
         """Whether a device (as its slice publishes it, and with the rules' taints) may be

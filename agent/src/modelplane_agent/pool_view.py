@@ -249,7 +249,15 @@ class PoolView:
             else ()
             for d in offered.devices
         ]
-        failures = class_failures(offered.devices, judged, allocated)
+        # kube-scheduler runs the class and a claim's selectors on the network-attached
+        # devices serving the node too: one failing, or lacking a declared entry, fails
+        # the node's Filter as the node's own does.
+        network = self.devices.network_tried(self.nodes[node])
+        failures = class_failures(
+            (*offered.devices, *network),
+            [*judged, *(tuple(self._judge(rule, d) for rule in rules) for d in network)],
+            allocated,
+        )
         counted, differing = free_vector(offered, judged, len(rules), allocated)
         skipped = offered.skipped
         if self._network_serves(rules, node):

@@ -57,6 +57,8 @@ Only ResourceSlices of the newest generation of each resource pool count,
 as in the DRA allocator. Devices of network-attached slices (no `nodeName`)
 belong to no node's vector, but for those pinned to one node; a node a free one
 of the pool's kinds serves says so (`network`, True/`NetworkAttachedDevices`).
+Those serving a node are judged for `class_failures` there like its own: the
+allocator runs a claim's class and selectors on them too.
 """
 
 from __future__ import annotations
